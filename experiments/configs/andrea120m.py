@@ -1,0 +1,14 @@
+"""ANDREA family member `andrea120m`: d_model 768, 12 heads, 12 layers, vocab 8449, context 1024.
+
+Launch:
+  python -m experiments.run --config=andrea120m
+  python -m experiments.run --config=andrea120m:norm=post,mlp_ratio=2
+"""
+
+from experiments.configs import common
+
+
+def get_config(arg=None):
+  model = common.model_group(vocab_size=8449, block_size=1024, d_model=768, n_layer=12, n_head=12)
+  config = common.base_config(model)
+  return common.apply_variants(config, arg)

@@ -1,0 +1,14 @@
+"""ANDREA family member `andrea480m`: d_model 1536, 24 heads, 16 layers, vocab 8449, context 1024.
+
+Launch:
+  python -m experiments.run --config=andrea480m
+  python -m experiments.run --config=andrea480m:norm=post,mlp_ratio=2
+"""
+
+from experiments.configs import common
+
+
+def get_config(arg=None):
+  model = common.model_group(vocab_size=8449, block_size=1024, d_model=1536, n_layer=16, n_head=24)
+  config = common.base_config(model)
+  return common.apply_variants(config, arg)

@@ -1,0 +1,121 @@
+"""Shared pieces of the named configs: the default groups and the variant parser.
+
+Every named config (``andrea120m.py``, ``tiny.py``, ...) calls ``base_config`` with its
+model shape and then ``apply_variants`` with the ``arg`` of ``get_config(arg)``, so
+``--config=andrea120m:norm=post,mlp_ratio=2`` works for every config the same way.
+"""
+
+from __future__ import annotations
+
+import ast
+
+import ml_collections
+
+
+def model_group(*, vocab_size: int, block_size: int, d_model: int, n_layer: int,
+                n_head: int) -> ml_collections.ConfigDict:
+  """The ``model`` group; its fields are exactly ``andrea_jax.model.ModelConfig``'s."""
+  m = ml_collections.ConfigDict()
+  # Vocabulary size: 256 byte tokens + learned BPE merges + 1 end-of-text token.
+  m.vocab_size = vocab_size
+  # Context length (number of learned position embeddings).
+  m.block_size = block_size
+  # Width of the residual stream.
+  m.d_model = d_model
+  # Number of transformer blocks (stacked and walked with lax.scan).
+  m.n_layer = n_layer
+  # Attention heads; d_model must be divisible by n_head.
+  m.n_head = n_head
+  # MLP hidden width = round(mlp_ratio * d_model).
+  m.mlp_ratio = 4.0
+  # Norm placement: "pre" (x + F(LN(x)), GPT-2) or "post" (LN(x + F(x)), 2017 original).
+  m.norm = "pre"
+  # MLP activation: "gelu_tanh" (GPT-2), "gelu" (exact erf), "relu" or "swiglu" (gated).
+  m.activation = "gelu_tanh"
+  # Tie the unembedding to the token embedding (GPT-2 style).
+  m.tie_embeddings = True
+  # LayerNorm epsilon.
+  m.ln_eps = 1e-5
+  # Dtype the parameters are stored in.
+  m.param_dtype = "float32"
+  # Dtype of matmuls and activations ("bfloat16" on GPUs); norms and softmax stay float32.
+  m.compute_dtype = "float32"
+  # Rematerialise each block in the backward pass ("none", "full", "dots_saveable").
+  m.remat_policy = "none"
+  # Layers unrolled per lax.scan iteration (1 = pure scan).
+  m.scan_unroll = 1
+  return m
+
+
+def base_config(model: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """A full experiment config around a model group; later issues add groups here."""
+  config = ml_collections.ConfigDict()
+  # The model shape and variant (becomes a frozen andrea_jax.model.ModelConfig).
+  config.model = model
+  # Where the text comes from and how it is tokenized and split.
+  config.data = data_group(model.vocab_size)
+  return config
+
+
+def data_group(vocab_size: int) -> ml_collections.ConfigDict:
+  """The ``data`` group: corpus source, split, tokenizer and cache locations."""
+  d = ml_collections.ConfigDict()
+  # "builtin" (the Python standard library's docs and sources) or "path" (data.path).
+  d.source = "builtin"
+  # A text file, a directory of text files, or a JSONL file with a "text" field.
+  d.path = ""
+  # File extensions read when data.path is a directory.
+  d.extensions = ".txt,.md,.rst"
+  # At most this many documents from the built-in corpus (0 = all of them).
+  d.max_docs = 0
+  # Fraction of documents held out for validation (split by document, deterministic).
+  d.val_fraction = 0.05
+  # Seed of the document split and of the batch sampler.
+  d.seed = 0
+  # A tokenizer.json to use; empty = train one of model.vocab_size on the training split.
+  d.tokenizer_path = ""
+  # Tokenizer vocabulary size; must equal model.vocab_size.
+  d.vocab_size = vocab_size
+  # Prepared tokenizer and token shards are cached here, keyed by corpus fingerprint.
+  d.cache_dir = "runs/cache"
+  # What to do with bytes that are not UTF-8: "error" (name file and offset) or "replace".
+  d.utf8_errors = "error"
+  return d
+
+
+def parse_variants(arg: str | None) -> dict:
+  """Parse ``"norm=post,mlp_ratio=2"`` into ``{"norm": "post", "mlp_ratio": 2}``."""
+  if not arg:
+    return {}
+  out = {}
+  for item in arg.split(","):
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+      raise ValueError(f"config variant {item!r} is not of the form key=value "
+                       f"(e.g. 'norm=post,mlp_ratio=2')")
+    try:
+      value = ast.literal_eval(raw.strip())
+    except (ValueError, SyntaxError):
+      value = raw.strip()
+    out[key.strip()] = value
+  return out
+
+
+def apply_variants(config: ml_collections.ConfigDict, arg: str | None) -> ml_collections.ConfigDict:
+  """Apply ``key=value`` variants; bare keys address ``model``, dotted keys any group."""
+  for key, value in parse_variants(arg).items():
+    path = key if "." in key else f"model.{key}"
+    group_name, _, field = path.rpartition(".")
+    group = config
+    for part in group_name.split("."):
+      if part not in group:
+        raise ValueError(f"config variant {key!r}: no group {part!r}; groups are {sorted(group.keys())}")
+      group = group[part]
+    if field not in group:
+      raise ValueError(f"config variant {key!r}: unknown field {field!r} in {group_name!r}; "
+                       f"known fields: {sorted(group.keys())}")
+    old = group[field]
+    if isinstance(old, float) and isinstance(value, int):
+      value = float(value)
+    group[field] = value
+  return config
