@@ -80,6 +80,10 @@ def data_group(vocab_size: int) -> ml_collections.ConfigDict:
   d.cache_dir = "runs/cache"
   # What to do with bytes that are not UTF-8: "error" (name file and offset) or "replace".
   d.utf8_errors = "error"
+  # Split a data.path text file into documents at this string ("" = one file, one document).
+  d.doc_separator = ""
+  # Batches the loader prepares ahead in a background thread.
+  d.prefetch = 2
   return d
 
 

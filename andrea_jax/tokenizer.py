@@ -1,0 +1,174 @@
+"""Byte-level BPE tokenizer, trained and run by Hugging Face ``tokenizers``.
+
+Layout of a vocabulary of size V (e.g. 2305 = 256 + 2048 + 1):
+
+* ids 0..255 are the 256 single bytes, id b being byte b, so every string encodes;
+* ids 256..V-2 are the learned merges, in the order the trainer learned them;
+* id V-1 is ``<|endoftext|>`` (EOT), the document separator of the token stream.
+
+Round trips are exact: no normalizer, ``add_prefix_space=False`` (no space is invented
+in front of the text) and ``trim_offsets=False``, so ``decode(tok, encode(tok, s)) == s``
+for every Unicode string ``s``.
+
+EOT in document text: ``encode`` never produces the EOT id, even when the text contains
+the literal string ``"<|endoftext|>"`` (it is encoded as ordinary bytes), so a document
+cannot forge a document boundary; the data pipeline inserts EOT ids itself. This is the
+``encode_special_tokens = True`` setting of ``tokenizers``, which is not stored in
+``tokenizer.json``: ``load`` sets it, while a plain ``Tokenizer.from_file`` (or
+``transformers``) maps the literal string to the EOT id unless it is set there too.
+
+If the corpus is too small to learn all V-257 merges the trainer stops short and
+``train_tokenizer`` raises ``TokenizerError`` naming both sizes (no silent padding).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Iterable, Sequence
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+EOT = "<|endoftext|>"
+N_BYTES = 256
+
+
+class TokenizerError(ValueError):
+  """A tokenizer that cannot be trained or loaded as asked."""
+
+
+def byte_to_unicode() -> dict[int, str]:
+  """GPT-2's byte -> printable character table, the one ``ByteLevel`` uses for tokens."""
+  # Printable Latin-1 bytes stand for themselves; the rest are shifted past 255 so
+  # that no token string contains whitespace or control characters.
+  keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) \
+      + list(range(ord("®"), ord("ÿ") + 1))
+  table, shift = {}, 0
+  for b in range(N_BYTES):
+    if b in keep:
+      table[b] = chr(b)
+    else:
+      table[b] = chr(N_BYTES + shift)
+      shift += 1
+  return table
+
+
+def _empty_tokenizer() -> Tokenizer:
+  tok = Tokenizer(models.BPE())
+  # add_prefix_space=False and trim_offsets=False keep encode/decode exact inverses.
+  tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False,
+                                               use_regex=True)
+  tok.decoder = decoders.ByteLevel(add_prefix_space=False, trim_offsets=False)
+  return tok
+
+
+def _bytes_first(tok: Tokenizer) -> Tokenizer:
+  """Renumber a trained BPE so id b is byte b; merge order (its rank) is unchanged."""
+  spec = json.loads(tok.to_str())
+  vocab = spec["model"]["vocab"]
+  table = byte_to_unicode()
+  learned = sorted((i, s) for s, i in vocab.items() if s not in set(table.values()))
+  new_vocab = {table[b]: b for b in range(N_BYTES)}
+  new_vocab.update({s: N_BYTES + k for k, (_, s) in enumerate(learned)})
+  spec["model"]["vocab"] = new_vocab
+  return Tokenizer.from_str(json.dumps(spec))
+
+
+def _configure(tok: Tokenizer) -> Tokenizer:
+  # Text containing "<|endoftext|>" is encoded as bytes, never as the EOT id.
+  tok.encode_special_tokens = True
+  return tok
+
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int, *,
+                    show_progress: bool | None = None) -> Tokenizer:
+  """Train a byte-level BPE of exactly ``vocab_size`` ids (256 bytes + merges + EOT)."""
+  check_vocab_size(vocab_size)
+  if show_progress is None:
+    show_progress = sys.stderr.isatty()
+  tok = _empty_tokenizer()
+  trainer = trainers.BpeTrainer(vocab_size=vocab_size - 1, min_frequency=0,
+                                initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                special_tokens=[], show_progress=show_progress)
+  tok.train_from_iterator(texts, trainer)
+  if tok.get_vocab_size() != vocab_size - 1:
+    learned = tok.get_vocab_size() - N_BYTES
+    raise TokenizerError(
+        f"the training corpus is too small for vocab_size={vocab_size}: the trainer found "
+        f"only {learned} merges, {vocab_size - 1 - N_BYTES} are needed "
+        f"({N_BYTES} bytes + merges + 1 EOT); use more text or a vocab_size of at most "
+        f"{tok.get_vocab_size() + 1}")
+  tok = _bytes_first(tok)
+  tok.add_special_tokens([EOT])
+  check_layout(tok, vocab_size)
+  return _configure(tok)
+
+
+def check_vocab_size(vocab_size: int) -> None:
+  """Room for the 256 bytes and EOT; uint16 token shards need vocab_size <= 65536."""
+  if not N_BYTES + 1 <= vocab_size <= 65536:
+    raise TokenizerError(f"vocab_size={vocab_size} is out of range: expected "
+                         f"{N_BYTES + 1}..65536 (256 bytes + merges + 1 EOT; token shards "
+                         f"store ids as uint16); pick a vocab_size in that range")
+
+
+def check_layout(tok: Tokenizer, vocab_size: int, where: str = "tokenizer") -> None:
+  """Fail unless ``tok`` has ``vocab_size`` ids, bytes at 0..255 and EOT last."""
+  found = tok.get_vocab_size(with_added_tokens=True)
+  if found != vocab_size:
+    raise TokenizerError(f"{where} has {found} tokens, expected vocab_size={vocab_size}; "
+                         f"train a new one or set data.vocab_size/model.vocab_size to {found}")
+  table = byte_to_unicode()
+  wrong = [b for b in range(N_BYTES) if tok.token_to_id(table[b]) != b]
+  if wrong:
+    raise TokenizerError(f"{where} does not map byte b to id b (first wrong byte: {wrong[0]}); "
+                         f"expected a byte-level BPE trained by andrea_jax.tokenizer")
+  if tok.token_to_id(EOT) != vocab_size - 1:
+    raise TokenizerError(f"{where} has {EOT} at id {tok.token_to_id(EOT)}, expected the last "
+                         f"id {vocab_size - 1}; train it with andrea_jax.tokenizer")
+
+
+def save(tok: Tokenizer, path: str | os.PathLike) -> None:
+  """Write a standard ``tokenizer.json`` atomically (temp file, then rename)."""
+  tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
+  tok.save(tmp, pretty=False)
+  os.replace(tmp, path)
+
+
+def load(path: str | os.PathLike, vocab_size: int | None = None) -> Tokenizer:
+  """Load a ``tokenizer.json``; with ``vocab_size`` also check the id layout."""
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f"tokenizer file {os.fspath(path)!r} does not exist; train one "
+                            f"with `python -m experiments.prepare` or fix data.tokenizer_path")
+  tok = Tokenizer.from_file(os.fspath(path))
+  if vocab_size is not None:
+    check_layout(tok, vocab_size, where=f"tokenizer {os.fspath(path)!r}")
+  return _configure(tok)
+
+
+def eot_id(tok: Tokenizer) -> int:
+  """The id of ``<|endoftext|>`` (the last id)."""
+  i = tok.token_to_id(EOT)
+  if i is None:
+    raise TokenizerError(f"tokenizer has no {EOT} token; train it with andrea_jax.tokenizer")
+  return i
+
+
+def encode(tok: Tokenizer, text: str) -> list[int]:
+  """Token ids of ``text``; a literal ``<|endoftext|>`` in it is encoded as plain bytes."""
+  _configure(tok)
+  return tok.encode(text, add_special_tokens=False).ids
+
+
+def encode_batch(tok: Tokenizer, texts: Sequence[str]) -> list[list[int]]:
+  """``encode`` of many texts, in parallel on all cores (the library's ``encode_batch``)."""
+  _configure(tok)
+  # encode_batch_fast skips computing character offsets, which we never use.
+  batch = getattr(tok, "encode_batch_fast", tok.encode_batch)
+  return [e.ids for e in batch(list(texts), add_special_tokens=False)]
+
+
+def decode(tok: Tokenizer, ids: Sequence[int]) -> str:
+  """The text of ``ids``; EOT ids come out as ``<|endoftext|>``."""
+  return tok.decode(list(ids), skip_special_tokens=False)

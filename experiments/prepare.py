@@ -1,0 +1,50 @@
+"""Prepare a config's data: tokenizer and train/val token shards, cached.
+
+  python -m experiments.prepare --config=tiny
+  python -m experiments.prepare --config=andrea120m --config.data.max_docs=100
+  python -m experiments.prepare --config=tiny --config.data.source=path \
+      --config.data.path=my_texts/
+
+Prints where the files are; re-running with the same data reuses the cache.
+"""
+
+from __future__ import annotations
+
+import time
+
+from absl import app
+
+from andrea_jax import data as data_lib
+from experiments import cli
+
+_CONFIG = cli.define_config_flag()
+
+
+def summary(prepared: data_lib.PreparedData, seconds: float) -> str:
+  """A few lines describing a prepared dataset."""
+  how = "reused cache" if prepared.reused else "prepared"
+  return "\n".join([
+      f"{how} in {seconds:.1f}s: {prepared.directory}",
+      f"  corpus fingerprint  {prepared.fingerprint}",
+      f"  tokenizer           {prepared.tokenizer_path} (vocab {prepared.vocab_size}, "
+      f"eot id {prepared.eot_id})",
+      f"  train               {prepared.train_path}: {prepared.train_docs} docs, "
+      f"{prepared.train_tokens:,} tokens",
+      f"  val                 {prepared.val_path}: {prepared.val_docs} docs, "
+      f"{prepared.val_tokens:,} tokens",
+  ])
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments {argv[1:]}; use --config=NAME")
+  config = _CONFIG.value
+  if config is None:
+    raise app.UsageError("--config is required, e.g. --config=tiny")
+  start = time.perf_counter()
+  prepared = data_lib.prepare(config)
+  print(summary(prepared, time.perf_counter() - start))
+
+
+if __name__ == "__main__":
+  app.run(main)
