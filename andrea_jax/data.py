@@ -49,7 +49,8 @@ class DataNotFoundError(DataError, FileNotFoundError):
 
 def _decode(raw: bytes, path: str, errors: str) -> str:
   try:
-    return raw.decode("utf-8", errors=errors)
+    # data.utf8_errors "error" is Python's "strict" handler.
+    return raw.decode("utf-8", errors="strict" if errors == "error" else errors)
   except UnicodeDecodeError as e:
     raise DataError(f"{path}: not valid UTF-8 at byte offset {e.start} ({e.reason}); "
                     f"fix the file or set data.utf8_errors='replace'") from None

@@ -1,0 +1,403 @@
+"""Corpus readers and their errors, split, fingerprint, shards, prepare cache and loader."""
+
+import json
+import os
+import pathlib
+
+import numpy as np
+import pytest
+
+from andrea_jax import data as D
+from andrea_jax import tokenizer as T
+from experiments.configs import tiny
+
+SMALL_VOCAB = 256 + 64 + 1
+
+
+def data_config(**overrides):
+  data = tiny.get_config().data
+  data.update(overrides)
+  return data
+
+
+# ---------------------------------------------------------------------------- readers
+
+
+def test_text_file_is_one_document_or_split_by_separator(tmp_path):
+  f = tmp_path / "a.txt"
+  f.write_text("one\n\n\ntwo\n\n\n\n\nthree", encoding="utf-8")
+  assert D.path_documents(str(f)) == [f.read_text(encoding="utf-8")]
+  assert D.path_documents(str(f), doc_separator="\n\n\n") == ["one", "two", "\n\nthree"]
+
+
+def test_directory_reads_matching_extensions_recursively_sorted(tmp_path):
+  (tmp_path / "b").mkdir()
+  (tmp_path / "b" / "z.md").write_text("md", encoding="utf-8")
+  (tmp_path / "a.txt").write_text("txt", encoding="utf-8")
+  (tmp_path / "c.py").write_text("ignored", encoding="utf-8")
+  (tmp_path / "empty.txt").write_text("", encoding="utf-8")
+  assert D.path_documents(str(tmp_path), ".txt,.md") == ["txt", "md"]
+  assert D.path_documents(str(tmp_path), "py") == ["ignored"]
+
+
+def test_jsonl_reads_text_fields_and_skips_blank_lines(tmp_path):
+  f = tmp_path / "d.jsonl"
+  f.write_text('{"text": "a\\nb"}\n\n{"text": "c", "id": 2}\n{"text": ""}\n', encoding="utf-8")
+  assert D.path_documents(str(f)) == ["a\nb", "c"]
+
+
+def test_jsonl_inside_a_directory(tmp_path):
+  (tmp_path / "x.jsonl").write_text('{"text": "j1"}\n{"text": "j2"}\n', encoding="utf-8")
+  (tmp_path / "y.txt").write_text("t", encoding="utf-8")
+  assert D.path_documents(str(tmp_path), ".jsonl,.txt") == ["j1", "j2", "t"]
+
+
+def test_missing_path(tmp_path):
+  missing = str(tmp_path / "nope")
+  with pytest.raises(FileNotFoundError, match="nope.*does not exist"):
+    D.read_documents(data_config(source="path", path=missing))
+  with pytest.raises(D.DataNotFoundError):
+    D.read_documents(data_config(source="path", path=""))
+
+
+@pytest.mark.parametrize("files", [{"a.txt": ""}, {"a.txt": "", "b.md": ""}, {"d.jsonl": "\n"}])
+def test_empty_corpus(tmp_path, files):
+  for name, text in files.items():
+    (tmp_path / name).write_text(text, encoding="utf-8")
+  target = tmp_path if len(files) > 1 else tmp_path / next(iter(files))
+  with pytest.raises(D.DataError, match="no non-empty documents"):
+    D.read_documents(data_config(source="path", path=str(target)))
+
+
+def test_directory_without_matching_files(tmp_path):
+  (tmp_path / "a.py").write_text("x", encoding="utf-8")
+  with pytest.raises(D.DataError, match=r"no files ending in \.txt, \.md"):
+    D.path_documents(str(tmp_path), ".txt,.md")
+
+
+def test_bad_utf8_names_file_and_offset_and_replace_mode(tmp_path):
+  f = tmp_path / "bad.txt"
+  f.write_bytes(b"abc\xffdef")
+  with pytest.raises(D.DataError, match=r"bad\.txt: not valid UTF-8 at byte offset 3"):
+    D.read_documents(data_config(source="path", path=str(f)))
+  docs = D.read_documents(data_config(source="path", path=str(f), utf8_errors="replace"))
+  assert docs == ["abc\ufffddef"]
+
+
+def test_jsonl_line_without_text(tmp_path):
+  f = tmp_path / "d.jsonl"
+  f.write_text('{"text": "ok"}\n{"body": "x"}\n', encoding="utf-8")
+  with pytest.raises(D.DataError, match=r"d\.jsonl:2: expected a JSON object with a string"):
+    D.path_documents(str(f))
+
+
+def test_jsonl_line_not_json(tmp_path):
+  f = tmp_path / "d.jsonl"
+  f.write_text('{"text": "ok"}\n\n{"text": oops}\n', encoding="utf-8")
+  with pytest.raises(D.DataError, match=r"d\.jsonl:3: not valid JSON"):
+    D.path_documents(str(f))
+
+
+def test_jsonl_lone_surrogate(tmp_path):
+  f = tmp_path / "d.jsonl"
+  f.write_text('{"text": "a\\ud800"}\n', encoding="utf-8")
+  with pytest.raises(D.DataError, match=r"d\.jsonl:1: .*lone surrogate"):
+    D.path_documents(str(f))
+
+
+@pytest.mark.parametrize("field,value,match", [("source", "web", "data.source='web'"),
+                                               ("utf8_errors", "ignore", "utf8_errors")])
+def test_bad_settings(field, value, match):
+  with pytest.raises(D.DataError, match=match):
+    D.read_documents(data_config(**{field: value}))
+
+
+def test_builtin_corpus_capped_deterministically():
+  ten, twenty = D.builtin_documents(10), D.builtin_documents(100)
+  assert len(ten) == 10 and len(twenty) == 100
+  assert ten == twenty[:10] == D.builtin_documents(10)
+  assert all(ten)
+  assert "100 documents" in D.builtin_corpus_summary(100)
+
+
+# ---------------------------------------------------------------------------- split, fingerprint
+
+
+def test_split_is_deterministic_disjoint_and_complete():
+  docs = [f"doc {i}" for i in range(100)]
+  train, val = D.split_documents(docs, 0.1, seed=3)
+  assert (train, val) == D.split_documents(docs, 0.1, seed=3)
+  assert len(val) == 10 and not set(train) & set(val)
+  assert sorted(train + val) == sorted(docs)
+  assert D.split_documents(docs, 0.1, seed=4)[1] != val
+
+
+def test_split_keeps_one_document_each_side():
+  assert D.split_documents(["a", "b"], 0.01, 0) in ((["a"], ["b"]), (["b"], ["a"]))
+  assert len(D.split_documents(["a", "b", "c"], 0.99, 0)[0]) == 1
+  with pytest.raises(D.DataError, match="1 document"):
+    D.split_documents(["only"], 0.1, 0)
+  with pytest.raises(D.DataError, match="val_fraction=1.0"):
+    D.split_documents(["a", "b"], 1.0, 0)
+
+
+def test_fingerprint_changes_with_any_document():
+  docs = ["ab", "c"]
+  assert D.fingerprint(docs) == D.fingerprint(list(docs))
+  assert D.fingerprint(docs) != D.fingerprint(["ab", "d"])
+  assert D.fingerprint(docs) != D.fingerprint(["c", "ab"])
+  assert D.fingerprint(docs) != D.fingerprint(["a", "bc"])
+
+
+# ---------------------------------------------------------------------------- shards
+
+
+def test_shard_round_trip(tmp_path):
+  tokens = np.array([0, 1, 2, 65535, 300], dtype=np.int64)
+  D.write_shard(tmp_path / "s.bin", tokens)
+  got = D.read_shard(tmp_path / "s.bin")
+  assert isinstance(got, np.memmap) and got.dtype == np.uint16
+  np.testing.assert_array_equal(got, tokens)
+  header = np.fromfile(tmp_path / "s.bin", dtype="<i4", count=256)
+  assert list(header[:3]) == [20240520, 1, 5] and not header[3:].any()
+  assert os.path.getsize(tmp_path / "s.bin") == 1024 + 2 * 5
+  assert not [p for p in os.listdir(tmp_path) if ".tmp" in p]
+
+
+def test_shard_rejects_ids_over_uint16(tmp_path):
+  with pytest.raises(D.DataError, match="0..65535"):
+    D.write_shard(tmp_path / "s.bin", np.array([65536]))
+
+
+def _corrupt(path, offset, value):
+  raw = bytearray(path.read_bytes())
+  raw[offset:offset + 4] = np.int32(value).tobytes()
+  path.write_bytes(bytes(raw))
+
+
+@pytest.mark.parametrize("offset,value,match", [(0, 1234, "magic 1234"),
+                                                (4, 2, "version 2"),
+                                                (8, 99, "expected 1222 for its 99 tokens")])
+def test_shard_header_checks(tmp_path, offset, value, match):
+  path = tmp_path / "s.bin"
+  D.write_shard(path, np.arange(10))
+  _corrupt(path, offset, value)
+  with pytest.raises(D.DataError, match=match):
+    D.read_shard(path)
+
+
+def test_truncated_and_missing_shard(tmp_path):
+  path = tmp_path / "s.bin"
+  D.write_shard(path, np.arange(10))
+  path.write_bytes(path.read_bytes()[:-1])
+  with pytest.raises(D.DataError, match="1043 bytes, expected 1044"):
+    D.read_shard(path)
+  path.write_bytes(b"\0" * 100)
+  with pytest.raises(D.DataError, match="100 bytes, expected at least"):
+    D.read_shard(path)
+  with pytest.raises(FileNotFoundError, match="nope.bin"):
+    D.read_shard(tmp_path / "nope.bin")
+
+
+# ---------------------------------------------------------------------------- prepare
+
+
+def prep_config(tmp_path, **data_overrides):
+  config = tiny.get_config()
+  config.model.vocab_size = SMALL_VOCAB
+  config.data.update(dict(vocab_size=SMALL_VOCAB, max_docs=40, val_fraction=0.1,
+                          cache_dir=str(tmp_path / "cache")))
+  config.data.update(data_overrides)
+  return config
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+  tmp = tmp_path_factory.mktemp("prep")
+  return tmp, D.prepare(prep_config(tmp))
+
+
+def test_prepare_writes_streams_of_eot_separated_documents(prepared):
+  tmp, p = prepared
+  assert not p.reused and p.vocab_size == SMALL_VOCAB and p.eot_id == SMALL_VOCAB - 1
+  train_docs, val_docs = D.split_documents(D.builtin_documents(40), 0.1, 0)
+  assert (p.train_docs, p.val_docs) == (len(train_docs), len(val_docs))
+  assert p.fingerprint == D.fingerprint(D.builtin_documents(40))
+  tok = T.load(p.tokenizer_path, SMALL_VOCAB)
+  for path, docs, count in ((p.train_path, train_docs, p.train_tokens),
+                            (p.val_path, val_docs, p.val_tokens)):
+    tokens = D.read_shard(path)
+    assert len(tokens) == count and tokens[0] == p.eot_id
+    assert T.decode(tok, tokens.tolist()) == "".join(T.EOT + d for d in docs)
+  meta = json.loads(pathlib.Path(p.directory, "meta.json").read_text())
+  assert meta["fingerprint"] == p.fingerprint and meta["train_tokens"] == p.train_tokens
+
+
+def _mtimes(directory):
+  return {f: os.stat(os.path.join(directory, f)).st_mtime_ns for f in os.listdir(directory)}
+
+
+def test_prepare_reuses_a_complete_cache(prepared):
+  tmp, p = prepared
+  before = _mtimes(p.directory)
+  again = D.prepare(prep_config(tmp, seed=0))
+  assert again.reused and again.directory == p.directory
+  assert _mtimes(p.directory) == before
+  assert dataclasses_equal_except_reused(again, p)
+
+
+def dataclasses_equal_except_reused(a, b):
+  import dataclasses  # pylint: disable=import-outside-toplevel
+  return dataclasses.replace(a, reused=b.reused) == b
+
+
+@pytest.mark.parametrize("change", [dict(vocab_size=SMALL_VOCAB + 1), dict(max_docs=41),
+                                    dict(val_fraction=0.2), dict(seed=1)])
+def test_prepare_never_reuses_a_stale_cache(prepared, change):
+  tmp, p = prepared
+  config = prep_config(tmp, **change)
+  config.model.vocab_size = config.data.vocab_size
+  other = D.prepare(config)
+  assert not other.reused and other.directory != p.directory
+
+
+def test_prepare_user_corpus_change_gives_a_new_key(tmp_path):
+  corpus = tmp_path / "corpus"
+  corpus.mkdir()
+  docs = D.builtin_documents(12)
+  for i, d in enumerate(docs):
+    (corpus / f"{i:02d}.txt").write_text(d, encoding="utf-8")
+  config = prep_config(tmp_path, source="path", path=str(corpus), extensions=".txt")
+  first = D.prepare(config)
+  assert first.fingerprint == D.fingerprint(docs)
+  (corpus / "05.txt").write_text(docs[5] + "!", encoding="utf-8")
+  second = D.prepare(config)
+  assert second.fingerprint != first.fingerprint and second.directory != first.directory
+
+
+def test_incomplete_cache_is_rebuilt(tmp_path):
+  config = prep_config(tmp_path, max_docs=30)
+  first = D.prepare(config)
+  os.remove(os.path.join(first.directory, "meta.json"))
+  assert not D.prepare(config).reused
+  path = pathlib.Path(first.train_path)
+  path.write_bytes(path.read_bytes()[:-2])
+  assert D.load_prepared(first.directory) is None
+  rebuilt = D.prepare(config)
+  assert not rebuilt.reused and len(D.read_shard(rebuilt.train_path)) == first.train_tokens
+
+
+def test_prepare_with_a_given_tokenizer(prepared):
+  tmp, p = prepared
+  other = D.prepare(prep_config(tmp, tokenizer_path=p.tokenizer_path))
+  assert not other.reused and other.directory != p.directory
+  np.testing.assert_array_equal(D.read_shard(other.val_path), D.read_shard(p.val_path))
+
+
+def test_prepare_vocab_mismatch(tmp_path):
+  config = prep_config(tmp_path)
+  config.model.vocab_size = 999
+  with pytest.raises(D.DataError, match=f"data.vocab_size={SMALL_VOCAB} but model.vocab_size=999"):
+    D.prepare(config)
+
+
+# ---------------------------------------------------------------------------- loader
+
+
+@pytest.fixture()
+def stream(tmp_path):
+  path = tmp_path / "stream.bin"
+  D.write_shard(path, np.arange(5000) % 65536)
+  return str(path)
+
+
+KW = dict(batch_size=8, block_size=16, seed=7)
+
+
+def test_batch_rows_are_contiguous_windows(stream):
+  b = D.batch_at(D.read_shard(stream), 3, **KW)
+  assert b.shape == (8, 17) and b.dtype == np.int32
+  np.testing.assert_array_equal(b - b[:, :1], np.broadcast_to(np.arange(17), (8, 17)))
+  assert b.min() >= 0 and b.max() < 5000
+
+
+def test_batch_is_a_function_of_seed_and_step(stream):
+  tokens = D.read_shard(stream)
+  a = D.batch_at(tokens, 5, **KW)
+  np.testing.assert_array_equal(a, D.batch_at(tokens, 5, **KW))
+  assert not np.array_equal(a, D.batch_at(tokens, 6, **KW))
+  assert not np.array_equal(a, D.batch_at(tokens, 5, **{**KW, "seed": 8}))
+
+
+def test_process_slices_concatenate_to_the_global_batch(stream):
+  tokens = D.read_shard(stream)
+  glob = D.batch_at(tokens, 11, **KW)
+  parts = [D.batch_at(tokens, 11, process_index=p, process_count=2, **KW) for p in range(2)]
+  assert parts[0].shape == (4, 17)
+  np.testing.assert_array_equal(np.concatenate(parts), glob)
+  with pytest.raises(D.DataError, match="batch_size=8 is not divisible by process_count=3"):
+    D.batch_at(tokens, 0, process_index=0, process_count=3, **KW)
+
+
+def test_loader_resumes_exactly_where_an_uninterrupted_run_was(stream):
+  with D.Loader(stream, start_step=0, process_index=0, process_count=1, **KW) as full:
+    uninterrupted = [next(full) for _ in range(8)]
+  with D.Loader(stream, start_step=5, process_index=0, process_count=1, **KW) as resumed:
+    after_restart = [next(resumed) for _ in range(3)]
+    assert resumed.step == 8
+  for got, want in zip(after_restart, uninterrupted[5:]):
+    np.testing.assert_array_equal(got, want)
+  tokens = D.read_shard(stream)
+  for step, got in enumerate(uninterrupted):
+    np.testing.assert_array_equal(got, D.batch_at(tokens, step, **KW))
+
+
+def test_loader_defaults_to_jax_process_and_splits(stream):
+  with D.Loader(stream, prefetch=1, **KW) as default, \
+       D.Loader(stream, process_index=1, process_count=2, **KW) as second:
+    np.testing.assert_array_equal(next(default)[4:], next(second))
+
+
+def test_loader_reraises_worker_errors_and_closes(stream, monkeypatch):
+  real = D.batch_at
+
+  def failing(tokens, step, **kw):
+    if step == 2:
+      raise RuntimeError("boom at step 2")
+    return real(tokens, step, **kw)
+
+  monkeypatch.setattr(D, "batch_at", failing)
+  loader = D.Loader(stream, process_index=0, process_count=1, **KW)
+  next(loader), next(loader)
+  with pytest.raises(RuntimeError, match="boom at step 2"):
+    next(loader)
+  assert not loader._thread.is_alive()  # pylint: disable=protected-access
+  with pytest.raises(StopIteration):
+    next(loader)
+
+
+def test_loader_close_stops_a_blocked_worker(stream):
+  loader = D.Loader(stream, prefetch=1, process_index=0, process_count=1, **KW)
+  loader.close()
+  assert not loader._thread.is_alive()  # pylint: disable=protected-access
+
+
+def test_too_short_stream(tmp_path):
+  path = tmp_path / "short.bin"
+  D.write_shard(path, np.arange(16))
+  with pytest.raises(D.DataError, match=r"short\.bin.* has 16 tokens.*block_size \+ 1 = 17"):
+    D.Loader(str(path), process_index=0, process_count=1, **KW)
+  with pytest.raises(D.DataError, match="smaller block_size or more data"):
+    D.eval_batches(D.read_shard(path), 1, 1, 16)
+
+
+def test_eval_batches_are_fixed_evenly_spaced_and_disjoint(stream):
+  tokens = D.read_shard(stream)
+  ev = D.eval_batches(tokens, 3, 4, 16)
+  assert ev.shape == (3, 4, 17) and ev.dtype == np.int32
+  np.testing.assert_array_equal(ev, D.eval_batches(tokens, 3, 4, 16))
+  starts = ev[:, :, 0].ravel()
+  assert starts[0] == 0 and starts[-1] == 5000 - 17
+  assert np.all(np.diff(starts) >= 17)
+  halves = [D.eval_batches(tokens, 3, 4, 16, process_index=p, process_count=2) for p in (0, 1)]
+  np.testing.assert_array_equal(np.concatenate(halves, axis=1), ev)
