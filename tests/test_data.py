@@ -401,3 +401,31 @@ def test_eval_batches_are_fixed_evenly_spaced_and_disjoint(stream):
   assert np.all(np.diff(starts) >= 17)
   halves = [D.eval_batches(tokens, 3, 4, 16, process_index=p, process_count=2) for p in (0, 1)]
   np.testing.assert_array_equal(np.concatenate(halves, axis=1), ev)
+
+
+# ---------------------------------------------------------------------------- command line
+
+
+def test_resolve_config_path():
+  from experiments import cli  # pylint: disable=import-outside-toplevel
+  resolved = cli.resolve_config_path("tiny:norm=post")
+  assert resolved.endswith(os.path.join("experiments", "configs", "tiny.py:norm=post"))
+  assert os.path.isabs(resolved)
+  assert cli.resolve_config_path(tiny.__file__) == tiny.__file__
+  with pytest.raises(ValueError, match="'nope' is neither.*names are .*tiny"):
+    cli.resolve_config_path("nope")
+
+
+def test_prepare_command_line_with_overrides(tmp_path):
+  import subprocess  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
+  repo = pathlib.Path(__file__).resolve().parents[1]
+  cmd = [sys.executable, "-m", "experiments.prepare", "--config=tiny:norm=post",
+         "--config.data.max_docs=30", f"--config.data.vocab_size={SMALL_VOCAB}",
+         f"--config.model.vocab_size={SMALL_VOCAB}", f"--config.data.cache_dir={tmp_path}"]
+  out = subprocess.run(cmd, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(repo)},
+                       capture_output=True, text=True, check=True).stdout
+  assert out.startswith("prepared in") and f"vocab {SMALL_VOCAB}" in out
+  again = subprocess.run(cmd, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(repo)},
+                         capture_output=True, text=True, check=True).stdout
+  assert again.startswith("reused cache in")

@@ -119,3 +119,8 @@ def test_round_trip_whole_tiny_validation_split(tok):
   assert len(val) > 50
   for doc, ids in zip(val, T.encode_batch(tok, val)):
     assert T.decode(tok, ids) == doc
+
+
+def test_training_is_deterministic(corpus):
+  first = T.train_tokenizer(corpus[:40], SMALL_VOCAB)
+  assert first.to_str() == T.train_tokenizer(corpus[:40], SMALL_VOCAB).to_str()
