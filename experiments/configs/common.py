@@ -44,6 +44,8 @@ def model_group(*, vocab_size: int, block_size: int, d_model: int, n_layer: int,
   m.remat_policy = "none"
   # Layers unrolled per lax.scan iteration (1 = pure scan).
   m.scan_unroll = 1
+  # Attention kernel: "xla" (plain einsum softmax), "cudnn" (flash attention on NVIDIA), "auto".
+  m.attention_impl = "xla"
   return m
 
 
