@@ -156,6 +156,9 @@ def read_documents(data) -> list[str]:
   """The documents selected by a ``data`` config group; fails if there are none."""
   if data.utf8_errors not in ("error", "replace"):
     raise DataError(f"data.utf8_errors={data.utf8_errors!r}; expected 'error' or 'replace'")
+  if data.source == "builtin" and data.path:
+    raise DataError(f"data.path={data.path!r} is set but data.source='builtin', which "
+                    f"ignores it; add --config.data.source=path (or clear data.path)")
   if data.source == "builtin":
     docs = builtin_documents(data.max_docs)
     where = "the built-in corpus"
@@ -353,15 +356,14 @@ def load_prepared(directory: str) -> PreparedData | None:
   meta_path = os.path.join(directory, "meta.json")
   if not os.path.isfile(meta_path):
     return None
-  with open(meta_path, encoding="utf-8") as f:
-    meta = json.load(f)
-  prepared = _prepared(directory, meta, reused=True)
   try:
+    with open(meta_path, encoding="utf-8") as f:
+      prepared = _prepared(directory, json.load(f), reused=True)
     ok = (len(read_shard(prepared.train_path)) == prepared.train_tokens
           and len(read_shard(prepared.val_path)) == prepared.val_tokens
           and os.path.isfile(prepared.tokenizer_path))
-  except DataError:
-    ok = False
+  except (DataError, ValueError, KeyError):  # unreadable meta.json or shards: rebuild
+    return None
   return prepared if ok else None
 
 

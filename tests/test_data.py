@@ -106,7 +106,8 @@ def test_jsonl_lone_surrogate(tmp_path):
 
 
 @pytest.mark.parametrize("field,value,match", [("source", "web", "data.source='web'"),
-                                               ("utf8_errors", "ignore", "utf8_errors")])
+                                               ("utf8_errors", "ignore", "utf8_errors"),
+                                               ("path", "x.txt", "add --config.data.source=path")])
 def test_bad_settings(field, value, match):
   with pytest.raises(D.DataError, match=match):
     D.read_documents(data_config(**{field: value}))
@@ -282,6 +283,8 @@ def test_incomplete_cache_is_rebuilt(tmp_path):
   assert not D.prepare(config).reused
   path = pathlib.Path(first.train_path)
   path.write_bytes(path.read_bytes()[:-2])
+  assert D.load_prepared(first.directory) is None
+  pathlib.Path(first.directory, "meta.json").write_text("{not json")
   assert D.load_prepared(first.directory) is None
   rebuilt = D.prepare(config)
   assert not rebuilt.reused and len(D.read_shard(rebuilt.train_path)) == first.train_tokens
