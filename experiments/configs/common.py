@@ -56,7 +56,79 @@ def base_config(model: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   config.model = model
   # Where the text comes from and how it is tokenized and split.
   config.data = data_group(model.vocab_size)
+  # One vocabulary size: overriding model.vocab_size also resizes the tokenizer.
+  config.data.vocab_size = config.model.get_ref("vocab_size")
+  # Optimisation, schedule, evaluation and logging.
+  config.train = train_group()
+  # Orbax checkpoints in <workdir>/checkpoints.
+  config.checkpoint = checkpoint_group()
+  # Samples printed at the end of a run.
+  config.sample = sample_group()
   return config
+
+
+def train_group() -> ml_collections.ConfigDict:
+  """The ``train`` group: AdamW, warmup + cosine schedule, clipping, batches, logging."""
+  t = ml_collections.ConfigDict()
+  # Seed of parameter initialisation (the batch order follows data.seed).
+  t.seed = 0
+  # Optimizer updates to run in total.
+  t.steps = 5000
+  # Sequences per optimizer update (global, over all devices and microbatches).
+  t.batch_size = 32
+  # Microbatches per update; gradients are summed over them (for batches larger than memory).
+  t.grad_accum_steps = 1
+  # Peak learning rate, reached at the end of warmup.
+  t.learning_rate = 6e-4
+  # Linear warmup from 0 to the peak over this many updates (0 = none).
+  t.warmup_steps = 200
+  # Cosine decay from the peak to learning_rate * min_lr_ratio at the last step.
+  t.min_lr_ratio = 0.1
+  # AdamW first-moment decay.
+  t.b1 = 0.9
+  # AdamW second-moment decay.
+  t.b2 = 0.95
+  # AdamW epsilon.
+  t.eps = 1e-8
+  # Decoupled weight decay, applied to weight matrices and embeddings only.
+  t.weight_decay = 0.1
+  # Clip the global gradient norm to this value (0 = no clipping).
+  t.grad_clip = 1.0
+  # Log train metrics every this many updates.
+  t.log_every = 10
+  # Evaluate on the fixed validation batches every this many updates (and at the end).
+  t.eval_every = 250
+  # Number of fixed validation batches (of batch_size sequences) per evaluation.
+  t.eval_batches = 8
+  return t
+
+
+def checkpoint_group() -> ml_collections.ConfigDict:
+  """The ``checkpoint`` group: when orbax saves and how many it keeps."""
+  c = ml_collections.ConfigDict()
+  # Save every this many updates (also at the end and on SIGTERM/SIGINT).
+  c.every = 500
+  # Keep the newest this many checkpoints.
+  c.keep = 3
+  return c
+
+
+def sample_group() -> ml_collections.ConfigDict:
+  """The ``sample`` group: what the end of a run generates."""
+  s = ml_collections.ConfigDict()
+  # Samples printed (and saved to samples.txt) at the end of a run (0 = none).
+  s.num_samples = 3
+  # The prompt the samples continue ("" = start from the end-of-text token).
+  s.prompt = "def "
+  # New tokens per sample.
+  s.max_new_tokens = 64
+  # Softmax temperature (0 = greedy).
+  s.temperature = 0.8
+  # Keep only the k most likely tokens (0 = all).
+  s.top_k = 50
+  # Nucleus sampling: keep the smallest set of tokens with this much probability.
+  s.top_p = 0.95
+  return s
 
 
 def data_group(vocab_size: int) -> ml_collections.ConfigDict:
