@@ -1,0 +1,224 @@
+"""The real training loop, shrunk (Flax-example style): learning, resume, signals, divergence."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from andrea_jax import checkpoint as ckpt
+from andrea_jax import model
+from andrea_jax import train
+from experiments.configs import tiny
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The tiny config shrunk to one small layer, a small vocabulary and a slice of the corpus.
+SHRINK = {
+    "model.n_layer": 1, "model.d_model": 32, "model.n_head": 2, "model.block_size": 32,
+    "model.vocab_size": 321, "data.max_docs": 40, "train.batch_size": 8, "train.steps": 24,
+    "train.warmup_steps": 2, "train.learning_rate": 3e-3, "train.log_every": 1,
+    "train.eval_every": 12, "train.eval_batches": 2, "checkpoint.every": 6,
+    "sample.num_samples": 1, "sample.max_new_tokens": 8,
+}
+
+
+def small_config(cache_dir, **changes):
+  config = tiny.get_config()
+  for key, value in {**SHRINK, "data.cache_dir": str(cache_dir), **changes}.items():
+    group, field = key.split(".")
+    config[group][field] = value
+  return config
+
+
+def overrides(cache_dir, **changes):
+  return [f"--config.{k}={v}" for k, v in {**SHRINK, "data.cache_dir": cache_dir, **changes}.items()]
+
+
+def losses(workdir):
+  return {r["step"]: r["loss"] for r in train.read_metrics(str(workdir)) if "loss" in r}
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+  return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(scope="module")
+def full_run(cache_dir, tmp_path_factory):
+  workdir = tmp_path_factory.mktemp("full")
+  result = train.train_and_evaluate(small_config(cache_dir), str(workdir))
+  return workdir, result
+
+
+def test_real_loop_learns_and_writes_its_outputs(full_run):
+  workdir, result = full_run
+  assert result.status == "completed" and result.exit_code == 0
+  curve = losses(workdir)
+  assert sorted(curve) == list(range(1, 25))
+  assert np.mean([curve[s] for s in (22, 23, 24)]) < curve[1] - 0.5
+  s = json.loads((workdir / "summary.json").read_text())
+  assert s["steps"] == 24 and s["final_val_loss"] < s["unigram_val_loss"] + 1.0
+  assert s["n_params"] == model.count_params(model.ModelConfig(**small_config("x").model))
+  assert len(s["corpus_fingerprint"]) == 64 and len(s["samples"]) == 1
+  for name in ("loss.png", "config.json", "metrics.jsonl", "samples.txt"):
+    assert (workdir / name).stat().st_size > 0, name
+  assert os.listdir(workdir / "tensorboard")
+  assert sorted(int(p) for p in os.listdir(workdir / "checkpoints") if p.isdigit()) == [12, 18, 24]
+
+
+def test_checkpoint_holds_the_final_state(full_run, cache_dir):
+  workdir, result = full_run
+  config = small_config(cache_dir)
+  cfg, optimizer = model.ModelConfig(**config.model), train.make_optimizer(config.train)
+  mngr = ckpt.manager(str(workdir / "checkpoints"), 6, 3)
+  restored = ckpt.restore(mngr, train.abstract_state(cfg, optimizer, 0))
+  assert int(restored["step"]) == 24
+  jax.tree.map(np.testing.assert_array_equal, restored["params"], result.state["params"])
+
+
+def test_unigram_loss_is_the_cross_entropy_of_token_frequencies():
+  tokens = np.array([0, 0, 0, 1])
+  eval_set = np.array([[[9, 0, 1]]])  # targets 0 and 1
+  p = (np.array([3, 1, 0]) + 1) / 7
+  expected = -(np.log(p[0]) + np.log(p[1])) / 2
+  assert train.unigram_loss(tokens, eval_set, 3) == pytest.approx(expected)
+
+
+def test_weight_decay_only_on_matrices_and_embeddings():
+  cfg = model.ModelConfig(vocab_size=11, block_size=4, d_model=8, n_layer=2, n_head=2,
+                          tie_embeddings=False)
+  mask = train.decay_mask(model.init_params(cfg, jax.random.key(0)))
+  assert mask["wte"] and mask["wpe"] and mask["lm_head"]
+  assert mask["blocks"]["attn"]["w_qkv"] and not mask["blocks"]["attn"]["b_qkv"]
+  assert mask["blocks"]["mlp"]["w_out"] and not mask["blocks"]["ln_2"]["scale"]
+  assert not mask["ln_f"]["bias"]
+
+
+def test_schedule_warms_up_then_decays_to_the_floor(cache_dir):
+  t = small_config(cache_dir).train
+  lr = train.make_schedule(t)
+  assert lr(0) == 0 and lr(t.warmup_steps) == pytest.approx(t.learning_rate)
+  assert lr(t.steps) == pytest.approx(t.learning_rate * t.min_lr_ratio)
+
+
+def test_gradient_accumulation_equals_one_big_batch():
+  cfg = model.ModelConfig(vocab_size=31, block_size=8, d_model=16, n_layer=1, n_head=2)
+  t = small_config("x").train
+  opt, sched = train.make_optimizer(t), train.make_schedule(t)
+  batch = np.random.default_rng(0).integers(0, 31, (8, 9)).astype(np.int32)
+  results = []
+  for accum in (1, 4):
+    state = train.init_state(cfg, opt, jax.random.key(0))
+    state, m = train.train_step(state, batch.reshape(accum, -1, 9), cfg, opt, sched)
+    results.append((state["params"], m["loss"]))
+  np.testing.assert_allclose(results[0][1], results[1][1], rtol=1e-5)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6), results[0][0], results[1][0])
+
+
+def test_diverging_run_stops_cleanly_and_keeps_the_last_good_checkpoint(cache_dir, tmp_path):
+  config = small_config(cache_dir, **{"train.learning_rate": 1e4, "train.grad_clip": 0.0,
+                                      "train.warmup_steps": 0, "train.steps": 30,
+                                      "train.log_every": 3, "checkpoint.every": 3})
+  result = train.train_and_evaluate(config, str(tmp_path))
+  s = json.loads((tmp_path / "summary.json").read_text())
+  assert result.status == s["status"] == "diverged" and result.exit_code == train.EXIT_DIVERGED == 3
+  assert s["diverged_at_step"] == s["steps"] + 1 and s["steps"] < 30
+  assert jax.tree.reduce(lambda a, b: a and b, jax.tree.map(
+      lambda a: bool(jnp.all(jnp.isfinite(a))), result.state["params"]))
+  if s["latest_checkpoint"] is not None:  # it is the last good state, never a NaN one
+    assert s["latest_checkpoint"] <= s["steps"]
+
+
+def test_resuming_with_a_different_model_is_refused(full_run, cache_dir):
+  workdir, _ = full_run
+  config = small_config(cache_dir, **{"model.n_head": 4, "data.val_fraction": 0.1})
+  with pytest.raises(ckpt.CheckpointError, match=r"model.n_head: 2 -> 4") as e:
+    train.train_and_evaluate(config, str(workdir))
+  assert "data.val_fraction: 0.05 -> 0.1" in str(e.value)
+
+
+def test_corrupt_checkpoint_is_a_clear_error(full_run, cache_dir, tmp_path):
+  workdir, _ = full_run
+  mngr = ckpt.manager(str(workdir / "checkpoints"), 6, 3)
+  config = small_config(cache_dir, **{"model.d_model": 64})
+  cfg = model.ModelConfig(**config.model)
+  with pytest.raises(ckpt.CheckpointError, match="different model or it is corrupt"):
+    ckpt.restore(mngr, train.abstract_state(cfg, train.make_optimizer(config.train), 0))
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("steps", 0, "train.steps=0"), ("grad_accum_steps", 3, "not divisible by train.grad_accum_steps=3"),
+    ("warmup_steps", 50, "train.warmup_steps=50")])
+def test_bad_train_config(field, value, match, cache_dir, tmp_path):
+  config = small_config(cache_dir, **{f"train.{field}": value})
+  with pytest.raises(ValueError, match=match):
+    train.train_and_evaluate(config, str(tmp_path))
+
+
+# ----------------------------------------------------------------------------- the command line
+
+
+def run_cmd(workdir, cache_dir, *extra):
+  args = [sys.executable, "-m", "experiments.run", "--config=tiny", f"--workdir={workdir}",
+          *overrides(cache_dir), *extra]
+  return subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+
+
+def wait_for_checkpoint(workdir, proc, timeout=120):
+  deadline = time.time() + timeout
+  while time.time() < deadline:
+    ckpts = workdir / "checkpoints"
+    if ckpts.exists() and any(p.isdigit() for p in os.listdir(ckpts)):
+      return
+    assert proc.poll() is None, proc.stdout.read()
+    time.sleep(0.05)
+  raise TimeoutError("no checkpoint appeared")
+
+
+@pytest.fixture(scope="module")
+def cli_reference(cache_dir, tmp_path_factory):
+  """Per-step losses of an uninterrupted command-line run of 60 steps."""
+  workdir = tmp_path_factory.mktemp("reference")
+  proc = run_cmd(workdir, cache_dir, "--config.train.steps=60")
+  out, _ = proc.communicate(timeout=300)
+  assert proc.returncode == 0, out
+  return losses(workdir)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_command_resumes_exactly_after_a_signal(sig, cli_reference, cache_dir, tmp_path):
+  """Stop a run (SIGTERM: it saves and exits 4; kill -9: it just dies), rerun, compare."""
+  workdir = tmp_path / "run"
+  proc = run_cmd(workdir, cache_dir, "--config.train.steps=60")
+  wait_for_checkpoint(workdir, proc)
+  proc.send_signal(sig)
+  out, _ = proc.communicate(timeout=120)
+  stopped_at = max(losses(workdir))
+  assert stopped_at < 60, "the run finished before the signal arrived"
+  if sig == signal.SIGTERM:
+    assert proc.returncode == train.EXIT_INTERRUPTED, out
+    assert json.loads((workdir / "summary.json").read_text())["status"] == "interrupted"
+    assert str(stopped_at) in os.listdir(workdir / "checkpoints")  # saved on the way out
+  else:
+    assert proc.returncode == -signal.SIGKILL
+  proc = run_cmd(workdir, cache_dir, "--config.train.steps=60")
+  out, _ = proc.communicate(timeout=300)
+  assert proc.returncode == 0 and "resumed" in out, out
+  resumed = losses(workdir)
+  assert sorted(resumed) == list(range(1, 61))
+  for step in range(1, 61):
+    assert resumed[step] == cli_reference[step], (step, resumed[step], cli_reference[step])
+
+
+def test_command_line_rejects_a_misspelt_override(tmp_path, cache_dir):
+  out, _ = run_cmd(tmp_path, cache_dir, "--config.train.stpes=3").communicate(timeout=120)
+  assert "stpes" in out
