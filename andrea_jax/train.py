@@ -356,3 +356,22 @@ def write_samples(params, cfg, tokenizer_path: str, s, workdir: str, seed: int) 
   for text in texts:
     tqdm.write(f"--- sample ---\n{text}")
   return texts
+
+
+def load_run(workdir: str, step: int | None = None):
+  """A finished or stopped run's ``(params, ModelConfig, tokenizer, config)`` from its workdir."""
+  import ml_collections  # pylint: disable=import-outside-toplevel
+  saved = ckpt.load_config_dict(workdir)
+  if saved is None:
+    raise ckpt.CheckpointError(f"{workdir} has no config.json: is it a run directory of "
+                               f"python -m experiments.run?")
+  config = ml_collections.ConfigDict(saved)
+  cfg = model.ModelConfig(**config.model)
+  optimizer = make_optimizer(config.train)
+  mngr = ckpt.manager(os.path.join(workdir, "checkpoints"), config.checkpoint.every,
+                      config.checkpoint.keep)
+  state = ckpt.restore(mngr, abstract_state(cfg, optimizer, config.train.seed), step)
+  mngr.close()
+  with open(os.path.join(workdir, "data.json"), encoding="utf-8") as f:
+    tok = tokenizer_lib.load(json.load(f)["tokenizer_path"], cfg.vocab_size)
+  return state["params"], cfg, tok, config

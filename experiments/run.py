@@ -31,7 +31,10 @@ def main(argv):
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   workdir = _WORKDIR.value or default_workdir(flags.FLAGS["config"].serialize().split("=", 1)[-1])
-  result = train.train_and_evaluate(_CONFIG.value, workdir)
+  try:
+    result = train.train_and_evaluate(_CONFIG.value, workdir)
+  except ValueError as e:  # bad config, data or checkpoint: the message says what to fix
+    sys.exit(f"error: {e}")
   s = result.summary
   print(f"{result.status}: {s['steps']} steps in {s['wall_time_s']:.0f} s; "
         f"val loss {s['final_val_loss']}, unigram baseline {s['unigram_val_loss']:.4f}; "
