@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 
 from andrea_jax import checkpoint as ckpt
 from andrea_jax import data as data_lib
+from andrea_jax import diagnostics
 from andrea_jax import model
 from andrea_jax import tokenizer as tokenizer_lib
 
@@ -264,6 +265,11 @@ def train_and_evaluate(config, workdir: str) -> RunResult:
     print(f"resumed {workdir} from step {int(state['step'])}")
   else:
     state = jax.jit(init_state, static_argnums=(0, 1))(cfg, optimizer, jax.random.key(t.seed))
+    if t.get("init_from"):  # fine-tune a Hugging Face GPT-2 directory (README, interop)
+      from andrea_jax.interop import hf_gpt2  # pylint: disable=import-outside-toplevel
+      params = hf_gpt2.init_from(config)
+      state = {**state, "params": params, "opt_state": optimizer.init(params)}
+      print(f"initialised the parameters from {t.init_from}")
   start_step = int(state["step"])
 
   # --- step functions -----------------------------------------------------------------
@@ -282,10 +288,18 @@ def train_and_evaluate(config, workdir: str) -> RunResult:
              dynamic_ncols=True)
   loader = data_lib.Loader(prepared.train_path, t.batch_size, cfg.block_size, config.data.seed,
                            start_step=start_step, prefetch=config.data.prefetch)
+  diag = None
+  if config.diagnostics.enabled:
+    diag = diagnostics.Recorder(config.diagnostics, cfg, eval_set[0], workdir)
+    if start_step == 0:
+      diag.record(0, state["params"])
   with _Signals() as signals, loader:
     for step in range(start_step + 1, t.steps + 1):
       batch = next(loader).reshape(t.grad_accum_steps, -1, cfg.block_size + 1)
+      before = diag.snapshot(state["params"]) if diag and diag.wants_snapshot(step) else None
       state, m = step_fn(state, batch)
+      if diag:
+        diag.record(step, state["params"], before)
       window.append(m)
       last = step == t.steps
       saving = last or bool(signals.received) or mngr.should_save(step)
@@ -316,6 +330,8 @@ def train_and_evaluate(config, workdir: str) -> RunResult:
         break
   bar.close()
   metrics.close()
+  if diag:
+    diag.close()
 
   # --- end of run ---------------------------------------------------------------------
   final_step = int(state["step"])

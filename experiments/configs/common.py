@@ -64,7 +64,21 @@ def base_config(model: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   config.checkpoint = checkpoint_group()
   # Samples printed at the end of a run.
   config.sample = sample_group()
+  # Per-layer gradient, activation and update norms (andrea_jax/diagnostics.py).
+  config.diagnostics = diagnostics_group()
   return config
+
+
+def diagnostics_group() -> ml_collections.ConfigDict:
+  """The ``diagnostics`` group: per-layer norms written to diagnostics.jsonl."""
+  d = ml_collections.ConfigDict()
+  # Record diagnostics at all (off by default: each probe costs a forward and backward pass).
+  d.enabled = False
+  # Probe gradient and residual-stream norms at step 0 and every this many steps.
+  d.every = 50
+  # Record |delta W| / |W| per layer for each of the first this many updates.
+  d.early_steps = 10
+  return d
 
 
 def train_group() -> ml_collections.ConfigDict:
@@ -100,6 +114,8 @@ def train_group() -> ml_collections.ConfigDict:
   t.eval_every = 250
   # Number of fixed validation batches (of batch_size sequences) per evaluation.
   t.eval_batches = 8
+  # A Hugging Face GPT-2 directory whose weights start a fresh run ("" = random init; README).
+  t.init_from = ""
   return t
 
 

@@ -1,0 +1,104 @@
+"""Per-layer diagnostics: what the norm-placement literature makes claims about.
+
+- gradient norms of each layer's attention and MLP weights (Xiong et al. 2020: at init
+  post-LN's grow toward the output layers, pre-LN's are nearly flat);
+- the residual stream's norm after the embedding and after every block (pre-LN's grows
+  with depth, post-LN's is held at sqrt(d_model) by its norms);
+- the size of the early updates, ``|delta W| / |W|`` per layer.
+
+``Recorder`` writes them to ``diagnostics.jsonl`` in the workdir during training.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from andrea_jax import model
+
+ATTN_WEIGHTS = ("w_qkv", "w_out")
+MLP_WEIGHTS = ("w_in", "w_out")
+
+
+def layer_norms(blocks) -> dict:
+  """Frobenius norm per layer of the attention and the MLP weight matrices: ``{name: [L]}``."""
+  per = lambda group, names: jnp.sqrt(sum(jnp.sum(jnp.square(blocks[group][n].astype(jnp.float32)),
+                                                  axis=tuple(range(1, blocks[group][n].ndim)))
+                                          for n in names))
+  return {"attn": per("attn", ATTN_WEIGHTS), "mlp": per("mlp", MLP_WEIGHTS)}
+
+
+def residual_norms(params, tokens_BT, cfg: model.ModelConfig) -> jax.Array:
+  """Mean per-token L2 norm of the residual stream: after the embedding, then each block."""
+  x_BTD = model.embed(params, tokens_BT, cfg)
+  norm = lambda x: jnp.mean(jnp.linalg.norm(x.astype(jnp.float32), axis=-1))
+  step = lambda x, block: (model.block_forward(block, x, cfg),) * 2
+  _, xs_LBTD = jax.lax.scan(step, x_BTD, params["blocks"])
+  return jnp.concatenate([norm(x_BTD)[None], jax.vmap(norm)(xs_LBTD)])
+
+
+def probe(params, batch_BT, cfg: model.ModelConfig) -> dict:
+  """Loss, per-layer gradient norms and residual norms on one batch."""
+  loss, grads = jax.value_and_grad(model.loss_fn)(params, batch_BT[:, :-1], batch_BT[:, 1:], cfg)
+  g = layer_norms(grads["blocks"])
+  return {"loss": loss, "grad_attn": g["attn"], "grad_mlp": g["mlp"],
+          "residual_norm": residual_norms(params, batch_BT[:, :-1], cfg)}
+
+
+def relative_update(before, after) -> dict:
+  """``|W_after - W_before| / |W_before|`` per layer, for attention and MLP weights."""
+  delta = layer_norms(jax.tree.map(jnp.subtract, after["blocks"], before["blocks"]))
+  base = layer_norms(before["blocks"])
+  return {"update_attn": delta["attn"] / base["attn"], "update_mlp": delta["mlp"] / base["mlp"]}
+
+
+class Recorder:
+  """Records ``probe`` at step 0 and every ``every`` steps, and the first updates' sizes."""
+
+  def __init__(self, d, cfg: model.ModelConfig, batch_BT: np.ndarray, workdir: str):
+    self.every, self.early_steps = d.every, d.early_steps
+    self.batch = batch_BT
+    self._probe = jax.jit(lambda p: probe(p, batch_BT, cfg))
+    self._update = jax.jit(relative_update)
+    self.file = open(os.path.join(workdir, "diagnostics.jsonl"), "a", encoding="utf-8")
+
+  def _write(self, step: int, values: dict) -> None:
+    row = {k: np.asarray(v).tolist() for k, v in jax.device_get(values).items()}
+    self.file.write(json.dumps({"step": step, **row}) + "\n")
+    self.file.flush()
+
+  def wants_snapshot(self, step: int) -> bool:
+    """Whether the parameters before update ``step`` (1-based) must be kept."""
+    return step <= self.early_steps
+
+  def snapshot(self, params):
+    return jax.tree.map(jnp.copy, params)  # the train step donates (overwrites) its input
+
+  def record(self, step: int, params, before=None) -> None:
+    values = {}
+    if step == 0 or (self.every and step % self.every == 0):
+      values.update(self._probe(params))
+    if before is not None:
+      values.update(self._update(before, params))
+    if values:
+      self._write(step, values)
+
+  def close(self) -> None:
+    self.file.close()
+
+
+def read(workdir: str) -> list[dict]:
+  """Rows of ``diagnostics.jsonl``; after a resume the newest row of each step wins."""
+  path = os.path.join(workdir, "diagnostics.jsonl")
+  if not os.path.exists(path):
+    return []
+  rows = {}
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      row = json.loads(line)
+      rows.setdefault(row["step"], {}).update(row)
+  return [rows[s] for s in sorted(rows)]
