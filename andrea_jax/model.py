@@ -183,6 +183,12 @@ def qkv_project(x_BTD: jax.Array, attn: Params, cfg: ModelConfig):
   return tuple(a.reshape(B, T, cfg.n_head, cfg.head_dim) for a in (q, k, v))
 
 
+def out_project(o_BTHK: jax.Array, attn: Params, cfg: ModelConfig) -> jax.Array:
+  """Merge the heads and apply the attention output projection: ``(B, T, H, K) -> (B, T, D)``."""
+  B, T, H, K = o_BTHK.shape
+  return _dense(o_BTHK.reshape(B, T, H * K), attn["w_out"], attn["b_out"], jnp.dtype(cfg.compute_dtype))
+
+
 def attention(x_BTD: jax.Array, attn: Params, cfg: ModelConfig) -> jax.Array:
   """Causal multi-head self-attention with fused QKV and output projections (with biases)."""
   B, T, D = x_BTD.shape
@@ -193,7 +199,7 @@ def attention(x_BTD: jax.Array, attn: Params, cfg: ModelConfig) -> jax.Array:
   else:  # "cudnn" (flash attention on NVIDIA GPUs) or "auto" (JAX picks)
     impl = None if cfg.attention_impl == "auto" else cfg.attention_impl
     o_BTHK = jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation=impl)
-  return _dense(o_BTHK.reshape(B, T, D), attn["w_out"], attn["b_out"], jnp.dtype(cfg.compute_dtype))
+  return out_project(o_BTHK, attn, cfg)
 
 
 def mlp(x_BTD: jax.Array, mlp_params: Params, cfg: ModelConfig) -> jax.Array:
