@@ -1,0 +1,41 @@
+"""Export a trained run as a Hugging Face GPT-2 directory.
+
+  python -m experiments.export --workdir=runs/tiny --out=exported/tiny
+  python -m experiments.export --workdir=runs/tiny --out=exported/tiny --step=200
+
+The directory holds config.json, model.safetensors (float32) and the run's tokenizer
+(tokenizer.json, tokenizer_config.json, special_tokens_map.json), so
+``GPT2LMHeadModel.from_pretrained(out)`` and ``AutoTokenizer.from_pretrained(out)`` load
+it. Post-norm and SwiGLU models are refused: GPT-2 cannot express them. PyTorch is not
+needed to export.
+"""
+
+import sys
+
+from absl import app, flags, logging
+
+from andrea_jax import model
+from andrea_jax import train
+from andrea_jax.interop import hf_gpt2
+
+_WORKDIR = flags.DEFINE_string("workdir", None, "run directory written by experiments.run")
+_OUT = flags.DEFINE_string("out", None, "directory to write the Hugging Face GPT-2 files to")
+_STEP = flags.DEFINE_integer("step", None, "checkpoint step (default: the latest)")
+
+
+def main(argv):
+  del argv
+  if not flags.FLAGS["verbosity"].present:
+    logging.set_verbosity(logging.WARNING)
+  try:
+    params, cfg, tok, _ = train.load_run(_WORKDIR.value, _STEP.value)
+    hf_gpt2.export_gpt2(params, cfg, _OUT.value, tokenizer=tok)
+  except (ValueError, OSError) as e:  # bad run dir, unwritable --out, variant GPT-2 lacks
+    sys.exit(f"error: {e}")
+  print(f"exported {_WORKDIR.value} ({model.count_params(cfg):,} parameters, "
+        f"{cfg.n_layer} layers, d_model {cfg.d_model}, vocab {cfg.vocab_size}) to {_OUT.value}")
+
+
+if __name__ == "__main__":
+  flags.mark_flags_as_required(["workdir", "out"])
+  app.run(main)
