@@ -56,6 +56,58 @@ def relative_update(before, after) -> dict:
   return {"update_attn": delta["attn"] / base["attn"], "update_mlp": delta["mlp"] / base["mlp"]}
 
 
+def gradient_flow(params, tokens_BT, cfg: model.ModelConfig, residual: bool = True,
+                  layer_norm: bool = True) -> jax.Array:
+  """Norm of d(loss)/d(residual stream) at the input of every block and after the last.
+
+  Returns ``[n_layer + 1]``: entry 0 is the gradient reaching the embeddings. With
+  ``residual=False`` the skip connections are removed (each sublayer replaces its input);
+  with ``layer_norm=False`` the norms are removed. This is the seed's gradient-flow claim
+  made measurable; notebook 2 plots it and the tests check it.
+  """
+  ln = lambda x, p: model.layer_norm(x, p["scale"], p["bias"], cfg.ln_eps) if layer_norm else x
+
+  def block(b, x):
+    if residual:
+      return model.block_forward(b, x, cfg) if layer_norm else _no_norm_block(b, x, cfg)
+    x = model.attention(ln(x, b["ln_1"]), b["attn"], cfg)
+    return model.mlp(ln(x, b["ln_2"]), b["mlp"], cfg)
+
+  def loss(probes_LBTD, x_BTD):
+    # A zero added at each block's input: its gradient is the gradient at that point.
+    step = lambda x, bp: (block(bp[0], x + bp[1]), None)
+    h, _ = jax.lax.scan(step, x_BTD, (params["blocks"], probes_LBTD[:-1]))
+    logits = model.unembed(params, h + probes_LBTD[-1], cfg)
+    targets = jnp.roll(tokens_BT, -1, axis=1)
+    return jnp.mean(jax.nn.logsumexp(logits, -1)
+                    - jnp.take_along_axis(logits, targets[..., None], -1)[..., 0])
+
+  x_BTD = model.embed(params, tokens_BT, cfg)
+  probes = jnp.zeros((cfg.n_layer + 1, *x_BTD.shape), x_BTD.dtype)
+  g = jax.grad(loss)(probes, x_BTD)
+  return jnp.sqrt(jnp.sum(jnp.square(g), axis=(1, 2, 3)))
+
+
+def _no_norm_block(b, x, cfg):
+  x = x + model.attention(x, b["attn"], cfg)
+  return x + model.mlp(x, b["mlp"], cfg)
+
+
+def attention_probs(params, tokens_BT, cfg: model.ModelConfig, layer: int) -> jax.Array:
+  """Attention probabilities ``[B, H, T, T]`` of block ``layer`` (pre-norm or post-norm input)."""
+  x = model.embed(params, tokens_BT, cfg)
+  for i in range(layer):
+    x = model.block_forward(jax.tree.map(lambda a, i=i: a[i], params["blocks"]), x, cfg)
+  block = jax.tree.map(lambda a: a[layer], params["blocks"])
+  if cfg.norm == "pre":
+    x = model.layer_norm(x, block["ln_1"]["scale"], block["ln_1"]["bias"], cfg.ln_eps)
+  q, k, _ = model.qkv_project(x, block["attn"], cfg)
+  T = tokens_BT.shape[1]
+  s = jnp.einsum("bthk,bshk->bhts", q, k) / jnp.sqrt(cfg.head_dim).astype(q.dtype)
+  s = jnp.where(jnp.tril(jnp.ones((T, T), bool)), s.astype(jnp.float32), -jnp.inf)
+  return jax.nn.softmax(s, axis=-1)
+
+
 class Recorder:
   """Records ``probe`` at step 0 and every ``every`` steps, and the first updates' sizes."""
 

@@ -294,6 +294,34 @@ def write_report(sweep_dir: str, out: str | None = None, command: str = "") -> s
   path = os.path.join(out, "REPORT.md")
   with open(path, "w", encoding="utf-8") as f:
     f.write("\n".join(lines) + "\n")
+  write_results(index, cells, out)
+  return path
+
+
+def write_results(index: dict, cells: list[dict], out: str) -> str:
+  """``results.json``: the numbers behind the report, small enough to commit (notebook 5)."""
+  probe = lambda c, i: next((r for r in (c["diagnostics"][::-1] if i < 0 else c["diagnostics"])
+                             if "residual_norm" in r), {})
+  rows = []
+  for c in cells:
+    init, end = probe(c, 0), probe(c, -1)
+    rows.append({
+        "name": c["name"], "arms": c["arms"], "seed": c["seed"], "overrides": c["overrides"],
+        "status": c["summary"]["status"], "steps": c["summary"]["steps"],
+        "final_val_loss": c["summary"]["final_val_loss"],
+        "unigram_val_loss": c["summary"]["unigram_val_loss"],
+        "n_params": c["summary"]["n_params"], "wall_time_s": c["summary"]["wall_time_s"],
+        "train_curve": [[r["step"], r["loss"]] for r in c["metrics"] if "loss" in r],
+        "val_curve": [[r["step"], r["val_loss"]] for r in c["metrics"] if "val_loss" in r],
+        "init": {k: init.get(k) for k in ("grad_attn", "grad_mlp", "residual_norm")},
+        "end": {"step": end.get("step"), **{k: end.get(k) for k in ("grad_attn", "grad_mlp", "residual_norm")}},
+        "early_updates": [{k: r[k] for k in ("step", "update_attn", "update_mlp")}
+                          for r in c["diagnostics"] if "update_mlp" in r],
+    })
+  path = os.path.join(out, "results.json")
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump({k: index[k] for k in ("name", "scale", "base_config", "description")} | {"cells": rows},
+              f, indent=1)
   return path
 
 

@@ -4,6 +4,7 @@ import json
 import os
 import pathlib
 
+import ml_collections
 import numpy as np
 import pytest
 
@@ -298,10 +299,14 @@ def test_prepare_with_a_given_tokenizer(prepared):
 
 
 def test_prepare_vocab_mismatch(tmp_path):
+  # The named configs tie data.vocab_size to model.vocab_size; a hand-built config may not.
   config = prep_config(tmp_path)
   config.model.vocab_size = 999
+  assert config.data.vocab_size == 999
+  unlinked = ml_collections.ConfigDict(config.to_dict())
+  unlinked.data.vocab_size = SMALL_VOCAB
   with pytest.raises(D.DataError, match=f"data.vocab_size={SMALL_VOCAB} but model.vocab_size=999"):
-    D.prepare(config)
+    D.prepare(unlinked)
 
 
 # ---------------------------------------------------------------------------- loader

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 from jax.test_util import check_grads
 
+from andrea_jax import diagnostics
 from andrea_jax import model
+from andrea_jax import toy
 from andrea_jax.flax_model import AndreaLM
 from andrea_jax.model import ModelConfig
 from experiments.configs import andrea12m, andrea120m, andrea480m, tiny
@@ -27,23 +29,17 @@ def random_tokens(cfg, shape=(2, 12), seed=0):
 
 # ----------------------------------------------------------------------------- the seed's toy block
 
-TOY_X = np.array([1.0, -1.0, 2.0, 0.0])
-
-
-def toy_branch(v, strength=0.8):
-  """The seed's fixed branch: F(v)_i = s tanh(0.6 v_i + 0.3 v_{(i+1) mod 4})."""
-  return strength * jnp.tanh(0.6 * v + 0.3 * jnp.roll(v, -1))
-
-
-TOY_LN = {"scale": jnp.ones(4), "bias": jnp.zeros(4)}
+TOY_X = toy.X
+toy_branch = toy.branch
+TOY_LN = toy.LN_PARAMS
 
 
 def test_toy_block_reproduces_the_seed_table():
-  x = jnp.asarray(TOY_X)
-  normed = model.layer_norm(x, TOY_LN["scale"], TOY_LN["bias"], 1e-5)
-  np.testing.assert_allclose(normed, [0.447, -1.342, 1.342, -0.447], atol=5e-4)
-  np.testing.assert_allclose(toy_branch(normed), [-0.107, -0.306, 0.468, -0.107], atol=5e-4)
-  y = model.residual_sublayer(x, toy_branch, TOY_LN, norm="pre", eps=1e-5)
+  rows = toy.table()
+  for name, expected in toy.SEED_TABLE.items():
+    np.testing.assert_allclose(rows[name], expected, atol=5e-4, err_msg=name)
+  # Independently of toy.table: the pre-norm block straight from residual_sublayer.
+  y = model.residual_sublayer(jnp.asarray(TOY_X), toy_branch, TOY_LN, norm="pre", eps=1e-5)
   np.testing.assert_allclose(y, [0.893, -1.306, 2.468, -0.107], atol=5e-4)
   assert TOY_X.mean() == 0.5 and TOY_X.var() == 1.25
 
@@ -53,6 +49,7 @@ def test_toy_block_post_norm_matches_an_independent_computation():
   expected = (s - s.mean()) / np.sqrt(s.var() + 1e-5)
   y = model.residual_sublayer(jnp.asarray(TOY_X), toy_branch, TOY_LN, norm="post", eps=1e-5)
   np.testing.assert_allclose(y, expected, atol=1e-5)
+  np.testing.assert_allclose(toy.table()["block output (post-norm)"], expected, atol=1e-5)
   assert not np.allclose(y, model.residual_sublayer(jnp.asarray(TOY_X), toy_branch, TOY_LN, "pre"))
 
 
@@ -312,33 +309,41 @@ def stack_at_init(cfg, residual: bool, layer_norm: bool, seed: int = 0):
   """Gradient norm reaching the embeddings at init, and the mean cosine between outputs.
 
   The same 12 blocks with or without their skip connections and with or without their
-  LayerNorms (the no-residual, no-norm variants live only here).
+  LayerNorms (``diagnostics.gradient_flow``, which notebook 2 plots).
   """
   params = model.init_params(cfg, jax.random.key(seed))
   tokens = random_tokens(cfg, (4, 16), seed)
-  ln = lambda x, p: model.layer_norm(x, p["scale"], p["bias"], cfg.ln_eps) if layer_norm else x
+  flow = jax.jit(diagnostics.gradient_flow, static_argnums=(2, 3, 4))
+  g = flow(params, tokens, cfg, residual, layer_norm)
+  assert g.shape == (cfg.n_layer + 1,)
 
   def block(b, x):
+    ln = lambda x, p: model.layer_norm(x, p["scale"], p["bias"], cfg.ln_eps)
     if residual:
-      x = x + model.attention(ln(x, b["ln_1"]), b["attn"], cfg)
-      return x + model.mlp(ln(x, b["ln_2"]), b["mlp"], cfg)
-    x = model.attention(ln(x, b["ln_1"]), b["attn"], cfg)
-    return model.mlp(ln(x, b["ln_2"]), b["mlp"], cfg)
+      return model.block_forward(b, x, cfg)
+    return model.mlp(ln(model.attention(ln(x, b["ln_1"]), b["attn"], cfg), b["ln_2"]), b["mlp"], cfg)
+
+  h, _ = jax.lax.scan(lambda h, b: (block(b, h), None), model.embed(params, tokens, cfg), params["blocks"])
+  unit = (h / jnp.linalg.norm(h, axis=-1, keepdims=True)).reshape(-1, cfg.d_model)
+  return float(g[0]), float(jnp.mean(unit @ unit.T))
+
+
+def test_gradient_flow_entry_zero_is_the_embedding_gradient():
+  cfg = small()
+  params = model.init_params(cfg, jax.random.key(0))
+  tokens = random_tokens(cfg, (2, 8))
+  x = model.embed(params, tokens, cfg)
 
   def loss(x):
-    h, _ = jax.lax.scan(lambda h, b: (block(b, h), None), x, params["blocks"])
+    h, _ = jax.lax.scan(lambda h, b: (model.block_forward(b, h, cfg), None), x, params["blocks"])
     logits = model.unembed(params, h, cfg)
-    nll = optax_nll(logits, jnp.roll(tokens, -1, 1))
-    return nll, h
+    return jnp.mean(jax.nn.logsumexp(logits, -1) - jnp.take_along_axis(
+        logits, jnp.roll(tokens, -1, 1)[..., None], -1)[..., 0])
 
-  g, h = jax.jit(jax.grad(loss, has_aux=True))(model.embed(params, tokens, cfg))
-  unit = (h / jnp.linalg.norm(h, axis=-1, keepdims=True)).reshape(-1, cfg.d_model)
-  return float(jnp.linalg.norm(g)), float(jnp.mean(unit @ unit.T))
-
-
-def optax_nll(logits, targets):
-  return jnp.mean(jax.nn.logsumexp(logits, -1)
-                  - jnp.take_along_axis(logits, targets[..., None], -1)[..., 0])
+  flow = diagnostics.gradient_flow(params, tokens, cfg)
+  np.testing.assert_allclose(flow[0], jnp.linalg.norm(jax.grad(loss)(x)), rtol=1e-5)
+  # With residuals the gradient at each block input is the sum of a direct path and more.
+  assert jnp.all(flow > 0)
 
 
 def test_residuals_carry_gradient_to_the_embeddings():
