@@ -57,9 +57,11 @@ class ModelConfig:
   remat_policy: str = "none"
   scan_unroll: int = 1
   attention_impl: str = "xla"
+  attention_block: int = 128
 
   def __post_init__(self):
-    for name in ("vocab_size", "block_size", "d_model", "n_layer", "n_head", "scan_unroll"):
+    for name in ("vocab_size", "block_size", "d_model", "n_layer", "n_head", "scan_unroll",
+                 "attention_block"):
       value = getattr(self, name)
       if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
         raise ValueError(f"ModelConfig.{name}={value!r}: expected a positive integer")
@@ -175,6 +177,33 @@ def causal_attend(q_BTHK: jax.Array, k_BSHK: jax.Array, v_BSHK: jax.Array,
   return jnp.einsum("bhts,bshk->bthk", p_BHTS, v_BSHK)
 
 
+def _attend_block(q_BHCK, k_BHSK, v_BHSK, start: int):
+  """Queries ``start .. start+C`` attend to keys ``0 .. S``, causally; softmax in float32."""
+  C, S = q_BHCK.shape[2], k_BHSK.shape[2]
+  s_BHCS = _at_least_f32(jnp.einsum("bhck,bhsk->bhcs", q_BHCK, k_BHSK))
+  visible_CS = start + jnp.arange(C)[:, None] >= jnp.arange(S)[None, :]
+  s_BHCS = jnp.where(visible_CS, s_BHCS, jnp.finfo(s_BHCS.dtype).min)
+  p_BHCS = jax.nn.softmax(s_BHCS, axis=-1).astype(v_BHSK.dtype)
+  return jnp.einsum("bhcs,bhsk->bhck", p_BHCS, v_BHSK)
+
+
+def blocked_causal_attention(q_BTHK: jax.Array, k_BTHK: jax.Array, v_BTHK: jax.Array,
+                             block: int) -> jax.Array:
+  """Exact causal attention computed ``block`` queries at a time (the XLA path).
+
+  Query block i only multiplies keys 0 .. (i+1) * block, so the masked upper triangle is
+  (mostly) never computed, and each block's scores stay small enough for the CPU's
+  caches; each block is rematerialised in the backward pass rather than storing its
+  probabilities. Heads move next to batch first: XLA's batched dots want ``(B, H, T, K)``.
+  """
+  T, K = q_BTHK.shape[1], q_BTHK.shape[-1]
+  q, k, v = (jnp.swapaxes(a, 1, 2) for a in (q_BTHK * (1.0 / math.sqrt(K)), k_BTHK, v_BTHK))
+  attend = jax.checkpoint(_attend_block, static_argnums=(3,))
+  outs = [attend(q[:, :, a:a + block], k[:, :, :a + block], v[:, :, :a + block], a)
+          for a in range(0, T, block)]
+  return jnp.swapaxes(jnp.concatenate(outs, axis=2), 1, 2)
+
+
 def qkv_project(x_BTD: jax.Array, attn: Params, cfg: ModelConfig):
   """The fused QKV projection, split into heads: three ``(B, T, H, K)`` arrays."""
   B, T, _ = x_BTD.shape
@@ -194,8 +223,7 @@ def attention(x_BTD: jax.Array, attn: Params, cfg: ModelConfig) -> jax.Array:
   B, T, D = x_BTD.shape
   q, k, v = qkv_project(x_BTD, attn, cfg)
   if cfg.attention_impl == "xla":
-    mask_BTS = jnp.broadcast_to(jnp.tril(jnp.ones((T, T), bool)), (B, T, T))
-    o_BTHK = causal_attend(q, k, v, mask_BTS)
+    o_BTHK = blocked_causal_attention(q, k, v, cfg.attention_block)
   else:  # "cudnn" (flash attention on NVIDIA GPUs) or "auto" (JAX picks)
     impl = None if cfg.attention_impl == "auto" else cfg.attention_impl
     o_BTHK = jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation=impl)

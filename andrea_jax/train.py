@@ -31,6 +31,7 @@ from andrea_jax import checkpoint as ckpt
 from andrea_jax import data as data_lib
 from andrea_jax import diagnostics
 from andrea_jax import model
+from andrea_jax import sharding
 from andrea_jax import tokenizer as tokenizer_lib
 
 EXIT_COMPLETED, EXIT_DIVERGED, EXIT_INTERRUPTED = 0, 3, 4
@@ -168,22 +169,28 @@ class _Signals:
 
 
 class _Metrics:
-  """``metrics.jsonl`` plus TensorBoard event files in the workdir."""
+  """``metrics.jsonl`` plus TensorBoard event files in the workdir (written by process 0 only)."""
 
-  def __init__(self, workdir: str):
+  def __init__(self, workdir: str, enabled: bool = True):
+    self.enabled = enabled
+    if not enabled:
+      return
     from tensorboardX import SummaryWriter  # pylint: disable=import-outside-toplevel
     self.file = open(os.path.join(workdir, "metrics.jsonl"), "a", encoding="utf-8")
     self.tb = SummaryWriter(os.path.join(workdir, "tensorboard"))
 
   def write(self, step: int, values: dict) -> None:
+    if not self.enabled:
+      return
     self.file.write(json.dumps({"step": step, **values}) + "\n")
     self.file.flush()
     for name, value in values.items():
       self.tb.add_scalar(name, value, step)
 
   def close(self) -> None:
-    self.file.close()
-    self.tb.close()
+    if self.enabled:
+      self.file.close()
+      self.tb.close()
 
 
 def peak_flops(device) -> float | None:
@@ -206,11 +213,11 @@ def read_metrics(workdir: str) -> list[dict]:
 
 
 def plot_losses(workdir: str, unigram: float | None) -> str:
-  import matplotlib  # pylint: disable=import-outside-toplevel
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  # A bare Figure, not pyplot: no global backend switch in the caller's notebook.
+  from matplotlib.figure import Figure  # pylint: disable=import-outside-toplevel
   rows = read_metrics(workdir)
-  fig, ax = plt.subplots(figsize=(7, 4))
+  fig = Figure(figsize=(7, 4))
+  ax = fig.subplots()
   train = [(r["step"], r["loss"]) for r in rows if "loss" in r]
   val = [(r["step"], r["val_loss"]) for r in rows if "val_loss" in r]
   if train:
@@ -224,7 +231,6 @@ def plot_losses(workdir: str, unigram: float | None) -> str:
   fig.tight_layout()
   path = os.path.join(workdir, "loss.png")
   fig.savefig(path, dpi=120)
-  plt.close(fig)
   return path
 
 
@@ -235,57 +241,102 @@ def abstract_state(cfg: model.ModelConfig, optimizer, seed: int) -> Any:
   return jax.eval_shape(lambda k: init_state(cfg, optimizer, k), jax.random.key(seed))
 
 
+def prepare_data(config) -> data_lib.PreparedData:
+  """Process 0 prepares (or finds) the cached data first; the others then read its cache."""
+  if sharding.is_lead():
+    prepared = data_lib.prepare(config)
+  sharding.barrier("andrea_jax: data prepared")
+  return prepared if sharding.is_lead() else data_lib.prepare(config)
+
+
+def stop_requested(signals: "_Signals", step: int, every: int) -> bool:
+  """Whether to save and stop after this step because of SIGTERM/SIGINT.
+
+  Processes must agree, or one would enter the (collective) save while the others train
+  on: with several, they compare their flags at log steps, where the loop syncs anyway.
+  """
+  if jax.process_count() == 1:
+    return bool(signals.received)
+  return step % every == 0 and sharding.any_process(bool(signals.received))
+
+
 def train_and_evaluate(config, workdir: str) -> RunResult:
   """Train ``config`` in ``workdir``; resume if it holds a checkpoint. Returns the result."""
   # --- config -------------------------------------------------------------------------
   cfg = model.ModelConfig(**config.model)
   t = config.train
   check_train_config(t)
+  mesh = sharding.make_mesh(config.mesh)
+  sharding.check_batch(t.batch_size, t.grad_accum_steps, mesh)
+  if config.diagnostics.enabled and jax.process_count() > 1:
+    raise ValueError(f"diagnostics.enabled=True runs in one process only (this run has "
+                     f"{jax.process_count()}); set --config.diagnostics.enabled=False")
+  lead = sharding.is_lead()  # every process trains; process 0 alone writes the run's files
   os.makedirs(workdir, exist_ok=True)
   ckpt.check_resumable(workdir, config)
-  ckpt.save_config(workdir, config)
+  if lead:
+    ckpt.save_config(workdir, config)
   started = time.time()
 
   # --- data ---------------------------------------------------------------------------
-  prepared = data_lib.prepare(config)
+  prepared = prepare_data(config)
   train_tokens = data_lib.read_shard(prepared.train_path)
   val_tokens = data_lib.read_shard(prepared.val_path)
   eval_set = data_lib.eval_batches(val_tokens, t.eval_batches, t.batch_size, cfg.block_size,
                                    name=f"validation shard {prepared.val_path!r}")
   unigram = unigram_loss(train_tokens, eval_set, cfg.vocab_size)
-  with open(os.path.join(workdir, "data.json"), "w", encoding="utf-8") as f:
-    json.dump(dataclasses.asdict(prepared), f, indent=2)
+  # Each process holds its own rows of every eval batch, like the loader's train batches.
+  local_eval = data_lib.eval_batches(val_tokens, t.eval_batches, t.batch_size, cfg.block_size,
+                                     process_index=jax.process_index(),
+                                     process_count=jax.process_count())
+  if lead:
+    with open(os.path.join(workdir, "data.json"), "w", encoding="utf-8") as f:
+      json.dump(dataclasses.asdict(prepared), f, indent=2)
 
   # --- state --------------------------------------------------------------------------
   optimizer, schedule = make_optimizer(t), make_schedule(t)
+  abstract = abstract_state(cfg, optimizer, t.seed)
+  shardings = sharding.state_shardings(abstract, mesh)
   mngr = ckpt.manager(os.path.join(workdir, "checkpoints"), config.checkpoint.every,
                       config.checkpoint.keep)
   if mngr.latest_step() is not None:
-    state = ckpt.restore(mngr, abstract_state(cfg, optimizer, t.seed))
+    # Restored straight onto this run's mesh, whichever mesh wrote the checkpoint.
+    state = ckpt.restore(mngr, sharding.with_shardings(abstract, shardings))
     print(f"resumed {workdir} from step {int(state['step'])}")
   else:
-    state = jax.jit(init_state, static_argnums=(0, 1))(cfg, optimizer, jax.random.key(t.seed))
+    init = jax.jit(init_state, static_argnums=(0, 1), out_shardings=shardings)
+    state = init(cfg, optimizer, jax.random.key(t.seed))
     if t.get("init_from"):  # fine-tune a Hugging Face GPT-2 directory (README, interop)
       from andrea_jax.interop import hf_gpt2  # pylint: disable=import-outside-toplevel
-      params = hf_gpt2.init_from(config)
-      state = {**state, "params": params, "opt_state": optimizer.init(params)}
+      params = sharding.put(hf_gpt2.init_from(config), shardings["params"])
+      opt_state = jax.jit(optimizer.init, out_shardings=shardings["opt_state"])(params)
+      state = {**state, "params": params, "opt_state": opt_state}
       print(f"initialised the parameters from {t.init_from}")
   start_step = int(state["step"])
 
   # --- step functions -----------------------------------------------------------------
+  # Explicit shardings in and out; XLA's partitioner inserts the collectives. Batches are
+  # [A, B/A, T+1] (train; the rows of each microbatch are split) and [B, T+1] (eval).
+  replicated = sharding.replicated(mesh)
+  train_batch = sharding.batch_sharding(mesh, batch_dim=1, ndim=3)
+  eval_batch = sharding.batch_sharding(mesh, batch_dim=0, ndim=2)
   step_fn = jax.jit(functools.partial(train_step, cfg=cfg, optimizer=optimizer, schedule=schedule),
+                    in_shardings=(shardings, train_batch), out_shardings=(shardings, replicated),
                     donate_argnums=0)
-  eval_fn = jax.jit(functools.partial(eval_step, cfg=cfg))
-  evaluate = lambda params: float(np.mean([eval_fn(params, b) for b in eval_set]))
+  eval_fn = jax.jit(functools.partial(eval_step, cfg=cfg),
+                    in_shardings=(shardings["params"], eval_batch), out_shardings=replicated)
+  eval_arrays = [sharding.global_batch(b, eval_batch, batch_dim=0) for b in local_eval]
+  evaluate = lambda params: float(np.mean([eval_fn(params, b) for b in eval_arrays]))
 
   # --- loop ---------------------------------------------------------------------------
-  metrics = _Metrics(workdir)
+  metrics = _Metrics(workdir, enabled=lead)
   tokens_per_step = t.batch_size * cfg.block_size
   flops_per_step = model.flops_per_token(cfg) * tokens_per_step
   peak = peak_flops(jax.devices()[0])
+  peak = peak and peak * jax.device_count()  # the whole mesh's peak: MFU is per device
   status, val_loss, window, last_log = "completed", None, [], (time.time(), start_step)
-  bar = tqdm(total=t.steps, initial=start_step, desc="train", unit="step", disable=None,
-             dynamic_ncols=True)
+  bar = tqdm(total=t.steps, initial=start_step, desc="train", unit="step",
+             disable=None if lead else True, dynamic_ncols=True)
   loader = data_lib.Loader(prepared.train_path, t.batch_size, cfg.block_size, config.data.seed,
                            start_step=start_step, prefetch=config.data.prefetch)
   diag = None
@@ -295,14 +346,19 @@ def train_and_evaluate(config, workdir: str) -> RunResult:
       diag.record(0, state["params"])
   with _Signals() as signals, loader:
     for step in range(start_step + 1, t.steps + 1):
-      batch = next(loader).reshape(t.grad_accum_steps, -1, cfg.block_size + 1)
+      # This process's rows as A microbatches; the microbatches of all processes together
+      # hold the global batch's rows (grouped differently than with one process, which
+      # leaves the averaged gradient unchanged: every microbatch has B/A rows).
+      local = next(loader).reshape(t.grad_accum_steps, -1, cfg.block_size + 1)
+      batch = sharding.global_batch(local, train_batch, batch_dim=1)
       before = diag.snapshot(state["params"]) if diag and diag.wants_snapshot(step) else None
       state, m = step_fn(state, batch)
       if diag:
         diag.record(step, state["params"], before)
       window.append(m)
       last = step == t.steps
-      saving = last or bool(signals.received) or mngr.should_save(step)
+      stop = stop_requested(signals, step, t.log_every)
+      saving = last or stop or mngr.should_save(step)
       if step % t.log_every == 0 or saving:
         # Checked before every log and save, so no checkpoint ever holds a diverged state.
         if not bool(state["good"]):
@@ -325,7 +381,7 @@ def train_and_evaluate(config, workdir: str) -> RunResult:
         tqdm.write(f"step {step}: val_loss {val_loss:.4f} (unigram {unigram:.4f})")
       if saving:
         ckpt.save(mngr, step, state, force=True)
-      if signals.received:
+      if stop:
         status = "interrupted"
         break
   bar.close()
@@ -349,12 +405,15 @@ def train_and_evaluate(config, workdir: str) -> RunResult:
       "tokens_per_step": tokens_per_step, "corpus_fingerprint": prepared.fingerprint,
       "latest_checkpoint": mngr.latest_step(),
   }
-  plot_losses(workdir, unigram)
   if status == "completed" and config.sample.num_samples > 0:
-    summary["samples"] = write_samples(state["params"], cfg, prepared.tokenizer_path,
-                                       config.sample, workdir, t.seed)
-  with open(os.path.join(workdir, "summary.json"), "w", encoding="utf-8") as f:
-    json.dump(summary, f, indent=2)
+    params = sharding.gather(state["params"])  # every process takes part in the gather
+    if lead:
+      summary["samples"] = write_samples(params, cfg, prepared.tokenizer_path, config.sample,
+                                         workdir, t.seed)
+  if lead:
+    plot_losses(workdir, unigram)
+    with open(os.path.join(workdir, "summary.json"), "w", encoding="utf-8") as f:
+      json.dump(summary, f, indent=2)
   mngr.close()
   return RunResult(status=status, summary=summary, state=state)
 
@@ -386,7 +445,11 @@ def load_run(workdir: str, step: int | None = None):
   optimizer = make_optimizer(config.train)
   mngr = ckpt.manager(os.path.join(workdir, "checkpoints"), config.checkpoint.every,
                       config.checkpoint.keep)
-  state = ckpt.restore(mngr, abstract_state(cfg, optimizer, config.train.seed), step)
+  # Onto this process's first device, whichever mesh wrote the checkpoint.
+  abstract = abstract_state(cfg, optimizer, config.train.seed)
+  one_device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+  state = ckpt.restore(mngr, sharding.with_shardings(
+      abstract, jax.tree.map(lambda _: one_device, abstract)), step)
   mngr.close()
   with open(os.path.join(workdir, "data.json"), encoding="utf-8") as f:
     tok = tokenizer_lib.load(json.load(f)["tokenizer_path"], cfg.vocab_size)

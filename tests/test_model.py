@@ -97,6 +97,19 @@ def test_attention_matches_a_naive_per_head_loop():
   np.testing.assert_allclose(model.attention(x, attn, cfg), expected, atol=1e-5)
 
 
+@pytest.mark.parametrize("block", [1, 4, 5, 13, 128])
+def test_blocked_causal_attention_equals_the_masked_full_softmax(block):
+  B, T, H, K = 2, 13, 3, 4
+  q, k, v = (jax.random.normal(jax.random.key(i), (B, T, H, K)) for i in range(3))
+  mask = jnp.broadcast_to(jnp.tril(jnp.ones((T, T), bool)), (B, T, T))
+  full = lambda q, k, v: model.causal_attend(q, k, v, mask)
+  blocked = lambda q, k, v: model.blocked_causal_attention(q, k, v, block)
+  np.testing.assert_allclose(blocked(q, k, v), full(q, k, v), atol=1e-6)
+  grad = lambda f: jax.grad(lambda *a: jnp.sum(jnp.sin(f(*a))), argnums=(0, 1, 2))(q, k, v)
+  for g_blocked, g_full in zip(grad(blocked), grad(full)):
+    np.testing.assert_allclose(g_blocked, g_full, atol=1e-5)
+
+
 # ----------------------------------------------------------------------------- counts
 
 

@@ -46,6 +46,8 @@ def model_group(*, vocab_size: int, block_size: int, d_model: int, n_layer: int,
   m.scan_unroll = 1
   # Attention kernel: "xla" (plain einsum softmax), "cudnn" (flash attention on NVIDIA), "auto".
   m.attention_impl = "xla"
+  # Queries per block in the XLA path's blocked causal attention (skips the masked half).
+  m.attention_block = 128
   return m
 
 
@@ -66,7 +68,35 @@ def base_config(model: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   config.sample = sample_group()
   # Per-layer gradient, activation and update norms (andrea_jax/diagnostics.py).
   config.diagnostics = diagnostics_group()
+  # The device grid: data parallel and FSDP axes (andrea_jax/sharding.py).
+  config.mesh = mesh_group()
+  # Several processes (hosts) training together through jax.distributed.
+  config.distributed = distributed_group()
   return config
+
+
+def mesh_group() -> ml_collections.ConfigDict:
+  """The ``mesh`` group: how the devices form the ("data", "fsdp") grid; data * fsdp = devices."""
+  m = ml_collections.ConfigDict()
+  # Data-parallel replicas; -1 = all devices left over by the other axis.
+  m.data = -1
+  # Devices that shard the parameters and optimizer state (FSDP); 1 = replicate them.
+  m.fsdp = 1
+  return m
+
+
+def distributed_group() -> ml_collections.ConfigDict:
+  """The ``distributed`` group: jax.distributed.initialize for multi-process runs (README)."""
+  d = ml_collections.ConfigDict()
+  # Call jax.distributed.initialize before training (one process per host or per GPU).
+  d.enabled = False
+  # host:port of process 0; empty = let JAX detect the cluster (SLURM, Open MPI, TPU).
+  d.coordinator_address = ""
+  # Number of processes, with an explicit coordinator_address.
+  d.num_processes = 1
+  # This process's index in 0..num_processes-1, with an explicit coordinator_address.
+  d.process_id = 0
+  return d
 
 
 def diagnostics_group() -> ml_collections.ConfigDict:

@@ -1,0 +1,307 @@
+"""Training-step speed of andrea_jax against the Hugging Face GPT-2 peer, side by side.
+
+  python -m benchmarks.train_step                                  # tiny, andrea12m, andrea120m
+  python -m benchmarks.train_step --shapes=andrea120m --batch=1 --seq=1024 --reps=5
+  python -m benchmarks.train_step --compile_depths=6,12,24          # scan vs unrolled loop
+  python -m benchmarks.train_step --generate                        # KV-cache generation
+
+The peer is ``transformers.GPT2LMHeadModel`` with the same shape (GELU-tanh, tied head,
+no dropout), ``torch.optim.AdamW`` with the same settings and global-norm clipping,
+eager float32 on a CPU (its best default there); on GPUs ``torch.compile`` with SDPA in
+bf16. Both steps are timed interleaved (ours, peer, ours, peer, ...) after warm-up, in
+one process, and the medians are compared. Results go to a JSON file and a Markdown table.
+Install the peer with ``pip install -r requirements-bench.txt``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from andrea_jax import model
+from andrea_jax import train
+from experiments import cli
+
+SHAPE_DEFAULTS = {"tiny": (16, 128), "andrea12m": (4, 1024), "andrea120m": (1, 1024),
+                  "andrea480m": (1, 1024)}
+
+
+def load_config(name: str, accelerator: bool):
+  """The named config at its training shape; float32 and the XLA attention on CPU."""
+  import importlib.util  # pylint: disable=import-outside-toplevel
+  path = cli.resolve_config_path(name)
+  spec = importlib.util.spec_from_file_location(name, path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  config = module.get_config()
+  if not accelerator:
+    config.model.compute_dtype = "float32"
+    config.model.attention_impl = "xla"
+  return config
+
+
+# ----------------------------------------------------------------------------- ours
+
+
+def ours_step(config, batch: int, seq: int):
+  cfg = model.ModelConfig(**{**config.model, "block_size": max(seq, config.model.block_size)})
+  t = config.train
+  optimizer, schedule = train.make_optimizer(t), train.make_schedule(t)
+  state = jax.jit(train.init_state, static_argnums=(0, 1))(cfg, optimizer, jax.random.key(0))
+  step = jax.jit(functools.partial(train.train_step, cfg=cfg, optimizer=optimizer,
+                                   schedule=schedule), donate_argnums=0)
+  tokens = np.random.default_rng(0).integers(0, cfg.vocab_size, (1, batch, seq + 1), np.int32)
+  tokens = jnp.asarray(tokens)
+  holder = {"state": state}
+
+  def run():
+    holder["state"], m = step(holder["state"], tokens)
+    jax.block_until_ready(m["loss"])
+    return float(m["loss"])
+
+  return run, cfg
+
+
+# ----------------------------------------------------------------------------- the peer
+
+
+def peer_step(cfg: model.ModelConfig, t, batch: int, seq: int, accelerator: bool):
+  import torch  # pylint: disable=import-outside-toplevel
+  from transformers import GPT2Config, GPT2LMHeadModel  # pylint: disable=import-outside-toplevel
+  hf = GPT2Config(vocab_size=cfg.vocab_size, n_positions=cfg.block_size, n_embd=cfg.d_model,
+                  n_layer=cfg.n_layer, n_head=cfg.n_head, n_inner=cfg.mlp_dim,
+                  activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0,
+                  attn_pdrop=0.0, layer_norm_epsilon=cfg.ln_eps, tie_word_embeddings=True)
+  hf._attn_implementation = "sdpa"  # PyTorch's fused scaled_dot_product_attention
+  device = "cuda" if accelerator else "cpu"
+  net = GPT2LMHeadModel(hf).to(device).train()
+  opt = torch.optim.AdamW(net.parameters(), lr=t.learning_rate, betas=(t.b1, t.b2), eps=t.eps,
+                          weight_decay=t.weight_decay)
+  fwd = torch.compile(net) if accelerator else net
+  ids = torch.from_numpy(np.random.default_rng(0).integers(0, cfg.vocab_size, (batch, seq + 1)))
+  ids = ids.to(device)
+  autocast = torch.autocast(device, dtype=torch.bfloat16, enabled=accelerator)
+
+  def run():
+    with autocast:
+      loss = fwd(input_ids=ids[:, :-1], labels=ids[:, :-1]).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(net.parameters(), t.grad_clip)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    if accelerator:
+      torch.cuda.synchronize()
+    return float(loss)
+
+  return run
+
+
+def peer_available() -> str | None:
+  try:
+    import torch  # pylint: disable=import-outside-toplevel,unused-import
+    import transformers  # pylint: disable=import-outside-toplevel,unused-import
+  except ImportError as e:
+    return (f"the PyTorch peer is not installed ({e.name} missing): "
+            f"pip install -r requirements-bench.txt")
+  return None
+
+
+# ----------------------------------------------------------------------------- timing
+
+
+def interleave(fns: dict, reps: int, warmup: int) -> dict[str, list[float]]:
+  """Time each function ``reps`` times, taking turns, after ``warmup`` untimed calls each."""
+  for fn in fns.values():
+    for _ in range(warmup):
+      fn()
+  times = {name: [] for name in fns}
+  for _ in range(reps):
+    for name, fn in fns.items():
+      start = time.perf_counter()
+      fn()
+      times[name].append(time.perf_counter() - start)
+  return times
+
+
+def bench_shape(name: str, batch: int, seq: int, reps: int, warmup: int, accelerator: bool) -> dict:
+  config = load_config(name, accelerator)
+  ours, cfg = ours_step(config, batch, seq)
+  fns = {"andrea_jax": ours}
+  missing = peer_available()
+  if missing is None:
+    fns["peer"] = peer_step(cfg, config.train, batch, seq, accelerator)
+  times = interleave(fns, reps, warmup)
+  tokens = batch * seq
+  row = {"shape": name, "batch": batch, "seq": seq, "params": model.count_params(cfg)}
+  for who, ts in times.items():
+    med = statistics.median(ts)
+    row[f"{who}_tokens_per_s"] = tokens / med
+    row[f"{who}_step_s"] = med
+  if "peer" in times:
+    row["ratio"] = row["andrea_jax_tokens_per_s"] / row["peer_tokens_per_s"]
+  else:
+    row["peer_missing"] = missing
+  peak = train.peak_flops(jax.devices()[0])
+  if peak:
+    flops = model.flops_per_token(cfg, seq)
+    for who in times:
+      row[f"{who}_mfu"] = row[f"{who}_tokens_per_s"] * flops / peak
+  return row
+
+
+def peak_rss(name: str, batch: int, seq: int, who: str) -> float:
+  """Peak resident memory (MB) of a fresh process running three steps of one side."""
+  code = (f"import resource, benchmarks.train_step as b; "
+          f"c = b.load_config({name!r}, False); run, cfg = b.ours_step(c, {batch}, {seq}); "
+          if who == "andrea_jax" else
+          f"import resource, benchmarks.train_step as b; from andrea_jax import model; "
+          f"c = b.load_config({name!r}, False); "
+          f"cfg = model.ModelConfig(**{{**c.model, 'block_size': max({seq}, c.model.block_size)}}); "
+          f"run = b.peer_step(cfg, c.train, {batch}, {seq}, False); ")
+  code += "[run() for _ in range(3)]; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  return int(out.stdout.strip().splitlines()[-1]) / 1024
+
+
+# ----------------------------------------------------------------------------- compile time
+
+
+def compile_seconds(config, n_layer: int, seq: int, scan: bool) -> float:
+  """Seconds to compile the train step at ``n_layer`` layers, with lax.scan or unrolled."""
+  cfg = model.ModelConfig(**{**config.model, "n_layer": n_layer,
+                             "scan_unroll": 1 if scan else n_layer})
+  t = config.train
+  optimizer, schedule = train.make_optimizer(t), train.make_schedule(t)
+  state = jax.eval_shape(lambda k: train.init_state(cfg, optimizer, k), jax.random.key(0))
+  batch = jax.ShapeDtypeStruct((1, 1, seq + 1), jnp.int32)
+  step = jax.jit(functools.partial(train.train_step, cfg=cfg, optimizer=optimizer, schedule=schedule))
+  start = time.perf_counter()
+  step.lower(state, batch).compile()
+  return time.perf_counter() - start
+
+
+# ----------------------------------------------------------------------------- generation
+
+
+def bench_generate(name: str, prompt_len: int, new_tokens: int, reps: int) -> dict:
+  from andrea_jax import sample  # pylint: disable=import-outside-toplevel
+  config = load_config(name, False)
+  cfg = model.ModelConfig(**config.model)
+  params = model.init_params(cfg, jax.random.key(0))
+  prompt = np.random.default_rng(0).integers(0, cfg.vocab_size, (1, prompt_len), np.int32)
+  ours = lambda: np.asarray(sample.generate(params, cfg, prompt, new_tokens, jax.random.key(0),
+                                            temperature=0.0))
+  fns = {"andrea_jax": ours}
+  if peer_available() is None:
+    import torch  # pylint: disable=import-outside-toplevel
+    from transformers import GPT2Config, GPT2LMHeadModel  # pylint: disable=import-outside-toplevel
+    net = GPT2LMHeadModel(GPT2Config(vocab_size=cfg.vocab_size, n_positions=cfg.block_size,
+                                     n_embd=cfg.d_model, n_layer=cfg.n_layer, n_head=cfg.n_head,
+                                     activation_function="gelu_new")).eval()
+    ids = torch.from_numpy(prompt).long()
+
+    def peer():
+      with torch.no_grad():
+        return net.generate(ids, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+                            do_sample=False, use_cache=True, pad_token_id=0)
+
+    fns["peer"] = peer
+  times = interleave(fns, reps, 1)
+  row = {"shape": name, "prompt": prompt_len, "new_tokens": new_tokens}
+  for who, ts in times.items():
+    row[f"{who}_tokens_per_s"] = new_tokens / statistics.median(ts)
+  if "peer" in times:
+    row["ratio"] = row["andrea_jax_tokens_per_s"] / row["peer_tokens_per_s"]
+  return row
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def machine() -> str:
+  d = jax.devices()[0]
+  cpu = platform.processor() or platform.machine()
+  return (f"{d.platform} ({d.device_kind}), {os.cpu_count()} cores ({cpu}), jax {jax.__version__}, "
+          f"python {platform.python_version()}")
+
+
+def markdown(results: dict) -> str:
+  lines = [f"Machine: {results['machine']}", "", f"Command: `{results['command']}`", ""]
+  if results["train"]:
+    lines += ["| shape | batch x seq | params | andrea_jax tokens/s | peer tokens/s | ratio | peak RSS ours / peer (MB) |",
+              "|---|---|---|---|---|---|---|"]
+    for r in results["train"]:
+      rss = f"{r.get('andrea_jax_rss_mb', float('nan')):.0f} / {r.get('peer_rss_mb', float('nan')):.0f}"
+      lines.append(f"| {r['shape']} | {r['batch']} x {r['seq']} | {r['params']:,} | "
+                   f"{r['andrea_jax_tokens_per_s']:,.0f} | {r.get('peer_tokens_per_s', float('nan')):,.0f} | "
+                   f"{r.get('ratio', float('nan')):.2f}x | {rss} |")
+  if results.get("compile"):
+    lines += ["", "| layers | compile, lax.scan (s) | compile, unrolled (s) |", "|---|---|---|"]
+    lines += [f"| {r['n_layer']} | {r['scan_s']:.1f} | {r['unrolled_s']:.1f} |" for r in results["compile"]]
+  if results.get("generate"):
+    lines += ["", "| shape | prompt + new | andrea_jax tokens/s | peer tokens/s | ratio |", "|---|---|---|---|---|"]
+    lines += [f"| {r['shape']} | {r['prompt']} + {r['new_tokens']} | {r['andrea_jax_tokens_per_s']:,.0f} | "
+              f"{r.get('peer_tokens_per_s', float('nan')):,.0f} | {r.get('ratio', float('nan')):.2f}x |"
+              for r in results["generate"]]
+  return "\n".join(lines) + "\n"
+
+
+def main():
+  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  p.add_argument("--shapes", default="tiny,andrea12m,andrea120m")
+  p.add_argument("--batch", type=int, default=0, help="sequences per step (0 = per-shape default)")
+  p.add_argument("--seq", type=int, default=0, help="tokens per sequence (0 = per-shape default)")
+  p.add_argument("--reps", type=int, default=5)
+  p.add_argument("--warmup", type=int, default=2)
+  p.add_argument("--memory", action="store_true", help="also measure peak RSS per side")
+  p.add_argument("--compile_depths", default="", help="e.g. 6,12,24: compile time vs depth")
+  p.add_argument("--generate", action="store_true", help="also time KV-cache generation")
+  p.add_argument("--out", default="", help="write results JSON here")
+  args = p.parse_args()
+  accelerator = jax.devices()[0].platform != "cpu"
+  missing = peer_available()
+  if missing:
+    print(f"NOTE: {missing}; timing andrea_jax alone", file=sys.stderr)
+  results = {"machine": machine(), "command": "python -m benchmarks.train_step " + " ".join(sys.argv[1:]),
+             "train": [], "compile": [], "generate": []}
+  for name in filter(None, args.shapes.split(",")):
+    batch, seq = SHAPE_DEFAULTS.get(name, (4, 256))
+    batch, seq = args.batch or batch, args.seq or seq
+    row = bench_shape(name, batch, seq, args.reps, args.warmup, accelerator)
+    if args.memory and not accelerator:
+      row["andrea_jax_rss_mb"] = peak_rss(name, batch, seq, "andrea_jax")
+      if not missing:
+        row["peer_rss_mb"] = peak_rss(name, batch, seq, "peer")
+    results["train"].append(row)
+    print(json.dumps(row), flush=True)
+  for depth in filter(None, args.compile_depths.split(",")):
+    config = load_config("andrea12m", accelerator)
+    row = {"n_layer": int(depth), "scan_s": compile_seconds(config, int(depth), 256, True),
+           "unrolled_s": compile_seconds(config, int(depth), 256, False)}
+    results["compile"].append(row)
+    print(json.dumps(row), flush=True)
+  if args.generate:
+    row = bench_generate("tiny", 16, 96, args.reps)
+    results["generate"].append(row)
+    print(json.dumps(row), flush=True)
+  print(markdown(results))
+  if args.out:
+    with open(args.out, "w", encoding="utf-8") as f:
+      json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+  main()
