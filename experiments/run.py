@@ -14,6 +14,7 @@ import time
 
 from absl import app, flags, logging
 
+from andrea_jax import sharding
 from andrea_jax import train
 from experiments import cli
 
@@ -32,6 +33,8 @@ def main(argv):
     logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   workdir = _WORKDIR.value or default_workdir(flags.FLAGS["config"].serialize().split("=", 1)[-1])
   try:
+    # Before any other JAX call: the backends must see every process (README, Scaling out).
+    sharding.initialize(_CONFIG.value.distributed)
     result = train.train_and_evaluate(_CONFIG.value, workdir)
   except ValueError as e:  # bad config, data or checkpoint: the message says what to fix
     sys.exit(f"error: {e}")
