@@ -38,8 +38,11 @@ SHAPE_DEFAULTS = {"tiny": (16, 128), "andrea12m": (4, 1024), "andrea120m": (1, 1
                   "andrea480m": (1, 1024)}
 
 
-def load_config(name: str, accelerator: bool):
-  """The named config at its training shape; float32 and the XLA attention on CPU."""
+def load_config(name: str, accelerator: bool, settings: str = ""):
+  """The named config at its training shape; float32 and the XLA flash attention on CPU.
+
+  ``settings`` is ``"model.attention_block=256,model.scan_unroll=2"``-style overrides.
+  """
   import importlib.util  # pylint: disable=import-outside-toplevel
   path = cli.resolve_config_path(name)
   spec = importlib.util.spec_from_file_location(name, path)
@@ -48,7 +51,10 @@ def load_config(name: str, accelerator: bool):
   config = module.get_config()
   if not accelerator:
     config.model.compute_dtype = "float32"
-    config.model.attention_impl = "xla"
+    config.model.attention_impl = "xla_flash"
+  if settings:
+    from experiments.configs import common  # pylint: disable=import-outside-toplevel
+    common.apply_variants(config, settings)
   return config
 
 
@@ -135,8 +141,9 @@ def interleave(fns: dict, reps: int, warmup: int) -> dict[str, list[float]]:
   return times
 
 
-def bench_shape(name: str, batch: int, seq: int, reps: int, warmup: int, accelerator: bool) -> dict:
-  config = load_config(name, accelerator)
+def bench_shape(name: str, batch: int, seq: int, reps: int, warmup: int, accelerator: bool,
+                settings: str = "") -> dict:
+  config = load_config(name, accelerator, settings)
   ours, cfg = ours_step(config, batch, seq)
   fns = {"andrea_jax": ours}
   missing = peer_available()
@@ -269,6 +276,7 @@ def main():
   p.add_argument("--memory", action="store_true", help="also measure peak RSS per side")
   p.add_argument("--compile_depths", default="", help="e.g. 6,12,24: compile time vs depth")
   p.add_argument("--generate", action="store_true", help="also time KV-cache generation")
+  p.add_argument("--set", default="", help="config overrides, e.g. model.attention_block=256")
   p.add_argument("--out", default="", help="write results JSON here")
   args = p.parse_args()
   accelerator = jax.devices()[0].platform != "cpu"
@@ -280,7 +288,7 @@ def main():
   for name in filter(None, args.shapes.split(",")):
     batch, seq = SHAPE_DEFAULTS.get(name, (4, 256))
     batch, seq = args.batch or batch, args.seq or seq
-    row = bench_shape(name, batch, seq, args.reps, args.warmup, accelerator)
+    row = bench_shape(name, batch, seq, args.reps, args.warmup, accelerator, args.set)
     if args.memory and not accelerator:
       row["andrea_jax_rss_mb"] = peak_rss(name, batch, seq, "andrea_jax")
       if not missing:

@@ -104,10 +104,24 @@ def test_blocked_causal_attention_equals_the_masked_full_softmax(block):
   mask = jnp.broadcast_to(jnp.tril(jnp.ones((T, T), bool)), (B, T, T))
   full = lambda q, k, v: model.causal_attend(q, k, v, mask)
   blocked = lambda q, k, v: model.blocked_causal_attention(q, k, v, block)
+  flash = lambda q, k, v: model.flash_causal_attention(q, k, v, block)
   np.testing.assert_allclose(blocked(q, k, v), full(q, k, v), atol=1e-6)
+  np.testing.assert_allclose(flash(q, k, v), full(q, k, v), atol=1e-6)
   grad = lambda f: jax.grad(lambda *a: jnp.sum(jnp.sin(f(*a))), argnums=(0, 1, 2))(q, k, v)
-  for g_blocked, g_full in zip(grad(blocked), grad(full)):
+  for g_blocked, g_flash, g_full in zip(grad(blocked), grad(flash), grad(full)):
     np.testing.assert_allclose(g_blocked, g_full, atol=1e-5)
+    np.testing.assert_allclose(g_flash, g_full, atol=1e-5)
+
+
+def test_flash_attention_gradients_in_float64(x64):
+  # check_grads in reverse mode (the custom_vjp has no forward mode) on the whole block.
+  cfg = small(param_dtype="float64", compute_dtype="float64", attention_impl="xla_flash",
+              attention_block=2)
+  p = f64(model.init_params(cfg, jax.random.key(0)))
+  blk = jax.tree.map(lambda a: a[0] * 10, p["blocks"])
+  x = jax.random.normal(jax.random.key(1), (2, 5, cfg.d_model), jnp.float64)
+  check_grads(jax.jit(lambda x, a: model.attention(x, a, cfg)), (x, blk["attn"]), order=1,
+              modes=("rev",))
 
 
 # ----------------------------------------------------------------------------- counts
