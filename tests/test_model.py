@@ -216,6 +216,21 @@ def test_jit_equals_eager(changes):
   chex.assert_tree_all_finite(grad)
 
 
+@pytest.mark.parametrize("attention_impl", ["xla", "xla_flash"])
+def test_bfloat16_compute_stays_close_to_float32(attention_impl):
+  cfg32 = small(attention_impl=attention_impl, attention_block=4)
+  cfg16 = small(attention_impl=attention_impl, attention_block=4, compute_dtype="bfloat16")
+  params = model.init_params(cfg32, jax.random.key(11))
+  tokens = random_tokens(cfg32, (4, 16))
+  targets = jnp.roll(tokens, -1, 1)
+  loss32, g32 = jax.jit(jax.value_and_grad(model.loss_fn), static_argnums=3)(params, tokens, targets, cfg32)
+  loss16, g16 = jax.jit(jax.value_and_grad(model.loss_fn), static_argnums=3)(params, tokens, targets, cfg16)
+  assert model.forward(params, tokens, cfg16).dtype == jnp.float32  # logits leave in float32
+  assert abs(float(loss16) - float(loss32)) < 0.02, (loss16, loss32)
+  cos = lambda a, b: jnp.sum(a * b) / jnp.linalg.norm(a) / jnp.linalg.norm(b)
+  assert cos(g16["blocks"]["mlp"]["w_in"], g32["blocks"]["mlp"]["w_in"]) > 0.95
+
+
 def test_vmap_over_examples_matches_batch():
   cfg = small()
   params = model.init_params(cfg, jax.random.key(5))
