@@ -20,7 +20,6 @@ import functools
 import json
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -169,15 +168,17 @@ def bench_shape(name: str, batch: int, seq: int, reps: int, warmup: int, acceler
 
 
 def peak_rss(name: str, batch: int, seq: int, who: str) -> float:
-  """Peak resident memory (MB) of a fresh process running three steps of one side."""
-  code = (f"import resource, benchmarks.train_step as b; "
+  """Peak resident memory (MB) of a fresh process running three steps of one side (Linux)."""
+  code = (f"import benchmarks.train_step as b; "
           f"c = b.load_config({name!r}, False); run, cfg = b.ours_step(c, {batch}, {seq}); "
           if who == "andrea_jax" else
-          f"import resource, benchmarks.train_step as b; from andrea_jax import model; "
+          f"import benchmarks.train_step as b; from andrea_jax import model; "
           f"c = b.load_config({name!r}, False); "
           f"cfg = model.ModelConfig(**{{**c.model, 'block_size': max({seq}, c.model.block_size)}}); "
           f"run = b.peer_step(cfg, c.train, {batch}, {seq}, False); ")
-  code += "[run() for _ in range(3)]; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+  # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the (large) parent across exec.
+  code += ("[run() for _ in range(3)]; "
+           "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0])")
   out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   return int(out.stdout.strip().splitlines()[-1]) / 1024
