@@ -97,7 +97,7 @@ def test_attention_matches_a_naive_per_head_loop():
   np.testing.assert_allclose(model.attention(x, attn, cfg), expected, atol=1e-5)
 
 
-@pytest.mark.parametrize("block", [1, 4, 5, 13, 128])
+@pytest.mark.parametrize("block", [3, 5, 13, 128])
 def test_blocked_causal_attention_equals_the_masked_full_softmax(block):
   B, T, H, K = 2, 13, 3, 4
   q, k, v = (jax.random.normal(jax.random.key(i), (B, T, H, K)) for i in range(3))
