@@ -177,9 +177,20 @@ def claim_warmup(arms: dict) -> list[str]:
   pre_hurt = div(pre_no) > div(pre_w) or separated(final_losses(pre_no), final_losses(pre_w))
   verdict = ("Reproduced" if post_hurt and not pre_hurt else
              "Not reproduced" if not post_hurt else "Inconclusive")
+  unigram = post_w[0]["summary"]["unigram_val_loss"]
+  stuck = [name for name, cs in (("without", post_no), ("with", post_w))
+           if final_losses(cs) and mean_std(final_losses(cs))[0] > unigram - 0.05]
+  notes = []
+  if stuck:
+    notes.append(f"Post-LN {' and '.join(stuck)} warmup ended within 0.05 nats of the unigram "
+                 f"baseline ({unigram:.3f}): it learned no more than token frequencies at this "
+                 f"learning rate, so here warmup alone did not rescue it.")
+  if pre_hurt:
+    notes.append("Pre-LN did train without warmup, but finished worse than with it.")
   return [f"**{verdict}.** Post-LN: {fmt(final_losses(post_no))} without warmup "
           f"({div(post_no)} diverged) vs {fmt(final_losses(post_w))} with ({div(post_w)} diverged). "
           f"Pre-LN: {fmt(final_losses(pre_no))} without vs {fmt(final_losses(pre_w))} with.",
+          *notes,
           "Rule: reproduced when removing warmup hurts post-LN (more divergences, or a mean "
           "worse by more than twice the pooled standard deviation) and does not hurt pre-LN."]
 
