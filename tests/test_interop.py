@@ -22,7 +22,7 @@ pytest.importorskip("safetensors", reason="export/import need safetensors "
                     "(pip install -r requirements-interop.txt)")
 from andrea_jax.interop import hf_gpt2  # pylint: disable=wrong-import-position
 from andrea_jax.interop.hf_gpt2 import InteropError  # pylint: disable=wrong-import-position
-from experiments.configs import tiny  # pylint: disable=wrong-import-position
+from experiments.configs import common, tiny  # pylint: disable=wrong-import-position
 
 TINY = ModelConfig(vocab_size=67, block_size=16, d_model=32, n_layer=2, n_head=4)
 TEXT = "def f(x):\n    return x @ w  # héllo wörld 🙂\n\n<|endoftext|> is just text here."
@@ -293,11 +293,8 @@ SHRINK = {"model.n_layer": 1, "model.d_model": 32, "model.n_head": 2, "model.blo
 
 
 def small_config(cache_dir, **changes):
-  config = tiny.get_config()
-  for key, value in {**SHRINK, "data.cache_dir": str(cache_dir), **changes}.items():
-    group, field = key.split(".")
-    config[group][field] = value
-  return config
+  return common.apply_overrides(tiny.get_config(),
+                                {**SHRINK, "data.cache_dir": str(cache_dir), **changes})
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import pytest
 from andrea_jax import checkpoint as ckpt
 from andrea_jax import model
 from andrea_jax import train
-from experiments.configs import tiny
+from experiments.configs import common, tiny
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -31,11 +31,8 @@ SHRINK = {
 
 
 def small_config(cache_dir, **changes):
-  config = tiny.get_config()
-  for key, value in {**SHRINK, "data.cache_dir": str(cache_dir), **changes}.items():
-    group, field = key.split(".")
-    config[group][field] = value
-  return config
+  return common.apply_overrides(tiny.get_config(),
+                                {**SHRINK, "data.cache_dir": str(cache_dir), **changes})
 
 
 def overrides(cache_dir, **changes):

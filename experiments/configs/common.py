@@ -228,7 +228,12 @@ def parse_variants(arg: str | None) -> dict:
 
 def apply_variants(config: ml_collections.ConfigDict, arg: str | None) -> ml_collections.ConfigDict:
   """Apply ``key=value`` variants; bare keys address ``model``, dotted keys any group."""
-  for key, value in parse_variants(arg).items():
+  return apply_overrides(config, parse_variants(arg))
+
+
+def apply_overrides(config: ml_collections.ConfigDict, overrides: dict) -> ml_collections.ConfigDict:
+  """Set ``{"group.field": value}`` (bare keys address ``model``); unknown keys are errors."""
+  for key, value in overrides.items():
     path = key if "." in key else f"model.{key}"
     group_name, _, field = path.rpartition(".")
     group = config
