@@ -30,6 +30,7 @@ import optax
 Params = Mapping[str, Any]
 
 NORMS = ("pre", "post")
+INITS = ("gpt2", "xavier")
 ACTIVATIONS = ("gelu_tanh", "gelu", "relu", "swiglu")
 DTYPES = ("float32", "bfloat16", "float16", "float64")
 REMAT_POLICIES = ("none", "full", "dots_saveable", "dots_with_no_batch_dims_saveable")
@@ -59,6 +60,7 @@ class ModelConfig:
   scan_unroll: int = 1
   attention_impl: str = "xla"
   attention_block: int = 128
+  init: str = "gpt2"
 
   def __post_init__(self):
     for name in ("vocab_size", "block_size", "d_model", "n_layer", "n_head", "scan_unroll",
@@ -76,7 +78,7 @@ class ModelConfig:
       raise ValueError(f"ModelConfig.ln_eps={self.ln_eps!r}: expected a positive number like 1e-5")
     for name, allowed in (("norm", NORMS), ("activation", ACTIVATIONS), ("param_dtype", DTYPES),
                           ("compute_dtype", DTYPES), ("remat_policy", REMAT_POLICIES),
-                          ("attention_impl", ATTENTION_IMPLS)):
+                          ("attention_impl", ATTENTION_IMPLS), ("init", INITS)):
       if getattr(self, name) not in allowed:
         raise ValueError(f"ModelConfig.{name}={getattr(self, name)!r}: expected one of {allowed}")
     if not isinstance(self.tie_embeddings, bool):
@@ -95,16 +97,23 @@ class ModelConfig:
 
 
 def init_params(cfg: ModelConfig, key: jax.Array) -> dict:
-  """GPT-2 initialisation; per-layer weights stacked on a leading ``n_layer`` axis.
+  """GPT-2 (default) or Xavier initialisation; per-layer weights stacked on a leading ``n_layer`` axis.
 
-  Weights ~ N(0, 0.02); the two projections that write into the residual stream
-  (attention output, MLP output) are scaled by 1/sqrt(2 n_layer) so the stream's
-  variance does not grow with depth; LayerNorm scale 1, bias 0; biases 0.
-  Works under ``jax.eval_shape`` (nothing is allocated there).
+  ``init="gpt2"``: weights ~ N(0, 0.02); the two projections that write into the residual
+  stream (attention output, MLP output) are scaled by 1/sqrt(2 n_layer) so the stream's
+  variance does not grow with depth. ``init="xavier"``: the block weight matrices are
+  Glorot normal, N(0, 2 / (fan_in + fan_out)), with no depth scaling, the initialisation
+  Xiong et al. 2020 analyse (the fused QKV and SwiGLU matrices count as separate
+  D x D and D x F matrices); the embeddings stay N(0, 0.02). Both: LayerNorm scale 1,
+  bias 0; biases 0. Works under ``jax.eval_shape`` (nothing is allocated there).
   """
   L, D, F, V, T = cfg.n_layer, cfg.d_model, cfg.mlp_dim, cfg.vocab_size, cfg.block_size
   dtype = jnp.dtype(cfg.param_dtype)
   std, resid_std = 0.02, 0.02 / math.sqrt(2 * L)
+  glorot = lambda fan_in, fan_out: math.sqrt(2.0 / (fan_in + fan_out))
+  xavier = cfg.init == "xavier"
+  s_qkv, s_attn_out = (glorot(D, D),) * 2 if xavier else (std, resid_std)
+  s_in, s_mlp_out = (glorot(D, F), glorot(F, D)) if xavier else (std, resid_std)
   k = iter(jax.random.split(key, 7))
   normal = lambda shape, s: (s * jax.random.normal(next(k), shape, jnp.float32)).astype(dtype)
   zeros = lambda shape: jnp.zeros(shape, dtype)
@@ -115,11 +124,11 @@ def init_params(cfg: ModelConfig, key: jax.Array) -> dict:
       "wpe": normal((T, D), std),
       "blocks": {
           "ln_1": ln(L),
-          "attn": {"w_qkv": normal((L, D, 3 * D), std), "b_qkv": zeros((L, 3 * D)),
-                   "w_out": normal((L, D, D), resid_std), "b_out": zeros((L, D))},
+          "attn": {"w_qkv": normal((L, D, 3 * D), s_qkv), "b_qkv": zeros((L, 3 * D)),
+                   "w_out": normal((L, D, D), s_attn_out), "b_out": zeros((L, D))},
           "ln_2": ln(L),
-          "mlp": {"w_in": normal((L, D, f_in), std), "b_in": zeros((L, f_in)),
-                  "w_out": normal((L, F, D), resid_std), "b_out": zeros((L, D))},
+          "mlp": {"w_in": normal((L, D, f_in), s_in), "b_in": zeros((L, f_in)),
+                  "w_out": normal((L, F, D), s_mlp_out), "b_out": zeros((L, D))},
       },
   }
   if cfg.norm == "pre":

@@ -30,6 +30,8 @@ def model_group(*, vocab_size: int, block_size: int, d_model: int, n_layer: int,
   m.mlp_ratio = 4.0
   # Norm placement: "pre" (x + F(LN(x)), GPT-2) or "post" (LN(x + F(x)), 2017 original).
   m.norm = "pre"
+  # Weight init: "gpt2" (N(0, 0.02), residual projections / sqrt(2 n_layer)) or "xavier" (Glorot normal).
+  m.init = "gpt2"
   # MLP activation: "gelu_tanh" (GPT-2), "gelu" (exact erf), "relu" or "swiglu" (gated).
   m.activation = "gelu_tanh"
   # Tie the unembedding to the token embedding (GPT-2 style).
