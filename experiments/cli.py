@@ -1,19 +1,38 @@
-"""Command-line helpers shared by the entry points (prepare, run, ...).
+"""Command-line pieces shared by every entry point (run, prepare, sample, export, ...).
 
-``define_config_flag()`` defines ``--config`` like ``config_flags.DEFINE_config_file``
-but also accepts a bare config name: ``--config=tiny`` and ``--config=tiny:norm=post``
-mean ``experiments/configs/tiny.py`` (relative to the repository, not the current
-directory); overrides such as ``--config.data.max_docs=10`` work as usual.
+``cli.run(main)`` replaces ``absl.app.run(main)``. A mistake the user can fix (a bad
+flag, config, override, data, checkpoint or file) ends the program with one
+``error: <message>`` line on stderr and exit code 2 (``errors.EXIT_USER_ERROR``), never a
+traceback; anything else is a bug and keeps its traceback.
+
+``define_config_flag()`` is ml_collections' ``DEFINE_config_file`` (``--config=path.py``,
+``--config=path.py:arg``, overrides such as ``--config.train.steps=100``); ``cli.run``
+also lets it take a bare config name: ``--config=tiny`` and ``--config=tiny:norm=post``
+mean ``experiments/configs/tiny.py`` of this repository, from any directory.
 """
 
 from __future__ import annotations
 
+import functools
 import pathlib
+import re
+import sys
+from typing import Callable, NoReturn
 
+from absl import app
 from absl import flags
 from ml_collections import config_flags
 
+from andrea_jax import errors
+
 CONFIG_DIR = pathlib.Path(__file__).resolve().parent / "configs"
+# Names of the flags defined by define_config_flag.
+_CONFIG_FLAGS: set[str] = set()
+# Modules whose error class predates andrea_jax.errors: (module, class). Looked up only in
+# sys.modules (an error class cannot have been raised by a module never imported).
+_OLDER_ERRORS = (("andrea_jax.data", "DataError"), ("andrea_jax.checkpoint", "CheckpointError"),
+                 ("andrea_jax.tokenizer", "TokenizerError"),
+                 ("andrea_jax.interop.hf_gpt2", "InteropError"))
 
 
 def config_names() -> list[str]:
@@ -30,30 +49,99 @@ def resolve_config_path(name_or_path: str) -> str:
   candidate = CONFIG_DIR / f"{target}.py"
   if "/" not in target and not target.endswith(".py") and candidate.is_file():
     return f"{candidate}{sep}{arg}"
-  raise ValueError(f"--config={name_or_path!r}: {target!r} is neither a config file nor a "
-                   f"config name; names are {', '.join(config_names())}")
-
-
-class _NamedConfigParser(flags.ArgumentParser):
-  """Wraps the config-file parser, resolving a bare config name to its file first."""
-
-  def __init__(self, inner: flags.ArgumentParser):
-    self.inner = inner
-
-  def parse(self, argument):
-    return self.inner.parse(resolve_config_path(argument))
-
-  def flag_type(self):
-    return self.inner.flag_type()
+  raise errors.ConfigError(f"--config={name_or_path!r}: {target!r} is neither a config file nor "
+                           f"a config name; names are {', '.join(config_names())}")
 
 
 def define_config_flag(name: str = "config", default: str | None = None,
                        flag_values: flags.FlagValues = flags.FLAGS) -> flags.FlagHolder:
   """Define ``--<name>`` taking a config name or path (see the module docstring)."""
-  holder = config_flags.DEFINE_config_file(
-      name, default, "config name (e.g. tiny, andrea120m:norm=post) or path to a config file",
+  _CONFIG_FLAGS.add(name)
+  return config_flags.DEFINE_config_file(
+      name, default and resolve_config_path(default),
+      "config name (e.g. tiny, andrea120m:norm=post) or path to a config file",
       flag_values=flag_values, lock_config=True)
-  # The flag parses its value with .parser; wrap it so names resolve to files.
-  flag = flag_values[name]
-  flag.parser = _NamedConfigParser(flag.parser)
-  return holder
+
+
+def run(main: Callable[[list[str]], object]) -> None:
+  """``absl.app.run(main)``, with the project's errors as one line and exit code 2."""
+  app.run(_report_user_errors(main), flags_parser=parse_flags)
+
+
+def parse_flags(argv: list[str], flag_values: flags.FlagValues = flags.FLAGS) -> list[str]:
+  """absl's flag parsing after resolving config names; a flag mistake exits via ``fail``."""
+  try:
+    return flag_values([argv[0], *resolve_config_names(argv[1:])])
+  except (errors.AndreaError, flags.Error) as e:  # bad flag, value, config file or variant
+    fail(_root_message(e))
+  except (KeyError, AttributeError) as e:  # ml_collections: an override names no field
+    message = _misspelt_override(e, argv[1:])
+    if message is None:
+      raise
+    fail(message)
+
+
+def resolve_config_names(args: list[str]) -> list[str]:
+  """``--config=tiny:x`` (or ``--config tiny:x``) -> ``--config=<repo>/.../tiny.py:x``."""
+  out = list(args)
+  for i, arg in enumerate(out):
+    for name in _CONFIG_FLAGS:
+      match = re.fullmatch(rf"--?{name}(=(.*))?", arg)
+      if match and match[1]:
+        out[i] = f"--{name}={resolve_config_path(match[2])}"
+      elif match and i + 1 < len(out):
+        out[i + 1] = resolve_config_path(out[i + 1])
+  return out
+
+
+def fail(message: str) -> NoReturn:
+  """Print ``error: <message>`` on stderr and exit with ``errors.EXIT_USER_ERROR``."""
+  print(f"error: {message}", file=sys.stderr)
+  sys.exit(errors.EXIT_USER_ERROR)
+
+
+def user_error_types() -> tuple[type[BaseException], ...]:
+  """The exceptions that are the user's to fix: the project's errors and OS errors."""
+  older = tuple(getattr(sys.modules[module], name) for module, name in _OLDER_ERRORS
+                if module in sys.modules)
+  return (errors.AndreaError, app.UsageError, OSError, *older)
+
+
+def _report_user_errors(main: Callable[[list[str]], object]) -> Callable[[list[str]], object]:
+  @functools.wraps(main)
+  def wrapped(argv):
+    try:
+      return main(argv)
+    except user_error_types() as e:
+      fail(str(e))
+  return wrapped
+
+
+def _root_message(error: BaseException) -> str:
+  """The message of the innermost project error behind ``error`` (flag parsing wraps them)."""
+  found, seen = error, error
+  while seen is not None:
+    if isinstance(seen, errors.AndreaError):
+      found = seen
+    seen = seen.__cause__ or seen.__context__
+  return str(found)
+
+
+def _misspelt_override(error: Exception, args: list[str]) -> str | None:
+  """One line for ml_collections' error on ``--config.a.b=v`` naming no field, else None."""
+  while isinstance(error, BaseException) and error.args:  # AttributeError(KeyError(text))
+    error = error.args[0]
+  text = str(error)
+  key = re.match(r"'([^']+)'", text)
+  hint = re.search(r'Did you mean "([^"]+)"', text)
+  for arg in args:
+    for name in _CONFIG_FLAGS:
+      match = re.match(rf"--?(?:no)?{name}\.([^=]+)", arg)
+      if match and text.endswith(f"Attempting to lookup: {match[1]}"):  # a.b.c where a.b is a value
+        return f"--{name}.{match[1]}: {text}"
+      if key and match and key[1] in match[1].split("."):
+        parts = match[1].split(".")
+        where = ".".join(parts[:parts.index(key[1])]) or "the config"
+        return (f"--{name}.{match[1]}: {where} has no field {key[1]!r}" +
+                (f"; did you mean {hint[1]!r}?" if hint else ""))
+  return None

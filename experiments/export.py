@@ -10,13 +10,12 @@ it. Post-norm and SwiGLU models are refused: GPT-2 cannot express them. PyTorch 
 needed to export.
 """
 
-import sys
-
-from absl import app, flags, logging
+from absl import flags, logging
 
 from andrea_jax import model
 from andrea_jax import train
 from andrea_jax.interop import hf_gpt2
+from experiments import cli
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "run directory written by experiments.run")
 _OUT = flags.DEFINE_string("out", None, "directory to write the Hugging Face GPT-2 files to")
@@ -27,15 +26,12 @@ def main(argv):
   del argv
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
-  try:
-    params, cfg, tok, _ = train.load_run(_WORKDIR.value, _STEP.value)
-    hf_gpt2.export_gpt2(params, cfg, _OUT.value, tokenizer=tok)
-  except (ValueError, OSError) as e:  # bad run dir, unwritable --out, variant GPT-2 lacks
-    sys.exit(f"error: {e}")
+  params, cfg, tok, _ = train.load_run(_WORKDIR.value, _STEP.value)
+  hf_gpt2.export_gpt2(params, cfg, _OUT.value, tokenizer=tok)
   print(f"exported {_WORKDIR.value} ({model.count_params(cfg):,} parameters, "
         f"{cfg.n_layer} layers, d_model {cfg.d_model}, vocab {cfg.vocab_size}) to {_OUT.value}")
 
 
 if __name__ == "__main__":
   flags.mark_flags_as_required(["workdir", "out"])
-  app.run(main)
+  cli.run(main)

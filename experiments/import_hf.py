@@ -13,16 +13,17 @@ model on text), which ``--config.train.init_from`` and ``data.tokenizer_path`` a
 """
 
 import os
-import sys
 
 import jax
 import numpy as np
-from absl import app, flags, logging
+from absl import flags, logging
 
+from andrea_jax import errors
 from andrea_jax import model
 from andrea_jax import sample
 from andrea_jax import tokenizer as tokenizer_lib
 from andrea_jax.interop import hf_gpt2
+from experiments import cli
 
 _HF_DIR = flags.DEFINE_string("hf_dir", None, "local Hugging Face GPT-2 directory")
 _OUT = flags.DEFINE_string("out", None, "write a bytes-first copy here for fine-tuning")
@@ -52,8 +53,8 @@ def text_loss(params, cfg, tok, path: str, max_windows: int) -> tuple[float, int
   T = cfg.block_size
   n = min(max_windows, (len(ids) - 1) // T)
   if n < 1:
-    raise ValueError(f"{path} has {len(ids)} tokens, fewer than block_size + 1 = {T + 1}: "
-                     f"use a longer text")
+    raise errors.DataError(f"{path} has {len(ids)} tokens, fewer than block_size + 1 = {T + 1}: "
+                           f"use a longer text")
   windows = np.stack([ids[i * T:i * T + T + 1] for i in range(n)])
   loss = jax.jit(model.loss_fn, static_argnums=3)
   return float(np.mean([loss(params, w[None, :-1], w[None, 1:], cfg) for w in windows])), n * T
@@ -63,28 +64,25 @@ def main(argv):
   del argv
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
-  try:
-    params, cfg = hf_gpt2.import_gpt2(_HF_DIR.value)
-    print(f"imported {_HF_DIR.value}: {model.count_params(cfg):,} parameters\n{cfg}")
-    needs_tok = _EVAL_TEXT.value or _PROMPT.value is not None or _OUT.value
-    tok = load_tokenizer(_HF_DIR.value) if needs_tok else None
-    if _EVAL_TEXT.value:
-      loss, n = text_loss(params, cfg, tok, _EVAL_TEXT.value, _EVAL_WINDOWS.value)
-      print(f"loss on {_EVAL_TEXT.value}: {loss:.4f} nats/token over {n} predicted tokens")
-    if _PROMPT.value is not None:
-      text = sample.generate_text(params, cfg, tok, _PROMPT.value, _MAX_NEW.value,
-                                  jax.random.key(_SEED.value), temperature=_TEMPERATURE.value,
-                                  top_k=_TOP_K.value)
-      print(f"--- sample ---\n{_PROMPT.value}{text}")
-    if _OUT.value:
-      new_params, new_tok = hf_gpt2.bytes_first(params, cfg, tok)
-      hf_gpt2.export_gpt2(new_params, cfg, _OUT.value, tokenizer=new_tok)
-      print(f"wrote {_OUT.value}: fine-tune with --config.train.init_from={_OUT.value} "
-            f"--config.data.tokenizer_path={_OUT.value}/tokenizer.json")
-  except (ValueError, OSError) as e:  # bad directory, file, checkpoint or request
-    sys.exit(f"error: {e}")
+  params, cfg = hf_gpt2.import_gpt2(_HF_DIR.value)
+  print(f"imported {_HF_DIR.value}: {model.count_params(cfg):,} parameters\n{cfg}")
+  needs_tok = _EVAL_TEXT.value or _PROMPT.value is not None or _OUT.value
+  tok = load_tokenizer(_HF_DIR.value) if needs_tok else None
+  if _EVAL_TEXT.value:
+    loss, n = text_loss(params, cfg, tok, _EVAL_TEXT.value, _EVAL_WINDOWS.value)
+    print(f"loss on {_EVAL_TEXT.value}: {loss:.4f} nats/token over {n} predicted tokens")
+  if _PROMPT.value is not None:
+    text = sample.generate_text(params, cfg, tok, _PROMPT.value, _MAX_NEW.value,
+                                jax.random.key(_SEED.value), temperature=_TEMPERATURE.value,
+                                top_k=_TOP_K.value)
+    print(f"--- sample ---\n{_PROMPT.value}{text}")
+  if _OUT.value:
+    new_params, new_tok = hf_gpt2.bytes_first(params, cfg, tok)
+    hf_gpt2.export_gpt2(new_params, cfg, _OUT.value, tokenizer=new_tok)
+    print(f"wrote {_OUT.value}: fine-tune with --config.train.init_from={_OUT.value} "
+          f"--config.data.tokenizer_path={_OUT.value}/tokenizer.json")
 
 
 if __name__ == "__main__":
   flags.mark_flag_as_required("hf_dir")
-  app.run(main)
+  cli.run(main)

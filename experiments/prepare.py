@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from absl import app
+from absl import app, flags
 
 from andrea_jax import data as data_lib
 from experiments import cli
@@ -39,12 +39,11 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments {argv[1:]}; use --config=NAME")
   config = _CONFIG.value
-  if config is None:
-    raise app.UsageError("--config is required, e.g. --config=tiny")
   start = time.perf_counter()
   prepared = data_lib.prepare(config)
   print(summary(prepared, time.perf_counter() - start))
 
 
 if __name__ == "__main__":
-  app.run(main)
+  flags.mark_flag_as_required("config")
+  cli.run(main)

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections import defaultdict
 
 import numpy as np
-from absl import app, flags
+from absl import flags
 
 from andrea_jax import diagnostics
+from andrea_jax import errors
 from andrea_jax import train
+from experiments import cli
 
 _SWEEP_DIR = flags.DEFINE_string("sweep_dir", None, "directory written by experiments.sweep")
 _OUT = flags.DEFINE_string("out", None, "where REPORT.md and plots go (default: sweep_dir)")
@@ -30,7 +31,7 @@ _COMMAND = flags.DEFINE_string("command", "", "the command that produced the swe
 def load_cells(sweep_dir: str) -> tuple[dict, list[dict]]:
   path = os.path.join(sweep_dir, "sweep.json")
   if not os.path.exists(path):
-    raise ValueError(f"{path} not found: --sweep_dir must be a directory written by experiments.sweep")
+    raise errors.ConfigError(f"{path} not found: --sweep_dir must be a directory written by experiments.sweep")
   with open(path, encoding="utf-8") as f:
     index = json.load(f)
   cells = []
@@ -338,12 +339,9 @@ def write_results(index: dict, cells: list[dict], out: str) -> str:
 
 def main(argv):
   del argv
-  try:
-    print(write_report(_SWEEP_DIR.value, _OUT.value, _COMMAND.value))
-  except ValueError as e:
-    sys.exit(f"error: {e}")
+  print(write_report(_SWEEP_DIR.value, _OUT.value, _COMMAND.value))
 
 
 if __name__ == "__main__":
   flags.mark_flag_as_required("sweep_dir")
-  app.run(main)
+  cli.run(main)

@@ -12,7 +12,7 @@ import os
 import sys
 import time
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 from andrea_jax import sharding
 from andrea_jax import train
@@ -32,12 +32,9 @@ def main(argv):
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   workdir = _WORKDIR.value or default_workdir(flags.FLAGS["config"].serialize().split("=", 1)[-1])
-  try:
-    # Before any other JAX call: the backends must see every process (README, Scaling out).
-    sharding.initialize(_CONFIG.value.distributed)
-    result = train.train_and_evaluate(_CONFIG.value, workdir)
-  except ValueError as e:  # bad config, data or checkpoint: the message says what to fix
-    sys.exit(f"error: {e}")
+  # Before any other JAX call: the backends must see every process (README, Scaling out).
+  sharding.initialize(_CONFIG.value.distributed)
+  result = train.train_and_evaluate(_CONFIG.value, workdir)
   s = result.summary
   print(f"{result.status}: {s['steps']} steps in {s['wall_time_s']:.0f} s; "
         f"val loss {s['final_val_loss']}, unigram baseline {s['unigram_val_loss']:.4f}; "
@@ -47,4 +44,4 @@ def main(argv):
 
 if __name__ == "__main__":
   flags.mark_flag_as_required("config")
-  app.run(main)
+  cli.run(main)

@@ -7,13 +7,12 @@ Prompt plus new tokens must fit the model's context (block_size); a longer reque
 refused with the numbers (no sliding window).
 """
 
-import sys
-
 import jax
-from absl import app, flags, logging
+from absl import flags, logging
 
 from andrea_jax import sample
 from andrea_jax import train
+from experiments import cli
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "run directory written by experiments.run")
 _PROMPT = flags.DEFINE_string("prompt", "", "text to continue ('' = start of a document)")
@@ -30,17 +29,14 @@ def main(argv):
   del argv
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
-  try:
-    params, cfg, tok, _ = train.load_run(_WORKDIR.value, _STEP.value)
-    for i, key in enumerate(jax.random.split(jax.random.key(_SEED.value), _NUM.value)):
-      text = sample.generate_text(params, cfg, tok, _PROMPT.value, _MAX_NEW.value, key,
-                                  temperature=_TEMPERATURE.value, top_k=_TOP_K.value,
-                                  top_p=_TOP_P.value)
-      print(f"--- sample {i} ---\n{_PROMPT.value}{text}")
-  except ValueError as e:  # bad request or run directory: the message says what to fix
-    sys.exit(f"error: {e}")
+  params, cfg, tok, _ = train.load_run(_WORKDIR.value, _STEP.value)
+  for i, key in enumerate(jax.random.split(jax.random.key(_SEED.value), _NUM.value)):
+    text = sample.generate_text(params, cfg, tok, _PROMPT.value, _MAX_NEW.value, key,
+                                temperature=_TEMPERATURE.value, top_k=_TOP_K.value,
+                                top_p=_TOP_P.value)
+    print(f"--- sample {i} ---\n{_PROMPT.value}{text}")
 
 
 if __name__ == "__main__":
   flags.mark_flag_as_required("workdir")
-  app.run(main)
+  cli.run(main)

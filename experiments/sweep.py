@@ -16,8 +16,9 @@ import subprocess
 import sys
 import time
 
-from absl import app, flags
+from absl import flags
 
+from experiments import cli
 from experiments.sweeps import base
 
 _SWEEP = flags.DEFINE_string("sweep", "norm_mlp", "module in experiments/sweeps/")
@@ -96,10 +97,7 @@ def write_index(sweep: base.Sweep, workdir: str, records: dict) -> None:
 
 def main(argv):
   del argv
-  try:
-    sweep = base.load(_SWEEP.value, _SCALE.value)
-  except ValueError as e:
-    sys.exit(f"error: {e}")
+  sweep = base.load(_SWEEP.value, _SCALE.value)
   workdir = _WORKDIR.value or os.path.join("runs", "sweeps", f"{sweep.name}-{sweep.scale}")
   records = run_sweep(sweep, workdir, _PARALLEL.value, _ONLY.value, _GPUS.value)
   failed = [r["name"] for r in records if r["status"] == "failed"]
@@ -110,4 +108,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

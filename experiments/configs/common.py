@@ -8,8 +8,11 @@ model shape and then ``apply_variants`` with the ``arg`` of ``get_config(arg)``,
 from __future__ import annotations
 
 import ast
+import re
 
 import ml_collections
+
+from andrea_jax import errors
 
 
 def model_group(*, vocab_size: int, block_size: int, d_model: int, n_layer: int,
@@ -218,8 +221,8 @@ def parse_variants(arg: str | None) -> dict:
   for item in arg.split(","):
     key, sep, raw = item.partition("=")
     if not sep or not key.strip():
-      raise ValueError(f"config variant {item!r} is not of the form key=value "
-                       f"(e.g. 'norm=post,mlp_ratio=2')")
+      raise errors.ConfigError(f"config variant {item!r} is not of the form key=value "
+                               f"(e.g. 'norm=post,mlp_ratio=2')")
     try:
       value = ast.literal_eval(raw.strip())
     except (ValueError, SyntaxError):
@@ -234,20 +237,41 @@ def apply_variants(config: ml_collections.ConfigDict, arg: str | None) -> ml_col
 
 
 def apply_overrides(config: ml_collections.ConfigDict, overrides: dict) -> ml_collections.ConfigDict:
-  """Set ``{"group.field": value}`` (bare keys address ``model``); unknown keys are errors."""
-  for key, value in overrides.items():
-    path = key if "." in key else f"model.{key}"
-    group_name, _, field = path.rpartition(".")
-    group = config
-    for part in group_name.split("."):
-      if part not in group:
-        raise ValueError(f"config variant {key!r}: no group {part!r}; groups are {sorted(group.keys())}")
-      group = group[part]
-    if field not in group:
-      raise ValueError(f"config variant {key!r}: unknown field {field!r} in {group_name!r}; "
-                       f"known fields: {sorted(group.keys())}")
-    old = group[field]
-    if isinstance(old, float) and isinstance(value, int):
-      value = float(value)
-    group[field] = value
+  """Set ``{"group.field": value}`` (bare keys address ``model``) in place and return ``config``.
+
+  ml_collections does the work: ``update_from_flattened_dict`` on the locked config refuses
+  unknown keys and values of the wrong type (ints widen to floats). A refusal is a
+  ``ConfigError`` naming the override, with ml_collections' "did you mean" suggestion.
+  """
+  was_locked = config.is_locked
+  config.lock()
+  try:
+    for key, value in overrides.items():
+      path = key if "." in key else f"model.{key}"
+      try:
+        config.update_from_flattened_dict({path: value})
+      except KeyError:
+        raise errors.ConfigError(f"config override {key}={value!r}: "
+                                 f"{unknown_field(config, path)}") from None
+      except TypeError as e:
+        raise errors.ConfigError(f"config override {key}={value!r}: {e}") from None
+  finally:
+    if not was_locked:
+      config.unlock()
   return config
+
+
+def unknown_field(config: ml_collections.ConfigDict, path: str) -> str:
+  """Why ``path`` names no field of ``config``, with ml_collections' suggestion if it has one."""
+  node, parts = config, path.split(".")
+  for i, part in enumerate(parts):
+    where = ".".join(parts[:i]) or "the config"
+    if not isinstance(node, ml_collections.ConfigDict):
+      return f"{where} is {node!r}, not a group of fields"
+    try:
+      node = node[part]
+    except KeyError as e:  # a locked ConfigDict's message ends with 'Did you mean "x" ...?'
+      hint = re.search(r'Did you mean "([^"]+)"', str(e))
+      return (f"{where} has no field {part!r}; " +
+              (f"did you mean {hint[1]!r}?" if hint else f"its fields are {sorted(node.keys())}"))
+  return f"{path} cannot be set"

@@ -6,6 +6,8 @@ import dataclasses
 import importlib
 from typing import Any
 
+from andrea_jax import errors
+
 
 @dataclasses.dataclass(frozen=True)
 class Cell:
@@ -36,7 +38,7 @@ def load(name: str, scale: str) -> Sweep:
   try:
     module = importlib.import_module(f"experiments.sweeps.{name}")
   except ModuleNotFoundError as e:
-    raise ValueError(f"--sweep={name!r}: no module experiments/sweeps/{name}.py") from e
+    raise errors.ConfigError(f"--sweep={name!r}: no module experiments/sweeps/{name}.py") from e
   return module.get_sweep(scale)
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import math
 
+from andrea_jax import errors
+
 from experiments.sweeps.base import Cell, Sweep, merge
 
 SCALES = {
@@ -39,7 +41,7 @@ def matched_d_model(ratio: float, d_model: int, n_head: int) -> int:
 
 def get_sweep(scale: str = "cpu") -> Sweep:
   if scale not in SCALES:
-    raise ValueError(f"--scale={scale!r}: expected one of {sorted(SCALES)}")
+    raise errors.ConfigError(f"--scale={scale!r}: expected one of {sorted(SCALES)}")
   s = SCALES[scale]
   common = {"model.n_layer": s["n_layer"], "model.d_model": s["d_model"],
             "model.n_head": s["n_head"], "model.block_size": s["block_size"],
