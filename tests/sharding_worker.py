@@ -21,15 +21,12 @@ sys.path.insert(0, REPO)
 import jax  # pylint: disable=wrong-import-position  (importing is no JAX call: initialize still works)
 from andrea_jax import sharding  # pylint: disable=wrong-import-position
 from andrea_jax import train  # pylint: disable=wrong-import-position
+from experiments.configs import common  # pylint: disable=wrong-import-position
 from experiments.configs import tiny  # pylint: disable=wrong-import-position
 
 
 def make_config(overrides: dict):
-  config = tiny.get_config()
-  for key, value in overrides.items():
-    group, field = key.split(".")
-    config[group][field] = value
-  return config
+  return common.apply_overrides(tiny.get_config(), overrides)
 
 
 def copy_at_step(src: str, dst: str, step: int) -> None:

@@ -22,6 +22,7 @@ from jax.sharding import PartitionSpec as P
 from andrea_jax import model
 from andrea_jax import sharding
 from andrea_jax import train
+from experiments.configs import common
 from experiments.configs import tiny
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sharding_worker.py")
@@ -42,11 +43,7 @@ def overrides(cache_dir, **changes) -> dict:
 
 
 def make_config(changes: dict):
-  config = tiny.get_config()
-  for key, value in changes.items():
-    group, field = key.split(".")
-    config[group][field] = value
-  return config
+  return common.apply_overrides(tiny.get_config(), changes)
 
 
 def assert_close(got: dict, want: dict, steps) -> None:

@@ -14,6 +14,7 @@ import optax
 import pytest
 
 from andrea_jax import checkpoint as ckpt
+from andrea_jax import errors
 from andrea_jax import model
 from andrea_jax import train
 from experiments.configs import common, tiny
@@ -217,5 +218,8 @@ def test_command_resumes_exactly_after_a_signal(sig, cli_reference, cache_dir, t
 
 
 def test_command_line_rejects_a_misspelt_override(tmp_path, cache_dir):
-  out, _ = run_cmd(tmp_path, cache_dir, "--config.train.stpes=3").communicate(timeout=120)
-  assert "stpes" in out
+  proc = run_cmd(tmp_path, cache_dir, "--config.train.stpes=3")
+  out, _ = proc.communicate(timeout=120)
+  assert proc.returncode == errors.EXIT_USER_ERROR, out
+  assert out == "error: --config.train.stpes: train has no field 'stpes'; did you mean 'steps'?\n"
+  assert not (tmp_path / "config.json").exists()
