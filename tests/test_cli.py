@@ -1,0 +1,236 @@
+"""The command lines: config names and overrides, one error line and exit code 2, the README."""
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+from absl import flags
+
+from andrea_jax import errors
+from experiments import cli
+from experiments.configs import common
+from experiments.configs import tiny
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+README = (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def parse(monkeypatch, *args):
+  """The config that ``prog *args`` parses to, on a fresh set of flags."""
+  flag_values = flags.FlagValues()
+  holder = cli.define_config_flag(flag_values=flag_values)
+  argv = ["prog", *args]
+  monkeypatch.setattr(sys, "argv", argv)  # ml_collections reads the overrides from sys.argv
+  cli.parse_flags(argv, flag_values)
+  return holder.value
+
+
+def parse_error(monkeypatch, capsys, *args) -> str:
+  """The one stderr line that parsing ``prog *args`` exits with (code 2)."""
+  with pytest.raises(SystemExit) as exit_info:
+    parse(monkeypatch, *args)
+  assert exit_info.value.code == errors.EXIT_USER_ERROR
+  err = capsys.readouterr().err
+  assert err.count("\n") == 1 and err.startswith("error: "), err
+  return err
+
+
+def run_module(*args, cwd=REPO):
+  return subprocess.run([sys.executable, "-m", *args], cwd=cwd, capture_output=True, text=True,
+                        env={**os.environ, "JAX_PLATFORMS": "cpu"}, timeout=120, check=False)
+
+
+# ----------------------------------------------------------------------------- --config
+
+
+@pytest.mark.parametrize("args", [
+    ["--config=tiny:norm=post,mlp_ratio=2"],
+    ["--config", "tiny:norm=post,mlp_ratio=2"],
+    [f"--config={tiny.__file__}:norm=post,mlp_ratio=2"],
+    ["--config=experiments/configs/tiny.py:norm=post,mlp_ratio=2"],
+])
+def test_config_names_paths_variants_and_overrides(args, monkeypatch):
+  monkeypatch.chdir(REPO)
+  config = parse(monkeypatch, *args, "--config.train.steps=7", "--config.model.n_layer=2")
+  assert (config.model.norm, config.model.mlp_ratio) == ("post", 2.0)
+  assert (config.train.steps, config.model.n_layer) == (7, 2)
+  assert config.train.learning_rate == tiny.get_config().train.learning_rate
+
+
+def test_config_name_works_from_another_directory(monkeypatch, tmp_path):
+  monkeypatch.chdir(tmp_path)
+  assert parse(monkeypatch, "--config=tiny").model.d_model == 128
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--config=tiny", "--config.train.stpes=5"],
+     "error: --config.train.stpes: train has no field 'stpes'; did you mean 'steps'?\n"),
+    (["--config=tiny", "--config.trian.steps=5"],
+     "error: --config.trian.steps: the config has no field 'trian'; did you mean 'train'?\n"),
+    (["--config=tiny:nrom=post"],
+     "error: config override nrom='post': model has no field 'nrom'; did you mean 'norm'?\n"),
+    (["--config=tiny:train.stpes=5"],
+     "error: config override train.stpes=5: train has no field 'stpes'; did you mean 'steps'?\n"),
+])
+def test_a_misspelt_key_is_one_line_with_a_suggestion(args, message, monkeypatch, capsys):
+  assert parse_error(monkeypatch, capsys, *args) == message
+
+
+@pytest.mark.parametrize("args, match", [
+    (["--config=nope"], "'nope' is neither a config file nor a config name; names are .*tiny"),
+    (["--config=tiny", "--config.train.steps=abc"], "--config.train.steps=abc: invalid literal"),
+    (["--config=tiny:norm"], "config variant 'norm' is not of the form key=value"),
+    (["--config=tiny:norm=3"], "config override norm=3: .*cannot be casted"),
+    (["--config=tiny", "--config.zzz=1"], "--config.zzz: the config has no field 'zzz'"),
+    (["--config=tiny", "--config.train.steps.x=1"], "--config.train.steps.x: .*train.steps.x"),
+    (["--config=tiny", "--workdri=x"], "Unknown command line flag 'workdri'"),
+])
+def test_other_flag_mistakes_are_one_line(args, match, monkeypatch, capsys):
+  assert re.search(match, parse_error(monkeypatch, capsys, *args))
+
+
+def test_a_lookup_error_that_no_override_explains_keeps_its_traceback(monkeypatch):
+  monkeypatch.setattr(flags.FlagValues, "__call__", lambda *_: {}["not_an_override"])
+  with pytest.raises(KeyError):
+    parse(monkeypatch, "--config=tiny", "--config.train.steps=5")
+
+
+def test_the_command_line_prints_one_line_and_exits_2():
+  """Through ``python -m``: no traceback, no absl FATAL, exit code 2 (README, Exit codes)."""
+  for args in (["--config=tiny", "--config.train.stpes=5"], ["--config=tiny:nrom=post"]):
+    done = run_module("experiments.run", *args, "--workdir=unused")
+    assert (done.returncode, done.stdout) == (errors.EXIT_USER_ERROR, ""), done
+    assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
+    assert "did you mean" in done.stderr
+
+
+# ----------------------------------------------------------------------------- errors in main
+
+
+def run_main(monkeypatch, main):
+  monkeypatch.setattr(sys, "argv", ["prog"])
+  cli.run(main)
+
+
+@pytest.mark.parametrize("error", [
+    errors.ConfigError("train.steps=0: expected a positive value"),
+    errors.DataError("a.txt: not valid UTF-8 at byte offset 12"),
+    errors.CheckpointError("no step 250; the run has steps 100, 200"),
+    FileNotFoundError(2, "No such file or directory", "missing/dir"),
+])
+def test_user_errors_in_main_are_one_line_and_exit_2(error, monkeypatch, capsys):
+  def main(argv):
+    raise error
+  with pytest.raises(SystemExit) as exit_info:
+    run_main(monkeypatch, main)
+  assert exit_info.value.code == errors.EXIT_USER_ERROR
+  assert capsys.readouterr().err == f"error: {error}\n"
+
+
+def test_a_bug_keeps_its_traceback(monkeypatch):
+  def main(argv):
+    return [][1]
+  with pytest.raises(IndexError):
+    run_main(monkeypatch, main)
+  def value_error(argv):
+    raise ValueError("a bug, not the user's mistake")
+  with pytest.raises(ValueError, match="a bug"):
+    run_main(monkeypatch, value_error)
+
+
+def test_main_return_value_is_the_exit_code(monkeypatch):
+  with pytest.raises(SystemExit) as exit_info:
+    run_main(monkeypatch, lambda argv: errors.EXIT_DIVERGED)
+  assert exit_info.value.code == errors.EXIT_DIVERGED
+
+
+def test_prepare_on_a_non_utf8_corpus_prints_one_line(tmp_path):
+  (tmp_path / "corpus").mkdir()
+  (tmp_path / "corpus" / "a.txt").write_bytes(b"hello world\n\xff\xfe not utf-8\n")
+  done = run_module("experiments.prepare", "--config=tiny", f"--config.data.path={tmp_path / 'corpus'}",
+                    f"--config.data.cache_dir={tmp_path / 'cache'}")
+  assert done.returncode == errors.EXIT_USER_ERROR, done
+  assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: "), done.stderr
+  assert "a.txt" in done.stderr and "UTF-8" in done.stderr
+
+
+@pytest.mark.parametrize("entry_point", ["run", "prepare", "sample", "export", "import_hf",
+                                         "sweep", "report"])
+def test_every_entry_point_uses_cli_run(entry_point):
+  source = (REPO / "experiments" / f"{entry_point}.py").read_text(encoding="utf-8")
+  assert "cli.run(main)" in source and "app.run(" not in source
+  assert "sys.exit(f\"error:" not in source and "except ValueError" not in source
+
+
+# ----------------------------------------------------------------------------- apply_overrides
+
+
+def test_apply_overrides_sets_casts_and_keeps_the_lock_state():
+  config = common.apply_overrides(tiny.get_config(),
+                                  {"norm": "post", "mlp_ratio": 2, "train.steps": 9,
+                                   "model.vocab_size": 300})
+  assert (config.model.norm, config.train.steps) == ("post", 9)
+  assert isinstance(config.model.mlp_ratio, float) and config.model.mlp_ratio == 2.0
+  assert config.data.vocab_size == 300  # the reference to model.vocab_size survives
+  assert not config.is_locked
+  config.lock()
+  common.apply_overrides(config, {"train.steps": 3})
+  assert config.is_locked
+
+
+@pytest.mark.parametrize("overrides, match", [
+    ({"train.stpes": 3}, "train.stpes=3: train has no field 'stpes'; did you mean 'steps'"),
+    ({"trian.steps": 3}, "trian.steps=3: the config has no field 'trian'; did you mean 'train'"),
+    ({"nrom": "post"}, "nrom='post': model has no field 'nrom'; did you mean 'norm'"),
+    ({"zzz.a": 1}, "the config has no field 'zzz'; its fields are .*'train'"),
+    ({"train.steps": 2.5}, "train.steps=2.5: .*cannot be casted"),
+    ({"train.steps.x": 1}, "train.steps is 300, not a group"),
+])
+def test_apply_overrides_rejects_unknown_keys_and_wrong_types(overrides, match):
+  config = tiny.get_config()
+  with pytest.raises(errors.ConfigError, match=match):
+    common.apply_overrides(config, overrides)
+  assert "stpes" not in config.train and "trian" not in config and "nrom" not in config.model
+  assert not config.is_locked
+
+
+@pytest.mark.parametrize("test_file", ["test_sharding.py", "sharding_worker.py", "test_sweep.py"])
+def test_test_overrides_go_through_apply_overrides(test_file):
+  """Tests that set config[group][field] directly would add a misspelt key silently."""
+  source = (REPO / "tests" / test_file).read_text(encoding="utf-8")
+  assert "common.apply_overrides(" in source
+  assert not re.search(r"config(\.\w+)?\[\w+\]\s*=|config\[\w+\]\[\w+\]\s*=", source)
+
+
+# ----------------------------------------------------------------------------- README
+
+
+def readme_section(heading: str) -> str:
+  match = re.search(rf"^#+ {re.escape(heading)}\n(.*?)(?=^#+ )", README, re.M | re.S)
+  assert match, heading
+  return match[1]
+
+
+def test_readme_using_it_snippet_runs_as_pasted():
+  blocks = re.findall(r"```python\n(.*?)```", readme_section("Using it"), re.S)
+  assert len(blocks) == 1
+  namespace = {}
+  exec(compile(blocks[0], "README.md (Using it)", "exec"), namespace)  # pylint: disable=exec-used
+  assert namespace["logits"].shape[-1] == namespace["cfg"].vocab_size
+  assert float(namespace["loss"]) > 0
+
+
+def test_readme_documents_the_exit_codes():
+  section = readme_section("Exit codes")
+  for code, meaning in ((errors.EXIT_COMPLETED, "completed"), (errors.EXIT_USER_ERROR, "error"),
+                        (errors.EXIT_DIVERGED, "diverged"), (errors.EXIT_INTERRUPTED, "interrupted")):
+    assert re.search(rf"\b{code}\b[^\n]*{meaning}", section, re.I), (code, meaning)
+
+
+def test_readme_and_notebooks_readme_give_the_headless_command():
+  command = "python -m pytest --nbmake notebooks/01_residual_stream.ipynb"
+  assert command in README
+  assert command in (REPO / "notebooks" / "README.md").read_text(encoding="utf-8")
