@@ -19,6 +19,11 @@ cannot forge a document boundary; the data pipeline inserts EOT ids itself. This
 
 If the corpus is too small to learn all V-257 merges the trainer stops short and
 ``train_tokenizer`` raises ``TokenizerError`` naming both sizes (no silent padding).
+``TokenizerError`` is a ``errors.DataError``: the entry points print it as one line.
+
+Bytes per token: every id but EOT stands for a fixed byte string (``token_byte_lengths``),
+so a token stream's UTF-8 size is the sum of its ids' lengths; bits per byte follow from
+the loss in nats per token.
 """
 
 from __future__ import annotations
@@ -28,14 +33,21 @@ import os
 import sys
 from typing import Iterable, Sequence
 
+import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from andrea_jax import errors
 
 EOT = "<|endoftext|>"
 N_BYTES = 256
 
 
-class TokenizerError(ValueError):
+class TokenizerError(errors.DataError):
   """A tokenizer that cannot be trained or loaded as asked."""
+
+
+class TokenizerNotFoundError(TokenizerError, FileNotFoundError):
+  """A tokenizer file that does not exist."""
 
 
 def byte_to_unicode() -> dict[int, str]:
@@ -139,9 +151,15 @@ def save(tok: Tokenizer, path: str | os.PathLike) -> None:
 def load(path: str | os.PathLike, vocab_size: int | None = None) -> Tokenizer:
   """Load a ``tokenizer.json``; with ``vocab_size`` also check the id layout."""
   if not os.path.isfile(path):
-    raise FileNotFoundError(f"tokenizer file {os.fspath(path)!r} does not exist; train one "
-                            f"with `python -m experiments.prepare` or fix data.tokenizer_path")
-  tok = Tokenizer.from_file(os.fspath(path))
+    raise TokenizerNotFoundError(f"tokenizer file {os.fspath(path)!r} does not exist; train "
+                                 f"one with `python -m experiments.prepare` or fix "
+                                 f"data.tokenizer_path")
+  try:
+    tok = Tokenizer.from_file(os.fspath(path))
+  except Exception as e:  # the Rust library raises a bare Exception for unreadable files
+    raise TokenizerError(f"{os.fspath(path)!r} is not a readable tokenizer.json ({e}); "
+                         f"point data.tokenizer_path at a file written by "
+                         f"andrea_jax.tokenizer.save, or delete it and re-prepare") from None
   if vocab_size is not None:
     check_layout(tok, vocab_size, where=f"tokenizer {os.fspath(path)!r}")
   return _configure(tok)
@@ -172,3 +190,17 @@ def encode_batch(tok: Tokenizer, texts: Sequence[str]) -> list[list[int]]:
 def decode(tok: Tokenizer, ids: Sequence[int]) -> str:
   """The text of ``ids``; EOT ids come out as ``<|endoftext|>``."""
   return tok.decode(list(ids), skip_special_tokens=False)
+
+
+def token_byte_lengths(tok: Tokenizer) -> np.ndarray:
+  """``[vocab]`` int32: the UTF-8 bytes each id decodes to (EOT 0, it is not text).
+
+  Every ordinary token is a string over ``byte_to_unicode``'s alphabet, one character per
+  byte, so its byte length is its string length. ``lengths[ids].sum()`` is the size of the
+  decoded text; bits per byte = loss (nats/token) * tokens / (bytes * ln 2).
+  """
+  eot = eot_id(tok)
+  vocab = tok.get_vocab_size(with_added_tokens=True)
+  lengths = np.array([len(tok.id_to_token(i)) for i in range(vocab)], dtype=np.int32)
+  lengths[eot] = 0
+  return lengths

@@ -337,7 +337,8 @@ def train_and_evaluate(config, workdir: str) -> RunResult:
   status, val_loss, window, last_log = "completed", None, [], (time.time(), start_step)
   bar = tqdm(total=t.steps, initial=start_step, desc="train", unit="step",
              disable=None if lead else True, dynamic_ncols=True)
-  loader = data_lib.Loader(prepared.train_path, t.batch_size, cfg.block_size, config.data.seed,
+  loader = data_lib.Loader(prepared.train_path, t.batch_size, cfg.block_size,
+                           config.data.shuffle_seed,
                            start_step=start_step, prefetch=config.data.prefetch)
   diag = None
   if config.diagnostics.enabled:

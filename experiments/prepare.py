@@ -2,8 +2,7 @@
 
   python -m experiments.prepare --config=tiny
   python -m experiments.prepare --config=andrea120m --config.data.max_docs=100
-  python -m experiments.prepare --config=tiny --config.data.source=path \
-      --config.data.path=my_texts/
+  python -m experiments.prepare --config=tiny --config.data.path=my_texts/
 
 Prints where the files are; re-running with the same data reuses the cache.
 """
@@ -32,6 +31,9 @@ def summary(prepared: data_lib.PreparedData, seconds: float) -> str:
       f"{prepared.train_tokens:,} tokens",
       f"  val                 {prepared.val_path}: {prepared.val_docs} docs, "
       f"{prepared.val_tokens:,} tokens",
+      f"  held out            {prepared.val_share_tokens:.1%} of the tokens, "
+      f"{prepared.val_share_bytes:.1%} of the bytes (data.val_fraction; whole documents "
+      f"in a seeded order, the last one cut at a line break)",
   ])
 
 

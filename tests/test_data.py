@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from andrea_jax import data as D
+from andrea_jax import errors
 from andrea_jax import tokenizer as T
 from experiments.configs import tiny
 
@@ -56,9 +57,25 @@ def test_jsonl_inside_a_directory(tmp_path):
 def test_missing_path(tmp_path):
   missing = str(tmp_path / "nope")
   with pytest.raises(FileNotFoundError, match="nope.*does not exist"):
-    D.read_documents(data_config(source="path", path=missing))
+    D.read_documents(data_config(path=missing))
   with pytest.raises(D.DataNotFoundError):
-    D.read_documents(data_config(source="path", path=""))
+    D.path_documents("")
+
+
+def test_data_errors_are_the_projects_data_error():
+  # The entry points turn errors.AndreaError into one line and exit code 2.
+  assert D.DataError is errors.DataError
+  assert issubclass(D.DataNotFoundError, errors.DataError)
+  assert issubclass(D.DataNotFoundError, FileNotFoundError)
+  assert issubclass(T.TokenizerError, errors.DataError)
+
+
+def test_data_path_alone_selects_it(tmp_path):
+  (tmp_path / "a.txt").write_text("mine", encoding="utf-8")
+  data = data_config(path=str(tmp_path))
+  assert "source" not in data  # data.path decides: empty = the built-in corpus
+  assert D.read_documents(data) == ["mine"]
+  assert D.read_documents(data_config(path="", max_docs=3)) == D.builtin_documents(3)
 
 
 @pytest.mark.parametrize("files", [{"a.txt": ""}, {"a.txt": "", "b.md": ""}, {"d.jsonl": "\n"}])
@@ -67,7 +84,7 @@ def test_empty_corpus(tmp_path, files):
     (tmp_path / name).write_text(text, encoding="utf-8")
   target = tmp_path if len(files) > 1 else tmp_path / next(iter(files))
   with pytest.raises(D.DataError, match="no non-empty documents"):
-    D.read_documents(data_config(source="path", path=str(target)))
+    D.read_documents(data_config(path=str(target)))
 
 
 def test_directory_without_matching_files(tmp_path):
@@ -80,8 +97,8 @@ def test_bad_utf8_names_file_and_offset_and_replace_mode(tmp_path):
   f = tmp_path / "bad.txt"
   f.write_bytes(b"abc\xffdef")
   with pytest.raises(D.DataError, match=r"bad\.txt: not valid UTF-8 at byte offset 3"):
-    D.read_documents(data_config(source="path", path=str(f)))
-  docs = D.read_documents(data_config(source="path", path=str(f), utf8_errors="replace"))
+    D.read_documents(data_config(path=str(f)))
+  docs = D.read_documents(data_config(path=str(f), utf8_errors="replace"))
   assert docs == ["abc\ufffddef"]
 
 
@@ -106,9 +123,8 @@ def test_jsonl_lone_surrogate(tmp_path):
     D.path_documents(str(f))
 
 
-@pytest.mark.parametrize("field,value,match", [("source", "web", "data.source='web'"),
-                                               ("utf8_errors", "ignore", "utf8_errors"),
-                                               ("path", "x.txt", "add --config.data.source=path")])
+@pytest.mark.parametrize("field,value,match", [("utf8_errors", "ignore", "utf8_errors"),
+                                               ("path", "x.txt", "'x.txt' does not exist")])
 def test_bad_settings(field, value, match):
   with pytest.raises(D.DataError, match=match):
     D.read_documents(data_config(**{field: value}))
@@ -122,23 +138,79 @@ def test_builtin_corpus_capped_deterministically():
   assert "100 documents" in D.builtin_corpus_summary(100)
 
 
+def test_builtin_corpus_leaves_out_codec_tables_and_duplicates():
+  names = [p.as_posix() for p in D.builtin_source_files()]
+  assert not [n for n in names if "/encodings/" in n or "/pydoc_data/" in n]
+  assert any(n.endswith("/json/decoder.py") for n in names) and len(names) > 1000
+
+
+HEX_TABLE = "decoding_map = {\n" + "".join(
+    f"    0x{i:04x}: 0x{i * 7 % 65536:04x},  # CHAR {i}\n" for i in range(128, 200)) + "}\n"
+ESCAPE_TABLE = "decoding_table = (\n" + "".join(
+    f"    '\\u{i:04x}'  # 0x{i:02x}\n" for i in range(60)) + ")\n"
+CODE = "def f(x):\n  return {0x10: 1, 2: 3}[x]  # a table in code is fine\n" * 20
+
+
+def test_generated_table_rule(tmp_path, monkeypatch):
+  assert D.is_generated_table(HEX_TABLE) and D.is_generated_table(ESCAPE_TABLE)
+  assert not D.is_generated_table(CODE)
+  assert not D.is_generated_table("NAMES = [\n" + "    'alpha', 'beta',\n" * 50 + "]\n")
+  # More than half of the code lines: a module with a small table stays in.
+  assert not D.is_generated_table(HEX_TABLE + CODE * 3)
+  files = []
+  for name, text in (("a_table.py", HEX_TABLE), ("b_code.py", CODE), ("c_escapes.py", ESCAPE_TABLE)):
+    files.append(tmp_path / name)
+    files[-1].write_text(text, encoding="utf-8")
+  monkeypatch.setattr(D, "builtin_source_files", lambda: files)
+  from pydoc_data.topics import topics  # pylint: disable=import-outside-toplevel
+  assert D.builtin_documents()[len([t for t in topics.values() if t]):] == [CODE]
+
+
 # ---------------------------------------------------------------------------- split, fingerprint
 
 
-def test_split_is_deterministic_disjoint_and_complete():
-  docs = [f"doc {i}" for i in range(100)]
+def _nbytes(docs):
+  return sum(len(d.encode("utf-8")) for d in docs)
+
+
+def _lines(n, tag):
+  return "".join(f"{tag} line {i}: some text, é and more text\n" for i in range(n))
+
+
+# Uneven documents: 60 %, 20 %, 8 %, 6 %, 4 % and 2 % of the corpus.
+UNEVEN = [_lines(n, f"doc{k}") for k, n in enumerate((600, 200, 80, 60, 40, 20))]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+@pytest.mark.parametrize("fraction", [0.05, 0.1, 0.3])
+def test_split_holds_out_the_asked_share_of_bytes(seed, fraction):
+  train, val = D.split_documents(UNEVEN, fraction, seed)
+  assert _nbytes(val) / _nbytes(UNEVEN) == pytest.approx(fraction, abs=0.002)
+  # Nothing lost or invented: each document is whole on one side, or its head in val
+  # and its tail in train, cut at a line break.
+  assert _nbytes(train) + _nbytes(val) == _nbytes(UNEVEN)
+  heads = [d for d in val if d not in UNEVEN]
+  tails = [d for d in train if d not in UNEVEN]
+  assert len(heads) == len(tails) == 1 and heads[0].endswith("\n")
+  assert heads[0] + tails[0] in UNEVEN
+  assert sorted([d for d in train + val if d in UNEVEN] + [heads[0] + tails[0]]) == sorted(UNEVEN)
+
+
+def test_split_is_deterministic_and_follows_the_seed():
+  docs = [f"doc {i}\n" * (i + 1) for i in range(100)]
   train, val = D.split_documents(docs, 0.1, seed=3)
   assert (train, val) == D.split_documents(docs, 0.1, seed=3)
-  assert len(val) == 10 and not set(train) & set(val)
-  assert sorted(train + val) == sorted(docs)
   assert D.split_documents(docs, 0.1, seed=4)[1] != val
+  assert _nbytes(val) / _nbytes(docs) == pytest.approx(0.1, abs=0.002)
 
 
-def test_split_keeps_one_document_each_side():
-  assert D.split_documents(["a", "b"], 0.01, 0) in ((["a"], ["b"]), (["b"], ["a"]))
-  assert len(D.split_documents(["a", "b", "c"], 0.99, 0)[0]) == 1
-  with pytest.raises(D.DataError, match="1 document"):
-    D.split_documents(["only"], 0.1, 0)
+def test_split_one_document_and_bad_settings():
+  train, val = D.split_documents([_lines(100, "only")], 0.1, 0)
+  assert val == [_lines(10, "only")] and "".join(val + train) == _lines(100, "only")
+  assert D.split_documents(["abcdefghij"], 0.3, 0) == (["defghij"], ["abc"])
+  assert D.split_documents(["é" * 10], 0.25, 0) == (["é" * 7], ["é" * 3])  # 5 bytes -> 6
+  with pytest.raises(D.DataError, match="too small to hold out"):
+    D.split_documents(["a"], 0.1, 0)
   with pytest.raises(D.DataError, match="val_fraction=1.0"):
     D.split_documents(["a", "b"], 1.0, 0)
 
@@ -233,6 +305,50 @@ def test_prepare_writes_streams_of_eot_separated_documents(prepared):
     assert T.decode(tok, tokens.tolist()) == "".join(T.EOT + d for d in docs)
   meta = json.loads(pathlib.Path(p.directory, "meta.json").read_text())
   assert meta["fingerprint"] == p.fingerprint and meta["train_tokens"] == p.train_tokens
+  assert meta["val_share_tokens"] == p.val_share_tokens == pytest.approx(
+      p.val_tokens / (p.train_tokens + p.val_tokens))
+
+
+def test_shuffle_seed_moves_batches_not_the_split(prepared):
+  tmp, p = prepared
+  cfg = prep_config(tmp)
+  assert D.cache_key(p.fingerprint, cfg.data) == D.cache_key(
+      p.fingerprint, prep_config(tmp, shuffle_seed=5).data)
+  other = D.prepare(prep_config(tmp, shuffle_seed=5))
+  assert other.reused and dataclasses_equal_except_reused(other, p)
+  assert T.load(other.tokenizer_path).to_str() == T.load(p.tokenizer_path).to_str()
+  kw = dict(batch_size=4, block_size=16, process_index=0, process_count=1)
+  with D.Loader(p.train_path, seed=0, **kw) as a, D.Loader(other.train_path, seed=5, **kw) as b:
+    assert not np.array_equal(next(a), next(b))
+  resplit = D.prepare(prep_config(tmp, split_seed=5))
+  assert resplit.directory != p.directory
+  assert not np.array_equal(D.read_shard(resplit.val_path), D.read_shard(p.val_path))
+
+
+def test_prepare_holds_out_the_asked_share_of_tokens(tmp_path):
+  corpus = tmp_path / "corpus"
+  corpus.mkdir()
+  for k, doc in enumerate(UNEVEN):
+    (corpus / f"{k}.txt").write_text(doc, encoding="utf-8")
+  p = D.prepare(prep_config(tmp_path, path=str(corpus), val_fraction=0.1))
+  assert p.val_share_bytes == pytest.approx(0.1, abs=0.002)
+  assert p.val_share_tokens == pytest.approx(0.1, abs=0.01)
+  assert p.val_share_tokens == pytest.approx(p.val_tokens / (p.train_tokens + p.val_tokens))
+
+
+def test_prepare_bad_input_is_a_data_error(tmp_path):
+  (tmp_path / "bad.txt").write_bytes(b"fine text\n" * 5 + b"\xc3(")
+  with pytest.raises(errors.DataError, match=r"bad\.txt: not valid UTF-8 at byte offset 50 .*"
+                                             r"data\.utf8_errors='replace'"):
+    D.prepare(prep_config(tmp_path, path=str(tmp_path)))
+  missing = str(tmp_path / "tok.json")
+  with pytest.raises(errors.DataError, match="data.tokenizer_path=.*tok.json' does not exist"):
+    D.prepare(prep_config(tmp_path, path=str(tmp_path), utf8_errors="replace",
+                          tokenizer_path=missing))
+  pathlib.Path(missing).write_text("{not a tokenizer")
+  with pytest.raises(errors.DataError, match="tok.json' is not a readable tokenizer.json"):
+    D.prepare(prep_config(tmp_path, path=str(tmp_path), utf8_errors="replace",
+                          tokenizer_path=missing))
 
 
 def _mtimes(directory):
@@ -242,7 +358,7 @@ def _mtimes(directory):
 def test_prepare_reuses_a_complete_cache(prepared):
   tmp, p = prepared
   before = _mtimes(p.directory)
-  again = D.prepare(prep_config(tmp, seed=0))
+  again = D.prepare(prep_config(tmp, shuffle_seed=1))  # the batch order is not in the key
   assert again.reused and again.directory == p.directory
   assert _mtimes(p.directory) == before
   assert dataclasses_equal_except_reused(again, p)
@@ -254,7 +370,7 @@ def dataclasses_equal_except_reused(a, b):
 
 
 @pytest.mark.parametrize("change", [dict(vocab_size=SMALL_VOCAB + 1), dict(max_docs=41),
-                                    dict(val_fraction=0.2), dict(seed=1)])
+                                    dict(val_fraction=0.2), dict(split_seed=1)])
 def test_prepare_never_reuses_a_stale_cache(prepared, change):
   tmp, p = prepared
   config = prep_config(tmp, **change)
@@ -269,7 +385,7 @@ def test_prepare_user_corpus_change_gives_a_new_key(tmp_path):
   docs = D.builtin_documents(12)
   for i, d in enumerate(docs):
     (corpus / f"{i:02d}.txt").write_text(d, encoding="utf-8")
-  config = prep_config(tmp_path, source="path", path=str(corpus), extensions=".txt")
+  config = prep_config(tmp_path, path=str(corpus), extensions=".txt")
   first = D.prepare(config)
   assert first.fingerprint == D.fingerprint(docs)
   (corpus / "05.txt").write_text(docs[5] + "!", encoding="utf-8")

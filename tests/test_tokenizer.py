@@ -2,10 +2,12 @@
 
 import hypothesis
 import hypothesis.strategies as st
+import numpy as np
 import pytest
 import tokenizers
 
 from andrea_jax import data as data_lib
+from andrea_jax import errors
 from andrea_jax import tokenizer as T
 
 SMALL_VOCAB = 256 + 64 + 1
@@ -75,6 +77,17 @@ def test_load_checks_size_and_existence(tok, tmp_path):
     T.load(tmp_path / "missing.json")
 
 
+def test_load_errors_are_data_errors(tmp_path):
+  # The entry points print an errors.AndreaError as one line (exit code 2), not a traceback.
+  with pytest.raises(errors.DataError, match="missing.json' does not exist"):
+    T.load(tmp_path / "missing.json")
+  (tmp_path / "bad.json").write_text('{"model": 3}')
+  with pytest.raises(errors.DataError, match="bad.json' is not a readable tokenizer.json"):
+    T.load(tmp_path / "bad.json")
+  with pytest.raises(errors.DataError, match="out of range"):
+    T.check_vocab_size(10)
+
+
 def test_eot_string_in_text_is_not_the_eot_token(tok):
   text = f"a{T.EOT}b"
   ids = T.encode(tok, text)
@@ -115,7 +128,8 @@ def test_round_trip_empty_string(tok):
 def test_round_trip_whole_tiny_validation_split(tok):
   from experiments.configs import tiny  # pylint: disable=import-outside-toplevel
   data = tiny.get_config().data
-  _, val = data_lib.split_documents(data_lib.read_documents(data), data.val_fraction, data.seed)
+  _, val = data_lib.split_documents(data_lib.read_documents(data), data.val_fraction,
+                                     data.split_seed)
   assert len(val) > 50
   for doc, ids in zip(val, T.encode_batch(tok, val)):
     assert T.decode(tok, ids) == doc
@@ -124,3 +138,20 @@ def test_round_trip_whole_tiny_validation_split(tok):
 def test_training_is_deterministic(corpus):
   first = T.train_tokenizer(corpus[:40], SMALL_VOCAB)
   assert first.to_str() == T.train_tokenizer(corpus[:40], SMALL_VOCAB).to_str()
+
+
+@hypothesis.settings(max_examples=100, deadline=None)
+@hypothesis.given(text=TEXT)
+def test_token_byte_lengths_sum_to_the_utf8_size(tok, text):
+  lengths = T.token_byte_lengths(tok)
+  assert lengths.shape == (SMALL_VOCAB,) and lengths[T.eot_id(tok)] == 0
+  ids = T.encode(tok, text) + [T.eot_id(tok)]
+  assert lengths[np.array(ids, dtype=np.int64)].sum() == len(text.encode("utf-8"))
+
+
+def test_token_byte_lengths_of_bytes_and_merges(tok):
+  lengths = T.token_byte_lengths(tok)
+  assert (lengths[:256] == 1).all() and (lengths[256:-1] >= 2).all()
+  # A merge of printable ASCII decodes to as many bytes as its length says.
+  ascii_ids = [i for i in range(256, SMALL_VOCAB - 1) if T.decode(tok, [i]).isascii()]
+  assert ascii_ids and all(lengths[i] == len(T.decode(tok, [i])) for i in ascii_ids)

@@ -120,7 +120,7 @@ def diagnostics_group() -> ml_collections.ConfigDict:
 def train_group() -> ml_collections.ConfigDict:
   """The ``train`` group: AdamW, warmup + cosine schedule, clipping, batches, logging."""
   t = ml_collections.ConfigDict()
-  # Seed of parameter initialisation (the batch order follows data.seed).
+  # Seed of parameter initialisation (the batch order follows data.shuffle_seed).
   t.seed = 0
   # Optimizer updates to run in total.
   t.steps = 5000
@@ -186,18 +186,19 @@ def sample_group() -> ml_collections.ConfigDict:
 def data_group(vocab_size: int) -> ml_collections.ConfigDict:
   """The ``data`` group: corpus source, split, tokenizer and cache locations."""
   d = ml_collections.ConfigDict()
-  # "builtin" (the Python standard library's docs and sources) or "path" (data.path).
-  d.source = "builtin"
-  # A text file, a directory of text files, or a JSONL file with a "text" field.
+  # A text file, a directory of text files, or a JSONL file with a "text" field; empty =
+  # the built-in corpus (the Python standard library's docs and sources, README).
   d.path = ""
   # File extensions read when data.path is a directory.
   d.extensions = ".txt,.md,.rst"
   # At most this many documents from the built-in corpus (0 = all of them).
   d.max_docs = 0
-  # Fraction of documents held out for validation (split by document, deterministic).
+  # Share of the corpus (UTF-8 bytes) held out for validation: whole documents, one cut.
   d.val_fraction = 0.05
-  # Seed of the document split and of the batch sampler.
-  d.seed = 0
+  # Seed of the train/val split; the tokenizer and validation set follow it (cache key).
+  d.split_seed = 0
+  # Seed of the batch order only: runs differing in it share tokenizer and validation set.
+  d.shuffle_seed = 0
   # A tokenizer.json to use; empty = train one of model.vocab_size on the training split.
   d.tokenizer_path = ""
   # Tokenizer vocabulary size; must equal model.vocab_size.
