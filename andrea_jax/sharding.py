@@ -23,6 +23,8 @@ import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 
+from andrea_jax import errors
+
 MESH_AXES = ("data", "fsdp")
 # The batch dimension is split over both axes: FSDP is data parallel for activations.
 BATCH_AXES = ("data", "fsdp")
@@ -56,19 +58,21 @@ def mesh_shape(data: int, fsdp: int, n_devices: int) -> tuple[int, int]:
   sizes = {"mesh.data": data, "mesh.fsdp": fsdp}
   for name, size in sizes.items():
     if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or not (size > 0 or size == -1):
-      raise ValueError(f"{name}={size!r}: expected a positive number of devices or -1 (all remaining)")
+      raise errors.ConfigError(f"{name}={size!r}: expected a positive number of devices or -1 "
+                               f"(all remaining)")
   if data == -1 and fsdp == -1:
-    raise ValueError("mesh.data=-1 and mesh.fsdp=-1: at most one axis can take all remaining "
-                     "devices; give the other one a size")
+    raise errors.ConfigError("mesh.data=-1 and mesh.fsdp=-1: at most one axis can take all "
+                             "remaining devices; give the other one a size")
   known = math.prod(s for s in sizes.values() if s != -1)
   if -1 in (data, fsdp):
     if n_devices % known:
-      raise ValueError(f"mesh.data={data}, mesh.fsdp={fsdp}: {known} does not divide the "
-                       f"{n_devices} devices; choose sizes whose product divides {n_devices}")
+      raise errors.ConfigError(f"mesh.data={data}, mesh.fsdp={fsdp}: {known} does not divide the "
+                               f"{n_devices} devices; choose sizes whose product divides {n_devices}")
     data, fsdp = (n_devices // known, fsdp) if data == -1 else (data, n_devices // known)
   if data * fsdp != n_devices:
-    raise ValueError(f"mesh.data={data} x mesh.fsdp={fsdp} = {data * fsdp} devices, but there are "
-                     f"{n_devices}; make the product {n_devices} or set one axis to -1")
+    raise errors.ConfigError(f"mesh.data={data} x mesh.fsdp={fsdp} = {data * fsdp} devices, but "
+                             f"there are {n_devices}; make the product {n_devices} or set one axis "
+                             f"to -1")
   return data, fsdp
 
 
@@ -170,9 +174,10 @@ def check_batch(batch_size: int, grad_accum_steps: int, mesh: Mesh) -> None:
   n = math.prod(mesh.shape[a] for a in BATCH_AXES)
   rows = batch_size // grad_accum_steps
   if rows % n:
-    raise ValueError(f"train.batch_size={batch_size} / train.grad_accum_steps={grad_accum_steps} "
-                     f"= {rows} sequences per microbatch do not split over mesh.data x mesh.fsdp = "
-                     f"{n} devices; make batch_size a multiple of {n * grad_accum_steps}")
+    raise errors.ConfigError(f"train.batch_size={batch_size} / train.grad_accum_steps="
+                             f"{grad_accum_steps} = {rows} sequences per microbatch do not split "
+                             f"over mesh.data x mesh.fsdp = {n} devices; make batch_size a multiple "
+                             f"of {n * grad_accum_steps}")
 
 
 def global_batch(local: np.ndarray, sharding: NamedSharding, batch_dim: int) -> jax.Array:
@@ -196,9 +201,10 @@ def initialize(d) -> None:
     jax.distributed.initialize()
     return
   if d.num_processes < 1 or not 0 <= d.process_id < d.num_processes:
-    raise ValueError(f"distributed.coordinator_address={d.coordinator_address!r} needs "
-                     f"distributed.num_processes >= 1 and 0 <= distributed.process_id < "
-                     f"num_processes; got num_processes={d.num_processes}, process_id={d.process_id}")
+    raise errors.ConfigError(f"distributed.coordinator_address={d.coordinator_address!r} needs "
+                             f"distributed.num_processes >= 1 and 0 <= distributed.process_id < "
+                             f"num_processes; got num_processes={d.num_processes}, "
+                             f"process_id={d.process_id}")
   jax.distributed.initialize(d.coordinator_address, d.num_processes, d.process_id)
 
 
