@@ -157,6 +157,17 @@ def test_prepare_on_a_non_utf8_corpus_prints_one_line(tmp_path):
   assert "a.txt" in done.stderr and "UTF-8" in done.stderr
 
 
+@pytest.mark.parametrize("override", [
+    {"model.n_head": 3}, {"model.norm": "sideways"}, {"train.steps": 0}, {"mesh.data": 3},
+    {"train.warmup_steps": 10_000}])
+def test_bad_config_values_are_user_errors(override, tmp_path):
+  """The entry points print these as one line: they must be the project's errors."""
+  from andrea_jax import train  # pylint: disable=import-outside-toplevel
+  config = common.apply_overrides(tiny.get_config(), override)
+  with pytest.raises(cli.user_error_types()):
+    train.train_and_evaluate(config, str(tmp_path / "run"))
+
+
 @pytest.mark.parametrize("entry_point", ["run", "prepare", "sample", "export", "import_hf",
                                          "sweep", "report"])
 def test_every_entry_point_uses_cli_run(entry_point):
