@@ -18,7 +18,6 @@ H heads, K head size, F MLP width, V vocabulary, L layers.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from typing import Any, Callable, Mapping
 
@@ -27,12 +26,18 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from andrea_jax import attention as kernels
+# Re-exported: the decode loop (sample.py) and older callers use them as model.<name>.
+from andrea_jax.attention import (blocked_causal_attention, causal_attend,  # pylint: disable=unused-import
+                                  flash_causal_attention)
+
 Params = Mapping[str, Any]
 
 NORMS = ("pre", "post")
 INITS = ("gpt2", "xavier")
 ACTIVATIONS = ("gelu_tanh", "gelu", "relu", "swiglu")
 DTYPES = ("float32", "bfloat16", "float16", "float64")
+AUTO = "auto"  # compute_dtype / attention_impl chosen from the platform (resolve_auto)
 REMAT_POLICIES = ("none", "full", "dots_saveable", "dots_with_no_batch_dims_saveable")
 ATTENTION_IMPLS = ("xla", "xla_flash", "cudnn", "auto")
 
@@ -58,7 +63,7 @@ class ModelConfig:
   compute_dtype: str = "float32"
   remat_policy: str = "none"
   scan_unroll: int = 1
-  attention_impl: str = "xla"
+  attention_impl: str = "auto"
   attention_block: int = 128
   init: str = "gpt2"
 
@@ -77,7 +82,7 @@ class ModelConfig:
     if not (isinstance(self.ln_eps, (int, float)) and self.ln_eps > 0):
       raise ValueError(f"ModelConfig.ln_eps={self.ln_eps!r}: expected a positive number like 1e-5")
     for name, allowed in (("norm", NORMS), ("activation", ACTIVATIONS), ("param_dtype", DTYPES),
-                          ("compute_dtype", DTYPES), ("remat_policy", REMAT_POLICIES),
+                          ("compute_dtype", DTYPES + (AUTO,)), ("remat_policy", REMAT_POLICIES),
                           ("attention_impl", ATTENTION_IMPLS), ("init", INITS)):
       if getattr(self, name) not in allowed:
         raise ValueError(f"ModelConfig.{name}={getattr(self, name)!r}: expected one of {allowed}")
@@ -91,6 +96,37 @@ class ModelConfig:
   @property
   def mlp_dim(self) -> int:
     return int(round(self.mlp_ratio * self.d_model))
+
+
+def resolve_auto(cfg: ModelConfig, platform: str | None = None, verbose: bool = True) -> ModelConfig:
+  """``cfg`` with ``"auto"`` settings resolved for ``platform`` (default: JAX's backend).
+
+  NVIDIA GPUs: bfloat16 compute and cuDNN's flash attention (cuDNN needs 16-bit inputs,
+  so an explicit float32 there gets the XLA flash path). CPUs (and anything else):
+  float32 and ``xla_flash``, the fastest kernel there. Explicit values are kept.
+  ``verbose`` prints what was chosen.
+  """
+  if AUTO not in (cfg.compute_dtype, cfg.attention_impl):
+    return cfg
+  platform = (platform or jax.default_backend()).lower()
+  gpu = platform in ("gpu", "cuda")
+  dtype = cfg.compute_dtype
+  if dtype == AUTO:
+    dtype = "bfloat16" if gpu or platform == "tpu" else "float32"
+  impl = cfg.attention_impl
+  if impl == AUTO:
+    impl = "cudnn" if gpu and dtype in ("bfloat16", "float16") else "xla_flash"
+  if verbose:
+    chosen = [f"{name}={value}" for name, value, was in
+              (("compute_dtype", dtype, cfg.compute_dtype), ("attention_impl", impl, cfg.attention_impl))
+              if was == AUTO]
+    print(f"model: {', '.join(chosen)} (\"auto\" on platform {platform})")
+  return dataclasses.replace(cfg, compute_dtype=dtype, attention_impl=impl)
+
+
+def compute_dtype(cfg: ModelConfig) -> jnp.dtype:
+  """The dtype of matmuls and activations (``"auto"`` resolved for JAX's backend)."""
+  return jnp.dtype(resolve_auto(cfg, verbose=False).compute_dtype)
 
 
 # ----------------------------------------------------------------------------- init
@@ -177,96 +213,10 @@ def _dense(x, w, b, dtype):
   return jnp.einsum("...i,io->...o", x.astype(dtype), w.astype(dtype)) + b.astype(dtype)
 
 
-def causal_attend(q_BTHK: jax.Array, k_BSHK: jax.Array, v_BSHK: jax.Array,
-                  mask_BTS: jax.Array) -> jax.Array:
-  """Softmax attention of queries over keys where ``mask`` is True; softmax in float32."""
-  scale = 1.0 / math.sqrt(q_BTHK.shape[-1])
-  s_BHTS = _at_least_f32(jnp.einsum("bthk,bshk->bhts", q_BTHK, k_BSHK)) * scale
-  s_BHTS = jnp.where(mask_BTS[:, None], s_BHTS, jnp.finfo(s_BHTS.dtype).min)
-  p_BHTS = jax.nn.softmax(s_BHTS, axis=-1).astype(v_BSHK.dtype)
-  return jnp.einsum("bhts,bshk->bthk", p_BHTS, v_BSHK)
-
-
-def _attend_block(q_BHCK, k_BHSK, v_BHSK, start: int):
-  """Queries ``start .. start+C`` attend to keys ``0 .. S``, causally; softmax in float32."""
-  C, S = q_BHCK.shape[2], k_BHSK.shape[2]
-  s_BHCS = _at_least_f32(jnp.einsum("bhck,bhsk->bhcs", q_BHCK, k_BHSK))
-  visible_CS = start + jnp.arange(C)[:, None] >= jnp.arange(S)[None, :]
-  s_BHCS = jnp.where(visible_CS, s_BHCS, jnp.finfo(s_BHCS.dtype).min)
-  p_BHCS = jax.nn.softmax(s_BHCS, axis=-1).astype(v_BHSK.dtype)
-  return jnp.einsum("bhcs,bhsk->bhck", p_BHCS, v_BHSK)
-
-
-def blocked_causal_attention(q_BTHK: jax.Array, k_BTHK: jax.Array, v_BTHK: jax.Array,
-                             block: int) -> jax.Array:
-  """Exact causal attention computed ``block`` queries at a time (the XLA path).
-
-  Query block i only multiplies keys 0 .. (i+1) * block, so the masked upper triangle is
-  (mostly) never computed, and each block's scores stay small enough for the CPU's
-  caches; each block is rematerialised in the backward pass rather than storing its
-  probabilities. Heads move next to batch first: XLA's batched dots want ``(B, H, T, K)``.
-  """
-  T, K = q_BTHK.shape[1], q_BTHK.shape[-1]
-  q, k, v = (jnp.swapaxes(a, 1, 2) for a in (q_BTHK * (1.0 / math.sqrt(K)), k_BTHK, v_BTHK))
-  attend = jax.checkpoint(_attend_block, static_argnums=(3,))
-  outs = [attend(q[:, :, a:a + block], k[:, :, :a + block], v[:, :, :a + block], a)
-          for a in range(0, T, block)]
-  return jnp.swapaxes(jnp.concatenate(outs, axis=2), 1, 2)
-
-
-def _block_scores(q_BHCK, k_BHSK, start: int):
-  C, S = q_BHCK.shape[2], k_BHSK.shape[2]
-  s_BHCS = _at_least_f32(jnp.einsum("bhck,bhsk->bhcs", q_BHCK, k_BHSK))
-  visible_CS = start + jnp.arange(C)[:, None] >= jnp.arange(S)[None, :]
-  return jnp.where(visible_CS, s_BHCS, -jnp.inf)  # every query sees key 0: rows stay finite
-
-
-def _flash_block_fwd(q, k, v, start):
-  s = _block_scores(q, k, start)
-  m = jnp.max(s, axis=-1, keepdims=True)
-  e = jnp.exp(s - m)
-  denom = jnp.sum(e, axis=-1, keepdims=True)
-  o = (jnp.einsum("bhcs,bhsk->bhck", e.astype(v.dtype), v) / denom).astype(v.dtype)
-  return o, (q, k, v, o, m + jnp.log(denom))
-
-
-def _flash_block_bwd(start, residuals, do):
-  # FlashAttention's backward: recompute P from the saved log-sum-exp, no softmax autodiff.
-  q, k, v, o, lse = residuals
-  p = jnp.exp(_block_scores(q, k, start) - lse)
-  dv = jnp.einsum("bhcs,bhck->bhsk", p.astype(do.dtype), do)
-  dp = _at_least_f32(jnp.einsum("bhck,bhsk->bhcs", do, v))
-  ds = (p * (dp - jnp.sum(_at_least_f32(do * o), axis=-1, keepdims=True))).astype(q.dtype)
-  return (jnp.einsum("bhcs,bhsk->bhck", ds, k), jnp.einsum("bhcs,bhck->bhsk", ds, q), dv)
-
-
-@functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
-def _flash_block(q, k, v, start):
-  return _flash_block_fwd(q, k, v, start)[0]
-
-
-_flash_block.defvjp(_flash_block_fwd, _flash_block_bwd)
-
-
-def flash_causal_attention(q_BTHK: jax.Array, k_BTHK: jax.Array, v_BTHK: jax.Array,
-                           block: int) -> jax.Array:
-  """``blocked_causal_attention`` with FlashAttention's hand-written backward pass.
-
-  Stores only each row's log-sum-exp and recomputes the probabilities in the backward
-  pass (about 25 % faster than autodiff of the rematerialised softmax on a CPU). A
-  ``custom_vjp``: reverse mode (``grad``) only, so ``jax.jvp`` needs ``attention_impl="xla"``.
-  """
-  T, K = q_BTHK.shape[1], q_BTHK.shape[-1]
-  q, k, v = (jnp.swapaxes(a, 1, 2) for a in (q_BTHK * (1.0 / math.sqrt(K)), k_BTHK, v_BTHK))
-  outs = [_flash_block(q[:, :, a:a + block], k[:, :, :a + block], v[:, :, :a + block], a)
-          for a in range(0, T, block)]
-  return jnp.swapaxes(jnp.concatenate(outs, axis=2), 1, 2)
-
-
 def qkv_project(x_BTD: jax.Array, attn: Params, cfg: ModelConfig):
   """The fused QKV projection, split into heads: three ``(B, T, H, K)`` arrays."""
   B, T, _ = x_BTD.shape
-  qkv = _dense(x_BTD, attn["w_qkv"], attn["b_qkv"], jnp.dtype(cfg.compute_dtype))
+  qkv = _dense(x_BTD, attn["w_qkv"], attn["b_qkv"], compute_dtype(cfg))
   q, k, v = jnp.split(qkv, 3, axis=-1)
   return tuple(a.reshape(B, T, cfg.n_head, cfg.head_dim) for a in (q, k, v))
 
@@ -274,26 +224,30 @@ def qkv_project(x_BTD: jax.Array, attn: Params, cfg: ModelConfig):
 def out_project(o_BTHK: jax.Array, attn: Params, cfg: ModelConfig) -> jax.Array:
   """Merge the heads and apply the attention output projection: ``(B, T, H, K) -> (B, T, D)``."""
   B, T, H, K = o_BTHK.shape
-  return _dense(o_BTHK.reshape(B, T, H * K), attn["w_out"], attn["b_out"], jnp.dtype(cfg.compute_dtype))
+  return _dense(o_BTHK.reshape(B, T, H * K), attn["w_out"], attn["b_out"], compute_dtype(cfg))
 
 
 def attention(x_BTD: jax.Array, attn: Params, cfg: ModelConfig) -> jax.Array:
-  """Causal multi-head self-attention with fused QKV and output projections (with biases)."""
-  B, T, D = x_BTD.shape
-  q, k, v = qkv_project(x_BTD, attn, cfg)
-  if cfg.attention_impl == "xla":
-    o_BTHK = blocked_causal_attention(q, k, v, cfg.attention_block)
-  elif cfg.attention_impl == "xla_flash":
-    o_BTHK = flash_causal_attention(q, k, v, cfg.attention_block)
-  else:  # "cudnn" (flash attention on NVIDIA GPUs) or "auto" (JAX picks)
-    impl = None if cfg.attention_impl == "auto" else cfg.attention_impl
-    o_BTHK = jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation=impl)
+  """Causal multi-head self-attention with fused QKV and output projections (with biases).
+
+  The kernel (``andrea_jax/attention.py``) is ``cfg.attention_impl``'s.
+  """
+  q, k, v = qkv_project(x_BTD, attn, cfg)  # 3 x (B, T, H, K)
+  impl = resolve_auto(cfg, verbose=False).attention_impl
+  if impl == "xla":
+    o_BTHK = kernels.blocked_causal_attention(q, k, v, cfg.attention_block)
+  elif impl == "xla_flash":
+    o_BTHK = kernels.flash_causal_attention(q, k, v, cfg.attention_block)
+  elif impl == "cudnn":
+    o_BTHK = kernels.cudnn_causal_attention(q, k, v)
+  else:
+    raise ValueError(f"ModelConfig.attention_impl={impl!r}: expected one of {ATTENTION_IMPLS}")
   return out_project(o_BTHK, attn, cfg)
 
 
 def mlp(x_BTD: jax.Array, mlp_params: Params, cfg: ModelConfig) -> jax.Array:
   """``W_2 act(W_1 x + b_1) + b_2``; SwiGLU gates ``silu(gate) * up`` from a fused W_1."""
-  dtype = jnp.dtype(cfg.compute_dtype)
+  dtype = compute_dtype(cfg)
   h_BTF = _dense(x_BTD, mlp_params["w_in"], mlp_params["b_in"], dtype)
   if cfg.activation == "swiglu":
     gate, up = jnp.split(h_BTF, 2, axis=-1)
@@ -363,14 +317,14 @@ def embed(params: Params, tokens_BT: jax.Array, cfg: ModelConfig) -> jax.Array:
   """Token plus learned position embeddings, in the compute dtype: ``(B, T, D)``."""
   T = tokens_BT.shape[1]
   x_BTD = jnp.take(params["wte"], tokens_BT, axis=0) + params["wpe"][:T]
-  return x_BTD.astype(jnp.dtype(cfg.compute_dtype))
+  return x_BTD.astype(compute_dtype(cfg))
 
 
 def unembed(params: Params, x_BTD: jax.Array, cfg: ModelConfig) -> jax.Array:
   """Final LayerNorm (pre-norm model only), then the tied (or untied) head: float32 logits."""
   if cfg.norm == "pre":
     x_BTD = layer_norm(x_BTD, params["ln_f"]["scale"], params["ln_f"]["bias"], cfg.ln_eps)
-  dtype = jnp.dtype(cfg.compute_dtype)
+  dtype = compute_dtype(cfg)
   if cfg.tie_embeddings:
     logits = jnp.einsum("btd,vd->btv", x_BTD.astype(dtype), params["wte"].astype(dtype))
   else:

@@ -7,7 +7,7 @@
               lax.dynamic_update_slice, attend over cache positions <= P + i,
               sample new token i + 1                       (lax.scan over i)
 
-The blocks reuse model.py's pieces (``qkv_project``, ``causal_attend``, ``out_project``,
+The blocks reuse model.py's pieces (``qkv_project``, ``out_project``, attention.py's ``causal_attend``,
 ``mlp``, ``residual_sublayer``, ``unembed``), so pre-/post-norm and every activation
 behave exactly as in ``model.forward``; the layer loop is a ``lax.scan`` over the
 stacked block params with the per-layer caches as xs and the updated caches as ys.
@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from andrea_jax import attention
 from andrea_jax import model
 from andrea_jax.model import ModelConfig, Params
 
@@ -41,7 +42,7 @@ Cache = tuple[jax.Array, jax.Array]  # (k_LBCHK, v_LBCHK)
 def init_cache(cfg: ModelConfig, batch: int, length: int) -> Cache:
   """Zeroed K and V caches ``(L, B, C, H, K)`` in the compute dtype."""
   shape = (cfg.n_layer, batch, length, cfg.n_head, cfg.head_dim)
-  zeros = jnp.zeros(shape, jnp.dtype(cfg.compute_dtype))
+  zeros = jnp.zeros(shape, model.compute_dtype(cfg))
   return zeros, zeros
 
 
@@ -51,7 +52,7 @@ def _embed_at(params: Params, tokens_BT: jax.Array, pos: jax.Array | int,
   T = tokens_BT.shape[1]
   wpe_TD = jax.lax.dynamic_slice_in_dim(params["wpe"], pos, T, axis=0)
   x_BTD = jnp.take(params["wte"], tokens_BT, axis=0) + wpe_TD
-  return x_BTD.astype(jnp.dtype(cfg.compute_dtype))
+  return x_BTD.astype(model.compute_dtype(cfg))
 
 
 def _blocks_cached(params: Params, x_BTD: jax.Array, cache: Cache, pos: jax.Array | int,
@@ -73,7 +74,7 @@ def _blocks_cached(params: Params, x_BTD: jax.Array, cache: Cache, pos: jax.Arra
       start = (0, pos, 0, 0)
       written["k"] = jax.lax.dynamic_update_slice(k_BCHK, k.astype(k_BCHK.dtype), start)
       written["v"] = jax.lax.dynamic_update_slice(v_BCHK, v.astype(v_BCHK.dtype), start)
-      o_BTHK = model.causal_attend(q, written["k"], written["v"], mask_BTC)
+      o_BTHK = attention.causal_attend(q, written["k"], written["v"], mask_BTC)
       return model.out_project(o_BTHK, block["attn"], cfg)
 
     # residual_sublayer calls its branch exactly once (pre or post), so `written` is set.

@@ -43,15 +43,17 @@ def model_group(*, vocab_size: int, block_size: int, d_model: int, n_layer: int,
   m.ln_eps = 1e-5
   # Dtype the parameters are stored in.
   m.param_dtype = "float32"
-  # Dtype of matmuls and activations ("bfloat16" on GPUs); norms and softmax stay float32.
+  # Dtype of matmuls and activations; norms and softmax stay float32. "auto": bfloat16 on
+  # GPUs, float32 on CPUs (printed at the start of a run).
   m.compute_dtype = "float32"
   # Rematerialise each block in the backward pass ("none", "full", "dots_saveable").
   m.remat_policy = "none"
   # Layers unrolled per lax.scan iteration (1 = pure scan).
   m.scan_unroll = 1
   # Attention: "xla_flash" (blocked, hand-written backward; fastest on CPUs), "xla" (blocked,
-  # autodiff: also forward mode), "cudnn" (flash attention on NVIDIA GPUs), "auto".
-  m.attention_impl = "xla_flash"
+  # autodiff: also forward mode), "cudnn" (flash attention on NVIDIA GPUs, 16-bit compute),
+  # "auto" (cudnn on NVIDIA GPUs with 16-bit compute, else xla_flash; printed at start).
+  m.attention_impl = "auto"
   # Queries per block in the XLA path's blocked causal attention (skips the masked half).
   m.attention_block = 128
   return m
