@@ -27,6 +27,7 @@ import numpy as np
 import optax
 
 from andrea_jax import attention as kernels
+from andrea_jax import errors
 # Re-exported: the decode loop (sample.py) and older callers use them as model.<name>.
 from andrea_jax.attention import (blocked_causal_attention, causal_attend,  # pylint: disable=unused-import
                                   flash_causal_attention)
@@ -72,22 +73,25 @@ class ModelConfig:
                  "attention_block"):
       value = getattr(self, name)
       if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise ValueError(f"ModelConfig.{name}={value!r}: expected a positive integer")
+        raise errors.ConfigError(f"ModelConfig.{name}={value!r}: expected a positive integer")
     if self.d_model % self.n_head:
-      raise ValueError(f"ModelConfig.d_model={self.d_model} is not divisible by n_head={self.n_head}: "
-                       f"choose n_head among the divisors of d_model")
+      raise errors.ConfigError(f"ModelConfig.d_model={self.d_model} is not divisible by "
+                               f"n_head={self.n_head}: choose n_head among the divisors of d_model")
     if not isinstance(self.mlp_ratio, (int, float)) or not self.mlp_ratio > 0 or self.mlp_dim < 1:
-      raise ValueError(f"ModelConfig.mlp_ratio={self.mlp_ratio!r}: expected a positive number "
-                       f"with round(mlp_ratio * d_model) >= 1")
+      raise errors.ConfigError(f"ModelConfig.mlp_ratio={self.mlp_ratio!r}: expected a positive "
+                               f"number with round(mlp_ratio * d_model) >= 1")
     if not (isinstance(self.ln_eps, (int, float)) and self.ln_eps > 0):
-      raise ValueError(f"ModelConfig.ln_eps={self.ln_eps!r}: expected a positive number like 1e-5")
+      raise errors.ConfigError(f"ModelConfig.ln_eps={self.ln_eps!r}: expected a positive number "
+                               f"like 1e-5")
     for name, allowed in (("norm", NORMS), ("activation", ACTIVATIONS), ("param_dtype", DTYPES),
                           ("compute_dtype", DTYPES + (AUTO,)), ("remat_policy", REMAT_POLICIES),
                           ("attention_impl", ATTENTION_IMPLS), ("init", INITS)):
       if getattr(self, name) not in allowed:
-        raise ValueError(f"ModelConfig.{name}={getattr(self, name)!r}: expected one of {allowed}")
+        raise errors.ConfigError(f"ModelConfig.{name}={getattr(self, name)!r}: expected one of "
+                                 f"{allowed}")
     if not isinstance(self.tie_embeddings, bool):
-      raise ValueError(f"ModelConfig.tie_embeddings={self.tie_embeddings!r}: expected True or False")
+      raise errors.ConfigError(f"ModelConfig.tie_embeddings={self.tie_embeddings!r}: expected "
+                               f"True or False")
 
   @property
   def head_dim(self) -> int:
