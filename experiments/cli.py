@@ -71,7 +71,8 @@ def run(main: Callable[[list[str]], object]) -> None:
 def parse_flags(argv: list[str], flag_values: flags.FlagValues = flags.FLAGS) -> list[str]:
   """absl's flag parsing after resolving config names; a flag mistake exits via ``fail``."""
   try:
-    return flag_values([argv[0], *resolve_config_names(argv[1:])])
+    args = flag_values.read_flags_from_files(argv[1:], force_gnu=False)  # expand --flagfile
+    return flag_values([argv[0], *resolve_config_names(args)])
   except (errors.AndreaError, flags.Error) as e:  # bad flag, value, config file or variant
     fail(_root_message(e))
   except (KeyError, AttributeError) as e:  # ml_collections: an override names no field

@@ -60,6 +60,12 @@ def test_config_names_paths_variants_and_overrides(args, monkeypatch):
   assert config.train.learning_rate == tiny.get_config().train.learning_rate
 
 
+def test_config_name_in_a_flagfile(monkeypatch, tmp_path):
+  (tmp_path / "flags.txt").write_text("--config=tiny:norm=post\n--config.train.steps=7\n")
+  config = parse(monkeypatch, f"--flagfile={tmp_path / 'flags.txt'}")
+  assert (config.model.norm, config.train.steps) == ("post", 7)
+
+
 def test_config_name_works_from_another_directory(monkeypatch, tmp_path):
   monkeypatch.chdir(tmp_path)
   assert parse(monkeypatch, "--config=tiny").model.d_model == 128
