@@ -70,13 +70,14 @@ def run(main: Callable[[list[str]], object]) -> None:
 
 def parse_flags(argv: list[str], flag_values: flags.FlagValues = flags.FLAGS) -> list[str]:
   """absl's flag parsing after resolving config names; a flag mistake exits via ``fail``."""
+  args = argv[1:]
   try:
-    args = flag_values.read_flags_from_files(argv[1:], force_gnu=False)  # expand --flagfile
+    args = flag_values.read_flags_from_files(args, force_gnu=False)  # expand --flagfile
     return flag_values([argv[0], *resolve_config_names(args)])
   except (errors.AndreaError, flags.Error) as e:  # bad flag, value, config file or variant
     fail(_root_message(e))
   except (KeyError, AttributeError) as e:  # ml_collections: an override names no field
-    message = _misspelt_override(e, argv[1:])
+    message = _misspelt_override(e, args)
     if message is None:
       raise
     fail(message)

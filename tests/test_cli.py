@@ -66,6 +66,12 @@ def test_config_name_in_a_flagfile(monkeypatch, tmp_path):
   assert (config.model.norm, config.train.steps) == ("post", 7)
 
 
+def test_a_misspelt_override_in_a_flagfile(monkeypatch, capsys, tmp_path):
+  (tmp_path / "flags.txt").write_text("--config=tiny\n--config.train.stpes=7\n")
+  assert "did you mean 'steps'?" in parse_error(monkeypatch, capsys,
+                                                  f"--flagfile={tmp_path / 'flags.txt'}")
+
+
 def test_config_name_works_from_another_directory(monkeypatch, tmp_path):
   monkeypatch.chdir(tmp_path)
   assert parse(monkeypatch, "--config=tiny").model.d_model == 128
