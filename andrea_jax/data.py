@@ -129,7 +129,8 @@ def builtin_corpus_summary(max_docs: int = 0) -> str:
   docs = builtin_documents(max_docs)
   mb = sum(len(d.encode("utf-8")) for d in docs) / 1e6
   return (f"built-in corpus (Python {sys.version_info.major}.{sys.version_info.minor} "
-          f"pydoc topics + stdlib .py files): {len(docs)} documents, {mb:.1f} MB UTF-8")
+          f"pydoc topics + stdlib .py files, generated tables left out): {len(docs)} documents, "
+          f"{mb:.1f} MB UTF-8")
 
 
 def path_documents(path: str, extensions: str = ".txt,.md,.rst", utf8_errors: str = "error",
@@ -392,7 +393,7 @@ def prepare(config) -> PreparedData:
   if cached is not None:
     return cached
   splits = dict(zip(("train", "val"), split_documents(docs, data.val_fraction, data.split_seed)))
-  os.makedirs(directory, exist_ok=True)
+  _make_directory(directory, "data.cache_dir", data.cache_dir)
   tok_path = os.path.join(directory, "tokenizer.json")
   tokenizer_lib.save(_get_tokenizer(data, splits["train"], vocab_size), tok_path)
   tok = tokenizer_lib.load(tok_path, vocab_size)
@@ -411,6 +412,14 @@ def prepare(config) -> PreparedData:
   # meta.json is written last: its presence marks a complete cache directory.
   _atomic_write(os.path.join(directory, "meta.json"), json.dumps(meta, indent=2).encode())
   return _prepared(directory, meta, reused=False)
+
+
+def _make_directory(directory: str, field: str, value: str) -> None:
+  try:
+    os.makedirs(directory, exist_ok=True)
+  except OSError as e:
+    raise DataError(f"{field}={value!r}: cannot create {directory!r} ({e.strerror}); point "
+                    f"{field} at a writable directory") from None
 
 
 def _get_tokenizer(data, train_docs: list[str], vocab_size: int):

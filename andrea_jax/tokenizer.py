@@ -19,7 +19,7 @@ cannot forge a document boundary; the data pipeline inserts EOT ids itself. This
 
 If the corpus is too small to learn all V-257 merges the trainer stops short and
 ``train_tokenizer`` raises ``TokenizerError`` naming both sizes (no silent padding).
-``TokenizerError`` is a ``errors.DataError``: the entry points print it as one line.
+``TokenizerError`` is an ``errors.DataError``: the entry points print it as one line.
 
 Bytes per token: every id but EOT stands for a fixed byte string (``token_byte_lengths``),
 so a token stream's UTF-8 size is the sum of its ids' lengths; bits per byte follow from

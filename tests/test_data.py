@@ -345,6 +345,10 @@ def test_prepare_bad_input_is_a_data_error(tmp_path):
   with pytest.raises(errors.DataError, match="data.tokenizer_path=.*tok.json' does not exist"):
     D.prepare(prep_config(tmp_path, path=str(tmp_path), utf8_errors="replace",
                           tokenizer_path=missing))
+  (tmp_path / "file").write_text("not a directory")
+  with pytest.raises(errors.DataError, match="data.cache_dir=.*file.*writable directory"):
+    D.prepare(prep_config(tmp_path, path=str(tmp_path), utf8_errors="replace",
+                          cache_dir=str(tmp_path / "file")))
   pathlib.Path(missing).write_text("{not a tokenizer")
   with pytest.raises(errors.DataError, match="tok.json' is not a readable tokenizer.json"):
     D.prepare(prep_config(tmp_path, path=str(tmp_path), utf8_errors="replace",
