@@ -43,16 +43,13 @@ def model_group(*, vocab_size: int, block_size: int, d_model: int, n_layer: int,
   m.ln_eps = 1e-5
   # Dtype the parameters are stored in.
   m.param_dtype = "float32"
-  # Dtype of matmuls and activations; norms and softmax stay float32. "auto": bfloat16 on
-  # GPUs, float32 on CPUs (printed at the start of a run).
+  # Dtype of matmuls and activations (norms, softmax: float32); "auto": bf16 on GPUs, else f32.
   m.compute_dtype = "float32"
   # Rematerialise each block in the backward pass ("none", "full", "dots_saveable").
   m.remat_policy = "none"
   # Layers unrolled per lax.scan iteration (1 = pure scan).
   m.scan_unroll = 1
-  # Attention: "xla_flash" (blocked, hand-written backward; fastest on CPUs), "xla" (blocked,
-  # autodiff: also forward mode), "cudnn" (flash attention on NVIDIA GPUs, 16-bit compute),
-  # "auto" (cudnn on NVIDIA GPUs with 16-bit compute, else xla_flash; printed at start).
+  # "xla_flash", "xla", "cudnn" (see attention.py) or "auto" (cudnn on NVIDIA GPUs, else xla_flash).
   m.attention_impl = "auto"
   # Queries per block in the XLA path's blocked causal attention (skips the masked half).
   m.attention_block = 128
@@ -188,8 +185,7 @@ def sample_group() -> ml_collections.ConfigDict:
 def data_group(vocab_size: int) -> ml_collections.ConfigDict:
   """The ``data`` group: corpus source, split, tokenizer and cache locations."""
   d = ml_collections.ConfigDict()
-  # A text file, a directory of text files, or a JSONL file with a "text" field; empty =
-  # the built-in corpus (the Python standard library's docs and sources, README).
+  # A text file, a directory of text files or a JSONL file ("text" field); "" = built-in corpus.
   d.path = ""
   # File extensions read when data.path is a directory.
   d.extensions = ".txt,.md,.rst"
