@@ -180,8 +180,15 @@ def test_bad_config_values_are_user_errors(override, tmp_path):
     train.train_and_evaluate(config, str(tmp_path / "run"))
 
 
-@pytest.mark.parametrize("entry_point", ["run", "prepare", "sample", "export", "import_hf",
-                                         "sweep", "report"])
+ENTRY_POINTS = sorted(p.stem for p in (REPO / "experiments").glob("*.py")
+                      if "__main__" in p.read_text(encoding="utf-8"))
+
+
+def test_the_entry_points_are_found():
+  assert {"run", "prepare", "sample", "export", "import_hf", "sweep", "report"} <= set(ENTRY_POINTS)
+
+
+@pytest.mark.parametrize("entry_point", ENTRY_POINTS)
 def test_every_entry_point_uses_cli_run(entry_point):
   source = (REPO / "experiments" / f"{entry_point}.py").read_text(encoding="utf-8")
   assert "cli.run(main)" in source and "app.run(" not in source
