@@ -1,28 +1,24 @@
 """Checkpoints with orbax: save decisions, retention, atomic writes, and safe restores.
 
-A run's workdir holds ``config.json`` (the experiment config it was started with) and
-``checkpoints/<step>/`` written by an orbax ``CheckpointManager``. Orbax writes each step
-to a temporary directory and renames it when complete, so a kill at any moment leaves the
-newest finished checkpoint intact; ``latest_step`` only sees finished ones.
+A run's ``checkpoints/<step>/`` directories are written by an orbax ``CheckpointManager``.
+Orbax writes each step to a temporary directory and renames it when complete, so a kill
+at any moment leaves the newest finished checkpoint intact; ``latest_step`` only sees
+finished ones. ``restore`` brings back the whole training state, ``restore_params`` the
+parameters alone (orbax reads only that sub-tree: no optimizer state is built or read).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
 import jax
 import orbax.checkpoint as ocp
 
-# Groups that fix what a checkpoint means; resuming with any of them changed is refused.
-FROZEN_GROUPS = ("model", "data")
-# Fields that may differ between runs without changing the model or the data it sees.
-FREE_FIELDS = {"data.cache_dir", "data.prefetch"}
+from andrea_jax import errors
 
-
-class CheckpointError(ValueError):
-  """A checkpoint that is missing, corrupt, or does not match the config."""
+# Kept for callers that catch ``checkpoint.CheckpointError``: the project's own type.
+CheckpointError = errors.CheckpointError
 
 
 def manager(directory: str, every: int, keep: int) -> ocp.CheckpointManager:
@@ -32,83 +28,98 @@ def manager(directory: str, every: int, keep: int) -> ocp.CheckpointManager:
       save_decision_policy=policies.FixedIntervalPolicy(every),
       preservation_policy=policies.LatestN(keep),
       enable_async_checkpointing=False)
-  return ocp.CheckpointManager(os.path.abspath(directory), options=options)
+  # A PyTree handler, named up front, so a checkpoint's metadata (its tree of shapes) can
+  # be read before any restore, to say what differs when a restore is refused.
+  return ocp.CheckpointManager(os.path.abspath(directory), options=options,
+                               item_handlers=ocp.PyTreeCheckpointHandler())
 
 
 def save(mngr: ocp.CheckpointManager, step: int, state: Any, force: bool = False) -> bool:
   """Save ``state`` at ``step`` if the policy says so (always when ``force``)."""
-  saved = mngr.save(step, args=ocp.args.StandardSave(state), force=force)
+  saved = mngr.save(step, args=ocp.args.PyTreeSave(state), force=force)
   mngr.wait_until_finished()
   return saved
+
+
+def check_step(mngr: ocp.CheckpointManager, step: int | None) -> int:
+  """``step`` (default: the latest) if a finished checkpoint of it exists, else a clear error."""
+  steps = sorted(mngr.all_steps())
+  if not steps:
+    raise CheckpointError(f"no finished checkpoint in {mngr.directory}: the run saved none yet "
+                          f"(checkpoint.every steps, at the end, or on SIGTERM/SIGINT)")
+  if step is None:
+    return steps[-1]
+  if step not in steps:
+    raise CheckpointError(f"step {step} does not exist in {mngr.directory}; available steps: "
+                          f"{', '.join(map(str, steps))} (pass one of them as --step, or omit "
+                          f"--step for the latest)")
+  return step
 
 
 def restore(mngr: ocp.CheckpointManager, abstract_state: Any, step: int | None = None) -> Any:
   """Restore ``step`` (default: the latest) into the structure of ``abstract_state``.
 
   ``abstract_state`` carries shapes, dtypes and shardings (``jax.eval_shape`` of the
-  initialiser); a checkpoint of a different model is refused with the mismatch named.
+  initialiser, shardings attached); a checkpoint of a different state is refused with
+  the differing entries named.
   """
-  step = mngr.latest_step() if step is None else step
-  if step is None:
-    raise CheckpointError(f"no finished checkpoint in {mngr.directory}")
-  target = jax.tree.map(ocp.utils.to_shape_dtype_struct, abstract_state)
+  return _restore(mngr, abstract_state, check_step(mngr, step), partial=False)
+
+
+def restore_params(mngr: ocp.CheckpointManager, abstract_params: Any,
+                   step: int | None = None) -> Any:
+  """The parameters alone of ``step`` (default: the latest); the optimizer state is not read."""
+  return _restore(mngr, {"params": abstract_params}, check_step(mngr, step),
+                  partial=True)["params"]
+
+
+def _restore(mngr, abstract: Any, step: int, partial: bool) -> Any:
+  target = jax.tree.map(ocp.utils.to_shape_dtype_struct, abstract)
+  where = f"checkpoint {mngr.directory}/{step}"
+  fix = ("Resume with the config that wrote it, use a fresh --workdir, or delete that step "
+         "directory to fall back to an older one")
+  saved = mngr.item_metadata(step)
+  # Compared first: a target without shardings would be restored without a shape check.
+  if saved is not None and (differences := tree_differences(saved.tree, target, partial)):
+    raise CheckpointError(f"{where} does not match this run's state: {'; '.join(differences)}. "
+                          f"{fix}")
+  args = ocp.args.PyTreeRestore(
+      item=target, restore_args=ocp.checkpoint_utils.construct_restore_args(target),
+      partial_restore=partial)
   try:
-    return mngr.restore(step, args=ocp.args.StandardRestore(target))
+    return mngr.restore(step, args=args)
   except (ValueError, KeyError, TypeError, FileNotFoundError) as e:
-    raise CheckpointError(
-        f"checkpoint {mngr.directory}/{step} could not be restored into this model's state: "
-        f"{type(e).__name__}: {e}. It was written by a different model or it is corrupt; "
-        f"use a fresh --workdir, or delete that step directory to fall back to an older one"
-    ) from e
+    raise CheckpointError(f"{where} could not be read although its names and shapes match "
+                          f"this run's state, so its files are damaged ({type(e).__name__}: "
+                          f"{str(e)[:300]}). {fix}") from e
 
 
-# ----------------------------------------------------------------------------- the run's config
+def _name(path) -> str:
+  """``opt_state/0/mu/wte`` for a key path; namedtuple fields and dict keys read alike."""
+  parts = []
+  for k in path:
+    parts.append(str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k)))))
+  return "/".join(parts)
 
 
-def config_path(workdir: str) -> str:
-  return os.path.join(workdir, "config.json")
+def _leaves(tree) -> dict[str, tuple]:
+  leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+  return {_name(path): tuple(getattr(leaf, "shape", ())) for path, leaf in leaves}
 
 
-def save_config(workdir: str, config) -> None:
-  os.makedirs(workdir, exist_ok=True)
-  tmp = config_path(workdir) + ".tmp"
-  with open(tmp, "w", encoding="utf-8") as f:
-    f.write(config.to_json_best_effort(indent=2, sort_keys=True))
-  os.replace(tmp, config_path(workdir))
-
-
-def load_config_dict(workdir: str) -> dict | None:
-  path = config_path(workdir)
-  if not os.path.exists(path):
-    return None
-  try:
-    with open(path, encoding="utf-8") as f:
-      return json.load(f)
-  except json.JSONDecodeError as e:
-    raise CheckpointError(f"{path} is not valid JSON ({e}); restore it or use a fresh --workdir") from e
-
-
-def config_differences(saved: dict, current: dict) -> list[str]:
-  """``group.field: saved -> current`` for every frozen-group field that differs."""
-  diffs = []
-  for group in FROZEN_GROUPS:
-    old, new = saved.get(group, {}), current.get(group, {})
-    for field in sorted(set(old) | set(new)):
-      if f"{group}.{field}" in FREE_FIELDS:
-        continue
-      if old.get(field, "<missing>") != new.get(field, "<missing>"):
-        diffs.append(f"{group}.{field}: {old.get(field, '<missing>')!r} -> {new.get(field, '<missing>')!r}")
-  return diffs
-
-
-def check_resumable(workdir: str, config) -> None:
-  """Refuse to resume a run in ``workdir`` with a config that changes its model or data."""
-  saved = load_config_dict(workdir)
-  if saved is None:
-    return
-  diffs = config_differences(saved, json.loads(config.to_json_best_effort()))
-  if diffs:
-    raise CheckpointError(
-        f"{workdir} holds a run whose model or data differ from this config:\n  "
-        + "\n  ".join(diffs)
-        + "\nUse the original config to resume, or a fresh --workdir for a new run.")
+def tree_differences(saved: Any, target: Any, partial: bool = False, limit: int = 4) -> list[str]:
+  """What separates a checkpoint's tree (its metadata) from the tree a run wants to restore."""
+  old, new = _leaves(saved), _leaves(target)
+  order = lambda names: sorted(names, key=lambda n: (not n.startswith("params/"), n))
+  shown = lambda names: ", ".join(order(names)[:limit]) + (
+      f" (and {len(names) - limit} more)" if len(names) > limit else "")
+  out = []
+  if not partial and (extra := set(old) - set(new)):
+    out.append(f"only in the checkpoint: {shown(extra)}")
+  if missing := set(new) - set(old):
+    out.append(f"missing from the checkpoint: {shown(missing)}")
+  reshaped = [f"{n} {old[n]} in the checkpoint vs {new[n]} here"
+              for n in order(set(old) & set(new)) if old[n] != new[n]]
+  if reshaped:
+    out.append("different shapes: " + "; ".join(reshaped[:limit]))
+  return out

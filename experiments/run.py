@@ -4,27 +4,48 @@
   python -m experiments.run --config=tiny:norm=post --config.train.steps=100
   python -m experiments.run --config=path/to/my_config.py
 
-Rerunning with the same --workdir resumes from its latest checkpoint. Exit codes:
-0 completed, 3 diverged, 4 interrupted (SIGTERM/SIGINT; a checkpoint was saved).
+The workdir defaults to ``runs/<config>[_<variants>]`` (``runs/tiny``,
+``runs/tiny_norm=post``): rerunning the same command resumes from its latest checkpoint, a
+finished run is left as it is ("already complete"), and a resume that changes training
+settings is refused unless ``--allow_resume_changes`` (README, "Resuming"). Exit codes:
+0 completed, 2 user error, 3 diverged, 4 interrupted (SIGTERM/SIGINT; a checkpoint was
+saved and the command to resume is printed).
 """
 
 import os
+import re
+import shlex
 import sys
-import time
 
 from absl import flags, logging
 
+from andrea_jax import runs
 from andrea_jax import sharding
 from andrea_jax import train
 from experiments import cli
 
 _CONFIG = cli.define_config_flag()
-_WORKDIR = flags.DEFINE_string("workdir", None, "run directory (default: a new folder under runs/)")
+_WORKDIR = flags.DEFINE_string("workdir", None,
+                               "run directory (default: runs/<config>[_<variants>])")
+_ALLOW_CHANGES = flags.DEFINE_bool(
+    "allow_resume_changes", False,
+    "resume even though training settings (train.*, seeds, compute dtype) changed; each "
+    "segment's config is kept in config_history.json")
 
 
 def default_workdir(config_arg: str) -> str:
-  name = os.path.basename(config_arg).removesuffix(".py").replace(":", "_").replace(",", "_")
-  return os.path.join("runs", f"{name}-{time.strftime('%Y%m%d-%H%M%S')}")
+  """``runs/<config>[_<variants>]``: the same command always names the same folder."""
+  target, _, variants = config_arg.partition(":")
+  name = os.path.basename(target).removesuffix(".py")
+  if variants:
+    name += "_" + re.sub(r"[^A-Za-z0-9.=+-]+", "_", variants).strip("_")
+  return os.path.join("runs", name)
+
+
+def resume_command(workdir: str) -> str:
+  """The command line of this run, with its workdir spelt out."""
+  args = [a for a in sys.argv[1:] if not a.startswith("--workdir")]
+  return shlex.join(["python", "-m", "experiments.run", *args, f"--workdir={workdir}"])
 
 
 def main(argv):
@@ -34,11 +55,11 @@ def main(argv):
   workdir = _WORKDIR.value or default_workdir(flags.FLAGS["config"].serialize().split("=", 1)[-1])
   # Before any other JAX call: the backends must see every process (README, Scaling out).
   sharding.initialize(_CONFIG.value.distributed)
-  result = train.train_and_evaluate(_CONFIG.value, workdir)
-  s = result.summary
-  print(f"{result.status}: {s['steps']} steps in {s['wall_time_s']:.0f} s; "
-        f"val loss {s['final_val_loss']}, unigram baseline {s['unigram_val_loss']:.4f}; "
-        f"workdir {workdir}")
+  result = train.train_and_evaluate(_CONFIG.value, workdir, _ALLOW_CHANGES.value)
+  if result.summary:
+    print(runs.describe(result.summary, workdir))
+  if result.status == "interrupted":
+    print(f"to resume, run: {resume_command(workdir)}")
   sys.exit(result.exit_code)
 
 
