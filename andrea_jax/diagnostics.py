@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from andrea_jax import metrics
 from andrea_jax import model
 
 ATTN_WEIGHTS = ("w_qkv", "w_out")
@@ -144,13 +145,5 @@ class Recorder:
 
 
 def read(workdir: str) -> list[dict]:
-  """Rows of ``diagnostics.jsonl``; after a resume the newest row of each step wins."""
-  path = os.path.join(workdir, "diagnostics.jsonl")
-  if not os.path.exists(path):
-    return []
-  rows = {}
-  with open(path, encoding="utf-8") as f:
-    for line in f:
-      row = json.loads(line)
-      rows.setdefault(row["step"], {}).update(row)
-  return [rows[s] for s in sorted(rows)]
+  """Rows of ``diagnostics.jsonl``, one per step; after a resume the newest values win."""
+  return metrics.read_jsonl(os.path.join(workdir, "diagnostics.jsonl"))

@@ -84,14 +84,8 @@ def mfu(tokens_per_s: float, flops_per_token: float, peak: float) -> float:
 
 def token_bytes(tok, vocab_size: int) -> np.ndarray:
   """``[vocab_size]`` byte length of each token id (0 for EOT and ids past the tokenizer)."""
-  byte_chars = set(tokenizer_lib.byte_to_unicode().values())
-  lengths = np.zeros(vocab_size, np.int64)
-  for i in range(min(vocab_size, tok.get_vocab_size(with_added_tokens=True))):
-    text = tok.id_to_token(i)
-    # A byte-level token string has one printable character per byte; EOT has others.
-    if text and all(c in byte_chars for c in text):
-      lengths[i] = len(text)
-  return lengths
+  lengths = tokenizer_lib.token_byte_lengths(tok)[:vocab_size]
+  return np.pad(lengths.astype(np.int64), (0, vocab_size - len(lengths)))
 
 
 def bits_per_byte(loss_nats: float, targets: np.ndarray, lengths: np.ndarray) -> float | None:

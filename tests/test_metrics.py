@@ -1,0 +1,40 @@
+"""Metrics: the one JSONL reader, and validation bits per byte against a brute-force count."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from andrea_jax import diagnostics
+from andrea_jax import metrics
+from andrea_jax import tokenizer as tokenizer_lib
+
+DOCS = ["héllo wörld, naïve café ☕ and more text " * 6, "def f(x):\n  return x * 2\n" * 8,
+        "日本語のテキスト、そして ascii " * 4]
+
+
+def test_bits_per_byte_counts_the_bytes_the_targets_decode_to():
+  tok = tokenizer_lib.train_tokenizer(DOCS, 300, show_progress=False)
+  eot = tokenizer_lib.eot_id(tok)
+  ids = [i for doc in DOCS for i in tokenizer_lib.encode(tok, doc) + [eot]]
+  # Brute force: the UTF-8 size of the decoded documents (EOT is a boundary, not text).
+  n_bytes = sum(len(tokenizer_lib.decode(tok, tokenizer_lib.encode(tok, d)).encode()) for d in DOCS)
+  assert n_bytes == sum(len(d.encode()) for d in DOCS)
+  lengths = metrics.token_bytes(tok, 304)  # a model vocabulary padded past the tokenizer's
+  assert len(lengths) == 304 and lengths[eot] == 0 and not lengths[300:].any()
+  assert lengths[ids].sum() == n_bytes
+  targets = np.array(ids).reshape(1, -1)
+  expected = 1.7 / math.log(2) * len(ids) / n_bytes
+  assert metrics.bits_per_byte(1.7, targets, lengths) == pytest.approx(expected)
+
+
+def test_one_reader_merges_rows_of_a_step_and_keeps_the_newest(tmp_path):
+  rows = [{"step": 1, "loss": 5.0}, {"step": 2, "loss": 4.0}, {"step": 2, "val_loss": 4.5},
+          {"step": 2, "loss": 3.9}]  # a resume re-ran step 2
+  for name in ("metrics.jsonl", "diagnostics.jsonl"):
+    (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+  expected = [{"step": 1, "loss": 5.0}, {"step": 2, "loss": 3.9, "val_loss": 4.5}]
+  assert metrics.read_metrics(str(tmp_path)) == expected
+  assert diagnostics.read(str(tmp_path)) == expected
+  assert metrics.read_metrics(str(tmp_path / "missing")) == []
