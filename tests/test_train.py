@@ -2,6 +2,7 @@
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -269,11 +270,17 @@ def test_bad_train_config(field, value, match, cache_dir, tmp_path):
 # ----------------------------------------------------------------------------- the command line
 
 
-def run_cmd(workdir, cache_dir, *extra):
-  args = [sys.executable, "-m", "experiments.run", "--config=tiny", f"--workdir={workdir}",
-          *overrides(cache_dir), *extra]
-  return subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+def run_cmd(workdir, cache_dir, *extra, config="tiny", cwd=REPO):
+  workdir_flag = [f"--workdir={workdir}"] if workdir else []
+  return popen([sys.executable, "-m", "experiments.run", f"--config={config}", *workdir_flag,
+                *overrides(cache_dir), *extra], cwd)
+
+
+def popen(args, cwd=REPO):
+  # stdout is a pipe, not a terminal: the run logs progress lines instead of a bar.
+  env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": REPO}
+  return subprocess.Popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, env=env)
 
 
 def wait_for_checkpoint(workdir, proc, timeout=120):
@@ -311,15 +318,40 @@ def test_command_resumes_exactly_after_a_signal(sig, cli_reference, cache_dir, t
     assert proc.returncode == train.EXIT_INTERRUPTED, out
     assert json.loads((workdir / "summary.json").read_text())["status"] == "interrupted"
     assert str(stopped_at) in os.listdir(workdir / "checkpoints")  # saved on the way out
+    # The run prints the command that resumes it: run exactly that.
+    command = out.split("to resume, run: ", 1)[1].splitlines()[0]
+    assert command.endswith(f"--workdir={workdir}")
+    proc = popen([sys.executable, *shlex.split(command)[1:]])
   else:
     assert proc.returncode == -signal.SIGKILL
-  proc = run_cmd(workdir, cache_dir, "--config.train.steps=60")
+    proc = run_cmd(workdir, cache_dir, "--config.train.steps=60")
   out, _ = proc.communicate(timeout=300)
   assert proc.returncode == 0 and "resumed" in out, out
   resumed = losses(workdir)
   assert sorted(resumed) == list(range(1, 61))
   for step in range(1, 61):
     assert resumed[step] == cli_reference[step], (step, resumed[step], cli_reference[step])
+
+
+def test_command_default_workdir_progress_lines_and_rerun(cache_dir, tmp_path):
+  """No --workdir: runs/<config>_<variants>; without a terminal, a line per log row; the
+  end says where things are; the same command again leaves the finished run alone."""
+  args = ("--config.train.steps=4", "--config.train.log_every=2", "--config.train.eval_every=4")
+  proc = run_cmd(None, cache_dir, *args, config="tiny:norm=post", cwd=tmp_path)
+  out, _ = proc.communicate(timeout=300)
+  workdir = "runs/tiny_norm=post"
+  assert proc.returncode == 0, out
+  assert "step 2/4: loss " in out and "step 4/4: loss " in out
+  assert "unigram baseline" in out and "bits/byte" in out
+  for name in ("summary.json", "loss.png", "samples.txt"):
+    assert f"{workdir}/{name}" in out and (tmp_path / workdir / name).exists(), name
+  summary = (tmp_path / workdir / "summary.json").read_bytes()
+  proc = run_cmd(None, cache_dir, *args, config="tiny:norm=post", cwd=tmp_path)
+  out, _ = proc.communicate(timeout=300)
+  assert proc.returncode == 0 and f"already complete at step 4: {workdir}" in out, out
+  assert "--workdir" in out  # how to start a new run instead
+  assert (tmp_path / workdir / "summary.json").read_bytes() == summary
+  assert sorted(os.listdir(tmp_path / "runs")) == ["tiny_norm=post"]
 
 
 def test_command_line_rejects_a_misspelt_override(tmp_path, cache_dir):

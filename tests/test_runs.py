@@ -1,0 +1,82 @@
+"""The run directory: one run at a time, a failed start leaves nothing, the resume rules."""
+
+import json
+
+import pytest
+
+from andrea_jax import errors
+from andrea_jax import runs
+from andrea_jax import train
+from experiments.configs import common, tiny
+
+
+def config(**changes):
+  return common.apply_overrides(tiny.get_config(), changes)
+
+
+def saved_run(tmp_path, **changes):
+  """A workdir holding the config.json of a run started with ``changes`` (no checkpoint)."""
+  (tmp_path / "config.json").write_text(config(**changes).to_json_best_effort())
+  return str(tmp_path)
+
+
+def test_a_second_run_of_a_held_workdir_is_refused(tmp_path):
+  workdir = str(tmp_path / "run")
+  with runs.claim(workdir):
+    with pytest.raises(errors.CheckpointError, match=r"in use by another run \(process \d+\)"):
+      train.train_and_evaluate(config(), workdir)
+  with runs.claim(workdir):  # released: the next run may take it
+    pass
+
+
+def test_a_failed_start_removes_only_a_workdir_it_created(tmp_path):
+  new, old = tmp_path / "new", tmp_path / "old"
+  with pytest.raises(RuntimeError):
+    with runs.claim(str(new)):
+      raise RuntimeError("bad data")
+  assert not new.exists()
+  old.mkdir()
+  (old / "notes.txt").write_text("mine")
+  with pytest.raises(RuntimeError):
+    with runs.claim(str(old)):
+      raise RuntimeError("bad data")
+  assert (old / "notes.txt").read_text() == "mine"
+  with pytest.raises(RuntimeError):
+    with runs.claim(str(new)) as claim:
+      claim.started()
+      raise RuntimeError("diverged")  # after the start the workdir is the run's
+  assert new.exists()
+
+
+def test_free_fields_may_change_on_resume(tmp_path):
+  workdir = saved_run(tmp_path)
+  free = {"train.log_every": 3, "train.eval_every": 7, "checkpoint.keep": 9,
+          "sample.temperature": 0.1, "data.cache_dir": "/elsewhere", "data.prefetch": 5,
+          "mesh.fsdp": 2, "diagnostics.enabled": True, "model.remat_policy": "full"}
+  plan = runs.plan_resume(workdir, config(**free))
+  assert plan.changes == [] and plan.start_step == 0 and not plan.complete
+
+
+def test_model_and_data_changes_are_always_refused(tmp_path):
+  workdir = saved_run(tmp_path)
+  with pytest.raises(errors.CheckpointError, match=r"model.n_layer: 4 -> 2"):
+    runs.plan_resume(workdir, config(**{"model.n_layer": 2}), allow_changes=True)
+  with pytest.raises(errors.CheckpointError, match=r"data.max_docs: 0 -> 7"):
+    runs.plan_resume(workdir, config(**{"data.max_docs": 7}), allow_changes=True)
+
+
+def test_training_changes_need_the_opt_in_and_are_listed(tmp_path):
+  workdir = saved_run(tmp_path)
+  changed = config(**{"train.weight_decay": 0.0, "train.min_lr_ratio": 0.5,
+                      "model.compute_dtype": "bfloat16"})
+  with pytest.raises(errors.ConfigError) as e:
+    runs.plan_resume(workdir, changed)
+  for line in ("train.weight_decay: 0.1 -> 0.0", "train.min_lr_ratio: 0.1 -> 0.5",
+               "model.compute_dtype: 'float32' -> 'bfloat16'", "--allow_resume_changes"):
+    assert line in str(e.value)
+  plan = runs.plan_resume(workdir, changed, allow_changes=True)
+  assert [c["field"] for c in plan.changes] == [
+      "model.compute_dtype", "train.min_lr_ratio", "train.weight_decay"]
+  runs.record_start(workdir, changed, plan, {"tokenizer_path": "t.json"})
+  history = json.loads((tmp_path / "config_history.json").read_text())
+  assert [h["config"]["train"]["weight_decay"] for h in history] == [0.1, 0.0]
