@@ -41,7 +41,8 @@ FREE_FIELDS = {"data.cache_dir", "data.prefetch", "train.log_every", "train.eval
 # Groups whose fields fix the parameters' meaning or the text: never changed on a resume ...
 FROZEN_GROUPS = ("model", "data")
 # ... except these, which change only how the same model trains (allowed when opted in).
-TRAJECTORY_FIELDS = {"model.compute_dtype", "model.attention_impl", "model.attention_block"}
+TRAJECTORY_FIELDS = {"model.compute_dtype", "model.attention_impl", "model.attention_block",
+                     "data.shuffle_seed"}
 
 
 # ----------------------------------------------------------------------------- files
