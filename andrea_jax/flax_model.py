@@ -1,40 +1,207 @@
-"""``AndreaLM``: a Flax Linen wrapper over the pure functions of ``andrea_jax.model``.
+"""``AndreaLM``: the ANDREA transformer written as a Flax Linen module tree.
 
-For users who compose Flax modules. Its ``params`` collection has exactly the layout of
-``model.init_params`` (``wte``, ``wpe``, ``blocks`` stacked over layers, ``ln_f`` or
-``lm_head`` as the config asks), and its call runs ``model.forward``, so the same
-parameters give the same logits either way::
+For users who compose Flax modules. The layers are Flax's own (``nn.Embed``, ``nn.Dense``,
+``nn.scan`` over the blocks, ``nn.remat`` for the remat policy); only the primitive
+functions are shared with ``andrea_jax.model``: the LayerNorm math (``model.layer_norm``),
+the activations, and the attention kernels of ``andrea_jax/attention.py``. So the two are
+independent implementations of one model, and the tests check that they agree in logits
+and gradients. Every config runs: pre/post-norm, tied/untied, all activations and SwiGLU,
+both inits, remat policies, and ``"auto"`` settings (resolved like ``model.forward`` does).
+
+Flax names its parameters its own way (``kernel``/``bias``, ``embedding``);
+``to_flax`` and ``from_flax`` convert between that tree and ``model.init_params``'s, both
+ways and exactly::
 
     module = AndreaLM(cfg)
-    logits = module.apply({"params": model.init_params(cfg, key)}, tokens)
+    params = model.init_params(cfg, key)                       # the pure-function tree
+    logits = module.apply({"params": to_flax(params)}, tokens)  # == model.forward(params, ...)
+    params = from_flax(module.init(key, tokens)["params"])      # Flax's init, our layout
+
+The tree (names in the pure-function layout -> Flax path)::
+
+    wte (V, D)                      -> wte/embedding
+    wpe (T, D)                      -> wpe/embedding
+    blocks/ln_1/{scale,bias} (L, D) -> blocks/ln_1/{scale,bias}
+    blocks/attn/w_qkv, b_qkv        -> blocks/attn/qkv/{kernel,bias}
+    blocks/attn/w_out, b_out        -> blocks/attn/out/{kernel,bias}
+    blocks/ln_2/{scale,bias}        -> blocks/ln_2/{scale,bias}
+    blocks/mlp/w_in, b_in           -> blocks/mlp/fc/{kernel,bias}
+    blocks/mlp/w_out, b_out         -> blocks/mlp/proj/{kernel,bias}
+    ln_f/{scale,bias} (pre-norm)    -> ln_f/{scale,bias}
+    lm_head (D, V) (untied)         -> lm_head/kernel
 """
 
 from __future__ import annotations
 
-import functools
+import math
+from typing import Any, Callable, Mapping
 
 import flax.linen as nn
 import jax
+import jax.numpy as jnp
+from flax import traverse_util
 
+from andrea_jax import attention as kernels
 from andrea_jax import model
+from andrea_jax.model import ModelConfig
+
+# Pure-function path -> Flax path, for every parameter that a config may have.
+FLAX_PATHS: dict[tuple[str, ...], tuple[str, ...]] = {
+    ("wte",): ("wte", "embedding"),
+    ("wpe",): ("wpe", "embedding"),
+    ("blocks", "attn", "w_qkv"): ("blocks", "attn", "qkv", "kernel"),
+    ("blocks", "attn", "b_qkv"): ("blocks", "attn", "qkv", "bias"),
+    ("blocks", "attn", "w_out"): ("blocks", "attn", "out", "kernel"),
+    ("blocks", "attn", "b_out"): ("blocks", "attn", "out", "bias"),
+    ("blocks", "mlp", "w_in"): ("blocks", "mlp", "fc", "kernel"),
+    ("blocks", "mlp", "b_in"): ("blocks", "mlp", "fc", "bias"),
+    ("blocks", "mlp", "w_out"): ("blocks", "mlp", "proj", "kernel"),
+    ("blocks", "mlp", "b_out"): ("blocks", "mlp", "proj", "bias"),
+    ("lm_head",): ("lm_head", "kernel"),
+}
+_MODEL_PATHS = {flax_path: path for path, flax_path in FLAX_PATHS.items()}
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2))
-def _init_entry(key: jax.Array, cfg: model.ModelConfig, name: str):
-  # Under jit, XLA drops the parts of init_params that this entry does not need.
-  return model.init_params(cfg, key)[name]
+def _rename(tree: Mapping[str, Any], names: dict) -> dict:
+  flat = traverse_util.flatten_dict(dict(tree))
+  return traverse_util.unflatten_dict({names.get(path, path): x for path, x in flat.items()})
+
+
+def to_flax(params: Mapping[str, Any]) -> dict:
+  """``model.init_params``'s tree -> ``AndreaLM``'s ``params`` collection (same arrays)."""
+  return _rename(params, FLAX_PATHS)
+
+
+def from_flax(flax_params: Mapping[str, Any]) -> dict:
+  """``AndreaLM``'s ``params`` collection -> the tree ``model.forward`` takes (same arrays)."""
+  return _rename(flax_params, _MODEL_PATHS)
+
+
+# ----------------------------------------------------------------------------- layers
+
+
+def causal_attention_kernel(q_BTHK, k_BTHK, v_BTHK, cfg: ModelConfig):
+  """The kernel of ``andrea_jax/attention.py`` that ``cfg.attention_impl`` names: ``(B, T, H, K)``."""
+  if cfg.attention_impl == "xla":
+    return kernels.blocked_causal_attention(q_BTHK, k_BTHK, v_BTHK, cfg.attention_block)
+  if cfg.attention_impl == "xla_flash":
+    return kernels.flash_causal_attention(q_BTHK, k_BTHK, v_BTHK, cfg.attention_block)
+  if cfg.attention_impl == "cudnn":
+    return kernels.cudnn_causal_attention(q_BTHK, k_BTHK, v_BTHK)
+  raise ValueError(f"attention_impl={cfg.attention_impl!r}: resolve 'auto' with model.resolve_auto first")
+
+
+def _dense(cfg: ModelConfig, features: int, name: str, std: float = 0.02, **kwargs) -> nn.Dense:
+  return nn.Dense(features, dtype=jnp.dtype(cfg.compute_dtype), param_dtype=jnp.dtype(cfg.param_dtype),
+                  kernel_init=nn.initializers.normal(std), bias_init=nn.initializers.zeros,
+                  name=name, **kwargs)
+
+
+def _stds(cfg: ModelConfig) -> dict[str, float]:
+  """Init std of each block matrix, as ``model.init_params`` draws them (``cfg.init``)."""
+  D, F = cfg.d_model, cfg.mlp_dim
+  if cfg.init == "xavier":  # Glorot normal; the fused QKV and SwiGLU count as D x D and D x F
+    glorot = lambda fan_in, fan_out: math.sqrt(2.0 / (fan_in + fan_out))
+    return {"qkv": glorot(D, D), "out": glorot(D, D), "fc": glorot(D, F), "proj": glorot(F, D)}
+  # GPT-2: the projections that write into the residual stream shrink with depth.
+  resid = 0.02 / math.sqrt(2 * cfg.n_layer)
+  return {"qkv": 0.02, "out": resid, "fc": 0.02, "proj": resid}
+
+
+class LayerNorm(nn.Module):
+  """LayerNorm with ``scale`` and ``bias`` parameters and the model's math (at least float32)."""
+
+  cfg: ModelConfig
+
+  @nn.compact
+  def __call__(self, x_BTD):
+    D, dtype = x_BTD.shape[-1], jnp.dtype(self.cfg.param_dtype)
+    scale = self.param("scale", nn.initializers.ones, (D,), dtype)
+    bias = self.param("bias", nn.initializers.zeros, (D,), dtype)
+    return model.layer_norm(x_BTD, scale, bias, self.cfg.ln_eps)
+
+
+class CausalSelfAttention(nn.Module):
+  """Fused QKV projection, the causal attention kernel, and the output projection."""
+
+  cfg: ModelConfig
+
+  @nn.compact
+  def __call__(self, x_BTD):
+    cfg = self.cfg
+    B, T, D = x_BTD.shape
+    qkv_BT3D = _dense(cfg, 3 * D, "qkv", _stds(cfg)["qkv"])(x_BTD)
+    q, k, v = (a.reshape(B, T, cfg.n_head, cfg.head_dim) for a in jnp.split(qkv_BT3D, 3, axis=-1))
+    o_BTHK = causal_attention_kernel(q, k, v, cfg)
+    return _dense(cfg, D, "out", _stds(cfg)["out"])(o_BTHK.reshape(B, T, D))
+
+
+class Mlp(nn.Module):
+  """``proj(act(fc(x)))``; SwiGLU gates ``silu(gate) * up`` from one fused ``fc``."""
+
+  cfg: ModelConfig
+
+  @nn.compact
+  def __call__(self, x_BTD):
+    cfg = self.cfg
+    swiglu = cfg.activation == "swiglu"
+    h_BTF = _dense(cfg, 2 * cfg.mlp_dim if swiglu else cfg.mlp_dim, "fc", _stds(cfg)["fc"])(x_BTD)
+    if swiglu:
+      gate, up = jnp.split(h_BTF, 2, axis=-1)
+      h_BTF = nn.silu(gate) * up
+    else:
+      h_BTF = model.ACTIVATION_FNS[cfg.activation](h_BTF)
+    return _dense(cfg, cfg.d_model, "proj", _stds(cfg)["proj"])(h_BTF)
+
+
+def _sublayer(x, branch: Callable, norm: nn.Module, placement: str):
+  """Pre-norm ``x + F(LN(x))``; post-norm ``LN(x + F(x))``."""
+  return x + branch(norm(x)) if placement == "pre" else norm(x + branch(x))
+
+
+class Block(nn.Module):
+  """One transformer block; ``(x, None) -> (x, None)`` so that ``nn.scan`` can stack it."""
+
+  cfg: ModelConfig
+
+  @nn.compact
+  def __call__(self, x_BTD, _):
+    cfg = self.cfg
+    x_BTD = _sublayer(x_BTD, CausalSelfAttention(cfg, name="attn"), LayerNorm(cfg, name="ln_1"), cfg.norm)
+    x_BTD = _sublayer(x_BTD, Mlp(cfg, name="mlp"), LayerNorm(cfg, name="ln_2"), cfg.norm)
+    return x_BTD, None
+
+
+def _remat(block_cls, policy: str):
+  if policy == "none":
+    return block_cls
+  if policy == "full":
+    return nn.remat(block_cls, prevent_cse=False)
+  return nn.remat(block_cls, prevent_cse=False, policy=getattr(jax.checkpoint_policies, policy))
 
 
 class AndreaLM(nn.Module):
-  """The ANDREA language model; ``__call__(tokens (B, T)) -> logits (B, T, V)``."""
+  """The ANDREA language model; ``__call__(tokens (B, T)) -> logits (B, T, V)`` in float32."""
 
-  cfg: model.ModelConfig
+  cfg: ModelConfig
 
   @nn.compact
-  def __call__(self, tokens_BT: jax.Array) -> jax.Array:
-    names = ["wte", "wpe", "blocks"]
-    names += ["ln_f"] if self.cfg.norm == "pre" else []
-    names += [] if self.cfg.tie_embeddings else ["lm_head"]
-    params = {name: self.param(name, lambda key, n=name: _init_entry(key, self.cfg, n))
-              for name in names}
-    return model.forward(params, tokens_BT, self.cfg)
+  def __call__(self, tokens_BT):
+    cfg = model.resolve_auto(self.cfg, verbose=False)  # "auto" dtype and kernel for this platform
+    model.check_tokens(tokens_BT, cfg)
+    T, dtype = tokens_BT.shape[1], jnp.dtype(cfg.compute_dtype)
+    embed = lambda n, name: nn.Embed(n, cfg.d_model, embedding_init=nn.initializers.normal(0.02),
+                                     dtype=dtype, param_dtype=jnp.dtype(cfg.param_dtype), name=name)
+    wte = embed(cfg.vocab_size, "wte")
+    x_BTD = wte(tokens_BT) + embed(cfg.block_size, "wpe")(jnp.arange(T))
+    # Every layer its own parameters, stacked on a leading n_layer axis like init_params.
+    blocks = nn.scan(_remat(Block, cfg.remat_policy), variable_axes={"params": 0},
+                     split_rngs={"params": True}, length=cfg.n_layer, unroll=cfg.scan_unroll)
+    x_BTD, _ = blocks(cfg, name="blocks")(x_BTD, None)
+    if cfg.norm == "pre":
+      x_BTD = LayerNorm(cfg, name="ln_f")(x_BTD)
+    if cfg.tie_embeddings:
+      logits_BTV = wte.attend(x_BTD)
+    else:
+      logits_BTV = _dense(cfg, cfg.vocab_size, "lm_head", use_bias=False)(x_BTD)
+    return logits_BTV.astype(jnp.promote_types(logits_BTV.dtype, jnp.float32))

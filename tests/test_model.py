@@ -6,13 +6,14 @@ import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from jax.test_util import check_grads
 
 from andrea_jax import diagnostics
 from andrea_jax import model
 from andrea_jax import toy
-from andrea_jax.flax_model import AndreaLM
+from andrea_jax.flax_model import AndreaLM, from_flax, to_flax
 from andrea_jax.model import ModelConfig
 from experiments.configs import andrea12m, andrea120m, andrea480m, tiny
 
@@ -277,15 +278,49 @@ def test_loss_at_init_is_near_log_vocab():
                              expected, rtol=1e-5)
 
 
-def test_flax_module_equals_pure_functions():
-  for cfg in (small(), small(norm="post", tie_embeddings=False)):
-    module = AndreaLM(cfg)
-    tokens = random_tokens(cfg)
-    variables = module.init(jax.random.key(0), tokens)
-    params = model.init_params(cfg, jax.random.key(9))
-    chex.assert_trees_all_equal_shapes(variables["params"], params)
-    np.testing.assert_array_equal(module.apply({"params": params}, tokens),
-                                  model.forward(params, tokens, cfg))
+FLAX_VARIANTS = [dict(), dict(norm="post", tie_embeddings=False), dict(norm="post", activation="swiglu"),
+                 dict(activation="gelu", tie_embeddings=False, remat_policy="dots_saveable", scan_unroll=3)]
+
+
+@pytest.mark.parametrize("changes", FLAX_VARIANTS)
+def test_flax_module_gives_the_pure_functions_logits_and_gradients(changes):
+  # AndreaLM is a separate implementation (Flax layers under nn.scan) sharing only the
+  # LayerNorm math, the activations and the attention kernel with model.py.
+  cfg = small(**changes)
+  module = AndreaLM(cfg)
+  params = model.init_params(cfg, jax.random.key(9))
+  tokens, targets = random_tokens(cfg, seed=1), random_tokens(cfg, seed=2)
+  logits = module.apply({"params": to_flax(params)}, tokens)
+  np.testing.assert_allclose(logits, model.forward(params, tokens, cfg), rtol=1e-5, atol=1e-6)
+
+  def flax_loss(flax_params):
+    logits = module.apply({"params": flax_params}, tokens)
+    return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, targets))
+
+  flax_grads = from_flax(jax.grad(flax_loss)(to_flax(params)))
+  grads = jax.grad(model.loss_fn)(params, tokens, targets, cfg)
+  chex.assert_trees_all_equal_structs(flax_grads, grads)
+  for (path, g_flax), g in zip(jax.tree_util.tree_leaves_with_path(flax_grads), jax.tree.leaves(grads)):
+    np.testing.assert_allclose(g_flax, g, rtol=1e-5, atol=1e-7, err_msg=jax.tree_util.keystr(path))
+    assert jnp.any(g != 0), jax.tree_util.keystr(path)  # every parameter is used
+
+
+@pytest.mark.parametrize("changes", [dict(), dict(norm="post", tie_embeddings=False),
+                                     dict(init="xavier", activation="swiglu")])
+def test_flax_init_has_the_layout_and_statistics_of_init_params(changes):
+  cfg = small(**changes, n_layer=4, d_model=64)
+  flax_params = AndreaLM(cfg).init(jax.random.key(0), random_tokens(cfg))["params"]
+  params, reference = from_flax(flax_params), model.init_params(cfg, jax.random.key(1))
+  chex.assert_trees_all_equal_shapes_and_dtypes(params, reference)
+  chex.assert_trees_all_equal(to_flax(params), flax_params)  # the converters are exact inverses
+  # Each tensor drawn from the same distribution as init_params' (means and stds agree
+  # within six standard errors of the mean, and 10 %).
+  for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(params), jax.tree.leaves(reference)):
+    std = float(jnp.std(b))
+    assert float(jnp.mean(a)) == pytest.approx(float(jnp.mean(b)), abs=6 * std / math.sqrt(b.size) + 1e-7)
+    assert float(jnp.std(a)) == pytest.approx(std, rel=0.1, abs=1e-7), jax.tree_util.keystr(path)
+  # nn.scan split the init key: the layers are not copies of one another.
+  assert not jnp.allclose(params["blocks"]["attn"]["w_qkv"][0], params["blocks"]["attn"]["w_qkv"][1])
 
 
 # ----------------------------------------------------------------------------- gradient checks (float64)
