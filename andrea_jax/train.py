@@ -92,7 +92,7 @@ def make_optimizer(t) -> optax.GradientTransformation:
   """Global-norm clipping, then AdamW with decoupled decay on matrices and embeddings."""
   adamw = optax.adamw(make_schedule(t), b1=t.b1, b2=t.b2, eps=t.eps,
                       weight_decay=t.weight_decay, mask=decay_mask)
-  return optax.chain(optax.clip_by_global_norm(t.grad_clip), adamw) if t.grad_clip > 0 else adamw
+  return optax.chain(clip_by_global_norm(t.grad_clip), adamw) if t.grad_clip > 0 else adamw
 
 
 # ----------------------------------------------------------------------------- state and steps
@@ -115,16 +115,17 @@ def train_step(state: dict, batch_ABT: jax.Array, cfg: model.ModelConfig, optimi
 
   Lean on purpose (docs/performance.md): one microbatch is a plain ``value_and_grad``;
   more are summed by a ``lax.scan`` whose carry starts at the first one's gradients. The
-  gradient norm is ``optax.tree.norm``, the very expression the clipping computes, so XLA
-  computes it once. A non-finite loss or norm skips the update in a ``lax.cond``: the
-  state is left as it was (``good`` turns False for ever) without a select over every leaf.
+  gradient norm is computed once and handed to the clipping (``clip_by_global_norm``). A
+  non-finite loss or norm skips the update in a ``lax.cond``: the state is left as it was
+  (``good`` turns False for ever) without a select over every leaf of the state.
   """
   loss, grads = _mean_loss_and_grads(state["params"], batch_ABT, cfg)
   grad_norm = optax.tree.norm(grads)
   ok = state["good"] & jnp.isfinite(loss) & jnp.isfinite(grad_norm)
 
   def update(state):
-    updates, opt_state = optimizer.update(grads, state["opt_state"], state["params"])
+    updates, opt_state = optimizer.update(grads, state["opt_state"], state["params"],
+                                          grad_norm=grad_norm)
     return {"step": state["step"] + 1, "params": optax.apply_updates(state["params"], updates),
             "opt_state": opt_state, "good": jnp.ones((), bool)}
 
@@ -152,6 +153,23 @@ def _mean_loss_and_grads(params, batch_ABT: jax.Array, cfg: model.ModelConfig):
   return jax.tree.map(lambda a: a / A, total)
 
 
+def clip_by_global_norm(max_norm: float) -> optax.GradientTransformationExtraArgs:
+  """``optax.clip_by_global_norm`` (same math, same empty state) that reuses a given norm.
+
+  ``update(..., grad_norm=n)`` clips with ``n`` instead of computing the norm again: the
+  train step has it already. Without ``grad_norm`` it computes it, as optax does.
+  """
+
+  def update_fn(updates, state, params=None, *, grad_norm=None, **extra_args):
+    del params, extra_args
+    norm = optax.tree.norm(updates) if grad_norm is None else grad_norm
+    trigger = norm < max_norm
+    return jax.tree.map(lambda g: jax.lax.select(trigger, g, (g / norm.astype(g.dtype)) * max_norm),
+                        updates), state
+
+  return optax.GradientTransformationExtraArgs(optax.init_empty_state, update_fn)
+
+
 def eval_step(params, batch_BT: jax.Array, cfg: model.ModelConfig) -> jax.Array:
   return model.loss_fn(params, batch_BT[:, :-1], batch_BT[:, 1:], cfg)
 
@@ -175,6 +193,7 @@ def abstract_state(cfg: model.ModelConfig, optimizer, seed: int) -> Any:
 class RunResult:
   status: str
   summary: dict
+  # The final training state; for a run found already complete, its step and params only.
   state: Any = None
   # True when the workdir already held the finished run: nothing was trained or written.
   already_complete: bool = False
@@ -326,7 +345,9 @@ def train_and_evaluate(config, workdir: str, allow_resume_changes: bool = False)
       print(f"already complete at step {plan.start_step}: {workdir} is left as it is. To "
             f"train again, pass a new --workdir (or raise train.steps with "
             f"--allow_resume_changes to continue this run)")
-      return RunResult("completed", plan.summary, already_complete=True)
+      params = load_run(workdir)[0]  # read only: callers may sample from the result
+      return RunResult("completed", plan.summary, {"step": plan.start_step, "params": params},
+                       already_complete=True)
     started = time.time()
     prepared = prepare_data(config)
     ev = make_eval(config, cfg, prepared, mesh)

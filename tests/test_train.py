@@ -91,6 +91,7 @@ def test_rerunning_a_finished_run_leaves_it_untouched(full_run, cache_dir, capsy
   assert "already complete at step 24" in capsys.readouterr().out
   assert files() == before and "summary.json" in before
   assert result.summary["final_val_loss"] is not None  # the finished run's own summary
+  jax.tree.map(np.testing.assert_array_equal, result.state["params"], full_run[1].state["params"])
 
 
 @pytest.mark.parametrize("changes, named", [
