@@ -235,6 +235,16 @@ def test_test_overrides_go_through_apply_overrides(test_file):
   assert not re.search(r"config(\.\w+)?\[\w+\]\s*=|config\[\w+\]\[\w+\]\s*=", source)
 
 
+@pytest.mark.parametrize("config_file", sorted((REPO / "experiments" / "configs").glob("*.py")),
+                         ids=lambda p: p.stem)
+def test_each_config_field_has_one_comment_line(config_file):
+  lines = config_file.read_text(encoding="utf-8").splitlines()
+  for i, line in enumerate(lines):
+    if re.match(r"\s+(\w+\.)+\w+ = ", line):  # m.norm = ..., config.train.steps = ...
+      above = [l.strip().startswith("#") for l in lines[max(i - 2, 0):i]]
+      assert above[-1:] == [True] and above[-2:] != [True, True], f"{config_file.name}:{i + 1}"
+
+
 # ----------------------------------------------------------------------------- README
 
 

@@ -129,8 +129,7 @@ def train_group() -> ml_collections.ConfigDict:
   t.grad_accum_steps = 1
   # Peak learning rate, reached at the end of warmup.
   t.learning_rate = 6e-4
-  # Linear warmup to the peak over this many updates, from above zero: update k uses
-  # learning_rate * (k + 1) / (warmup_steps + 1), as nanoGPT (0 = none).
+  # Linear warmup over this many updates, from above zero: (k + 1) / (warmup_steps + 1) of the peak.
   t.warmup_steps = 200
   # Cosine decay from the peak to learning_rate * min_lr_ratio at the last step.
   t.min_lr_ratio = 0.1
@@ -158,8 +157,7 @@ def train_group() -> ml_collections.ConfigDict:
 def checkpoint_group() -> ml_collections.ConfigDict:
   """The ``checkpoint`` group: when orbax saves and how many it keeps."""
   c = ml_collections.ConfigDict()
-  # Save every this many updates (also at the end and on SIGTERM/SIGINT). The checkpoint
-  # group may change on a resume; so may train.log_every and eval_every (README, Resume).
+  # Save every this many updates, at the end and on SIGTERM/SIGINT (may change on a resume).
   c.every = 500
   # Keep the newest this many checkpoints.
   c.keep = 3
