@@ -17,6 +17,7 @@ import os
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from andrea_jax import metrics
 from andrea_jax import model
@@ -61,12 +62,14 @@ def gradient_flow(params, tokens_BT, cfg: model.ModelConfig, residual: bool = Tr
                   layer_norm: bool = True) -> jax.Array:
   """Norm of d(loss)/d(residual stream) at the input of every block and after the last.
 
-  Returns ``[n_layer + 1]``: entry 0 is the gradient reaching the embeddings. With
-  ``residual=False`` the skip connections are removed (each sublayer replaces its input);
-  with ``layer_norm=False`` the norms are removed. This is the seed's gradient-flow claim
-  made measurable; notebook 2 plots it and the tests check it.
+  The loss is the model's next-token loss on ``tokens``: inputs ``tokens[:, :-1]``,
+  targets ``tokens[:, 1:]``. Returns ``[n_layer + 1]``: entry 0 is the gradient reaching
+  the embeddings. With ``residual=False`` the skip connections are removed (each sublayer
+  replaces its input); with ``layer_norm=False`` the norms are removed. This is the seed's
+  gradient-flow claim made measurable; notebook 2 plots it and the tests check it.
   """
   ln = lambda x, p: model.layer_norm(x, p["scale"], p["bias"], cfg.ln_eps) if layer_norm else x
+  inputs_BT, targets_BT = tokens_BT[:, :-1], tokens_BT[:, 1:]
 
   def block(b, x):
     if residual:
@@ -78,15 +81,13 @@ def gradient_flow(params, tokens_BT, cfg: model.ModelConfig, residual: bool = Tr
     # A zero added at each block's input: its gradient is the gradient at that point.
     step = lambda x, bp: (block(bp[0], x + bp[1]), None)
     h, _ = jax.lax.scan(step, x_BTD, (params["blocks"], probes_LBTD[:-1]))
-    logits = model.unembed(params, h + probes_LBTD[-1], cfg)
-    targets = jnp.roll(tokens_BT, -1, axis=1)
-    return jnp.mean(jax.nn.logsumexp(logits, -1)
-                    - jnp.take_along_axis(logits, targets[..., None], -1)[..., 0])
+    logits_BTV = model.unembed(params, h + probes_LBTD[-1], cfg)
+    return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits_BTV, targets_BT))
 
-  x_BTD = model.embed(params, tokens_BT, cfg)
+  x_BTD = model.embed(params, inputs_BT, cfg)
   probes = jnp.zeros((cfg.n_layer + 1, *x_BTD.shape), x_BTD.dtype)
   g = jax.grad(loss)(probes, x_BTD)
-  return jnp.sqrt(jnp.sum(jnp.square(g), axis=(1, 2, 3)))
+  return jnp.sqrt(jnp.sum(jnp.square(g.astype(jnp.float32)), axis=(1, 2, 3)))
 
 
 def _no_norm_block(b, x, cfg):

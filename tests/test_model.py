@@ -405,22 +405,27 @@ def stack_at_init(cfg, residual: bool, layer_norm: bool, seed: int = 0):
   return float(g[0]), float(jnp.mean(unit @ unit.T))
 
 
-def test_gradient_flow_entry_zero_is_the_embedding_gradient():
+def test_gradient_flow_is_the_gradient_of_the_next_token_loss():
   cfg = small()
   params = model.init_params(cfg, jax.random.key(0))
-  tokens = random_tokens(cfg, (2, 8))
-  x = model.embed(params, tokens, cfg)
+  tokens = random_tokens(cfg, (2, 9))
+  inputs, targets = tokens[:, :-1], tokens[:, 1:]  # every position predicts the token after it
 
-  def loss(x):
-    h, _ = jax.lax.scan(lambda h, b: (model.block_forward(b, h, cfg), None), x, params["blocks"])
-    logits = model.unembed(params, h, cfg)
-    return jnp.mean(jax.nn.logsumexp(logits, -1) - jnp.take_along_axis(
-        logits, jnp.roll(tokens, -1, 1)[..., None], -1)[..., 0])
+  def loss(x_BTD):
+    h, _ = jax.lax.scan(lambda h, b: (model.block_forward(b, h, cfg), None), x_BTD, params["blocks"])
+    return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(model.unembed(params, h, cfg), targets))
 
+  # The same loss as model.loss_fn, through the embeddings: the gradient at block 0's input.
+  x = model.embed(params, inputs, cfg)
+  np.testing.assert_allclose(loss(x), model.loss_fn(params, inputs, targets, cfg), rtol=1e-6)
   flow = diagnostics.gradient_flow(params, tokens, cfg)
+  assert flow.shape == (cfg.n_layer + 1,)
   np.testing.assert_allclose(flow[0], jnp.linalg.norm(jax.grad(loss)(x)), rtol=1e-5)
-  # With residuals the gradient at each block input is the sum of a direct path and more.
-  assert jnp.all(flow > 0)
+  # After the last block: the gradient of the loss with respect to the final residual stream.
+  h, _ = jax.lax.scan(lambda h, b: (model.block_forward(b, h, cfg), None), x, params["blocks"])
+  last = jax.grad(lambda h: jnp.mean(optax.softmax_cross_entropy_with_integer_labels(
+      model.unembed(params, h, cfg), targets)))(h)
+  np.testing.assert_allclose(flow[-1], jnp.linalg.norm(last), rtol=1e-5)
 
 
 def test_residuals_carry_gradient_to_the_embeddings():
