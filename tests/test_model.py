@@ -227,9 +227,13 @@ def test_bfloat16_compute_stays_close_to_float32(attention_impl):
   loss32, g32 = jax.jit(jax.value_and_grad(model.loss_fn), static_argnums=3)(params, tokens, targets, cfg32)
   loss16, g16 = jax.jit(jax.value_and_grad(model.loss_fn), static_argnums=3)(params, tokens, targets, cfg16)
   assert model.forward(params, tokens, cfg16).dtype == jnp.float32  # logits leave in float32
-  assert abs(float(loss16) - float(loss32)) < 0.02, (loss16, loss32)
-  cos = lambda a, b: jnp.sum(a * b) / jnp.linalg.norm(a) / jnp.linalg.norm(b)
-  assert cos(g16["blocks"]["mlp"]["w_in"], g32["blocks"]["mlp"]["w_in"]) > 0.95
+  # bfloat16 keeps 8 significant bits (relative rounding 2^-9 ~ 0.002 per operation); the
+  # norms, softmax and loss run in float32, so the loss moves by far less (measured 4e-5 to
+  # 7e-5), and every gradient leaf within a few percent (measured at most 1.3 %).
+  assert 0 < abs(float(loss16) - float(loss32)) < 1e-3, (loss16, loss32)
+  for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(g16), jax.tree.leaves(g32)):
+    rel = float(jnp.linalg.norm(a - b) / jnp.linalg.norm(b))
+    assert rel < 0.05, (jax.tree_util.keystr(path), rel)
 
 
 def test_vmap_over_examples_matches_batch():
@@ -270,7 +274,9 @@ def test_loss_at_init_is_near_log_vocab():
   params = model.init_params(cfg, jax.random.key(8))
   tokens = random_tokens(cfg, (4, 16))
   loss = model.loss_fn(params, tokens, jnp.roll(tokens, -1, axis=1), cfg)
-  assert abs(float(loss) - math.log(cfg.vocab_size)) < 0.1
+  # Logits at init have std ~ 0.02 sqrt(d_model) ~ 0.11 (the final LN makes |x| ~ sqrt(D)),
+  # adding ~ std^2 / 2 ~ 0.006 nats to log V; 64 random targets add ~ 0.02 of noise.
+  assert abs(float(loss) - math.log(cfg.vocab_size)) < 0.05
   mask = jnp.zeros((4, 16)).at[:, 0].set(1)
   logits = model.forward(params, tokens, cfg)
   expected = -jnp.mean(jax.nn.log_softmax(logits[:, 0])[jnp.arange(4), jnp.roll(tokens, -1, 1)[:, 0]])
@@ -383,7 +389,7 @@ GRAD_FLOW_CFG = ModelConfig(vocab_size=97, block_size=16, d_model=64, n_layer=12
 
 
 def stack_at_init(cfg, residual: bool, layer_norm: bool, seed: int = 0):
-  """Gradient norm reaching the embeddings at init, and the mean cosine between outputs.
+  """Gradient norms at every block's input and after the last, and the mean output cosine.
 
   The same 12 blocks with or without their skip connections and with or without their
   LayerNorms (``diagnostics.gradient_flow``, which notebook 2 plots).
@@ -402,7 +408,7 @@ def stack_at_init(cfg, residual: bool, layer_norm: bool, seed: int = 0):
 
   h, _ = jax.lax.scan(lambda h, b: (block(b, h), None), model.embed(params, tokens, cfg), params["blocks"])
   unit = (h / jnp.linalg.norm(h, axis=-1, keepdims=True)).reshape(-1, cfg.d_model)
-  return float(g[0]), float(jnp.mean(unit @ unit.T))
+  return np.asarray(g), float(jnp.mean(unit @ unit.T))
 
 
 def test_gradient_flow_is_the_gradient_of_the_next_token_loss():
@@ -433,8 +439,10 @@ def test_residuals_carry_gradient_to_the_embeddings():
   # skip path the gradient arrives intact; through the bare branches it vanishes.
   with_res, _ = stack_at_init(GRAD_FLOW_CFG, residual=True, layer_norm=False)
   without_res, _ = stack_at_init(GRAD_FLOW_CFG, residual=False, layer_norm=False)
-  assert with_res > 0.1, with_res
-  assert with_res > 1e6 * without_res, (with_res, without_res)
+  # Intact: each branch's Jacobian is O(weights^2) ~ 1e-4 at init, so the gradient at the
+  # embeddings equals the one after the last block to well under 1 % (measured: 0.05 %).
+  assert abs(with_res[0] / with_res[-1] - 1) < 0.01, with_res
+  assert with_res[0] > 1e6 * without_res[0], (with_res, without_res)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -446,8 +454,17 @@ def test_with_layer_norm_the_skip_path_keeps_tokens_apart(seed):
   # attention drives all 64 outputs toward one direction (rank collapse).
   g_res, cos_res = stack_at_init(GRAD_FLOW_CFG, residual=True, layer_norm=True, seed=seed)
   g_bare, cos_bare = stack_at_init(GRAD_FLOW_CFG, residual=False, layer_norm=True, seed=seed)
-  assert 0.1 < g_bare / g_res < 10, (g_res, g_bare)
-  assert cos_bare > 2 * cos_res and cos_res < 0.15, (cos_res, cos_bare)
+  g_bare_no_ln, _ = stack_at_init(GRAD_FLOW_CFG, residual=False, layer_norm=False, seed=seed)
+  # Pre-LN with skips: each LN adds a path, so the gradient grows going down, modestly
+  # (first/last measured 1.21-1.25 over seeds 0-2; without LNs it is 1.000).
+  assert 1.1 < g_res[0] / g_res[-1] < 1.4, g_res
+  # Without skips, the LNs alone keep the gradient at the embeddings the size of the skip
+  # path's (measured 0.5x-1.9x over seeds 0-3), where without them it vanishes entirely.
+  assert 1 / 3 < g_bare[0] / g_res[0] < 3, (g_res, g_bare)
+  assert g_bare[0] > 1e6 * g_bare_no_ln[0], (g_bare, g_bare_no_ln)
+  # Rank collapse: outputs of distinct tokens stay nearly orthogonal with the skip path
+  # (mean cosine measured 0.05-0.07), and align without it (0.21-0.77).
+  assert cos_res < 0.1 and cos_bare > 3 * cos_res, (cos_res, cos_bare)
 
 
 # ----------------------------------------------------------------------------- errors
