@@ -3,7 +3,7 @@ summary, and reading a run back (``load_run``) to sample or export it.
 
 A workdir holds ``config.json`` (the config in force), ``data.json``, ``metrics.jsonl``,
 ``checkpoints/``, ``summary.json``, ``loss.png``, ``samples.txt`` and ``.lock`` (held by the
-running process). Resume rules (README, "Resuming"):
+running process). Resume rules (README, Training, "Resume"):
 
 * ``FREE`` fields may change on any resume (where caches live, logging, checkpoint and
   sample settings, the device mesh, recompute settings);
@@ -248,12 +248,12 @@ def _check_optimizer_structure(saved: dict, current: dict) -> None:
   old = saved.get("train", {}).get("grad_clip", 0)
   new = current.get("train", {}).get("grad_clip", 0)
   if (old > 0) != (new > 0):
+    keep = "off (0)" if new > 0 else "on (any value > 0)"
     raise errors.ConfigError(
         f"train.grad_clip: {old!r} -> {new!r} switches gradient clipping "
         f"{'on' if new > 0 else 'off'}, which changes the optimizer state's structure "
         f"(optax.chain adds or drops the clipping state), so the checkpoint's optimizer "
-        f"state cannot be restored into it: keep clipping {'off (0)' if new > 0 else 'on (any value > 0)'}"
-        f", or pass a new --workdir")
+        f"state cannot be restored into it: keep clipping {keep}, or pass a new --workdir")
 
 
 def record_start(workdir: str, config, plan: ResumePlan, data: dict) -> None:

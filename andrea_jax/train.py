@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import sys
 import time
 from typing import Any, Callable
 
@@ -42,7 +43,8 @@ from andrea_jax.runs import load_run, write_samples  # pylint: disable=unused-im
 
 EXIT_COMPLETED, EXIT_DIVERGED, EXIT_INTERRUPTED = (
     errors.EXIT_COMPLETED, errors.EXIT_DIVERGED, errors.EXIT_INTERRUPTED)
-EXIT_CODES = {"completed": EXIT_COMPLETED, "diverged": EXIT_DIVERGED, "interrupted": EXIT_INTERRUPTED}
+EXIT_CODES = {"completed": EXIT_COMPLETED, "diverged": EXIT_DIVERGED,
+              "interrupted": EXIT_INTERRUPTED}
 
 # Leaves that get weight decay: the weight matrices and both embeddings (as in GPT-2 and
 # nanoGPT: wte is also the tied output head). Biases and LayerNorm parameters get none.
@@ -306,8 +308,9 @@ class Logger:
     self.window, self.last = [], (time.time(), start_step)
     self.bar = tqdm(total=t.steps, initial=start_step, desc="train", unit="step",
                     disable=None if lead else True, dynamic_ncols=True)
-    # Without a terminal tqdm shows nothing: print a line per row there instead.
-    self.print_rows = lead and self.bar.disable
+    # Where stdout is not a terminal (CI, nohup, a log file) or tqdm shows nothing (its
+    # stderr is not one either), print a line per row: the log says how the run goes.
+    self.print_rows = lead and (self.bar.disable or not sys.stdout.isatty())
     self.steps = t.steps
 
   def log(self, step: int) -> dict:
@@ -335,7 +338,8 @@ def train_and_evaluate(config, workdir: str, allow_resume_changes: bool = False)
   """Train ``config`` in ``workdir``; resume if it holds a checkpoint. Returns the result.
 
   A resume that changes training settings is refused unless ``allow_resume_changes``
-  (``runs.py``, README "Resuming"); a workdir whose run already finished is left untouched.
+  (``runs.py``; README, Training, "Resume"); a workdir whose run already finished is left
+  untouched.
   """
   cfg, mesh = check_config(config)
   lead = sharding.is_lead()  # every process trains; process 0 alone writes the run's files

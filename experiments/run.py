@@ -7,8 +7,8 @@
 The workdir defaults to ``runs/<config>[_<variants>]`` (``runs/tiny``,
 ``runs/tiny_norm=post``): rerunning the same command resumes from its latest checkpoint, a
 finished run is left as it is ("already complete"), and a resume that changes training
-settings is refused unless ``--allow_resume_changes`` (README, "Resuming"). Exit codes:
-0 completed, 2 user error, 3 diverged, 4 interrupted (SIGTERM/SIGINT; a checkpoint was
+settings is refused unless ``--allow_resume_changes`` (README, Training, "Resume").
+Exit codes: 0 completed, 2 user error, 3 diverged, 4 interrupted (SIGTERM/SIGINT; a checkpoint was
 saved and the command to resume is printed).
 """
 

@@ -98,7 +98,8 @@ def test_rerunning_a_finished_run_leaves_it_untouched(full_run, cache_dir, capsy
     ({"train.learning_rate": 1e-3, "train.b2": 0.99},
      ["train.learning_rate: 0.01 -> 0.001", "train.b2: 0.95 -> 0.99"]),
     ({"train.steps": 30}, ["train.steps: 24 -> 30"]),  # more steps on a finished run
-    ({"train.seed": 1, "train.grad_accum_steps": 2}, ["train.seed: 0 -> 1", "train.grad_accum_steps: 1 -> 2"]),
+    ({"train.seed": 1, "train.grad_accum_steps": 2},
+     ["train.seed: 0 -> 1", "train.grad_accum_steps: 1 -> 2"]),
 ])
 def test_resume_that_changes_training_settings_is_refused(full_run, cache_dir, changes, named):
   workdir, _ = full_run
@@ -254,7 +255,8 @@ def test_corrupt_checkpoint_is_a_clear_error(full_run, cache_dir, tmp_path):
   mngr = ckpt.manager(str(workdir / "checkpoints"), 6, 3)
   config = small_config(cache_dir, **{"model.d_model": 64})
   cfg = model.ModelConfig(**config.model)
-  with pytest.raises(ckpt.CheckpointError, match=r"does not match this run's state: different shapes: params/blocks/attn/"
+  with pytest.raises(ckpt.CheckpointError,
+                     match=r"does not match this run's state: different shapes: params/blocks/attn/"
                      r"b_out \(1, 32\) in the checkpoint vs \(1, 64\) here"):
     ckpt.restore(mngr, train.abstract_state(cfg, train.make_optimizer(config.train), 0))
 
