@@ -44,7 +44,13 @@ def default_workdir(config_arg: str) -> str:
 
 def resume_command(workdir: str) -> str:
   """The command line of this run, with its workdir spelt out."""
-  args = [a for a in sys.argv[1:] if not a.startswith("--workdir")]
+  args, skip = [], False
+  for a in sys.argv[1:]:
+    if not skip and not a.startswith("--workdir="):
+      skip = a == "--workdir"  # its value is the next argument
+      args += [] if skip else [a]
+    else:
+      skip = False
   return shlex.join(["python", "-m", "experiments.run", *args, f"--workdir={workdir}"])
 
 
