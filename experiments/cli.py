@@ -28,11 +28,10 @@ from andrea_jax import errors
 CONFIG_DIR = pathlib.Path(__file__).resolve().parent / "configs"
 # Names of the flags defined by define_config_flag.
 _CONFIG_FLAGS: set[str] = set()
-# Modules whose error class predates andrea_jax.errors: (module, class). Looked up only in
-# sys.modules (an error class cannot have been raised by a module never imported).
-_OLDER_ERRORS = (("andrea_jax.data", "DataError"), ("andrea_jax.checkpoint", "CheckpointError"),
-                 ("andrea_jax.tokenizer", "TokenizerError"),
-                 ("andrea_jax.interop.hf_gpt2", "InteropError"))
+# The exceptions that are the user's to fix: the project's errors (andrea_jax/errors.py; data,
+# checkpoint, tokenizer and interop errors derive from them), absl's usage errors, OS errors
+# (a missing file, a permission, a full disk). Anything else is a bug and keeps its traceback.
+USER_ERRORS = (errors.AndreaError, app.UsageError, OSError)
 
 
 def config_names() -> list[str]:
@@ -102,19 +101,12 @@ def fail(message: str) -> NoReturn:
   sys.exit(errors.EXIT_USER_ERROR)
 
 
-def user_error_types() -> tuple[type[BaseException], ...]:
-  """The exceptions that are the user's to fix: the project's errors and OS errors."""
-  older = tuple(getattr(sys.modules[module], name) for module, name in _OLDER_ERRORS
-                if module in sys.modules)
-  return (errors.AndreaError, app.UsageError, OSError, *older)
-
-
 def _report_user_errors(main: Callable[[list[str]], object]) -> Callable[[list[str]], object]:
   @functools.wraps(main)
   def wrapped(argv):
     try:
       return main(argv)
-    except user_error_types() as e:
+    except USER_ERRORS as e:
       fail(str(e))
   return wrapped
 

@@ -142,6 +142,14 @@ def test_user_errors_in_main_are_one_line_and_exit_2(error, monkeypatch, capsys)
   assert capsys.readouterr().err == f"error: {error}\n"
 
 
+def test_the_older_error_classes_are_project_errors():
+  from andrea_jax import checkpoint, data, tokenizer  # pylint: disable=import-outside-toplevel
+  from andrea_jax.interop import hf_gpt2  # pylint: disable=import-outside-toplevel
+  for error in (data.DataError, checkpoint.CheckpointError, tokenizer.TokenizerError,
+                hf_gpt2.InteropError):
+    assert issubclass(error, errors.AndreaError), error
+
+
 def test_a_bug_keeps_its_traceback(monkeypatch):
   def main(argv):
     return [][1]
@@ -176,7 +184,7 @@ def test_bad_config_values_are_user_errors(override, tmp_path):
   """The entry points print these as one line: they must be the project's errors."""
   from andrea_jax import train  # pylint: disable=import-outside-toplevel
   config = common.apply_overrides(tiny.get_config(), override)
-  with pytest.raises(cli.user_error_types()):
+  with pytest.raises(cli.USER_ERRORS):
     train.train_and_evaluate(config, str(tmp_path / "run"))
 
 
