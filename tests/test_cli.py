@@ -188,6 +188,19 @@ def test_bad_config_values_are_user_errors(override, tmp_path):
     train.train_and_evaluate(config, str(tmp_path / "run"))
 
 
+@pytest.mark.parametrize("request_", [
+    {"temperature": -1.0}, {"top_p": 0.0}, {"top_k": -1}, {"max_new_tokens": 128}])
+def test_bad_sampling_requests_are_user_errors(request_):
+  """experiments.sample passes these flags on: they must reach cli.run as project errors."""
+  import jax  # pylint: disable=import-outside-toplevel
+  from andrea_jax import model, sample  # pylint: disable=import-outside-toplevel
+  cfg = model.ModelConfig(vocab_size=16, block_size=8, d_model=8, n_layer=1, n_head=1)
+  args = {"max_new_tokens": 4, **request_}
+  max_new_tokens = args.pop("max_new_tokens")
+  with pytest.raises(cli.USER_ERRORS):
+    sample.generate(None, cfg, [[1, 2]], max_new_tokens, jax.random.key(0), **args)
+
+
 ENTRY_POINTS = sorted(p.stem for p in (REPO / "experiments").glob("*.py")
                       if "__main__" in p.read_text(encoding="utf-8"))
 
