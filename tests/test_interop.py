@@ -7,12 +7,14 @@ skipped with that reason when those are missing.
 
 import json
 import os
+import stat
 
 import jax
 import numpy as np
 import pytest
 
 from andrea_jax import data as data_lib
+from andrea_jax import errors
 from andrea_jax import model
 from andrea_jax import tokenizer as tokenizer_lib
 from andrea_jax import train
@@ -73,6 +75,24 @@ def test_export_then_import_gives_identical_params(changes, tmp_path):
   assert written["n_inner"] == (None if cfg.mlp_dim == 4 * cfg.d_model else cfg.mlp_dim)
   assert written["tie_word_embeddings"] == cfg.tie_embeddings
   assert written["eos_token_id"] == written["bos_token_id"] == cfg.vocab_size - 1
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_exported_files_share_one_mode_the_umask_allows(umask, small_tokenizer, tmp_path):
+  cfg = tiny_cfg(vocab_size=300)
+  old = os.umask(umask)
+  try:
+    hf_gpt2.export_gpt2(model.init_params(cfg, jax.random.key(0)), cfg, str(tmp_path / "out"),
+                        tokenizer=small_tokenizer)
+  finally:
+    os.umask(old)
+  modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "out").iterdir()}
+  assert {"model.safetensors", "config.json", "tokenizer.json"} <= set(modes)
+  assert set(modes.values()) == {0o666 & ~umask}, {k: oct(v) for k, v in modes.items()}
+
+
+def test_interop_errors_are_the_projects_errors():
+  assert issubclass(InteropError, errors.AndreaError)
 
 
 def test_bfloat16_params_are_exported_as_float32(tmp_path):

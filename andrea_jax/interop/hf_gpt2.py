@@ -33,12 +33,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from typing import Any, Mapping
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from andrea_jax import errors
 from andrea_jax import model
 from andrea_jax import tokenizer as tokenizer_lib
 from andrea_jax.model import ModelConfig
@@ -70,7 +72,7 @@ BLOCK_KEYS = {
 MASK_BUFFER = re.compile(r"^(transformer\.)?h\.\d+\.attn\.(bias|masked_bias)$")
 
 
-class InteropError(ValueError):
+class InteropError(errors.AndreaError):
   """A checkpoint or model that cannot be converted as asked; the message says why."""
 
 
@@ -344,9 +346,12 @@ def export_gpt2(params: Mapping[str, Any], cfg: ModelConfig, out_dir: str, token
     eot_id = tokenizer_lib.eot_id(tokenizer)
   tensors = to_hf_tensors(params, cfg)
   os.makedirs(out_dir, exist_ok=True)
+  _write_json(os.path.join(out_dir, "config.json"), hf_config(cfg, eot_id))
   # transformers refuses safetensors files without a format tag it knows.
   save_file(tensors, os.path.join(out_dir, SAFETENSORS), metadata={"format": "pt"})
-  _write_json(os.path.join(out_dir, "config.json"), hf_config(cfg, eot_id))
+  # safetensors writes through a private temporary file (mode 0600): give the weights the
+  # mode of the files written with open(), i.e. what the user's umask allows.
+  shutil.copymode(os.path.join(out_dir, "config.json"), os.path.join(out_dir, SAFETENSORS))
   _write_json(os.path.join(out_dir, "generation_config.json"),
               {"bos_token_id": eot_id, "eos_token_id": eot_id})
   if tokenizer is not None:
