@@ -3,6 +3,7 @@
 import os
 import pathlib
 import re
+import shlex
 import subprocess
 import sys
 
@@ -282,6 +283,28 @@ def test_readme_using_it_snippet_runs_as_pasted():
   exec(compile(blocks[0], "README.md (Using it)", "exec"), namespace)  # pylint: disable=exec-used
   assert namespace["logits"].shape[-1] == namespace["cfg"].vocab_size
   assert float(namespace["loss"]) > 0
+
+
+def readme_commands():
+  """(--config args, the README's error line or None) of each experiments.run/prepare command."""
+  text = re.sub(r"\\\n\s*", " ", README)  # join backslash continuations
+  for match in re.finditer(r"python -m experiments\.(?:run|prepare) ([^`#\n]*)\n?(error: .*)?", text):
+    args = [re.sub(r"\$\w+", "0", a) for a in shlex.split(match[1]) if a.startswith("--config")]
+    if args and not any("path/to" in a for a in args):
+      yield args, match[2]
+
+
+@pytest.mark.parametrize("args, error", list(readme_commands()), ids=lambda x: str(x)[:60])
+def test_readme_commands_parse_or_fail_as_shown(args, error, monkeypatch, capsys):
+  monkeypatch.chdir(REPO)
+  if error is None:
+    parse(monkeypatch, *args)
+  else:
+    assert parse_error(monkeypatch, capsys, *args) == error + "\n"
+
+
+def test_readme_shows_config_mistakes():
+  assert sum(error is not None for _, error in readme_commands()) >= 2
 
 
 def test_readme_documents_the_exit_codes():
