@@ -111,13 +111,14 @@ def test_a_lookup_error_that_no_override_explains_keeps_its_traceback(monkeypatc
     parse(monkeypatch, "--config=tiny", "--config.train.steps=5")
 
 
-def test_the_command_line_prints_one_line_and_exits_2():
+def test_the_command_line_prints_one_line_and_exits_2(tmp_path):
   """Through ``python -m``: no traceback, no absl FATAL, exit code 2 (README, Exit codes)."""
   for args in (["--config=tiny", "--config.train.stpes=5"], ["--config=tiny:nrom=post"]):
-    done = run_module("experiments.run", *args, "--workdir=unused")
+    done = run_module("experiments.run", *args, f"--workdir={tmp_path / 'run'}")
     assert (done.returncode, done.stdout) == (errors.EXIT_USER_ERROR, ""), done
     assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
     assert "did you mean" in done.stderr
+  assert not (tmp_path / "run").exists()
 
 
 # ----------------------------------------------------------------------------- errors in main
