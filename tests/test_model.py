@@ -1,5 +1,6 @@
 """Tests of the pure-function model: the seed's numbers, the exact counts, and gradients."""
 
+import dataclasses
 import math
 
 import chex
@@ -13,9 +14,10 @@ from jax.test_util import check_grads
 from andrea_jax import diagnostics
 from andrea_jax import model
 from andrea_jax import toy
+from andrea_jax import train
 from andrea_jax.flax_model import AndreaLM, from_flax, to_flax
 from andrea_jax.model import ModelConfig
-from experiments.configs import andrea12m, andrea120m, andrea480m, tiny
+from experiments.configs import andrea12m, andrea120m, andrea480m, common, tiny
 
 SMALL = ModelConfig(vocab_size=61, block_size=16, d_model=32, n_layer=3, n_head=4)
 
@@ -327,6 +329,70 @@ def test_flax_init_has_the_layout_and_statistics_of_init_params(changes):
     assert float(jnp.std(a)) == pytest.approx(std, rel=0.1, abs=1e-7), jax.tree_util.keystr(path)
   # nn.scan split the init key: the layers are not copies of one another.
   assert not jnp.allclose(params["blocks"]["attn"]["w_qkv"][0], params["blocks"]["attn"]["w_qkv"][1])
+
+
+# ----------------------------------------------------------------------------- what the large configs run
+
+
+def reference_attention(x_BTD, attn, cfg):
+  """Multi-head causal self-attention written out plainly: one masked softmax per head."""
+  B, T, D = x_BTD.shape
+  q, k, v = (a.reshape(B, T, cfg.n_head, cfg.head_dim)
+             for a in jnp.split(x_BTD @ attn["w_qkv"] + attn["b_qkv"], 3, axis=-1))
+  scores = jnp.einsum("bthk,bshk->bhts", q, k) / math.sqrt(cfg.head_dim)
+  scores = jnp.where(jnp.tril(jnp.ones((T, T), bool)), scores, -jnp.inf)
+  o = jnp.einsum("bhts,bshk->bthk", jax.nn.softmax(scores, axis=-1), v).reshape(B, T, D)
+  return o @ attn["w_out"] + attn["b_out"]
+
+
+@pytest.mark.parametrize("attention_impl", ["auto", "xla", "xla_flash"])
+def test_attention_impls_equal_the_reference_in_values_and_gradients(attention_impl):
+  # T = 11 with blocks of 4: a partial last block, and queries that see several blocks.
+  cfg = small(attention_impl=attention_impl, attention_block=4)
+  attn = jax.tree.map(lambda a: 10 * a[0], model.init_params(cfg, jax.random.key(1))["blocks"]["attn"])
+  attn = {**attn, "b_qkv": 0.5 * jax.random.normal(jax.random.key(3), attn["b_qkv"].shape)}
+  x = jax.random.normal(jax.random.key(2), (2, 11, cfg.d_model))
+  np.testing.assert_allclose(model.attention(x, attn, cfg), reference_attention(x, attn, cfg),
+                             rtol=1e-5, atol=1e-5)
+  loss = lambda f: lambda x, a: jnp.sum(jnp.sin(f(x, a, cfg)))
+  got = jax.grad(loss(model.attention), argnums=(0, 1))(x, attn)
+  want = jax.grad(loss(reference_attention), argnums=(0, 1))(x, attn)
+  for (path, g), w in zip(jax.tree_util.tree_leaves_with_path(got), jax.tree.leaves(want)):
+    np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4, err_msg=jax.tree_util.keystr(path))
+
+
+SHRINK_120M = {"model.n_layer": 2, "model.d_model": 64, "model.n_head": 4, "model.block_size": 32,
+               "model.vocab_size": 97, "train.batch_size": 4, "train.steps": 2, "train.warmup_steps": 1}
+
+
+def test_shrunk_andrea120m_trains_in_bfloat16_close_to_float32():
+  # andrea120m's own settings at a CPU's size: attention_impl "auto", plus what a GPU run
+  # uses: bfloat16 compute (what "auto" picks there) and a remat policy.
+  config = common.apply_overrides(andrea120m.get_config(), SHRINK_120M)
+  assert config.model.attention_impl == "auto"
+  cfg16 = ModelConfig(**{**config.model.to_dict(), "compute_dtype": "bfloat16",
+                         "remat_policy": "dots_saveable"})
+  cfg32 = dataclasses.replace(cfg16, compute_dtype="float32")
+  optimizer, schedule = train.make_optimizer(config.train), train.make_schedule(config.train)
+  batches = jax.random.randint(jax.random.key(1), (2, 1, 4, cfg16.block_size + 1), 0, cfg16.vocab_size)
+
+  def two_steps(cfg):
+    step_fn = lambda state, batch: train.train_step(state, batch, cfg, optimizer, schedule)
+    step = jax.jit(step_fn)
+    state, losses = train.init_state(cfg, optimizer, jax.random.key(0)), []
+    jaxpr = str(jax.make_jaxpr(step_fn)(state, batches[0]))
+    for batch in batches:
+      state, metrics = step(state, batch)
+      losses.append(float(metrics["loss"]))
+    return state, losses, jaxpr
+
+  state16, losses16, jaxpr16 = two_steps(cfg16)
+  state32, losses32, _ = two_steps(cfg32)
+  assert "bf16" in jaxpr16 and "remat" in jaxpr16  # the settings took effect
+  assert int(state16["step"]) == 2 and bool(state16["good"])
+  np.testing.assert_allclose(losses16, losses32, rtol=2e-2)
+  assert losses16 != losses32  # bfloat16 really ran
+  assert np.all(np.isfinite(jax.tree.leaves(jax.tree.map(np.asarray, state16["params"]))[0]))
 
 
 # ----------------------------------------------------------------------------- gradient checks (float64)
