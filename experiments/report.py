@@ -1,265 +1,325 @@
-"""Write a sweep's report: ``python -m experiments.report --sweep_dir=runs/sweeps/norm_mlp-cpu``.
+"""Write a sweep's report: ``python -m experiments.report --sweep_dir=docs/results/norm_mlp-cpu``.
 
-Reads ``sweep.json`` and every cell's ``summary.json``, ``metrics.jsonl`` and
-``diagnostics.jsonl``; writes ``REPORT.md`` and its PNG plots into ``--out`` (default: the
-sweep directory). Each literature claim (brief, section 4) gets a verdict computed from
-the numbers by the rules written next to it: reproduced, not reproduced, or inconclusive.
+Reads the per-cell files a sweep leaves (in ``<sweep_dir>/**/``: ``cell.json``, what the cell
+is; ``summary.json``, ``metrics.jsonl`` and ``diagnostics.jsonl``, what it did), so a
+committed study can be re-judged from the repository alone, without checkpoints.
+A directory with no per-cell files but a ``results.json`` (an older committed study) is
+read from that instead. Writes ``REPORT.md``, ``results.json`` and PNG plots into
+``--out`` (default: the sweep directory). The verdicts come from ``experiments/verdicts.py``.
 """
 
 from __future__ import annotations
 
+import glob
 import json
+import math
 import os
 from collections import defaultdict
 
 import numpy as np
 from absl import flags
 
-from andrea_jax import diagnostics
 from andrea_jax import errors
-from andrea_jax import train
 from experiments import cli
+from experiments import verdicts as V
 
 _SWEEP_DIR = flags.DEFINE_string("sweep_dir", None, "directory written by experiments.sweep")
 _OUT = flags.DEFINE_string("out", None, "where REPORT.md and plots go (default: sweep_dir)")
 _COMMAND = flags.DEFINE_string("command", "", "the command that produced the sweep, for the report")
 
+# Comparisons plotted as learning-rate curves: title and the arms' name prefixes.
+COMPARISONS = {
+    "norm": ("Norm placement x warmup", ("norm:",)),
+    "mlp_width": ("MLP ratio at fixed d_model (and SwiGLU)", ("mlp_width:", "swiglu")),
+    "mlp_matched": ("MLP ratio, parameter-matched", ("mlp_matched:",)),
+    "depth": ("Deeper models", ("depth:", "norm:pre/long", "norm:post/long")),
+}
+
 
 # ----------------------------------------------------------------------------- loading
 
 
-def load_cells(sweep_dir: str) -> tuple[dict, list[dict]]:
-  path = os.path.join(sweep_dir, "sweep.json")
+def _rows(path: str) -> list[dict]:
+  """Rows of a ``{"step": ...}`` JSONL file, one merged row per step (after a resume the newest wins)."""
   if not os.path.exists(path):
-    raise errors.ConfigError(f"{path} not found: --sweep_dir must be a directory written by experiments.sweep")
+    return []
+  rows: dict[int, dict] = {}
   with open(path, encoding="utf-8") as f:
-    index = json.load(f)
-  cells = []
-  for cell in index["cells"]:
-    d = os.path.join(sweep_dir, cell["name"])
-    summary_path = os.path.join(d, "summary.json")
-    if not os.path.exists(summary_path):
-      continue
-    with open(summary_path, encoding="utf-8") as f:
-      cell["summary"] = json.load(f)
-    cell["metrics"] = train.read_metrics(d)
-    cell["diagnostics"] = diagnostics.read(d)
-    cells.append(cell)
-  return index, cells
+    for line in f:
+      if line.strip():
+        row = json.loads(line)
+        rows.setdefault(row["step"], {}).update(row)
+  return [rows[s] for s in sorted(rows)]
 
 
-def by_arm(cells: list[dict]) -> dict[str, list[dict]]:
-  arms = defaultdict(list)
-  for cell in cells:
-    for arm in cell["arms"]:
-      arms[arm].append(cell)
-  return dict(arms)
+def _read_json(path: str):
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
 
 
-def final_losses(cells: list[dict]) -> list[float]:
-  """Final validation losses of the cells that completed (diverged ones have none)."""
-  return [c["summary"]["final_val_loss"] for c in cells
-          if c["summary"]["status"] == "completed" and c["summary"]["final_val_loss"] is not None]
+def cell_record(d: str) -> dict | None:
+  """One cell's results.json row from its directory (None if it has not finished)."""
+  if not os.path.exists(os.path.join(d, "summary.json")):
+    return None
+  meta, summary = _read_json(os.path.join(d, "cell.json")), _read_json(os.path.join(d, "summary.json"))
+  if summary.get("status") not in ("completed", "diverged"):
+    return None
+  metrics, diag = _rows(os.path.join(d, "metrics.jsonl")), _rows(os.path.join(d, "diagnostics.jsonl"))
+  probes = [r for r in diag if "residual_norm" in r]
+  pick = lambda r: {k: (r or {}).get(k) for k in ("grad_attn", "grad_mlp", "residual_norm")}
+  initial = summary.get("initial_val_loss")
+  if initial is None and probes and probes[0]["step"] == 0:
+    initial = probes[0]["loss"]
+  return {
+      "name": meta["name"], "arms": meta["arms"], "seed": meta["seed"],
+      "overrides": meta["overrides"], "learning_rate": learning_rate(d, meta, summary),
+      "status": summary["status"], "steps": summary["steps"],
+      "diverged_at_step": summary.get("diverged_at_step"),
+      "final_val_loss": summary["final_val_loss"], "initial_val_loss": initial,
+      "unigram_val_loss": summary["unigram_val_loss"], "n_params": summary["n_params"],
+      "wall_time_s": summary["wall_time_s"], "group_size": summary.get("group_size", 1),
+      "train_curve": [[r["step"], r["loss"]] for r in metrics if "loss" in r],
+      "val_curve": [[r["step"], r["val_loss"]] for r in metrics if "val_loss" in r],
+      "init": pick(probes[0] if probes and probes[0]["step"] == 0 else None),
+      "end": {"step": probes[-1]["step"] if probes else None, **pick(probes[-1] if probes else None)},
+      "early_updates": [{k: r[k] for k in ("step", "update_attn", "update_mlp")}
+                        for r in diag if "update_mlp" in r],
+  }
 
 
-def mean_std(values: list[float]) -> tuple[float, float]:
-  if not values:
-    return float("nan"), float("nan")
-  return float(np.mean(values)), float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+def learning_rate(d: str, meta: dict, summary: dict) -> float | None:
+  """The cell's peak rate: its override, its summary, or the config.json its run saved."""
+  lr = meta["overrides"].get("train.learning_rate", summary.get("learning_rate"))
+  if lr is None and os.path.exists(os.path.join(d, "config.json")):
+    lr = _read_json(os.path.join(d, "config.json")).get("train", {}).get("learning_rate")
+  return lr
 
 
-def fmt(values: list[float]) -> str:
-  m, s = mean_std(values)
-  return "—" if np.isnan(m) else f"{m:.3f} ± {s:.3f}"
+def load(sweep_dir: str) -> tuple[dict, list[dict], str]:
+  """``(index, cells, source)``: the sweep's description, its finished cells, and where from."""
+  if not os.path.isdir(sweep_dir):
+    raise errors.ConfigError(f"--sweep_dir={sweep_dir!r} is not a directory: pass a directory "
+                             f"written by python -m experiments.sweep")
+  index_path = os.path.join(sweep_dir, "sweep.json")
+  index = _read_json(index_path) if os.path.exists(index_path) else {}
+  dirs = sorted({os.path.dirname(p) for p in glob.glob(os.path.join(sweep_dir, "**", "cell.json"),
+                                                       recursive=True)})
+  if dirs:
+    cells = [c for c in (cell_record(d) for d in dirs) if c]
+    source = f"the per-cell files of {len(dirs)} cells"
+  elif os.path.exists(os.path.join(sweep_dir, "results.json")):
+    results = _read_json(os.path.join(sweep_dir, "results.json"))
+    index = {**results, **index}
+    cells = [legacy_cell(c) for c in results["cells"]]
+    source = ("results.json alone: this study has no per-cell files (it predates them), "
+              "so its report is regenerated from the numbers results.json kept")
+  else:
+    raise errors.ConfigError(f"{sweep_dir} holds no cells (no */cell.json) and no results.json: "
+                             f"is it a directory written by python -m experiments.sweep?")
+  index.setdefault("name", os.path.basename(os.path.normpath(sweep_dir)))
+  index.setdefault("scale", "?")
+  index.setdefault("description", "")
+  index.setdefault("base_config", "?")
+  return index, cells, source
+
+
+def legacy_cell(c: dict) -> dict:
+  """A results.json row of a study written before the learning-rate grid (one rate, 'warmup' arms)."""
+  rename = {"norm:pre/warmup": "norm:pre/long", "norm:post/warmup": "norm:post/long",
+            "norm:pre/no-warmup": "norm:pre/none", "norm:post/no-warmup": "norm:post/none"}
+  return {"learning_rate": c.get("overrides", {}).get("train.learning_rate"), "initial_val_loss": None,
+          "diverged_at_step": None, "group_size": 1,
+          **c, "arms": [rename.get(a, a) for a in c["arms"]]}
+
+
+def initial_loss(c: dict) -> float:
+  """The loss at initialisation: measured, else ln V, else the first logged training loss."""
+  if c.get("initial_val_loss") is not None:
+    return float(c["initial_val_loss"])
+  vocab = c.get("overrides", {}).get("model.vocab_size")
+  if vocab:
+    return math.log(vocab)
+  first = [l for _, l in c.get("train_curve", []) if l is not None and np.isfinite(l)]
+  return float(first[0]) if first else float("nan")
+
+
+def _ratio(profile, lo: int = 0) -> float:
+  if not profile or len(profile) <= lo or not profile[lo]:
+    return float("nan")
+  return float(profile[-1] / profile[lo])
+
+
+def to_run(c: dict) -> V.Run:
+  o = c.get("overrides", {})
+  final = c["final_val_loss"]
+  return V.Run(
+      arms=tuple(c["arms"]), lr=float(c["learning_rate"] or float("nan")), seed=int(c["seed"]),
+      final=float("nan") if final is None else float(final), initial=initial_loss(c),
+      diverged=c["status"] == "diverged", norm=o.get("model.norm", "pre"),
+      init=o.get("model.init", "gpt2"),
+      grad_ratio_init=_ratio((c.get("init") or {}).get("grad_mlp")),
+      resid_ratio_init=_ratio((c.get("init") or {}).get("residual_norm"), 1),
+      resid_ratio_end=_ratio((c.get("end") or {}).get("residual_norm"), 1))
+
+
+# ----------------------------------------------------------------------------- numbers per arm
+
+
+def arm_table(runs: list[V.Run]) -> dict[str, dict]:
+  """Per arm: the learning-rate curve, the best rate and the learning-rate sensitivity."""
+  out = {}
+  for arm, rs in sorted(V.by_arm(runs).items()):
+    curve = V.rate_curve(rs)
+    out[arm] = {"rates": {f"{lr:g}": c for lr, c in curve.items()}, "best_rate": V.best_rate(rs),
+                "best_at_edge": V.at_edge(rs), "sensitivity": V.lr_sensitivity(rs),
+                "cells": len(rs), "diverged": sum(r.diverged for r in rs)}
+  return out
+
+
+def _pm(mean: float, std: float) -> str:
+  return f"{mean:.3f}" + ("" if np.isnan(std) else f" ± {std:.3f}")
+
+
+def table_lines(table: dict) -> list[str]:
+  rates = sorted({float(lr) for a in table.values() for lr in a["rates"]})
+  lines = ["| arm | best rate | loss at best rate | LR sensitivity | diverged | "
+           + " | ".join(f"{lr:g}" for lr in rates) + " |",
+           "|---" * (5 + len(rates)) + "|"]
+  for arm, a in table.items():
+    best = a["rates"].get(f"{a['best_rate']:g}") if a["best_rate"] is not None else None
+    cells = []
+    for lr in rates:
+      c = a["rates"].get(f"{lr:g}")
+      cells.append("" if c is None else _pm(c["mean"], c["std"]) + (f" ({c['diverged']}✕)" if c["diverged"] else ""))
+    sens = "—" if np.isnan(a["sensitivity"]) else f"{a['sensitivity']:.3f}"
+    lines.append(f"| {arm} | {a['best_rate']:g}{' (edge)' if a['best_at_edge'] else ''} | "
+                 f"{_pm(best['mean'], best['std']) if best else '—'} | {sens} | "
+                 f"{a['diverged']}/{a['cells']} | " + " | ".join(cells) + " |")
+  return lines
 
 
 # ----------------------------------------------------------------------------- plots
 
 
-def _plt():
-  import matplotlib  # pylint: disable=import-outside-toplevel
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
-  return plt
-
-
-def plot_curves(arms: dict, out: str) -> str:
-  plt = _plt()
-  names = sorted(a for a in arms if a.startswith("norm:")) or sorted(arms)
-  fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
-  for ax, key, title in ((axes[0], "loss", "train loss"), (axes[1], "val_loss", "validation loss")):
-    for i, arm in enumerate(names):
-      for j, cell in enumerate(arms[arm]):
-        pts = [(r["step"], r[key]) for r in cell["metrics"] if key in r and np.isfinite(r[key])]
-        if pts:
-          ax.plot(*zip(*pts), color=f"C{i}", alpha=0.8, lw=1, label=arm if j == 0 else None)
-    ax.set(title=title, xlabel="step")
-  axes[0].set_ylabel("nats / token")
-  if axes[1].get_legend_handles_labels()[0]:
-    axes[1].legend(fontsize=8)
-  return _save(fig, out, "loss_curves.png")
-
-
-def plot_mlp(arms: dict, out: str) -> str:
-  plt = _plt()
-  fig, ax = plt.subplots(figsize=(6, 4))
-  for series, label in (("mlp_width", "fixed d_model (size grows with r)"),
-                        ("mlp_matched", "parameter-matched (d_model shrinks with r)")):
-    pts = sorted((float(a.split(":")[1]), *mean_std(final_losses(c)))
-                 for a, c in arms.items() if a.startswith(series + ":"))
-    if pts:
-      r, m, s = zip(*pts)
-      ax.errorbar(r, m, yerr=s, marker="o", capsize=3, label=label)
-  if "swiglu" in arms:
-    m, s = mean_std(final_losses(arms["swiglu"]))
-    ax.errorbar([8 / 3], [m], yerr=[s], marker="*", ms=12, ls="", capsize=3, label="SwiGLU, r = 8/3")
-  ax.set(xscale="log", xlabel="MLP ratio r = d_ff / d_model", ylabel="final validation loss",
-         title="Loss vs MLP expansion ratio")
-  ax.set_xticks([1, 2, 4, 8], ["1", "2", "4", "8"])
-  if ax.get_legend_handles_labels()[0]:
-    ax.legend(fontsize=8)
-  return _save(fig, out, "mlp_ratio.png")
-
-
-def init_profile(cells: list[dict], key: str) -> np.ndarray | None:
-  """Mean over cells of the step-0 per-layer profile ``key``."""
-  rows = [c["diagnostics"][0][key] for c in cells if c["diagnostics"] and c["diagnostics"][0]["step"] == 0]
-  return np.mean(rows, axis=0) if rows else None
-
-
-def plot_profiles(arms: dict, out: str) -> str | None:
-  plt = _plt()
-  pairs = [(n, arms.get(f"norm:{n}/warmup", []) + arms.get(f"norm:{n}/no-warmup", []))
-           for n in ("pre", "post")]
-  fig, axes = plt.subplots(1, 3, figsize=(14, 4))
-  drawn = False
-  for i, (norm, cells) in enumerate(pairs):
-    for ax, key, title in ((axes[0], "grad_attn", "attention weights"),
-                           (axes[1], "grad_mlp", "MLP weights")):
-      prof = init_profile(cells, key)
-      if prof is not None:
-        ax.plot(range(1, len(prof) + 1), prof, "o-", color=f"C{i}", label=f"{norm}-LN")
-        ax.set(title=f"gradient norm at init: {title}", xlabel="layer", yscale="log")
-        drawn = True
-    prof = init_profile(cells, "residual_norm")
-    if prof is not None:
-      axes[2].plot(range(len(prof)), prof, "o-", color=f"C{i}", label=f"{norm}-LN")
-      axes[2].set(title="residual-stream norm at init", xlabel="after block (0 = embedding)")
-  for ax in axes:
-    if ax.get_legend_handles_labels()[0]:
-      ax.legend(fontsize=8)
-  return _save(fig, out, "init_profiles.png") if drawn else None
+def _figure(*args, **kwargs):
+  # A bare Figure, not pyplot: no global state in the caller's process or notebook.
+  from matplotlib.figure import Figure  # pylint: disable=import-outside-toplevel
+  fig = Figure(*args, **kwargs)
+  return fig
 
 
 def _save(fig, out: str, name: str) -> str:
   fig.tight_layout()
-  fig.savefig(os.path.join(out, name), dpi=110)
-  _plt().close(fig)
+  fig.savefig(os.path.join(out, name), dpi=100)
   return name
 
 
-# ----------------------------------------------------------------------------- verdicts
+def plot_lr_curves(runs: list[V.Run], out: str) -> list[str]:
+  """One plot per comparison: final loss (mean ± std over seeds) vs learning rate, per arm."""
+  arms, names = V.by_arm(runs), []
+  for key, (title, prefixes) in COMPARISONS.items():
+    chosen = sorted(a for a in arms if a.startswith(prefixes))
+    if key == "depth" and not any(a.startswith("depth:") for a in chosen):
+      continue
+    if not chosen or not any(len(V.by_rate(arms[a])) > 1 for a in chosen):
+      continue
+    fig = _figure(figsize=(7, 4.5))
+    ax = fig.subplots()
+    for i, arm in enumerate(chosen):
+      curve = V.rate_curve(arms[arm])
+      lrs = list(curve)
+      mean = np.array([curve[lr]["mean"] for lr in lrs])
+      std = np.nan_to_num(np.array([curve[lr]["std"] for lr in lrs]))
+      ax.errorbar(lrs, mean, yerr=std, marker="o", ms=4, capsize=3, color=f"C{i}", label=arm)
+      div = [lr for lr in lrs if curve[lr]["diverged"]]
+      ax.plot(div, [curve[lr]["mean"] for lr in div], "x", color=f"C{i}", ms=10, mew=2)
+    initial = np.nanmedian([r.initial for r in runs])
+    ax.axhline(initial, color="gray", ls=":", lw=1, label=f"loss at init ({initial:.2f})")
+    ax.set(xscale="log", xlabel="peak learning rate", ylabel="final validation loss (nats)",
+           title=f"{title}\n(mean ± std over seeds; ✕ = a seed diverged, counted at the init loss)")
+    ax.legend(fontsize=7)
+    names.append(_save(fig, out, f"lr_{key}.png"))
+  return names
 
 
-def separated(a: list[float], b: list[float]) -> bool:
-  """a's mean exceeds b's by more than twice their pooled spread (and by > 0.02 nats)."""
-  (ma, sa), (mb, sb) = mean_std(a), mean_std(b)
-  return ma - mb > max(2 * np.hypot(sa, sb), 0.02)
+def _profiles(cells: list[dict], norm: str, init: str, key: str, when: str = "init"):
+  """Mean over seeds of a per-layer profile of the norm/init arms (one per seed)."""
+  seen = {}
+  for c in cells:
+    o = c.get("overrides", {})
+    prof = (c.get(when) or {}).get(key)
+    if (o.get("model.norm", "pre") == norm and o.get("model.init", "gpt2") == init and prof
+        and any(a.startswith(("norm:", "init:")) for a in c["arms"]) and np.all(np.isfinite(prof))):
+      seen.setdefault(c["seed"] if when == "init" else c["name"], prof)
+  return np.mean(list(seen.values()), axis=0) if seen else None
 
 
-def claim_warmup(arms: dict) -> list[str]:
-  get = lambda k: arms.get(f"norm:{k}", [])
-  post_no, post_w, pre_no, pre_w = (get("post/no-warmup"), get("post/warmup"),
-                                    get("pre/no-warmup"), get("pre/warmup"))
-  if not (post_no and post_w and pre_no and pre_w):
-    return ["Inconclusive: the norm x warmup arms are not all present."]
-  div = lambda cs: sum(c["summary"]["status"] == "diverged" for c in cs)
-  post_hurt = div(post_no) > div(post_w) or separated(final_losses(post_no), final_losses(post_w))
-  pre_hurt = div(pre_no) > div(pre_w) or separated(final_losses(pre_no), final_losses(pre_w))
-  verdict = ("Reproduced" if post_hurt and not pre_hurt else
-             "Not reproduced" if not post_hurt else "Inconclusive")
-  unigram = post_w[0]["summary"]["unigram_val_loss"]
-  stuck = [name for name, cs in (("without", post_no), ("with", post_w))
-           if final_losses(cs) and mean_std(final_losses(cs))[0] > unigram - 0.05]
-  notes = []
-  if stuck:
-    notes.append(f"Post-LN {' and '.join(stuck)} warmup ended within 0.05 nats of the unigram "
-                 f"baseline ({unigram:.3f}): it learned no more than token frequencies at this "
-                 f"learning rate, so here warmup alone did not rescue it.")
-  if pre_hurt:
-    notes.append("Pre-LN did train without warmup, but finished worse than with it.")
-  return [f"**{verdict}.** Post-LN: {fmt(final_losses(post_no))} without warmup "
-          f"({div(post_no)} diverged) vs {fmt(final_losses(post_w))} with ({div(post_w)} diverged). "
-          f"Pre-LN: {fmt(final_losses(pre_no))} without vs {fmt(final_losses(pre_w))} with.",
-          *notes,
-          "Rule: reproduced when removing warmup hurts post-LN (more divergences, or a mean "
-          "worse by more than twice the pooled standard deviation) and does not hurt pre-LN."]
+def plot_profiles(cells: list[dict], out: str) -> str | None:
+  """Per-layer gradient norms at init, pre vs post, under both initialisations."""
+  fig = _figure(figsize=(13, 4))
+  axes = fig.subplots(1, 3)
+  drawn = False
+  for i, (norm, init) in enumerate((n, s) for s in ("gpt2", "xavier") for n in ("pre", "post")):
+    style = dict(color=f"C{i % 2}", ls="-" if init == "gpt2" else "--", marker="o", ms=4,
+                 label=f"{norm}-LN, {init} init")
+    for ax, key in ((axes[0], "grad_attn"), (axes[1], "grad_mlp")):
+      prof = _profiles(cells, norm, init, key)
+      if prof is not None:
+        ax.plot(range(1, len(prof) + 1), prof, **style)
+        drawn = True
+    prof = _profiles(cells, norm, init, "residual_norm")
+    if prof is not None:
+      axes[2].plot(range(len(prof)), prof, **style)
+  for ax, title in zip(axes, ("gradient norm at init: attention", "gradient norm at init: MLP",
+                              "residual-stream norm at init")):
+    ax.set(title=title, xlabel="layer" if "gradient" in title else "after block (0 = embedding)",
+           yscale="log")
+    if ax.get_legend_handles_labels()[0]:
+      ax.legend(fontsize=7)
+  return _save(fig, out, "init_profiles.png") if drawn else None
 
 
-def slope_ratio(profile: np.ndarray | None) -> float:
-  return float("nan") if profile is None else float(profile[-1] / profile[0])
+def plot_residual(cells: list[dict], out: str) -> str | None:
+  """The residual stream's norm per layer at init and at the end of training (gpt2 init)."""
+  fig = _figure(figsize=(11, 4))
+  axes = fig.subplots(1, 2, sharey=True)
+  drawn = False
+  for ax, when in zip(axes, ("init", "end")):
+    for i, norm in enumerate(("pre", "post")):
+      done = [c for c in cells if c["status"] == "completed"]
+      prof = _profiles(done, norm, "gpt2", "residual_norm", when)
+      if prof is not None:
+        ax.plot(range(len(prof)), prof, "o-", color=f"C{i}", label=f"{norm}-LN")
+        drawn = True
+    ax.set(title=f"residual-stream norm {'at init' if when == 'init' else 'at the end of training'}"
+           f" (mean over cells)", xlabel="after block (0 = embedding)", yscale="log")
+    if ax.get_legend_handles_labels()[0]:
+      ax.legend(fontsize=8)
+  return _save(fig, out, "residual.png") if drawn else None
 
 
-def claim_gradients(arms: dict) -> list[str]:
-  cells = lambda n: arms.get(f"norm:{n}/warmup", []) + arms.get(f"norm:{n}/no-warmup", [])
-  post = slope_ratio(init_profile(cells("post"), "grad_mlp"))
-  pre = slope_ratio(init_profile(cells("pre"), "grad_mlp"))
-  if np.isnan(post) or np.isnan(pre):
-    return ["Inconclusive: no step-0 diagnostics."]
-  verdict = "Reproduced" if post > 1.5 and 0.5 < pre < 1.5 else "Not reproduced"
-  return [f"**{verdict}.** Gradient norm of the MLP weights at init, last layer / first layer: "
-          f"post-LN {post:.2f}, pre-LN {pre:.2f}.",
-          "Rule: reproduced when post-LN's ratio exceeds 1.5 (growing toward the output) and "
-          "pre-LN's lies within 0.5-1.5 (flat)."]
-
-
-def claim_activations(arms: dict) -> list[str]:
-  cells = lambda n: arms.get(f"norm:{n}/warmup", []) + arms.get(f"norm:{n}/no-warmup", [])
-  pre = init_profile(cells("pre"), "residual_norm")
-  post = init_profile(cells("post"), "residual_norm")
-  if pre is None or post is None:
-    return ["Inconclusive: no step-0 diagnostics."]
-  # The last probe of each pre-LN cell (update-size rows carry no residual_norm).
-  end_pre = [next((r["residual_norm"] for r in reversed(c["diagnostics"]) if "residual_norm" in r), None)
-             for c in cells("pre")]
-  end_pre = [r for r in end_pre if r]
-  growth_end = float(np.mean([r[-1] / r[1] for r in end_pre])) if end_pre else float("nan")
-  return [f"Residual-stream norm, last block / first block, at init: pre-LN "
-          f"{pre[-1] / pre[1]:.2f}, post-LN {post[-1] / post[1]:.2f}; pre-LN at the end of "
-          f"training: {growth_end:.2f}. "
-          + ("**Reproduced**: pre-LN's stream grows with depth." if growth_end > 1.5 or pre[-1] / pre[1] > 1.5
-             else "**Not reproduced** at this depth and length of training."),
-          "Rule: reproduced when pre-LN's last/first ratio exceeds 1.5 at init or at the end."]
-
-
-def claim_mlp(arms: dict) -> list[str]:
-  lines = []
-  matched = {float(a.split(":")[1]): final_losses(c) for a, c in arms.items() if a.startswith("mlp_matched:")}
-  width = {float(a.split(":")[1]): final_losses(c) for a, c in arms.items() if a.startswith("mlp_width:")}
-  if matched:
-    means = {r: mean_std(v)[0] for r, v in sorted(matched.items()) if v}
-    spread = (max(means.values()) - min(means.values())) / min(means.values()) * 100
-    lines.append(f"Parameter-matched: final loss by ratio {', '.join(f'r={r:g}: {m:.3f}' for r, m in means.items())}; "
-                 f"spread {spread:.1f} % of the best. "
-                 + ("**Reproduced** (within a few percent, Kaplan et al.)." if spread < 5 else
-                    "**Not reproduced** (spread of 5 % or more)."))
-  if width:
-    means = [mean_std(width[r])[0] for r in sorted(width)]
-    gains = np.diff(means)
-    monotone = all(g < 0 for g in gains)
-    diminishing = all(abs(gains[i + 1]) <= abs(gains[i]) for i in range(len(gains) - 1))
-    lines.append(f"Fixed width: {', '.join(f'r={r:g}: {m:.3f}' for r, m in zip(sorted(width), means))}. "
-                 + ("**Reproduced**: wider is better with diminishing returns." if monotone and diminishing
-                    else "**Partly reproduced**: wider is better, but the returns do not shrink monotonically."
-                    if monotone else "**Not reproduced**: loss does not fall monotonically with the ratio."))
-  if "swiglu" in arms and 4.0 in width:
-    sw, ge = mean_std(final_losses(arms["swiglu"])), mean_std(width[4.0])
-    diff = ge[0] - sw[0]
-    lines.append(f"SwiGLU (r=8/3) {sw[0]:.3f} ± {sw[1]:.3f} vs GELU (r=4) {ge[0]:.3f} ± {ge[1]:.3f}: "
-                 f"SwiGLU better by {diff:+.3f} nats (Shazeer: about +0.04). "
-                 + ("**Reproduced**." if separated(width[4.0], final_losses(arms["swiglu"]))
-                    else "**Inconclusive** at this scale (difference within twice the seed spread)."))
-  return lines or ["Inconclusive: no MLP arms."]
+def plot_best_curves(cells: list[dict], runs: list[V.Run], out: str) -> str | None:
+  """Training and validation loss of every norm arm at its own best rate, one line per seed."""
+  arms = V.by_arm(runs)
+  chosen = sorted(a for a in arms if a.startswith("norm:")) or sorted(arms)[:6]
+  if not chosen:
+    return None
+  fig = _figure(figsize=(12, 4.5))
+  axes = fig.subplots(1, 2, sharey=True)
+  for i, arm in enumerate(chosen):
+    best = V.best_rate(arms[arm])
+    mine = [c for c in cells if arm in c["arms"] and c["learning_rate"] == best]
+    for j, c in enumerate(sorted(mine, key=lambda c: c["seed"])):
+      for ax, key in ((axes[0], "train_curve"), (axes[1], "val_curve")):
+        pts = [(s, l) for s, l in c[key] if l is not None and np.isfinite(l)]
+        if pts:
+          ax.plot(*zip(*pts), color=f"C{i}", lw=1, alpha=0.8,
+                  label=f"{arm} @ {best:g}" if j == 0 else None)
+  for ax, title in zip(axes, ("train loss", "validation loss")):
+    ax.set(title=f"{title} at each arm's best rate", xlabel="step")
+  axes[0].set_ylabel("nats / token")
+  axes[1].legend(fontsize=7)
+  return _save(fig, out, "loss_curves.png")
 
 
 # ----------------------------------------------------------------------------- the report
@@ -268,72 +328,45 @@ def claim_mlp(arms: dict) -> list[str]:
 def write_report(sweep_dir: str, out: str | None = None, command: str = "") -> str:
   out = out or sweep_dir
   os.makedirs(out, exist_ok=True)
-  index, cells = load_cells(sweep_dir)
-  arms = by_arm(cells)
-  plots = [plot_curves(arms, out), plot_mlp(arms, out), plot_profiles(arms, out)]
+  index, cells, source = load(sweep_dir)
+  runs = [to_run(c) for c in cells]
+  table, judged = arm_table(runs), V.judge(runs)
+  plots = [*plot_lr_curves(runs, out), plot_profiles(cells, out), plot_residual(cells, out),
+           plot_best_curves(cells, runs, out)]
   lines = [f"# Sweep `{index['name']}` at scale `{index['scale']}`", ""]
-  if command:
-    lines += ["Produced by:", "", "```bash", command,
-              f"python -m experiments.report --sweep_dir={sweep_dir}" + (f" --out={out}" if out != sweep_dir else ""),
-              "```", ""]
-  lines += [index.get("description", ""), "",
-            f"{len(cells)} of {len(index['cells'])} cells have finished.", "",
-            "## Final validation loss per arm", "",
-            "| arm | cells | final val loss (mean ± std) | diverged | unigram baseline |",
-            "|---|---|---|---|---|"]
-  for arm in sorted(arms):
-    cs = arms[arm]
-    div = [c for c in cs if c["summary"]["status"] == "diverged"]
-    at = ", ".join(str(c["summary"]["diverged_at_step"]) for c in div)
-    lines.append(f"| {arm} | {len(cs)} | {fmt(final_losses(cs))} | {len(div)}"
-                 f"{f' (at step {at})' if div else ''} | {cs[0]['summary']['unigram_val_loss']:.3f} |")
-  lines += ["", "## What the literature predicts, and what these runs show", "",
-            "### Post-LN needs warmup; pre-LN does not (Xiong et al. 2020; Liu et al. 2020)", "",
-            *claim_warmup(arms), "",
-            "### At init, post-LN's gradients grow toward the output; pre-LN's are flat (Xiong et al. 2020)", "",
-            *claim_gradients(arms), "",
-            "### Pre-LN's residual stream grows with depth", "", *claim_activations(arms), "",
-            "### MLP ratio (Kaplan et al. 2020) and SwiGLU (Shazeer 2020)", "",
-            *[f"- {l}" for l in claim_mlp(arms)], "", "## Plots", ""]
-  lines += [f"![{p}]({p})" for p in plots if p]
-  lines += ["", "## Cells", "", "| cell | arms | status | steps | final val loss | wall time (s) |",
-            "|---|---|---|---|---|---|"]
-  for c in cells:
-    s = c["summary"]
-    val = "—" if s["final_val_loss"] is None else f"{s['final_val_loss']:.3f}"
-    lines.append(f"| {c['name']} | {', '.join(c['arms'])} | {s['status']} | {s['steps']} | {val} | "
-                 f"{s['wall_time_s']:.0f} |")
+  regenerate = f"python -m experiments.report --sweep_dir={sweep_dir}" + (f" --out={out}" if out != sweep_dir else "")
+  lines += ["Produced by:", "", "```bash", *([command] if command else []), regenerate, "```", "",
+            f"Read from {source}.", "", index.get("description", ""), "",
+            f"{len(cells)} models, {sum(r.diverged for r in runs)} diverged.", "",
+            "## Verdicts", "",
+            f"Each claim is judged by a rule in `experiments/verdicts.py` (tested on synthetic "
+            f"results in `tests/test_report.py`): differences in nats count when they exceed "
+            f"max({V.MIN_EFFECT} nats, {V.K:g} standard errors of the seed spread); two arms are "
+            f"equivalent when the difference plus {V.K:g} standard errors stays under "
+            f"{V.MIN_EFFECT} nats; anything else, or one seed, is inconclusive. A diverged model "
+            f"counts with the loss at initialisation.", ""]
+  for verdict in judged:
+    lines += [f"### {verdict.claim}", "", *verdict.markdown(), ""]
+  lines += ["## Learning-rate curves per arm", "",
+            "Final validation loss (mean ± std over seeds, a diverged seed counted at the loss "
+            "at init) at each peak learning rate; ✕ = diverged seeds. LR sensitivity: the mean "
+            "over rates of min(final, initial loss) minus the best (Wortsman et al. 2023). "
+            "'(edge)': the best rate is the smallest or largest tried.", "",
+            *table_lines(table), "", "## Plots", "", *[f"![{p}]({p})" for p in plots if p]]
   path = os.path.join(out, "REPORT.md")
   with open(path, "w", encoding="utf-8") as f:
     f.write("\n".join(lines) + "\n")
-  write_results(index, cells, out)
+  write_results(index, cells, table, judged, out)
   return path
 
 
-def write_results(index: dict, cells: list[dict], out: str) -> str:
+def write_results(index: dict, cells: list[dict], table: dict, judged: list, out: str) -> str:
   """``results.json``: the numbers behind the report, small enough to commit (notebook 5)."""
-  probe = lambda c, i: next((r for r in (c["diagnostics"][::-1] if i < 0 else c["diagnostics"])
-                             if "residual_norm" in r), {})
-  rows = []
-  for c in cells:
-    init, end = probe(c, 0), probe(c, -1)
-    rows.append({
-        "name": c["name"], "arms": c["arms"], "seed": c["seed"], "overrides": c["overrides"],
-        "status": c["summary"]["status"], "steps": c["summary"]["steps"],
-        "final_val_loss": c["summary"]["final_val_loss"],
-        "unigram_val_loss": c["summary"]["unigram_val_loss"],
-        "n_params": c["summary"]["n_params"], "wall_time_s": c["summary"]["wall_time_s"],
-        "train_curve": [[r["step"], r["loss"]] for r in c["metrics"] if "loss" in r],
-        "val_curve": [[r["step"], r["val_loss"]] for r in c["metrics"] if "val_loss" in r],
-        "init": {k: init.get(k) for k in ("grad_attn", "grad_mlp", "residual_norm")},
-        "end": {"step": end.get("step"), **{k: end.get(k) for k in ("grad_attn", "grad_mlp", "residual_norm")}},
-        "early_updates": [{k: r[k] for k in ("step", "update_attn", "update_mlp")}
-                          for r in c["diagnostics"] if "update_mlp" in r],
-    })
   path = os.path.join(out, "results.json")
+  body = {k: index.get(k) for k in ("name", "scale", "base_config", "description")}
+  body |= {"arms": table, "verdicts": [vars(v) for v in judged], "cells": cells}
   with open(path, "w", encoding="utf-8") as f:
-    json.dump({k: index[k] for k in ("name", "scale", "base_config", "description")} | {"cells": rows},
-              f, indent=1)
+    json.dump(body, f, indent=1, allow_nan=True)
   return path
 
 

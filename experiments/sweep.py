@@ -1,15 +1,22 @@
 """Run a sweep: ``python -m experiments.sweep --sweep=norm_mlp --scale=cpu``.
 
-Every cell is an ordinary ``python -m experiments.run`` in ``<workdir>/<cell>/``. The sweep
-is resumable: a cell whose summary says completed or diverged is skipped, an interrupted
-one resumes from its checkpoint. Diverged and failed cells are recorded and the sweep goes
-on. ``--parallel=N`` runs N cells at once (on GPUs each worker sees one device).
+A sweep's cells run as jobs, each in a subprocess: a *group* (cells of one shape that
+differ only in learning rate and seed) is one vmapped program of many models
+(``andrea_jax/multi.py``, in ``<workdir>/<group>/<member>/``); a cell without a group is an
+ordinary ``python -m experiments.run`` in ``<workdir>/<cell>/``. Every cell directory gets a
+``cell.json`` (its name, arms, seed and overrides) next to the run's ``summary.json``,
+``metrics.jsonl`` and ``diagnostics.jsonl``: what ``experiments.report`` reads.
+
+The sweep is resumable: a job whose cells all say completed or diverged is skipped, an
+interrupted one resumes from its checkpoint. Diverged and failed cells are recorded and
+the sweep goes on. ``--parallel=N`` runs N jobs at once (on GPUs each worker sees one device).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import importlib
 import json
 import os
 import subprocess
@@ -24,83 +31,154 @@ from experiments.sweeps import base
 _SWEEP = flags.DEFINE_string("sweep", "norm_mlp", "module in experiments/sweeps/")
 _SCALE = flags.DEFINE_string("scale", "cpu", "sweep scale, e.g. cpu or gpu")
 _WORKDIR = flags.DEFINE_string("workdir", None, "default: runs/sweeps/<sweep>-<scale>")
-_PARALLEL = flags.DEFINE_integer("parallel", 1, "cells run at once")
-_ONLY = flags.DEFINE_string("only", "", "run only cells whose name contains this text")
-_GPUS = flags.DEFINE_integer("gpus", 0, "GPUs to spread parallel cells over (0 = no pinning)")
+_PARALLEL = flags.DEFINE_integer("parallel", 1, "jobs (groups or single cells) run at once")
+_ONLY = flags.DEFINE_string("only", "", "run only cells whose path contains this text")
+_GPUS = flags.DEFINE_integer("gpus", 0, "GPUs to spread parallel jobs over (0 = no pinning)")
+_RUN_GROUP = flags.DEFINE_string("run_group", None, "internal: train the group in this directory")
 
 FINISHED = ("completed", "diverged")
 
 
-def cell_status(cell_dir: str) -> str | None:
-  path = os.path.join(cell_dir, "summary.json")
+def read_json(path: str):
   if not os.path.exists(path):
     return None
   with open(path, encoding="utf-8") as f:
-    return json.load(f).get("status")
+    return json.load(f)
 
 
-def run_cell(sweep: base.Sweep, cell: base.Cell, workdir: str, worker: int, gpus: int) -> dict:
-  """Run (or skip) one cell; returns its record for sweep.json."""
-  cell_dir = os.path.join(workdir, cell.name)
-  record = {**dataclasses.asdict(cell), "workdir": cell_dir}
-  if cell_status(cell_dir) in FINISHED:
-    return {**record, "status": cell_status(cell_dir), "skipped": True}
+def write_json(path: str, value) -> None:
+  tmp = path + ".tmp"
+  with open(tmp, "w", encoding="utf-8") as f:
+    json.dump(value, f, indent=2)
+  os.replace(tmp, path)
+
+
+def cell_status(cell_dir: str) -> str | None:
+  return (read_json(os.path.join(cell_dir, "summary.json")) or {}).get("status")
+
+
+def write_cell(cell: base.Cell, workdir: str) -> str:
+  d = os.path.join(workdir, cell.path)
+  os.makedirs(d, exist_ok=True)
+  write_json(os.path.join(d, "cell.json"), {**dataclasses.asdict(cell), "path": cell.path})
+  return d
+
+
+# ----------------------------------------------------------------------------- jobs
+
+
+@dataclasses.dataclass
+class Job:
+  """One subprocess: a vmapped group of cells, or a single cell."""
+  name: str
+  cells: list[base.Cell]
+  directory: str
+  command: list[str]
+
+
+def jobs(sweep: base.Sweep, workdir: str, only: str = "") -> list[Job]:
+  cells = [c for c in sweep.cells if only in c.path]
+  out = []
+  for group, members in base.groups(cells).items():
+    d = os.path.join(workdir, group)
+    out.append(Job(group, members, d, [sys.executable, "-m", "experiments.sweep", f"--run_group={d}"]))
+  for cell in (c for c in cells if not c.group):
+    d = os.path.join(workdir, cell.path)
+    out.append(Job(cell.name, [cell], d, [sys.executable, "-m", "experiments.run",
+                                          f"--config={sweep.base_config}", f"--workdir={d}", *cell.args()]))
+  return out
+
+
+def prepare_job(sweep: base.Sweep, job: Job, workdir: str) -> None:
+  """Write each cell's ``cell.json``, and a group's ``group.json`` (what ``--run_group`` reads)."""
+  for cell in job.cells:
+    write_cell(cell, workdir)
+  if job.cells[0].group:
+    write_json(os.path.join(job.directory, "group.json"), {
+        "base_config": sweep.base_config, "overrides": job.cells[0].shared(),
+        "members": [{"name": c.member, "learning_rate": c.learning_rate, "seed": c.seed,
+                     "batch_seed": c.seed} for c in job.cells]})
+
+
+def run_job(sweep: base.Sweep, job: Job, workdir: str, worker: int, gpus: int) -> list[dict]:
+  """Run (or skip) one job; returns its cells' records for sweep.json."""
+  record = lambda c, **kw: {**dataclasses.asdict(c), "path": c.path, **kw}
+  dirs = [os.path.join(workdir, c.path) for c in job.cells]
+  if all(cell_status(d) in FINISHED for d in dirs):
+    return [record(c, status=cell_status(d), skipped=True) for c, d in zip(job.cells, dirs)]
+  prepare_job(sweep, job, workdir)
   env = dict(os.environ)
   if gpus:
     env["CUDA_VISIBLE_DEVICES"] = str(worker % gpus)
-  cmd = [sys.executable, "-m", "experiments.run", f"--config={sweep.base_config}",
-         f"--workdir={cell_dir}", *cell.args()]
-  os.makedirs(cell_dir, exist_ok=True)
   started = time.time()
-  with open(os.path.join(cell_dir, "run.log"), "a", encoding="utf-8") as log:
-    code = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-  status = cell_status(cell_dir) or "failed"
-  return {**record, "status": status if code in (0, 3, 4) else "failed", "exit_code": code,
-          "seconds": time.time() - started, "command": " ".join(cmd)}
+  with open(os.path.join(job.directory, "run.log"), "a", encoding="utf-8") as log:
+    code = subprocess.call(job.command, stdout=log, stderr=subprocess.STDOUT, env=env)
+  seconds = time.time() - started
+  return [record(c, status=(cell_status(d) or "failed") if code in (0, 3, 4) else "failed",
+                 exit_code=code, seconds=seconds, command=" ".join(job.command))
+          for c, d in zip(job.cells, dirs)]
 
 
 def run_sweep(sweep: base.Sweep, workdir: str, parallel: int = 1, only: str = "",
               gpus: int = 0) -> list[dict]:
-  cells = [c for c in sweep.cells if only in c.name]
+  todo = jobs(sweep, workdir, only)
   os.makedirs(workdir, exist_ok=True)
   records = {}
   with concurrent.futures.ThreadPoolExecutor(max(parallel, 1)) as pool:
-    futures = {pool.submit(run_cell, sweep, c, workdir, i % max(parallel, 1), gpus): c
-               for i, c in enumerate(cells)}
-    for future in concurrent.futures.as_completed(futures):
-      rec = future.result()
-      records[rec["name"]] = rec
-      print(f"[{len(records)}/{len(cells)}] {rec['name']}: {rec['status']}"
-            + (" (skipped)" if rec.get("skipped") else f" in {rec.get('seconds', 0):.0f} s"),
+    futures = [pool.submit(run_job, sweep, j, workdir, i % max(parallel, 1), gpus)
+               for i, j in enumerate(todo)]
+    for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
+      recs = future.result()
+      records.update({r["path"]: r for r in recs})
+      statuses = sorted({r["status"] for r in recs})
+      print(f"[{done}/{len(todo)}] {os.path.dirname(recs[0]['path']) or recs[0]['path']} "
+            f"({len(recs)} cells): {', '.join(statuses)}"
+            + (" (skipped)" if recs[0].get("skipped") else f" in {recs[0].get('seconds', 0):.0f} s"),
             flush=True)
       write_index(sweep, workdir, records)
-  return [records[c.name] for c in cells]
+  return [records[c.path] for c in sweep.cells if c.path in records]
 
 
 def write_index(sweep: base.Sweep, workdir: str, records: dict) -> None:
   """``sweep.json``: the definition and each cell's status (merged with earlier runs)."""
   path = os.path.join(workdir, "sweep.json")
-  old = {}
-  if os.path.exists(path):
-    with open(path, encoding="utf-8") as f:
-      old = {c["name"]: c for c in json.load(f).get("cells", [])}
+  old = {c.get("path", c["name"]): c for c in (read_json(path) or {}).get("cells", [])}
   old.update(records)
-  index = {"name": sweep.name, "scale": sweep.scale, "base_config": sweep.base_config,
-           "description": sweep.description,
-           "cells": [old.get(c.name, {**dataclasses.asdict(c), "status": "pending"})
-                     for c in sweep.cells]}
-  tmp = path + ".tmp"
-  with open(tmp, "w", encoding="utf-8") as f:
-    json.dump(index, f, indent=2)
-  os.replace(tmp, path)
+  write_json(path, {"name": sweep.name, "scale": sweep.scale, "base_config": sweep.base_config,
+                    "description": sweep.description,
+                    "cells": [old.get(c.path, {**dataclasses.asdict(c), "path": c.path, "status": "pending"})
+                              for c in sweep.cells]})
+
+
+# ----------------------------------------------------------------------------- a group, in its subprocess
+
+
+def group_config(base_config: str, overrides: dict):
+  from experiments.configs import common  # pylint: disable=import-outside-toplevel
+  module = importlib.import_module(f"experiments.configs.{base_config}")
+  return common.apply_overrides(module.get_config(), overrides)
+
+
+def run_group(directory: str) -> int:
+  """Train the members described by ``<directory>/group.json``; 0 when they all finished."""
+  from andrea_jax import multi  # pylint: disable=import-outside-toplevel
+  spec = read_json(os.path.join(directory, "group.json"))
+  config = group_config(spec["base_config"], spec["overrides"])
+  members = [multi.Member(**m) for m in spec["members"]]
+  summaries = multi.train_members(config, members, directory)
+  statuses = [s["status"] for s in summaries]
+  print(f"{directory}: " + ", ".join(f"{m.name} {s}" for m, s in zip(members, statuses)))
+  return multi.EXIT_CODES["interrupted"] if "interrupted" in statuses else 0
 
 
 def main(argv):
   del argv
+  if _RUN_GROUP.value:
+    sys.exit(run_group(_RUN_GROUP.value))
   sweep = base.load(_SWEEP.value, _SCALE.value)
   workdir = _WORKDIR.value or os.path.join("runs", "sweeps", f"{sweep.name}-{sweep.scale}")
   records = run_sweep(sweep, workdir, _PARALLEL.value, _ONLY.value, _GPUS.value)
-  failed = [r["name"] for r in records if r["status"] == "failed"]
+  failed = [r["path"] for r in records if r["status"] == "failed"]
   print(f"{len(records)} cells in {workdir}; diverged: "
         f"{sum(r['status'] == 'diverged' for r in records)}; failed: {failed or 'none'}")
   print(f"report: python -m experiments.report --sweep_dir={workdir}")

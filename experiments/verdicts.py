@@ -216,12 +216,18 @@ def warmup_hurts(arms: dict, norm: str) -> tuple[str, list[str]]:
   text = (f"{norm}-LN without warmup: {describe(no)}; with {best_warm} warmup: {describe(warm)}; "
           f"difference at own best rates {own.text()}; at the warmup arm's best rate "
           f"{shared_lr:.2g}: {shared.text()}.")
+  # The arm that looks worse may do better at a rate outside the grid: then nothing is shown.
+  worse = {"higher": no, "lower": warm, "same": no + warm}.get(own.outcome, [])
+  if worse and (at_edge(no) if own.outcome == "higher" else at_edge(warm) if own.outcome == "lower"
+                else at_edge(no) or at_edge(warm)):
+    return "unclear", [text + f" The {norm}-LN optimum is not bracketed by the rate grid."]
   return own.outcome, [text]
 
 
 def claim_warmup(runs: list[Run]) -> Verdict:
   rule = ("at each arm's own best learning rate (the best of the short and long warmups "
-          "stands for 'with warmup'), reproduced when post-LN without warmup is decisively "
+          "stands for 'with warmup'; an arm whose best rate is the smallest or largest tried, "
+          "or that has fewer than three rates, cannot be called worse), reproduced when post-LN without warmup is decisively "
           "worse than with it and pre-LN without warmup is not decisively worse (equivalent "
           "or better); not reproduced when post-LN without warmup is equivalent or better, or "
           "pre-LN without warmup is decisively worse; inconclusive otherwise. Decisive: "

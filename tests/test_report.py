@@ -77,6 +77,12 @@ def test_warmup_claim_every_way():
   # Post-LN's gap within seed noise: inconclusive.
   noisy = norm_arms(bowl(4.65, 1e-3), good, good, good, spread=0.3)
   assert v.claim_warmup(noisy).verdict == INCONCLUSIVE
+  # One operating point (the committed 300-step study): nothing is bracketed, nothing shown.
+  one = lambda m: {3e-3: m}
+  assert v.claim_warmup(norm_arms(one(6.30), one(6.30), one(5.3), one(4.6))).verdict == INCONCLUSIVE
+  # Post-LN without warmup best at the smallest rate tried: it may do better below the grid.
+  edge = {lr: 5.0 + lr * 100 for lr in RATES}
+  assert v.claim_warmup(norm_arms(edge, good, good, good)).verdict == INCONCLUSIVE
 
 
 def test_smaller_rate_claim_every_way():

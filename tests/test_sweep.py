@@ -1,7 +1,9 @@
-"""The sweep machinery on a two-cell micro grid: run, skip on rerun, divergence, report."""
+"""The sweep machinery on the micro grid: a vmapped group and single runs, skip on rerun,
+divergence, cell files, the report from per-cell files alone; the norm_mlp grid."""
 
 import json
 import os
+import shutil
 
 import pytest
 
@@ -17,17 +19,25 @@ def swept(tmp_path_factory):
   return sweep, workdir, sweep_lib.run_sweep(sweep, workdir)
 
 
-def test_cells_run_as_ordinary_runs_and_divergence_is_recorded(swept):
+def test_cells_run_and_divergence_is_recorded(swept):
   _, workdir, records = swept
-  status = {r["name"]: r["status"] for r in records}
-  assert status == {"pre-seed0": "completed", "post-diverge-seed0": "diverged"}
+  status = {r["path"]: r["status"] for r in records}
+  assert status == {"pre-long/lr0.001-s0": "completed", "pre-long/lr0.001-s1": "completed",
+                    "pre-long/lr0.01-s0": "completed", "pre-long/lr0.01-s1": "completed",
+                    "pre-long/lr1e+30-s0": "diverged",
+                    "pre-seed0": "completed", "post-diverge-seed0": "diverged"}
   diverged = json.load(open(os.path.join(workdir, "post-diverge-seed0", "summary.json")))
   assert diverged["exit_code"] == 3 and diverged["diverged_at_step"] >= 1
+  member = json.load(open(os.path.join(workdir, "pre-long", "lr1e+30-s0", "summary.json")))
+  assert member["exit_code"] == 3 and member["steps"] < 12
   index = json.load(open(os.path.join(workdir, "sweep.json")))
-  assert [c["status"] for c in index["cells"]] == ["completed", "diverged"]
-  diag = [json.loads(l) for l in open(os.path.join(workdir, "pre-seed0", "diagnostics.jsonl"))]
-  assert diag[0]["step"] == 0 and len(diag[0]["grad_mlp"]) == 1 and len(diag[0]["residual_norm"]) == 2
-  assert any("update_mlp" in row for row in diag)
+  assert [c["status"] for c in index["cells"]] == [status[c["path"]] for c in index["cells"]]
+  for path in ("pre-seed0", "pre-long/lr0.01-s1"):
+    diag = [json.loads(l) for l in open(os.path.join(workdir, path, "diagnostics.jsonl"))]
+    assert diag[0]["step"] == 0 and len(diag[0]["grad_mlp"]) == 1 and len(diag[0]["residual_norm"]) == 2
+    assert any("update_mlp" in row for row in diag)
+    cell = json.load(open(os.path.join(workdir, path, "cell.json")))
+    assert cell["path"] == path and cell["arms"]
 
 
 def test_rerun_skips_finished_cells(swept):
@@ -36,24 +46,48 @@ def test_rerun_skips_finished_cells(swept):
   assert all(r.get("skipped") for r in records)
 
 
-def test_report_has_the_table_verdicts_and_plots(swept, tmp_path):
+def test_report_from_per_cell_files_alone(swept, tmp_path):
   _, workdir, _ = swept
-  path = report.write_report(workdir, str(tmp_path), command="python -m experiments.sweep --sweep=micro")
+  # What a commit keeps: the per-cell files, not checkpoints, logs or sweep.json.
+  kept = tmp_path / "study"
+  shutil.copytree(workdir, kept, ignore=shutil.ignore_patterns(
+      "checkpoints", "tensorboard", "*.log", "sweep.json", "*.png", "group.json"))
+  path = report.write_report(str(kept), str(tmp_path / "out"), command="python -m experiments.sweep --sweep=micro")
   text = open(path).read()
-  assert "| norm:pre/warmup | 1 |" in text
-  assert "| norm:post/no-warmup | 1 | — | 1 (at step" in text
-  assert "python -m experiments.sweep --sweep=micro" in text
-  for png in ("loss_curves.png", "mlp_ratio.png", "init_profiles.png"):
-    assert (tmp_path / png).stat().st_size > 1000, png
+  assert "python -m experiments.sweep --sweep=micro" in text and "per-cell files of 7 cells" in text
+  assert "| norm:pre/long | 0.01 | " in text  # the best of 1e-3, 1e-2 and 1e30 (diverged)
+  for verdict in ("post-LN needs warmup", "SwiGLU beats GELU", "parameter-matched"):
+    assert verdict in text
+  results = json.load(open(tmp_path / "out" / "results.json"))
+  arm = results["arms"]["norm:pre/long"]
+  assert sorted(arm["rates"]) == ["0.001", "0.01", "1e+30"] and arm["rates"]["1e+30"]["diverged"] == 1
+  assert (tmp_path / "out" / "lr_norm.png").stat().st_size > 1000
+  assert (tmp_path / "out" / "init_profiles.png").stat().st_size > 1000
+
+
+def test_report_of_a_study_without_per_cell_files(tmp_path):
+  # The committed 300-step study kept only results.json: its report is regenerated from it.
+  path = report.write_report("docs/results/norm_mlp-cpu", str(tmp_path))
+  text = open(path).read()
+  assert "no per-cell files" in text and "### post-LN needs warmup" in text
 
 
 def test_norm_mlp_grid_covers_the_issue():
   sweep = norm_mlp.get_sweep("cpu")
+  groups = base.groups(sweep.cells)
   arms = {a for c in sweep.cells for a in c.arms}
-  for arm in ("norm:pre/warmup", "norm:pre/no-warmup", "norm:post/warmup", "norm:post/no-warmup",
-              "mlp_width:1", "mlp_width:8", "mlp_matched:1", "mlp_matched:8", "swiglu"):
-    assert sum(arm in c.arms for c in sweep.cells) >= 2, arm  # at least two seeds
-  assert len(arms) == 13
+  for norm in ("pre", "post"):
+    for warm in ("none", "short", "long"):
+      cells = [c for c in sweep.cells if f"norm:{norm}/{warm}" in c.arms]
+      assert len({c.learning_rate for c in cells}) >= 5 and len({c.seed for c in cells}) >= 3
+      assert len({c.group for c in cells}) == 1  # the rates and seeds of an arm: one program
+  for arm in ("mlp_width:1", "mlp_width:8", "mlp_matched:1", "mlp_matched:8", "swiglu",
+              "init:xavier/post", "init:gpt2/pre", "depth:post", "depth:pre"):
+    cells = [c for c in sweep.cells if arm in c.arms]
+    assert len({c.seed for c in cells}) >= 2, arm
+  assert {"mlp_width:4", "mlp_matched:4"} <= arms
+  assert all(len(members) > 1 for members in groups.values())
+  assert len(groups) == len({tuple(sorted(m[0].shared().items())) for m in groups.values()})
   # Parameter-matched arms hold the non-embedding count within a few percent.
   from andrea_jax import model
   from experiments.configs import common, tiny
@@ -64,6 +98,13 @@ def test_norm_mlp_grid_covers_the_issue():
       cfg = model.ModelConfig(**config.model)
       counts.append(model.count_params(cfg) - (cfg.vocab_size + cfg.block_size) * cfg.d_model)
   assert max(counts) / min(counts) < 1.05, counts
+
+
+def test_groups_must_share_their_shape():
+  cells = [base.Cell("a", {"model.d_model": 32, "train.learning_rate": 1e-3}, ("x",), 0, "g"),
+           base.Cell("b", {"model.d_model": 64, "train.learning_rate": 1e-3}, ("x",), 1, "g")]
+  with pytest.raises(ValueError, match="group 'g'"):
+    base.groups(cells)
 
 
 def test_unknown_sweep_and_scale_are_errors():

@@ -1,4 +1,10 @@
-"""What a sweep is: a base config and a list of cells, each an ordinary experiments.run."""
+"""What a sweep is: a base config and a list of cells.
+
+A cell is one trained model. Cells with a ``group`` that share every override except the
+learning rate and the seed train together as the members of one vmapped program
+(andrea_jax/multi.py), in ``<workdir>/<group>/<member>/``; a cell without a group is an
+ordinary ``python -m experiments.run`` in ``<workdir>/<name>/``.
+"""
 
 from __future__ import annotations
 
@@ -17,9 +23,33 @@ class Cell:
   # Arm names this cell is a member of, e.g. ("norm:post/no-warmup", "mlp_width:4").
   arms: tuple[str, ...]
   seed: int
+  # The vmapped group this cell trains in ("" = a run of its own).
+  group: str = ""
 
   def args(self) -> list[str]:
     return [f"--config.{k}={v}" for k, v in self.overrides.items()]
+
+  @property
+  def learning_rate(self) -> float | None:
+    return self.overrides.get("train.learning_rate")
+
+  @property
+  def member(self) -> str:
+    """The member's directory inside its group: ``lr0.001-s0``."""
+    return f"lr{self.learning_rate:g}-s{self.seed}"
+
+  @property
+  def path(self) -> str:
+    """The cell's directory relative to the sweep's workdir."""
+    return f"{self.group}/{self.member}" if self.group else self.name
+
+  def shared(self) -> dict[str, Any]:
+    """The overrides every member of its group has in common (all but rate and seed)."""
+    return {k: v for k, v in self.overrides.items() if k not in MEMBER_FIELDS}
+
+
+# Overrides a group's members may differ in (andrea_jax/multi.py's Member).
+MEMBER_FIELDS = ("train.learning_rate", "train.seed")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +70,22 @@ def load(name: str, scale: str) -> Sweep:
   except ModuleNotFoundError as e:
     raise errors.ConfigError(f"--sweep={name!r}: no module experiments/sweeps/{name}.py") from e
   return module.get_sweep(scale)
+
+
+def groups(cells: list[Cell]) -> dict[str, list[Cell]]:
+  """The grouped cells by group, checked: a group's members share all but rate and seed."""
+  out: dict[str, list[Cell]] = {}
+  for cell in cells:
+    if cell.group:
+      out.setdefault(cell.group, []).append(cell)
+  for name, members in out.items():
+    if any(m.shared() != members[0].shared() for m in members):
+      raise errors.ConfigError(f"group {name!r}: its cells differ in more than the learning rate "
+                               f"and seed; give cells of another shape their own group")
+    paths = [m.member for m in members]
+    if len(set(paths)) != len(paths):
+      raise errors.ConfigError(f"group {name!r}: two cells with the same rate and seed")
+  return out
 
 
 def merge(cells: list[Cell]) -> list[Cell]:

@@ -1,4 +1,5 @@
-"""A two-cell smoke sweep for the tests: one cell that trains, one forced to diverge.
+"""A smoke sweep for the tests: one vmapped group (two rates, two seeds, one member forced
+to diverge) and two ordinary runs (one that trains, one forced to diverge).
 
   python -m experiments.sweep --sweep=micro --scale=cpu --workdir=/tmp/micro
 """
@@ -17,10 +18,19 @@ COMMON = {"model.n_layer": 1, "model.d_model": 32, "model.n_head": 2, "model.blo
 def get_sweep(scale: str = "cpu", cache_dir: str = "runs/cache") -> Sweep:
   del scale  # one size only
   common = {**COMMON, "data.cache_dir": cache_dir}
+  grouped = [Cell(f"pre-long-lr{lr:g}-seed{seed}",
+                  {**common, "model.norm": "pre", "train.learning_rate": lr, "train.seed": seed},
+                  ("norm:pre/long",), seed, group="pre-long")
+             for lr in (1e-3, 1e-2) for seed in (0, 1)]
+  # A rate of 1e30 overflows the parameters within a step: this member diverges, the others go on.
+  grouped.append(Cell("pre-long-lr1e+30-seed0", {**common, "model.norm": "pre",
+                                                "train.learning_rate": 1e30, "train.seed": 0},
+                      ("norm:pre/long",), 0, group="pre-long"))
   return Sweep("micro", "cpu", "tiny", [
-      Cell("pre-seed0", {**common, "model.norm": "pre"}, ("norm:pre/warmup",), 0),
+      *grouped,
+      Cell("pre-seed0", {**common, "model.norm": "pre"}, ("single:pre",), 0),
       # A learning rate of 1e4 without clipping: the loss leaves the floats within steps.
       Cell("post-diverge-seed0", {**common, "model.norm": "post", "train.learning_rate": 1e4,
                                   "train.grad_clip": 0.0, "train.warmup_steps": 0},
-           ("norm:post/no-warmup",), 0),
+           ("single:post",), 0),
   ], description="Smoke test of the sweep machinery.")

@@ -1,16 +1,23 @@
-"""Norm placement x warmup, and the MLP expansion ratio (fixed width and parameter-matched).
+"""Norm placement x warmup over a learning-rate grid; the MLP ratio; init and depth checks.
 
-  python -m experiments.sweep --sweep=norm_mlp --scale=cpu     # ~45 min on 2 CPU cores
+  python -m experiments.sweep --sweep=norm_mlp --scale=cpu     # see CPU_BUDGET below
   python -m experiments.sweep --sweep=norm_mlp --scale=gpu     # andrea120m shape
   python -m experiments.report --sweep_dir=runs/sweeps/norm_mlp-cpu
 
-Arms (every arm at every seed):
-- ``norm:{pre,post}/{warmup,no-warmup}``: the same model with pre- or post-LN, with a
-  linear warmup or none, at a learning rate high enough for the difference to show.
-- ``mlp_width:{1,2,4,8}``: pre-LN, GELU, mlp_ratio r at fixed d_model (the model grows with r).
-- ``swiglu``: SwiGLU at r = 8/3, parameter-matched to GELU at r = 4.
-- ``mlp_matched:{1,2,4,8}``: mlp_ratio r with d_model chosen so the non-embedding
-  parameter count stays that of r = 4 (Kaplan et al. count non-embedding parameters).
+Every group below is one vmapped program (andrea_jax/multi.py) whose members are the
+learning rates x seeds of one arm; seeds set both the initialisation and the batch order.
+Arms:
+- ``norm:{pre,post}/{none,short,long}``: pre- or post-LN, no warmup or a short or a long
+  linear warmup; the full rate grid and three seeds (the questions are here).
+- ``mlp_width:{1,2,4,8}``: pre-LN, long warmup, mlp_ratio r at fixed d_model; ``mlp_matched:r``:
+  d_model chosen so the non-embedding parameter count stays that of r = 4 (Kaplan et al.);
+  ``swiglu``: SwiGLU at r = 8/3 (GELU-4's count). A narrower rate grid around pre-LN's
+  optimum and two seeds; r = 4 is the ``norm:pre/long`` group itself.
+- ``init:{gpt2,xavier}/{pre,post}``: the per-layer gradient profile at initialisation
+  under GPT-2's and Xavier's initialisation (Xiong et al. analysed Xavier); the gpt2
+  profiles come from the norm arms, the xavier ones from short runs of their own.
+- ``depth:{pre,post}``: twice the layers, long warmup, a few rates around the base
+  arms' optima, two seeds (Liu et al.: post-LN's trouble grows with depth).
 """
 
 from __future__ import annotations
@@ -18,25 +25,53 @@ from __future__ import annotations
 import math
 
 from andrea_jax import errors
-
-from experiments.sweeps.base import Cell, Sweep, merge
+from experiments.sweeps.base import Cell, Sweep
 
 SCALES = {
-    # A small ANDREA on the built-in corpus: 6 layers, d_model 128, 128-token context.
-    "cpu": dict(base="tiny", n_layer=6, d_model=128, n_head=4, block_size=128, batch_size=16,
-                steps=300, learning_rate=3e-3, warmup_steps=60, eval_every=50, diag_every=50,
-                seeds=(0, 1)),
+    # A small ANDREA on the built-in corpus (vocabulary 2305): 6 layers, d_model 64 (2 heads:
+    # parameter-matched widths need only be even), 64-token
+    # context, 16 sequences per step. Width and context are half of the 300-step study's
+    # (6 x 128, context 128): a model-step costs about a fifth, which buys the rate grid,
+    # three seeds and 1.5 x the steps within the budget (see CPU_SECONDS_PER_MODEL_STEP).
+    "cpu": dict(base="tiny", n_layer=6, d_model=64, n_head=2, block_size=64, batch_size=16,
+                steps=450, warmup={"none": 0, "short": 20, "long": 90}, eval_every=90,
+                diag_every=150, log_every=15,
+                rates=(1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2), seeds=(0, 1, 2),
+                narrow_rates=(1e-3, 3e-3, 1e-2), narrow_seeds=(0, 1), deep_layers=12,
+                # Around where the 300-step study saw each learn (post-LN at 3e-4, not 1e-3).
+                deep_rates={"pre": (1e-3, 3e-3), "post": (3e-4, 1e-3)}, init_steps=10),
     # The andrea120m shape on one GPU.
     "gpu": dict(base="andrea120m", n_layer=12, d_model=768, n_head=12, block_size=1024,
-                batch_size=64, steps=2000, learning_rate=1.5e-3, warmup_steps=200,
-                eval_every=200, diag_every=200, seeds=(0, 1)),
+                batch_size=64, steps=4000, warmup={"none": 0, "short": 100, "long": 800},
+                eval_every=500, diag_every=1000, log_every=50,
+                rates=(1e-4, 3e-4, 1e-3, 3e-3, 1e-2), seeds=(0, 1, 2),
+                narrow_rates=(3e-4, 1e-3, 3e-3), narrow_seeds=(0, 1),
+                deep_layers=24, deep_rates={"pre": (3e-4, 1e-3), "post": (1e-4, 3e-4)},
+                init_steps=10),
 }
+
+# One model-step at the cpu shape on an idle 2-core CPU, estimated: measured with
+# `python -m experiments.sweeps.measure` on a loaded machine (load ~9), a step at 6 x 64,
+# context 64 cost 1/4.7 of one at 6 x 128, context 128, whose idle cost is 0.33 s
+# (100 s per 300 steps, issue 14); vmapped and sequential steps cost the same on the CPU.
+SECONDS_PER_MODEL_STEP_CPU = 0.07
 
 
 def matched_d_model(ratio: float, d_model: int, n_head: int) -> int:
   """d_model with ``(4 + 2 r) d^2`` equal to that of r = 4 at ``d_model``, a multiple of n_head."""
   d = d_model * math.sqrt(12.0 / (4.0 + 2.0 * ratio))
   return max(n_head, int(round(d / n_head)) * n_head)
+
+
+def model_steps(cells: list[Cell], s: dict) -> float:
+  """Model-steps of the sweep in units of one base-shape model (cost ~ layers x width^2)."""
+  total = 0.0
+  for c in cells:
+    o = c.overrides
+    rel = (o["model.n_layer"] / s["n_layer"]) * (o["model.d_model"] / s["d_model"]) ** 2
+    rel *= 1 + 0.5 * (o["model.mlp_ratio"] - 4) / 6  # the MLP is about half a block's FLOPs
+    total += o["train.steps"] * rel
+  return total
 
 
 def get_sweep(scale: str = "cpu") -> Sweep:
@@ -46,29 +81,75 @@ def get_sweep(scale: str = "cpu") -> Sweep:
   common = {"model.n_layer": s["n_layer"], "model.d_model": s["d_model"],
             "model.n_head": s["n_head"], "model.block_size": s["block_size"],
             "train.batch_size": s["batch_size"], "train.steps": s["steps"],
-            "train.learning_rate": s["learning_rate"], "train.warmup_steps": s["warmup_steps"],
-            "train.eval_every": s["eval_every"], "checkpoint.every": s["steps"],
+            "train.eval_every": s["eval_every"], "train.log_every": s["log_every"],
+            "checkpoint.every": s["eval_every"], "checkpoint.keep": 1,
             "diagnostics.enabled": True, "diagnostics.every": s["diag_every"],
-            "sample.num_samples": 0,
-            # Spelled out in every cell so identical cells merge (see base.merge).
-            "model.norm": "pre", "model.mlp_ratio": 4.0, "model.activation": "gelu_tanh"}
-  cells = []
-  for seed in s["seeds"]:
-    add = lambda name, arm, **o: cells.append(Cell(
-        f"{name}-seed{seed}", {**common, **o, "train.seed": seed}, (arm,), seed))
-    for norm in ("pre", "post"):
-      for warm in ("warmup", "no-warmup"):
-        add(f"{norm}-{warm}", f"norm:{norm}/{warm}", **{"model.norm": norm},
-            **({} if warm == "warmup" else {"train.warmup_steps": 0}))
-    for r in (1, 2, 4, 8):
-      add(f"pre-warmup" if r == 4 else f"mlp{r}", f"mlp_width:{r}", **{"model.mlp_ratio": float(r)})
-      d = matched_d_model(r, s["d_model"], s["n_head"])
-      add(f"pre-warmup" if r == 4 else f"matched{r}", f"mlp_matched:{r}",
-          **{"model.mlp_ratio": float(r), "model.d_model": d})
-    add("swiglu", "swiglu", **{"model.activation": "swiglu", "model.mlp_ratio": 8 / 3})
-  return Sweep("norm_mlp", scale, s["base"], merge(cells), description=(
-      f"Base config `{s['base']}` with {s['n_layer']} layers, d_model {s['d_model']}, "
-      f"{s['n_head']} heads, context {s['block_size']}, batch {s['batch_size']}, "
-      f"{s['steps']} steps, peak learning rate {s['learning_rate']}, warmup "
-      f"{s['warmup_steps']} steps where used, cosine decay to 10 %; seeds {list(s['seeds'])} "
-      f"(initialisation; the batch order is the same for every cell)."))
+            "diagnostics.early_steps": 5, "sample.num_samples": 0,
+            "model.norm": "pre", "model.init": "gpt2", "model.mlp_ratio": 4.0,
+            "model.activation": "gelu_tanh", "train.warmup_steps": s["warmup"]["long"]}
+  cells: dict[tuple, Cell] = {}
+
+  def add(group: str, arm: str, rates, seeds, **o):
+    for lr in rates:
+      for seed in seeds:
+        key = (group, lr, seed)
+        if key in cells:  # a cell in several arms (pre-LN, long warmup, r = 4)
+          old = cells[key]
+          cells[key] = Cell(old.name, old.overrides, old.arms + (arm,), seed, group)
+          continue
+        cells[key] = Cell(f"{group}-lr{lr:g}-seed{seed}",
+                          {**common, **o, "train.learning_rate": lr, "train.seed": seed},
+                          (arm,), seed, group)
+
+  for norm in ("pre", "post"):
+    for warm, steps in s["warmup"].items():
+      add(f"{norm}-{warm}", f"norm:{norm}/{warm}", s["rates"], s["seeds"],
+          **{"model.norm": norm, "train.warmup_steps": steps})
+  narrow = (s["narrow_rates"], s["narrow_seeds"])
+  for r in (1, 2, 4, 8):
+    if r == 4:
+      add("pre-long", "mlp_width:4", *narrow)
+      add("pre-long", "mlp_matched:4", *narrow)
+      continue
+    add(f"mlp{r}", f"mlp_width:{r}", *narrow, **{"model.mlp_ratio": float(r)})
+    add(f"matched{r}", f"mlp_matched:{r}", *narrow, **{
+        "model.mlp_ratio": float(r), "model.d_model": matched_d_model(r, s["d_model"], s["n_head"])})
+  add("swiglu", "swiglu", *narrow, **{"model.activation": "swiglu", "model.mlp_ratio": 8 / 3})
+  for norm in ("pre", "post"):
+    add(f"xavier-{norm}", f"init:xavier/{norm}", s["narrow_rates"][:1], s["seeds"], **{
+        "model.norm": norm, "model.init": "xavier", "train.steps": s["init_steps"],
+        "train.warmup_steps": 0, "train.eval_every": s["init_steps"],
+        "checkpoint.every": s["init_steps"], "diagnostics.every": s["init_steps"]})
+    add(f"deep-{norm}", f"depth:{norm}", s["deep_rates"][norm], s["narrow_seeds"], **{
+        "model.norm": norm, "model.n_layer": s["deep_layers"]})
+  # The gpt2 init profiles: the norm arms' cells also stand for init:gpt2/{pre,post}.
+  out = []
+  for cell in cells.values():
+    if cell.group in ("pre-long", "post-long"):
+      cell = Cell(cell.name, cell.overrides, cell.arms + (f"init:gpt2/{cell.overrides['model.norm']}",),
+                  cell.seed, cell.group)
+    out.append(cell)
+  cost = model_steps(out, s)
+  return Sweep("norm_mlp", scale, s["base"], out, description=describe(s, out, cost, scale))
+
+
+def describe(s: dict, cells: list[Cell], cost: float, scale: str) -> str:
+  groups = len({c.group for c in cells})
+  text = (f"Base config `{s['base']}` with {s['n_layer']} layers, d_model {s['d_model']}, "
+          f"{s['n_head']} heads, context {s['block_size']}, batch {s['batch_size']}, "
+          f"{s['steps']} steps, AdamW with warmup (none 0, short {s['warmup']['short']}, long "
+          f"{s['warmup']['long']} steps) and cosine decay to 10 % of the peak rate. Norm arms: "
+          f"rates {list(s['rates'])}, seeds {list(s['seeds'])}; MLP, SwiGLU arms: rates "
+          f"{list(s['narrow_rates'])}, seeds {list(s['narrow_seeds'])}; depth arms: "
+          f"{s['deep_layers']} layers at rates {s['deep_rates']}; xavier init arms: "
+          f"{s['init_steps']} steps (only their step-0 gradient profile is used). A seed sets "
+          f"the initialisation and the batch order. {len(cells)} models in {groups} vmapped groups, "
+          f"{cost:,.0f} base-shape model-steps.")
+  if scale == "cpu":
+    text += (f" Budget: at an estimated {SECONDS_PER_MODEL_STEP_CPU} s per base-shape "
+             f"model-step on an idle 2-core CPU, about {cost * SECONDS_PER_MODEL_STEP_CPU / 60:.0f} "
+             f"minutes of training (plus compiles, evaluations and probes). Cut to fit: width "
+             f"and context halved against the 300-step study (6 x 128, context 128) and 450 "
+             f"steps; the MLP and SwiGLU arms on three rates and two seeds; the depth check "
+             f"on two rates per norm, two seeds.")
+  return text
