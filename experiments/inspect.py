@@ -107,8 +107,13 @@ def _timed(fn, *args):
 
 
 def inspect_model(params, cfg: model.ModelConfig, ids, ablation_batch: int | None = 8) -> dict:
-  """Every number the figures show, for one sequence ``ids`` (inputs ``ids[:-1]``)."""
-  x, y = jnp.asarray(ids[None, :-1], jnp.int32), jnp.asarray(ids[None, 1:], jnp.int32)
+  """Every number the figures show, for a sequence ``ids`` (inputs ``ids[:-1]``) or a batch.
+
+  ``ids`` is ``(T + 1,)`` or ``(B, T + 1)``; the figures show the first sequence, the means
+  in ``summary`` are over all of them.
+  """
+  ids = np.atleast_2d(ids)
+  x, y = jnp.asarray(ids[:, :-1], jnp.int32), jnp.asarray(ids[:, 1:], jnp.int32)
   parts = {
       "capture": lambda p: lens.capture(p, x, cfg, attention=True),
       "logit_lens": lambda p: lens.logit_lens(p, x, y, cfg),
@@ -198,6 +203,7 @@ def lens_tokens_figure(result: dict, s: dict, tok, positions: int) -> Figure:
   fig = Figure(figsize=(max(6, 0.55 * T + 2), max(3, 0.32 * P + 1.5)), layout="constrained")
   ax = fig.subplots()
   im = ax.imshow(prob_PT, aspect="auto", cmap="Blues", vmin=0, vmax=1)
+  ax.grid(False)
   labels = token_labels(tok, top_PT.ravel())
   for k, label in enumerate(labels):
     p, t = divmod(k, T)
@@ -223,6 +229,7 @@ def attention_figure(probs_BHTS, layer: int, labels: list[str]) -> Figure:
       ax.set_axis_off()
       continue
     ax.imshow(probs_BHTS[0, h], cmap="viridis", vmin=0, vmax=1)
+    ax.grid(False)
     ax.set_title(f"layer {layer} head {h}", fontsize=9)
     if T <= 24:
       ax.set_xticks(range(T), labels[:T], rotation=90, fontsize=6)
@@ -239,6 +246,9 @@ def ablation_figure(s: dict) -> Figure:
     lim = max(float(np.abs(delta).max()), 1e-6)
     im = ax.imshow(delta, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto")
     ax.set(title=f"{mode} ablation: loss - {a['baseline_loss']:.3f}", xlabel="head", ylabel="layer")
+    ax.set_xticks(range(delta.shape[1]))
+    ax.set_yticks(range(delta.shape[0]))
+    ax.grid(False)
     fig.colorbar(im, ax=ax, label="nats")
   return fig
 
