@@ -76,7 +76,8 @@ def test_layer_norm_zero_mean_unit_variance_then_affine():
 def test_gelu_tanh_close_to_exact_gelu():
   assert model.gelu_tanh(jnp.float32(0.0)) == 0.0
   x = jnp.linspace(-6.0, 6.0, 2001)
-  assert jnp.max(jnp.abs(model.gelu_tanh(x) - model.gelu(x))) < 1e-3
+  # The tanh form's largest error is 4.7e-4 (near x = -2.7): close, but not the same function.
+  assert 4e-4 < jnp.max(jnp.abs(model.gelu_tanh(x) - model.gelu(x))) < 5e-4
   np.testing.assert_allclose(model.gelu(x), jax.nn.gelu(x, approximate=False), atol=1e-6)
   np.testing.assert_allclose(model.gelu_tanh(x), jax.nn.gelu(x, approximate=True), atol=1e-6)
 
