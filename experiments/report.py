@@ -112,7 +112,8 @@ def load(sweep_dir: str) -> tuple[dict, list[dict], str]:
     index = {**results, **index}
     cells = [legacy_cell(c) for c in results["cells"]]
     source = ("results.json alone: this study has no per-cell files (it predates them), "
-              "so its report is regenerated from the numbers results.json kept")
+              "so its report is regenerated from the numbers results.json kept; its arms "
+              "'warmup' and 'no-warmup' are called 'long' and 'none' here")
   else:
     raise errors.ConfigError(f"{sweep_dir} holds no cells (no */cell.json) and no results.json: "
                              f"is it a directory written by python -m experiments.sweep?")
@@ -174,6 +175,15 @@ def arm_table(runs: list[V.Run]) -> dict[str, dict]:
                 "best_at_edge": V.at_edge(rs), "sensitivity": V.lr_sensitivity(rs),
                 "cells": len(rs), "diverged": sum(r.diverged for r in rs)}
   return out
+
+
+def single_rate_note(table: dict) -> list[str]:
+  if not table or any(len(a["rates"]) > 1 for a in table.values()):
+    return []
+  return ["**Every arm was trained at a single learning rate**, so no comparison at the "
+          "arms' own best rates can be judged (every optimum is 'at the edge'): the verdicts "
+          "on those claims are inconclusive by rule. The study over a rate grid is "
+          "`python -m experiments.sweep --sweep=norm_mlp --scale=cpu`.", ""]
 
 
 def _pm(mean: float, std: float) -> str:
@@ -338,6 +348,7 @@ def write_report(sweep_dir: str, out: str | None = None, command: str = "") -> s
   lines += ["Produced by:", "", "```bash", *([command] if command else []), regenerate, "```", "",
             f"Read from {source}.", "", index.get("description", ""), "",
             f"{len(cells)} models, {sum(r.diverged for r in runs)} diverged.", "",
+            *single_rate_note(table),
             "## Verdicts", "",
             f"Each claim is judged by a rule in `experiments/verdicts.py` (tested on synthetic "
             f"results in `tests/test_report.py`): differences in nats count when they exceed "

@@ -127,6 +127,9 @@ def test_gradient_claim_every_way():
   both = profile_runs([3.0, 3.2, 2.9], [1.0, 1.05, 0.95]) + profile_runs([1.0, 1.0, 1.01], [0.7, 0.7, 0.71], "gpt2")
   verdict = v.claim_gradients(both)
   assert verdict.verdict == REPRODUCED and "gpt2 init" in " ".join(verdict.lines)
+  # GPT-2's init alone does not decide a claim made about Xavier's.
+  gpt2 = profile_runs([3.0, 3.2, 2.9], [1.0, 1.05, 0.95], "gpt2")
+  assert v.claim_gradients(gpt2).verdict == INCONCLUSIVE
 
 
 def test_residual_claim_is_strict_at_the_threshold():
@@ -174,6 +177,9 @@ def test_swiglu_claim_can_fail():
   assert v.claim_swiglu(ge + arm("swiglu", bowl(4.58, 1e-3), spread=0.2)).verdict == INCONCLUSIVE
   # At its own best rate: SwiGLU better at a different rate than GELU's best.
   assert v.claim_swiglu(ge + arm("swiglu", bowl(4.55, 3e-3))).verdict == REPRODUCED
+  # SwiGLU worse, but best at the largest rate tried: it may do better off the grid.
+  rising = {lr: 4.70 - 0.01 * i for i, lr in enumerate(RATES)}
+  assert v.claim_swiglu(ge + arm("swiglu", rising)).verdict == INCONCLUSIVE
 
 
 def test_depth_claim_every_way():

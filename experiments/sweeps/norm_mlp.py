@@ -40,6 +40,13 @@ SCALES = {
                 narrow_rates=(1e-3, 3e-3, 1e-2), narrow_seeds=(0, 1), deep_layers=12,
                 # Around where the 300-step study saw each learn (post-LN at 3e-4, not 1e-3).
                 deep_rates={"pre": (1e-3, 3e-3), "post": (3e-4, 1e-3)}, init_steps=10),
+    # The cpu grid's structure at toy size, a few minutes: proves the command end to end.
+    "smoke": dict(base="tiny", n_layer=2, d_model=32, n_head=2, block_size=32, batch_size=8,
+                  steps=30, warmup={"none": 0, "short": 3, "long": 9}, eval_every=15,
+                  diag_every=15, log_every=5, rates=(1e-3, 1e-2, 1e-1), seeds=(0, 1, 2),
+                  narrow_rates=(1e-3, 1e-2), narrow_seeds=(0, 1), deep_layers=4,
+                  deep_rates={"pre": (1e-3, 1e-2), "post": (1e-3, 1e-2)}, init_steps=2,
+                  extra={"model.vocab_size": 321, "data.max_docs": 40, "train.eval_batches": 2}),
     # The andrea120m shape on one GPU.
     "gpu": dict(base="andrea120m", n_layer=12, d_model=768, n_head=12, block_size=1024,
                 batch_size=64, steps=4000, warmup={"none": 0, "short": 100, "long": 800},
@@ -86,7 +93,8 @@ def get_sweep(scale: str = "cpu") -> Sweep:
             "diagnostics.enabled": True, "diagnostics.every": s["diag_every"],
             "diagnostics.early_steps": 5, "sample.num_samples": 0,
             "model.norm": "pre", "model.init": "gpt2", "model.mlp_ratio": 4.0,
-            "model.activation": "gelu_tanh", "train.warmup_steps": s["warmup"]["long"]}
+            "model.activation": "gelu_tanh", "train.warmup_steps": s["warmup"]["long"],
+            **s.get("extra", {})}
   cells: dict[tuple, Cell] = {}
 
   def add(group: str, arm: str, rates, seeds, **o):
