@@ -1,0 +1,130 @@
+"""The lean train step (train.init_state / train_step): same semantics, less bookkeeping."""
+
+import functools
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from andrea_jax import model
+from andrea_jax import train
+from experiments.configs import common
+
+CFG = model.ModelConfig(vocab_size=64, block_size=8, d_model=16, n_layer=2, n_head=2,
+                        attention_impl="xla_flash", attention_block=4)
+
+
+def train_settings(**kw):
+  t = common.train_group()
+  t.warmup_steps, t.learning_rate, t.steps = 0, 1e-2, 10
+  t.update(kw)
+  return t
+
+
+def step_fn(t):
+  optimizer, schedule = train.make_optimizer(t), train.make_schedule(t)
+  state = train.init_state(CFG, optimizer, jax.random.key(0))
+  step = jax.jit(functools.partial(train.train_step, cfg=CFG, optimizer=optimizer,
+                                   schedule=schedule))
+  return state, step, optimizer
+
+
+def rows(n=4, seed=0):
+  return np.random.default_rng(seed).integers(0, CFG.vocab_size, (n, CFG.block_size + 1), np.int32)
+
+
+def test_state_has_no_unused_rng():
+  state, _, _ = step_fn(train_settings())
+  assert set(state) == {"step", "params", "opt_state", "good"}
+
+
+def test_accumulating_two_microbatches_equals_one_batch_with_a_real_update():
+  t = train_settings()
+  state, step, _ = step_fn(t)
+  batch = rows()
+  one, m1 = step(state, batch[None])                       # A=1: [1, 4, T+1]
+  two, m2 = step(state, batch.reshape(2, 2, -1))           # A=2: [2, 2, T+1], same rows
+  np.testing.assert_allclose(m1["loss"], m2["loss"], rtol=1e-6)
+  np.testing.assert_allclose(m1["grad_norm"], m2["grad_norm"], rtol=1e-5)
+  moved = [float(jnp.max(jnp.abs(a - b))) for a, b in
+           zip(jax.tree.leaves(one["params"]), jax.tree.leaves(state["params"]))]
+  assert min(moved) > 1e-4  # a non-zero learning rate really moved every leaf
+  # Up to summation order: gradients that are zero in exact arithmetic (the key bias) are
+  # rounding noise, and Adam's first step lr * g / (|g| + eps) amplifies it, hence a
+  # tolerance per leaf relative to its largest entry. The norm above and the moments here
+  # would show a wrong average (Adam's step alone is blind to the gradient's scale).
+  for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(two)):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=2e-3 * float(np.max(np.abs(b))))
+
+
+def test_a_non_finite_batch_keeps_the_state_bit_identical_and_good_false_for_ever():
+  state, step, _ = step_fn(train_settings())
+  state, _ = step(state, rows()[None])  # one good update first: the Adam moments are non-zero
+  broken = jax.tree.map(lambda a: a, state)
+  broken["params"]["ln_f"]["bias"] = state["params"]["ln_f"]["bias"].at[0].set(jnp.nan)
+  after, m = step(broken, rows(seed=1)[None])
+  assert not np.isfinite(float(m["loss"]))
+  assert not bool(after["good"]) and int(after["step"]) == int(broken["step"])
+  for a, b in zip(jax.tree.leaves(after["params"]), jax.tree.leaves(broken["params"])):
+    np.testing.assert_array_equal(a, b)
+  for a, b in zip(jax.tree.leaves(after["opt_state"]), jax.tree.leaves(broken["opt_state"])):
+    np.testing.assert_array_equal(a, b)
+  # Finite parameters again, but the run diverged: good stays False and nothing moves.
+  healed = {**after, "params": state["params"]}
+  final, m = step(healed, rows(seed=2)[None])
+  assert np.isfinite(float(m["loss"])) and not bool(final["good"])
+  for a, b in zip(jax.tree.leaves(final), jax.tree.leaves(healed)):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_clipping_uses_the_global_norm_of_the_gradients_and_matches_optax():
+  t = train_settings(grad_clip=0.05)  # well below the initial norm: clipping is active
+  state, step, _ = step_fn(t)
+  batch = rows()
+  new, m = step(state, batch[None])
+  grads = jax.grad(model.loss_fn)(state["params"], batch[:, :-1], batch[:, 1:], CFG)
+  norm = optax.tree.norm(grads)
+  assert float(norm) > 0.05
+  np.testing.assert_allclose(m["grad_norm"], norm, rtol=1e-5)
+  reference = optax.chain(optax.clip_by_global_norm(0.05),
+                          optax.adamw(train.make_schedule(t), b1=t.b1, b2=t.b2, eps=t.eps,
+                                      weight_decay=t.weight_decay, mask=train.decay_mask))
+  updates, opt_state = reference.update(grads, reference.init(state["params"]), state["params"])
+  expected = {"params": optax.apply_updates(state["params"], updates), "opt_state": opt_state}
+  assert jax.tree.structure(new["opt_state"]) == jax.tree.structure(opt_state)
+  # The moments carry the clipped gradient's scale (Adam's first step alone does not);
+  # tolerance per leaf as in the accumulation test (jit vs eager rounding near zero).
+  for a, b in zip(jax.tree.leaves({k: new[k] for k in expected}), jax.tree.leaves(expected)):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=2e-3 * float(np.max(np.abs(b))))
+
+
+def test_clip_by_global_norm_keeps_optax_state_structure_and_math():
+  grads = {"a": jnp.arange(4.0), "b": jnp.ones((2, 3))}
+  ours, theirs = train.clip_by_global_norm(1.0), optax.clip_by_global_norm(1.0)
+  assert jax.tree.structure(ours.init(grads)) == jax.tree.structure(theirs.init(grads))
+  expected, _ = theirs.update(grads, theirs.init(grads))
+  for given in (None, optax.tree.norm(grads)):
+    got, _ = ours.update(grads, ours.init(grads), grad_norm=given)
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(expected)):
+      np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_the_compiled_step_has_one_norm_a_cond_and_a_loop_only_when_accumulating():
+  t = train_settings()
+  optimizer, schedule = train.make_optimizer(t), train.make_schedule(t)
+  state = jax.eval_shape(lambda k: train.init_state(CFG, optimizer, k), jax.random.key(0))
+  step = jax.jit(functools.partial(train.train_step, cfg=CFG, optimizer=optimizer,
+                                   schedule=schedule))
+  loops = {}
+  for accum in (1, 2):
+    batch = jax.ShapeDtypeStruct((accum, 4 // accum, CFG.block_size + 1), jnp.int32)
+    hlo = step.lower(state, batch).compile().as_text()
+    assert len(re.findall(r"f32\[\] sqrt\(", hlo)) == 1  # the global norm, computed once
+    assert "conditional(" in hlo
+    loops[accum] = hlo.count(" while(")
+  # The blocks' scans (forward, backward) are loops in both; the accumulation loop (with
+  # its own copies of them) exists only for A > 1. A loop over A=1 would give equal counts.
+  assert loops[1] < loops[2]
