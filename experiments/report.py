@@ -14,7 +14,7 @@ import glob
 import json
 import math
 import os
-from collections import defaultdict
+import shutil
 
 import numpy as np
 from absl import flags
@@ -26,6 +26,11 @@ from experiments import verdicts as V
 _SWEEP_DIR = flags.DEFINE_string("sweep_dir", None, "directory written by experiments.sweep")
 _OUT = flags.DEFINE_string("out", None, "where REPORT.md and plots go (default: sweep_dir)")
 _COMMAND = flags.DEFINE_string("command", "", "the command that produced the sweep, for the report")
+_COPY = flags.DEFINE_bool("copy_cells", False, "copy the per-cell files into --out first (to "
+                          "commit a study: the report is then read from --out alone)")
+
+# What a committed study keeps of each cell (no checkpoints, TensorBoard files or logs).
+CELL_FILES = ("cell.json", "summary.json", "metrics.jsonl", "diagnostics.jsonl")
 
 # Comparisons plotted as learning-rate curves: title and the arms' name prefixes.
 COMPARISONS = {
@@ -85,6 +90,22 @@ def cell_record(d: str) -> dict | None:
       "early_updates": [{k: r[k] for k in ("step", "update_attn", "update_mlp")}
                         for r in diag if "update_mlp" in r],
   }
+
+
+def copy_cells(sweep_dir: str, out: str) -> int:
+  """Copy every cell's ``CELL_FILES`` (and ``sweep.json``) to the same paths under ``out``."""
+  copied = 0
+  for meta in glob.glob(os.path.join(sweep_dir, "**", "cell.json"), recursive=True):
+    d = os.path.dirname(meta)
+    target = os.path.join(out, os.path.relpath(d, sweep_dir))
+    os.makedirs(target, exist_ok=True)
+    for name in CELL_FILES:
+      if os.path.exists(os.path.join(d, name)):
+        shutil.copyfile(os.path.join(d, name), os.path.join(target, name))
+    copied += 1
+  if os.path.exists(os.path.join(sweep_dir, "sweep.json")):
+    shutil.copyfile(os.path.join(sweep_dir, "sweep.json"), os.path.join(out, "sweep.json"))
+  return copied
 
 
 def learning_rate(d: str, meta: dict, summary: dict) -> float | None:
@@ -335,9 +356,15 @@ def plot_best_curves(cells: list[dict], runs: list[V.Run], out: str) -> str | No
 # ----------------------------------------------------------------------------- the report
 
 
-def write_report(sweep_dir: str, out: str | None = None, command: str = "") -> str:
+def write_report(sweep_dir: str, out: str | None = None, command: str = "",
+                 copy: bool = False) -> str:
   out = out or sweep_dir
   os.makedirs(out, exist_ok=True)
+  if copy and os.path.abspath(out) != os.path.abspath(sweep_dir):
+    copy_cells(sweep_dir, out)
+    command = " && ".join(filter(None, [command, f"python -m experiments.report "
+                                        f"--sweep_dir={sweep_dir} --out={out} --copy_cells"]))
+    sweep_dir = out  # from here on, only what will be committed
   index, cells, source = load(sweep_dir)
   runs = [to_run(c) for c in cells]
   table, judged = arm_table(runs), V.judge(runs)
@@ -383,7 +410,7 @@ def write_results(index: dict, cells: list[dict], table: dict, judged: list, out
 
 def main(argv):
   del argv
-  print(write_report(_SWEEP_DIR.value, _OUT.value, _COMMAND.value))
+  print(write_report(_SWEEP_DIR.value, _OUT.value, _COMMAND.value, _COPY.value))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 
-from absl import flags
+from absl import flags, logging
 
 from experiments import cli
 from experiments.sweeps import base
@@ -174,6 +174,8 @@ def run_group(directory: str) -> int:
 def main(argv):
   del argv
   if _RUN_GROUP.value:
+    if not flags.FLAGS["verbosity"].present:
+      logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
     sys.exit(run_group(_RUN_GROUP.value))
   sweep = base.load(_SWEEP.value, _SCALE.value)
   workdir = _WORKDIR.value or os.path.join("runs", "sweeps", f"{sweep.name}-{sweep.scale}")

@@ -3,7 +3,6 @@ divergence, cell files, the report from per-cell files alone; the norm_mlp grid.
 
 import json
 import os
-import shutil
 
 import pytest
 
@@ -50,8 +49,9 @@ def test_report_from_per_cell_files_alone(swept, tmp_path):
   _, workdir, _ = swept
   # What a commit keeps: the per-cell files, not checkpoints, logs or sweep.json.
   kept = tmp_path / "study"
-  shutil.copytree(workdir, kept, ignore=shutil.ignore_patterns(
-      "checkpoints", "tensorboard", "*.log", "sweep.json", "*.png", "group.json"))
+  report.write_report(workdir, str(kept), command="python -m experiments.sweep --sweep=micro", copy=True)
+  assert not list(kept.glob("**/checkpoints")) and not list(kept.glob("**/*.log"))
+  os.remove(kept / "sweep.json")
   path = report.write_report(str(kept), str(tmp_path / "out"), command="python -m experiments.sweep --sweep=micro")
   text = open(path).read()
   assert "python -m experiments.sweep --sweep=micro" in text and "per-cell files of 7 cells" in text
