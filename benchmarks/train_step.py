@@ -5,12 +5,18 @@
   python -m benchmarks.train_step --compile_depths=6,12,24          # scan vs unrolled loop
   python -m benchmarks.train_step --generate                        # KV-cache generation
 
-The peer is ``transformers.GPT2LMHeadModel`` with the same shape (GELU-tanh, tied head,
-no dropout), ``torch.optim.AdamW`` with the same settings and global-norm clipping,
-eager float32 on a CPU (its best default there); on GPUs ``torch.compile`` with SDPA in
-bf16. Both steps are timed interleaved (ours, peer, ours, peer, ...) after warm-up, in
-one process, and the medians are compared. Results go to a JSON file and a Markdown table.
-Install the peer with ``pip install -r requirements-bench.txt``.
+Three steps are timed interleaved (ours, model-only, peer, ours, ...) after warm-up, in
+one process, and the medians compared: andrea_jax's ``train.train_step`` (clipping,
+divergence guard, accumulation, donated state); the bare model step (``value_and_grad``
++ ``optax.adamw``, no bookkeeping), so the step's overhead shows; and the peer,
+``transformers.GPT2LMHeadModel`` of the same shape (GELU-tanh, tied head, no dropout)
+with ``torch.optim.AdamW`` and global-norm clipping, eager float32 on a CPU (its best
+default there), ``torch.compile`` with SDPA in bf16 on GPUs.
+
+Honest figures: the machine's 1-minute load average is recorded before and after each
+shape, with the process's CPU time against wall time; a run whose load before starting
+exceeds ``--max_load`` refuses to write into ``docs/`` (``--force`` measures anyway and
+never writes there). Install the peer with ``pip install -r requirements-bench.txt``.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from andrea_jax import model
 from andrea_jax import train
@@ -38,19 +45,20 @@ SHAPE_DEFAULTS = {"tiny": (16, 128), "andrea12m": (4, 1024), "andrea120m": (1, 1
 
 
 def load_config(name: str, accelerator: bool, settings: str = ""):
-  """The named config at its training shape; float32 and the XLA flash attention on CPU.
+  """The named config at its training shape.
 
   ``settings`` is ``"model.attention_block=256,model.scan_unroll=2"``-style overrides.
+  ``accelerator`` is unused (kept for callers): the configs' ``"auto"`` settings resolve
+  from the platform (``model.resolve_auto``): float32 and the XLA flash kernel on CPUs,
+  bf16 and cuDNN attention on NVIDIA GPUs.
   """
+  del accelerator
   import importlib.util  # pylint: disable=import-outside-toplevel
   path = cli.resolve_config_path(name)
   spec = importlib.util.spec_from_file_location(name, path)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   config = module.get_config()
-  if not accelerator:
-    config.model.compute_dtype = "float32"
-    config.model.attention_impl = "xla_flash"
   if settings:
     from experiments.configs import common  # pylint: disable=import-outside-toplevel
     common.apply_variants(config, settings)
@@ -60,13 +68,34 @@ def load_config(name: str, accelerator: bool, settings: str = ""):
 # ----------------------------------------------------------------------------- ours
 
 
-def ours_step(config, batch: int, seq: int):
+def model_config(config, seq: int) -> model.ModelConfig:
   cfg = model.ModelConfig(**{**config.model, "block_size": max(seq, config.model.block_size)})
+  return model.resolve_auto(cfg, verbose=False)
+
+
+def model_only_step(state: dict, batch_ABT, cfg, optimizer, schedule):
+  """The bare model step: ``value_and_grad`` of the loss and an ``optax.adamw`` update."""
+  del schedule
+  loss, grads = jax.value_and_grad(model.loss_fn)(state["params"], batch_ABT[0, :, :-1],
+                                                  batch_ABT[0, :, 1:], cfg)
+  updates, opt_state = optimizer.update(grads, state["opt_state"], state["params"])
+  return {**state, "params": optax.apply_updates(state["params"], updates),
+          "opt_state": opt_state}, {"loss": loss}
+
+
+def ours_step(config, batch: int, seq: int, bare: bool = False):
+  """A function running one jitted, donated step: ``train.train_step``, or the bare one."""
+  cfg = model_config(config, seq)
   t = config.train
-  optimizer, schedule = train.make_optimizer(t), train.make_schedule(t)
+  schedule = train.make_schedule(t)
+  if bare:
+    optimizer = optax.adamw(schedule, b1=t.b1, b2=t.b2, eps=t.eps, weight_decay=t.weight_decay,
+                            mask=train.decay_mask)
+  else:
+    optimizer = train.make_optimizer(t)
   state = jax.jit(train.init_state, static_argnums=(0, 1))(cfg, optimizer, jax.random.key(0))
-  step = jax.jit(functools.partial(train.train_step, cfg=cfg, optimizer=optimizer,
-                                   schedule=schedule), donate_argnums=0)
+  step = jax.jit(functools.partial(model_only_step if bare else train.train_step, cfg=cfg,
+                                   optimizer=optimizer, schedule=schedule), donate_argnums=0)
   tokens = np.random.default_rng(0).integers(0, cfg.vocab_size, (1, batch, seq + 1), np.int32)
   tokens = jnp.asarray(tokens)
   holder = {"state": state}
@@ -140,21 +169,38 @@ def interleave(fns: dict, reps: int, warmup: int) -> dict[str, list[float]]:
   return times
 
 
+def load_snapshot(loadavg=os.getloadavg) -> dict:
+  """The machine's 1-minute load average and this process's CPU and wall clocks."""
+  return {"load_1m": loadavg()[0], "cpu_s": time.process_time(), "wall_s": time.perf_counter()}
+
+
+def load_between(before: dict, after: dict) -> dict:
+  """Load before and after, and the process's CPU seconds per wall second in between."""
+  wall = max(after["wall_s"] - before["wall_s"], 1e-9)
+  return {"load_before": before["load_1m"], "load_after": after["load_1m"],
+          "cpu_per_wall": (after["cpu_s"] - before["cpu_s"]) / wall}
+
+
 def bench_shape(name: str, batch: int, seq: int, reps: int, warmup: int, accelerator: bool,
-                settings: str = "") -> dict:
+                settings: str = "", loadavg=os.getloadavg) -> dict:
   config = load_config(name, accelerator, settings)
   ours, cfg = ours_step(config, batch, seq)
-  fns = {"andrea_jax": ours}
+  bare, _ = ours_step(config, batch, seq, bare=True)
+  fns = {"andrea_jax": ours, "model_only": bare}
   missing = peer_available()
   if missing is None:
     fns["peer"] = peer_step(cfg, config.train, batch, seq, accelerator)
+  before = load_snapshot(loadavg)
   times = interleave(fns, reps, warmup)
+  row = {"shape": name, "batch": batch, "seq": seq, "params": model.count_params(cfg),
+         "compute_dtype": cfg.compute_dtype, "attention_impl": cfg.attention_impl,
+         **load_between(before, load_snapshot(loadavg))}
   tokens = batch * seq
-  row = {"shape": name, "batch": batch, "seq": seq, "params": model.count_params(cfg)}
   for who, ts in times.items():
     med = statistics.median(ts)
     row[f"{who}_tokens_per_s"] = tokens / med
     row[f"{who}_step_s"] = med
+  row["step_overhead"] = row["andrea_jax_step_s"] / row["model_only_step_s"] - 1
   if "peer" in times:
     row["ratio"] = row["andrea_jax_tokens_per_s"] / row["peer_tokens_per_s"]
   else:
@@ -174,7 +220,7 @@ def peak_rss(name: str, batch: int, seq: int, who: str) -> float:
           if who == "andrea_jax" else
           f"import benchmarks.train_step as b; from andrea_jax import model; "
           f"c = b.load_config({name!r}, False); "
-          f"cfg = model.ModelConfig(**{{**c.model, 'block_size': max({seq}, c.model.block_size)}}); "
+          f"cfg = b.model_config(c, {seq}); "
           f"run = b.peer_step(cfg, c.train, {batch}, {seq}, False); ")
   # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the (large) parent across exec.
   code += ("[run() for _ in range(3)]; "
@@ -189,8 +235,8 @@ def peak_rss(name: str, batch: int, seq: int, who: str) -> float:
 
 def compile_seconds(config, n_layer: int, seq: int, scan: bool) -> float:
   """Seconds to compile the train step at ``n_layer`` layers, with lax.scan or unrolled."""
-  cfg = model.ModelConfig(**{**config.model, "n_layer": n_layer,
-                             "scan_unroll": 1 if scan else n_layer})
+  cfg = model.resolve_auto(model.ModelConfig(**{**config.model, "n_layer": n_layer,
+                                                "scan_unroll": 1 if scan else n_layer}), verbose=False)
   t = config.train
   optimizer, schedule = train.make_optimizer(t), train.make_schedule(t)
   state = jax.eval_shape(lambda k: train.init_state(cfg, optimizer, k), jax.random.key(0))
@@ -207,7 +253,7 @@ def compile_seconds(config, n_layer: int, seq: int, scan: bool) -> float:
 def bench_generate(name: str, prompt_len: int, new_tokens: int, reps: int) -> dict:
   from andrea_jax import sample  # pylint: disable=import-outside-toplevel
   config = load_config(name, False)
-  cfg = model.ModelConfig(**config.model)
+  cfg = model.resolve_auto(model.ModelConfig(**config.model), verbose=False)
   params = model.init_params(cfg, jax.random.key(0))
   prompt = np.random.default_rng(0).integers(0, cfg.vocab_size, (1, prompt_len), np.int32)
   ours = lambda: np.asarray(sample.generate(params, cfg, prompt, new_tokens, jax.random.key(0),
@@ -246,28 +292,71 @@ def machine() -> str:
           f"python {platform.python_version()}")
 
 
+def _f(row: dict, key: str, fmt: str, suffix: str = "") -> str:
+  return format(row[key], fmt) + suffix if key in row else "n/a"
+
+
 def markdown(results: dict) -> str:
-  lines = [f"Machine: {results['machine']}", "", f"Command: `{results['command']}`", ""]
+  """The results as Markdown tables, with the machine, the command and the load beside them."""
+  lines = [f"Machine: {results['machine']}", "", f"Command: `{results['command']}`", "",
+           f"Date: {results.get('date', 'n/a')}; 1-minute load average before starting: "
+           f"{results.get('load_at_start', float('nan')):.2f}", ""]
   if results["train"]:
-    lines += ["| shape | batch x seq | params | andrea_jax tokens/s | peer tokens/s | ratio | peak RSS ours / peer (MB) |",
-              "|---|---|---|---|---|---|---|"]
+    lines += ["| shape | batch x seq | params | andrea_jax tokens/s | model-only tokens/s | "
+              "step overhead | peer tokens/s | ratio | load before / after | CPU s per s | "
+              "peak RSS ours / peer (MB) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results["train"]:
-      rss = f"{r.get('andrea_jax_rss_mb', float('nan')):.0f} / {r.get('peer_rss_mb', float('nan')):.0f}"
-      lines.append(f"| {r['shape']} | {r['batch']} x {r['seq']} | {r['params']:,} | "
-                   f"{r['andrea_jax_tokens_per_s']:,.0f} | {r.get('peer_tokens_per_s', float('nan')):,.0f} | "
-                   f"{r.get('ratio', float('nan')):.2f}x | {rss} |")
+      lines.append(
+          f"| {r['shape']} | {r['batch']} x {r['seq']} | {r['params']:,} | "
+          f"{_f(r, 'andrea_jax_tokens_per_s', ',.0f')} | {_f(r, 'model_only_tokens_per_s', ',.0f')} | "
+          f"{_f(r, 'step_overhead', '+.1%')} | {_f(r, 'peer_tokens_per_s', ',.0f')} | "
+          f"{_f(r, 'ratio', '.2f', 'x')} | {_f(r, 'load_before', '.2f')} / {_f(r, 'load_after', '.2f')} | "
+          f"{_f(r, 'cpu_per_wall', '.2f')} | "
+          f"{_f(r, 'andrea_jax_rss_mb', '.0f')} / {_f(r, 'peer_rss_mb', '.0f')} |")
   if results.get("compile"):
     lines += ["", "| layers | compile, lax.scan (s) | compile, unrolled (s) |", "|---|---|---|"]
     lines += [f"| {r['n_layer']} | {r['scan_s']:.1f} | {r['unrolled_s']:.1f} |" for r in results["compile"]]
   if results.get("generate"):
     lines += ["", "| shape | prompt + new | andrea_jax tokens/s | peer tokens/s | ratio |", "|---|---|---|---|---|"]
     lines += [f"| {r['shape']} | {r['prompt']} + {r['new_tokens']} | {r['andrea_jax_tokens_per_s']:,.0f} | "
-              f"{r.get('peer_tokens_per_s', float('nan')):,.0f} | {r.get('ratio', float('nan')):.2f}x |"
+              f"{_f(r, 'peer_tokens_per_s', ',.0f')} | {_f(r, 'ratio', '.2f', 'x')} |"
               for r in results["generate"]]
   return "\n".join(lines) + "\n"
 
 
-def main():
+DOCS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs")
+
+
+def writes_docs(path: str) -> bool:
+  """Whether ``path`` lies in the repository's ``docs/`` folder (where published figures live)."""
+  return bool(path) and os.path.abspath(path).startswith(os.path.abspath(DOCS_DIR) + os.sep)
+
+
+def refusal(out: str, load_at_start: float, max_load: float, force: bool) -> str | None:
+  """Why results may not go to ``out``, or None: docs/ takes figures from idle machines only."""
+  if not writes_docs(out):
+    return None
+  if force:
+    return (f"--force never writes into docs/: {out} is left as it is (write the results "
+            f"elsewhere with --out, e.g. --out=/tmp/bench.json)")
+  if load_at_start > max_load:
+    return (f"the machine was busy before starting (1-minute load average {load_at_start:.2f} > "
+            f"--max_load={max_load}): figures for docs/ must come from an idle machine; stop "
+            f"the other jobs and wait for the load to fall, or pass --force to measure anyway "
+            f"without writing docs/")
+  return None
+
+
+def write_results(results: dict, out: str) -> None:
+  """The JSON results, and their Markdown tables beside them (same name, ``.md``)."""
+  with open(out, "w", encoding="utf-8") as f:
+    json.dump(results, f, indent=2)
+  with open(os.path.splitext(out)[0] + "_tables.md", "w", encoding="utf-8") as f:
+    f.write(markdown(results))
+
+
+def parse_args(argv=None) -> argparse.Namespace:
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   p.add_argument("--shapes", default="tiny,andrea12m,andrea120m")
   p.add_argument("--batch", type=int, default=0, help="sequences per step (0 = per-shape default)")
@@ -278,18 +367,34 @@ def main():
   p.add_argument("--compile_depths", default="", help="e.g. 6,12,24: compile time vs depth")
   p.add_argument("--generate", action="store_true", help="also time KV-cache generation")
   p.add_argument("--set", default="", help="config overrides, e.g. model.attention_block=256")
-  p.add_argument("--out", default="", help="write results JSON here")
-  args = p.parse_args()
+  p.add_argument("--out", default="", help="write results JSON here (and the tables beside it)")
+  p.add_argument("--max_load", type=float, default=0.5,
+                 help="refuse to write into docs/ when the 1-minute load average before "
+                      "starting is above this")
+  p.add_argument("--force", action="store_true",
+                 help="measure on a busy machine; never writes into docs/")
+  return p.parse_args(argv)
+
+
+def main(argv=None, loadavg=os.getloadavg) -> int:
+  args = parse_args(argv)
+  load_at_start = loadavg()[0]
+  why = refusal(args.out, load_at_start, args.max_load, args.force)
+  if why and not args.force:
+    print(f"error: {why}", file=sys.stderr)
+    return 2
   accelerator = jax.devices()[0].platform != "cpu"
   missing = peer_available()
   if missing:
     print(f"NOTE: {missing}; timing andrea_jax alone", file=sys.stderr)
-  results = {"machine": machine(), "command": "python -m benchmarks.train_step " + " ".join(sys.argv[1:]),
-             "train": [], "compile": [], "generate": []}
+  results = {"machine": machine(), "command": "python -m benchmarks.train_step " + " ".join(
+      sys.argv[1:] if argv is None else argv), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+             "load_at_start": load_at_start, "train": [], "compile": [], "generate": []}
+  print(f"1-minute load average before starting: {load_at_start:.2f}", flush=True)
   for name in filter(None, args.shapes.split(",")):
     batch, seq = SHAPE_DEFAULTS.get(name, (4, 256))
     batch, seq = args.batch or batch, args.seq or seq
-    row = bench_shape(name, batch, seq, args.reps, args.warmup, accelerator, args.set)
+    row = bench_shape(name, batch, seq, args.reps, args.warmup, accelerator, args.set, loadavg)
     if args.memory and not accelerator:
       row["andrea_jax_rss_mb"] = peak_rss(name, batch, seq, "andrea_jax")
       if not missing:
@@ -306,11 +411,14 @@ def main():
     row = bench_generate("tiny", 16, 96, args.reps)
     results["generate"].append(row)
     print(json.dumps(row), flush=True)
+  results["load_at_end"] = loadavg()[0]
   print(markdown(results))
-  if args.out:
-    with open(args.out, "w", encoding="utf-8") as f:
-      json.dump(results, f, indent=2)
+  if why:
+    print(f"NOTE: {why}", file=sys.stderr)
+  elif args.out:
+    write_results(results, args.out)
+  return 0
 
 
 if __name__ == "__main__":
-  main()
+  sys.exit(main())
