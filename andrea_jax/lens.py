@@ -95,26 +95,28 @@ def scan_blocks(params: Params, tokens_BT, cfg: ModelConfig, *,
   ``point_fn(x_BTD)`` runs at each capture point (stacked to a leading P axis);
   ``sublayer_fn(x_read, f_out, x_new, extra)`` at each sublayer (stacked to S), where
   ``extra`` is this sublayer's slice of ``layer_xs["sub"]`` (shaped ``(L, 2, ...)``).
-  With ``head_fn(o_BTHK, extra) -> (o_BTHK, aux)`` or ``probs=True`` the attention is
-  computed through explicit heads (``layers`` then holds ``probs`` ``(L, B, H, T, T)`` when
-  asked and the stacked ``aux``); otherwise it is ``model.attention`` itself, so the logits
-  are the model's bit for bit.
+  With ``head_fn(o_BTHK, extra) -> (o_BTHK, aux)`` the attention is computed through
+  explicit per-head outputs (a plain masked softmax; ``layers["aux"]`` stacks the aux);
+  otherwise it is ``model.attention`` itself, so the logits are the model's bit for bit.
+  ``probs=True`` adds ``layers["probs"]`` ``(L, B, H, T, T)``.
   """
   model.check_tokens(tokens_BT, cfg)
   x0 = model.embed(params, tokens_BT, cfg)
   layer_xs = {} if layer_xs is None else layer_xs
-  explicit = probs or head_fn is not None
 
   def step(x, xs):
     block, extra = xs
     layer = {}
-    if explicit:
+    if head_fn is not None:
       def attn_branch(h):
         out, layer["probs"], layer["aux"] = _heads_attention(h, block["attn"], cfg, head_fn,
                                                              extra.get("head"))
         return out
     else:
-      attn_branch = lambda h: model.attention(h, block["attn"], cfg)
+      def attn_branch(h):
+        if probs:  # beside the model's own attention, whose output stays the one used
+          layer["probs"] = causal_probs(*model.qkv_project(h, block["attn"], cfg)[:2])
+        return model.attention(h, block["attn"], cfg)
     x1, fa = _sublayer(x, attn_branch, block["ln_1"], cfg)
     x2, fm = _sublayer(x1, lambda h: model.mlp(h, block["mlp"], cfg), block["ln_2"], cfg)
     sub = extra.get("sub")
@@ -157,8 +159,8 @@ def capture(params: Params, tokens_BT, cfg: ModelConfig, *, streams: bool = Fals
   sublayer ``rel_norm_SBT`` = |f| / |x| and ``cos_SBT`` = cos(f, x), where x is the stream
   the sublayer reads and f what its branch returns (added to x; post-norm then
   normalises the sum). Opt-in: ``streams_PBTD``, ``outputs_SBTD`` (the branch outputs f)
-  and ``probs_LBHTS`` (attention probabilities; computed beside ``model.attention``'s
-  output only in that case, so the logits never change).
+  and ``probs_LBHTS`` (attention probabilities from a plain masked softmax of the model's
+  own queries and keys, computed beside ``model.attention``, whose output is the one used).
   """
   def point_fn(x):
     return {"norm": _norm(x), **({"stream": x} if streams else {})}
