@@ -67,10 +67,11 @@ class ModelConfig:
   attention_impl: str = "auto"
   attention_block: int = 128
   init: str = "gpt2"
+  vocab_pad_multiple: int = 1
 
   def __post_init__(self):
     for name in ("vocab_size", "block_size", "d_model", "n_layer", "n_head", "scan_unroll",
-                 "attention_block"):
+                 "attention_block", "vocab_pad_multiple"):
       value = getattr(self, name)
       if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
         raise errors.ConfigError(f"ModelConfig.{name}={value!r}: expected a positive integer")
@@ -92,6 +93,16 @@ class ModelConfig:
     if not isinstance(self.tie_embeddings, bool):
       raise errors.ConfigError(f"ModelConfig.tie_embeddings={self.tie_embeddings!r}: expected "
                                f"True or False")
+
+  @property
+  def padded_vocab(self) -> int:
+    """Rows of the embedding (and logits): ``vocab_size`` rounded up to ``vocab_pad_multiple``.
+
+    Aligned matmul shapes for GPUs (e.g. 8449 -> 8576 with 128); the padded ids are never
+    inputs, their logits are -inf (out of the loss, never sampled).
+    """
+    m = self.vocab_pad_multiple
+    return -(-self.vocab_size // m) * m
 
   @property
   def head_dim(self) -> int:
@@ -159,8 +170,9 @@ def init_params(cfg: ModelConfig, key: jax.Array) -> dict:
   zeros = lambda shape: jnp.zeros(shape, dtype)
   ln = lambda *lead: {"scale": jnp.ones((*lead, D), dtype), "bias": zeros((*lead, D))}
   f_in = 2 * F if cfg.activation == "swiglu" else F  # gate and up fused in one matrix
+  pad = cfg.padded_vocab - V  # zero rows: the real rows equal the unpadded model's
   params = {
-      "wte": normal((V, D), std),
+      "wte": jnp.pad(normal((V, D), std), ((0, pad), (0, 0))),
       "wpe": normal((T, D), std),
       "blocks": {
           "ln_1": ln(L),
@@ -174,7 +186,7 @@ def init_params(cfg: ModelConfig, key: jax.Array) -> dict:
   if cfg.norm == "pre":
     params["ln_f"] = ln()
   if not cfg.tie_embeddings:
-    params["lm_head"] = normal((D, V), std)
+    params["lm_head"] = jnp.pad(normal((D, V), std), ((0, 0), (0, pad)))
   return params
 
 
@@ -325,7 +337,10 @@ def embed(params: Params, tokens_BT: jax.Array, cfg: ModelConfig) -> jax.Array:
 
 
 def unembed(params: Params, x_BTD: jax.Array, cfg: ModelConfig) -> jax.Array:
-  """Final LayerNorm (pre-norm model only), then the tied (or untied) head: float32 logits."""
+  """Final LayerNorm (pre-norm model only), then the tied (or untied) head: float32 logits.
+
+  ``(B, T, cfg.padded_vocab)``: ids from ``vocab_size`` on (padding) have logit -inf.
+  """
   if cfg.norm == "pre":
     x_BTD = layer_norm(x_BTD, params["ln_f"]["scale"], params["ln_f"]["bias"], cfg.ln_eps)
   dtype = compute_dtype(cfg)
@@ -333,7 +348,10 @@ def unembed(params: Params, x_BTD: jax.Array, cfg: ModelConfig) -> jax.Array:
     logits = jnp.einsum("btd,vd->btv", x_BTD.astype(dtype), params["wte"].astype(dtype))
   else:
     logits = jnp.einsum("btd,dv->btv", x_BTD.astype(dtype), params["lm_head"].astype(dtype))
-  return _at_least_f32(logits)
+  logits = _at_least_f32(logits)
+  if cfg.padded_vocab != cfg.vocab_size:
+    logits = jnp.where(jnp.arange(cfg.padded_vocab) < cfg.vocab_size, logits, -jnp.inf)
+  return logits
 
 
 def forward(params: Params, tokens_BT: jax.Array, cfg: ModelConfig) -> jax.Array:
@@ -366,9 +384,9 @@ def count_params(cfg: ModelConfig) -> int:
   attn = D * 3 * D + 3 * D + D * D + D
   mlp_ = D * f_in + f_in + F * D + D
   block = attn + mlp_ + 2 * (2 * D)
-  total = L * block + cfg.vocab_size * D + cfg.block_size * D
+  total = L * block + cfg.padded_vocab * D + cfg.block_size * D
   total += 2 * D if cfg.norm == "pre" else 0
-  total += 0 if cfg.tie_embeddings else D * cfg.vocab_size
+  total += 0 if cfg.tie_embeddings else D * cfg.padded_vocab
   return total
 
 
