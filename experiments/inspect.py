@@ -167,8 +167,8 @@ def lens_figure(named: list[tuple[str, dict]]) -> Figure:
   for ax, title in zip(axes, ("lens loss (nats)", "KL(final || lens) (nats)",
                               "top-1 agrees with final")):
     ax.set_title(title, fontsize=10)
-    ax.set_xticks(range(len(named[0][1]["points"])), named[0][1]["points"], rotation=90,
-                  fontsize=7)
+    points = max((s["points"] for _, s in named), key=len)  # models may differ in depth
+    ax.set_xticks(range(len(points)), points, rotation=90, fontsize=7)
     ax.grid(alpha=0.3)
   axes[0].legend(fontsize=8)
   return fig
@@ -187,8 +187,8 @@ def contributions_figure(named: list[tuple[str, dict]]) -> Figure:
   for ax, title in zip(axes, ("|f| / |x| (what it adds vs what it reads)", "cos(f, x)",
                               "direct logit attribution (correct token)")):
     ax.set_title(title, fontsize=10)
-    ax.set_xticks(range(len(named[0][1]["sublayers"])), named[0][1]["sublayers"], rotation=90,
-                  fontsize=7)
+    sublayers = max((s["sublayers"] for _, s in named), key=len)
+    ax.set_xticks(range(len(sublayers)), sublayers, rotation=90, fontsize=7)
     ax.axhline(0, color="gray", lw=0.5)
     ax.grid(alpha=0.3, axis="y")
   axes[0].legend(fontsize=8)
