@@ -2,8 +2,10 @@
 
 The members share the config (shape, schedule shape, batch size, steps) and differ in
 their peak learning rate, their initialisation seed and their batch order. Their
-parameters and optimizer states are stacked on a leading member axis ``N``; one jitted,
-vmapped step updates them all. What sets a member apart:
+parameters and optimizer states are stacked on a leading member axis ``N``; one jitted
+step updates them all: ``jax.vmap`` over the members on accelerators, ``lax.map`` (a
+compiled loop over them) on CPUs, where XLA's batched matmuls are slow (see
+``resolve_member_axis``). What sets a member apart:
 
 - its learning rate: the optimizer is ``train.make_optimizer`` with a peak rate of 1,
   followed by ``optax.inject_hyperparams(optax.scale)`` holding the member's rate in its
@@ -126,14 +128,45 @@ class Programs(NamedTuple):
   copy: Any  # params -> a copy (the step donates its input)
 
 
+MEMBER_AXES = ("auto", "vmap", "map")
+
+
+def resolve_member_axis(member_axis: str) -> str:
+  """``auto``: ``map`` on CPUs, ``vmap`` on accelerators.
+
+  On a CPU, XLA runs the batched matmuls that ``vmap`` makes (one per weight, with the
+  member axis as a batch dimension) much slower than the same matmuls one by one (3.6x
+  for the tied unembedding at d_model 64, vocabulary 2305): measured with
+  ``python -m experiments.sweeps.measure``, a vmapped step cost 0.65x, a ``lax.map`` over
+  the members (one compiled loop, unbatched matmuls) 1.3x, the members' sequential steps.
+  On a GPU, batching the members into each kernel is the point.
+  """
+  if member_axis not in MEMBER_AXES:
+    raise ValueError(f"member_axis={member_axis!r}: expected one of {MEMBER_AXES}")
+  if member_axis == "auto":
+    return "map" if jax.default_backend() == "cpu" else "vmap"
+  return member_axis
+
+
+def over_members(fn, member_axis: str):
+  """``fn`` of one member, applied to every member of stacked arguments."""
+  if member_axis == "vmap":
+    return jax.vmap(fn)
+  return lambda *args: jax.lax.map(lambda a: fn(*a), args)
+
+
 @functools.lru_cache(maxsize=8)
-def programs(cfg: model.ModelConfig, train_json: str) -> Programs:
-  """The jitted, vmapped functions of a group; cached, so a resume in one process reuses them."""
+def programs(cfg: model.ModelConfig, train_json: str, member_axis: str = "vmap") -> Programs:
+  """The jitted functions of a group; cached, so a resume in one process reuses them.
+
+  The train step runs over the members with ``member_axis`` ("vmap" or "map"); the
+  cheap ones (init, evaluation, probes) always with vmap.
+  """
   optimizer = make_optimizer(ml_collections.ConfigDict(json.loads(train_json)))
+  step = functools.partial(member_step, cfg=cfg, optimizer=optimizer)
   return Programs(
       init=jax.jit(functools.partial(init_state, cfg, optimizer)),
-      step=jax.jit(jax.vmap(functools.partial(member_step, cfg=cfg, optimizer=optimizer)),
-                   donate_argnums=0),
+      step=jax.jit(over_members(step, member_axis), donate_argnums=0),
       eval=jax.jit(jax.vmap(functools.partial(eval_member, cfg=cfg), in_axes=(0, None))),
       probe=jax.jit(jax.vmap(lambda p, b: diagnostics.probe(p, b, cfg), in_axes=(0, None))),
       update_size=jax.jit(jax.vmap(diagnostics.relative_update)),
@@ -222,11 +255,12 @@ class Crash(RuntimeError):
   """Raised by ``crash_after``: a test's stand-in for ``kill -9``."""
 
 
-def train_members(config, members: Sequence[Member], workdir: str,
+def train_members(config, members: Sequence[Member], workdir: str, member_axis: str = "auto",
                   crash_after: int | None = None) -> list[dict]:
   """Train ``members`` of ``config``'s architecture together; returns their summaries.
 
-  Resumes from ``workdir``'s newest checkpoint. ``crash_after`` (tests) raises ``Crash``
+  Resumes from ``workdir``'s newest checkpoint. ``member_axis``: how one program steps
+  all members (``resolve_member_axis``). ``crash_after`` (tests) raises ``Crash``
   after that step's rows are written and before any save, as a ``kill -9`` would stop it.
   """
   resolve = getattr(model, "resolve_auto", None)
@@ -253,7 +287,7 @@ def train_members(config, members: Sequence[Member], workdir: str,
   batch_seeds = [default_seed if m.batch_seed is None else m.batch_seed for m in members]
 
   # --- state: fresh or resumed ------------------------------------------------------------
-  prog = programs(cfg, json.dumps(t.to_dict(), sort_keys=True))
+  prog = programs(cfg, json.dumps(t.to_dict(), sort_keys=True), resolve_member_axis(member_axis))
   unit_schedule = train.make_schedule(unit_config(t))
   seeds = jnp.asarray([m.seed for m in members], jnp.int32)
   lrs = jnp.asarray([m.learning_rate for m in members], jnp.float32)

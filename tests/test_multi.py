@@ -43,7 +43,7 @@ def cache(tmp_path_factory):
 @pytest.fixture(scope="module")
 def vmapped(cache, tmp_path_factory):
   workdir = str(tmp_path_factory.mktemp("group"))
-  return workdir, multi.train_members(config(cache), MEMBERS, workdir)
+  return workdir, multi.train_members(config(cache), MEMBERS, workdir, member_axis="vmap")
 
 
 def test_vmapped_members_match_separate_runs(vmapped, cache, tmp_path):
@@ -89,9 +89,9 @@ def test_resume_after_a_crash_continues_identically(vmapped, cache, tmp_path):
   crashed = str(tmp_path / "crashed")
   # A crash at step 6 (as by kill -9): the newest checkpoint is step 4, rows 5-6 are written.
   with pytest.raises(multi.Crash):
-    multi.train_members(config(cache), MEMBERS, crashed, crash_after=6)
+    multi.train_members(config(cache), MEMBERS, crashed, member_axis="vmap", crash_after=6)
   assert not os.path.exists(os.path.join(crashed, "a", "summary.json"))
-  resumed = multi.train_members(config(cache), MEMBERS, crashed)
+  resumed = multi.train_members(config(cache), MEMBERS, crashed, member_axis="vmap")
   assert [s["status"] for s in resumed] == [s["status"] for s in summaries]
   for m, before, after in zip(MEMBERS, summaries, resumed):
     assert after["steps"] == before["steps"]
@@ -99,6 +99,20 @@ def test_resume_after_a_crash_continues_identically(vmapped, cache, tmp_path):
       assert after["final_val_loss"] == pytest.approx(before["final_val_loss"], rel=1e-6)
     np.testing.assert_allclose(rows(os.path.join(crashed, m.name), "loss"),
                                rows(os.path.join(workdir, m.name), "loss"), rtol=1e-6)
+
+
+def test_lax_map_over_members_matches_vmap(vmapped, cache, tmp_path):
+  # The CPU default steps the members in a compiled loop instead of batching them.
+  workdir, summaries = vmapped
+  mapped = multi.train_members(config(cache, **{"diagnostics.enabled": False}), MEMBERS,
+                               str(tmp_path / "map"), member_axis="map")
+  assert [s["status"] for s in mapped] == [s["status"] for s in summaries]
+  for m, a, b in zip(MEMBERS[:3], summaries, mapped):
+    assert b["final_val_loss"] == pytest.approx(a["final_val_loss"], rel=2e-5)
+    np.testing.assert_allclose(rows(str(tmp_path / "map" / m.name), "loss"),
+                               rows(os.path.join(workdir, m.name), "loss"), rtol=2e-5)
+  with pytest.raises(ValueError, match="member_axis='pmap'"):
+    multi.resolve_member_axis("pmap")
 
 
 def test_a_resume_with_other_members_or_config_is_refused(vmapped, cache):

@@ -3,10 +3,11 @@
   python -m experiments.sweeps.measure --members=6 --d_model=64 --n_layer=6 --block_size=64
   python -m experiments.sweeps.measure --attention_impl=xla,xla_flash --rounds=5
 
-For each attention kernel, compiles (a) one model's train step and (b) the vmapped step of
-``--members`` models (andrea_jax/multi.py's ``member_step``), then alternates timing
-``members`` calls of (a) against one call of (b), ``--rounds`` times, so that a machine
-whose load changes affects both alike. Prints the median time per model-step of each and
+For each attention kernel, compiles (a) one model's train step, (b) the vmapped step of
+``--members`` models (andrea_jax/multi.py's ``member_step``) and (c) the same members in
+one program through ``lax.map`` (a loop over members: unbatched matmuls), then alternates
+timing ``members`` calls of (a) against one call of (b) and of (c), ``--rounds`` times, so
+that a machine whose load changes affects all alike. Prints the median time per model-step of each and
 the ratio, and the cost of one model-step at this shape (what a sweep's budget is made of).
 Random tokens: the speed does not depend on the text.
 """
@@ -43,14 +44,15 @@ def programs(impl: str):
                           n_layer=_L.value, n_head=_H.value, attention_impl=impl)
   t = tiny.get_config().train
   prog = multi.programs(cfg, json.dumps(t.to_dict(), sort_keys=True))
-  one = jax.jit(functools.partial(multi.member_step, cfg=cfg, optimizer=multi.make_optimizer(t)),
-                donate_argnums=0)
+  step = functools.partial(multi.member_step, cfg=cfg, optimizer=multi.make_optimizer(t))
+  one = jax.jit(step, donate_argnums=0)
+  mapped = jax.jit(lambda s, b: jax.lax.map(lambda sb: step(*sb), (s, b)), donate_argnums=0)
   n = _MEMBERS.value
   rng = np.random.default_rng(0)
   batch = jnp.asarray(rng.integers(0, _V.value, (n, 1, _B.value, _T.value + 1)), jnp.int32)
   stacked = prog.init(jnp.arange(n, dtype=jnp.int32), jnp.full((n,), 1e-3, jnp.float32))
   singles = [jax.tree.map(lambda a, i=i: a[i], stacked) for i in range(n)]
-  return prog.step, one, stacked, singles, batch
+  return prog.step, one, mapped, stacked, singles, batch
 
 
 def time_calls(fn, steps: int) -> float:
@@ -63,9 +65,13 @@ def time_calls(fn, steps: int) -> float:
 
 
 def measure(impl: str) -> dict:
-  vstep, one, stacked, singles, batch = programs(impl)
+  vstep, one, mapped, stacked, singles, batch = programs(impl)
   n, steps = _MEMBERS.value, _STEPS.value
-  state = {"v": stacked, "s": singles}
+  state = {"v": stacked, "s": singles, "m": jax.tree.map(jnp.copy, stacked)}
+
+  def run_mapped():
+    state["m"], m = mapped(state["m"], batch)
+    return m["loss"]
 
   def run_vmapped():
     state["v"], m = vstep(state["v"], batch)
@@ -78,14 +84,17 @@ def measure(impl: str) -> dict:
       out.append(m["loss"])
     return out
 
-  run_vmapped(), run_sequential()  # compile
-  seq, vm = [], []
+  run_vmapped(), run_sequential(), run_mapped()  # compile
+  seq, vm, mp = [], [], []
   for _ in range(_ROUNDS.value):
     seq.append(time_calls(run_sequential, steps) / (steps * n))
     vm.append(time_calls(run_vmapped, steps) / (steps * n))
+    mp.append(time_calls(run_mapped, steps) / (steps * n))
   return {"attention_impl": impl, "members": n, "sequential_s_per_model_step": float(np.median(seq)),
           "vmapped_s_per_model_step": float(np.median(vm)),
-          "speedup": float(np.median(seq) / np.median(vm))}
+          "lax_map_s_per_model_step": float(np.median(mp)),
+          "vmap_speedup": float(np.median(seq) / np.median(vm)),
+          "lax_map_speedup": float(np.median(seq) / np.median(mp))}
 
 
 def main(argv):
