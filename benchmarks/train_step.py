@@ -111,7 +111,11 @@ def ours_step(config, batch: int, seq: int, bare: bool = False):
 # ----------------------------------------------------------------------------- the peer
 
 
-def peer_step(cfg: model.ModelConfig, t, batch: int, seq: int, accelerator: bool):
+def peer_step(cfg: model.ModelConfig, t, batch: int, seq: int, accelerator: bool,
+              compile_backend: str | None = None, autocast: bool | None = None):
+  """One peer training step as a function. On an accelerator: CUDA, ``torch.compile``
+  and bf16 autocast; ``compile_backend`` / ``autocast`` ask for them explicitly (any device).
+  """
   import torch  # pylint: disable=import-outside-toplevel
   from transformers import GPT2Config, GPT2LMHeadModel  # pylint: disable=import-outside-toplevel
   hf = GPT2Config(vocab_size=cfg.vocab_size, n_positions=cfg.block_size, n_embd=cfg.d_model,
@@ -123,13 +127,17 @@ def peer_step(cfg: model.ModelConfig, t, batch: int, seq: int, accelerator: bool
   net = GPT2LMHeadModel(hf).to(device).train()
   opt = torch.optim.AdamW(net.parameters(), lr=t.learning_rate, betas=(t.b1, t.b2), eps=t.eps,
                           weight_decay=t.weight_decay)
-  fwd = torch.compile(net) if accelerator else net
+  if compile_backend or accelerator:
+    fwd = torch.compile(net, backend=compile_backend or "inductor")
+  else:
+    fwd = net
   ids = torch.from_numpy(np.random.default_rng(0).integers(0, cfg.vocab_size, (batch, seq + 1)))
   ids = ids.to(device)
-  autocast = torch.autocast(device, dtype=torch.bfloat16, enabled=accelerator)
+  amp = torch.autocast(device, dtype=torch.bfloat16,
+                       enabled=accelerator if autocast is None else autocast)
 
   def run():
-    with autocast:
+    with amp:
       loss = fwd(input_ids=ids[:, :-1], labels=ids[:, :-1]).loss
     loss.backward()
     torch.nn.utils.clip_grad_norm_(net.parameters(), t.grad_clip)

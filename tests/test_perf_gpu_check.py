@@ -1,0 +1,40 @@
+"""benchmarks/gpu_check.py: every path it takes on a GPU runs here, at a tiny shape (--smoke)."""
+
+import json
+
+from benchmarks import gpu_check
+from benchmarks import train_step as bench
+
+
+def test_smoke_runs_every_path_and_reports_each(tmp_path, capsys):
+  out = tmp_path / "gpu_check.json"
+  assert gpu_check.main(["--smoke", f"--out={out}"]) == 0
+  text = capsys.readouterr().out
+  results = json.loads(out.read_text())
+  assert [(r["attention_impl"], r["remat_policy"]) for r in results["variants"]] == \
+      gpu_check.VARIANTS
+  for row in results["variants"]:
+    assert "error" not in row, row
+    assert row["tokens_per_s"] > 0 and row["compile_s"] > 0
+    # No GPU here: cuDNN's kernel is replaced by the XLA flash kernel, and a note says so.
+    assert row["ran_as"] == ("xla_flash" if row["attention_impl"] == "cudnn" else row["attention_impl"])
+  assert "xla_flash stands in" in text
+  agreement = results["agreement"]
+  assert len(agreement["bfloat16"]["losses"]) == gpu_check.SMOKE["agree_steps"]
+  assert agreement["max_abs_diff"] < gpu_check.AGREEMENT_NATS and ": agree" in text
+  peer = results["peer"]
+  if bench.peer_available() is None:
+    assert peer["tokens_per_s"] > 0 and peer["backend"] == "eager", peer
+  else:  # without torch the check still runs, and says why the peer is missing
+    assert "not installed" in peer["skipped"]
+  assert "peer (torch.compile + SDPA, bf16):" in text
+
+
+def test_without_a_gpu_the_full_check_refuses_and_says_what_to_do(capsys):
+  assert gpu_check.main([]) == 2
+  assert "--smoke" in capsys.readouterr().err
+
+
+def test_cudnn_is_kept_on_a_gpu():
+  assert gpu_check.kernel_for_platform("cudnn", "gpu") == "cudnn"
+  assert gpu_check.kernel_for_platform("xla_flash", "cpu") == "xla_flash"
