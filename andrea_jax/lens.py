@@ -249,31 +249,48 @@ def direct_logit_attribution(params: Params, tokens_BT, targets_BT, cfg: ModelCo
   exactly into ``embed_BT`` (token + position embedding), ``sublayers_SBT`` (each branch's
   output, its ``b_out`` included) and ``bias_BT`` (the LayerNorm biases that reach the head:
   ``ln_f`` pre-norm, every block's two post-norm): they sum to ``logit_BT`` (the model's
-  own logit, also returned) up to float rounding. The attribution is the linearisation:
-  it ignores how a component would change ``std``. Pre-norm: one frozen LayerNorm (ln_f),
-  one direction for all components. Post-norm: a component passes every later block's
-  LayerNorms, so its direction is pulled back through each of them (a reverse scan that
-  holds ``(S, B, T, D)`` directions).
+  own logit, also returned) up to float rounding. ``heads_LHBT`` splits each attention
+  sublayer's share by head (plus its ``b_out``'s share, the remainder). The attribution is
+  the linearisation: it ignores how a component would change ``std``. Pre-norm: one frozen
+  LayerNorm (ln_f), one direction for all components. Post-norm: a component passes every
+  later block's LayerNorms, so its direction is pulled back through each of them (a
+  reverse scan that holds ``(S, B, T, D)`` directions).
   """
   u_BTD = _unembedding_rows(params, targets_BT, cfg)
+  w_out = params["blocks"]["attn"]["w_out"]
   if cfg.norm == "pre":
     final, _, _, _ = scan_blocks(params, tokens_BT, cfg)
     ln_f = params["ln_f"]
     d_BTD = _through_ln(u_BTD, ln_f["scale"], _inv_std(final, cfg.ln_eps))
     bias_BT = _dot(jnp.broadcast_to(_f32(ln_f["bias"]), u_BTD.shape), u_BTD)
-    fn = lambda x, f, x_new, extra: _dot(f, d_BTD)
-    final, embed_BT, subs, _ = scan_blocks(params, tokens_BT, cfg, sublayer_fn=fn,
-                                           point_fn=lambda x: _dot(x, d_BTD))
-    embed_BT = embed_BT[0]
+    embed_dir, layer_xs = d_BTD, {"head": {"w_out": w_out}}
+    sublayer_fn = lambda x, f, x_new, extra: _dot(f, d_BTD)
+    head_fn = lambda o, extra: (o, _head_shares(o, extra["w_out"], d_BTD))
   else:
-    embed_BT, subs, bias_BT, final = _post_norm_attribution(params, tokens_BT, u_BTD, cfg)
+    embed_dir, dirs_SBTD, bias_BT = _post_norm_directions(params, tokens_BT, u_BTD, cfg)
+    dirs = dirs_SBTD.reshape(cfg.n_layer, 2, *dirs_SBTD.shape[1:])
+    layer_xs = {"sub": dirs, "head": {"w_out": w_out, "dir": dirs[:, 0]}}
+    sublayer_fn = lambda x, f, x_new, d: _dot(f, d)
+    head_fn = lambda o, extra: (o, _head_shares(o, extra["w_out"], extra["dir"]))
+  final, embed, subs, layer = scan_blocks(params, tokens_BT, cfg, point_fn=lambda x: _dot(x, embed_dir),
+                                          sublayer_fn=sublayer_fn, head_fn=head_fn,
+                                          layer_xs=layer_xs)
   logits_BTV = model.unembed(params, final, cfg)
   logit_BT = jnp.take_along_axis(logits_BTV, targets_BT[..., None], -1)[..., 0]
-  return {"embed_BT": embed_BT, "sublayers_SBT": subs, "bias_BT": bias_BT, "logit_BT": logit_BT}
+  return {"embed_BT": embed[0], "sublayers_SBT": subs, "bias_BT": bias_BT, "logit_BT": logit_BT,
+          "heads_LHBT": jnp.moveaxis(layer["aux"], -1, 1)}
 
 
-def _post_norm_attribution(params, tokens_BT, u_BTD, cfg):
-  # Pass 1: 1/std of every post-norm LayerNorm's input x + f.
+def _head_shares(o_BTHK, w_out, d_BTD):
+  """Each head's output, through its rows of the output projection, along ``d``: ``(B, T, H)``."""
+  H, K = o_BTHK.shape[-2:]
+  wd_BTHK = jnp.einsum("hkd,btd->bthk", _f32(w_out).reshape(H, K, -1), d_BTD)
+  return jnp.sum(_f32(o_BTHK) * wd_BTHK, axis=-1)
+
+
+def _post_norm_directions(params, tokens_BT, u_BTD, cfg):
+  """Post-norm: ``(embedding direction, per-sublayer directions (S, B, T, D), LN bias share)``."""
+  # 1/std of every post-norm LayerNorm's input x + f.
   fn = lambda x, f, x_new, extra: _inv_std(_f32(x) + _f32(f), cfg.ln_eps)
   _, _, inv_std_SBT, _ = scan_blocks(params, tokens_BT, cfg, sublayer_fn=fn)
   blocks = params["blocks"]
@@ -283,18 +300,12 @@ def _post_norm_attribution(params, tokens_BT, u_BTD, cfg):
 
   def back(d_BTD, xs):  # from the head backwards: d is the direction the stream after s feeds
     scale, bias, inv_std = xs
-    return _through_ln(d_BTD, scale, inv_std), (_through_ln(d_BTD, scale, inv_std),
-                                                _dot(jnp.broadcast_to(_f32(bias), d_BTD.shape), d_BTD))
+    pulled = _through_ln(d_BTD, scale, inv_std)
+    return pulled, (pulled, _dot(jnp.broadcast_to(_f32(bias), d_BTD.shape), d_BTD))
 
   d0_BTD, (dirs_SBTD, bias_SBT) = jax.lax.scan(back, u_BTD, (scale_SD, bias_SD, inv_std_SBT),
                                                reverse=True)
-  # Pass 2: each branch output against the direction of the LayerNorm it feeds.
-  L = cfg.n_layer
-  per_layer = {"sub": dirs_SBTD.reshape(L, 2, *dirs_SBTD.shape[1:])}
-  fn = lambda x, f, x_new, d: _dot(f, d)
-  final, embed, subs, _ = scan_blocks(params, tokens_BT, cfg, sublayer_fn=fn, layer_xs=per_layer,
-                                      point_fn=lambda x: _dot(x, d0_BTD))
-  return embed[0], subs, jnp.sum(bias_SBT, axis=0), final
+  return d0_BTD, dirs_SBTD, jnp.sum(bias_SBT, axis=0)
 
 
 # ----------------------------------------------------------------------------- head ablation

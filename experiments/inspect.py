@@ -9,8 +9,8 @@ Writes into ``--out`` (default ``<workdir>/inspect`` or ``runs/inspect-<name>``)
 ``lens.png`` (per capture point: loss, KL to the final distribution, top-1 agreement),
 ``lens_tokens.png`` (capture point x position: the lens's top token and its probability),
 ``contributions.png`` (per sublayer: |f|/|x|, cos(f, x), direct logit attribution),
-``attention_layer<l>.png`` (every head's pattern), ``ablation.png`` (loss change with each
-head zero- or mean-ablated, L x H), and ``inspect.json`` with every number plotted plus
+``attention_layer<l>.png`` (every head's pattern), ``ablation.png`` (L x H: loss change
+with each head zero- or mean-ablated, and each head's direct logit attribution), and ``inspect.json`` with every number plotted plus
 compile and run times. With ``--compare`` both models share ``lens.png`` and
 ``contributions.png``; each model's heatmaps get its name as a prefix. Run it with
 ``python -m`` (``python experiments/inspect.py`` would shadow the standard ``inspect``).
@@ -143,6 +143,7 @@ def summary(result: dict, cfg: model.ModelConfig, labels: list[str]) -> dict:
       "contributions": {"relative_norm": mean(cap["rel_norm_SBT"]), "cosine": mean(cap["cos_SBT"]),
                         "stream_norm": mean(cap["norm_PBT"]),
                         "direct_logit_attribution": mean(attr["sublayers_SBT"]),
+                        "head_attribution_LH": mean(attr["heads_LHBT"]),
                         "embedding_attribution": float(attr["embed_BT"].mean()),
                         "ln_bias_attribution": float(attr["bias_BT"].mean()),
                         "target_logit": float(attr["logit_BT"].mean())},
@@ -238,18 +239,22 @@ def attention_figure(probs_BHTS, layer: int, labels: list[str]) -> Figure:
 
 
 def ablation_figure(s: dict) -> Figure:
-  """Loss change when each head alone is ablated (zero, mean): two L x H heatmaps."""
-  fig = Figure(figsize=(10, 0.4 * len(s["ablation"]["zero"]["loss_LH"]) + 2.5), layout="constrained")
-  for ax, mode in zip(fig.subplots(1, 2), lens.ABLATIONS):
-    a = s["ablation"][mode]
-    delta = np.asarray(a["loss_LH"]) - a["baseline_loss"]
-    lim = max(float(np.abs(delta).max()), 1e-6)
-    im = ax.imshow(delta, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto")
-    ax.set(title=f"{mode} ablation: loss - {a['baseline_loss']:.3f}", xlabel="head", ylabel="layer")
-    ax.set_xticks(range(delta.shape[1]))
-    ax.set_yticks(range(delta.shape[0]))
+  """L x H heatmaps: loss change with each head alone ablated (zero, mean), and its DLA."""
+  L = len(s["ablation"]["zero"]["loss_LH"])
+  fig = Figure(figsize=(15, 0.4 * L + 2.5), layout="constrained")
+  panels = [(f"{mode} ablation: loss - {s['ablation'][mode]['baseline_loss']:.3f}",
+             np.asarray(s["ablation"][mode]["loss_LH"]) - s["ablation"][mode]["baseline_loss"],
+             "nats") for mode in lens.ABLATIONS]
+  panels.append(("direct logit attribution per head", np.asarray(
+      s["contributions"]["head_attribution_LH"]), "logit"))
+  for ax, (title, values, unit) in zip(fig.subplots(1, 3), panels):
+    lim = max(float(np.abs(values).max()), 1e-6)
+    im = ax.imshow(values, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto")
+    ax.set(title=title, xlabel="head", ylabel="layer")
+    ax.set_xticks(range(values.shape[1]))
+    ax.set_yticks(range(values.shape[0]))
     ax.grid(False)
-    fig.colorbar(im, ax=ax, label="nats")
+    fig.colorbar(im, ax=ax, label=unit)
   return fig
 
 

@@ -132,11 +132,13 @@ def test_attributions_sum_to_the_target_logit(setup):
   np.testing.assert_allclose(total, want, atol=1e-4)
   assert out["sublayers_SBT"].shape == (2 * cfg.n_layer, *x.shape)
   assert float(jnp.min(jnp.abs(out["bias_BT"]))) > 0  # lively LayerNorm biases do reach the head
+  assert out["heads_LHBT"].shape == (cfg.n_layer, cfg.n_head, *x.shape)
 
 
-def test_last_mlp_attribution_is_its_own_logit_change_pre_norm():
+def test_attributions_by_hand_pre_norm():
   # Pre-norm with ln_f frozen at the final stream: removing the last MLP's output from the
-  # normalised stream lowers the logit by exactly its attribution.
+  # normalised stream lowers the logit by exactly its attribution; an attention sublayer's
+  # share is its heads' shares plus its output bias's.
   cfg = tiny_cfg()
   params = lively(model.init_params(cfg, jax.random.key(0)))
   x, y = batch(cfg)
@@ -149,6 +151,10 @@ def test_last_mlp_attribution_is_its_own_logit_change_pre_norm():
   u = np.asarray(params["wte"], np.float64)[np.asarray(y)]
   change = np.sum((frozen(final) - frozen(final - f_last)) * u, -1)
   np.testing.assert_allclose(out["sublayers_SBT"][-1], change, atol=1e-4)
+  b_out = np.asarray(params["blocks"]["attn"]["b_out"], np.float64)  # (L, D)
+  bias_share = np.sum((frozen(final) - frozen(final - b_out[:, None, None])) * u, -1)
+  np.testing.assert_allclose(np.asarray(out["heads_LHBT"]).sum(1),
+                             out["sublayers_SBT"][0::2] - bias_share, atol=1e-4)
 
 
 # ----------------------------------------------------------------------------- head ablation
