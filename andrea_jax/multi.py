@@ -224,9 +224,11 @@ def check_config(workdir: str, config) -> None:
     with open(path, encoding="utf-8") as f:
       saved = json.load(f)
     frozen = {"data.cache_dir", "data.prefetch", "train.log_every", "train.eval_every"}
-    diffs = [f"{g}.{k}: {saved.get(g, {}).get(k)!r} -> {current[g].get(k)!r}"
-             for g in ("model", "data", "train") for k in sorted(set(saved.get(g, {})) | set(current[g]))
-             if f"{g}.{k}" not in frozen and saved.get(g, {}).get(k) != current[g].get(k)]
+    # Fields the code added since the group started (absent from its config.json) keep
+    # their defaults; any field it was started with must be unchanged.
+    diffs = [f"{g}.{k}: {v!r} -> {current[g].get(k)!r}"
+             for g in ("model", "data", "train") for k, v in sorted(saved.get(g, {}).items())
+             if f"{g}.{k}" not in frozen and v != current[g].get(k)]
     if diffs:
       raise ValueError(f"{workdir} holds a group trained with another config ({'; '.join(diffs)}); "
                        f"resume with the same config or use a fresh workdir")
