@@ -3,21 +3,47 @@
 Each notebook is executed in a fresh ``python3`` kernel with ``notebooks/`` as its working
 directory (its first cell finds the repository one level up and moves there), the way a
 user opens it. A cell that raises fails the test with the cell and its traceback. One test
-per notebook, so ``pytest -n 2`` runs two at a time.
+per notebook, so ``pytest -n 2`` runs two at a time. ``ANDREA_RUNS_DIR`` points the
+notebooks' outputs (``runs/`` for a user) at the test's temporary directory, and the test
+checks that the checkout holds no new file afterwards.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import pathlib
+import subprocess
 
 import pytest
 
-NOTEBOOKS_DIR = pathlib.Path(__file__).resolve().parent.parent / "notebooks"
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
 # Per cell. Notebook 4 trains for about a minute; the margin is for a machine busy with other tests.
 CELL_TIMEOUT_S = 600
+# Caches that Python and the tools keep; anything else new in the checkout is a leak.
+CACHES = {".git", "__pycache__", ".pytest_cache", ".hypothesis", ".ipynb_checkpoints"}
 
+
+def checkout_files() -> dict[str, int | None]:
+  """Every path under the repository root (caches aside), with the mtime of git-ignored files.
+
+  A notebook may not create a path, nor rewrite an ignored file (say under ``runs/``,
+  where a leak would be invisible to ``git status``). Tracked and untracked files are
+  compared by name only, so edits made to the checkout meanwhile do not count.
+  """
+  found = {}
+  for root, dirs, files in os.walk(REPO_ROOT):
+    dirs[:] = [d for d in dirs if d not in CACHES]
+    found.update({os.path.join(root, name): None for name in dirs + files})
+  ignored = subprocess.run(["git", "ls-files", "--others", "--ignored", "--exclude-standard", "-z"],
+                           cwd=REPO_ROOT, capture_output=True, text=True, check=False).stdout
+  for rel in filter(None, ignored.split("\0")):
+    path = os.path.join(REPO_ROOT, rel)
+    if path in found:
+      found[path] = os.stat(path).st_mtime_ns
+  return found
 
 def test_the_five_notebooks_exist():
   expected = {"01_residual_stream.ipynb", "02_layernorm_gelu.ipynb", "03_inside_andrea120m.ipynb",
@@ -35,13 +61,19 @@ def test_notebook_is_committed_without_outputs(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_runs(path, monkeypatch):
+def test_notebook_runs(path, monkeypatch, tmp_path):
   nbformat = pytest.importorskip("nbformat")
   nbclient = pytest.importorskip("nbclient")
   pytest.importorskip("ipykernel")
   # The kernel inherits the environment: no GPU grabbing by a notebook next to the tests.
   monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+  monkeypatch.setenv("ANDREA_RUNS_DIR", str(tmp_path / "runs"))
+  before = checkout_files()
   nb = nbformat.read(path, as_version=4)
   client = nbclient.NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
                                    resources={"metadata": {"path": str(NOTEBOOKS_DIR)}})
   client.execute()  # raises CellExecutionError (with the cell and traceback) on an error
+  written = sorted(os.path.relpath(p, REPO_ROOT) for p, mtime in checkout_files().items()
+                   if p not in before or before[p] != mtime)
+  assert not written, (f"{path.name} wrote {len(written)} paths into the checkout (write under "
+                       f"$ANDREA_RUNS_DIR instead): {written[:20]}")
