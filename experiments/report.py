@@ -349,7 +349,8 @@ def plot_best_curves(cells: list[dict], runs: list[V.Run], out: str) -> str | No
   for ax, title in zip(axes, ("train loss", "validation loss")):
     ax.set(title=f"{title} at each arm's best rate", xlabel="step")
   axes[0].set_ylabel("nats / token")
-  axes[1].legend(fontsize=7)
+  if axes[1].get_legend_handles_labels()[0]:
+    axes[1].legend(fontsize=7)
   return _save(fig, out, "loss_curves.png")
 
 

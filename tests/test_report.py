@@ -207,3 +207,39 @@ def test_partial_results_do_not_crash(runs):
   for verdict in v.judge(runs):
     assert verdict.verdict in (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE)
     assert verdict.markdown()[0].startswith("**")
+
+
+# ----------------------------------------------------------------------------- the report on partial files
+
+
+def write_cell(root, path, arms, lr, seed, status="completed", final=4.6, diag=True):
+  d = root / path
+  d.mkdir(parents=True)
+  (d / "cell.json").write_text(json.dumps({"name": path, "arms": arms, "seed": seed, "group": "",
+                                           "overrides": {"train.learning_rate": lr, "model.norm": "post"}}))
+  (d / "summary.json").write_text(json.dumps({
+      "status": status, "steps": 10, "diverged_at_step": 4 if status == "diverged" else None,
+      "final_val_loss": final if status == "completed" else None, "unigram_val_loss": 6.0,
+      "n_params": 1000, "wall_time_s": 1.0}))
+  if diag:
+    (d / "diagnostics.jsonl").write_text(json.dumps({"step": 0, "loss": 7.7, "grad_attn": [1.0, 1.0],
+                                                     "grad_mlp": [1.0, float("nan")],
+                                                     "residual_norm": [1.0, 1.0, 1.0]}) + "\n")
+
+
+def test_report_on_partial_and_diverged_cells(tmp_path):
+  from experiments import report
+  write_cell(tmp_path, "a/lr0.001-s0", ["norm:post/none"], 1e-3, 0)
+  write_cell(tmp_path, "a/lr0.01-s0", ["norm:post/none"], 1e-2, 0, status="diverged")
+  write_cell(tmp_path, "b/lr0.001-s0", ["norm:post/long"], 1e-3, 0, diag=False)
+  write_cell(tmp_path, "c/lr0.001-s0", ["swiglu"], 1e-3, 0, status="running")  # unfinished: left out
+  path = report.write_report(str(tmp_path), str(tmp_path / "out"))
+  text = open(path).read()
+  assert "3 models, 1 diverged" in text
+  assert "| norm:post/none | 0.001 (edge) | 4.600 | 1.550 | 1/2 | 4.600 | 7.700 (1✕) |" in text
+  results = json.load(open(tmp_path / "out" / "results.json"))
+  assert {c["name"] for c in results["cells"]} == {"a/lr0.001-s0", "a/lr0.01-s0", "b/lr0.001-s0"}
+  empty = tmp_path / "empty"
+  empty.mkdir()
+  with pytest.raises(ValueError, match="holds no cells"):
+    report.write_report(str(empty))
