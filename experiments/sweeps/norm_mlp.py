@@ -54,7 +54,10 @@ SCALES = {
                 rates=(1e-4, 3e-4, 1e-3, 3e-3, 1e-2), seeds=(0, 1, 2),
                 narrow_rates=(3e-4, 1e-3, 3e-3), narrow_seeds=(0, 1),
                 deep_layers=24, deep_rates={"pre": (3e-4, 1e-3), "post": (1e-4, 3e-4)},
-                init_steps=10),
+                init_steps=10,
+                # One andrea120m at batch 64 x 1024 fills an H200's memory: one model per
+                # program, the programs spread over the GPUs with --parallel/--gpus.
+                members_per_program=1),
 }
 
 # One model-step at the cpu shape on an idle 2-core CPU, estimated: measured with
@@ -80,6 +83,19 @@ def model_steps(cells: list[Cell], s: dict) -> float:
     rel *= 1 + 0.5 * (o["model.mlp_ratio"] - 4) / 6  # the MLP is about half a block's FLOPs
     total += o["train.steps"] * rel
   return total
+
+
+def split_groups(cells: list[Cell], size: int | None) -> list[Cell]:
+  """Groups of at most ``size`` members (``<group>.<i>``), for models too big to stack many."""
+  if not size:
+    return cells
+  count: dict[str, int] = {}
+  out = []
+  for c in cells:
+    i = count.get(c.group, 0)
+    count[c.group] = i + 1
+    out.append(Cell(c.name, c.overrides, c.arms, c.seed, f"{c.group}.{i // size}"))
+  return out
 
 
 def get_sweep(scale: str = "cpu") -> Sweep:
@@ -138,6 +154,7 @@ def get_sweep(scale: str = "cpu") -> Sweep:
       cell = Cell(cell.name, cell.overrides, cell.arms + (f"init:gpt2/{cell.overrides['model.norm']}",),
                   cell.seed, cell.group)
     out.append(cell)
+  out = split_groups(out, s.get("members_per_program"))
   cost = model_steps(out, s)
   return Sweep("norm_mlp", scale, s["base"], out, description=describe(s, out, cost, scale))
 
