@@ -208,7 +208,9 @@ def logit_lens(params: Params, tokens_BT, targets_BT, cfg: ModelConfig) -> dict:
     logp = jax.nn.log_softmax(_f32(model.unembed(params, x, cfg)), axis=-1)
     top = jnp.argmax(logp, axis=-1)
     return {"nll": -jnp.take_along_axis(logp, targets_BT[..., None], -1)[..., 0],
-            "kl": jnp.sum(jnp.exp(logp_final) * (logp_final - logp), axis=-1),
+            # where= skips padded vocabulary ids (logit -inf in both: 0 * nan otherwise)
+            "kl": jnp.sum(jnp.exp(logp_final) * (logp_final - logp), axis=-1,
+                          where=logp_final > -jnp.inf),
             "top": top, "top_prob": jnp.exp(jnp.max(logp, axis=-1)), "agree": top == top_final}
 
   _, points, _, _ = scan_blocks(params, tokens_BT, cfg, point_fn=point_fn)

@@ -24,8 +24,10 @@ ablated_loss = jax.jit(lens.ablated_loss, static_argnums=3)
 head_ablation = jax.jit(lens.head_ablation, static_argnums=(3, 4, 5))
 head_means = jax.jit(lens.head_means, static_argnums=2)
 attention_probs = jax.jit(diagnostics.attention_probs, static_argnums=(2, 3))
-VARIANTS = [dict(norm=n, tie_embeddings=t) for n in ("pre", "post") for t in (True, False)]
-IDS = [f"{v['norm']}-{'tied' if v['tie_embeddings'] else 'untied'}" for v in VARIANTS]
+# The untied variants also pad the vocabulary (padded logits are -inf).
+VARIANTS = [dict(norm=n, tie_embeddings=t, vocab_pad_multiple=1 if t else 16)
+            for n in ("pre", "post") for t in (True, False)]
+IDS = [f"{v['norm']}-{'tied' if v['tie_embeddings'] else 'untied-padded'}" for v in VARIANTS]
 
 
 def tiny_cfg(**changes):
