@@ -422,7 +422,8 @@ def test_check_grads_layer_norm_and_activations(x64):
 
 @pytest.mark.parametrize("activation", ["gelu_tanh", "swiglu"])
 def test_check_grads_attention_and_mlp(x64, activation):
-  cfg = small(param_dtype="float64", compute_dtype="float64", activation=activation)
+  # "xla": forward mode too (the "auto" choice on a CPU, xla_flash, is reverse-mode only).
+  cfg = small(param_dtype="float64", compute_dtype="float64", activation=activation, attention_impl="xla")
   p = f64(model.init_params(cfg, jax.random.key(0)))
   blk = jax.tree.map(lambda a: a[0] * 10, p["blocks"])  # larger weights: a non-trivial check
   x = jax.random.normal(jax.random.key(1), (2, 5, cfg.d_model), jnp.float64)
@@ -432,7 +433,7 @@ def test_check_grads_attention_and_mlp(x64, activation):
 
 @pytest.mark.parametrize("norm", ["pre", "post"])
 def test_check_grads_block_forward(x64, norm):
-  cfg = small(param_dtype="float64", compute_dtype="float64", norm=norm)
+  cfg = small(param_dtype="float64", compute_dtype="float64", norm=norm, attention_impl="xla")
   p = f64(model.init_params(cfg, jax.random.key(0)))
   blk = jax.tree.map(lambda a: a[0], p["blocks"])
   x = jax.random.normal(jax.random.key(1), (2, 5, cfg.d_model), jnp.float64)
@@ -441,7 +442,7 @@ def test_check_grads_block_forward(x64, norm):
 
 def test_check_grads_full_loss_of_a_tiny_model(x64):
   cfg = ModelConfig(vocab_size=17, block_size=8, d_model=8, n_layer=2, n_head=2,
-                    param_dtype="float64", compute_dtype="float64")
+                    param_dtype="float64", compute_dtype="float64", attention_impl="xla")
   p = f64(model.init_params(cfg, jax.random.key(0)))
   tokens = random_tokens(cfg, (2, 6))
   # A small finite-difference step: the default 1e-4 leaves O(eps^2) curvature error.
@@ -556,7 +557,7 @@ def test_named_configs_build_and_accept_variants():
     ModelConfig(**module.get_config().model)
   cfg = ModelConfig(**andrea120m.get_config("norm=post,mlp_ratio=2").model)
   assert cfg.norm == "post" and cfg.mlp_dim == 1536
-  with pytest.raises(ValueError, match="unknown field 'mlp_ratoi'"):
+  with pytest.raises(ValueError, match="has no field 'mlp_ratoi'; did you mean 'mlp_ratio'"):
     andrea120m.get_config("mlp_ratoi=2")
 
 
