@@ -22,8 +22,8 @@ NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
 # Per cell. Notebook 4 trains for about a minute; the margin is for a machine busy with other tests.
 CELL_TIMEOUT_S = 600
-# Caches that Python and the tools keep; anything else new in the checkout is a leak.
-CACHES = {".git", "__pycache__", ".pytest_cache", ".hypothesis", ".ipynb_checkpoints"}
+# Caches and environments that Python and the tools keep; anything else new in the checkout is a leak.
+CACHES = {".git", "__pycache__", ".pytest_cache", ".hypothesis", ".ipynb_checkpoints", ".venv", "venv"}
 
 
 def checkout_files() -> dict[str, int | None]:
@@ -37,13 +37,17 @@ def checkout_files() -> dict[str, int | None]:
   for root, dirs, files in os.walk(REPO_ROOT):
     dirs[:] = [d for d in dirs if d not in CACHES]
     found.update({os.path.join(root, name): None for name in dirs + files})
-  ignored = subprocess.run(["git", "ls-files", "--others", "--ignored", "--exclude-standard", "-z"],
-                           cwd=REPO_ROOT, capture_output=True, text=True, check=False).stdout
+  try:
+    ignored = subprocess.run(["git", "ls-files", "--others", "--ignored", "--exclude-standard", "-z"],
+                             cwd=REPO_ROOT, capture_output=True, text=True, check=False).stdout
+  except FileNotFoundError:  # no git: new paths are still caught
+    ignored = ""
   for rel in filter(None, ignored.split("\0")):
     path = os.path.join(REPO_ROOT, rel)
     if path in found:
       found[path] = os.stat(path).st_mtime_ns
   return found
+
 
 def test_the_five_notebooks_exist():
   expected = {"01_residual_stream.ipynb", "02_layernorm_gelu.ipynb", "03_inside_andrea120m.ipynb",
