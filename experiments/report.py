@@ -273,7 +273,7 @@ def plot_lr_curves(runs: list[V.Run], out: str) -> list[str]:
   return names
 
 
-def _profiles(cells: list[dict], norm: str, init: str, key: str, when: str = "init"):
+def profiles(cells: list[dict], norm: str, init: str, key: str, when: str = "init"):
   """Mean over seeds of a per-layer profile of the norm/init arms (one per seed)."""
   seen = {}
   for c in cells:
@@ -294,11 +294,11 @@ def plot_profiles(cells: list[dict], out: str) -> str | None:
     style = dict(color=f"C{i % 2}", ls="-" if init == "gpt2" else "--", marker="o", ms=4,
                  label=f"{norm}-LN, {init} init")
     for ax, key in ((axes[0], "grad_attn"), (axes[1], "grad_mlp")):
-      prof = _profiles(cells, norm, init, key)
+      prof = profiles(cells, norm, init, key)
       if prof is not None:
         ax.plot(range(1, len(prof) + 1), prof, **style)
         drawn = True
-    prof = _profiles(cells, norm, init, "residual_norm")
+    prof = profiles(cells, norm, init, "residual_norm")
     if prof is not None:
       axes[2].plot(range(len(prof)), prof, **style)
   for ax, title in zip(axes, ("gradient norm at init: attention", "gradient norm at init: MLP",
@@ -318,7 +318,7 @@ def plot_residual(cells: list[dict], out: str) -> str | None:
   for ax, when in zip(axes, ("init", "end")):
     for i, norm in enumerate(("pre", "post")):
       done = [c for c in cells if c["status"] == "completed"]
-      prof = _profiles(done, norm, "gpt2", "residual_norm", when)
+      prof = profiles(done, norm, "gpt2", "residual_norm", when)
       if prof is not None:
         ax.plot(range(len(prof)), prof, "o-", color=f"C{i}", label=f"{norm}-LN")
         drawn = True

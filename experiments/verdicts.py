@@ -347,11 +347,13 @@ def claim_gradients(runs: list[Run]) -> Verdict:
 
 def claim_residual(runs: list[Run]) -> Verdict:
   rule = (f"reproduced when pre-LN's residual-stream norm, last block / first block, at the "
-          f"end of training lies above {GROWTH} by more than {K:g} standard errors of the log "
+          f"end of training (each pre-LN norm arm at its best rate) lies above {GROWTH} by more than {K:g} standard errors of the log "
           f"ratio over models; not reproduced when it lies decisively below; inconclusive otherwise "
           f"(a ratio at the threshold is not growth).")
-  pre = [r for r in runs if r.norm == "pre" and r.init == "gpt2"
-         and any(a.startswith("norm:") for a in r.arms) and not r.diverged]
+  # Each pre-LN norm arm at its best rate: a model that barely trained says little.
+  arms = by_arm(r for r in runs if r.norm == "pre" and r.init == "gpt2")
+  pre = [r for arm, rs in arms.items() if arm.startswith("norm:")
+         for r in rs if r.lr == best_rate(rs) and not r.diverged]
   end = [r.resid_ratio_end for r in pre if np.isfinite(r.resid_ratio_end)]
   init = _per_seed(pre, "resid_ratio_init")
   if len(end) < 2:

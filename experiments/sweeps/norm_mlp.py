@@ -171,6 +171,9 @@ def describe(s: dict, cells: list[Cell], cost: float, scale: str) -> str:
           f"{s['init_steps']} steps (only their step-0 gradient profile is used). A seed sets "
           f"the initialisation and the batch order. {len(cells)} models in {groups} groups (one program each), "
           f"{cost:,.0f} base-shape model-steps.")
+  if scale == "smoke":
+    text = ("**Smoke scale: toy models (2 layers, 30 steps) that prove the pipeline end to end; "
+            "their numbers and verdicts say nothing about the literature.** " + text)
   if scale == "cpu":
     text += (f" Budget: at an estimated {SECONDS_PER_MODEL_STEP_CPU} s per base-shape "
              f"model-step on an idle 2-core CPU, about {cost * SECONDS_PER_MODEL_STEP_CPU / 60:.0f} "
