@@ -27,6 +27,7 @@ import numpy as np
 import optax
 
 from andrea_jax import attention as kernels
+from andrea_jax import cross_entropy
 from andrea_jax import errors
 # Re-exported: the decode loop (sample.py) and older callers use them as model.<name>.
 from andrea_jax.attention import (blocked_causal_attention, causal_attend,  # pylint: disable=unused-import
@@ -68,6 +69,7 @@ class ModelConfig:
   attention_block: int = 128
   init: str = "gpt2"
   vocab_pad_multiple: int = 1
+  loss_chunk: int = 0
 
   def __post_init__(self):
     for name in ("vocab_size", "block_size", "d_model", "n_layer", "n_head", "scan_unroll",
@@ -90,6 +92,10 @@ class ModelConfig:
       if getattr(self, name) not in allowed:
         raise errors.ConfigError(f"ModelConfig.{name}={getattr(self, name)!r}: expected one of "
                                  f"{allowed}")
+    if isinstance(self.loss_chunk, bool) or not isinstance(self.loss_chunk, (int, np.integer)) \
+        or self.loss_chunk < 0:
+      raise errors.ConfigError(f"ModelConfig.loss_chunk={self.loss_chunk!r}: expected 0 (whole "
+                               f"logits) or a positive number of rows per chunk, e.g. 256")
     if not isinstance(self.tie_embeddings, bool):
       raise errors.ConfigError(f"ModelConfig.tie_embeddings={self.tie_embeddings!r}: expected "
                                f"True or False")
@@ -341,8 +347,7 @@ def unembed(params: Params, x_BTD: jax.Array, cfg: ModelConfig) -> jax.Array:
 
   ``(B, T, cfg.padded_vocab)``: ids from ``vocab_size`` on (padding) have logit -inf.
   """
-  if cfg.norm == "pre":
-    x_BTD = layer_norm(x_BTD, params["ln_f"]["scale"], params["ln_f"]["bias"], cfg.ln_eps)
+  x_BTD = _final_norm(params, x_BTD, cfg)
   dtype = compute_dtype(cfg)
   if cfg.tie_embeddings:
     logits = jnp.einsum("btd,vd->btv", x_BTD.astype(dtype), params["wte"].astype(dtype))
@@ -354,24 +359,53 @@ def unembed(params: Params, x_BTD: jax.Array, cfg: ModelConfig) -> jax.Array:
   return logits
 
 
-def forward(params: Params, tokens_BT: jax.Array, cfg: ModelConfig) -> jax.Array:
-  """Logits ``(B, T, V)`` for token ids ``(B, T)``; ``lax.scan`` walks the stacked blocks."""
+def _final_norm(params: Params, x_BTD: jax.Array, cfg: ModelConfig) -> jax.Array:
+  if cfg.norm == "pre":
+    return layer_norm(x_BTD, params["ln_f"]["scale"], params["ln_f"]["bias"], cfg.ln_eps)
+  return x_BTD
+
+
+def _blocks(params: Params, tokens_BT: jax.Array, cfg: ModelConfig) -> jax.Array:
+  """The residual stream after the last block, ``(B, T, D)``."""
   check_tokens(tokens_BT, cfg)
   x_BTD = embed(params, tokens_BT, cfg)
   step = _remat(lambda x, block: (block_forward(block, x, cfg), None), cfg.remat_policy)
   x_BTD, _ = jax.lax.scan(step, x_BTD, params["blocks"], unroll=cfg.scan_unroll)
-  return unembed(params, x_BTD, cfg)
+  return x_BTD
+
+
+def forward(params: Params, tokens_BT: jax.Array, cfg: ModelConfig) -> jax.Array:
+  """Logits ``(B, T, V)`` for token ids ``(B, T)``; ``lax.scan`` walks the stacked blocks."""
+  return unembed(params, _blocks(params, tokens_BT, cfg), cfg)
 
 
 def loss_fn(params: Params, tokens_BT: jax.Array, targets_BT: jax.Array, cfg: ModelConfig,
             mask_BT: jax.Array | None = None) -> jax.Array:
-  """Mean next-token cross-entropy in nats (optionally over the positions where mask is 1)."""
+  """Mean next-token cross-entropy in nats (optionally over the positions where mask is 1).
+
+  With ``cfg.loss_chunk > 0`` the unembedding and the loss run fused over chunks of that
+  many rows (``cross_entropy.py``): the same value and gradients, no ``(B, T, V)`` logits.
+  """
+  if cfg.loss_chunk:
+    return _chunked_loss(params, tokens_BT, targets_BT, cfg, mask_BT)
   logits_BTV = forward(params, tokens_BT, cfg)
   nll_BT = optax.softmax_cross_entropy_with_integer_labels(logits_BTV, targets_BT)
   if mask_BT is None:
     return jnp.mean(nll_BT)
   mask_BT = mask_BT.astype(nll_BT.dtype)
   return jnp.sum(nll_BT * mask_BT) / jnp.maximum(jnp.sum(mask_BT), 1.0)
+
+
+def _chunked_loss(params, tokens_BT, targets_BT, cfg: ModelConfig, mask_BT=None) -> jax.Array:
+  x_BTD = _final_norm(params, _blocks(params, tokens_BT, cfg), cfg)
+  D = x_BTD.shape[-1]
+  w_VD = params["wte"] if cfg.tie_embeddings else params["lm_head"].T
+  weight_BT = jnp.ones(targets_BT.shape, jnp.float32) if mask_BT is None else \
+      mask_BT.astype(jnp.float32)
+  total = cross_entropy.weighted_nll_sum(
+      x_BTD.reshape(-1, D).astype(compute_dtype(cfg)), w_VD, targets_BT.reshape(-1),
+      weight_BT.reshape(-1), cfg.vocab_size, cfg.loss_chunk)
+  return total / jnp.maximum(jnp.sum(weight_BT), 1.0)
 
 
 # ----------------------------------------------------------------------------- counting

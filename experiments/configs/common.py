@@ -56,6 +56,9 @@ def model_group(*, vocab_size: int, block_size: int, d_model: int, n_layer: int,
   # Round the embedding rows and logits up to a multiple of this (128 aligns GPU matmuls);
   # the padded ids are never inputs, out of the loss and never sampled. 1 = no padding.
   m.vocab_pad_multiple = 1
+  # Rows per chunk of the fused unembedding + cross-entropy (no (B, T, V) logits kept);
+  # 0 = the whole logits at once.
+  m.loss_chunk = 0
   return m
 
 
