@@ -97,6 +97,14 @@ def _dense(cfg: ModelConfig, features: int, name: str, std: float = 0.02, **kwar
                   name=name, **kwargs)
 
 
+def _padded_normal(real: int, axis: int):
+  """N(0, 0.02) for the first ``real`` entries along ``axis``, zeros for the vocabulary padding."""
+  def init(key, shape, dtype):
+    keep = jnp.expand_dims(jnp.arange(shape[axis]) < real, 1 - axis)
+    return jnp.where(keep, nn.initializers.normal(0.02)(key, shape, dtype), 0).astype(dtype)
+  return init
+
+
 def _stds(cfg: ModelConfig) -> dict[str, float]:
   """Init std of each block matrix, as ``model.init_params`` draws them (``cfg.init``)."""
   D, F = cfg.d_model, cfg.mlp_dim
@@ -181,7 +189,7 @@ def _remat(block_cls, policy: str):
 
 
 class AndreaLM(nn.Module):
-  """The ANDREA language model; ``__call__(tokens (B, T)) -> logits (B, T, V)`` in float32."""
+  """The ANDREA language model; ``__call__(tokens (B, T)) -> logits (B, T, padded V)`` in float32."""
 
   cfg: ModelConfig
 
@@ -190,10 +198,10 @@ class AndreaLM(nn.Module):
     cfg = model.resolve_auto(self.cfg, verbose=False)  # "auto" dtype and kernel for this platform
     model.check_tokens(tokens_BT, cfg)
     T, dtype = tokens_BT.shape[1], jnp.dtype(cfg.compute_dtype)
-    embed = lambda n, name: nn.Embed(n, cfg.d_model, embedding_init=nn.initializers.normal(0.02),
-                                     dtype=dtype, param_dtype=jnp.dtype(cfg.param_dtype), name=name)
-    wte = embed(cfg.vocab_size, "wte")
-    x_BTD = wte(tokens_BT) + embed(cfg.block_size, "wpe")(jnp.arange(T))
+    embed = lambda n, init, name: nn.Embed(n, cfg.d_model, embedding_init=init, dtype=dtype,
+                                           param_dtype=jnp.dtype(cfg.param_dtype), name=name)
+    wte = embed(cfg.padded_vocab, _padded_normal(cfg.vocab_size, 0), "wte")
+    x_BTD = wte(tokens_BT) + embed(cfg.block_size, nn.initializers.normal(0.02), "wpe")(jnp.arange(T))
     # Every layer its own parameters, stacked on a leading n_layer axis like init_params.
     blocks = nn.scan(_remat(Block, cfg.remat_policy), variable_axes={"params": 0},
                      split_rngs={"params": True}, length=cfg.n_layer, unroll=cfg.scan_unroll)
@@ -203,5 +211,9 @@ class AndreaLM(nn.Module):
     if cfg.tie_embeddings:
       logits_BTV = wte.attend(x_BTD)
     else:
-      logits_BTV = _dense(cfg, cfg.vocab_size, "lm_head", use_bias=False)(x_BTD)
-    return logits_BTV.astype(jnp.promote_types(logits_BTV.dtype, jnp.float32))
+      logits_BTV = nn.Dense(cfg.padded_vocab, use_bias=False, dtype=dtype,
+                            param_dtype=jnp.dtype(cfg.param_dtype),
+                            kernel_init=_padded_normal(cfg.vocab_size, 1), name="lm_head")(x_BTD)
+    logits_BTV = logits_BTV.astype(jnp.promote_types(logits_BTV.dtype, jnp.float32))
+    # Ids from vocab_size on only pad the matrices to a friendly size: never predicted.
+    return jnp.where(jnp.arange(cfg.padded_vocab) < cfg.vocab_size, logits_BTV, -jnp.inf)

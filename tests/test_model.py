@@ -288,7 +288,8 @@ def test_loss_at_init_is_near_log_vocab():
 
 
 FLAX_VARIANTS = [dict(), dict(norm="post", tie_embeddings=False), dict(norm="post", activation="swiglu"),
-                 dict(activation="gelu", tie_embeddings=False, remat_policy="dots_saveable", scan_unroll=3)]
+                 dict(activation="gelu", tie_embeddings=False, remat_policy="dots_saveable", scan_unroll=3,
+                      vocab_pad_multiple=8)]
 
 
 @pytest.mark.parametrize("changes", FLAX_VARIANTS)
@@ -314,8 +315,8 @@ def test_flax_module_gives_the_pure_functions_logits_and_gradients(changes):
     assert jnp.any(g != 0), jax.tree_util.keystr(path)  # every parameter is used
 
 
-@pytest.mark.parametrize("changes", [dict(), dict(norm="post", tie_embeddings=False),
-                                     dict(init="xavier", activation="swiglu")])
+@pytest.mark.parametrize("changes", [dict(), dict(norm="post", tie_embeddings=False, vocab_pad_multiple=8),
+                                     dict(init="xavier", activation="swiglu", vocab_pad_multiple=8)])
 def test_flax_init_has_the_layout_and_statistics_of_init_params(changes):
   cfg = small(**changes, n_layer=4, d_model=64)
   flax_params = AndreaLM(cfg).init(jax.random.key(0), random_tokens(cfg))["params"]
@@ -328,6 +329,9 @@ def test_flax_init_has_the_layout_and_statistics_of_init_params(changes):
     std = float(jnp.std(b))
     assert float(jnp.mean(a)) == pytest.approx(float(jnp.mean(b)), abs=6 * std / math.sqrt(b.size) + 1e-7)
     assert float(jnp.std(a)) == pytest.approx(std, rel=0.1, abs=1e-7), jax.tree_util.keystr(path)
+  # The vocabulary padding starts at zero, like init_params'.
+  V = cfg.vocab_size
+  assert jnp.all(params["wte"][V:] == 0) and jnp.all(params.get("lm_head", jnp.zeros((1, 1)))[:, V:] == 0)
   # nn.scan split the init key: the layers are not copies of one another.
   assert not jnp.allclose(params["blocks"]["attn"]["w_qkv"][0], params["blocks"]["attn"]["w_qkv"][1])
 
