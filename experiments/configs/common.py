@@ -53,11 +53,9 @@ def model_group(*, vocab_size: int, block_size: int, d_model: int, n_layer: int,
   m.attention_impl = "auto"
   # Queries per block in the XLA path's blocked causal attention (skips the masked half).
   m.attention_block = 128
-  # Round the embedding rows and logits up to a multiple of this (128 aligns GPU matmuls);
-  # the padded ids are never inputs, out of the loss and never sampled. 1 = no padding.
+  # Pad the vocabulary to a multiple of this (128 aligns GPU matmuls; 1 = none); never sampled.
   m.vocab_pad_multiple = 1
-  # Rows per chunk of the fused unembedding + cross-entropy (no (B, T, V) logits kept);
-  # 0 = the whole logits at once.
+  # Rows per chunk of the fused unembedding + cross-entropy (0 = all logits at once).
   m.loss_chunk = 0
   return m
 
