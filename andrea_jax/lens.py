@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from andrea_jax import errors
 from andrea_jax import model
 from andrea_jax.model import ModelConfig, Params
 
@@ -350,7 +351,7 @@ def head_ablation(params: Params, tokens_BT, targets_BT, cfg: ModelConfig, mode:
   memory: batch_size copies of the activations).
   """
   if mode not in ABLATIONS:
-    raise ValueError(f"mode={mode!r}: expected one of {ABLATIONS}")
+    raise errors.ConfigError(f"mode={mode!r}: expected one of {ABLATIONS}")
   L, H = cfg.n_layer, cfg.n_head
   repl = head_means(params, tokens_BT, cfg) if mode == "mean" else None
   keep_NLH = 1.0 - jnp.eye(L * H, dtype=jnp.float32).reshape(L * H, L, H)

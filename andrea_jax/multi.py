@@ -43,6 +43,7 @@ import optax
 from andrea_jax import checkpoint as ckpt
 from andrea_jax import data as data_lib
 from andrea_jax import diagnostics
+from andrea_jax import errors
 from andrea_jax import model
 from andrea_jax import train
 
@@ -142,7 +143,7 @@ def resolve_member_axis(member_axis: str) -> str:
   On a GPU, batching the members into each kernel is the point.
   """
   if member_axis not in MEMBER_AXES:
-    raise ValueError(f"member_axis={member_axis!r}: expected one of {MEMBER_AXES}")
+    raise errors.ConfigError(f"member_axis={member_axis!r}: expected one of {MEMBER_AXES}")
   if member_axis == "auto":
     return "map" if jax.default_backend() == "cpu" else "vmap"
   return member_axis
@@ -230,23 +231,23 @@ def check_config(workdir: str, config) -> None:
              for g in ("model", "data", "train") for k, v in sorted(saved.get(g, {}).items())
              if f"{g}.{k}" not in frozen and v != current[g].get(k)]
     if diffs:
-      raise ValueError(f"{workdir} holds a group trained with another config ({'; '.join(diffs)}); "
+      raise errors.CheckpointError(f"{workdir} holds a group trained with another config ({'; '.join(diffs)}); "
                        f"resume with the same config or use a fresh workdir")
   _write_json(path, current)
 
 
 def check_members(members: Sequence[Member], workdir: str) -> None:
   if not members:
-    raise ValueError("train_members: no members: pass at least one Member")
+    raise errors.ConfigError("train_members: no members: pass at least one Member")
   names = [m.name for m in members]
   if len(set(names)) != len(names) or any(not n or "/" in n for n in names):
-    raise ValueError(f"member names {names}: expected distinct non-empty names without '/'")
+    raise errors.ConfigError(f"member names {names}: expected distinct non-empty names without '/'")
   saved = os.path.join(workdir, "members.json")
   if os.path.exists(saved):
     with open(saved, encoding="utf-8") as f:
       old = json.load(f)
     if old != [dataclasses.asdict(m) for m in members]:
-      raise ValueError(f"{workdir} holds a group of other members ({old}); resume with the same "
+      raise errors.CheckpointError(f"{workdir} holds a group of other members ({old}); resume with the same "
                        f"members or use a fresh workdir")
 
 

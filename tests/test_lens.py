@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from andrea_jax import diagnostics, lens, model
+from andrea_jax import diagnostics, errors, lens, model
 from andrea_jax.model import ModelConfig
 
 ATOL = 2e-5
@@ -222,7 +222,7 @@ def test_ablation_heatmap_matches_removing_each_head_by_hand():
 
 def test_unknown_ablation_mode_is_refused():
   cfg = tiny_cfg()
-  with pytest.raises(ValueError, match="mode='ones'"):
+  with pytest.raises(errors.ConfigError, match="mode='ones'"):
     head_ablation(model.init_params(cfg, jax.random.key(0)), *batch(cfg), cfg, "ones")
 
 

@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 
+from andrea_jax import errors
 from andrea_jax import multi
 from andrea_jax import train
 from experiments.configs import common, tiny
@@ -111,13 +112,13 @@ def test_lax_map_over_members_matches_vmap(vmapped, cache, tmp_path):
     assert b["final_val_loss"] == pytest.approx(a["final_val_loss"], rel=2e-5)
     np.testing.assert_allclose(rows(str(tmp_path / "map" / m.name), "loss"),
                                rows(os.path.join(workdir, m.name), "loss"), rtol=2e-5)
-  with pytest.raises(ValueError, match="member_axis='pmap'"):
+  with pytest.raises(errors.ConfigError, match="member_axis='pmap'"):
     multi.resolve_member_axis("pmap")
 
 
 def test_a_resume_with_other_members_or_config_is_refused(vmapped, cache):
   workdir, _ = vmapped
-  with pytest.raises(ValueError, match="other members"):
+  with pytest.raises(errors.CheckpointError, match="other members"):
     multi.train_members(config(cache), MEMBERS[:2], workdir)
-  with pytest.raises(ValueError, match="train.steps: 8 -> 9"):
+  with pytest.raises(errors.CheckpointError, match="train.steps: 8 -> 9"):
     multi.train_members(config(cache, **{"train.steps": 9}), MEMBERS, workdir)
