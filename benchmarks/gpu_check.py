@@ -38,6 +38,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 import jax  # pylint: disable=wrong-import-position
 import numpy as np  # pylint: disable=wrong-import-position
 
+from andrea_jax import metrics  # pylint: disable=wrong-import-position
 from andrea_jax import model  # pylint: disable=wrong-import-position
 from andrea_jax import train  # pylint: disable=wrong-import-position
 from benchmarks import train_step as bench  # pylint: disable=wrong-import-position
@@ -102,7 +103,7 @@ def time_variant(cfg: model.ModelConfig, t, batch: int, seq: int, steps: int) ->
   step_s = statistics.median(times)
   row = {"compile_s": compile_s, "step_s": step_s, "tokens_per_s": batch * seq / step_s,
          "loss": float(m["loss"])}
-  peak = train.peak_flops(jax.devices()[0])
+  peak = metrics.peak_flops(jax.devices()[0])
   if peak:
     row["mfu"] = row["tokens_per_s"] * model.flops_per_token(cfg, seq) / peak
   return row

@@ -36,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from andrea_jax import metrics
 from andrea_jax import model
 from andrea_jax import train
 from experiments import cli
@@ -213,7 +214,7 @@ def bench_shape(name: str, batch: int, seq: int, reps: int, warmup: int, acceler
     row["ratio"] = row["andrea_jax_tokens_per_s"] / row["peer_tokens_per_s"]
   else:
     row["peer_missing"] = missing
-  peak = train.peak_flops(jax.devices()[0])
+  peak = metrics.peak_flops(jax.devices()[0])
   if peak:
     flops = model.flops_per_token(cfg, seq)
     for who in times:
