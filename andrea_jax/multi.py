@@ -44,6 +44,7 @@ from andrea_jax import checkpoint as ckpt
 from andrea_jax import data as data_lib
 from andrea_jax import diagnostics
 from andrea_jax import errors
+from andrea_jax import metrics as metrics_lib
 from andrea_jax import model
 from andrea_jax import train
 
@@ -398,7 +399,7 @@ def _write_summaries(members, dirs, state, val, unigram, cfg, t, prepared, secon
   good, steps = np.asarray(state["good"]), np.asarray(state["step"])
   summaries = []
   for i, (m, d) in enumerate(zip(members, dirs)):
-    rows = _read_rows(os.path.join(d, "metrics.jsonl"))
+    rows = metrics_lib.read_jsonl(os.path.join(d, "metrics.jsonl"))
     train_losses = [r["loss"] for r in rows if "loss" in r]
     status = "completed" if good[i] else "diverged"
     first_val = next((r["val_loss"] for r in rows if r["step"] == 0 and "val_loss" in r), None)
@@ -419,16 +420,3 @@ def _write_summaries(members, dirs, state, val, unigram, cfg, t, prepared, secon
     _write_json(os.path.join(d, "summary.json"), summary)
     summaries.append(summary)
   return summaries
-
-
-def _read_rows(path: str) -> list[dict]:
-  """Rows of a ``{"step": ...}`` JSONL file, one merged row per step (newest values win)."""
-  if not os.path.exists(path):
-    return []
-  rows: dict[int, dict] = {}
-  with open(path, encoding="utf-8") as f:
-    for line in f:
-      if line.strip():
-        row = json.loads(line)
-        rows.setdefault(row["step"], {}).update(row)
-  return [rows[s] for s in sorted(rows)]

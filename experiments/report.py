@@ -20,6 +20,7 @@ import numpy as np
 from absl import flags
 
 from andrea_jax import errors
+from andrea_jax.metrics import read_jsonl
 from experiments import cli
 from experiments import verdicts as V
 
@@ -44,19 +45,6 @@ COMPARISONS = {
 # ----------------------------------------------------------------------------- loading
 
 
-def _rows(path: str) -> list[dict]:
-  """Rows of a ``{"step": ...}`` JSONL file, one merged row per step (after a resume the newest wins)."""
-  if not os.path.exists(path):
-    return []
-  rows: dict[int, dict] = {}
-  with open(path, encoding="utf-8") as f:
-    for line in f:
-      if line.strip():
-        row = json.loads(line)
-        rows.setdefault(row["step"], {}).update(row)
-  return [rows[s] for s in sorted(rows)]
-
-
 def _read_json(path: str):
   with open(path, encoding="utf-8") as f:
     return json.load(f)
@@ -69,7 +57,7 @@ def cell_record(d: str) -> dict | None:
   meta, summary = _read_json(os.path.join(d, "cell.json")), _read_json(os.path.join(d, "summary.json"))
   if summary.get("status") not in ("completed", "diverged"):
     return None
-  metrics, diag = _rows(os.path.join(d, "metrics.jsonl")), _rows(os.path.join(d, "diagnostics.jsonl"))
+  metrics, diag = (read_jsonl(os.path.join(d, name)) for name in ("metrics.jsonl", "diagnostics.jsonl"))
   probes = [r for r in diag if "residual_norm" in r]
   pick = lambda r: {k: (r or {}).get(k) for k in ("grad_attn", "grad_mlp", "residual_norm")}
   initial = summary.get("initial_val_loss")
