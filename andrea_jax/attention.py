@@ -130,3 +130,17 @@ def cudnn_causal_attention(q_BTHK: jax.Array, k_BTHK: jax.Array, v_BTHK: jax.Arr
   """cuDNN's fused flash attention (NVIDIA GPUs; bfloat16 or float16 inputs)."""
   return jax.nn.dot_product_attention(q_BTHK, k_BTHK, v_BTHK, is_causal=True,
                                       implementation="cudnn")
+
+
+def causal_attention(q_BTHK: jax.Array, k_BTHK: jax.Array, v_BTHK: jax.Array, impl: str,
+                     block: int = 128) -> jax.Array:
+  """The kernel named ``impl`` ("xla", "xla_flash" or "cudnn"; resolve "auto" first):
+  the one place that maps an ``attention_impl`` to its kernel."""
+  if impl == "xla":
+    return blocked_causal_attention(q_BTHK, k_BTHK, v_BTHK, block)
+  if impl == "xla_flash":
+    return flash_causal_attention(q_BTHK, k_BTHK, v_BTHK, block)
+  if impl == "cudnn":
+    return cudnn_causal_attention(q_BTHK, k_BTHK, v_BTHK)
+  raise ValueError(f"attention_impl={impl!r}: expected 'xla', 'xla_flash' or 'cudnn' "
+                   f"(resolve 'auto' with model.resolve_auto first)")

@@ -31,3 +31,8 @@ class DataError(AndreaError):
 
 class CheckpointError(AndreaError):
   """A checkpoint or run directory that is missing, corrupt, or does not match the config."""
+
+
+class InputError(AndreaError):
+  """Model input that the model cannot take: token ids out of range, a sequence or prompt
+  longer than the context, a bad sampling setting."""

@@ -82,13 +82,8 @@ def from_flax(flax_params: Mapping[str, Any]) -> dict:
 
 def causal_attention_kernel(q_BTHK, k_BTHK, v_BTHK, cfg: ModelConfig):
   """The kernel of ``andrea_jax/attention.py`` that ``cfg.attention_impl`` names: ``(B, T, H, K)``."""
-  if cfg.attention_impl == "xla":
-    return kernels.blocked_causal_attention(q_BTHK, k_BTHK, v_BTHK, cfg.attention_block)
-  if cfg.attention_impl == "xla_flash":
-    return kernels.flash_causal_attention(q_BTHK, k_BTHK, v_BTHK, cfg.attention_block)
-  if cfg.attention_impl == "cudnn":
-    return kernels.cudnn_causal_attention(q_BTHK, k_BTHK, v_BTHK)
-  raise ValueError(f"attention_impl={cfg.attention_impl!r}: resolve 'auto' with model.resolve_auto first")
+  impl = model.resolve_auto(cfg, verbose=False).attention_impl
+  return kernels.causal_attention(q_BTHK, k_BTHK, v_BTHK, impl, cfg.attention_block)
 
 
 def _dense(cfg: ModelConfig, features: int, name: str, std: float = 0.02, **kwargs) -> nn.Dense:

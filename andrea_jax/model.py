@@ -256,14 +256,7 @@ def attention(x_BTD: jax.Array, attn: Params, cfg: ModelConfig) -> jax.Array:
   """
   q, k, v = qkv_project(x_BTD, attn, cfg)  # 3 x (B, T, H, K)
   impl = resolve_auto(cfg, verbose=False).attention_impl
-  if impl == "xla":
-    o_BTHK = kernels.blocked_causal_attention(q, k, v, cfg.attention_block)
-  elif impl == "xla_flash":
-    o_BTHK = kernels.flash_causal_attention(q, k, v, cfg.attention_block)
-  elif impl == "cudnn":
-    o_BTHK = kernels.cudnn_causal_attention(q, k, v)
-  else:
-    raise ValueError(f"ModelConfig.attention_impl={impl!r}: expected one of {ATTENTION_IMPLS}")
+  o_BTHK = kernels.causal_attention(q, k, v, impl, cfg.attention_block)
   return out_project(o_BTHK, attn, cfg)
 
 
@@ -312,18 +305,18 @@ def check_tokens(tokens: Any, cfg: ModelConfig) -> None:
   """
   shape = np.shape(tokens)
   if len(shape) != 2:
-    raise ValueError(f"tokens have shape {shape}: expected (batch, time)")
+    raise errors.InputError(f"tokens have shape {shape}: expected (batch, time)")
   if shape[1] > cfg.block_size:
-    raise ValueError(f"sequence length {shape[1]} exceeds the context block_size={cfg.block_size}: "
+    raise errors.InputError(f"sequence length {shape[1]} exceeds the context block_size={cfg.block_size}: "
                      f"crop the input to its last {cfg.block_size} tokens or use a longer-context config")
   if isinstance(tokens, jax.core.Tracer):
     return
   ids = np.asarray(tokens)
   if not np.issubdtype(ids.dtype, np.integer):
-    raise ValueError(f"tokens have dtype {ids.dtype}: expected integer token ids")
+    raise errors.InputError(f"tokens have dtype {ids.dtype}: expected integer token ids")
   if ids.size and (ids.min() < 0 or ids.max() >= cfg.vocab_size):
     bad = ids.min() if ids.min() < 0 else ids.max()
-    raise ValueError(f"token id {int(bad)} is outside [0, {cfg.vocab_size}) for vocab_size="
+    raise errors.InputError(f"token id {int(bad)} is outside [0, {cfg.vocab_size}) for vocab_size="
                      f"{cfg.vocab_size}: encode with the tokenizer this model was trained with")
 
 

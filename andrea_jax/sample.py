@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from andrea_jax import attention
+from andrea_jax import errors
 from andrea_jax import model
 from andrea_jax.model import ModelConfig, Params
 
@@ -192,18 +193,18 @@ def _check_request(prompt: Any, cfg: ModelConfig, max_new_tokens: Any, temperatu
                    top_k: Any, top_p: Any) -> np.ndarray:
   """Validate everything in Python, before any tracing; return the prompt as int32 numpy."""
   if not _is_int(max_new_tokens) or max_new_tokens < 1:
-    raise ValueError(f"max_new_tokens={max_new_tokens!r}: expected an integer >= 1")
+    raise errors.InputError(f"max_new_tokens={max_new_tokens!r}: expected an integer >= 1")
   if not isinstance(temperature, (int, float, np.number)) or isinstance(temperature, bool) \
       or not math.isfinite(temperature) or temperature < 0:
-    raise ValueError(f"temperature={temperature!r}: expected a finite number >= 0 (0 means greedy)")
+    raise errors.InputError(f"temperature={temperature!r}: expected a finite number >= 0 (0 means greedy)")
   if not _is_int(top_k) or top_k < 0:
-    raise ValueError(f"top_k={top_k!r}: expected an integer >= 0 (0 disables top-k)")
+    raise errors.InputError(f"top_k={top_k!r}: expected an integer >= 0 (0 disables top-k)")
   if not isinstance(top_p, (int, float, np.number)) or isinstance(top_p, bool) \
       or not 0 < top_p <= 1:
-    raise ValueError(f"top_p={top_p!r}: expected a number in (0, 1] (1 disables nucleus sampling)")
+    raise errors.InputError(f"top_p={top_p!r}: expected a number in (0, 1] (1 disables nucleus sampling)")
   shape = np.shape(prompt)
   if len(shape) != 2 or shape[0] < 1 or shape[1] < 1:
-    raise ValueError(f"prompt has shape {shape}: expected (batch, prompt_length) with both >= 1; "
+    raise errors.InputError(f"prompt has shape {shape}: expected (batch, prompt_length) with both >= 1; "
                      f"for an empty prompt start from the end-of-text token")
   P, N, T = shape[1], int(max_new_tokens), cfg.block_size
   if P + N > T:
@@ -213,7 +214,7 @@ def _check_request(prompt: Any, cfg: ModelConfig, max_new_tokens: Any, temperatu
     if P < T:
       fixes.append(f"ask for at most {T - P} new tokens")
     fix = " or ".join(fixes) or f"make prompt length + max_new_tokens at most {T}"
-    raise ValueError(f"prompt length {P} + max_new_tokens {N} = {P + N} exceeds the context "
+    raise errors.InputError(f"prompt length {P} + max_new_tokens {N} = {P + N} exceeds the context "
                      f"block_size={T} (generation has no sliding window): {fix}")
   model.check_tokens(prompt, cfg)
   return np.asarray(prompt, np.int32)
@@ -233,7 +234,7 @@ def generate(params: Params, cfg: ModelConfig, prompt_BP: Any, max_new_tokens: i
   (cfg, B, P, N, kind of sampling: greedy or not, top-k on or off, top-p on or off) and
   reused; the values of temperature, top_k and top_p are traced, so changing them does
   not recompile. There is no sliding window:
-  ``P + max_new_tokens`` must be at most ``cfg.block_size``, else ``ValueError``.
+  ``P + max_new_tokens`` must be at most ``cfg.block_size``, else ``errors.InputError``.
   """
   prompt_BP = _check_request(prompt_BP, cfg, max_new_tokens, temperature, top_k, top_p)
   new_BN = _decode(params, jnp.asarray(prompt_BP), key,

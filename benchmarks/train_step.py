@@ -164,16 +164,22 @@ def peer_available() -> str | None:
 # ----------------------------------------------------------------------------- timing
 
 
-def interleave(fns: dict, reps: int, warmup: int) -> dict[str, list[float]]:
+def interleave(fns: dict, reps: int, warmup: int, settle_s: float = 0.5) -> dict[str, list[float]]:
   """Time each function ``reps`` times, taking turns, after ``warmup`` untimed calls each."""
   for fn in fns.values():
     for _ in range(warmup):
       fn()
+  # The order rotates every rep: whichever side runs right after the PyTorch peer pays for
+  # its thread pool winding down (measured: +28 % on andrea120m when ours always followed
+  # the peer), so no side may always hold that place. A short pause lets it settle.
+  names = list(fns)
   times = {name: [] for name in fns}
-  for _ in range(reps):
-    for name, fn in fns.items():
+  for rep in range(reps):
+    for i in range(len(names)):
+      name = names[(rep + i) % len(names)]
+      time.sleep(settle_s)
       start = time.perf_counter()
-      fn()
+      fns[name]()
       times[name].append(time.perf_counter() - start)
   return times
 

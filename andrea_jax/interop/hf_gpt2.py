@@ -170,10 +170,11 @@ def expected_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
 
 
 def to_hf_tensors(params: Mapping[str, Any], cfg: ModelConfig) -> dict[str, np.ndarray]:
-  """The float32 HF state dict of an andrea_jax param pytree."""
+  """The float32 HF state dict of an andrea_jax param pytree (vocabulary padding dropped)."""
   check_exportable(cfg)
   f32 = lambda x: np.ascontiguousarray(np.asarray(x, np.float32))
-  out = {"transformer.wte.weight": f32(params["wte"]),
+  V = cfg.vocab_size  # rows past it are model.vocab_pad_multiple's padding, never used
+  out = {"transformer.wte.weight": f32(np.asarray(params["wte"])[:V]),
          "transformer.wpe.weight": f32(params["wpe"]),
          "transformer.ln_f.weight": f32(params["ln_f"]["scale"]),
          "transformer.ln_f.bias": f32(params["ln_f"]["bias"])}
@@ -182,7 +183,7 @@ def to_hf_tensors(params: Mapping[str, Any], cfg: ModelConfig) -> dict[str, np.n
     for key, (group, leaf) in BLOCK_KEYS.items():
       out[f"transformer.h.{i}.{key}"] = np.ascontiguousarray(blocks[group][leaf][i])
   if not cfg.tie_embeddings:
-    out["lm_head.weight"] = f32(np.asarray(params["lm_head"]).T)  # nn.Linear is [out, in]
+    out["lm_head.weight"] = f32(np.asarray(params["lm_head"])[:, :V].T)  # nn.Linear is [out, in]
   _check_tensors(out, cfg, "exported params")
   return out
 
