@@ -1,0 +1,124 @@
+"""Where the training step's time goes: each component of one block, ours against PyTorch.
+
+Times forward + backward (gradients of every input and weight) of one component at a
+time, andrea_jax's jitted function against the same computation in eager PyTorch (the
+peer of ``benchmarks/train_step.py``), interleaved in one process, medians of ``--reps``:
+
+  python -m benchmarks.components --shape=andrea120m --reps=5
+
+Components: LayerNorm; the attention core (causal softmax attention on (B, T, H, K):
+``attention_impl`` against ``scaled_dot_product_attention``); the whole attention branch
+(QKV projection, core, output projection); the MLP (GELU-tanh); the logits (tied head)
+plus cross-entropy. Figures for docs/ only from an idle machine (``uptime`` first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from andrea_jax import attention as kernels
+from andrea_jax import model
+from benchmarks import train_step as bench
+
+ROWS = ("layer_norm", "attention_core", "attention_branch", "mlp", "logits_and_loss")
+
+
+def ours(cfg: model.ModelConfig, batch: int, seq: int) -> dict:
+  """name -> a function running one jitted forward + backward of that component."""
+  params = model.init_params(cfg, jax.random.key(0))
+  block = jax.tree.map(lambda a: a[0], params["blocks"])
+  rng = np.random.default_rng(0)
+  x = jnp.asarray(rng.standard_normal((batch, seq, cfg.d_model)), jnp.float32)
+  qkv = [jnp.asarray(rng.standard_normal((batch, seq, cfg.n_head, cfg.head_dim)), jnp.float32)
+         for _ in range(3)]
+  targets = jnp.asarray(rng.integers(0, cfg.vocab_size, (batch, seq)), jnp.int32)
+  impl = model.resolve_auto(cfg, verbose=False).attention_impl
+  ce = lambda p, h: _logits_loss(p, h, targets, cfg)
+  losses = {
+      "layer_norm": (lambda p, h: model.layer_norm(h, p["scale"], p["bias"]).sum(), block["ln_1"], x),
+      "attention_core": (lambda p, q: kernels.causal_attention(q, *p, impl, cfg.attention_block).sum(),
+                         qkv[1:], qkv[0]),
+      "attention_branch": (lambda p, h: model.attention(h, p, cfg).sum(), block["attn"], x),
+      "mlp": (lambda p, h: model.mlp(h, p, cfg).sum(), block["mlp"], x),
+      "logits_and_loss": (ce, {k: params[k] for k in ("wte", "ln_f")}, x),
+  }
+  fns = {}
+  for name, (loss, p, h) in losses.items():
+    grad = jax.jit(jax.grad(loss, argnums=(0, 1)))
+    fns[name] = lambda grad=grad, p=p, h=h: jax.block_until_ready(grad(p, h))
+  return fns
+
+
+def _logits_loss(params, x_BTD, targets_BT, cfg):
+  """Final LayerNorm, tied head and mean cross-entropy: the model's tail."""
+  logits = model.unembed(params, x_BTD, cfg)
+  return optax.softmax_cross_entropy_with_integer_labels(logits, targets_BT).mean()
+
+
+def peer(cfg: model.ModelConfig, batch: int, seq: int) -> dict:
+  """The same components in eager PyTorch (float32, the CPU build's defaults)."""
+  import torch  # pylint: disable=import-outside-toplevel
+  from torch import nn  # pylint: disable=import-outside-toplevel
+  F = torch.nn.functional
+  D, H, K, V = cfg.d_model, cfg.n_head, cfg.head_dim, cfg.vocab_size
+  torch.manual_seed(0)
+  req = lambda *shape: torch.randn(*shape, requires_grad=True)
+  x = req(batch, seq, D)
+  q, k, v = (req(batch, H, seq, K) for _ in range(3))
+  ln, ln_f = nn.LayerNorm(D), nn.LayerNorm(D)
+  w_qkv, w_out = nn.Linear(D, 3 * D), nn.Linear(D, D)
+  w_in, w_mlp_out = nn.Linear(D, cfg.mlp_dim), nn.Linear(cfg.mlp_dim, D)
+  wte = nn.Parameter(torch.randn(V, D) * 0.02)
+  targets = torch.randint(0, V, (batch, seq))
+
+  def branch():
+    a, b, c = w_qkv(x).split(D, dim=-1)
+    heads = lambda t: t.view(batch, seq, H, K).transpose(1, 2)
+    o = F.scaled_dot_product_attention(heads(a), heads(b), heads(c), is_causal=True)
+    return w_out(o.transpose(1, 2).reshape(batch, seq, D)).sum()
+
+  losses = {
+      "layer_norm": lambda: ln(x).sum(),
+      "attention_core": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True).sum(),
+      "attention_branch": branch,
+      "mlp": lambda: w_mlp_out(F.gelu(w_in(x), approximate="tanh")).sum(),
+      "logits_and_loss": lambda: F.cross_entropy((ln_f(x) @ wte.T).view(-1, V), targets.view(-1)),
+  }
+
+  def run(loss):
+    for t in (x, q, k, v):
+      t.grad = None
+    loss().backward()
+
+  return {name: (lambda loss=loss: run(loss)) for name, loss in losses.items()}
+
+
+def main(argv=None) -> int:
+  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p.add_argument("--shape", default="andrea120m")
+  p.add_argument("--batch", type=int, default=1)
+  p.add_argument("--seq", type=int, default=1024)
+  p.add_argument("--reps", type=int, default=5)
+  args = p.parse_args(argv)
+  config = bench.load_config(args.shape, False, "")
+  cfg = bench.model_config(config, args.seq)
+  print(f"{args.shape}: batch {args.batch} x {args.seq}, 1-minute load average "
+        f"{os.getloadavg()[0]:.2f} before starting")
+  a, b = ours(cfg, args.batch, args.seq), peer(cfg, args.batch, args.seq)
+  print("| component | andrea_jax (ms) | peer (ms) | peer / ours |\n|---|---|---|---|")
+  for name in ROWS:
+    times = bench.interleave({"ours": a[name], "peer": b[name]}, args.reps, 1)
+    o, t = (1e3 * statistics.median(times[k]) for k in ("ours", "peer"))
+    print(f"| {name} | {o:.1f} | {t:.1f} | {t / o:.2f} |", flush=True)
+  return 0
+
+
+if __name__ == "__main__":
+  raise SystemExit(main())
