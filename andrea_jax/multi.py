@@ -287,7 +287,7 @@ def train_members(config, members: Sequence[Member], workdir: str, member_axis: 
   eval_set = data_lib.eval_batches(data_lib.read_shard(prepared.val_path), t.eval_batches,
                                    t.batch_size, cfg.block_size, process_index=0, process_count=1)
   unigram = train.unigram_loss(train_tokens, eval_set, cfg.vocab_size)
-  default_seed = config.data.get("shuffle_seed", config.data.get("seed"))
+  default_seed = config.data.shuffle_seed
   batch_seeds = [default_seed if m.batch_seed is None else m.batch_seed for m in members]
 
   # --- state: fresh or resumed ------------------------------------------------------------
