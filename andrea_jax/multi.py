@@ -139,7 +139,7 @@ def resolve_member_axis(member_axis: str) -> str:
   On a CPU, XLA runs the batched matmuls that ``vmap`` makes (one per weight, with the
   member axis as a batch dimension) much slower than the same matmuls one by one (3.6x
   for the tied unembedding at d_model 64, vocabulary 2305): measured with
-  ``python -m experiments.sweeps.measure``, a vmapped step cost 0.65x, a ``lax.map`` over
+  ``python -m benchmarks.vmap_members``, a vmapped step cost 0.65x, a ``lax.map`` over
   the members (one compiled loop, unbatched matmuls) 1.3x, the members' sequential steps.
   On a GPU, batching the members into each kernel is the point.
   """

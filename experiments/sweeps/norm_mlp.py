@@ -61,7 +61,7 @@ SCALES = {
 }
 
 # One model-step at the cpu shape on an idle 2-core CPU, estimated: measured with
-# `python -m experiments.sweeps.measure` on a loaded machine (load ~9), a step at 6 x 64,
+# `python -m benchmarks.vmap_members` on a loaded machine (load ~9), a step at 6 x 64,
 # context 64 cost 1/4.7 of one at 6 x 128, context 128, whose idle cost is 0.33 s
 # (100 s per 300 steps, issue 14): 0.07 s for a model alone; the members of a group step
 # in a compiled loop (multi's lax.map on CPUs), measured 1.3x faster than one by one.

@@ -1,7 +1,7 @@
 """What one vmapped program buys over N sequential models, measured (interleaved A/B).
 
-  python -m experiments.sweeps.measure --members=6 --d_model=64 --n_layer=6 --block_size=64
-  python -m experiments.sweeps.measure --attention_impl=xla,xla_flash --rounds=5
+  python -m benchmarks.vmap_members --members=6 --d_model=64 --n_layer=6 --block_size=64
+  python -m benchmarks.vmap_members --attention_impl=xla,xla_flash --rounds=5
 
 For each attention kernel, compiles (a) one model's train step, (b) the vmapped step of
 ``--members`` models (andrea_jax/multi.py's ``member_step``) and (c) the same members in
