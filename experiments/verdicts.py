@@ -436,10 +436,10 @@ def claim_swiglu(runs: list[Run]) -> Verdict:
 
 
 def claim_depth(runs: list[Run]) -> Verdict:
-  rule = ("post-LN minus pre-LN (both with long warmup, each at the best of the rates it was "
-          "tried at, bracketed or not) in the "
-          "deeper setting against the same gap at the base depth: reproduced when the deeper "
-          "gap is decisively larger (Liu et al. 2020: post-LN's trouble grows with depth), not "
+  rule = ("post-LN minus pre-LN (both with long warmup, each at the best of the rates the "
+          "deeper arm was tried at, bracketed or not) in the deeper setting against the same "
+          "gap at the base depth over the same rates: reproduced when the deeper gap is "
+          "decisively larger (Liu et al. 2020: post-LN's trouble grows with depth), not "
           "reproduced when it is equivalent or smaller, inconclusive otherwise; the gaps' "
           "standard errors add.")
   arms = by_arm(runs)
@@ -448,11 +448,18 @@ def claim_depth(runs: list[Run]) -> Verdict:
   if not all(deep.values()) or not all(base.values()):
     return _missing("post-LN's trouble grows with depth", "depth:post, depth:pre, "
                     "norm:post/long and norm:pre/long", rule)
-  # Plain comparisons at the best rate tried: the deep arms get a few rates around the base
-  # arms' optima, not a grid that brackets their own.
+  # The deep arms get a few rates around the base arms' optima, not a grid that brackets
+  # their own: the base depth is judged over the same rates (where it has them), so that
+  # a deep arm that missed its optimum is not read as depth hurting.
+  same = {n: [r for r in base[n] if r.lr in by_rate(deep[n])] or base[n] for n in base}
   g_deep = compare(at_best(deep["post"]), at_best(deep["pre"]))
-  g_base = compare(at_best(base["post"]), at_best(base["pre"]))
-  lines = [f"Post-LN minus pre-LN: deeper {g_deep.text()}; base depth {g_base.text()}."]
+  g_base = compare(at_best(same["post"]), at_best(same["pre"]))
+  rates = {n: ", ".join(f"{lr:.2g}" for lr in sorted(by_rate(deep[n]))) for n in deep}
+  lines = [f"Rates tried deeper: post-LN {rates['post']}, pre-LN {rates['pre']}; the base "
+           f"depth's best over its full grid: post-LN {best_rate(base['post']):.2g}, pre-LN "
+           f"{best_rate(base['pre']):.2g}.",
+           f"Post-LN minus pre-LN at the best of those rates: deeper {g_deep.text()}; base "
+           f"depth {g_base.text()}."]
   if not (np.isfinite(g_deep.se) and np.isfinite(g_base.se)):
     return Verdict("post-LN's trouble grows with depth", INCONCLUSIVE, lines, rule)
   d, se = g_deep.diff - g_base.diff, math.hypot(g_deep.se, g_base.se)

@@ -78,3 +78,27 @@ def test_markdown_says_n_a_for_a_missing_peer():
          if not k.startswith("peer") and k != "ratio"}
   text = bench.markdown({"machine": "m", "command": "c", "train": [row]})
   assert "| n/a | n/a |" in text
+
+
+def test_interleave_puts_every_side_after_every_other_equally_often():
+  calls = []
+  fns = {name: (lambda name=name: calls.append(name)) for name in "abc"}
+  times = bench.interleave(fns, reps=6, warmup=1, settle_s=0.0)
+  assert calls[:3] == ["a", "b", "c"]  # the warm-up calls
+  assert {k: len(v) for k, v in times.items()} == {"a": 6, "b": 6, "c": 6}
+  timed = calls[3:]
+  follows = {}
+  for rep in range(6):
+    order = timed[3 * rep:3 * rep + 3]
+    assert sorted(order) == ["a", "b", "c"]
+    for before, after in zip(order, order[1:]):
+      follows[(before, after)] = follows.get((before, after), 0) + 1
+  # Every ordered pair is adjacent equally often: no side always runs right after another.
+  assert len(follows) == 6 and set(follows.values()) == {2}
+
+
+def test_two_sides_alternate_their_order():
+  calls = []
+  fns = {name: (lambda name=name: calls.append(name)) for name in ("ours", "peer")}
+  bench.interleave(fns, reps=4, warmup=0, settle_s=0.0)
+  assert calls == ["ours", "peer", "peer", "ours", "ours", "peer", "peer", "ours"]

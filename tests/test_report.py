@@ -190,6 +190,24 @@ def test_depth_claim_every_way():
                        + arm("depth:pre", bowl(4.5, 1e-3))).verdict == INCONCLUSIVE
 
 
+def test_depth_claim_compares_the_base_depth_over_the_deep_arms_rates():
+  # Post-LN's base optimum (1e-4) lies outside the two rates the deep arms were tried at:
+  # judged at its own best, the base gap would look small and depth would seem to hurt.
+  # Deeper is 0.1 nats better for both norms at every rate: the gap does not grow.
+  tried = lambda curve: {lr: curve[lr] for lr in (1e-3, 3e-3)}
+  post, pre = bowl(4.65, 1e-4), bowl(4.60, 1e-3)
+  base = arm("norm:post/long", post, norm="post") + arm("norm:pre/long", pre)
+  deep = (arm("depth:post", {lr: m - 0.1 for lr, m in tried(post).items()}, norm="post")
+          + arm("depth:pre", {lr: m - 0.1 for lr, m in tried(pre).items()}))
+  verdict = v.claim_depth(base + deep)
+  assert verdict.verdict == NOT_REPRODUCED, verdict.lines
+  assert "0.001, 0.003" in verdict.lines[0]
+  # A real growth over the same rates is still found.
+  worse = (arm("depth:post", {lr: m + 0.2 for lr, m in tried(post).items()}, norm="post")
+           + arm("depth:pre", {lr: m - 0.1 for lr, m in tried(pre).items()}))
+  assert v.claim_depth(base + worse).verdict == REPRODUCED
+
+
 # ----------------------------------------------------------------------------- partial data
 
 
