@@ -64,7 +64,7 @@ def cell_record(d: str) -> dict | None:
   if initial is None and probes and probes[0]["step"] == 0:
     initial = probes[0]["loss"]
   return {
-      "name": meta["name"], "arms": meta["arms"], "seed": meta["seed"],
+      "name": meta["name"], "arms": meta["arms"], "seed": meta["seed"], "group": meta.get("group"),
       "overrides": meta["overrides"], "learning_rate": learning_rate(d, meta, summary),
       "status": summary["status"], "steps": summary["steps"],
       "diverged_at_step": summary.get("diverged_at_step"),
@@ -345,6 +345,18 @@ def plot_best_curves(cells: list[dict], runs: list[V.Run], out: str) -> str | No
 # ----------------------------------------------------------------------------- the report
 
 
+def measured_time(cells: list[dict]) -> str:
+  """What the study cost: the wall time of each program (a vmapped group, or a single run)."""
+  programs: dict[str, float] = {}
+  for c in cells:
+    key = c.get("group") or c["name"]
+    programs[key] = max(programs.get(key, 0.0), c.get("wall_time_s") or 0.0)
+  total = sum(programs.values())
+  return (f"Training time measured: {total / 60:.0f} minutes in {len(programs)} "
+          f"program{'s' * (len(programs) != 1)} (the sum of each program's wall time: "
+          f"compiles, evaluations and probes included, data preparation not).")
+
+
 def write_report(sweep_dir: str, out: str | None = None, command: str = "",
                  copy: bool = False) -> str:
   out = out or sweep_dir
@@ -363,7 +375,7 @@ def write_report(sweep_dir: str, out: str | None = None, command: str = "",
   regenerate = f"python -m experiments.report --sweep_dir={sweep_dir}" + (f" --out={out}" if out != sweep_dir else "")
   lines += ["Produced by:", "", "```bash", *([command] if command else []), regenerate, "```", "",
             f"Read from {source}.", "", index.get("description", ""), "",
-            f"{len(cells)} models, {sum(r.diverged for r in runs)} diverged.", "",
+            f"{len(cells)} models, {sum(r.diverged for r in runs)} diverged. {measured_time(cells)}", "",
             *single_rate_note(table),
             "## Verdicts", "",
             f"Each claim is judged by a rule in `experiments/verdicts.py` (tested on synthetic "

@@ -253,6 +253,11 @@ def test_report_on_partial_and_diverged_cells(tmp_path):
   path = report.write_report(str(tmp_path), str(tmp_path / "out"))
   text = open(path).read()
   assert "3 models, 1 diverged" in text
+  assert "Training time measured: 0 minutes in 3 programs" in text
+  assert report.measured_time([{"name": "a", "group": "g", "wall_time_s": 600.0},
+                               {"name": "b", "group": "g", "wall_time_s": 600.0},
+                               {"name": "c", "wall_time_s": 300.0}]).startswith(
+      "Training time measured: 15 minutes in 2 programs")
   assert "| norm:post/none | 0.001 (edge) | 4.600 | 1.550 | 1/2 | 4.600 | 7.700 (1✕) |" in text
   results = json.load(open(tmp_path / "out" / "results.json"))
   assert {c["name"] for c in results["cells"]} == {"a/lr0.001-s0", "a/lr0.01-s0", "b/lr0.001-s0"}

@@ -66,8 +66,10 @@ def test_report_from_per_cell_files_alone(swept, tmp_path):
 
 
 def test_report_of_a_study_without_per_cell_files(tmp_path):
-  # The committed 300-step study kept only results.json: its report is regenerated from it.
-  path = report.write_report("docs/results/norm_mlp-cpu", str(tmp_path))
+  # The first, 300-step study kept only results.json (kept here as a fixture): its report
+  # is regenerated from it.
+  path = report.write_report(os.path.join(os.path.dirname(__file__), "data", "study-300steps"),
+                             str(tmp_path))
   text = open(path).read()
   assert "no per-cell files" in text and "### post-LN needs warmup" in text
 
