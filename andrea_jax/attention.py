@@ -43,22 +43,33 @@ def causal_attend(q_BTHK: jax.Array, k_BSHK: jax.Array, v_BSHK: jax.Array,
 
 
 def _heads_major(q_BTHK, k_BTHK, v_BTHK):
-  """Scaled queries, keys and values as ``(B, H, T, K)``: XLA's batched dots want heads next to batch."""
-  scale = 1.0 / math.sqrt(q_BTHK.shape[-1])
-  return tuple(jnp.swapaxes(a, 1, 2) for a in (q_BTHK * scale, k_BTHK, v_BTHK))
+  """Scaled queries, keys and values as ``(B*H, T, K)``: XLA's batched dots want the heads
+  next to the batch, and one merged batch axis keeps a batch of one from leaving a unit
+  axis in every reduction (XLA:CPU's YNNPACK fusions of such reductions ran several times
+  slower: docs/performance.md)."""
+  B, T, H, K = q_BTHK.shape
+  scale = 1.0 / math.sqrt(K)
+  return tuple(jnp.swapaxes(a, 1, 2).reshape(B * H, a.shape[1], K)
+               for a in (q_BTHK * scale, k_BTHK, v_BTHK))
 
 
-def _block_scores(q_BHCK, k_BHSK, start: int, fill: float | None = None):
+def _tokens_major(o_NTK, B: int) -> jax.Array:
+  """``(B*H, T, K)`` back to ``(B, T, H, K)``."""
+  N, T, K = o_NTK.shape
+  return jnp.swapaxes(o_NTK.reshape(B, N // B, T, K), 1, 2)
+
+
+def _block_scores(q_NCK, k_NSK, start: int, fill: float | None = None):
   """Scores of queries ``start .. start+C`` against keys ``0 .. S``, causal entries kept."""
-  C, S = q_BHCK.shape[2], k_BHSK.shape[2]
-  s_BHCS = _at_least_f32(jnp.einsum("bhck,bhsk->bhcs", q_BHCK, k_BHSK))
+  C, S = q_NCK.shape[-2], k_NSK.shape[-2]
+  s_NCS = _at_least_f32(jnp.einsum("nck,nsk->ncs", q_NCK, k_NSK))
   visible_CS = start + jnp.arange(C)[:, None] >= jnp.arange(S)[None, :]
-  return jnp.where(visible_CS, s_BHCS, jnp.finfo(s_BHCS.dtype).min if fill is None else fill)
+  return jnp.where(visible_CS, s_NCS, jnp.finfo(s_NCS.dtype).min if fill is None else fill)
 
 
-def _attend_block(q_BHCK, k_BHSK, v_BHSK, start: int):
-  p_BHCS = jax.nn.softmax(_block_scores(q_BHCK, k_BHSK, start), axis=-1).astype(v_BHSK.dtype)
-  return jnp.einsum("bhcs,bhsk->bhck", p_BHCS, v_BHSK)
+def _attend_block(q_NCK, k_NSK, v_NSK, start: int):
+  p_NCS = jax.nn.softmax(_block_scores(q_NCK, k_NSK, start), axis=-1).astype(v_NSK.dtype)
+  return jnp.einsum("ncs,nsk->nck", p_NCS, v_NSK)
 
 
 def blocked_causal_attention(q_BTHK: jax.Array, k_BTHK: jax.Array, v_BTHK: jax.Array,
@@ -70,12 +81,12 @@ def blocked_causal_attention(q_BTHK: jax.Array, k_BTHK: jax.Array, v_BTHK: jax.A
   caches; each block is rematerialised in the backward pass rather than storing its
   probabilities.
   """
-  T = q_BTHK.shape[1]
+  B, T = q_BTHK.shape[:2]
   q, k, v = _heads_major(q_BTHK, k_BTHK, v_BTHK)
   attend = jax.checkpoint(_attend_block, static_argnums=(3,))
-  outs = [attend(q[:, :, a:a + block], k[:, :, :a + block], v[:, :, :a + block], a)
+  outs = [attend(q[:, a:a + block], k[:, :a + block], v[:, :a + block], a)
           for a in range(0, T, block)]
-  return jnp.swapaxes(jnp.concatenate(outs, axis=2), 1, 2)
+  return _tokens_major(jnp.concatenate(outs, axis=1), B)
 
 
 # ----------------------------------------------------------------------------- blocked, flash backward
@@ -86,7 +97,7 @@ def _flash_block_fwd(q, k, v, start):
   m = jnp.max(s, axis=-1, keepdims=True)
   e = jnp.exp(s - m)
   denom = jnp.sum(e, axis=-1, keepdims=True)
-  o = (jnp.einsum("bhcs,bhsk->bhck", e.astype(v.dtype), v) / denom).astype(v.dtype)
+  o = (jnp.einsum("ncs,nsk->nck", e.astype(v.dtype), v) / denom).astype(v.dtype)
   return o, (q, k, v, o, m + jnp.log(denom))
 
 
@@ -94,10 +105,10 @@ def _flash_block_bwd(start, residuals, do):
   # FlashAttention's backward: recompute P from the saved log-sum-exp, no softmax autodiff.
   q, k, v, o, lse = residuals
   p = jnp.exp(_block_scores(q, k, start, fill=-jnp.inf) - lse)
-  dv = jnp.einsum("bhcs,bhck->bhsk", p.astype(do.dtype), do)
-  dp = _at_least_f32(jnp.einsum("bhck,bhsk->bhcs", do, v))
+  dv = jnp.einsum("ncs,nck->nsk", p.astype(do.dtype), do)
+  dp = _at_least_f32(jnp.einsum("nck,nsk->ncs", do, v))
   ds = (p * (dp - jnp.sum(_at_least_f32(do * o), axis=-1, keepdims=True))).astype(q.dtype)
-  return (jnp.einsum("bhcs,bhsk->bhck", ds, k), jnp.einsum("bhcs,bhck->bhsk", ds, q), dv)
+  return (jnp.einsum("ncs,nsk->nck", ds, k), jnp.einsum("ncs,nck->nsk", ds, q), dv)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
@@ -116,11 +127,11 @@ def flash_causal_attention(q_BTHK: jax.Array, k_BTHK: jax.Array, v_BTHK: jax.Arr
   pass (about 25 % faster than autodiff of the rematerialised softmax on a CPU). A
   ``custom_vjp``: reverse mode (``grad``) only, so ``jax.jvp`` needs ``attention_impl="xla"``.
   """
-  T = q_BTHK.shape[1]
+  B, T = q_BTHK.shape[:2]
   q, k, v = _heads_major(q_BTHK, k_BTHK, v_BTHK)
-  outs = [_flash_block(q[:, :, a:a + block], k[:, :, :a + block], v[:, :, :a + block], a)
+  outs = [_flash_block(q[:, a:a + block], k[:, :a + block], v[:, :a + block], a)
           for a in range(0, T, block)]
-  return jnp.swapaxes(jnp.concatenate(outs, axis=2), 1, 2)
+  return _tokens_major(jnp.concatenate(outs, axis=1), B)
 
 
 # ----------------------------------------------------------------------------- cuDNN

@@ -205,12 +205,17 @@ def _at_least_f32(x: jax.Array) -> jax.Array:
 
 
 def layer_norm(x: jax.Array, scale: jax.Array, bias: jax.Array, eps: float = 1e-5) -> jax.Array:
-  """``scale * (x - mean) / sqrt(var + eps) + bias`` over the last axis, in at least float32."""
-  x32 = _at_least_f32(x)
+  """``scale * (x - mean) / sqrt(var + eps) + bias`` over the last axis, in at least float32.
+
+  Computed on the rows ``(N, D)``: a batch of one would otherwise leave a unit axis in
+  every reduction, which XLA:CPU's YNNPACK fusions ran several times slower
+  (docs/performance.md).
+  """
+  x32 = _at_least_f32(x).reshape(-1, x.shape[-1])
   mean = jnp.mean(x32, axis=-1, keepdims=True)
   var = jnp.mean(jnp.square(x32 - mean), axis=-1, keepdims=True)
   y = (x32 - mean) * jax.lax.rsqrt(var + eps)
-  return (y * _at_least_f32(scale) + _at_least_f32(bias)).astype(x.dtype)
+  return (y * _at_least_f32(scale) + _at_least_f32(bias)).astype(x.dtype).reshape(x.shape)
 
 
 def gelu_tanh(x: jax.Array) -> jax.Array:
@@ -232,7 +237,10 @@ ACTIVATION_FNS: dict[str, Callable[[jax.Array], jax.Array]] = {
 
 
 def _dense(x, w, b, dtype):
-  return jnp.einsum("...i,io->...o", x.astype(dtype), w.astype(dtype)) + b.astype(dtype)
+  """``x @ w + b`` on the rows ``(N, i)``, so the bias gradient reduces no unit axis (see
+  ``layer_norm``)."""
+  y = x.reshape(-1, x.shape[-1]).astype(dtype) @ w.astype(dtype) + b.astype(dtype)
+  return y.reshape(*x.shape[:-1], w.shape[-1])
 
 
 def qkv_project(x_BTD: jax.Array, attn: Params, cfg: ModelConfig):
@@ -382,7 +390,8 @@ def loss_fn(params: Params, tokens_BT: jax.Array, targets_BT: jax.Array, cfg: Mo
   if cfg.loss_chunk:
     return _chunked_loss(params, tokens_BT, targets_BT, cfg, mask_BT)
   logits_BTV = forward(params, tokens_BT, cfg)
-  nll_BT = optax.softmax_cross_entropy_with_integer_labels(logits_BTV, targets_BT)
+  nll_BT = optax.softmax_cross_entropy_with_integer_labels(  # on rows: see layer_norm
+      logits_BTV.reshape(-1, logits_BTV.shape[-1]), targets_BT.reshape(-1)).reshape(targets_BT.shape)
   if mask_BT is None:
     return jnp.mean(nll_BT)
   mask_BT = mask_BT.astype(nll_BT.dtype)
