@@ -5,6 +5,7 @@ time, andrea_jax's jitted function against the same computation in eager PyTorch
 peer of ``benchmarks/train_step.py``), interleaved in one process, medians of ``--reps``:
 
   python -m benchmarks.components --shape=andrea120m --reps=5
+  python -m benchmarks.components --unit_axis          # the XLA:CPU effect behind model-on-rows
 
 Components: LayerNorm; the attention core (causal softmax attention on (B, T, H, K):
 ``attention_impl`` against ``scaled_dot_product_attention``); the whole attention branch
@@ -100,17 +101,50 @@ def peer(cfg: model.ModelConfig, batch: int, seq: int) -> dict:
   return {name: (lambda loss=loss: run(loss)) for name, loss in losses.items()}
 
 
+def unit_axis(batch: int, seq: int, d: int, reps: int) -> list[str]:
+  """The same reductions on ``(1, T, D)`` and on ``(T, D)`` rows, jitted, interleaved.
+
+  Why the model computes LayerNorm, its dense layers, the loss and the attention blocks
+  on rows: with a batch of one, XLA:CPU (jax 0.10) hands reductions over arrays with a
+  unit axis to YNNPACK fusions that ran several times slower than the same reductions
+  without it.
+  """
+  rng = np.random.default_rng(0)
+  x, y = (jnp.asarray(rng.standard_normal((batch * seq, d)), jnp.float32) for _ in range(2))
+  scale, bias = jnp.ones((d,)), jnp.zeros((d,))
+  ln_grad = jax.jit(jax.grad(lambda s, b, h: (model.layer_norm(h, s, b) * h).sum(), argnums=(0, 1, 2)))
+  cases = {
+      "sum(x * y, -1)": jax.jit(lambda a, c: (a * c).sum(-1)),
+      "LayerNorm forward + backward": lambda a, c: ln_grad(scale, bias, a),
+  }
+  lines = ["| computation | on (1, T, D) (ms) | on (T, D) rows (ms) | unit axis / rows |",
+           "|---|---|---|---|"]
+  unit = lambda a: a.reshape(1, *a.shape)
+  for name, fn in cases.items():
+    run = {"unit": lambda fn=fn: jax.block_until_ready(fn(unit(x), unit(y))),
+           "rows": lambda fn=fn: jax.block_until_ready(fn(x, y))}
+    times = bench.interleave(run, reps, 2, settle_s=0.05)
+    u, r = (1e3 * statistics.median(times[k]) for k in ("unit", "rows"))
+    lines.append(f"| {name} | {u:.2f} | {r:.2f} | {u / r:.1f}x |")
+  return lines
+
+
 def main(argv=None) -> int:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--shape", default="andrea120m")
   p.add_argument("--batch", type=int, default=1)
   p.add_argument("--seq", type=int, default=1024)
   p.add_argument("--reps", type=int, default=5)
+  p.add_argument("--unit_axis", action="store_true",
+                 help="time reductions on (1, T, D) against (T, D) rows instead")
   args = p.parse_args(argv)
   config = bench.load_config(args.shape, False, "")
   cfg = bench.model_config(config, args.seq)
   print(f"{args.shape}: batch {args.batch} x {args.seq}, 1-minute load average "
         f"{os.getloadavg()[0]:.2f} before starting")
+  if args.unit_axis:
+    print("\n".join(unit_axis(args.batch, args.seq, cfg.d_model, max(args.reps, 20))))
+    return 0
   a, b = ours(cfg, args.batch, args.seq), peer(cfg, args.batch, args.seq)
   print("| component | andrea_jax (ms) | peer (ms) | peer / ours |\n|---|---|---|---|")
   for name in ROWS:

@@ -102,3 +102,12 @@ def test_two_sides_alternate_their_order():
   fns = {name: (lambda name=name: calls.append(name)) for name in ("ours", "peer")}
   bench.interleave(fns, reps=4, warmup=0, settle_s=0.0)
   assert calls == ["ours", "peer", "peer", "ours", "ours", "peer", "peer", "ours"]
+
+
+def test_unit_axis_table_times_both_layouts():
+  from benchmarks import components
+  lines = components.unit_axis(batch=1, seq=8, d=16, reps=2)
+  assert lines[0].startswith("| computation | on (1, T, D)") and len(lines) == 4
+  for line in lines[2:]:
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert float(cells[1]) > 0 and float(cells[2]) > 0 and cells[3].endswith("x")
