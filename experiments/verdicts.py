@@ -290,7 +290,14 @@ def claim_sensitivity(runs: list[Run]) -> Verdict:
                     "norm:post/none and norm:pre/none", rule)
   c = compare(sp, sq)
   lines = [f"Sensitivity without warmup: post-LN {np.mean(sp):.3f}, pre-LN {np.mean(sq):.3f} "
-           f"(difference {c.text()})."]
+           f"(difference {c.text()}).",
+           f"The metric is relative to each arm's own best (post-LN {describe(post)}; pre-LN "
+           f"{describe(pre)}): an arm that ends near the same loss at every rate scores low "
+           f"however poor that loss is."]
+  long_post, long_pre = arms.get("norm:post/long", []), arms.get("norm:pre/long", [])
+  if len(by_rate(long_post)) > 1 and len(by_rate(long_pre)) > 1:
+    lines.append(f"With the long warmup (reported, not judged): post-LN "
+                 f"{lr_sensitivity(long_post):.3f}, pre-LN {lr_sensitivity(long_pre):.3f}.")
   verdict = {"higher": REPRODUCED, "same": NOT_REPRODUCED, "lower": NOT_REPRODUCED}.get(c.outcome, INCONCLUSIVE)
   return Verdict("post-LN is more sensitive to the learning rate", verdict, lines, rule)
 

@@ -104,6 +104,11 @@ def test_sensitivity_claim_every_way():
               for lr, m in bowl(4.6, 1e-3, w).items()]
   noisy += arm("norm:pre/none", flat)
   assert v.claim_sensitivity(noisy).verdict == INCONCLUSIVE
+  # With the long-warmup arms present their sensitivities are reported beside the verdict.
+  long = arm("norm:post/long", steep, norm="post") + arm("norm:pre/long", flat)
+  judged = v.claim_sensitivity(runs(flat, flat) + long)
+  assert judged.verdict == NOT_REPRODUCED
+  assert any("long warmup (reported, not judged)" in line for line in judged.lines)
 
 
 # ----------------------------------------------------------------------------- diagnostics

@@ -60,12 +60,13 @@ SCALES = {
                 members_per_program=1),
 }
 
-# One model-step at the cpu shape on an idle 2-core CPU, estimated: measured with
-# `python -m benchmarks.vmap_members` on a loaded machine (load ~9), a step at 6 x 64,
-# context 64 cost 1/4.7 of one at 6 x 128, context 128, whose idle cost is 0.33 s
-# (100 s per 300 steps, issue 14): 0.07 s for a model alone; the members of a group step
-# in a compiled loop (multi's lax.map on CPUs), measured 1.3x faster than one by one.
-SECONDS_PER_MODEL_STEP_CPU = 0.055
+# One base-shape model-step of the cpu scale on a 2-core CPU, everything included
+# (compiles, evaluations, probes), measured: the committed study (docs/results/norm_mlp-cpu,
+# 75,679 base-shape model-steps) took 93 minutes, about 84 of them on an idle machine
+# (its first three groups shared the machine), i.e. 0.067 s. The members of a group step in
+# a compiled loop (multi's lax.map on CPUs), measured idle at 1.27x the speed of one by one
+# (python -m benchmarks.vmap_members).
+SECONDS_PER_MODEL_STEP_CPU = 0.067
 
 
 def matched_d_model(ratio: float, d_model: int, n_head: int) -> int:
@@ -175,9 +176,9 @@ def describe(s: dict, cells: list[Cell], cost: float, scale: str) -> str:
     text = ("**Smoke scale: toy models (2 layers, 30 steps) that prove the pipeline end to end; "
             "their numbers and verdicts say nothing about the literature.** " + text)
   if scale == "cpu":
-    text += (f" Budget: at an estimated {SECONDS_PER_MODEL_STEP_CPU} s per base-shape "
-             f"model-step on an idle 2-core CPU, about {cost * SECONDS_PER_MODEL_STEP_CPU / 60:.0f} "
-             f"minutes of training (plus compiles, evaluations and probes). Cut to fit: width "
+    text += (f" Budget: at {SECONDS_PER_MODEL_STEP_CPU} s per base-shape model-step on an "
+             f"idle 2-core CPU (measured, compiles, evaluations and probes included), about "
+             f"{cost * SECONDS_PER_MODEL_STEP_CPU / 60:.0f} minutes. Cut to fit: width "
              f"and context halved against the 300-step study (6 x 128, context 128) and 450 "
              f"steps; the MLP and SwiGLU arms on three rates and two seeds; the depth check "
              f"on two rates per norm, two seeds.")
