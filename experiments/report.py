@@ -233,8 +233,9 @@ def _save(fig, out: str, name: str) -> str:
   return name
 
 
-def plot_lr_curves(runs: list[V.Run], out: str) -> list[str]:
-  """One plot per comparison: final loss (mean ± std over seeds) vs learning rate, per arm."""
+def plot_lr_curves(runs: list[V.Run], out: str, unigram: float = float("nan")) -> list[str]:
+  """One plot per comparison: final loss (mean ± std over seeds) vs learning rate, per arm,
+  with the loss at init and the unigram baseline (a model that learnt only token frequencies)."""
   arms, names = V.by_arm(runs), []
   for key, (title, prefixes) in COMPARISONS.items():
     chosen = sorted(a for a in arms if a.startswith(prefixes))
@@ -254,6 +255,8 @@ def plot_lr_curves(runs: list[V.Run], out: str) -> list[str]:
       ax.plot(div, [curve[lr]["mean"] for lr in div], "x", color=f"C{i}", ms=10, mew=2)
     initial = np.nanmedian([r.initial for r in runs])
     ax.axhline(initial, color="gray", ls=":", lw=1, label=f"loss at init ({initial:.2f})")
+    if np.isfinite(unigram):
+      ax.axhline(unigram, color="gray", ls="--", lw=1, label=f"unigram baseline ({unigram:.2f})")
     ax.set(xscale="log", xlabel="peak learning rate", ylabel="final validation loss (nats)",
            title=f"{title}\n(mean ± std over seeds; ✕ = a seed diverged, counted at the init loss)")
     ax.legend(fontsize=7)
@@ -369,7 +372,9 @@ def write_report(sweep_dir: str, out: str | None = None, command: str = "",
   index, cells, source = load(sweep_dir)
   runs = [to_run(c) for c in cells]
   table, judged = arm_table(runs), V.judge(runs)
-  plots = [*plot_lr_curves(runs, out), plot_profiles(cells, out), plot_residual(cells, out),
+  known = [c["unigram_val_loss"] for c in cells if c.get("unigram_val_loss") is not None]
+  unigram = float(np.median(known)) if known else float("nan")
+  plots = [*plot_lr_curves(runs, out, unigram), plot_profiles(cells, out), plot_residual(cells, out),
            plot_best_curves(cells, runs, out)]
   lines = [f"# Sweep `{index['name']}` at scale `{index['scale']}`", ""]
   regenerate = f"python -m experiments.report --sweep_dir={sweep_dir}" + (f" --out={out}" if out != sweep_dir else "")
