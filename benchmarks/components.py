@@ -16,6 +16,7 @@ plus cross-entropy. Figures for docs/ only from an idle machine (``uptime`` firs
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 
@@ -26,6 +27,7 @@ import optax
 
 from andrea_jax import attention as kernels
 from andrea_jax import model
+from andrea_jax import train
 from benchmarks import train_step as bench
 
 ROWS = ("layer_norm", "attention_core", "attention_branch", "mlp", "logits_and_loss")
@@ -101,6 +103,53 @@ def peer(cfg: model.ModelConfig, batch: int, seq: int) -> dict:
   return {name: (lambda loss=loss: run(loss)) for name, loss in losses.items()}
 
 
+def step_parts(cfg: model.ModelConfig, batch: int, seq: int, t) -> dict:
+  """The training step split in two, each side: the whole model's forward + backward, and
+  the AdamW update of all parameters (name -> {"ours": fn, "peer": fn})."""
+  import torch  # pylint: disable=import-outside-toplevel
+  rng = np.random.default_rng(0)
+  ids = rng.integers(0, cfg.vocab_size, (batch, seq + 1))
+  tokens = jnp.asarray(ids, jnp.int32)
+  holder = {"params": model.init_params(cfg, jax.random.key(0))}
+  value_and_grad = jax.jit(jax.value_and_grad(functools.partial(model.loss_fn, cfg=cfg)))
+  opt = optax.adamw(t.learning_rate, b1=t.b1, b2=t.b2, eps=t.eps, weight_decay=t.weight_decay,
+                    mask=train.decay_mask)
+  holder["opt_state"] = opt.init(holder["params"])
+  grads = jax.tree.map(jnp.ones_like, holder["params"])
+
+  @functools.partial(jax.jit, donate_argnums=(0, 1))
+  def update(params, opt_state):
+    updates, opt_state = opt.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state
+
+  def ours_update():
+    holder["params"], holder["opt_state"] = update(holder["params"], holder["opt_state"])
+    jax.block_until_ready(holder["params"])
+
+  net = bench.peer_model(cfg)
+  torch_opt = torch.optim.AdamW(net.parameters(), lr=t.learning_rate, betas=(t.b1, t.b2),
+                                eps=t.eps, weight_decay=t.weight_decay)
+  torch_ids = torch.from_numpy(ids)
+
+  def peer_forward_backward():
+    net.zero_grad(set_to_none=True)
+    net(input_ids=torch_ids[:, :-1], labels=torch_ids[:, :-1]).loss.backward()
+
+  def peer_update():
+    for p in net.parameters():
+      if p.grad is None:
+        p.grad = torch.ones_like(p)
+    torch_opt.step()
+
+  return {
+      "model forward + backward": {
+          "ours": lambda: jax.block_until_ready(value_and_grad(holder["params"], tokens[:, :-1],
+                                                               tokens[:, 1:])),
+          "peer": peer_forward_backward},
+      "AdamW update of every parameter": {"ours": ours_update, "peer": peer_update},
+  }
+
+
 def unit_axis(batch: int, seq: int, d: int, reps: int) -> list[str]:
   """The same reductions on ``(1, T, D)`` and on ``(T, D)`` rows, jitted, interleaved.
 
@@ -137,6 +186,8 @@ def main(argv=None) -> int:
   p.add_argument("--reps", type=int, default=5)
   p.add_argument("--unit_axis", action="store_true",
                  help="time reductions on (1, T, D) against (T, D) rows instead")
+  p.add_argument("--step_parts", action="store_true",
+                 help="time the whole model's forward + backward and the AdamW update instead")
   args = p.parse_args(argv)
   config = bench.load_config(args.shape, False, "")
   cfg = bench.model_config(config, args.seq)
@@ -144,6 +195,13 @@ def main(argv=None) -> int:
         f"{os.getloadavg()[0]:.2f} before starting")
   if args.unit_axis:
     print("\n".join(unit_axis(args.batch, args.seq, cfg.d_model, max(args.reps, 20))))
+    return 0
+  if args.step_parts:
+    print("| part of the step | andrea_jax (ms) | peer (ms) | peer / ours |\n|---|---|---|---|")
+    for name, fns in step_parts(cfg, args.batch, args.seq, config.train).items():
+      times = bench.interleave(fns, args.reps, 1)
+      o, t = (1e3 * statistics.median(times[k]) for k in ("ours", "peer"))
+      print(f"| {name} | {o:.1f} | {t:.1f} | {t / o:.2f} |", flush=True)
     return 0
   a, b = ours(cfg, args.batch, args.seq), peer(cfg, args.batch, args.seq)
   print("| component | andrea_jax (ms) | peer (ms) | peer / ours |\n|---|---|---|---|")

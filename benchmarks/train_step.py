@@ -114,20 +114,25 @@ def ours_step(config, batch: int, seq: int, bare: bool = False):
 # ----------------------------------------------------------------------------- the peer
 
 
-def peer_step(cfg: model.ModelConfig, t, batch: int, seq: int, accelerator: bool,
-              compile_backend: str | None = None, autocast: bool | None = None):
-  """One peer training step as a function. On an accelerator: CUDA, ``torch.compile``
-  and bf16 autocast; ``compile_backend`` / ``autocast`` ask for them explicitly (any device).
-  """
-  import torch  # pylint: disable=import-outside-toplevel
+def peer_model(cfg: model.ModelConfig, device: str = "cpu"):
+  """``transformers.GPT2LMHeadModel`` of ``cfg``'s shape (GELU-tanh, tied head, no dropout, SDPA)."""
   from transformers import GPT2Config, GPT2LMHeadModel  # pylint: disable=import-outside-toplevel
   hf = GPT2Config(vocab_size=cfg.vocab_size, n_positions=cfg.block_size, n_embd=cfg.d_model,
                   n_layer=cfg.n_layer, n_head=cfg.n_head, n_inner=cfg.mlp_dim,
                   activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0,
                   attn_pdrop=0.0, layer_norm_epsilon=cfg.ln_eps, tie_word_embeddings=True)
   hf._attn_implementation = "sdpa"  # PyTorch's fused scaled_dot_product_attention
+  return GPT2LMHeadModel(hf).to(device).train()
+
+
+def peer_step(cfg: model.ModelConfig, t, batch: int, seq: int, accelerator: bool,
+              compile_backend: str | None = None, autocast: bool | None = None):
+  """One peer training step as a function. On an accelerator: CUDA, ``torch.compile``
+  and bf16 autocast; ``compile_backend`` / ``autocast`` ask for them explicitly (any device).
+  """
+  import torch  # pylint: disable=import-outside-toplevel
   device = "cuda" if accelerator else "cpu"
-  net = GPT2LMHeadModel(hf).to(device).train()
+  net = peer_model(cfg, device)
   opt = torch.optim.AdamW(net.parameters(), lr=t.learning_rate, betas=(t.b1, t.b2), eps=t.eps,
                           weight_decay=t.weight_decay)
   if compile_backend or accelerator:

@@ -111,3 +111,18 @@ def test_unit_axis_table_times_both_layouts():
   for line in lines[2:]:
     cells = [c.strip() for c in line.strip("|").split("|")]
     assert float(cells[1]) > 0 and float(cells[2]) > 0 and cells[3].endswith("x")
+
+
+def test_step_parts_run_on_both_sides_and_keep_the_donated_state():
+  from benchmarks import components
+  config = bench.load_config("tiny", False)
+  cfg = bench.model_config(config, 16)
+  parts = components.step_parts(cfg, 2, 16, config.train)
+  assert set(parts) == {"model forward + backward", "AdamW update of every parameter"}
+  for fns in parts.values():
+    assert set(fns) == {"ours", "peer"}
+    for fn in fns.values():
+      fn()
+  # The update donates the parameters and optimizer state: calling it again only works if
+  # it keeps the new ones (a stale, donated buffer raises).
+  parts["AdamW update of every parameter"]["ours"]()
