@@ -178,6 +178,15 @@ def unit_axis(batch: int, seq: int, d: int, reps: int) -> list[str]:
   return lines
 
 
+def compare_table(what: str, rows: dict, reps: int) -> None:
+  """Print ``| row | ours (ms) | peer (ms) | peer / ours |``: each row's two sides interleaved."""
+  print(f"| {what} | andrea_jax (ms) | peer (ms) | peer / ours |\n|---|---|---|---|")
+  for name, fns in rows.items():
+    times = bench.interleave(fns, reps, 1)
+    o, t = (1e3 * statistics.median(times[k]) for k in ("ours", "peer"))
+    print(f"| {name} | {o:.1f} | {t:.1f} | {t / o:.2f} |", flush=True)
+
+
 def main(argv=None) -> int:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--shape", default="andrea120m")
@@ -197,20 +206,13 @@ def main(argv=None) -> int:
     print("\n".join(unit_axis(args.batch, args.seq, cfg.d_model, max(args.reps, 20))))
     return 0
   if args.step_parts:
-    print("| part of the step | andrea_jax (ms) | peer (ms) | peer / ours |\n|---|---|---|---|")
-    for name, fns in step_parts(cfg, args.batch, args.seq, config.train).items():
-      times = bench.interleave(fns, args.reps, 1)
-      o, t = (1e3 * statistics.median(times[k]) for k in ("ours", "peer"))
-      print(f"| {name} | {o:.1f} | {t:.1f} | {t / o:.2f} |", flush=True)
+    compare_table("part of the step", step_parts(cfg, args.batch, args.seq, config.train),
+                  args.reps)
     return 0
   a, b = ours(cfg, args.batch, args.seq), peer(cfg, args.batch, args.seq)
-  print("| component | andrea_jax (ms) | peer (ms) | peer / ours |\n|---|---|---|---|")
-  for name in ROWS:
-    times = bench.interleave({"ours": a[name], "peer": b[name]}, args.reps, 1)
-    o, t = (1e3 * statistics.median(times[k]) for k in ("ours", "peer"))
-    print(f"| {name} | {o:.1f} | {t:.1f} | {t / o:.2f} |", flush=True)
+  compare_table("component", {name: {"ours": a[name], "peer": b[name]} for name in ROWS},
+                args.reps)
   return 0
-
 
 if __name__ == "__main__":
   raise SystemExit(main())
