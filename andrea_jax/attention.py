@@ -24,16 +24,14 @@ import math
 import jax
 import jax.numpy as jnp
 
-
-def _at_least_f32(x: jax.Array) -> jax.Array:
-  return x.astype(jnp.promote_types(x.dtype, jnp.float32))
+from andrea_jax.precision import at_least_f32
 
 
 def causal_attend(q_BTHK: jax.Array, k_BSHK: jax.Array, v_BSHK: jax.Array,
                   mask_BTS: jax.Array) -> jax.Array:
   """Softmax attention of queries over keys where ``mask`` is True; softmax in float32."""
   scale = 1.0 / math.sqrt(q_BTHK.shape[-1])
-  s_BHTS = _at_least_f32(jnp.einsum("bthk,bshk->bhts", q_BTHK, k_BSHK)) * scale
+  s_BHTS = at_least_f32(jnp.einsum("bthk,bshk->bhts", q_BTHK, k_BSHK)) * scale
   s_BHTS = jnp.where(mask_BTS[:, None], s_BHTS, jnp.finfo(s_BHTS.dtype).min)
   p_BHTS = jax.nn.softmax(s_BHTS, axis=-1).astype(v_BSHK.dtype)
   return jnp.einsum("bhts,bshk->bthk", p_BHTS, v_BSHK)
@@ -62,7 +60,7 @@ def _tokens_major(o_NTK, B: int) -> jax.Array:
 def _block_scores(q_NCK, k_NSK, start: int, fill: float | None = None):
   """Scores of queries ``start .. start+C`` against keys ``0 .. S``, causal entries kept."""
   C, S = q_NCK.shape[-2], k_NSK.shape[-2]
-  s_NCS = _at_least_f32(jnp.einsum("nck,nsk->ncs", q_NCK, k_NSK))
+  s_NCS = at_least_f32(jnp.einsum("nck,nsk->ncs", q_NCK, k_NSK))
   visible_CS = start + jnp.arange(C)[:, None] >= jnp.arange(S)[None, :]
   return jnp.where(visible_CS, s_NCS, jnp.finfo(s_NCS.dtype).min if fill is None else fill)
 
@@ -106,8 +104,8 @@ def _flash_block_bwd(start, residuals, do):
   q, k, v, o, lse = residuals
   p = jnp.exp(_block_scores(q, k, start, fill=-jnp.inf) - lse)
   dv = jnp.einsum("ncs,nck->nsk", p.astype(do.dtype), do)
-  dp = _at_least_f32(jnp.einsum("nck,nsk->ncs", do, v))
-  ds = (p * (dp - jnp.sum(_at_least_f32(do * o), axis=-1, keepdims=True))).astype(q.dtype)
+  dp = at_least_f32(jnp.einsum("nck,nsk->ncs", do, v))
+  ds = (p * (dp - jnp.sum(at_least_f32(do * o), axis=-1, keepdims=True))).astype(q.dtype)
   return (jnp.einsum("ncs,nsk->nck", ds, k), jnp.einsum("ncs,nck->nsk", ds, q), dv)
 
 

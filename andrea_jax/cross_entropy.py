@@ -15,10 +15,12 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from andrea_jax.precision import at_least_f32
+
 
 def _chunk_logits(x_CD, w_VD, vocab_size: int):
   logits_CV = jnp.einsum("cd,vd->cv", x_CD, w_VD.astype(x_CD.dtype))
-  logits_CV = logits_CV.astype(jnp.promote_types(logits_CV.dtype, jnp.float32))
+  logits_CV = at_least_f32(logits_CV)
   if w_VD.shape[0] != vocab_size:  # padded vocabulary: the padding is out of the softmax
     logits_CV = jnp.where(jnp.arange(w_VD.shape[0]) < vocab_size, logits_CV, -jnp.inf)
   return logits_CV

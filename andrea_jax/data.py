@@ -38,6 +38,7 @@ import numpy as np
 from tqdm import tqdm
 
 from andrea_jax import errors
+from andrea_jax import files
 from andrea_jax import tokenizer as tokenizer_lib
 
 SHARD_MAGIC = 20240520
@@ -274,15 +275,6 @@ def _cut_near(doc: str, at: int) -> tuple[str, str]:
 # ---------------------------------------------------------------------------- shards
 
 
-def _atomic_write(path: str | os.PathLike, *chunks: bytes) -> None:
-  """Write to a temp file in the same directory and rename it into place."""
-  tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
-  with open(tmp, "wb") as f:
-    for c in chunks:
-      f.write(c)
-  os.replace(tmp, path)
-
-
 def write_shard(path: str | os.PathLike, tokens: np.ndarray) -> None:
   """Write tokens in llm.c's format (int32 header, uint16 little-endian tokens)."""
   tokens = np.asarray(tokens)
@@ -291,7 +283,7 @@ def write_shard(path: str | os.PathLike, tokens: np.ndarray) -> None:
                     f"{tokens.min()}..{tokens.max()}; use a vocab_size <= 65536")
   header = np.zeros(HEADER_INTS, dtype="<i4")
   header[:3] = (SHARD_MAGIC, SHARD_VERSION, tokens.size)
-  _atomic_write(path, header.tobytes(), tokens.astype("<u2").tobytes())
+  files.atomic_write(path, header.tobytes(), tokens.astype("<u2").tobytes())
 
 
 def read_shard(path: str | os.PathLike) -> np.memmap:
@@ -410,7 +402,7 @@ def prepare(config) -> PreparedData:
   meta.update(val_share_bytes=meta["val_bytes"] / total["bytes"],
               val_share_tokens=meta["val_tokens"] / total["tokens"])
   # meta.json is written last: its presence marks a complete cache directory.
-  _atomic_write(os.path.join(directory, "meta.json"), json.dumps(meta, indent=2).encode())
+  files.write_json(os.path.join(directory, "meta.json"), meta)
   return _prepared(directory, meta, reused=False)
 
 

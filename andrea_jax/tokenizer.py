@@ -37,6 +37,7 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from andrea_jax import errors
+from andrea_jax import files
 
 EOT = "<|endoftext|>"
 N_BYTES = 256
@@ -143,9 +144,7 @@ def check_layout(tok: Tokenizer, vocab_size: int, where: str = "tokenizer") -> N
 
 def save(tok: Tokenizer, path: str | os.PathLike) -> None:
   """Write a standard ``tokenizer.json`` atomically (temp file, then rename)."""
-  tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
-  tok.save(tmp, pretty=False)
-  os.replace(tmp, path)
+  files.atomic_write(path, tok.to_str(pretty=False).encode("utf-8"))
 
 
 def load(path: str | os.PathLike, vocab_size: int | None = None) -> Tokenizer:

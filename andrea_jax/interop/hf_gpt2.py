@@ -41,6 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from andrea_jax import errors
+from andrea_jax import files
 from andrea_jax import model
 from andrea_jax import tokenizer as tokenizer_lib
 from andrea_jax.model import ModelConfig
@@ -328,12 +329,6 @@ def _tokenizer_files(cfg: ModelConfig) -> dict[str, dict]:
   }
 
 
-def _write_json(path: str, obj: Any) -> None:
-  with open(path, "w", encoding="utf-8") as f:
-    json.dump(obj, f, indent=2)
-    f.write("\n")
-
-
 def export_gpt2(params: Mapping[str, Any], cfg: ModelConfig, out_dir: str, tokenizer=None) -> None:
   """Write ``params`` as a HF GPT-2 directory: config.json, model.safetensors, tokenizer files."""
   from safetensors.numpy import save_file  # pylint: disable=import-outside-toplevel
@@ -347,18 +342,18 @@ def export_gpt2(params: Mapping[str, Any], cfg: ModelConfig, out_dir: str, token
     eot_id = tokenizer_lib.eot_id(tokenizer)
   tensors = to_hf_tensors(params, cfg)
   os.makedirs(out_dir, exist_ok=True)
-  _write_json(os.path.join(out_dir, "config.json"), hf_config(cfg, eot_id))
+  files.write_json(os.path.join(out_dir, "config.json"), hf_config(cfg, eot_id))
   # transformers refuses safetensors files without a format tag it knows.
   save_file(tensors, os.path.join(out_dir, SAFETENSORS), metadata={"format": "pt"})
   # safetensors writes through a private temporary file (mode 0600): give the weights the
   # mode of the files written with open(), i.e. what the user's umask allows.
   shutil.copymode(os.path.join(out_dir, "config.json"), os.path.join(out_dir, SAFETENSORS))
-  _write_json(os.path.join(out_dir, "generation_config.json"),
+  files.write_json(os.path.join(out_dir, "generation_config.json"),
               {"bos_token_id": eot_id, "eos_token_id": eot_id})
   if tokenizer is not None:
     tokenizer_lib.save(tokenizer, os.path.join(out_dir, "tokenizer.json"))
     for name, obj in _tokenizer_files(cfg).items():
-      _write_json(os.path.join(out_dir, name), obj)
+      files.write_json(os.path.join(out_dir, name), obj)
 
 
 # ----------------------------------------------------------------------------- bytes-first layout

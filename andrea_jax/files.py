@@ -1,0 +1,34 @@
+"""Files a kill cannot leave half-written: write to a temporary file, then rename it.
+
+Every JSON file and cache file the project writes goes through ``atomic_write``: a reader
+(or a resumed run) sees the old file or the new one, never part of one. The temporary
+name carries the process id, so processes that fill one cache at once do not collide.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+
+def atomic_write(path: str | os.PathLike, *chunks: bytes) -> None:
+  """Write ``chunks`` to ``path`` through a temporary file in the same directory."""
+  tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
+  with open(tmp, "wb") as f:
+    for chunk in chunks:
+      f.write(chunk)
+  os.replace(tmp, path)
+
+
+def write_json(path: str | os.PathLike, value: Any) -> None:
+  """``value`` as indented JSON with sorted keys and a final newline, written atomically."""
+  atomic_write(path, (json.dumps(value, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+
+
+def read_json(path: str | os.PathLike) -> Any:
+  """The JSON value in ``path``, or None if there is no such file."""
+  if not os.path.exists(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
