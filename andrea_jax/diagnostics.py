@@ -111,19 +111,24 @@ def attention_probs(params, tokens_BT, cfg: model.ModelConfig, layer: int) -> ja
 
 
 class Recorder:
-  """Records ``probe`` at step 0 and every ``every`` steps, and the first updates' sizes."""
+  """Records ``probe`` at step 0 and every ``every`` steps, and the first updates' sizes,
+  to each member's ``diagnostics.jsonl`` (``stacked``: parameters of a group, one per member)."""
 
-  def __init__(self, d, cfg: model.ModelConfig, batch_BT: np.ndarray, workdir: str):
-    self.every, self.early_steps = d.every, d.early_steps
-    self.batch = batch_BT
-    self._probe = jax.jit(lambda p: probe(p, batch_BT, cfg))
-    self._update = jax.jit(relative_update)
-    self.file = open(os.path.join(workdir, "diagnostics.jsonl"), "a", encoding="utf-8")
+  def __init__(self, d, cfg: model.ModelConfig, batch_BT: np.ndarray, dirs: list[str],
+               stacked: bool = False):
+    self.every, self.early_steps, self.stacked = d.every, d.early_steps, stacked
+    over = jax.vmap if stacked else (lambda fn: fn)
+    self._probe = jax.jit(over(lambda p: probe(p, batch_BT, cfg)))
+    self._update = jax.jit(over(relative_update))
+    self.files = [open(os.path.join(w, "diagnostics.jsonl"), "a", encoding="utf-8") for w in dirs]
 
-  def _write(self, step: int, values: dict) -> None:
-    row = {k: np.asarray(v).tolist() for k, v in jax.device_get(values).items()}
-    self.file.write(json.dumps({"step": step, **row}) + "\n")
-    self.file.flush()
+  def _write(self, step: int, values: dict, alive) -> None:
+    host = jax.device_get(values)
+    for i, f in enumerate(self.files):
+      if alive is None or alive[i]:
+        row = {k: np.asarray(v[i] if self.stacked else v).tolist() for k, v in host.items()}
+        f.write(json.dumps({"step": step, **row}) + "\n")
+        f.flush()
 
   def wants_snapshot(self, step: int) -> bool:
     """Whether the parameters before update ``step`` (1-based) must be kept."""
@@ -132,17 +137,19 @@ class Recorder:
   def snapshot(self, params):
     return jax.tree.map(jnp.copy, params)  # the train step donates (overwrites) its input
 
-  def record(self, step: int, params, before=None) -> None:
+  def record(self, step: int, params, before=None, alive=None) -> None:
+    """Write the probes due at ``step`` for the members ``alive`` (default: all)."""
     values = {}
     if step == 0 or (self.every and step % self.every == 0):
       values.update(self._probe(params))
     if before is not None:
       values.update(self._update(before, params))
     if values:
-      self._write(step, values)
+      self._write(step, values, alive)
 
   def close(self) -> None:
-    self.file.close()
+    for f in self.files:
+      f.close()
 
 
 def read(workdir: str) -> list[dict]:

@@ -26,26 +26,30 @@ PEAK_FLOPS = {"H100": 989e12, "H200": 989e12, "B200": 2250e12, "A100": 312e12, "
 class Writer:
   """``metrics.jsonl`` plus TensorBoard event files in the workdir (written by process 0 only)."""
 
-  def __init__(self, workdir: str, enabled: bool = True):
+  def __init__(self, workdir: str, enabled: bool = True, tensorboard: bool = True):
     self.enabled = enabled
     if not enabled:
       return
-    from tensorboardX import SummaryWriter  # pylint: disable=import-outside-toplevel
     self.file = open(os.path.join(workdir, "metrics.jsonl"), "a", encoding="utf-8")
-    self.tb = SummaryWriter(os.path.join(workdir, "tensorboard"))
+    self.tb = None
+    if tensorboard:
+      from tensorboardX import SummaryWriter  # pylint: disable=import-outside-toplevel
+      self.tb = SummaryWriter(os.path.join(workdir, "tensorboard"))
 
   def write(self, step: int, values: dict) -> None:
     if not self.enabled:
       return
     self.file.write(json.dumps({"step": step, **values}) + "\n")
     self.file.flush()
-    for name, value in values.items():
-      self.tb.add_scalar(name, value, step)
+    for name, value in values.items() if self.tb else ():
+      if value is not None:
+        self.tb.add_scalar(name, value, step)
 
   def close(self) -> None:
     if self.enabled:
       self.file.close()
-      self.tb.close()
+      if self.tb:
+        self.tb.close()
 
 
 def read_jsonl(path: str) -> list[dict]:

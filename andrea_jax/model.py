@@ -29,9 +29,7 @@ import optax
 from andrea_jax import attention as kernels
 from andrea_jax import cross_entropy
 from andrea_jax import errors
-# Re-exported: the decode loop (sample.py) and older callers use them as model.<name>.
-from andrea_jax.attention import (blocked_causal_attention, causal_attend,  # pylint: disable=unused-import
-                                  flash_causal_attention)
+from andrea_jax.precision import at_least_f32
 
 Params = Mapping[str, Any]
 
@@ -199,11 +197,6 @@ def init_params(cfg: ModelConfig, key: jax.Array) -> dict:
 # ----------------------------------------------------------------------------- pieces
 
 
-def _at_least_f32(x: jax.Array) -> jax.Array:
-  # Norms and softmax run in float32 even when activations are bfloat16 (float64 stays).
-  return x.astype(jnp.promote_types(x.dtype, jnp.float32))
-
-
 def layer_norm(x: jax.Array, scale: jax.Array, bias: jax.Array, eps: float = 1e-5) -> jax.Array:
   """``scale * (x - mean) / sqrt(var + eps) + bias`` over the last axis, in at least float32.
 
@@ -211,11 +204,11 @@ def layer_norm(x: jax.Array, scale: jax.Array, bias: jax.Array, eps: float = 1e-
   every reduction, which XLA:CPU's YNNPACK fusions ran several times slower
   (docs/performance.md).
   """
-  x32 = _at_least_f32(x).reshape(-1, x.shape[-1])
+  x32 = at_least_f32(x).reshape(-1, x.shape[-1])
   mean = jnp.mean(x32, axis=-1, keepdims=True)
   var = jnp.mean(jnp.square(x32 - mean), axis=-1, keepdims=True)
   y = (x32 - mean) * jax.lax.rsqrt(var + eps)
-  return (y * _at_least_f32(scale) + _at_least_f32(bias)).astype(x.dtype).reshape(x.shape)
+  return (y * at_least_f32(scale) + at_least_f32(bias)).astype(x.dtype).reshape(x.shape)
 
 
 def gelu_tanh(x: jax.Array) -> jax.Array:
@@ -354,7 +347,7 @@ def unembed(params: Params, x_BTD: jax.Array, cfg: ModelConfig) -> jax.Array:
     logits = jnp.einsum("btd,vd->btv", x_BTD.astype(dtype), params["wte"].astype(dtype))
   else:
     logits = jnp.einsum("btd,dv->btv", x_BTD.astype(dtype), params["lm_head"].astype(dtype))
-  logits = _at_least_f32(logits)
+  logits = at_least_f32(logits)
   if cfg.padded_vocab != cfg.vocab_size:
     logits = jnp.where(jnp.arange(cfg.padded_vocab) < cfg.vocab_size, logits, -jnp.inf)
   return logits

@@ -24,12 +24,15 @@ import fcntl
 import json
 import os
 import shutil
+import time
 from typing import Any, Iterator
 
 import jax
 
 from andrea_jax import checkpoint as ckpt
 from andrea_jax import errors
+from andrea_jax import files
+from andrea_jax import metrics
 from andrea_jax import model
 from andrea_jax import tokenizer as tokenizer_lib
 
@@ -53,23 +56,11 @@ def _path(workdir: str, name: str) -> str:
 
 
 def _read_json(path: str) -> Any:
-  if not os.path.exists(path):
-    return None
   try:
-    with open(path, encoding="utf-8") as f:
-      return json.load(f)
+    return files.read_json(path)
   except json.JSONDecodeError as e:
     raise errors.CheckpointError(f"{path} is not valid JSON ({e}); restore it or use a fresh "
                                  f"--workdir") from e
-
-
-def _write_json(path: str, value: Any) -> None:
-  """Write atomically: a kill leaves the old file or the new one, never half of one."""
-  tmp = path + ".tmp"
-  with open(tmp, "w", encoding="utf-8") as f:
-    json.dump(value, f, indent=2, sort_keys=True)
-    f.write("\n")
-  os.replace(tmp, path)
 
 
 def load_config_dict(workdir: str) -> dict | None:
@@ -81,7 +72,22 @@ def read_summary(workdir: str) -> dict | None:
 
 
 def write_summary(workdir: str, summary: dict) -> None:
-  _write_json(_path(workdir, "summary.json"), summary)
+  files.write_json(_path(workdir, "summary.json"), summary)
+
+
+class Clock:
+  """A run's wall time over all its segments: what earlier segments recorded (their
+  summaries and metrics rows, the newest of them) plus this segment's, from its start."""
+
+  def __init__(self, workdir: str, dirs=(), start: float | None = None):
+    earlier = [0.0]
+    for d in (workdir, *dirs):
+      rows = [read_summary(d) or {}, *metrics.read_metrics(d)]
+      earlier += [r["wall_time_s"] for r in rows if r.get("wall_time_s") is not None]
+    self.earlier, self.start = max(earlier), time.time() if start is None else start
+
+  def seconds(self) -> float:
+    return self.earlier + time.time() - self.start
 
 
 def config_history(workdir: str) -> list[dict] | None:
@@ -262,9 +268,9 @@ def record_start(workdir: str, config, plan: ResumePlan, data: dict) -> None:
   if plan.changes:
     history = config_history(workdir) or [{"start_step": 0, "changes": [], "config": plan.saved}]
     history.append({"start_step": plan.start_step, "changes": plan.changes, "config": current})
-    _write_json(_path(workdir, "config_history.json"), history)
-  _write_json(_path(workdir, "config.json"), current)
-  _write_json(_path(workdir, "data.json"), data)
+    files.write_json(_path(workdir, "config_history.json"), history)
+  files.write_json(_path(workdir, "config.json"), current)
+  files.write_json(_path(workdir, "data.json"), data)
 
 
 # ----------------------------------------------------------------------------- the end of a run

@@ -1,21 +1,41 @@
-"""Training: the optimizer, the jitted train and eval steps, and ``train_and_evaluate``.
+"""Training: one engine for a single run and for a group of runs (``multi.py``).
 
-``train_and_evaluate`` reads top to bottom: start the run (check the config, claim the
-workdir, prepare the data, restore or initialise the state), make the step functions,
-run the loop (log a row, evaluate, checkpoint, stop on divergence or signal), and finish
-the run (summary, plot, samples). The run directory's rules (resume, history, lock) are
-in ``runs.py``, metrics in ``metrics.py``, signals in ``signals.py``, the plot in ``plots.py``.
+The step core, ``train_step``: the loss averaged over gradient-accumulation microbatches,
+the global gradient norm (the clipping reuses it), the optimizer (AdamW with its warmup-
+cosine schedule, through optax), and the skip of a step that diverges. A group runs the
+same function over its members under ``jax.vmap`` or ``lax.map``; a member's own peak
+learning rate is one more optimizer stage (``multi.make_optimizer``).
+
+The run lifecycle, ``run``: check the config, claim the workdir, plan the resume
+(``runs.py``), prepare the data and the evaluation, restore or initialise the state, then
+``train_loop`` (signals, logging, evaluation, diagnostics, checkpoints) and ``summaries``.
+It trains ``Models``: one model (``single_run``) or a group's members (``multi.group``),
+each member with its own directory of metrics, diagnostics, summary and loss plot. A
+single run is ``train_and_evaluate`` (the README's entry point).
+
+Divergence means one thing for a run and for each member of a group. A step diverges when
+its loss or gradient norm is not finite, or when the parameters it would make are not:
+it is not applied (the state stays bit-identical to the one before it) and ``good`` turns
+False for ever, so every later step is skipped too. The loop reads the flag one step late
+(no host sync per step; exactly at log, evaluation and checkpoint steps) and stops once no
+member is left training (a group's others go on). The summary says ``diverged``, with
+``diverged_at_step``; ``final_val_loss`` is None, and the last evaluation before the
+divergence is ``last_val_loss`` at ``last_val_loss_step``. No diverged state is saved:
+what is kept is the newest checkpoint, saved before the divergence, all of it finite (a
+group's later checkpoints hold a diverged member at its last finite state).
+
+``wall_time_s`` (summary and metrics rows) counts every segment of a resumed run.
 
 Exit codes of a run (``RunResult.exit_code``, returned by ``python -m experiments.run``):
-0 completed (or already complete), 3 diverged (non-finite loss or gradient; the last good
-checkpoint is kept), 4 interrupted by SIGTERM/SIGINT (a checkpoint was saved; rerun the
-same command to resume).
+0 completed (or already complete), 3 diverged, 4 interrupted by SIGTERM/SIGINT (a
+checkpoint was saved; rerun the same command to resume).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import sys
 import time
 from typing import Any, Callable
@@ -37,9 +57,6 @@ from andrea_jax import runs
 from andrea_jax import sharding
 from andrea_jax import signals as signals_lib
 from andrea_jax import tokenizer as tokenizer_lib
-# Kept importable from here (notebooks, experiments and tests use these names).
-from andrea_jax.metrics import peak_flops, read_metrics  # pylint: disable=unused-import
-from andrea_jax.runs import load_run, write_samples  # pylint: disable=unused-import
 
 EXIT_COMPLETED, EXIT_DIVERGED, EXIT_INTERRUPTED = (
     errors.EXIT_COMPLETED, errors.EXIT_DIVERGED, errors.EXIT_INTERRUPTED)
@@ -103,40 +120,48 @@ def make_optimizer(t) -> optax.GradientTransformation:
 def init_state(cfg: model.ModelConfig, optimizer, key: jax.Array) -> dict:
   """The whole training state as one pytree (what a checkpoint holds).
 
-  ``good`` turns False at the first non-finite loss or gradient and stays False: from
-  then on updates are skipped, so the state holds the last good parameters.
+  ``good`` turns False at the first step that diverges and stays False (module docstring).
   """
   params = model.init_params(cfg, key)
   return {"step": jnp.zeros((), jnp.int32), "params": params,
           "opt_state": optimizer.init(params), "good": jnp.ones((), bool)}
 
 
-def train_step(state: dict, batch_ABT: jax.Array, cfg: model.ModelConfig, optimizer,
-               schedule) -> tuple[dict, dict]:
+def train_step(state: dict, batch_ABT: jax.Array, cfg: model.ModelConfig,
+               optimizer) -> tuple[dict, dict]:
   """One optimizer update from ``A`` microbatches ``[A, B/A, T+1]`` (gradients averaged).
 
   Lean on purpose (docs/performance.md): one microbatch is a plain ``value_and_grad``;
   more are summed by a ``lax.scan`` whose carry starts at the first one's gradients. The
   gradient norm is computed once and handed to the clipping (``clip_by_global_norm``). A
-  non-finite loss or norm skips the update in a ``lax.cond``: the state is left as it was
-  (``good`` turns False for ever) without a select over every leaf of the state.
+  non-finite loss or norm skips the update in a ``lax.cond`` (no work on the state); an
+  update that would make a parameter non-finite is discarded by a select fused into the
+  update. Either way the state is left as it was, with ``good`` False for ever. Returns
+  the new state and ``{"loss", "grad_norm", "good"}`` (``good``: after this step).
   """
   loss, grads = _mean_loss_and_grads(state["params"], batch_ABT, cfg)
   grad_norm = optax.tree.norm(grads)
-  ok = state["good"] & jnp.isfinite(loss) & jnp.isfinite(grad_norm)
 
   def update(state):
     updates, opt_state = optimizer.update(grads, state["opt_state"], state["params"],
                                           grad_norm=grad_norm)
-    return {"step": state["step"] + 1, "params": optax.apply_updates(state["params"], updates),
-            "opt_state": opt_state, "good": jnp.ones((), bool)}
+    params = optax.apply_updates(state["params"], updates)
+    finite = _all_finite(params)
+    old = (state["params"], state["opt_state"])
+    params, opt_state = jax.tree.map(lambda n, o: jnp.where(finite, n, o), (params, opt_state), old)
+    return {"step": state["step"] + finite.astype(jnp.int32), "params": params,
+            "opt_state": opt_state, "good": finite}
 
   def skip(state):
     return {**state, "good": jnp.zeros((), bool)}
 
+  ok = state["good"] & jnp.isfinite(loss) & jnp.isfinite(grad_norm)
   new_state = jax.lax.cond(ok, update, skip, state)
-  metrics = {"loss": loss, "grad_norm": grad_norm, "lr": schedule(state["step"])}
-  return new_state, metrics
+  return new_state, {"loss": loss, "grad_norm": grad_norm, "good": new_state["good"]}
+
+
+def _all_finite(tree) -> jax.Array:
+  return jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in jax.tree.leaves(tree)]))
 
 
 def _mean_loss_and_grads(params, batch_ABT: jax.Array, cfg: model.ModelConfig):
@@ -188,17 +213,88 @@ def abstract_state(cfg: model.ModelConfig, optimizer, seed: int) -> Any:
   return jax.eval_shape(lambda k: init_state(cfg, optimizer, k), jax.random.key(seed))
 
 
+# ----------------------------------------------------------------------------- what a run trains
+
+
+@dataclasses.dataclass
+class Models:
+  """What the lifecycle trains: one model (a single run) or a group's members.
+
+  Its functions take and return the state of all of them; with ``stacked`` every leaf of
+  the state (and the metrics, evaluations and probes) carries a leading member axis.
+  """
+  dirs: list[str]  # each member's directory for its metrics and summary (single: the workdir)
+  batch_seeds: list[int]  # each member's batch order (``data.batch_at``'s seed)
+  stacked: bool
+  abstract: Any  # the state's shapes, dtypes (and shardings): the target of a restore
+  init: Callable[[], Any]  # a fresh state
+  step: Callable  # jitted, donating: (state, batch) -> (state, {"loss", "grad_norm", "good"})
+  evaluate: Callable  # jitted: (params, [B, T+1] batch) -> mean loss (of each member)
+  learning_rate: Callable[[int], np.ndarray]  # the rate of update k (0-based) of each member
+  place: Callable[[np.ndarray], jax.Array]  # this process's rows -> the step's batch
+  summary_fields: list[dict]  # what each member's summary adds (a group: its rate and seeds)
+  tensorboard: bool = True  # TensorBoard event files beside metrics.jsonl
+
+  @property
+  def n(self) -> int:
+    return len(self.dirs)
+
+
+def per_member(value) -> np.ndarray:
+  """A host array with a leading member axis, whether ``value`` is stacked or not."""
+  return np.atleast_1d(np.asarray(jax.device_get(value)))
+
+
+def single_run(config, cfg: model.ModelConfig, mesh, workdir: str) -> Models:
+  """One model on ``mesh``: state, steps and batches sharded, checkpoints on any mesh."""
+  t = config.train
+  optimizer, schedule = make_optimizer(t), make_schedule(t)
+  abstract = abstract_state(cfg, optimizer, t.seed)
+  shardings = sharding.state_shardings(abstract, mesh)
+  # Explicit shardings in and out; XLA's partitioner inserts the collectives. Batches are
+  # [A, B/A, T+1] (train; the rows of each microbatch are split) and [B, T+1] (eval).
+  replicated = sharding.replicated(mesh)
+  train_batch = sharding.batch_sharding(mesh, batch_dim=1, ndim=3)
+  eval_batch = sharding.batch_sharding(mesh, batch_dim=0, ndim=2)
+  step = jax.jit(functools.partial(train_step, cfg=cfg, optimizer=optimizer),
+                 in_shardings=(shardings, train_batch), out_shardings=(shardings, replicated),
+                 donate_argnums=0)
+  evaluate = jax.jit(functools.partial(eval_step, cfg=cfg),
+                     in_shardings=(shardings["params"], eval_batch), out_shardings=replicated)
+  return Models(
+      dirs=[workdir], batch_seeds=[config.data.shuffle_seed], stacked=False,
+      abstract=sharding.with_shardings(abstract, shardings),
+      init=lambda: _init_single(config, cfg, optimizer, shardings), step=step,
+      evaluate=evaluate, learning_rate=lambda k: np.array([float(schedule(k))]),
+      place=lambda local: sharding.global_batch(local, train_batch, batch_dim=1),
+      summary_fields=[{}])
+
+
+def _init_single(config, cfg: model.ModelConfig, optimizer, shardings) -> dict:
+  init = jax.jit(init_state, static_argnums=(0, 1), out_shardings=shardings)
+  state = init(cfg, optimizer, jax.random.key(config.train.seed))
+  if config.train.get("init_from"):  # fine-tune a Hugging Face GPT-2 directory (README, interop)
+    from andrea_jax.interop import hf_gpt2  # pylint: disable=import-outside-toplevel
+    params = sharding.put(hf_gpt2.init_from(config), shardings["params"])
+    opt_state = jax.jit(optimizer.init, out_shardings=shardings["opt_state"])(params)
+    state = {**state, "params": params, "opt_state": opt_state}
+    print(f"initialised the parameters from {config.train.init_from}")
+  return state
+
+
 # ----------------------------------------------------------------------------- the run
 
 
 @dataclasses.dataclass
 class RunResult:
   status: str
-  summary: dict
-  # The final training state; for a run found already complete, its step and params only.
+  summary: dict  # a single run's summary; a group's own (its members' are in ``members``)
+  # The final training state (after a divergence: the last finite one, as it was before the
+  # diverging step); for a run found already complete, its step and params only.
   state: Any = None
   # True when the workdir already held the finished run: nothing was trained or written.
   already_complete: bool = False
+  members: list[dict] = dataclasses.field(default_factory=list)  # each member's summary
 
   @property
   def exit_code(self) -> int:
@@ -214,13 +310,18 @@ class Eval:
   token_bytes: np.ndarray  # bytes per token id
   first_batch: np.ndarray  # the diagnostics probe batch
 
+  def bpb(self, val_loss: float | None) -> float | None:
+    if val_loss is None:
+      return None
+    return metrics_lib.bits_per_byte(val_loss, self.targets, self.token_bytes)
 
-def check_config(config) -> tuple[model.ModelConfig, Any]:
+
+def check_config(config, devices=None) -> tuple[model.ModelConfig, Any]:
   """The model config and device mesh of ``config``, or a ConfigError naming what is wrong."""
   cfg = model.resolve_auto(model.ModelConfig(**config.model))
   t = config.train
   check_train_config(t)
-  mesh = sharding.make_mesh(config.mesh)
+  mesh = sharding.make_mesh(config.mesh, devices)
   sharding.check_batch(t.batch_size, t.grad_accum_steps, mesh)
   if config.diagnostics.enabled and jax.process_count() > 1:
     raise errors.ConfigError(
@@ -255,93 +356,28 @@ def make_eval(config, cfg: model.ModelConfig, prepared: data_lib.PreparedData, m
               first_batch=eval_set[0])
 
 
-def restore_or_init(config, cfg: model.ModelConfig, mesh, optimizer, workdir: str,
-                    resuming: bool) -> dict:
-  """The latest checkpoint of ``workdir`` on this run's mesh, or a fresh state."""
-  abstract = abstract_state(cfg, optimizer, config.train.seed)
-  shardings = sharding.state_shardings(abstract, mesh)
-  if resuming:
-    mngr = ckpt.manager(f"{workdir}/checkpoints", config.checkpoint.every, config.checkpoint.keep)
-    try:  # straight onto this run's mesh, whichever mesh wrote the checkpoint
-      state = ckpt.restore(mngr, sharding.with_shardings(abstract, shardings))
-    finally:
-      mngr.close()
-    print(f"resumed {workdir} from step {int(state['step'])}")
-    return state
-  init = jax.jit(init_state, static_argnums=(0, 1), out_shardings=shardings)
-  state = init(cfg, optimizer, jax.random.key(config.train.seed))
-  if config.train.get("init_from"):  # fine-tune a Hugging Face GPT-2 directory (README, interop)
-    from andrea_jax.interop import hf_gpt2  # pylint: disable=import-outside-toplevel
-    params = sharding.put(hf_gpt2.init_from(config), shardings["params"])
-    opt_state = jax.jit(optimizer.init, out_shardings=shardings["opt_state"])(params)
-    state = {**state, "params": params, "opt_state": opt_state}
-    print(f"initialised the parameters from {config.train.init_from}")
+def restore_or_init(config, models: Models, workdir: str, start_step: int) -> Any:
+  """The checkpoint of ``start_step`` (the newest) on this run's devices, or a fresh state."""
+  if not start_step:
+    return models.init()
+  mngr = ckpt.manager(f"{workdir}/checkpoints", config.checkpoint.every, config.checkpoint.keep)
+  try:  # straight onto this run's mesh, whichever mesh wrote the checkpoint
+    state = ckpt.restore(mngr, models.abstract)
+  finally:
+    mngr.close()
+  print(f"resumed {workdir} from step {start_step}")
   return state
 
 
-def make_step_fns(cfg: model.ModelConfig, optimizer, schedule, mesh, state) -> tuple:
-  """The jitted train step (donating the state) and a function: params -> mean val loss."""
-  # Explicit shardings in and out; XLA's partitioner inserts the collectives. Batches are
-  # [A, B/A, T+1] (train; the rows of each microbatch are split) and [B, T+1] (eval).
-  shardings = jax.tree.map(lambda a: a.sharding, state)
-  replicated = sharding.replicated(mesh)
-  train_batch = sharding.batch_sharding(mesh, batch_dim=1, ndim=3)
-  eval_batch = sharding.batch_sharding(mesh, batch_dim=0, ndim=2)
-  step_fn = jax.jit(functools.partial(train_step, cfg=cfg, optimizer=optimizer, schedule=schedule),
-                    in_shardings=(shardings, train_batch), out_shardings=(shardings, replicated),
-                    donate_argnums=0)
-  eval_fn = jax.jit(functools.partial(eval_step, cfg=cfg),
-                    in_shardings=(shardings["params"], eval_batch), out_shardings=replicated)
-  return step_fn, eval_fn, train_batch
-
-
-class Logger:
-  """Turns the step metrics of a log window into one row: metrics.jsonl, the bar, stdout."""
-
-  def __init__(self, config, cfg: model.ModelConfig, workdir: str, start_step: int):
-    t, lead = config.train, sharding.is_lead()
-    self.writer = metrics_lib.Writer(workdir, enabled=lead)
-    self.tokens_per_step = t.batch_size * cfg.block_size
-    self.flops_per_token = model.flops_per_token(cfg)
-    peak = peak_flops(jax.devices()[0])
-    self.peak = peak and peak * jax.device_count()  # the whole mesh's peak: MFU is per device
-    self.window, self.last = [], (time.time(), start_step)
-    self.bar = tqdm(total=t.steps, initial=start_step, desc="train", unit="step",
-                    disable=None if lead else True, dynamic_ncols=True)
-    # Where stdout is not a terminal (CI, nohup, a log file) or tqdm shows nothing (its
-    # stderr is not one either), print a line per row: the log says how the run goes.
-    self.print_rows = lead and (self.bar.disable or not sys.stdout.isatty())
-    self.steps = t.steps
-
-  def log(self, step: int) -> dict:
-    host = jax.device_get(self.window)
-    now = time.time()
-    rate = (step - self.last[1]) * self.tokens_per_step / max(now - self.last[0], 1e-9)
-    row = {"loss": float(np.mean([h["loss"] for h in host])), "lr": float(host[-1]["lr"]),
-           "grad_norm": float(np.mean([h["grad_norm"] for h in host])), "tokens_per_s": rate}
-    if self.peak:
-      row["mfu"] = metrics_lib.mfu(rate, self.flops_per_token, self.peak)
-    self.writer.write(step, row)
-    self.bar.set_postfix(loss=f"{row['loss']:.3f}", tok_s=f"{rate:,.0f}")
-    if self.print_rows:
-      print(f"step {step}/{self.steps}: loss {row['loss']:.4f}, lr {row['lr']:.3g}, "
-            f"grad_norm {row['grad_norm']:.3f}, {rate:,.0f} tokens/s", flush=True)
-    self.window, self.last = [], (now, step)
-    return row
-
-  def close(self) -> None:
-    self.bar.close()
-    self.writer.close()
-
-
-def train_and_evaluate(config, workdir: str, allow_resume_changes: bool = False) -> RunResult:
-  """Train ``config`` in ``workdir``; resume if it holds a checkpoint. Returns the result.
+def run(config, workdir: str, build: Callable[[model.ModelConfig, Any], Models],
+        allow_resume_changes: bool = False, devices=None) -> RunResult:
+  """The lifecycle of a run in ``workdir``: train ``build(cfg, mesh)``'s models, resuming.
 
   A resume that changes training settings is refused unless ``allow_resume_changes``
-  (``runs.py``; README, Training, "Resume"); a workdir whose run already finished is left
-  untouched.
+  (``runs.py``); a workdir whose run already finished is left untouched. Each member's
+  summary and loss plot are written to its directory (a single model's samples too).
   """
-  cfg, mesh = check_config(config)
+  cfg, mesh = check_config(config, devices)
   lead = sharding.is_lead()  # every process trains; process 0 alone writes the run's files
   with runs.claim(workdir, enabled=lead) as claim:
     plan = runs.plan_resume(workdir, config, allow_resume_changes)
@@ -349,115 +385,258 @@ def train_and_evaluate(config, workdir: str, allow_resume_changes: bool = False)
       print(f"already complete at step {plan.start_step}: {workdir} is left as it is. To "
             f"train again, pass a new --workdir (or raise train.steps with "
             f"--allow_resume_changes to continue this run)")
-      params = load_run(workdir)[0]  # read only: callers may sample from the result
-      return RunResult("completed", plan.summary, {"step": plan.start_step, "params": params},
-                       already_complete=True)
+      return RunResult("completed", plan.summary, already_complete=True)
     started = time.time()
     prepared = prepare_data(config)
     ev = make_eval(config, cfg, prepared, mesh)
-    optimizer, schedule = make_optimizer(config.train), make_schedule(config.train)
-    state = restore_or_init(config, cfg, mesh, optimizer, workdir, plan.start_step > 0)
+    models = build(cfg, mesh)
+    clock = runs.Clock(workdir, models.dirs, started)
+    state = restore_or_init(config, models, workdir, plan.start_step)
     claim.started()  # from here on the workdir is the run's, whatever happens
     if lead:
       runs.record_start(workdir, config, plan, dataclasses.asdict(prepared))
-    step_fns = make_step_fns(cfg, optimizer, schedule, mesh, state)
-    status, state, val_loss = train_loop(config, cfg, workdir, state, step_fns, ev, prepared)
-    return finish_run(config, cfg, workdir, status, state, val_loss, ev, prepared, step_fns,
-                      started)
+    status, state, alive, evals = train_loop(config, cfg, models, state, ev, prepared,
+                                             workdir, plan.start_step, clock)
+    members = summaries(config, cfg, models, status, state, alive, evals, ev, prepared,
+                        workdir, clock)
+    if status == "completed" and config.sample.num_samples > 0 and not models.stacked:
+      params = sharding.gather(state["params"])  # every process takes part in the gather
+      if lead:  # (a group's members write none: a sweep compares their losses)
+        members[0]["samples"] = runs.write_samples(params, cfg, prepared.tokenizer_path,
+                                                   config.sample, workdir, config.train.seed)
+    if lead:
+      for d, summary in zip(models.dirs, members):
+        plots.plot_losses(d, ev.unigram)
+        runs.write_summary(d, summary)
+    return RunResult(status, members[0], state, members=members)
 
 
-def train_loop(config, cfg, workdir, state, step_fns, ev: Eval, prepared) -> tuple:
-  """Steps from the state's step to ``train.steps``: ``(status, state, last val loss)``."""
+def train_and_evaluate(config, workdir: str, allow_resume_changes: bool = False) -> RunResult:
+  """Train ``config`` in ``workdir``; resume if it holds a checkpoint (``run``)."""
+  result = run(config, workdir, lambda cfg, mesh: single_run(config, cfg, mesh, workdir),
+               allow_resume_changes)
+  if result.already_complete:
+    params = runs.load_run(workdir)[0]  # read only: callers may sample from the result
+    result.state = {"step": result.summary["steps"], "params": params}
+  return result
+
+
+# ----------------------------------------------------------------------------- the loop
+
+
+class Logger:
+  """Turns the step metrics of a log window into a row per member: metrics.jsonl, the bar,
+  stdout."""
+
+  def __init__(self, config, cfg: model.ModelConfig, models: Models, start_step: int,
+               clock: runs.Clock):
+    t, lead = config.train, sharding.is_lead()
+    self.models, self.clock, self.steps = models, clock, t.steps
+    self.writers = [metrics_lib.Writer(d, enabled=lead, tensorboard=models.tensorboard)
+                    for d in models.dirs]
+    self.tokens_per_step = t.batch_size * cfg.block_size
+    # The program's FLOPs per token of one member: all members run in it.
+    self.flops_per_token = models.n * model.flops_per_token(cfg)
+    peak = metrics_lib.peak_flops(jax.devices()[0])
+    self.peak = peak and peak * jax.device_count()  # the whole mesh's peak: MFU is per device
+    self.window, self.last = [], (time.time(), start_step)
+    self.bar = tqdm(total=t.steps, initial=start_step, desc="train", unit="step",
+                    disable=None if lead else True, dynamic_ncols=True)
+    # Where stdout is not a terminal (CI, nohup, a log file) or tqdm shows nothing (its
+    # stderr is not one either), print a line per row: the log says how the run goes.
+    self.print_rows = lead and (self.bar.disable or not sys.stdout.isatty())
+
+  def log(self, step: int, alive: np.ndarray) -> None:
+    """One row per member still training: the window's mean loss and gradient norm."""
+    host = jax.device_get(self.window)
+    now = time.time()
+    rate = (step - self.last[1]) * self.tokens_per_step / max(now - self.last[0], 1e-9)
+    loss = np.mean([per_member(h["loss"]) for h in host], axis=0)
+    grad_norm = np.mean([per_member(h["grad_norm"]) for h in host], axis=0)
+    lr = self.models.learning_rate(step - 1)
+    for i in np.flatnonzero(alive):
+      row = {"loss": float(loss[i]), "lr": float(lr[i]), "grad_norm": float(grad_norm[i]),
+             "tokens_per_s": rate, "wall_time_s": self.clock.seconds()}
+      if self.peak:
+        row["mfu"] = metrics_lib.mfu(rate, self.flops_per_token, self.peak)
+      self.writers[i].write(step, row)
+    live = np.flatnonzero(alive)
+    self.bar.set_postfix(loss=f"{np.mean(loss[live]):.3f}", tok_s=f"{rate * len(live):,.0f}")
+    if self.print_rows:
+      i = live[0]
+      what = (f"loss {loss[i]:.4f}, lr {lr[i]:.3g}, grad_norm {grad_norm[i]:.3f}"
+              if self.models.n == 1 else "loss " + ", ".join(
+                  f"{os.path.basename(self.models.dirs[j])} {loss[j]:.4f}" for j in live))
+      print(f"step {step}/{self.steps}: {what}, {rate * len(live):,.0f} tokens/s", flush=True)
+    self.window, self.last = [], (now, step)
+
+  def close(self) -> None:
+    self.bar.close()
+    for w in self.writers:
+      w.close()
+
+
+@dataclasses.dataclass
+class Evals:
+  """Each member's evaluations in this segment: the first (step 0) and the newest."""
+  initial: np.ndarray | None
+  last: np.ndarray  # val loss (nan: none yet)
+  last_step: np.ndarray  # its step (-1: none yet)
+
+  @classmethod
+  def empty(cls, n: int) -> "Evals":
+    return cls(None, np.full(n, np.nan), np.full(n, -1))
+
+
+def train_loop(config, cfg, models: Models, state, ev: Eval, prepared, workdir: str,
+               start_step: int, clock: runs.Clock) -> tuple:
+  """Steps ``start_step + 1 .. train.steps``: ``(status, state, alive, evals)``.
+
+  ``alive[i]``: member i has not diverged. The loop stops when none is left, on a signal
+  (after saving) or at ``train.steps``.
+  """
   t = config.train
-  step_fn, eval_fn, train_batch = step_fns
-  start_step = int(state["step"])
   mngr = ckpt.manager(f"{workdir}/checkpoints", config.checkpoint.every, config.checkpoint.keep)
-  log = Logger(config, cfg, workdir, start_step)
+  log = Logger(config, cfg, models, start_step, clock)
+  alive = per_member(state["good"]).copy()
+  evals = Evals.empty(models.n)
   diag = None
   if config.diagnostics.enabled:
-    diag = diagnostics.Recorder(config.diagnostics, cfg, ev.first_batch, workdir)
-    if start_step == 0:
-      diag.record(0, state["params"])
-  loader = data_lib.Loader(prepared.train_path, t.batch_size, cfg.block_size,
-                           config.data.shuffle_seed,
-                           start_step=start_step, prefetch=config.data.prefetch)
-  status, val_loss = "completed", None
-  with signals_lib.StopSignals() as signals, loader:
+    diag = diagnostics.Recorder(config.diagnostics, cfg, ev.first_batch, models.dirs,
+                                models.stacked)
+  if start_step == 0:
+    evals.initial = evaluate(models, state["params"], ev, log.writers, 0, alive, evals)
+    if diag:
+      diag.record(0, state["params"], alive=alive)
+  status, previous = "completed", None
+  with signals_lib.StopSignals() as signals, Batches(config, cfg, prepared, models,
+                                                     start_step) as batches:
     for step in range(start_step + 1, t.steps + 1):
-      # This process's rows as A microbatches; the microbatches of all processes together
-      # hold the global batch's rows (grouped differently than with one process, which
-      # leaves the averaged gradient unchanged: every microbatch has B/A rows).
-      local = next(loader).reshape(t.grad_accum_steps, -1, cfg.block_size + 1)
-      batch = sharding.global_batch(local, train_batch, batch_dim=1)
+      batch = next(batches)
       before = diag.snapshot(state["params"]) if diag and diag.wants_snapshot(step) else None
-      state, m = step_fn(state, batch)
-      if diag:
-        diag.record(step, state["params"], before)
+      state, m = models.step(state, batch)
       log.window.append(m)
       stop = signals_lib.stop_requested(signals, step, t.log_every)
       saving = step == t.steps or stop or mngr.should_save(step)
-      if step % t.log_every == 0 or saving:
-        if not bool(state["good"]):  # checked before every log and save: no NaN checkpoint
-          status = "diverged"
-          break
-        log.log(step)
+      logging = step % t.log_every == 0 or saving
+      evaluating = step % t.eval_every == 0 or step == t.steps
+      # Divergence, read one step late: the previous step has finished by now, so the host
+      # does not wait on this one, except where it waits anyway (logs, evaluations, saves).
+      flags = m if logging or evaluating else previous
+      if flags is not None:
+        alive &= per_member(flags["good"])
+      previous = m
+      if not alive.any():  # nothing left to train; nothing diverged is saved
+        status = "diverged"
+        break
+      if diag:
+        diag.record(step, state["params"], before, alive)
+      if logging:
+        log.log(step, alive)
       log.bar.update(1)
-      if step % t.eval_every == 0 or step == t.steps:
-        val_loss = evaluate(eval_fn, state["params"], ev, log.writer, step)
+      if evaluating:
+        evaluate(models, state["params"], ev, log.writers, step, alive, evals)
       if saving:
         ckpt.save(mngr, step, state, force=True)
       if stop:
         status = "interrupted"
         break
+  if status == "completed" and (evals.last_step[alive] != t.steps).any():
+    # Finished before, stopped before its summary: evaluate the final state now.
+    evaluate(models, state["params"], ev, log.writers, t.steps, alive, evals)
   log.close()
   mngr.close()
   if diag:
     diag.close()
-  return status, state, val_loss
+  return status, state, alive, evals
 
 
-def evaluate(eval_fn: Callable, params, ev: Eval, writer, step: int) -> float:
-  """Mean validation loss over the fixed batches; logged with bits per byte."""
-  val_loss = float(np.mean([eval_fn(params, b) for b in ev.arrays]))
-  bpb = metrics_lib.bits_per_byte(val_loss, ev.targets, ev.token_bytes)
-  writer.write(step, {"val_loss": val_loss, "val_bpb": bpb})
-  bits = "" if bpb is None else f", {bpb:.4f} bits/byte"
-  tqdm.write(f"step {step}: val_loss {val_loss:.4f}{bits} (unigram {ev.unigram:.4f})")
-  return val_loss
+class Batches:
+  """The next training batch of every member: one prefetching loader per distinct seed."""
+
+  def __init__(self, config, cfg: model.ModelConfig, prepared, models: Models,
+               start_step: int):
+    t = config.train
+    self.models = models
+    # This process's rows as A microbatches; the microbatches of all processes together
+    # hold the global batch's rows (grouped differently than with one process, which
+    # leaves the averaged gradient unchanged: every microbatch has B/A rows).
+    self.shape = (t.grad_accum_steps, -1, cfg.block_size + 1)
+    self.loaders = {seed: data_lib.Loader(prepared.train_path, t.batch_size, cfg.block_size,
+                                          seed, start_step=start_step,
+                                          prefetch=config.data.prefetch)
+                    for seed in sorted(set(models.batch_seeds))}
+
+  def __next__(self) -> jax.Array:
+    rows = {seed: next(loader).reshape(self.shape) for seed, loader in self.loaders.items()}
+    seeds = self.models.batch_seeds
+    local = np.stack([rows[s] for s in seeds]) if self.models.stacked else rows[seeds[0]]
+    return self.models.place(local)
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    for loader in self.loaders.values():
+      loader.close()
 
 
-def finish_run(config, cfg, workdir, status, state, val_loss, ev: Eval, prepared, step_fns,
-               started: float) -> RunResult:
-  """The summary, the loss plot and, for a completed run, samples."""
-  lead, final_step = sharding.is_lead(), int(state["step"])
-  latest = runs.latest_checkpoint(workdir)
-  if status == "diverged":
-    tqdm.write(f"diverged: non-finite loss or gradient at update {final_step + 1}; "
-               f"kept the last good checkpoint (step {latest})")
-  if status == "completed" and val_loss is None:  # finished before, stopped before its summary
-    writer = metrics_lib.Writer(workdir, lead)
-    val_loss = evaluate(step_fns[1], state["params"], ev, writer, final_step)
-    writer.close()
-  train_losses = [r["loss"] for r in read_metrics(workdir) if "loss" in r]
-  summary = {
-      "status": status, "exit_code": EXIT_CODES[status], "steps": final_step,
-      "diverged_at_step": final_step + 1 if status == "diverged" else None,
-      "final_train_loss": train_losses[-1] if train_losses else None,
-      "final_val_loss": val_loss, "unigram_val_loss": ev.unigram,
-      "val_bpb": None if val_loss is None else metrics_lib.bits_per_byte(
-          val_loss, ev.targets, ev.token_bytes),
-      "val_gain_over_unigram": None if val_loss is None else ev.unigram - val_loss,
-      "wall_time_s": time.time() - started, "n_params": model.count_params(cfg),
-      "tokens_per_step": config.train.batch_size * cfg.block_size,
-      "corpus_fingerprint": prepared.fingerprint, "latest_checkpoint": latest,
-      "config_segments": runs.config_segments(workdir),
-  }
-  if status == "completed" and config.sample.num_samples > 0:
-    params = sharding.gather(state["params"])  # every process takes part in the gather
-    if lead:
-      summary["samples"] = write_samples(params, cfg, prepared.tokenizer_path, config.sample,
-                                         workdir, config.train.seed)
-  if lead:
-    plots.plot_losses(workdir, ev.unigram)
-    runs.write_summary(workdir, summary)
-  return RunResult(status=status, summary=summary, state=state)
+def evaluate(models: Models, params, ev: Eval, writers, step: int, alive: np.ndarray,
+             evals: Evals) -> np.ndarray:
+  """Each member's mean validation loss over the fixed batches; logged (with bits per byte)
+  and recorded in ``evals`` for the members still training."""
+  val = np.mean([per_member(models.evaluate(params, b)) for b in ev.arrays], axis=0)
+  for i in np.flatnonzero(alive):
+    writers[i].write(step, {"val_loss": float(val[i]), "val_bpb": ev.bpb(float(val[i]))})
+  evals.last[alive], evals.last_step[alive] = val[alive], step
+  live = np.flatnonzero(alive)
+  if models.n == 1:
+    bpb = ev.bpb(float(val[0]))
+    what = f"{val[0]:.4f}" + ("" if bpb is None else f", {bpb:.4f} bits/byte")
+  else:
+    what = ", ".join(f"{os.path.basename(models.dirs[i])} {val[i]:.4f}" for i in live)
+  tqdm.write(f"step {step}: val_loss {what} (unigram {ev.unigram:.4f})")
+  return val
+
+
+# ----------------------------------------------------------------------------- the end of a run
+
+
+def summaries(config, cfg, models: Models, status: str, state, alive: np.ndarray,
+              evals: Evals, ev: Eval, prepared, workdir: str, clock: runs.Clock) -> list[dict]:
+  """Each member's ``summary.json`` (README, Training, "What a run writes")."""
+  steps = per_member(state["step"])
+  latest, segments = runs.latest_checkpoint(workdir), runs.config_segments(workdir)
+  if status == "diverged" and sharding.is_lead():
+    tqdm.write(f"diverged: non-finite loss, gradient or parameters at update "
+               f"{int(steps.max()) + 1}; kept the last good checkpoint (step {latest})")
+  out = []
+  for i, d in enumerate(models.dirs):
+    member = status if alive[i] else "diverged"
+    rows = metrics_lib.read_metrics(d)
+    last, last_step = _last_eval(rows, evals, i, int(steps[i]))
+    final = last if member == "completed" else None
+    initial = evals.initial[i] if evals.initial is not None else next(
+        (r["val_loss"] for r in rows if r["step"] == 0 and "val_loss" in r), None)
+    train_losses = [r["loss"] for r in rows if "loss" in r]
+    out.append({
+        "status": member, "exit_code": EXIT_CODES[member], "steps": int(steps[i]),
+        "diverged_at_step": int(steps[i]) + 1 if member == "diverged" else None,
+        "final_train_loss": train_losses[-1] if train_losses else None,
+        "final_val_loss": final, "last_val_loss": last, "last_val_loss_step": last_step,
+        "initial_val_loss": None if initial is None else float(initial),
+        "unigram_val_loss": ev.unigram, "val_bpb": ev.bpb(final),
+        "val_gain_over_unigram": None if final is None else ev.unigram - final,
+        "wall_time_s": clock.seconds(), "n_params": model.count_params(cfg),
+        "tokens_per_step": config.train.batch_size * cfg.block_size,
+        "corpus_fingerprint": prepared.fingerprint, "latest_checkpoint": latest,
+        "config_segments": segments, **models.summary_fields[i]})
+  return out
+
+
+def _last_eval(rows: list[dict], evals: Evals, i: int, steps: int) -> tuple:
+  """Member i's newest evaluation before it stopped: this segment's, or an earlier one's."""
+  if evals.last_step[i] >= 0:
+    return float(evals.last[i]), int(evals.last_step[i])
+  earlier = [r for r in rows if "val_loss" in r and r["step"] <= steps]
+  return (earlier[-1]["val_loss"], earlier[-1]["step"]) if earlier else (None, None)

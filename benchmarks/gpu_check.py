@@ -73,10 +73,10 @@ def kernel_for_platform(impl: str, platform: str) -> str:
 
 def compiled_step(cfg: model.ModelConfig, t, batch: int, seq: int, seed: int = 0):
   """The jitted, donated train step compiled for ``cfg``: (step, state, compile seconds)."""
-  optimizer, schedule = train.make_optimizer(t), train.make_schedule(t)
+  optimizer = train.make_optimizer(t)
   state = jax.jit(train.init_state, static_argnums=(0, 1))(cfg, optimizer, jax.random.key(seed))
-  step = jax.jit(functools.partial(train.train_step, cfg=cfg, optimizer=optimizer,
-                                   schedule=schedule), donate_argnums=0)
+  step = jax.jit(functools.partial(train.train_step, cfg=cfg, optimizer=optimizer),
+                 donate_argnums=0)
   shape = jax.ShapeDtypeStruct((1, batch, seq + 1), np.int32)
   start = time.perf_counter()
   compiled = step.lower(state, shape).compile()

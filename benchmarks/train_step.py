@@ -76,9 +76,8 @@ def model_config(config, seq: int) -> model.ModelConfig:
   return model.resolve_auto(cfg, verbose=False)
 
 
-def model_only_step(state: dict, batch_ABT, cfg, optimizer, schedule):
+def model_only_step(state: dict, batch_ABT, cfg, optimizer):
   """The bare model step: ``value_and_grad`` of the loss and an ``optax.adamw`` update."""
-  del schedule
   loss, grads = jax.value_and_grad(model.loss_fn)(state["params"], batch_ABT[0, :, :-1],
                                                   batch_ABT[0, :, 1:], cfg)
   updates, opt_state = optimizer.update(grads, state["opt_state"], state["params"])
@@ -98,7 +97,7 @@ def ours_step(config, batch: int, seq: int, bare: bool = False):
     optimizer = train.make_optimizer(t)
   state = jax.jit(train.init_state, static_argnums=(0, 1))(cfg, optimizer, jax.random.key(0))
   step = jax.jit(functools.partial(model_only_step if bare else train.train_step, cfg=cfg,
-                                   optimizer=optimizer, schedule=schedule), donate_argnums=0)
+                                   optimizer=optimizer), donate_argnums=0)
   tokens = np.random.default_rng(0).integers(0, cfg.vocab_size, (1, batch, seq + 1), np.int32)
   tokens = jnp.asarray(tokens)
   holder = {"state": state}
@@ -272,10 +271,10 @@ def compile_seconds(config, n_layer: int, seq: int, scan: bool) -> float:
   cfg = model.resolve_auto(model.ModelConfig(**{**config.model, "n_layer": n_layer,
                                                 "scan_unroll": 1 if scan else n_layer}), verbose=False)
   t = config.train
-  optimizer, schedule = train.make_optimizer(t), train.make_schedule(t)
+  optimizer = train.make_optimizer(t)
   state = jax.eval_shape(lambda k: train.init_state(cfg, optimizer, k), jax.random.key(0))
   batch = jax.ShapeDtypeStruct((1, 1, seq + 1), jnp.int32)
-  step = jax.jit(functools.partial(train.train_step, cfg=cfg, optimizer=optimizer, schedule=schedule))
+  step = jax.jit(functools.partial(train.train_step, cfg=cfg, optimizer=optimizer))
   start = time.perf_counter()
   step.lower(state, batch).compile()
   return time.perf_counter() - start

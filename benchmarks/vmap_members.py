@@ -4,7 +4,7 @@
   python -m benchmarks.vmap_members --attention_impl=xla,xla_flash --rounds=5
 
 For each attention kernel, compiles (a) one model's train step, (b) the vmapped step of
-``--members`` models (andrea_jax/multi.py's ``member_step``) and (c) the same members in
+``--members`` models (``train.train_step`` over them, as andrea_jax/multi.py runs it) and (c) the same members in
 one program through ``lax.map`` (a loop over members: unbatched matmuls), then alternates
 timing ``members`` calls of (a) against one call of (b) and of (c), ``--rounds`` times, so
 that a machine whose load changes affects all alike. Prints the median time per model-step of each and
@@ -25,6 +25,7 @@ from absl import app, flags
 
 from andrea_jax import model
 from andrea_jax import multi
+from andrea_jax import train
 from experiments.configs import tiny
 
 _MEMBERS = flags.DEFINE_integer("members", 6, "models per vmapped program")
@@ -44,7 +45,7 @@ def programs(impl: str):
                           n_layer=_L.value, n_head=_H.value, attention_impl=impl)
   t = tiny.get_config().train
   prog = multi.programs(cfg, json.dumps(t.to_dict(), sort_keys=True))
-  step = functools.partial(multi.member_step, cfg=cfg, optimizer=multi.make_optimizer(t))
+  step = functools.partial(train.train_step, cfg=cfg, optimizer=multi.make_optimizer(t))
   one = jax.jit(step, donate_argnums=0)
   mapped = jax.jit(lambda s, b: jax.lax.map(lambda sb: step(*sb), (s, b)), donate_argnums=0)
   n = _MEMBERS.value

@@ -28,7 +28,7 @@ import numpy as np
 from absl import flags, logging
 from matplotlib.figure import Figure
 
-from andrea_jax import errors, lens, model, train
+from andrea_jax import errors, lens, model, runs
 from andrea_jax import tokenizer as tokenizer_lib
 from experiments import cli
 
@@ -59,7 +59,7 @@ RANDOM_SHAPES = {
 def load_model(workdir=None, hf_dir=None, random=None, step=None):
   """``(name, params, cfg, tokenizer or None)`` from a run, a transformers dir or a shape."""
   if workdir:
-    params, cfg, tok, _ = train.load_run(workdir, step)
+    params, cfg, tok, _ = runs.load_run(workdir, step)
     return os.path.basename(os.path.normpath(workdir)), params, cfg, tok
   if hf_dir:
     from andrea_jax.interop import hf_gpt2  # pylint: disable=import-outside-toplevel

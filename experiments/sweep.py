@@ -17,7 +17,6 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import importlib
-import json
 import os
 import subprocess
 import sys
@@ -25,6 +24,8 @@ import time
 
 from absl import flags, logging
 
+from andrea_jax import errors
+from andrea_jax import files
 from experiments import cli
 from experiments.sweeps import base
 
@@ -39,28 +40,14 @@ _RUN_GROUP = flags.DEFINE_string("run_group", None, "internal: train the group i
 FINISHED = ("completed", "diverged")
 
 
-def read_json(path: str):
-  if not os.path.exists(path):
-    return None
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)
-
-
-def write_json(path: str, value) -> None:
-  tmp = path + ".tmp"
-  with open(tmp, "w", encoding="utf-8") as f:
-    json.dump(value, f, indent=2)
-  os.replace(tmp, path)
-
-
 def cell_status(cell_dir: str) -> str | None:
-  return (read_json(os.path.join(cell_dir, "summary.json")) or {}).get("status")
+  return (files.read_json(os.path.join(cell_dir, "summary.json")) or {}).get("status")
 
 
 def write_cell(cell: base.Cell, workdir: str) -> str:
   d = os.path.join(workdir, cell.path)
   os.makedirs(d, exist_ok=True)
-  write_json(os.path.join(d, "cell.json"), {**dataclasses.asdict(cell), "path": cell.path})
+  files.write_json(os.path.join(d, "cell.json"), {**dataclasses.asdict(cell), "path": cell.path})
   return d
 
 
@@ -94,7 +81,7 @@ def prepare_job(sweep: base.Sweep, job: Job, workdir: str) -> None:
   for cell in job.cells:
     write_cell(cell, workdir)
   if job.cells[0].group:
-    write_json(os.path.join(job.directory, "group.json"), {
+    files.write_json(os.path.join(job.directory, "group.json"), {
         "base_config": sweep.base_config, "overrides": job.cells[0].shared(),
         "members": [{"name": c.member, "learning_rate": c.learning_rate, "seed": c.seed,
                      "batch_seed": c.seed} for c in job.cells]})
@@ -142,9 +129,9 @@ def run_sweep(sweep: base.Sweep, workdir: str, parallel: int = 1, only: str = ""
 def write_index(sweep: base.Sweep, workdir: str, records: dict) -> None:
   """``sweep.json``: the definition and each cell's status (merged with earlier runs)."""
   path = os.path.join(workdir, "sweep.json")
-  old = {c.get("path", c["name"]): c for c in (read_json(path) or {}).get("cells", [])}
+  old = {c.get("path", c["name"]): c for c in (files.read_json(path) or {}).get("cells", [])}
   old.update(records)
-  write_json(path, {"name": sweep.name, "scale": sweep.scale, "base_config": sweep.base_config,
+  files.write_json(path, {"name": sweep.name, "scale": sweep.scale, "base_config": sweep.base_config,
                     "description": sweep.description,
                     "cells": [old.get(c.path, {**dataclasses.asdict(c), "path": c.path, "status": "pending"})
                               for c in sweep.cells]})
@@ -162,13 +149,13 @@ def group_config(base_config: str, overrides: dict):
 def run_group(directory: str) -> int:
   """Train the members described by ``<directory>/group.json``; 0 when they all finished."""
   from andrea_jax import multi  # pylint: disable=import-outside-toplevel
-  spec = read_json(os.path.join(directory, "group.json"))
+  spec = files.read_json(os.path.join(directory, "group.json"))
   config = group_config(spec["base_config"], spec["overrides"])
   members = [multi.Member(**m) for m in spec["members"]]
   summaries = multi.train_members(config, members, directory)
   statuses = [s["status"] for s in summaries]
   print(f"{directory}: " + ", ".join(f"{m.name} {s}" for m, s in zip(members, statuses)))
-  return multi.EXIT_CODES["interrupted"] if "interrupted" in statuses else 0
+  return errors.EXIT_INTERRUPTED if "interrupted" in statuses else 0
 
 
 def main(argv):

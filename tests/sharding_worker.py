@@ -19,6 +19,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 import jax  # pylint: disable=wrong-import-position  (importing is no JAX call: initialize still works)
+from andrea_jax import metrics as metrics_lib  # pylint: disable=wrong-import-position
+from andrea_jax import model  # pylint: disable=wrong-import-position
 from andrea_jax import sharding  # pylint: disable=wrong-import-position
 from andrea_jax import train  # pylint: disable=wrong-import-position
 from experiments.configs import common  # pylint: disable=wrong-import-position
@@ -49,7 +51,7 @@ def run(spec: dict) -> dict:
   if spec.get("resume_from"):
     copy_at_step(spec["resume_from"], spec["workdir"], spec["resume_step"])
   result = train.train_and_evaluate(config, spec["workdir"])
-  metrics = train.read_metrics(spec["workdir"]) if sharding.is_lead() else []
+  metrics = metrics_lib.read_metrics(spec["workdir"]) if sharding.is_lead() else []
   return {"status": result.status, "summary": result.summary,
           "losses": {r["step"]: r["loss"] for r in metrics if "loss" in r},
           "val_losses": {r["step"]: r["val_loss"] for r in metrics if "val_loss" in r},
@@ -59,7 +61,7 @@ def run(spec: dict) -> dict:
 def init_memory(spec: dict) -> dict:
   """Parameter and Adam memory per device of a freshly initialised, sharded state."""
   config = make_config(spec["overrides"])
-  cfg = train.model.ModelConfig(**config.model)
+  cfg = model.ModelConfig(**config.model)
   optimizer = train.make_optimizer(config.train)
   mesh = sharding.make_mesh(config.mesh)
   shardings = sharding.state_shardings(train.abstract_state(cfg, optimizer, 0), mesh)

@@ -15,6 +15,7 @@ import pytest
 
 from andrea_jax import data as data_lib
 from andrea_jax import errors
+from andrea_jax import metrics as metrics_lib
 from andrea_jax import model
 from andrea_jax import tokenizer as tokenizer_lib
 from andrea_jax import train
@@ -341,7 +342,7 @@ def test_fine_tuning_starts_from_the_imported_params(pretrained, tmp_path):
   first = data_lib.batch_at(data_lib.read_shard(train_path), 0, batch_size=4,
                             block_size=cfg.block_size, seed=config.data.shuffle_seed)
   want = float(model.loss_fn(params, first[:, :-1], first[:, 1:], cfg))
-  first_loss = [r["loss"] for r in train.read_metrics(str(tmp_path)) if "loss" in r][0]
+  first_loss = [r["loss"] for r in metrics_lib.read_metrics(str(tmp_path)) if "loss" in r][0]
   assert first_loss == pytest.approx(want, abs=1e-5)  # a random init would be ~log(321)
 
 

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
+from andrea_jax import metrics as metrics_lib
 from andrea_jax import model
 from andrea_jax import sharding
 from andrea_jax import train
@@ -298,7 +299,7 @@ def test_two_processes_train_together_like_one(reference, two_processes):
   run = directory / "run"
   assert sorted(os.listdir(run / "checkpoints")) == ["4", "8"]
   assert len((run / "samples.txt").read_text()) > 0
-  rows = train.read_metrics(str(run))  # written once, by process 0
+  rows = metrics_lib.read_metrics(str(run))  # written once, by process 0
   assert [r["step"] for r in rows if "loss" in r] == list(range(1, 9))
   for half in (lead, other):  # each process holds half of each FSDP-sharded array
     m = half["runs"][0]["params"]

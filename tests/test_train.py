@@ -17,7 +17,9 @@ import pytest
 
 from andrea_jax import checkpoint as ckpt
 from andrea_jax import errors
+from andrea_jax import metrics as metrics_lib
 from andrea_jax import model
+from andrea_jax import runs
 from andrea_jax import train
 from experiments.configs import common, tiny
 
@@ -48,7 +50,7 @@ def overrides(cache_dir, **changes):
 
 
 def losses(workdir):
-  return {r["step"]: r["loss"] for r in train.read_metrics(str(workdir)) if "loss" in r}
+  return {r["step"]: r["loss"] for r in metrics_lib.read_metrics(str(workdir)) if "loss" in r}
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +73,7 @@ def test_real_loop_learns_and_writes_its_outputs(full_run):
   assert np.mean([curve[s] for s in (22, 23, 24)]) < curve[1] - 0.5
   s = json.loads((workdir / "summary.json").read_text())
   assert s["steps"] == 24 and s["final_val_loss"] < s["unigram_val_loss"] + MARGIN
-  assert s["val_bpb"] == pytest.approx(train.read_metrics(str(workdir))[-1]["val_bpb"])
+  assert s["val_bpb"] == pytest.approx(metrics_lib.read_metrics(str(workdir))[-1]["val_bpb"])
   assert 0 < s["val_bpb"] < s["final_val_loss"] / np.log(2)  # more than one byte per token
   assert s["n_params"] == model.count_params(model.ModelConfig(**small_config("x").model))
   assert len(s["corpus_fingerprint"]) == 64 and len(s["samples"]) == 1
@@ -151,10 +153,10 @@ def test_load_run_restores_the_parameters_alone(full_run, monkeypatch):
   monkeypatch.setattr(train, "make_optimizer", refuse)
   monkeypatch.setattr(train, "init_state", refuse)
   monkeypatch.setattr(optax, "adamw", refuse)
-  params, cfg, tok, config = train.load_run(str(workdir))
+  params, cfg, tok, config = runs.load_run(str(workdir))
   jax.tree.map(np.testing.assert_array_equal, params, result.state["params"])
   assert cfg.d_model == 32 and config.train.steps == 24 and tok.get_vocab_size() == 321
-  older, *_ = train.load_run(str(workdir), 12)
+  older, *_ = runs.load_run(str(workdir), 12)
   assert not np.array_equal(older["wte"], params["wte"])
 
 
@@ -162,7 +164,7 @@ def test_a_step_that_does_not_exist_lists_the_available_ones(full_run):
   workdir, _ = full_run
   with pytest.raises(ckpt.CheckpointError,
                      match=r"step 5 does not exist .*available steps: 12, 18, 24"):
-    train.load_run(str(workdir), 5)
+    runs.load_run(str(workdir), 5)
 
 
 def test_a_failed_start_leaves_no_workdir(cache_dir, tmp_path):
