@@ -11,6 +11,8 @@ import optax
 import pytest
 from jax.test_util import check_grads
 
+from andrea_jax import attention as kernels
+from andrea_jax import cross_entropy
 from andrea_jax import diagnostics
 from andrea_jax import model
 from andrea_jax import toy
@@ -82,23 +84,28 @@ def test_gelu_tanh_close_to_exact_gelu():
   np.testing.assert_allclose(model.gelu_tanh(x), jax.nn.gelu(x, approximate=True), atol=1e-6)
 
 
+def naive_attention(x, attn, n_head):
+  """Causal multi-head attention in numpy, one head at a time."""
+  qkv = x @ attn["w_qkv"] + attn["b_qkv"]
+  q, k, v = np.split(qkv, 3, axis=-1)
+  out = np.zeros_like(q)
+  T, K = x.shape[-2], q.shape[-1] // n_head
+  for h in range(n_head):
+    sl = slice(h * K, (h + 1) * K)
+    s = q[..., sl] @ np.swapaxes(k[..., sl], -1, -2) / math.sqrt(K)
+    s = np.where(np.tril(np.ones((T, T), bool)), s, -np.inf)
+    w = np.exp(s - s.max(-1, keepdims=True))
+    out[..., sl] = (w / w.sum(-1, keepdims=True)) @ v[..., sl]
+  return out @ attn["w_out"] + attn["b_out"]
+
+
 def test_attention_matches_a_naive_per_head_loop():
   cfg = small()
   p = model.init_params(cfg, jax.random.key(1))
-  attn = jax.tree.map(lambda a: a[0], p["blocks"]["attn"])
-  x = jax.random.normal(jax.random.key(2), (2, 5, cfg.d_model))
-  qkv = x @ attn["w_qkv"] + attn["b_qkv"]
-  q, k, v = np.split(np.asarray(qkv), 3, axis=-1)
-  out = np.zeros_like(q)
-  K = cfg.head_dim
-  for h in range(cfg.n_head):
-    sl = slice(h * K, (h + 1) * K)
-    s = q[..., sl] @ np.swapaxes(k[..., sl], -1, -2) / math.sqrt(K)
-    s = np.where(np.tril(np.ones((5, 5), bool)), s, -np.inf)
-    w = np.exp(s - s.max(-1, keepdims=True))
-    out[..., sl] = (w / w.sum(-1, keepdims=True)) @ v[..., sl]
-  expected = out @ attn["w_out"] + attn["b_out"]
-  np.testing.assert_allclose(model.attention(x, attn, cfg), expected, atol=1e-5)
+  attn = jax.tree.map(lambda a: np.asarray(a[0], np.float64), p["blocks"]["attn"])
+  x = np.asarray(jax.random.normal(jax.random.key(2), (2, 5, cfg.d_model)), np.float64)
+  np.testing.assert_allclose(model.attention(jnp.asarray(x, jnp.float32), attn, cfg),
+                             naive_attention(x, attn, cfg.n_head), atol=1e-5)
 
 
 @pytest.mark.parametrize("block", [3, 5, 13, 128])
@@ -106,9 +113,9 @@ def test_blocked_causal_attention_equals_the_masked_full_softmax(block):
   B, T, H, K = 2, 13, 3, 4
   q, k, v = (jax.random.normal(jax.random.key(i), (B, T, H, K)) for i in range(3))
   mask = jnp.broadcast_to(jnp.tril(jnp.ones((T, T), bool)), (B, T, T))
-  full = lambda q, k, v: model.causal_attend(q, k, v, mask)
-  blocked = lambda q, k, v: model.blocked_causal_attention(q, k, v, block)
-  flash = lambda q, k, v: model.flash_causal_attention(q, k, v, block)
+  full = lambda q, k, v: kernels.causal_attend(q, k, v, mask)
+  blocked = lambda q, k, v: kernels.blocked_causal_attention(q, k, v, block)
+  flash = lambda q, k, v: kernels.flash_causal_attention(q, k, v, block)
   np.testing.assert_allclose(blocked(q, k, v), full(q, k, v), atol=1e-6)
   np.testing.assert_allclose(flash(q, k, v), full(q, k, v), atol=1e-6)
   grad = lambda f: jax.grad(lambda *a: jnp.sum(jnp.sin(f(*a))), argnums=(0, 1, 2))(q, k, v)
@@ -188,36 +195,56 @@ def test_init_statistics_follow_gpt2():
 # ----------------------------------------------------------------------------- the forward pass
 
 
-def loop_forward(params, tokens, cfg):
-  """The same model with a plain Python loop over layers instead of lax.scan."""
-  x = model.embed(params, tokens, cfg)
-  for i in range(cfg.n_layer):
-    x = model.block_forward(jax.tree.map(lambda a: a[i], params["blocks"]), x, cfg)
-  return model.unembed(params, x, cfg)
+def reference_forward(params, tokens, cfg):
+  """The model written out plainly in float64 numpy (a loop over layers, one over heads):
+  an independent reference for ``model.forward``, sharing no code with it."""
+  p = jax.tree.map(lambda a: np.asarray(a, np.float64), params)
+  erf = np.vectorize(math.erf)
+  acts = {"gelu_tanh": lambda h: 0.5 * h * (1 + np.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * h ** 3))),
+          "gelu": lambda h: 0.5 * h * (1 + erf(h / math.sqrt(2))), "relu": lambda h: np.maximum(h, 0),
+          "swiglu": lambda h: (lambda g, u: g / (1 + np.exp(-g)) * u)(*np.split(h, 2, axis=-1))}
+
+  def ln(x, q):
+    mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + cfg.ln_eps) * q["scale"] + q["bias"]
+
+  def mlp(x, q):
+    return acts[cfg.activation](x @ q["w_in"] + q["b_in"]) @ q["w_out"] + q["b_out"]
+
+  tokens = np.asarray(tokens)
+  x = p["wte"][tokens] + p["wpe"][:tokens.shape[1]]
+  for layer in range(cfg.n_layer):
+    b = jax.tree.map(lambda a, layer=layer: a[layer], p["blocks"])
+    attn = lambda h, b=b: naive_attention(h, b["attn"], cfg.n_head)
+    if cfg.norm == "pre":
+      x = x + attn(ln(x, b["ln_1"]))
+      x = x + mlp(ln(x, b["ln_2"]), b["mlp"])
+    else:
+      x = ln(x + attn(x), b["ln_1"])
+      x = ln(x + mlp(x, b["mlp"]), b["ln_2"])
+  if cfg.norm == "pre":
+    x = ln(x, p["ln_f"])
+  head = p["wte"].T if cfg.tie_embeddings else p["lm_head"]
+  return (x @ head)[..., :cfg.vocab_size]
 
 
-@pytest.mark.parametrize("norm", ["pre", "post"])
-def test_scan_equals_python_loop(norm):
-  cfg = small(norm=norm, tie_embeddings=norm == "pre")
-  params = model.init_params(cfg, jax.random.key(3))
-  tokens = random_tokens(cfg)
-  logits = model.forward(params, tokens, cfg)
-  chex.assert_shape(logits, (2, 12, cfg.vocab_size))
-  np.testing.assert_allclose(logits, loop_forward(params, tokens, cfg), atol=1e-5)
-
-
-@pytest.mark.parametrize("changes", [dict(), dict(norm="post"), dict(activation="swiglu"),
-                                     dict(remat_policy="full", scan_unroll=3)])
-def test_jit_equals_eager(changes):
+@pytest.mark.parametrize("changes", [
+    dict(), dict(norm="post", tie_embeddings=False), dict(activation="swiglu"),
+    dict(activation="gelu", vocab_pad_multiple=8), dict(activation="relu", norm="post"),
+    dict(remat_policy="full", scan_unroll=3, attention_impl="xla")])
+def test_forward_eager_and_jitted_equals_a_plain_numpy_model(changes):
   cfg = small(**changes)
   params = model.init_params(cfg, jax.random.key(4))
+  # Larger weights than at init: attention and MLP then matter to the logits.
+  params = jax.tree.map(lambda a: a * 5 if a.ndim > 1 else a, params)
   tokens = random_tokens(cfg)
+  expected = reference_forward(params, tokens, cfg)
   eager = model.forward(params, tokens, cfg)
   jitted = jax.jit(model.forward, static_argnums=2)(params, tokens, cfg)
-  np.testing.assert_allclose(eager, jitted, atol=1e-5)
-  grad = jax.jit(jax.grad(model.loss_fn), static_argnums=3)(params, tokens, tokens, cfg)
-  chex.assert_trees_all_equal_shapes(grad, params)
-  chex.assert_tree_all_finite(grad)
+  chex.assert_shape(eager, (2, 12, cfg.padded_vocab))
+  np.testing.assert_allclose(eager[..., :cfg.vocab_size], expected, rtol=2e-4, atol=2e-4)
+  np.testing.assert_allclose(jitted[..., :cfg.vocab_size], expected, rtol=2e-4, atol=2e-4)
+  assert np.all(np.isneginf(np.asarray(eager[..., cfg.vocab_size:])))  # padding: never predicted
 
 
 @pytest.mark.parametrize("attention_impl", ["xla", "xla_flash"])
@@ -378,11 +405,11 @@ def test_shrunk_andrea120m_trains_in_bfloat16_close_to_float32():
   cfg16 = ModelConfig(**{**config.model.to_dict(), "compute_dtype": "bfloat16",
                          "remat_policy": "dots_saveable"})
   cfg32 = dataclasses.replace(cfg16, compute_dtype="float32")
-  optimizer, schedule = train.make_optimizer(config.train), train.make_schedule(config.train)
+  optimizer = train.make_optimizer(config.train)
   batches = jax.random.randint(jax.random.key(1), (2, 1, 4, cfg16.block_size + 1), 0, cfg16.vocab_size)
 
   def two_steps(cfg):
-    step_fn = lambda state, batch: train.train_step(state, batch, cfg, optimizer, schedule)
+    step_fn = lambda state, batch: train.train_step(state, batch, cfg, optimizer)
     step = jax.jit(step_fn)
     state, losses = train.init_state(cfg, optimizer, jax.random.key(0)), []
     jaxpr = str(jax.make_jaxpr(step_fn)(state, batches[0]))
@@ -413,45 +440,35 @@ def f64(tree):
   return jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), tree)
 
 
-def test_check_grads_layer_norm_and_activations(x64):
-  x = jax.random.normal(jax.random.key(0), (3, 8), jnp.float64)
-  scale = 1.0 + 0.1 * jax.random.normal(jax.random.key(1), (8,), jnp.float64)
-  bias = 0.1 * jax.random.normal(jax.random.key(2), (8,), jnp.float64)
-  check_grads(lambda x, s, b: model.layer_norm(x, s, b, 1e-5), (x, scale, bias), order=2,
-              modes=("fwd", "rev"))
-  for fn in (model.gelu_tanh, model.gelu, jax.nn.silu):
-    check_grads(fn, (x,), order=2, modes=("fwd", "rev"))
-  check_grads(model.relu, (x + 0.05 * jnp.sign(x),), order=1, modes=("fwd", "rev"))
+# Gradient checks only where the project wrote the gradient itself (a jax.custom_vjp:
+# grep custom_vjp): FlashAttention's backward (above, and in the whole model below) and
+# the chunked cross-entropy's. Elsewhere jax.grad is JAX's, tested by JAX.
 
 
-@pytest.mark.parametrize("activation", ["gelu_tanh", "swiglu"])
-def test_check_grads_attention_and_mlp(x64, activation):
-  # "xla": forward mode too (the "auto" choice on a CPU, xla_flash, is reverse-mode only).
-  cfg = small(param_dtype="float64", compute_dtype="float64", activation=activation, attention_impl="xla")
-  p = f64(model.init_params(cfg, jax.random.key(0)))
-  blk = jax.tree.map(lambda a: a[0] * 10, p["blocks"])  # larger weights: a non-trivial check
-  x = jax.random.normal(jax.random.key(1), (2, 5, cfg.d_model), jnp.float64)
-  check_grads(jax.jit(lambda x, a: model.attention(x, a, cfg)), (x, blk["attn"]), order=1, modes=("fwd", "rev"))
-  check_grads(jax.jit(lambda x, m: model.mlp(x, m, cfg)), (x, blk["mlp"]), order=1, modes=("fwd", "rev"))
+@pytest.mark.parametrize("padded", [False, True])
+def test_chunked_cross_entropy_gradients_in_float64(x64, padded):
+  x = jax.random.normal(jax.random.key(0), (7, 6), jnp.float64)  # 7 rows: a partial chunk
+  w = jax.random.normal(jax.random.key(1), (16 if padded else 13, 6), jnp.float64)
+  y = jax.random.randint(jax.random.key(2), (7,), 0, 13)
+  weight = jnp.array([1.0, 1.0, 0.0, 1.0, 0.5, 1.0, 1.0], jnp.float64)
+  f = lambda x, w: cross_entropy.weighted_nll_sum(x, w, y, weight, 13, 3)
+  check_grads(f, (x, w), order=1, modes=("rev",))
+  # And its value: the weighted sum of the plain cross-entropy over the real vocabulary.
+  logits = x @ w[:13].T
+  nll = jax.nn.logsumexp(logits, axis=-1) - logits[jnp.arange(7), y]
+  np.testing.assert_allclose(f(x, w), jnp.sum(weight * nll), rtol=1e-12)
 
 
-@pytest.mark.parametrize("norm", ["pre", "post"])
-def test_check_grads_block_forward(x64, norm):
-  cfg = small(param_dtype="float64", compute_dtype="float64", norm=norm, attention_impl="xla")
-  p = f64(model.init_params(cfg, jax.random.key(0)))
-  blk = jax.tree.map(lambda a: a[0], p["blocks"])
-  x = jax.random.normal(jax.random.key(1), (2, 5, cfg.d_model), jnp.float64)
-  check_grads(jax.jit(lambda x, b: model.block_forward(b, x, cfg)), (x, blk), order=1, modes=("fwd", "rev"))
-
-
-def test_check_grads_full_loss_of_a_tiny_model(x64):
+def test_check_grads_full_loss_through_both_custom_gradients(x64):
   cfg = ModelConfig(vocab_size=17, block_size=8, d_model=8, n_layer=2, n_head=2,
-                    param_dtype="float64", compute_dtype="float64", attention_impl="xla")
+                    param_dtype="float64", compute_dtype="float64", attention_impl="xla_flash",
+                    attention_block=4, loss_chunk=5)
   p = f64(model.init_params(cfg, jax.random.key(0)))
+  p = jax.tree.map(lambda a: a * 10 if a.ndim > 2 else a, p)  # the blocks' matrices: a non-trivial check
   tokens = random_tokens(cfg, (2, 6))
   # A small finite-difference step: the default 1e-4 leaves O(eps^2) curvature error.
-  check_grads(jax.jit(lambda p: model.loss_fn(p, tokens, jnp.roll(tokens, -1, 1), cfg)), (p,), order=1,
-              modes=("fwd", "rev"), eps=1e-6)
+  check_grads(jax.jit(lambda p: model.loss_fn(p, tokens, jnp.roll(tokens, -1, 1), cfg)), (p,),
+              order=1, modes=("rev",), eps=1e-6)
 
 
 # ----------------------------------------------------------------------------- the seed's gradient-flow claim

@@ -1,25 +1,36 @@
-"""Many models under vmap (andrea_jax/multi.py) against separate runs, divergence, and resume."""
+"""A group (andrea_jax/multi.py) against single runs, divergence, resume after a kill."""
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 
+import jax
 import numpy as np
 import pytest
 
+from andrea_jax import checkpoint as ckpt
 from andrea_jax import errors
+from andrea_jax import metrics as metrics_lib
+from andrea_jax import model
 from andrea_jax import multi
 from andrea_jax import train
 from experiments.configs import common, tiny
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMALL = {"model.n_layer": 2, "model.d_model": 32, "model.n_head": 2, "model.block_size": 32,
          "model.vocab_size": 321, "data.max_docs": 40, "train.batch_size": 8, "train.steps": 8,
          "train.warmup_steps": 2, "train.log_every": 1, "train.eval_every": 4,
          "train.eval_batches": 2, "checkpoint.every": 4, "sample.num_samples": 0,
          "diagnostics.enabled": True, "diagnostics.every": 4, "diagnostics.early_steps": 2}
-# The last member's rate overflows the parameters within a step or two: it must diverge,
-# freeze, and leave the others exactly as they would have trained alone.
-MEMBERS = [multi.Member("a", 1e-3, seed=0), multi.Member("b", 3e-3, seed=1),
-           multi.Member("c", 1e-2, seed=2), multi.Member("boom", 1e30, seed=3)]
+# Each member its own batch order (as the sweep's group.json sets batch_seed = seed), none
+# of them the config's data.shuffle_seed (0). The last member's rate overflows the
+# parameters within a step or two: it must diverge, freeze, and leave the others exactly
+# as they would have trained alone.
+MEMBERS = [multi.Member("a", 1e-3, seed=0, batch_seed=10), multi.Member("b", 3e-3, seed=1, batch_seed=11),
+           multi.Member("c", 1e-2, seed=2, batch_seed=12), multi.Member("boom", 1e30, seed=3, batch_seed=13)]
 
 
 def config(cache, **overrides):
@@ -27,13 +38,7 @@ def config(cache, **overrides):
 
 
 def rows(workdir, key):
-  with open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8") as f:
-    found = {}
-    for line in f:
-      r = json.loads(line)
-      if key in r:
-        found[r["step"]] = r[key]  # the newest row of a step wins, as for the readers
-  return [found[s] for s in sorted(found)]
+  return [r[key] for r in metrics_lib.read_metrics(workdir) if key in r]
 
 
 @pytest.fixture(scope="module")
@@ -47,16 +52,18 @@ def vmapped(cache, tmp_path_factory):
   return workdir, multi.train_members(config(cache), MEMBERS, workdir, member_axis="vmap")
 
 
-def test_vmapped_members_match_separate_runs(vmapped, cache, tmp_path):
+def test_members_match_single_runs_at_their_batch_seed(vmapped, cache, tmp_path):
   workdir, summaries = vmapped
   assert [s["status"] for s in summaries] == ["completed"] * 3 + ["diverged"]
   for m, summary in [(MEMBERS[i], summaries[i]) for i in (0, 2)]:  # two separate runs suffice
     single = str(tmp_path / m.name)
-    result = train.train_and_evaluate(
-        config(cache, **{"train.learning_rate": m.learning_rate, "train.seed": m.seed}), single)
+    result = train.train_and_evaluate(config(cache, **{
+        "train.learning_rate": m.learning_rate, "train.seed": m.seed,
+        "data.shuffle_seed": m.batch_seed}), single)
     member = os.path.join(workdir, m.name)
     np.testing.assert_allclose(rows(member, "loss"), rows(single, "loss"), rtol=2e-5, atol=2e-5)
     np.testing.assert_allclose(rows(member, "lr"), rows(single, "lr"), rtol=1e-6)
+    np.testing.assert_allclose(rows(member, "val_loss"), rows(single, "val_loss"), rtol=2e-5)
     np.testing.assert_allclose(summary["final_val_loss"], result.summary["final_val_loss"], rtol=2e-5)
     assert summary["unigram_val_loss"] == pytest.approx(result.summary["unigram_val_loss"])
   # Different rates and seeds really do give different trajectories.
@@ -68,38 +75,57 @@ def test_members_write_the_files_of_a_run(vmapped):
   member = os.path.join(workdir, "b")
   summary = json.load(open(os.path.join(member, "summary.json")))
   assert summary["learning_rate"] == 3e-3 and summary["seed"] == 1 and summary["steps"] == 8
+  assert summary["batch_seed"] == 11 and summary["group_size"] == 4
   assert summary["initial_val_loss"] == pytest.approx(np.log(321), abs=0.05)
   diag = [json.loads(l) for l in open(os.path.join(member, "diagnostics.jsonl"))]
   assert diag[0]["step"] == 0 and len(diag[0]["grad_mlp"]) == 2 and len(diag[0]["residual_norm"]) == 3
   assert any("update_mlp" in r for r in diag) and diag[-1]["step"] == 8
 
 
-def test_a_diverged_member_freezes_and_the_others_go_on(vmapped):
-  # (That the others train as they would alone is checked against separate runs above.)
+def group_state(workdir, cache, step):
+  """The group's checkpoint of ``step``, as saved (members stacked)."""
+  c = config(cache)
+  cfg = model.resolve_auto(model.ModelConfig(**c.model), verbose=False)
+  prog = multi.programs(cfg, json.dumps(c.train.to_dict(), sort_keys=True), "vmap")
+  seeds, lrs = np.arange(4, dtype=np.int32), np.ones(4, np.float32)
+  mngr = ckpt.manager(os.path.join(workdir, "checkpoints"), 4, 3)
+  try:
+    return ckpt.restore(mngr, jax.eval_shape(prog.init, seeds, lrs), step)
+  finally:
+    mngr.close()
+
+
+def test_a_diverged_member_freezes_at_its_last_finite_state(vmapped, cache):
+  # (That the others train as they would alone is checked against single runs above.)
   workdir, summaries = vmapped
   boom = summaries[-1]
-  assert boom["status"] == "diverged" and boom["steps"] < 8 and boom["final_val_loss"] is None
-  assert boom["diverged_at_step"] == boom["steps"] + 1 and boom["exit_code"] == 3
+  assert boom["status"] == "diverged" and boom["steps"] < 4 and boom["exit_code"] == 3
+  assert boom["diverged_at_step"] == boom["steps"] + 1 and boom["final_val_loss"] is None
+  # Its last evaluation is reported as such (step 0 here: it diverged before step 4's).
+  assert boom["last_val_loss_step"] == 0 and boom["last_val_loss"] == boom["initial_val_loss"]
   losses = rows(os.path.join(workdir, "boom"), "loss")
   assert len(losses) == boom["steps"] and np.all(np.isfinite(losses))  # no rows after divergence
-  assert all(s["steps"] == 8 for s in summaries[:3])
+  assert all(s["steps"] == 8 and s["diverged_at_step"] is None for s in summaries[:3])
+  # Both checkpoints were saved after it froze: its parameters and optimizer state are the
+  # same bits in each, and finite; the other members moved on.
+  early, late = group_state(workdir, cache, 4), group_state(workdir, cache, 8)
+  member = lambda state, i: jax.tree.map(lambda a: np.asarray(a[i]), state)
+  for key in ("params", "opt_state"):
+    for a, b in zip(jax.tree.leaves(member(early[key], 3)), jax.tree.leaves(member(late[key], 3))):
+      np.testing.assert_array_equal(a, b)
+      assert np.all(np.isfinite(a))
+    assert not np.array_equal(member(early["params"], 0)["wte"], member(late["params"], 0)["wte"])
+  assert list(np.asarray(late["good"])) == [True, True, True, False]
+  assert int(late["step"][3]) == boom["steps"]
 
 
-def test_resume_after_a_crash_continues_identically(vmapped, cache, tmp_path):
+def test_a_finished_group_is_left_untouched(vmapped, cache):
   workdir, summaries = vmapped
-  crashed = str(tmp_path / "crashed")
-  # A crash at step 6 (as by kill -9): the newest checkpoint is step 4, rows 5-6 are written.
-  with pytest.raises(multi.Crash):
-    multi.train_members(config(cache), MEMBERS, crashed, member_axis="vmap", crash_after=6)
-  assert not os.path.exists(os.path.join(crashed, "a", "summary.json"))
-  resumed = multi.train_members(config(cache), MEMBERS, crashed, member_axis="vmap")
-  assert [s["status"] for s in resumed] == [s["status"] for s in summaries]
-  for m, before, after in zip(MEMBERS, summaries, resumed):
-    assert after["steps"] == before["steps"]
-    if before["final_val_loss"] is not None:
-      assert after["final_val_loss"] == pytest.approx(before["final_val_loss"], rel=1e-6)
-    np.testing.assert_allclose(rows(os.path.join(crashed, m.name), "loss"),
-                               rows(os.path.join(workdir, m.name), "loss"), rtol=1e-6)
+  stamp = lambda: {m.name: os.stat(os.path.join(workdir, m.name, "summary.json")).st_mtime_ns
+                   for m in MEMBERS}
+  before = stamp()
+  assert multi.train_members(config(cache), MEMBERS, workdir, member_axis="vmap") == summaries
+  assert stamp() == before
 
 
 def test_lax_map_over_members_matches_vmap(vmapped, cache, tmp_path):
@@ -108,6 +134,7 @@ def test_lax_map_over_members_matches_vmap(vmapped, cache, tmp_path):
   mapped = multi.train_members(config(cache, **{"diagnostics.enabled": False}), MEMBERS,
                                str(tmp_path / "map"), member_axis="map")
   assert [s["status"] for s in mapped] == [s["status"] for s in summaries]
+  assert mapped[-1]["diverged_at_step"] == summaries[-1]["diverged_at_step"]
   for m, a, b in zip(MEMBERS[:3], summaries, mapped):
     assert b["final_val_loss"] == pytest.approx(a["final_val_loss"], rel=2e-5)
     np.testing.assert_allclose(rows(str(tmp_path / "map" / m.name), "loss"),
@@ -116,9 +143,35 @@ def test_lax_map_over_members_matches_vmap(vmapped, cache, tmp_path):
     multi.resolve_member_axis("pmap")
 
 
+def test_a_group_killed_mid_run_resumes_identically(cache, tmp_path):
+  """The sweep's path: ``experiments.sweep --run_group`` killed with SIGKILL, then rerun."""
+  longer = {**SMALL, "data.cache_dir": cache, "train.steps": 24, "diagnostics.enabled": False}
+  reference = multi.train_members(config(cache, **longer), MEMBERS, str(tmp_path / "reference"))
+  killed = tmp_path / "killed"
+  killed.mkdir()
+  (killed / "group.json").write_text(json.dumps({
+      "base_config": "tiny", "overrides": longer,
+      "members": [m.__dict__ for m in MEMBERS]}))
+  env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": REPO}
+  proc = subprocess.Popen([sys.executable, "-m", "experiments.sweep", f"--run_group={killed}"],
+                          cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+  deadline = time.time() + 300
+  while not (killed / "checkpoints" / "4").exists():
+    assert proc.poll() is None and time.time() < deadline, proc.stdout.read()
+    time.sleep(0.02)
+  proc.send_signal(signal.SIGKILL)
+  proc.communicate(timeout=60)
+  assert not (killed / "a" / "summary.json").exists(), "the group finished before the kill"
+  resumed = multi.train_members(config(cache, **longer), MEMBERS, str(killed))
+  assert [s["status"] for s in resumed] == [s["status"] for s in reference]
+  for m, before, after in zip(MEMBERS, reference, resumed):
+    assert after["steps"] == before["steps"] and after["last_val_loss"] == before["last_val_loss"]
+    assert rows(str(killed / m.name), "loss") == rows(str(tmp_path / "reference" / m.name), "loss")
+
+
 def test_a_resume_with_other_members_or_config_is_refused(vmapped, cache):
   workdir, _ = vmapped
   with pytest.raises(errors.CheckpointError, match="other members"):
     multi.train_members(config(cache), MEMBERS[:2], workdir)
-  with pytest.raises(errors.CheckpointError, match="train.steps: 8 -> 9"):
+  with pytest.raises(errors.ConfigError, match="train.steps: 8 -> 9"):
     multi.train_members(config(cache, **{"train.steps": 9}), MEMBERS, workdir)

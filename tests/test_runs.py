@@ -1,6 +1,7 @@
 """The run directory: one run at a time, a failed start leaves nothing, the resume rules."""
 
 import json
+import time
 
 import pytest
 
@@ -80,3 +81,17 @@ def test_training_changes_need_the_opt_in_and_are_listed(tmp_path):
   runs.record_start(workdir, changed, plan, {"tokenizer_path": "t.json"})
   history = json.loads((tmp_path / "config_history.json").read_text())
   assert [h["config"]["train"]["weight_decay"] for h in history] == [0.1, 0.0]
+
+
+def test_the_clock_counts_every_earlier_segment(tmp_path):
+  # An interrupted segment left its summary; a later one was killed after writing rows.
+  workdir, member = tmp_path / "run", tmp_path / "run" / "a"
+  member.mkdir(parents=True)
+  runs.write_summary(str(workdir), {"status": "interrupted", "wall_time_s": 100.0})
+  (workdir / "metrics.jsonl").write_text(json.dumps({"step": 5, "loss": 1.0, "wall_time_s": 130.0}) + "\n")
+  clock = runs.Clock(str(workdir), start=time.time() - 2)
+  assert 132 <= clock.seconds() < 140
+  # A group's members keep the rows: the newest of all of them counts.
+  (member / "metrics.jsonl").write_text(json.dumps({"step": 6, "wall_time_s": 150.0}) + "\n")
+  assert 150 <= runs.Clock(str(workdir), [str(member)]).seconds() < 160
+  assert runs.Clock(str(tmp_path / "new")).seconds() < 10  # a fresh run starts at zero

@@ -217,31 +217,43 @@ def test_schedule_warms_up_from_above_zero_then_decays_to_the_floor(cache_dir):
 def test_gradient_accumulation_equals_one_big_batch():
   """With plain SGD at rate 1 the update is minus the gradient: compare it to the full batch's."""
   cfg = model.ModelConfig(vocab_size=31, block_size=8, d_model=16, n_layer=1, n_head=2)
-  opt, sched = optax.sgd(1.0), optax.constant_schedule(1.0)
+  opt = optax.sgd(1.0)
   batch = np.random.default_rng(0).integers(0, 31, (8, 9)).astype(np.int32)
   init = train.init_state(cfg, opt, jax.random.key(0))["params"]
   loss, grads = jax.value_and_grad(model.loss_fn)(init, batch[:, :-1], batch[:, 1:], cfg)
   for accum in (1, 4):
     state = train.init_state(cfg, opt, jax.random.key(0))
-    state, m = train.train_step(state, batch.reshape(accum, -1, 9), cfg, opt, sched)
+    state, m = train.train_step(state, batch.reshape(accum, -1, 9), cfg, opt)
     np.testing.assert_allclose(m["loss"], loss, rtol=1e-5)
     update = jax.tree.map(jnp.subtract, init, state["params"])
     jax.tree.map(lambda u, g: np.testing.assert_allclose(u, g, rtol=1e-4, atol=1e-6), update, grads)
     assert float(m["grad_norm"]) == pytest.approx(float(optax.tree.norm(grads)), rel=1e-5)
 
 
-def test_diverging_run_stops_cleanly_and_keeps_the_last_good_checkpoint(cache_dir, tmp_path):
+def test_a_diverging_run_stops_at_its_first_non_finite_step_and_keeps_the_last_finite_checkpoint(
+    cache_dir, tmp_path):
   config = small_config(cache_dir, **{"train.learning_rate": 1e4, "train.grad_clip": 0.0,
                                       "train.warmup_steps": 0, "train.steps": 30,
-                                      "train.log_every": 1, "checkpoint.every": 1})
+                                      "train.log_every": 1, "train.eval_every": 1,
+                                      "checkpoint.every": 1})
   result = train.train_and_evaluate(config, str(tmp_path))
   s = json.loads((tmp_path / "summary.json").read_text())
   assert result.status == s["status"] == "diverged" and result.exit_code == train.EXIT_DIVERGED == 3
   assert s["diverged_at_step"] == s["steps"] + 1 and s["steps"] < 30
-  assert jax.tree.reduce(lambda a, b: a and b, jax.tree.map(
-      lambda a: bool(jnp.all(jnp.isfinite(a))), result.state["params"]))
-  # Every good step was saved; the diverged one was not: the newest is the last good state.
+  # No final validation loss; the last evaluation, of the last finite state, is named as such.
+  rows = metrics_lib.read_metrics(str(tmp_path))
+  assert s["final_val_loss"] is None and s["val_bpb"] is None
+  assert s["last_val_loss_step"] == s["steps"]
+  assert s["last_val_loss"] == [r["val_loss"] for r in rows if "val_loss" in r][-1]
+  # Stopped at the first non-finite step: no row from it or after it.
+  assert max(r["step"] for r in rows) == s["steps"]
+  assert all(np.isfinite(r["loss"]) for r in rows if "loss" in r)
+  # Every good step was saved; the diverged one was not: the newest is the last finite state.
   assert s["latest_checkpoint"] == s["steps"] >= 1
+  params = runs.load_run(str(tmp_path))[0]
+  for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(result.state["params"])):
+    assert np.all(np.isfinite(a))
+    np.testing.assert_array_equal(a, b)
 
 
 def test_resuming_with_a_different_model_is_refused(full_run, cache_dir):
@@ -321,7 +333,8 @@ def test_command_resumes_exactly_after_a_signal(sig, cli_reference, cache_dir, t
   assert stopped_at < 60, "the run finished before the signal arrived"
   if sig == signal.SIGTERM:
     assert proc.returncode == train.EXIT_INTERRUPTED, out
-    assert json.loads((workdir / "summary.json").read_text())["status"] == "interrupted"
+    first = json.loads((workdir / "summary.json").read_text())
+    assert first["status"] == "interrupted"
     assert str(stopped_at) in os.listdir(workdir / "checkpoints")  # saved on the way out
     # The run prints the command that resumes it: run exactly that.
     command = out.split("to resume, run: ", 1)[1].splitlines()[0]
@@ -334,6 +347,8 @@ def test_command_resumes_exactly_after_a_signal(sig, cli_reference, cache_dir, t
   assert proc.returncode == 0 and "resumed" in out, out
   resumed = losses(workdir)
   assert sorted(resumed) == list(range(1, 61))
+  if sig == signal.SIGTERM:  # the time of both segments, not of the last alone
+    assert json.loads((workdir / "summary.json").read_text())["wall_time_s"] > first["wall_time_s"]
   for step in range(1, 61):
     assert resumed[step] == cli_reference[step], (step, resumed[step], cli_reference[step])
 
