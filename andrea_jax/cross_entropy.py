@@ -49,12 +49,18 @@ def weighted_nll_sum(x_ND, w_VD, y_N, weight_N, vocab_size: int, chunk: int):
     _, nll_C = _nll(_chunk_logits(x_CD, w_VD, vocab_size), y_C)
     return total + jnp.sum(nll_C * weight_C), None
 
-  total, _ = jax.lax.scan(body, jnp.zeros((), jnp.float32), _chunks(x_ND, y_N, weight_N, chunk))
+  total, _ = jax.lax.scan(body, jnp.zeros((), _accumulator(x_ND)), _chunks(x_ND, y_N, weight_N, chunk))
   return total
+
+
+def _accumulator(x_ND):
+  """Sums run in at least float32 (float64 for the gradient checks)."""
+  return jnp.promote_types(x_ND.dtype, jnp.float32)
 
 
 def _fwd(x_ND, w_VD, y_N, weight_N, vocab_size, chunk):
   N, D = x_ND.shape
+  acc = _accumulator(x_ND)
 
   def body(carry, xs):
     total, dw_VD = carry
@@ -65,11 +71,11 @@ def _fwd(x_ND, w_VD, y_N, weight_N, vocab_size, chunk):
     onehot_CV = jax.nn.one_hot(y_C, logits_CV.shape[-1], dtype=p_CV.dtype)
     dlogits_CV = ((p_CV - onehot_CV) * weight_C[:, None]).astype(x_CD.dtype)
     dx_CD = jnp.einsum("cv,vd->cd", dlogits_CV, w_VD.astype(x_CD.dtype),
-                       preferred_element_type=jnp.float32)
-    dw_VD = dw_VD + jnp.einsum("cv,cd->vd", dlogits_CV, x_CD, preferred_element_type=jnp.float32)
+                       preferred_element_type=acc)
+    dw_VD = dw_VD + jnp.einsum("cv,cd->vd", dlogits_CV, x_CD, preferred_element_type=acc)
     return (total + jnp.sum(nll_C * weight_C), dw_VD), dx_CD
 
-  init = (jnp.zeros((), jnp.float32), jnp.zeros(w_VD.shape, jnp.float32))
+  init = (jnp.zeros((), acc), jnp.zeros(w_VD.shape, acc))
   (total, dw_VD), dx_nCD = jax.lax.scan(body, init, _chunks(x_ND, y_N, weight_N, chunk))
   dx_ND = dx_nCD.reshape(-1, D)[:N].astype(x_ND.dtype)
   return total, (dx_ND, dw_VD.astype(w_VD.dtype), y_N, weight_N)

@@ -35,11 +35,6 @@ SHRINK = {
 }
 
 
-# The shrunk run starts at ln(321) = 5.77 nats/token and must end within this much of the
-# unigram baseline (~4.41): a model that learns less than the token frequencies fails.
-MARGIN = 0.1
-
-
 def small_config(cache_dir, **changes):
   return common.apply_overrides(tiny.get_config(),
                                 {**SHRINK, "data.cache_dir": str(cache_dir), **changes})
@@ -72,7 +67,7 @@ def test_real_loop_learns_and_writes_its_outputs(full_run):
   assert sorted(curve) == list(range(1, 25))
   assert np.mean([curve[s] for s in (22, 23, 24)]) < curve[1] - 0.5
   s = json.loads((workdir / "summary.json").read_text())
-  assert s["steps"] == 24 and s["final_val_loss"] < s["unigram_val_loss"] + MARGIN
+  assert s["steps"] == 24 and s["final_val_loss"] < s["initial_val_loss"] - 1.0
   assert s["val_bpb"] == pytest.approx(metrics_lib.read_metrics(str(workdir))[-1]["val_bpb"])
   assert 0 < s["val_bpb"] < s["final_val_loss"] / np.log(2)  # more than one byte per token
   assert s["n_params"] == model.count_params(model.ModelConfig(**small_config("x").model))
@@ -81,6 +76,22 @@ def test_real_loop_learns_and_writes_its_outputs(full_run):
     assert (workdir / name).stat().st_size > 0, name
   assert os.listdir(workdir / "tensorboard")
   assert sorted(int(p) for p in os.listdir(workdir / "checkpoints") if p.isdigit()) == [12, 18, 24]
+
+
+def test_attention_learns_what_token_statistics_cannot(cache_dir, tmp_path):
+  """On documents that each repeat one random word, the next token given the current one is
+  as random as the token frequencies (an attention-less model, its attention output zeroed,
+  reached the unigram loss, 3.88, measured at 200 steps): only attending to the word's
+  previous copy predicts it. The real loop got 2.81 in 400 steps."""
+  rng = np.random.default_rng(0)
+  words = ["".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz"), 7)) for _ in range(400)]
+  corpus = tmp_path / "copy.jsonl"
+  corpus.write_text("".join(json.dumps({"text": " ".join([w] * 30)}) + "\n" for w in words))
+  config = small_config(tmp_path / "cache", **{
+      "data.path": str(corpus), "data.max_docs": 0, "train.steps": 400, "train.log_every": 100,
+      "train.eval_every": 400, "checkpoint.every": 400, "sample.num_samples": 0})
+  s = train.train_and_evaluate(config, str(tmp_path / "run")).summary
+  assert s["final_val_loss"] < s["unigram_val_loss"] - 0.5, s
 
 
 def test_rerunning_a_finished_run_leaves_it_untouched(full_run, cache_dir, capsys):
