@@ -329,3 +329,15 @@ def test_no_parabola_over_a_wide_bracket():
   # A neighbour 1e33 times away (a diverged rate) would fit a parabola far below every point.
   opt = v.fit_optimum({1e-3: 5.5, 1e-2: 4.6, 1e30: 7.7})
   assert opt.bracketed and opt.lr == 1e-2 and opt.loss == 4.6
+
+
+def test_report_names_the_rules_it_judged_with():
+  from experiments import report
+  now = v.rules_version()
+  assert len(now["sha256"]) == 16
+  same = report.rules_lines({**now})
+  assert "fixed before the run" in same[0] and "unchanged since" in same[0]
+  changed = report.rules_lines({"sha256": "0" * 16, "commit": "abc123", "uncommitted_changes": False})
+  assert "re-judged with rules changed since the run" in changed[0]
+  assert "git diff abc123" in changed[0] and "experiments/verdicts.py" in changed[0]
+  assert "predates" in report.rules_lines(None)[0]
