@@ -434,7 +434,8 @@ def write_report(sweep_dir: str, out: str | None = None, command: str = "",
             f"{V.LEARNS_BY} nats below the unigram baseline. LR sensitivity (Wortsman et al. 2023), "
             "per seed over the arm's base grid (the sweep's first-round rates): the mean of "
             "min(final, initial loss) minus the best, then the mean over seeds with its interval "
-            "(the same definition the sensitivity verdict uses).", "",
+            "(the same definition the sensitivity verdict uses); it depends on the grid, so it "
+            "compares arms on the same base grid only.", "",
             *table_lines(table), "", "## Plots", "", *[f"![{p}]({p})" for p in plots if p]]
   path = os.path.join(out, "REPORT.md")
   with open(path, "w", encoding="utf-8") as f:
