@@ -404,6 +404,7 @@ def prepare(config, fit_vocab: bool = False) -> PreparedData:
   cached = load_prepared(directory)
   if cached is not None:
     return cached
+  _make_directory(data.cache_dir, "data.cache_dir", data.cache_dir)  # fail before the work
   mb = sum(len(d.encode("utf-8")) for d in docs) / 1e6
   say(f"data: preparing {len(docs):,} documents ({mb:.1f} MB) at vocabulary {vocab_size}; "
       f"the result is cached in {data.cache_dir}")

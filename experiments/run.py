@@ -8,7 +8,7 @@ The workdir defaults to ``runs/<config>[_<variants>]`` (``runs/tiny``,
 ``runs/tiny_norm=post``, ``runs/tiny_data=my_texts`` for ``--config.data.path=my_texts/``;
 ``default_workdir``): rerunning the same command resumes from its latest checkpoint, a
 finished run is left as it is ("already complete"), and a resume that changes training
-settings is refused unless ``--allow_resume_changes`` (README, Training, "Resume").
+settings is refused unless ``--allow_resume_changes`` (docs/training.md, "Resume").
 Exit codes: 0 completed, 2 user error, 3 diverged, 4 interrupted (SIGTERM/SIGINT; a checkpoint was
 saved and the command to resume is printed).
 """
@@ -92,7 +92,7 @@ def main(argv):
   config, overridden = _CONFIG.value, cli.overridden_fields()
   workdir = _WORKDIR.value or default_workdir(flags.FLAGS["config"].serialize().split("=", 1)[-1],
                                               overridden)
-  # Before any other JAX call: the backends must see every process (README, Scaling out).
+  # Before any other JAX call: the backends must see every process (docs/scaling.md).
   sharding.initialize(config.distributed)
   for note in fit_to_data(config, overridden):
     print(f"note: {note}", flush=True)

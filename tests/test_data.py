@@ -631,7 +631,7 @@ def test_own_data_on_the_first_try(tmp_path):
     return subprocess.run([sys.executable, "-m", "experiments.run", "--config=tiny",
                            "--config.data.path=my_texts/", *args], cwd=tmp_path, text=True,
                           env={**os.environ, "PYTHONPATH": str(repo), "JAX_PLATFORMS": "cpu"},
-                          capture_output=True, timeout=300, check=False)
+                          capture_output=True, timeout=900, check=False)
 
   done = run(*short)
   assert done.returncode == 0, done.stdout + done.stderr

@@ -95,7 +95,7 @@ def mesh_group() -> ml_collections.ConfigDict:
 
 
 def distributed_group() -> ml_collections.ConfigDict:
-  """The ``distributed`` group: jax.distributed.initialize for multi-process runs (README)."""
+  """The ``distributed`` group: jax.distributed.initialize for multi-process runs (docs/scaling.md)."""
   d = ml_collections.ConfigDict()
   # Call jax.distributed.initialize before training (one process per host or per GPU).
   d.enabled = False
@@ -153,7 +153,7 @@ def train_group() -> ml_collections.ConfigDict:
   t.eval_every = 250
   # Number of fixed validation batches (of batch_size sequences) per evaluation.
   t.eval_batches = 8
-  # A Hugging Face GPT-2 directory whose weights start a fresh run ("" = random init; README).
+  # A Hugging Face GPT-2 directory whose weights start a fresh run ("" = random init; docs/interop.md).
   t.init_from = ""
   return t
 
