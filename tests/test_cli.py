@@ -351,6 +351,7 @@ def test_readme_quick_start_figures_are_what_the_command_printed():
   run = measured("tiny")
   minutes, seconds = divmod(round(run["wall_s"]), 60)
   assert f"the command took {minutes} min {seconds} s" in section
+  assert f"1-minute load average {run['load_before']:.2f} at the start" in section
   s = run["summary"]
   assert (f"a validation loss of {s['final_val_loss']:.2f} nats/token against the unigram "
           f"baseline's {s['unigram_val_loss']:.2f}") in section
@@ -367,14 +368,13 @@ def test_readme_shows_lines_the_quick_start_printed():
 
 def test_readme_variant_figures_are_what_the_commands_printed():
   text = " ".join(readme_section("Variants and overrides").split())
-  val = {c: measured(c)["summary"]["final_val_loss"] for c in
-         ("tiny", "tiny:norm=post", "tiny:norm=post,train.learning_rate=5e-4")}
-  unigram = measured("tiny:norm=post")["summary"]["unigram_val_loss"]
-  quoted = re.search(r"post-norm ends at ([\d.]+) nats/token, the unigram baseline's ([\d.]+), "
-                     r"where pre-norm reached ([\d.]+).* at 5e-4 it reaches ([\d.]+)", text)
-  assert quoted, "the README's variant sentence"
-  assert quoted.groups() == tuple(f"{v:.2f}" for v in (
-      val["tiny:norm=post"], unigram, val["tiny"], val["tiny:norm=post,train.learning_rate=5e-4"]))
+  post = measured("tiny:norm=post --config.train.steps=100")["summary"]
+  pre = re.search(r"^step 100: val_loss ([\d.]+)", measured("tiny")["output"], re.M)
+  quoted = re.search(r"it ends at ([\d.]+) nats/token against the unigram baseline's ([\d.]+), "
+                     r"where pre-norm was at ([\d.]+) by step 100", text)
+  assert quoted, "the README's sentence on the post-norm variant"
+  assert quoted.groups() == (f"{post['final_val_loss']:.2f}", f"{post['unigram_val_loss']:.2f}",
+                             f"{float(pre[1]):.2f}")
 
 
 def test_readme_parameter_count_is_counted():
