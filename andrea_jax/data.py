@@ -29,6 +29,7 @@ import os
 import pathlib
 import queue
 import re
+import shutil
 import sys
 import sysconfig
 import threading
@@ -351,16 +352,17 @@ def _file_sha256(path: str) -> str:
     return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def cache_key(corpus_fingerprint: str, data) -> str:
-  """Hash of everything that determines the cached files."""
+def cache_key(corpus_fingerprint: str, data, vocab_size: int | None = None) -> str:
+  """Hash of everything that determines the cached files (``vocab_size``: a fitted one)."""
   if data.tokenizer_path and not os.path.isfile(data.tokenizer_path):
     raise tokenizer_lib.TokenizerNotFoundError(
         f"data.tokenizer_path={data.tokenizer_path!r} does not exist; point it at a "
         f"tokenizer.json or leave it empty to train one")
   source = _file_sha256(data.tokenizer_path) if data.tokenizer_path else "trained"
   # data.shuffle_seed is left out on purpose: the batch order does not touch these files.
-  spec = dict(format=CACHE_FORMAT, corpus=corpus_fingerprint, vocab_size=data.vocab_size,
-              val_fraction=data.val_fraction, split_seed=data.split_seed, tokenizer=source)
+  spec = dict(format=CACHE_FORMAT, corpus=corpus_fingerprint,
+              vocab_size=vocab_size or data.vocab_size, val_fraction=data.val_fraction,
+              split_seed=data.split_seed, tokenizer=source)
   return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:20]
 
 
@@ -374,8 +376,18 @@ def _check_vocab(config) -> int:
   return vocab_size
 
 
-def prepare(config) -> PreparedData:
-  """Tokenizer and train/val shards for ``config``, from the cache when they are there."""
+def say(message: str) -> None:
+  """A progress line on stdout, flushed: a log that is not a terminal shows it at once."""
+  print(message, flush=True)
+
+
+def prepare(config, fit_vocab: bool = False) -> PreparedData:
+  """Tokenizer and train/val shards for ``config``, from the cache when they are there.
+
+  With ``fit_vocab``, a corpus too small to learn ``vocab_size`` tokens gets the
+  vocabulary it fills instead of an error (``PreparedData.vocab_size`` says which); the
+  cache is then keyed by that size. A failed preparation leaves no cache directory.
+  """
   data = config.data
   vocab_size = _check_vocab(config)
   docs = read_documents(data)
@@ -384,25 +396,51 @@ def prepare(config) -> PreparedData:
   cached = load_prepared(directory)
   if cached is not None:
     return cached
+  _make_directory(data.cache_dir, "data.cache_dir", data.cache_dir)  # fail before the work
+  mb = sum(len(d.encode("utf-8")) for d in docs) / 1e6
+  say(f"data: preparing {len(docs):,} documents ({mb:.1f} MB) at vocabulary {vocab_size}; "
+      f"the result is cached in {data.cache_dir}")
   splits = dict(zip(("train", "val"), split_documents(docs, data.val_fraction, data.split_seed)))
+  tok = _get_tokenizer(data, splits["train"], vocab_size, fit_vocab)
+  fitted = tok.get_vocab_size(with_added_tokens=True)
+  if fitted != vocab_size:
+    say(f"data: this corpus fills a vocabulary of {fitted} tokens, not model.vocab_size="
+        f"{vocab_size} ({fitted - 1 - tokenizer_lib.N_BYTES} merges); using {fitted}")
+    directory = os.path.join(data.cache_dir, cache_key(fp, data, fitted))
+    cached = load_prepared(directory)
+    if cached is not None:
+      return cached
+  return _write_prepared(directory, data, fp, splits, tok)
+
+
+def _write_prepared(directory: str, data, fp: str, splits: dict, tok) -> PreparedData:
+  """Write the tokenizer, the shards and meta.json (last) into a new ``directory``."""
+  created = not os.path.isdir(directory)
   _make_directory(directory, "data.cache_dir", data.cache_dir)
-  tok_path = os.path.join(directory, "tokenizer.json")
-  tokenizer_lib.save(_get_tokenizer(data, splits["train"], vocab_size), tok_path)
-  tok = tokenizer_lib.load(tok_path, vocab_size)
-  meta = dict(format=CACHE_FORMAT, fingerprint=fp, vocab_size=vocab_size,
-              eot_id=tokenizer_lib.eot_id(tok), corpus=data.path or "builtin",
-              max_docs=data.max_docs, val_fraction=data.val_fraction,
-              split_seed=data.split_seed, tokenizer_source=data.tokenizer_path or "trained")
-  for name, split in splits.items():
-    tokens = encode_documents(tok, split, desc=f"encoding {name}")
-    write_shard(os.path.join(directory, f"{name}.bin"), tokens)
-    meta.update({f"{name}_docs": len(split), f"{name}_tokens": int(tokens.size),
-                 f"{name}_bytes": sum(len(d.encode("utf-8")) for d in split)})
-  total = {unit: meta[f"train_{unit}"] + meta[f"val_{unit}"] for unit in ("bytes", "tokens")}
-  meta.update(val_share_bytes=meta["val_bytes"] / total["bytes"],
-              val_share_tokens=meta["val_tokens"] / total["tokens"])
-  # meta.json is written last: its presence marks a complete cache directory.
-  files.write_json(os.path.join(directory, "meta.json"), meta)
+  try:
+    tok_path = os.path.join(directory, "tokenizer.json")
+    vocab_size = tok.get_vocab_size(with_added_tokens=True)
+    tokenizer_lib.save(tok, tok_path)
+    tok = tokenizer_lib.load(tok_path, vocab_size)
+    meta = dict(format=CACHE_FORMAT, fingerprint=fp, vocab_size=vocab_size,
+                eot_id=tokenizer_lib.eot_id(tok), corpus=data.path or "builtin",
+                max_docs=data.max_docs, val_fraction=data.val_fraction,
+                split_seed=data.split_seed, tokenizer_source=data.tokenizer_path or "trained")
+    say("data: encoding the train and validation splits into token shards")
+    for name, split in splits.items():
+      tokens = encode_documents(tok, split, desc=f"encoding {name}")
+      write_shard(os.path.join(directory, f"{name}.bin"), tokens)
+      meta.update({f"{name}_docs": len(split), f"{name}_tokens": int(tokens.size),
+                   f"{name}_bytes": sum(len(d.encode("utf-8")) for d in split)})
+    total = {unit: meta[f"train_{unit}"] + meta[f"val_{unit}"] for unit in ("bytes", "tokens")}
+    meta.update(val_share_bytes=meta["val_bytes"] / total["bytes"],
+                val_share_tokens=meta["val_tokens"] / total["tokens"])
+    # meta.json is written last: its presence marks a complete cache directory.
+    files.write_json(os.path.join(directory, "meta.json"), meta)
+  except BaseException:
+    if created:  # a failed preparation leaves nothing behind
+      shutil.rmtree(directory, ignore_errors=True)
+    raise
   return _prepared(directory, meta, reused=False)
 
 
@@ -414,11 +452,14 @@ def _make_directory(directory: str, field: str, value: str) -> None:
                     f"{field} at a writable directory") from None
 
 
-def _get_tokenizer(data, train_docs: list[str], vocab_size: int):
+def _get_tokenizer(data, train_docs: list[str], vocab_size: int, fit: bool = False):
   if data.tokenizer_path:
     return tokenizer_lib.load(data.tokenizer_path, vocab_size)
+  mb = sum(len(d.encode("utf-8")) for d in train_docs) / 1e6
+  say(f"data: training a byte-level BPE tokenizer of {vocab_size} tokens on the training "
+      f"split ({mb:.1f} MB)")
   texts = tqdm(train_docs, desc="training tokenizer", unit="doc", disable=None, leave=False)
-  return tokenizer_lib.train_tokenizer(texts, vocab_size, show_progress=False)
+  return tokenizer_lib.train_tokenizer(texts, vocab_size, show_progress=False, fit=fit)
 
 
 def _prepared(directory: str, meta: dict, reused: bool) -> PreparedData:
@@ -449,6 +490,21 @@ def load_prepared(directory: str) -> PreparedData | None:
   return prepared if ok else None
 
 
+def opening_words(prepared: PreparedData, words: int = 5) -> str:
+  """The first ``words`` words of the first validation document: a prompt from the data.
+
+  The validation split is held out, so samples from it continue text the model never saw.
+  """
+  tok = tokenizer_lib.load(prepared.tokenizer_path, prepared.vocab_size)
+  val = np.asarray(read_shard(prepared.val_path)[:256], dtype=np.int64)
+  starts = np.flatnonzero(val != prepared.eot_id)
+  ids = val[starts[0]:] if starts.size else val[:0]
+  ends = np.flatnonzero(ids == prepared.eot_id)
+  text = tokenizer_lib.decode(tok, ids[:ends[0]] if ends.size else ids)
+  match = re.match(rf"\s*(\S+(?:[ \t]+\S+){{0,{words - 1}}})", text)
+  return match[1] if match else ""
+
+
 # ---------------------------------------------------------------------------- loader
 
 
@@ -456,6 +512,17 @@ def _check_length(tokens: np.ndarray, block_size: int, name: str) -> None:
   if len(tokens) < block_size + 1:
     raise DataError(f"{name} has {len(tokens)} tokens, fewer than one window of "
                     f"block_size + 1 = {block_size + 1}; use a smaller block_size or more data")
+
+
+def check_batch_fits(tokens: np.ndarray, batch_size: int, block_size: int, name: str) -> None:
+  """Refuse a batch holding more tokens than the stream: each batch would repeat the data."""
+  _check_length(tokens, block_size, name)
+  need = batch_size * (block_size + 1)
+  if need > len(tokens):
+    raise DataError(f"one batch of train.batch_size={batch_size} windows of block_size + 1 = "
+                    f"{block_size + 1} tokens is {need:,} tokens, more than the {len(tokens):,} "
+                    f"of {name}; use a batch_size of at most "
+                    f"{len(tokens) // (block_size + 1)}, or more data")
 
 
 def _local_slice(batch_size: int, process_index: int, process_count: int) -> slice:
@@ -526,7 +593,7 @@ class Loader:
     self._args = dict(batch_size=batch_size, block_size=block_size, seed=seed,
                       process_index=p, process_count=n, name=f"token shard {shard_path!r}")
     # Fail here, in the caller, rather than later in the worker thread.
-    _check_length(self.tokens, block_size, self._args["name"])
+    check_batch_fits(self.tokens, batch_size, block_size, self._args["name"])
     _local_slice(batch_size, p, n)
     self.step = start_step
     self._queue: queue.Queue = queue.Queue(maxsize=max(prefetch, 1))

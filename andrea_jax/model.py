@@ -424,8 +424,14 @@ def count_layer_norms(cfg: ModelConfig) -> int:
   return 2 * cfg.n_layer + (1 if cfg.norm == "pre" else 0)
 
 
-def flops_per_token(cfg: ModelConfig, seq_len: int | None = None) -> float:
-  """Training FLOPs per token, ``6 N + 12 L H Q T`` (PaLM, appendix B); N excludes positions."""
+def flops_per_token(cfg: ModelConfig, seq_len: int | None = None, causal: bool = False) -> float:
+  """Training FLOPs per token, ``6 N + 12 L H Q T`` (PaLM, appendix B); N excludes positions.
+
+  PaLM's attention term counts the whole ``T x T`` square of scores. ``causal=True``
+  counts only the pairs a causal kernel must compute (each query and the keys at or
+  before it, ``(T + 1) / 2`` on average): ``6 N + 12 L H Q (T + 1) / 2``.
+  """
   T = cfg.block_size if seq_len is None else seq_len
   n = count_params(cfg) - cfg.block_size * cfg.d_model
-  return 6.0 * n + 12.0 * cfg.n_layer * cfg.n_head * cfg.head_dim * T
+  keys = (T + 1) / 2 if causal else T
+  return 6.0 * n + 12.0 * cfg.n_layer * cfg.n_head * cfg.head_dim * keys

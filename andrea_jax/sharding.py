@@ -21,11 +21,13 @@ from typing import Any
 import jax
 import numpy as np
 from jax.experimental import multihost_utils
-from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec as P
 
 from andrea_jax import errors
 
 MESH_AXES = ("data", "fsdp")
+# Auto axes: the partitioner propagates shardings through the model's einsums itself.
+AXIS_TYPES = (AxisType.Auto,) * len(MESH_AXES)
 # The batch dimension is split over both axes: FSDP is data parallel for activations.
 BATCH_AXES = ("data", "fsdp")
 
@@ -80,9 +82,14 @@ def make_mesh(mesh_config, devices=None) -> Mesh:
   """The ("data", "fsdp") mesh over all devices (of all processes) from the ``mesh`` group."""
   devices = jax.devices() if devices is None else devices
   shape = mesh_shape(mesh_config.data, mesh_config.fsdp, len(devices))
-  # Auto axes: the partitioner propagates shardings through the model's einsums itself.
-  return jax.make_mesh(shape, MESH_AXES, axis_types=(AxisType.Auto,) * len(MESH_AXES),
-                       devices=devices)
+  return jax.make_mesh(shape, MESH_AXES, axis_types=AXIS_TYPES, devices=devices)
+
+
+def abstract_mesh(mesh_config, n_devices: int) -> AbstractMesh:
+  """``make_mesh``'s grid for ``n_devices`` devices, without the devices: shardings for a
+  step lowered here for another machine (``jax.export``, tests/test_export_gpu.py)."""
+  shape = mesh_shape(mesh_config.data, mesh_config.fsdp, n_devices)
+  return AbstractMesh(shape, MESH_AXES, axis_types=AXIS_TYPES)
 
 
 # ----------------------------------------------------------------------------- parameters

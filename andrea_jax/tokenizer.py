@@ -18,7 +18,8 @@ cannot forge a document boundary; the data pipeline inserts EOT ids itself. This
 ``transformers``) maps the literal string to the EOT id unless it is set there too.
 
 If the corpus is too small to learn all V-257 merges the trainer stops short and
-``train_tokenizer`` raises ``TokenizerError`` naming both sizes (no silent padding).
+``train_tokenizer`` raises ``TokenizerError`` naming both sizes (no silent padding), or
+with ``fit=True`` returns the smaller vocabulary the corpus fills.
 ``TokenizerError`` is an ``errors.DataError``: the entry points print it as one line.
 
 Bytes per token: every id but EOT stands for a fixed byte string (``token_byte_lengths``),
@@ -95,8 +96,12 @@ def _configure(tok: Tokenizer) -> Tokenizer:
 
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int, *,
-                    show_progress: bool | None = None) -> Tokenizer:
-  """Train a byte-level BPE of exactly ``vocab_size`` ids (256 bytes + merges + EOT)."""
+                    show_progress: bool | None = None, fit: bool = False) -> Tokenizer:
+  """Train a byte-level BPE of exactly ``vocab_size`` ids (256 bytes + merges + EOT).
+
+  A corpus with fewer merges to learn is an error, or with ``fit`` gets the smaller
+  vocabulary it fills (every merge it has).
+  """
   check_vocab_size(vocab_size)
   if show_progress is None:
     show_progress = sys.stderr.isatty()
@@ -105,6 +110,8 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, *,
                                 initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                 special_tokens=[], show_progress=show_progress)
   tok.train_from_iterator(texts, trainer)
+  if fit:
+    vocab_size = min(vocab_size, tok.get_vocab_size() + 1)
   if tok.get_vocab_size() != vocab_size - 1:
     learned = tok.get_vocab_size() - N_BYTES
     raise TokenizerError(

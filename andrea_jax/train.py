@@ -84,7 +84,8 @@ def check_train_config(t) -> None:
         f"{t.grad_accum_steps}: choose a batch size that is a multiple of it")
   if not 0 <= t.warmup_steps < t.steps:
     raise errors.ConfigError(f"train.warmup_steps={t.warmup_steps}: expected 0 <= warmup_steps "
-                             f"< train.steps={t.steps}")
+                             f"< train.steps={t.steps}; set --config.train.warmup_steps="
+                             f"{t.steps // 10} (a tenth of the run)")
   if not 0 <= t.min_lr_ratio <= 1:
     raise errors.ConfigError(f"train.min_lr_ratio={t.min_lr_ratio}: expected a value in [0, 1]")
 
@@ -330,12 +331,12 @@ def check_config(config, devices=None) -> tuple[model.ModelConfig, Any]:
   return cfg, mesh
 
 
-def prepare_data(config) -> data_lib.PreparedData:
+def prepare_data(config, fit_vocab: bool = False) -> data_lib.PreparedData:
   """Process 0 prepares (or finds) the cached data first; the others then read its cache."""
   if sharding.is_lead():
-    prepared = data_lib.prepare(config)
+    prepared = data_lib.prepare(config, fit_vocab)
   sharding.barrier("andrea_jax: data prepared")
-  return prepared if sharding.is_lead() else data_lib.prepare(config)
+  return prepared if sharding.is_lead() else data_lib.prepare(config, fit_vocab)
 
 
 def make_eval(config, cfg: model.ModelConfig, prepared: data_lib.PreparedData, mesh) -> Eval:

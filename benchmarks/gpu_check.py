@@ -17,6 +17,9 @@ A variant that fails (out of memory, a kernel missing) prints its error and the 
 goes on. ``--smoke`` runs the same code at the ``tiny`` shape; on a machine without an
 NVIDIA GPU, cuDNN attention falls back to ``xla_flash`` (a note says so) and the peer
 uses ``torch.compile``'s eager backend (no C++ toolchain or minutes of compiling).
+Without a GPU, ``tests/test_export_gpu.py`` lowers the run's step with these settings
+(``model_cfg``) for CUDA on an 8-device mesh and checks the StableHLO; cuDNN's attention,
+compiling and speed need this check on a GPU.
 """
 
 from __future__ import annotations

@@ -14,6 +14,11 @@ divergence guard, accumulation, donated state); the bare model step (``value_and
 with ``torch.optim.AdamW`` and global-norm clipping, eager float32 on a CPU (its best
 default there), ``torch.compile`` with SDPA in bf16 on GPUs.
 
+The limit is measured in the same run, since machines differ from day to day: the step's
+own dense float32 matmuls, forward and backward, in XLA and in PyTorch (``matmul_limit``)
+give each side's FLOP/s ceiling; each step is reported as a fraction of the faster one
+(``ours_pct_of_limit``, ``peer_pct_of_limit``; FLOPs counted by ``PCT_COUNTS``).
+
 Honest figures: the machine's 1-minute load average is recorded before and after each
 shape, with the process's CPU time against wall time; a run whose load before starting
 exceeds ``--max_load`` refuses to write into ``docs/`` (``--force`` measures anyway and
@@ -170,7 +175,8 @@ def peer_available() -> str | None:
 # ----------------------------------------------------------------------------- timing
 
 
-def interleave(fns: dict, reps: int, warmup: int, settle_s: float = 0.5) -> dict[str, list[float]]:
+def interleave(fns: dict, reps: int, warmup: int, settle_s: float = 0.5,
+               clock=time.perf_counter, sleep=time.sleep) -> dict[str, list[float]]:
   """Time each function ``reps`` times, taking turns, after ``warmup`` untimed calls each.
 
   Rep ``r`` runs the sides in the ``r``-th permutation of their order (all ``n!`` in turn),
@@ -179,7 +185,8 @@ def interleave(fns: dict, reps: int, warmup: int, settle_s: float = 0.5) -> dict
   (its threads winding down, the memory it hands back), and a rotation that only shifts
   the starting side keeps the cyclic order, so one side kept that place: at andrea120m
   our step read 17 % over model-only that way, and 3 % in a pass without the peer.
-  A short pause before each call lets the previous side settle.
+  A short pause before each call lets the previous side settle. ``clock`` reads seconds
+  and ``sleep`` waits (tests pass a fake pair).
   """
   for fn in fns.values():
     for _ in range(warmup):
@@ -188,10 +195,11 @@ def interleave(fns: dict, reps: int, warmup: int, settle_s: float = 0.5) -> dict
   times = {name: [] for name in fns}
   for rep in range(reps):
     for name in orders[rep % len(orders)]:
-      time.sleep(settle_s)
-      start = time.perf_counter()
+      if settle_s:
+        sleep(settle_s)
+      start = clock()
       fns[name]()
-      times[name].append(time.perf_counter() - start)
+      times[name].append(clock() - start)
   return times
 
 
@@ -208,41 +216,59 @@ def load_between(before: dict, after: dict) -> dict:
 
 
 def bench_shape(name: str, batch: int, seq: int, reps: int, warmup: int, accelerator: bool,
-                settings: str = "", loadavg=os.getloadavg) -> dict:
+                settings: str = "", loadavg=os.getloadavg, clock=time.perf_counter,
+                sleep=time.sleep) -> dict:
   """One shape in two interleaved passes: our step against the model-only step (the step's
-  overhead, peer not running), then our step against the peer (the ratio)."""
+  overhead, peer not running), then our step against the peer (the ratio); then the
+  matmul limit of this shape on this machine (``matmul_limit``)."""
   config = load_config(name, accelerator, settings)
   ours, cfg = ours_step(config, batch, seq)
   bare, _ = ours_step(config, batch, seq, bare=True)
   before = load_snapshot(loadavg)
-  own = interleave({"andrea_jax": ours, "model_only": bare}, reps, warmup)
+  own = interleave({"andrea_jax": ours, "model_only": bare}, reps, warmup, clock=clock,
+                   sleep=sleep)
   del bare  # its state (parameters and both moments) is not needed any more
-  times = {"model_only": own["model_only"]}
+  times = {"model_only": own["model_only"], "andrea_jax_beside_model_only": own["andrea_jax"]}
   missing = peer_available()
   if missing is None:
     peer = peer_step(cfg, config.train, batch, seq, accelerator)
-    times.update(interleave({"andrea_jax": ours, "peer": peer}, reps, warmup))
+    times.update(interleave({"andrea_jax": ours, "peer": peer}, reps, warmup, clock=clock,
+                            sleep=sleep))
+    del peer
   else:
     times["andrea_jax"] = own["andrea_jax"]
+  del ours
+  limit = matmul_limit(cfg, batch, seq, reps, warmup, torch_too=missing is None, clock=clock)
   row = {"shape": name, "batch": batch, "seq": seq, "params": model.count_params(cfg),
          "compute_dtype": cfg.compute_dtype, "attention_impl": cfg.attention_impl,
-         **load_between(before, load_snapshot(loadavg))}
-  tokens = batch * seq
-  for who, ts in times.items():
-    med = statistics.median(ts)
-    row[f"{who}_tokens_per_s"] = tokens / med
-    row[f"{who}_step_s"] = med
-  row["andrea_jax_step_s_beside_model_only"] = statistics.median(own["andrea_jax"])
-  row["step_overhead"] = row["andrea_jax_step_s_beside_model_only"] / row["model_only_step_s"] - 1
-  if "peer" in times:
-    row["ratio"] = row["andrea_jax_tokens_per_s"] / row["peer_tokens_per_s"]
-  else:
+         **load_between(before, load_snapshot(loadavg)),
+         **speed_fields(times, batch * seq), **limit,
+         **limit_fields(times, batch * seq, limit, model.flops_per_token(cfg, seq),
+                        model.flops_per_token(cfg, seq, causal=True))}
+  if missing:
     row["peer_missing"] = missing
   peak = metrics.peak_flops(jax.devices()[0])
   if peak:
     flops = model.flops_per_token(cfg, seq)
-    for who in times:
-      row[f"{who}_mfu"] = row[f"{who}_tokens_per_s"] * flops / peak
+    for who in ("andrea_jax", "model_only", "peer"):
+      if f"{who}_tokens_per_s" in row:
+        row[f"{who}_mfu"] = row[f"{who}_tokens_per_s"] * flops / peak
+  return row
+
+
+def speed_fields(times: dict[str, list[float]], tokens: int) -> dict:
+  """Median step seconds and tokens/s per side, our step's overhead over the model-only
+  step (timed beside it) and, with the peer, ours over the peer's tokens/s (the ratio)."""
+  row = {}
+  for who in ("andrea_jax", "model_only", "peer"):
+    if who in times:
+      row[f"{who}_step_s"] = statistics.median(times[who])
+      row[f"{who}_tokens_per_s"] = tokens / row[f"{who}_step_s"]
+  row["andrea_jax_step_s_beside_model_only"] = statistics.median(
+      times["andrea_jax_beside_model_only"])
+  row["step_overhead"] = row["andrea_jax_step_s_beside_model_only"] / row["model_only_step_s"] - 1
+  if "peer" in times:
+    row["ratio"] = row["andrea_jax_tokens_per_s"] / row["peer_tokens_per_s"]
   return row
 
 
@@ -261,6 +287,105 @@ def peak_rss(name: str, batch: int, seq: int, who: str) -> float:
   out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   return int(out.stdout.strip().splitlines()[-1]) / 1024
+
+
+# ----------------------------------------------------------------------------- the limit
+
+
+def matmul_forms(cfg: model.ModelConfig, batch: int, seq: int) -> list[tuple]:
+  """The dense matmuls of one training step at ``batch x seq``, forward and backward.
+
+  Each is ``(batch dims, m, k, n, a transposed, b transposed, times per step)``: the
+  product ``a @ b`` of ``(m, k)`` by ``(k, n)`` matrices (stored transposed where marked,
+  as the backward pass reads them). Every weight matrix ``(k, n)`` over the ``M = B T``
+  token rows gives ``y = x w``, ``dx = dy w^T`` and ``dw = x^T dy``; attention gives
+  ``q k^T`` and ``do v^T`` (``T x Q`` by ``Q x T``), ``p v`` and ``ds k`` (``T x T`` by
+  ``T x Q``), ``p^T do`` and ``ds^T q``, per head, over the whole ``T x T`` square. Their
+  FLOPs are PaLM's count (``model.flops_per_token``) less the biases and norms.
+  """
+  M, D, F, L = batch * seq, cfg.d_model, cfg.mlp_dim, cfg.n_layer
+  f_in = 2 * F if cfg.activation == "swiglu" else F
+  weights = [(D, 3 * D, L), (D, D, L), (D, f_in, L), (F, D, L), (D, cfg.padded_vocab, 1)]
+  forms = []
+  for k, n, count in weights:
+    forms += [((), M, k, n, False, False, count), ((), M, n, k, False, True, count),
+              ((), k, M, n, True, False, count)]
+  BH, T, Q = batch * cfg.n_head, seq, cfg.head_dim
+  forms += [((BH,), T, Q, T, False, True, 2 * L), ((BH,), T, T, Q, False, False, 2 * L),
+            ((BH,), T, T, Q, True, False, 2 * L)]
+  return forms
+
+
+def form_flops(form: tuple) -> float:
+  """FLOPs of one step's products of ``form`` (all its ``times per step``)."""
+  batch, m, k, n, _, _, count = form
+  return 2.0 * int(np.prod(batch)) * m * k * n * count
+
+
+def _operands(form: tuple, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+  batch, m, k, n, ta, tb, _ = form
+  rng = np.random.default_rng(seed)
+  a = rng.standard_normal((*batch, k, m) if ta else (*batch, m, k), np.float32)
+  b = rng.standard_normal((*batch, n, k) if tb else (*batch, k, n), np.float32)
+  return a, b
+
+
+def xla_matmul(form: tuple):
+  """One jitted float32 product of ``form`` (transposes folded into the dot) as a function."""
+  _, _, _, _, ta, tb, _ = form
+  a, b = (jnp.asarray(x) for x in _operands(form))
+  fn = jax.jit(lambda a, b: (jnp.swapaxes(a, -1, -2) if ta else a) @
+               (jnp.swapaxes(b, -1, -2) if tb else b))
+  return lambda: fn(a, b).block_until_ready()
+
+
+def torch_matmul(form: tuple):
+  """The same product in PyTorch (transposed views, as its autograd hands them to BLAS)."""
+  import torch  # pylint: disable=import-outside-toplevel
+  _, _, _, _, ta, tb, _ = form
+  a, b = (torch.from_numpy(x) for x in _operands(form))
+  return lambda: torch.matmul(a.transpose(-1, -2) if ta else a, b.transpose(-1, -2) if tb else b)
+
+
+def matmul_limit(cfg: model.ModelConfig, batch: int, seq: int, reps: int, warmup: int,
+                 torch_too: bool, clock=time.perf_counter) -> dict:
+  """Each side's float32 FLOP/s over the step's matmuls (``matmul_forms``), run one by one.
+
+  Each product is timed (median of ``reps``, XLA and PyTorch taking turns) and counted as
+  often as a step runs it: the ceiling is all their FLOPs over all their seconds, what a
+  step made of nothing but these matmuls would reach on this machine today.
+  """
+  forms = matmul_forms(cfg, batch, seq)
+  seconds = {"xla": 0.0, "torch": 0.0} if torch_too else {"xla": 0.0}
+  for form in forms:
+    fns = {"xla": xla_matmul(form), "torch": torch_matmul(form)} if torch_too else \
+        {"xla": xla_matmul(form)}
+    times = interleave(fns, reps, warmup, settle_s=0.0, clock=clock)
+    for side, ts in times.items():
+      seconds[side] += form[-1] * statistics.median(ts)
+  total = sum(form_flops(f) for f in forms)
+  return {f"{side}_matmul_flops_per_s": total / s for side, s in seconds.items()}
+
+
+def limit_fields(times: dict[str, list[float]], tokens: int, limit: dict, flops_per_token: float,
+                 flops_per_token_causal: float) -> dict:
+  """Each side's step as a fraction of the faster side's matmul ceiling.
+
+  The step's FLOPs are PaLM's count (``flops_per_token``: attention over the whole
+  ``T x T`` square, as the ceiling's matmuls do); a causal kernel skips the part above the
+  diagonal, so the count it needs (``flops_per_token_causal``) is recorded beside it.
+  """
+  ceiling = max(limit.values())
+  row = {"limit_flops_per_s": ceiling, "flops_per_token": flops_per_token,
+         "flops_per_token_causal": flops_per_token_causal, "pct_of_limit_counts": PCT_COUNTS}
+  for who, side in (("ours", "andrea_jax"), ("peer", "peer")):
+    if side in times:
+      row[f"{who}_pct_of_limit"] = tokens / statistics.median(times[side]) * flops_per_token / ceiling
+  return row
+
+
+PCT_COUNTS = ("flops_per_token: 6 N + 12 L H Q T (PaLM), attention over the whole T x T square, "
+              "including the half above the diagonal a causal kernel skips")
 
 
 # ----------------------------------------------------------------------------- compile time
@@ -336,17 +461,25 @@ def markdown(results: dict) -> str:
            f"{results.get('load_at_start', float('nan')):.2f}", ""]
   if results["train"]:
     lines += ["| shape | batch x seq | params | andrea_jax tokens/s | model-only tokens/s | "
-              "step overhead | peer tokens/s | ratio | load before / after | CPU s per s | "
+              "step overhead | peer tokens/s | ratio | % of matmul limit ours / peer | "
+              "matmul limit XLA / PyTorch (GFLOP/s) | load before / after | CPU s per s | "
               "peak RSS ours / peer (MB) |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results["train"]:
+      gflops = {k: v / 1e9 for k, v in r.items() if k.endswith("_matmul_flops_per_s")}
       lines.append(
           f"| {r['shape']} | {r['batch']} x {r['seq']} | {r['params']:,} | "
           f"{_f(r, 'andrea_jax_tokens_per_s', ',.0f')} | {_f(r, 'model_only_tokens_per_s', ',.0f')} | "
           f"{_f(r, 'step_overhead', '+.1%')} | {_f(r, 'peer_tokens_per_s', ',.0f')} | "
-          f"{_f(r, 'ratio', '.2f', 'x')} | {_f(r, 'load_before', '.2f')} / {_f(r, 'load_after', '.2f')} | "
+          f"{_f(r, 'ratio', '.2f', 'x')} | "
+          f"{_f(r, 'ours_pct_of_limit', '.0%')} / {_f(r, 'peer_pct_of_limit', '.0%')} | "
+          f"{_f(gflops, 'xla_matmul_flops_per_s', '.0f')} / "
+          f"{_f(gflops, 'torch_matmul_flops_per_s', '.0f')} | "
+          f"{_f(r, 'load_before', '.2f')} / {_f(r, 'load_after', '.2f')} | "
           f"{_f(r, 'cpu_per_wall', '.2f')} | "
           f"{_f(r, 'andrea_jax_rss_mb', '.0f')} / {_f(r, 'peer_rss_mb', '.0f')} |")
+    lines += ["", "% of matmul limit: each side's step FLOP/s (" + PCT_COUNTS + ") over the "
+              "faster side's float32 FLOP/s on the step's own matmuls, measured in the same run."]
   if results.get("compile"):
     lines += ["", "| layers | compile, lax.scan (s) | compile, unrolled (s) |", "|---|---|---|"]
     lines += [f"| {r['n_layer']} | {r['scan_s']:.1f} | {r['unrolled_s']:.1f} |" for r in results["compile"]]
@@ -409,7 +542,7 @@ def parse_args(argv=None) -> argparse.Namespace:
   return p.parse_args(argv)
 
 
-def main(argv=None, loadavg=os.getloadavg) -> int:
+def main(argv=None, loadavg=os.getloadavg, clock=time.perf_counter, sleep=time.sleep) -> int:
   args = parse_args(argv)
   load_at_start = loadavg()[0]
   why = refusal(args.out, load_at_start, args.max_load, args.force)
@@ -427,7 +560,8 @@ def main(argv=None, loadavg=os.getloadavg) -> int:
   for name in filter(None, args.shapes.split(",")):
     batch, seq = SHAPE_DEFAULTS.get(name, (4, 256))
     batch, seq = args.batch or batch, args.seq or seq
-    row = bench_shape(name, batch, seq, args.reps, args.warmup, accelerator, args.set, loadavg)
+    row = bench_shape(name, batch, seq, args.reps, args.warmup, accelerator, args.set, loadavg,
+                      clock, sleep)
     if args.memory and not accelerator:
       row["andrea_jax_rss_mb"] = peak_rss(name, batch, seq, "andrea_jax")
       if not missing:

@@ -24,6 +24,7 @@ from absl import flags
 from ml_collections import config_flags
 
 from andrea_jax import errors
+from experiments.configs import common
 
 CONFIG_DIR = pathlib.Path(__file__).resolve().parent / "configs"
 # Names of the flags defined by define_config_flag.
@@ -74,7 +75,7 @@ def parse_flags(argv: list[str], flag_values: flags.FlagValues = flags.FLAGS) ->
     args = flag_values.read_flags_from_files(args, force_gnu=False)  # expand --flagfile
     return flag_values([argv[0], *resolve_config_names(args)])
   except (errors.AndreaError, flags.Error) as e:  # bad flag, value, config file or variant
-    fail(_root_message(e))
+    fail(_bad_override_value(e, flag_values) or _root_message(e))
   except (KeyError, AttributeError) as e:  # ml_collections: an override names no field
     message = _misspelt_override(e, args)
     if message is None:
@@ -93,6 +94,28 @@ def resolve_config_names(args: list[str]) -> list[str]:
       elif match and i + 1 < len(out):
         out[i + 1] = resolve_config_path(out[i + 1])
   return out
+
+
+def overridden_fields(flag_values: flags.FlagValues = flags.FLAGS, name: str = "config") -> dict:
+  """``{"train.steps": 20, ...}``: the fields the command line set, by override or variant.
+
+  ml_collections registers a flag only for the overrides a command line names; the
+  variants (``--config=tiny:norm=post``, bare keys address ``model``) come from the
+  config flag's argument.
+  """
+  variants = flag_values[name].serialize().split("=", 1)[-1].partition(":")[2]
+  out = {(k if "." in k else f"model.{k}"): v for k, v in common.parse_variants(variants).items()}
+  for flag in flag_values:
+    if flag.startswith(f"{name}.") and flag_values[flag].present:
+      out[flag.removeprefix(f"{name}.")] = flag_values[flag].value
+  return out
+
+
+def fit_vocab(config, overridden: dict) -> bool:
+  """Whether preparation may shrink the vocabulary to what the corpus fills: own data
+  (``data.path``), a tokenizer trained on it, and no vocab_size on the command line."""
+  return bool(config.data.path and not config.data.tokenizer_path
+              and not {"model.vocab_size", "data.vocab_size"} & set(overridden))
 
 
 def fail(message: str) -> NoReturn:
@@ -119,6 +142,15 @@ def _root_message(error: BaseException) -> str:
       found = seen
     seen = seen.__cause__ or seen.__context__
   return str(found)
+
+
+def _bad_override_value(error: flags.Error, flag_values: flags.FlagValues) -> str | None:
+  """``--config.model.mlp_ratio=two: expected a number (float), e.g. 4.0``, else None."""
+  match = re.match(r"flag --([\w.]+)=(.*?): ", str(error))
+  if not (isinstance(error, flags.IllegalFlagValueError) and match and "." in match[1]
+          and match[1].split(".")[0] in _CONFIG_FLAGS and match[1] in flag_values):
+    return None
+  return f"--{match[1]}={match[2]}: {common.expected_value(flag_values[match[1]].value)}"
 
 
 def _misspelt_override(error: Exception, args: list[str]) -> str | None:

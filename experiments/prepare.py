@@ -4,7 +4,9 @@
   python -m experiments.prepare --config=andrea120m --config.data.max_docs=100
   python -m experiments.prepare --config=tiny --config.data.path=my_texts/
 
-Prints where the files are; re-running with the same data reuses the cache.
+Prints where the files are; re-running with the same data reuses the cache. A corpus of
+your own (``data.path``) too small for the config's vocabulary gets the vocabulary it
+fills, as ``experiments.run`` does, unless the command line sets ``model.vocab_size``.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments {argv[1:]}; use --config=NAME")
   config = _CONFIG.value
   start = time.perf_counter()
-  prepared = data_lib.prepare(config)
+  prepared = data_lib.prepare(config, cli.fit_vocab(config, cli.overridden_fields()))
   print(summary(prepared, time.perf_counter() - start))
 
 

@@ -10,6 +10,7 @@ read from that instead. Writes ``REPORT.md``, ``results.json`` and PNG plots int
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import math
@@ -22,6 +23,7 @@ from absl import flags
 from andrea_jax import errors
 from andrea_jax.metrics import read_jsonl
 from experiments import cli
+from experiments import stats
 from experiments import verdicts as V
 
 _SWEEP_DIR = flags.DEFINE_string("sweep_dir", None, "directory written by experiments.sweep")
@@ -65,6 +67,7 @@ def cell_record(d: str) -> dict | None:
     initial = probes[0]["loss"]
   return {
       "name": meta["name"], "arms": meta["arms"], "seed": meta["seed"], "group": meta.get("group"),
+      "round": meta.get("round", 0),
       "overrides": meta["overrides"], "learning_rate": learning_rate(d, meta, summary),
       "status": summary["status"], "steps": summary["steps"],
       "diverged_at_step": summary.get("diverged_at_step"),
@@ -169,19 +172,21 @@ def to_run(c: dict) -> V.Run:
       init=o.get("model.init", "gpt2"),
       grad_ratio_init=_ratio((c.get("init") or {}).get("grad_mlp")),
       resid_ratio_init=_ratio((c.get("init") or {}).get("residual_norm"), 1),
-      resid_ratio_end=_ratio((c.get("end") or {}).get("residual_norm"), 1))
+      resid_ratio_end=_ratio((c.get("end") or {}).get("residual_norm"), 1),
+      unigram=float("nan") if c.get("unigram_val_loss") is None else float(c["unigram_val_loss"]),
+      round=int(c.get("round") or 0))
 
 
 # ----------------------------------------------------------------------------- numbers per arm
 
 
 def arm_table(runs: list[V.Run]) -> dict[str, dict]:
-  """Per arm: the learning-rate curve, the best rate and the learning-rate sensitivity."""
+  """Per arm: the learning-rate curve and ``verdicts.summary`` (the fitted optimum with its
+  interval, the per-seed sensitivity over the base grid, whether it learns)."""
   out = {}
   for arm, rs in sorted(V.by_arm(runs).items()):
     curve = V.rate_curve(rs)
-    out[arm] = {"rates": {f"{lr:g}": c for lr, c in curve.items()}, "best_rate": V.best_rate(rs),
-                "best_at_edge": V.at_edge(rs), "sensitivity": V.lr_sensitivity(rs),
+    out[arm] = {"rates": {f"{lr:g}": c for lr, c in curve.items()}, **V.summary(rs),
                 "cells": len(rs), "diverged": sum(r.diverged for r in rs)}
   return out
 
@@ -189,9 +194,8 @@ def arm_table(runs: list[V.Run]) -> dict[str, dict]:
 def single_rate_note(table: dict) -> list[str]:
   if not table or any(len(a["rates"]) > 1 for a in table.values()):
     return []
-  return ["**Every arm was trained at a single learning rate**, so no comparison at the "
-          "arms' own best rates can be judged (every optimum is 'at the edge'): the verdicts "
-          "on those claims are inconclusive by rule. The study over a rate grid is "
+  return ["**Every arm was trained at a single learning rate**, so no optimum is bracketed: "
+          "the verdicts on those claims are inconclusive by rule. The study over a rate grid is "
           "`python -m experiments.sweep --sweep=norm_mlp --scale=cpu`.", ""]
 
 
@@ -199,20 +203,26 @@ def _pm(mean: float, std: float) -> str:
   return f"{mean:.3f}" + ("" if np.isnan(std) else f" ± {std:.3f}")
 
 
+def _interval(x: float | None, ci, fmt: str) -> str:
+  if x is None:
+    return "—"
+  return format(x, fmt) + ("" if ci is None else " [" + ", ".join(format(c, fmt) for c in ci) + "]")
+
+
 def table_lines(table: dict) -> list[str]:
   rates = sorted({float(lr) for a in table.values() for lr in a["rates"]})
-  lines = ["| arm | best rate | loss at best rate | LR sensitivity | diverged | "
-           + " | ".join(f"{lr:g}" for lr in rates) + " |",
-           "|---" * (5 + len(rates)) + "|"]
+  lines = ["| arm | fitted optimum [95 % CI] | loss there [95 % CI] | bracketed | learns | "
+           "LR sensitivity [95 % CI] | diverged | " + " | ".join(f"{lr:.3g}" for lr in rates) + " |",
+           "|---" * (7 + len(rates)) + "|"]
   for arm, a in table.items():
-    best = a["rates"].get(f"{a['best_rate']:g}") if a["best_rate"] is not None else None
     cells = []
     for lr in rates:
       c = a["rates"].get(f"{lr:g}")
       cells.append("" if c is None else _pm(c["mean"], c["std"]) + (f" ({c['diverged']}✕)" if c["diverged"] else ""))
-    sens = "—" if np.isnan(a["sensitivity"]) else f"{a['sensitivity']:.3f}"
-    lines.append(f"| {arm} | {a['best_rate']:g}{' (edge)' if a['best_at_edge'] else ''} | "
-                 f"{_pm(best['mean'], best['std']) if best else '—'} | {sens} | "
+    lines.append(f"| {arm} | {_interval(a['optimum_lr'], a['optimum_lr_interval'], '.2g')} | "
+                 f"{_interval(a['optimum_loss'], a['optimum_loss_interval'], '.3f')} | "
+                 f"{a['bracketed_seeds']}/{a['seeds']} | {'yes' if a['learns'] else 'no'} | "
+                 f"{_interval(a['sensitivity'], a['sensitivity_interval'], '.3f')} | "
                  f"{a['diverged']}/{a['cells']} | " + " | ".join(cells) + " |")
   return lines
 
@@ -329,14 +339,16 @@ def plot_best_curves(cells: list[dict], runs: list[V.Run], out: str) -> str | No
   fig = _figure(figsize=(12, 4.5))
   axes = fig.subplots(1, 2, sharey=True)
   for i, arm in enumerate(chosen):
-    best = V.best_rate(arms[arm])
-    mine = [c for c in cells if arm in c["arms"] and c["learning_rate"] == best]
+    opts = V.optima(arms[arm])  # each seed at its best rate tried
+    mine = [c for c in cells if arm in c["arms"] and c["seed"] in opts
+            and c["learning_rate"] == opts[c["seed"]].grid_lr]
+    best = np.exp(np.mean([np.log(o.grid_lr) for o in opts.values()])) if opts else float("nan")
     for j, c in enumerate(sorted(mine, key=lambda c: c["seed"])):
       for ax, key in ((axes[0], "train_curve"), (axes[1], "val_curve")):
         pts = [(s, l) for s, l in c[key] if l is not None and np.isfinite(l)]
         if pts:
           ax.plot(*zip(*pts), color=f"C{i}", lw=1, alpha=0.8,
-                  label=f"{arm} @ {best:g}" if j == 0 else None)
+                  label=f"{arm} @ ~{best:.2g}" if j == 0 else None)
   for ax, title in zip(axes, ("train loss", "validation loss")):
     ax.set(title=f"{title} at each arm's best rate", xlabel="step")
   axes[0].set_ylabel("nats / token")
@@ -358,6 +370,24 @@ def measured_time(cells: list[dict]) -> str:
   return (f"Training time measured: {total / 60:.0f} minutes in {len(programs)} "
           f"program{'s' * (len(programs) != 1)} (the sum of each program's wall time: "
           f"compiles, evaluations and probes included, data preparation not).")
+
+
+def rules_lines(recorded: dict | None) -> list[str]:
+  """Which rules judged the study: those of the run (recorded in sweep.json) or changed since."""
+  now = V.rules_version()
+  if not recorded:
+    return [f"Rules: `{' '.join(V.RULE_FILES)}` at content hash {now['sha256']}; the sweep "
+            f"recorded no rules of its own (it predates the record)."]
+  same = recorded.get("sha256") == now["sha256"]
+  at = f"commit {recorded.get('commit') or '?'}, content hash {recorded.get('sha256')}"
+  if recorded.get("uncommitted_changes"):
+    at += ", **with uncommitted changes at run time**"
+  if same:
+    return [f"Rules: judged with the rules fixed before the run ({at}), unchanged since."]
+  return [f"Rules: **re-judged with rules changed since the run.** The run was made with the "
+          f"rules of {at}; these verdicts come from content hash {now['sha256']} (last commit "
+          f"{now['commit'] or '?'}). What changed: `git diff {recorded.get('commit') or '<run commit>'} "
+          f"{now['commit'] or 'HEAD'} -- {' '.join(V.RULE_FILES)}`."]
 
 
 def write_report(sweep_dir: str, out: str | None = None, command: str = "",
@@ -383,19 +413,29 @@ def write_report(sweep_dir: str, out: str | None = None, command: str = "",
             f"{len(cells)} models, {sum(r.diverged for r in runs)} diverged. {measured_time(cells)}", "",
             *single_rate_note(table),
             "## Verdicts", "",
-            f"Each claim is judged by a rule in `experiments/verdicts.py` (tested on synthetic "
-            f"results in `tests/test_report.py`): differences in nats count when they exceed "
-            f"max({V.MIN_EFFECT} nats, {V.K:g} standard errors of the seed spread); two arms are "
-            f"equivalent when the difference plus {V.K:g} standard errors stays under "
-            f"{V.MIN_EFFECT} nats; anything else, or one seed, is inconclusive. A diverged model "
-            f"counts with the loss at initialisation.", ""]
+            f"Each claim is judged by a rule in `experiments/verdicts.py` with the statistics of "
+            f"`experiments/stats.py` (both tested on synthetic results in `tests/test_report.py` "
+            f"and `tests/test_stats.py`). Each seed's optimum is the vertex of a parabola in "
+            f"log(rate) through its best rate tried and the two beside it; arms that share seeds "
+            f"are compared by per-seed differences, others by Welch's test; intervals are 95 % "
+            f"t intervals for the degrees of freedom; a claim's several tests are Holm-corrected "
+            f"(family-wise error {stats.ALPHA}); an equivalence is two one-sided tests against a "
+            f"margin from the claim's literature. What the seeds cannot decide is inconclusive. "
+            f"A diverged model counts with the loss at initialisation.", "",
+            *rules_lines(index.get("rules")), ""]
   for verdict in judged:
     lines += [f"### {verdict.claim}", "", *verdict.markdown(), ""]
   lines += ["## Learning-rate curves per arm", "",
             "Final validation loss (mean ± std over seeds, a diverged seed counted at the loss "
-            "at init) at each peak learning rate; ✕ = diverged seeds. LR sensitivity: the mean "
-            "over rates of min(final, initial loss) minus the best (Wortsman et al. 2023). "
-            "'(edge)': the best rate is the smallest or largest tried.", "",
+            "at init) at each peak learning rate; ✕ = diverged seeds. Fitted optimum: the "
+            "geometric mean over seeds of each seed's fitted optimal rate, and the mean of the "
+            "fitted losses there, with 95 % t intervals over seeds; bracketed: seeds whose best "
+            "rate tried is not the smallest or largest; learns: best loss decisively "
+            f"{V.LEARNS_BY} nats below the unigram baseline. LR sensitivity (Wortsman et al. 2023), "
+            "per seed over the arm's base grid (the sweep's first-round rates): the mean of "
+            "min(final, initial loss) minus the best, then the mean over seeds with its interval "
+            "(the same definition the sensitivity verdict uses); it depends on the grid, so it "
+            "compares arms on the same base grid only.", "",
             *table_lines(table), "", "## Plots", "", *[f"![{p}]({p})" for p in plots if p]]
   path = os.path.join(out, "REPORT.md")
   with open(path, "w", encoding="utf-8") as f:
@@ -408,7 +448,7 @@ def write_results(index: dict, cells: list[dict], table: dict, judged: list, out
   """``results.json``: the numbers behind the report, small enough to commit (notebook 5)."""
   path = os.path.join(out, "results.json")
   body = {k: index.get(k) for k in ("name", "scale", "base_config", "description")}
-  body |= {"arms": table, "verdicts": [vars(v) for v in judged], "cells": cells}
+  body |= {"arms": table, "verdicts": [dataclasses.asdict(v) for v in judged], "cells": cells}
   with open(path, "w", encoding="utf-8") as f:
     json.dump(body, f, indent=1, allow_nan=True)
   return path

@@ -5,9 +5,10 @@
   python -m experiments.run --config=path/to/my_config.py
 
 The workdir defaults to ``runs/<config>[_<variants>]`` (``runs/tiny``,
-``runs/tiny_norm=post``): rerunning the same command resumes from its latest checkpoint, a
+``runs/tiny_norm=post``, ``runs/tiny_data=my_texts`` for ``--config.data.path=my_texts/``;
+``default_workdir``): rerunning the same command resumes from its latest checkpoint, a
 finished run is left as it is ("already complete"), and a resume that changes training
-settings is refused unless ``--allow_resume_changes`` (README, Training, "Resume").
+settings is refused unless ``--allow_resume_changes`` (docs/training.md, "Resume").
 Exit codes: 0 completed, 2 user error, 3 diverged, 4 interrupted (SIGTERM/SIGINT; a checkpoint was
 saved and the command to resume is printed).
 """
@@ -19,10 +20,12 @@ import sys
 
 from absl import flags, logging
 
+from andrea_jax import data as data_lib
 from andrea_jax import runs
 from andrea_jax import sharding
 from andrea_jax import train
 from experiments import cli
+from experiments.configs import common
 
 _CONFIG = cli.define_config_flag()
 _WORKDIR = flags.DEFINE_string("workdir", None,
@@ -33,13 +36,41 @@ _ALLOW_CHANGES = flags.DEFINE_bool(
     "segment's config is kept in config_history.json")
 
 
-def default_workdir(config_arg: str) -> str:
-  """``runs/<config>[_<variants>]``: the same command always names the same folder."""
+def default_workdir(config_arg: str, overridden: dict | None = None) -> str:
+  """``runs/<config>[_<variants>][_<what else differs>]``: one command, one folder.
+
+  Besides the variants, the name holds the overrides that make a different run (the
+  model and data fields a resume may never change: ``--config.data.path=my_texts/``
+  gives ``runs/tiny_data=my_texts``); training overrides leave it as it is, so raising
+  ``train.steps`` with ``--allow_resume_changes`` names the same folder.
+  """
   target, _, variants = config_arg.partition(":")
-  name = os.path.basename(target).removesuffix(".py")
-  if variants:
-    name += "_" + re.sub(r"[^A-Za-z0-9.=+-]+", "_", variants).strip("_")
-  return os.path.join("runs", name)
+  parts = [os.path.basename(target).removesuffix(".py"), variants]
+  named = {k if "." in k else f"model.{k}" for k in common.parse_variants(variants)}
+  for field, value in (overridden or {}).items():
+    if runs.field_kind(field) == "frozen" and field not in named:
+      value = os.path.basename(str(value).rstrip("/")) if field.endswith("path") else value
+      parts.append(f"{'data' if field == 'data.path' else field.split('.')[-1]}={value}")
+  name = "_".join(p for p in parts if p)
+  return os.path.join("runs", re.sub(r"[^A-Za-z0-9.=+-]+", "_", name).strip("_"))
+
+
+def fit_to_data(config, overridden: dict) -> list[str]:
+  """Settings the command left to their defaults, fitted to its run; one note each.
+
+  A run no longer than its warmup gets a shorter one. With ``data.path``, the data is
+  prepared first: a corpus too small for the vocabulary gets the one it fills, and the
+  samples continue the opening words of a held-out document (not the built-in "def ").
+  """
+  notes = [] if "train.warmup_steps" in overridden else [common.fit_warmup(config)]
+  if config.data.path:
+    prepared = train.prepare_data(config, fit_vocab=cli.fit_vocab(config, overridden))
+    config.model.vocab_size = prepared.vocab_size  # data.vocab_size refers to it
+    if "sample.prompt" not in overridden:
+      config.sample.prompt = data_lib.opening_words(prepared)
+      notes.append(f"samples will continue {config.sample.prompt!r}, the opening of a "
+                   f"held-out document (set --config.sample.prompt to choose)")
+  return [n for n in notes if n]
 
 
 def resume_command(workdir: str) -> str:
@@ -58,10 +89,14 @@ def main(argv):
   del argv
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
-  workdir = _WORKDIR.value or default_workdir(flags.FLAGS["config"].serialize().split("=", 1)[-1])
-  # Before any other JAX call: the backends must see every process (README, Scaling out).
-  sharding.initialize(_CONFIG.value.distributed)
-  result = train.train_and_evaluate(_CONFIG.value, workdir, _ALLOW_CHANGES.value)
+  config, overridden = _CONFIG.value, cli.overridden_fields()
+  workdir = _WORKDIR.value or default_workdir(flags.FLAGS["config"].serialize().split("=", 1)[-1],
+                                              overridden)
+  # Before any other JAX call: the backends must see every process (docs/scaling.md).
+  sharding.initialize(config.distributed)
+  for note in fit_to_data(config, overridden):
+    print(f"note: {note}", flush=True)
+  result = train.train_and_evaluate(config, workdir, _ALLOW_CHANGES.value)
   if result.summary:
     print(runs.describe(result.summary, workdir))
   if result.status == "interrupted":

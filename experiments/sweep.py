@@ -106,11 +106,39 @@ def run_job(sweep: base.Sweep, job: Job, workdir: str, worker: int, gpus: int) -
           for c, d in zip(job.cells, dirs)]
 
 
+def finished_runs(workdir: str, cells: list[base.Cell]) -> dict:
+  """``{cell path: verdicts.Run}`` of the cells that completed or diverged."""
+  from experiments import report  # pylint: disable=import-outside-toplevel
+  out = {}
+  for c in cells:
+    record = report.cell_record(os.path.join(workdir, c.path))
+    if record is not None:
+      out[c.path] = report.to_run(record)
+  return out
+
+
 def run_sweep(sweep: base.Sweep, workdir: str, parallel: int = 1, only: str = "",
               gpus: int = 0) -> list[dict]:
-  todo = jobs(sweep, workdir, only)
+  """Run the sweep's cells, then up to ``base.REFINE_ROUNDS`` rounds of the rates that
+  ``base.refine`` adds around each refinable arm's optimum (the same on a rerun: the rounds
+  follow from the finished cells, so a resumed sweep finds and skips them)."""
   os.makedirs(workdir, exist_ok=True)
-  records = {}
+  records: dict = {}
+  for rnd in range(base.REFINE_ROUNDS + 1):
+    if rnd:
+      known = {c.path for c in sweep.cells}
+      new = [c for c in base.refine(sweep.cells, finished_runs(workdir, sweep.cells), rnd)
+             if c.path not in known and only in c.path]
+      if not new:
+        break
+      print(f"round {rnd}: {len(new)} cells added around the optima", flush=True)
+      sweep = dataclasses.replace(sweep, cells=sweep.cells + new)
+    run_jobs(sweep, jobs(sweep, workdir, only), workdir, records, parallel, gpus)
+  return [records[c.path] for c in sweep.cells if c.path in records]
+
+
+def run_jobs(sweep: base.Sweep, todo: list[Job], workdir: str, records: dict, parallel: int,
+             gpus: int) -> None:
   with concurrent.futures.ThreadPoolExecutor(max(parallel, 1)) as pool:
     futures = [pool.submit(run_job, sweep, j, workdir, i % max(parallel, 1), gpus)
                for i, j in enumerate(todo)]
@@ -118,12 +146,11 @@ def run_sweep(sweep: base.Sweep, workdir: str, parallel: int = 1, only: str = ""
       recs = future.result()
       records.update({r["path"]: r for r in recs})
       statuses = sorted({r["status"] for r in recs})
-      print(f"[{done}/{len(todo)}] {os.path.dirname(recs[0]['path']) or recs[0]['path']} "
-            f"({len(recs)} cells): {', '.join(statuses)}"
-            + (" (skipped)" if recs[0].get("skipped") else f" in {recs[0].get('seconds', 0):.0f} s"),
-            flush=True)
+      if not recs[0].get("skipped"):
+        print(f"[{done}/{len(todo)}] {os.path.dirname(recs[0]['path']) or recs[0]['path']} "
+              f"({len(recs)} cells): {', '.join(statuses)} in {recs[0].get('seconds', 0):.0f} s",
+              flush=True)
       write_index(sweep, workdir, records)
-  return [records[c.path] for c in sweep.cells if c.path in records]
 
 
 def write_index(sweep: base.Sweep, workdir: str, records: dict) -> None:
@@ -131,8 +158,10 @@ def write_index(sweep: base.Sweep, workdir: str, records: dict) -> None:
   path = os.path.join(workdir, "sweep.json")
   old = {c.get("path", c["name"]): c for c in (files.read_json(path) or {}).get("cells", [])}
   old.update(records)
+  from experiments import verdicts  # pylint: disable=import-outside-toplevel
+  rules = (files.read_json(path) or {}).get("rules") or verdicts.rules_version()
   files.write_json(path, {"name": sweep.name, "scale": sweep.scale, "base_config": sweep.base_config,
-                    "description": sweep.description,
+                          "description": sweep.description, "rules": rules,
                     "cells": [old.get(c.path, {**dataclasses.asdict(c), "path": c.path, "status": "pending"})
                               for c in sweep.cells]})
 

@@ -1,6 +1,7 @@
 """The attention kernels (andrea_jax/attention.py) and the platform-resolved "auto" settings."""
 
 import dataclasses
+import re
 
 import jax
 import jax.numpy as jnp
@@ -29,6 +30,32 @@ def test_kernels_equal_the_masked_full_softmax_values_and_grads(kernel):
   grad = lambda f: jax.grad(lambda *a: jnp.sum(jnp.sin(f(*a))), argnums=(0, 1, 2))(q, k, v)
   for g, g_full in zip(grad(fn), grad(full)):
     np.testing.assert_allclose(g, g_full, atol=1e-5)
+
+
+def dot_flops(fn, *args) -> float:
+  """FLOPs of every matmul (``dot_general``) in ``fn``'s lowered StableHLO."""
+  total = 0.0
+  for line in jax.jit(fn).lower(*args).as_text().splitlines():
+    found = re.search(r"stablehlo\.dot_general .*contracting_dims = \[([\d, ]*)\] x .* : "
+                      r"\(tensor<([\dx]+)x\w+>, .*-> tensor<([\dx]+)x\w+>", line)
+    if found:
+      contracting, lhs, out = found.groups()
+      lhs = [int(d) for d in lhs.split("x")]
+      k = np.prod([lhs[int(i)] for i in contracting.split(",")])
+      total += 2.0 * np.prod([int(d) for d in out.split("x")]) * k
+  return total
+
+
+@pytest.mark.parametrize("impl", ["xla", "xla_flash"])
+def test_the_kernels_skip_the_key_blocks_above_the_diagonal(impl):
+  """Forward and backward: query block i multiplies key blocks 0..i only, so with n blocks
+  the matmuls do n(n+1)/2 of the n^2 blocks of one block as wide as the sequence."""
+  B, T, H, K, n = 1, 256, 2, 8, 4
+  q, k, v = (jax.random.normal(jax.random.key(i), (B, T, H, K)) for i in range(3))
+  flops = lambda block: dot_flops(jax.grad(lambda *a: jnp.sum(
+      attention.causal_attention(*a, impl, block)), argnums=(0, 1, 2)), q, k, v)
+  assert flops(T) > 0
+  assert flops(T // n) / flops(T) == pytest.approx((n + 1) / (2 * n))
 
 
 def test_auto_resolves_to_float32_and_the_cpu_kernel_on_cpu(capsys):

@@ -411,6 +411,57 @@ def test_incomplete_cache_is_rebuilt(tmp_path):
   assert not rebuilt.reused and len(D.read_shard(rebuilt.train_path)) == first.train_tokens
 
 
+WORDS = ("the a old young quiet river house garden road morning evening light rain letter "
+         "friend child village window door book walked looked found said carried opened "
+         "waited slowly again always never still across under through before after because "
+         "and but so then green dark warm cold").split()
+
+
+def write_prose(folder: pathlib.Path, files: int, sentences: int = 120, seed: int = 0) -> None:
+  """A folder of prose-like text: sentences of common words, in paragraphs, one file a chapter."""
+  rng = np.random.default_rng(seed)
+  folder.mkdir(parents=True, exist_ok=True)
+  for i in range(files):
+    lines = [" ".join(rng.choice(WORDS, rng.integers(5, 14))).capitalize() + "."
+             for _ in range(sentences)]
+    paragraphs = [" ".join(lines[j:j + 6]) for j in range(0, len(lines), 6)]
+    (folder / f"chapter{i:02d}.txt").write_text("\n\n".join(paragraphs) + "\n", encoding="utf-8")
+
+
+def test_a_small_corpus_gets_the_vocabulary_it_fills_or_a_clean_error(tmp_path):
+  write_prose(tmp_path / "prose", files=4)
+  config = prep_config(tmp_path, path=str(tmp_path / "prose"))
+  config.model.vocab_size = 2305
+  with pytest.raises(T.TokenizerError, match="too small for vocab_size=2305"):
+    D.prepare(config)
+  assert not (tmp_path / "cache").exists() or not os.listdir(tmp_path / "cache")
+  fitted = D.prepare(config, fit_vocab=True)
+  assert T.N_BYTES + 1 < fitted.vocab_size < 2305
+  tok = T.load(fitted.tokenizer_path, fitted.vocab_size)  # the layout holds at the fitted size
+  assert max(D.read_shard(fitted.train_path)) == fitted.vocab_size - 1 == T.eot_id(tok)
+  again = D.prepare(config, fit_vocab=True)
+  assert again.reused and again.directory == fitted.directory
+  assert os.listdir(tmp_path / "cache") == [os.path.basename(fitted.directory)]
+
+
+def test_a_failed_preparation_leaves_no_cache_directory(tmp_path, monkeypatch):
+  config = prep_config(tmp_path, max_docs=5)
+  monkeypatch.setattr(D, "write_shard", lambda *a: (_ for _ in ()).throw(OSError(28, "No space")))
+  with pytest.raises(OSError, match="No space"):
+    D.prepare(config)
+  assert os.listdir(tmp_path / "cache") == []
+
+
+def test_opening_words_come_from_the_first_validation_document(prepared):
+  _, p = prepared
+  val = D.read_shard(p.val_path)
+  eots = np.flatnonzero(val == p.eot_id)
+  first = T.decode(T.load(p.tokenizer_path), val[eots[0] + 1:eots[1]])
+  line = first.lstrip().splitlines()[0].rstrip()  # a prompt never spans lines
+  assert D.opening_words(p, words=50) == line, (line, first[:80])
+  assert D.opening_words(p, words=1) == line.split()[0]
+
+
 def test_prepare_with_a_given_tokenizer(prepared):
   tmp, p = prepared
   other = D.prepare(prep_config(tmp, tokenizer_path=p.tokenizer_path))
@@ -519,6 +570,12 @@ def test_too_short_stream(tmp_path):
     D.eval_batches(D.read_shard(path), 1, 1, 16)
 
 
+def test_a_batch_larger_than_the_data_is_refused_with_the_numbers(stream):
+  with pytest.raises(D.DataError, match=r"train.batch_size=300 windows .* 17 tokens is 5,100 "
+                                        r"tokens, more than the 5,000 .*at most 294"):
+    D.Loader(stream, **{**KW, "batch_size": 300}, process_index=0, process_count=1)
+
+
 def test_eval_batches_are_fixed_evenly_spaced_and_disjoint(stream):
   tokens = D.read_shard(stream)
   ev = D.eval_batches(tokens, 3, 4, 16)
@@ -553,7 +610,42 @@ def test_prepare_command_line_with_overrides(tmp_path):
          f"--config.model.vocab_size={SMALL_VOCAB}", f"--config.data.cache_dir={tmp_path}"]
   out = subprocess.run(cmd, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(repo)},
                        capture_output=True, text=True, check=True).stdout
-  assert out.startswith("prepared in") and f"vocab {SMALL_VOCAB}" in out
+  assert out.startswith("data: preparing 30 documents") and "data: training a byte-level BPE" in out
+  assert "\nprepared in" in out and f"vocab {SMALL_VOCAB}" in out
   again = subprocess.run(cmd, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(repo)},
                          capture_output=True, text=True, check=True).stdout
   assert again.startswith("reused cache in")
+
+
+def test_own_data_on_the_first_try(tmp_path):
+  """The README's own-data command on a prose folder: its own workdir, a vocabulary the
+  corpus fills, samples from its own words, a 20-step run without a warmup flag."""
+  import subprocess  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
+  repo = pathlib.Path(__file__).resolve().parents[1]
+  write_prose(tmp_path / "my_texts", files=4)
+  short = ["--config.train.steps=20", "--config.train.batch_size=8", "--config.train.eval_batches=2",
+           "--config.sample.num_samples=1", "--config.sample.max_new_tokens=8"]
+
+  def run(*args):
+    return subprocess.run([sys.executable, "-m", "experiments.run", "--config=tiny",
+                           "--config.data.path=my_texts/", *args], cwd=tmp_path, text=True,
+                          env={**os.environ, "PYTHONPATH": str(repo), "JAX_PLATFORMS": "cpu"},
+                          capture_output=True, timeout=900, check=False)
+
+  done = run(*short)
+  assert done.returncode == 0, done.stdout + done.stderr
+  workdir = tmp_path / "runs" / "tiny_data=my_texts"
+  config = json.loads((workdir / "config.json").read_text())
+  assert "train.warmup_steps=40 is not below train.steps=20: warming up over 2 steps" in done.stdout
+  assert config["train"]["warmup_steps"] == 2
+  assert f"fills a vocabulary of {config['model']['vocab_size']} tokens" in done.stdout
+  (cache,) = (tmp_path / "runs" / "cache").iterdir()
+  prompt = D.opening_words(D.load_prepared(str(cache)))
+  assert config["sample"]["prompt"] == prompt and prompt.split()[0].lower() in WORDS
+  assert (workdir / "samples.txt").read_text().startswith(prompt)
+  refused = run(*short, "--config.model.vocab_size=4000")  # asked for: not fitted, refused
+  assert refused.returncode == errors.EXIT_USER_ERROR and refused.stderr.count("\n") == 1
+  assert "too small for vocab_size=4000" in refused.stderr
+  assert sorted(os.listdir(tmp_path / "runs")) == ["cache", "tiny_data=my_texts"]
+  assert os.listdir(tmp_path / "runs" / "cache") == [cache.name]

@@ -1,60 +1,173 @@
-"""The CPU-runnable logic of benchmarks/train_step.py: the load guard and the result writers.
+"""The CPU-runnable logic of benchmarks/train_step.py: its formulas, the load guard, the writers.
 
-No real benchmark runs here: the timed functions are replaced by fakes.
+No real benchmark runs here: the timed steps and matmuls are fakes that take a set time on a
+fake clock, so the real timing loop and the real formulas (ratio, overhead, the matmul
+limit and each side's percentage of it) turn known seconds into the reported figures.
 """
 
 import json
 
+import jax
+import numpy as np
 import pytest
 
+from andrea_jax import model
 from benchmarks import train_step as bench
 
 BUSY, IDLE = (lambda: (3.7, 3.0, 2.5)), (lambda: (0.12, 0.3, 0.4))
+STEP_S = {"andrea_jax": 2.0, "model_only": 1.9, "peer": 3.0}  # ours 1.5x the peer's speed
+GFLOPS = {"xla": 100.0, "torch": 80.0}  # each side's matmul FLOP/s, in 1e9
 
 
-def fake_row(name, batch, seq, reps, warmup, accelerator, settings="", loadavg=None):
-  return {"shape": name, "batch": batch, "seq": seq, "params": 1234, "load_before": 0.1,
-          "load_after": 1.9, "cpu_per_wall": 1.8, "andrea_jax_tokens_per_s": 900.0,
-          "model_only_tokens_per_s": 950.0, "step_overhead": 950 / 900 - 1,
-          "peer_tokens_per_s": 600.0, "ratio": 1.5}
+class FakeClock:
+  """Seconds that pass only when a fake runs (each takes a set time) or the loop sleeps."""
+
+  def __init__(self):
+    self.now = 0.0
+
+  def __call__(self) -> float:
+    return self.now
+
+  def sleep(self, seconds: float) -> None:
+    self.now += seconds
+
+  def taking(self, seconds: float):
+    return lambda: self.sleep(seconds)
 
 
 @pytest.fixture
-def docs(tmp_path, monkeypatch):
+def clock(monkeypatch):
+  """Every timed piece of ``bench_shape`` replaced by a fake on one fake clock."""
+  c = FakeClock()
+  monkeypatch.setattr(bench, "ours_step", lambda config, batch, seq, bare=False: (
+      c.taking(STEP_S["model_only" if bare else "andrea_jax"]), bench.model_config(config, seq)))
+  monkeypatch.setattr(bench, "peer_step", lambda *args, **kwargs: c.taking(STEP_S["peer"]))
+  monkeypatch.setattr(bench, "peer_available", lambda: None)
+  # One product of a form takes its FLOPs over the side's FLOP/s.
+  for side, name in (("xla", "xla_matmul"), ("torch", "torch_matmul")):
+    monkeypatch.setattr(bench, name, lambda form, side=side: c.taking(
+        bench.form_flops(form) / form[-1] / (GFLOPS[side] * 1e9)))
+  return c
+
+
+def shape_row(clock, shape="tiny", batch=2, seq=16):
+  row = bench.bench_shape(shape, batch, seq, reps=3, warmup=1, accelerator=False, loadavg=IDLE,
+                          clock=clock, sleep=clock.sleep)
+  return row, bench.model_config(bench.load_config(shape, False), seq)
+
+
+def test_ratio_and_overhead_follow_from_the_timed_seconds(clock):
+  row, _ = shape_row(clock)
+  tokens = 2 * 16
+  assert row["andrea_jax_step_s"] == pytest.approx(STEP_S["andrea_jax"])
+  assert row["andrea_jax_tokens_per_s"] == pytest.approx(tokens / 2.0)
+  assert row["peer_tokens_per_s"] == pytest.approx(tokens / 3.0)
+  assert row["ratio"] == pytest.approx(1.5)  # ours over the peer's tokens/s: faster is > 1
+  assert row["step_overhead"] == pytest.approx(2.0 / 1.9 - 1)  # slower than model-only is > 0
+
+
+@pytest.mark.parametrize("gflops", [{"xla": 100.0, "torch": 80.0}, {"xla": 60.0, "torch": 90.0}])
+def test_each_side_is_a_percentage_of_the_faster_matmul_ceiling(clock, monkeypatch, gflops):
+  monkeypatch.setattr(f"{__name__}.GFLOPS", gflops)
+  row, cfg = shape_row(clock)
+  assert row["xla_matmul_flops_per_s"] == pytest.approx(gflops["xla"] * 1e9)
+  assert row["torch_matmul_flops_per_s"] == pytest.approx(gflops["torch"] * 1e9)
+  limit = max(gflops.values()) * 1e9
+  assert row["limit_flops_per_s"] == pytest.approx(limit)
+  flops = model.flops_per_token(cfg, 16)  # PaLM's count, the whole T x T attention square
+  assert row["flops_per_token"] == flops
+  assert row["ours_pct_of_limit"] == pytest.approx(32 / 2.0 * flops / limit)
+  assert row["peer_pct_of_limit"] == pytest.approx(32 / 3.0 * flops / limit)
+  assert row["flops_per_token_causal"] < flops and "12 L H Q T" in row["pct_of_limit_counts"]
+
+
+def test_without_the_peer_the_limit_is_xla_alone(clock, monkeypatch):
+  monkeypatch.setattr(bench, "peer_available", lambda: "torch missing")
+  row, _ = shape_row(clock)
+  assert "ratio" not in row and "peer_pct_of_limit" not in row and "torch_matmul_flops_per_s" not in row
+  assert row["peer_missing"] == "torch missing"
+  assert row["limit_flops_per_s"] == pytest.approx(GFLOPS["xla"] * 1e9)
+  assert row["ours_pct_of_limit"] > 0
+  text = bench.markdown({"machine": "m", "command": "c", "train": [row]})
+  assert "| n/a | n/a |" in text and "% / n/a | 100 / n/a |" in text
+
+
+@pytest.mark.parametrize("shape, batch, seq", [("tiny", 16, 128), ("andrea120m", 1, 1024),
+                                               ("andrea12m", 4, 1024)])
+def test_the_matmuls_timed_are_the_steps_flops(shape, batch, seq):
+  """The forms' FLOPs are PaLM's count of the step, less the biases and norms (no matmul)."""
+  cfg = bench.model_config(bench.load_config(shape, False), seq)
+  total = sum(bench.form_flops(f) for f in bench.matmul_forms(cfg, batch, seq))
+  params = jax.eval_shape(lambda: model.init_params(cfg, jax.random.key(0)))
+  vectors = sum(leaf.size for path, leaf in jax.tree_util.tree_leaves_with_path(params)
+                if path[-1].key not in ("w_qkv", "w_out", "w_in", "wte", "wpe", "lm_head"))
+  tokens = batch * seq
+  assert total == model.flops_per_token(cfg, seq) * tokens - 6 * vectors * tokens
+  L, H, Q = cfg.n_layer, cfg.n_head, cfg.head_dim
+  skipped = 12 * L * H * Q * (seq - (seq + 1) / 2)  # above the diagonal, per token
+  assert model.flops_per_token(cfg, seq, causal=True) == pytest.approx(
+      model.flops_per_token(cfg, seq) - skipped)
+
+
+def test_xla_and_torch_compute_each_form_as_written():
+  cfg = model.ModelConfig(vocab_size=11, block_size=8, d_model=8, n_layer=1, n_head=2)
+  for form in bench.matmul_forms(cfg, 2, 8):
+    batch, m, k, n, ta, tb, _ = form
+    a, b = bench._operands(form)  # pylint: disable=protected-access
+    want = (np.swapaxes(a, -1, -2) if ta else a) @ (np.swapaxes(b, -1, -2) if tb else b)
+    assert want.shape == (*batch, m, n)
+    np.testing.assert_allclose(np.asarray(bench.xla_matmul(form)()), want, rtol=1e-4, atol=1e-4)
+    if bench.peer_available() is None:
+      np.testing.assert_allclose(bench.torch_matmul(form)().numpy(), want, rtol=1e-4, atol=1e-4)
+  limit = bench.matmul_limit(cfg, 2, 8, reps=1, warmup=0, torch_too=bench.peer_available() is None)
+  assert all(v > 0 for v in limit.values()) and "xla_matmul_flops_per_s" in limit
+
+
+@pytest.fixture
+def docs(tmp_path, monkeypatch, clock):
   monkeypatch.setattr(bench, "DOCS_DIR", str(tmp_path / "docs"))
-  monkeypatch.setattr(bench, "bench_shape", fake_row)
   (tmp_path / "docs").mkdir()
   return tmp_path / "docs"
 
 
-def test_refuses_to_write_docs_when_the_machine_was_busy(docs, capsys):
+def run_main(args, loadavg, clock):
+  return bench.main(args + ["--reps=2", "--warmup=0"], loadavg=loadavg, clock=clock,
+                    sleep=clock.sleep)
+
+
+def test_refuses_to_write_docs_when_the_machine_was_busy(docs, clock, capsys):
   out = docs / "performance.json"
-  assert bench.main(["--shapes=tiny", f"--out={out}"], loadavg=BUSY) == 2
+  assert run_main(["--shapes=tiny", f"--out={out}"], BUSY, clock) == 2
   assert not out.exists()
   err = capsys.readouterr().err
   assert "busy" in err and "3.70" in err and "--force" in err
 
 
-def test_force_measures_on_a_busy_machine_but_never_writes_docs(docs, tmp_path, capsys):
+def test_force_measures_on_a_busy_machine_but_never_writes_docs(docs, tmp_path, clock, capsys):
   out = docs / "performance.json"
-  assert bench.main(["--shapes=tiny", f"--out={out}", "--force"], loadavg=IDLE) == 0
+  assert run_main(["--shapes=tiny", f"--out={out}", "--force"], IDLE, clock) == 0
   assert not out.exists()
   assert "never writes into docs/" in capsys.readouterr().err
   elsewhere = tmp_path / "bench.json"
-  assert bench.main(["--shapes=tiny", f"--out={elsewhere}", "--force"], loadavg=BUSY) == 0
+  assert run_main(["--shapes=tiny", f"--out={elsewhere}", "--force"], BUSY, clock) == 0
   assert json.loads(elsewhere.read_text())["load_at_start"] == pytest.approx(3.7)
 
 
-def test_an_idle_machine_writes_json_and_tables_with_the_load(docs, capsys):
+def test_an_idle_machine_writes_json_and_tables_with_the_load(docs, clock, capsys):
   out = docs / "performance.json"
-  assert bench.main(["--shapes=tiny,andrea12m", f"--out={out}"], loadavg=IDLE) == 0
+  assert run_main(["--shapes=tiny,andrea12m", f"--out={out}"], IDLE, clock) == 0
   results = json.loads(out.read_text())
   assert [r["shape"] for r in results["train"]] == ["tiny", "andrea12m"]
   assert results["load_at_start"] == pytest.approx(0.12)
+  tiny = results["train"][0]
+  assert (tiny["batch"], tiny["seq"]) == (16, 128)
   tables = (docs / "performance_tables.md").read_text()
   assert "load average before starting: 0.12" in tables
   row = next(line for line in tables.splitlines() if line.startswith("| tiny"))
-  assert "| 900 | 950 | +5.6% | 600 | 1.50x | 0.10 / 1.90 | 1.80 |" in row
+  # 16 x 128 tokens in 2.0 s (ours), 1.9 s (model-only) and 3.0 s (peer).
+  pct = lambda s: f"{16 * 128 / s * tiny['flops_per_token'] / 100e9:.0%}"
+  assert f"| 1,024 | 1,078 | +5.3% | 683 | 1.50x | {pct(2.0)} / {pct(3.0)} | 100 / 80 |" in row
+  assert "| 0.12 / 0.12 |" in row
   assert tables in capsys.readouterr().out
 
 
@@ -71,13 +184,6 @@ def test_load_between_reports_cpu_seconds_per_wall_second():
   after = {"load_1m": 1.5, "cpu_s": 13.0, "wall_s": 102.0}
   assert bench.load_between(before, after) == {"load_before": 0.2, "load_after": 1.5,
                                                "cpu_per_wall": 1.5}
-
-
-def test_markdown_says_n_a_for_a_missing_peer():
-  row = {k: v for k, v in fake_row("tiny", 1, 8, 1, 1, False).items()
-         if not k.startswith("peer") and k != "ratio"}
-  text = bench.markdown({"machine": "m", "command": "c", "train": [row]})
-  assert "| n/a | n/a |" in text
 
 
 def test_interleave_puts_every_side_after_every_other_equally_often():

@@ -55,7 +55,7 @@ def test_report_from_per_cell_files_alone(swept, tmp_path):
   path = report.write_report(str(kept), str(tmp_path / "out"), command="python -m experiments.sweep --sweep=micro")
   text = open(path).read()
   assert "python -m experiments.sweep --sweep=micro" in text and "per-cell files of 7 cells" in text
-  assert "| norm:pre/long | 0.01 | " in text  # the best of 1e-3, 1e-2 and 1e30 (diverged)
+  assert "| norm:pre/long | 0.0" in text  # fitted between 1e-3, 1e-2 and 1e30 (diverged)
   for verdict in ("post-LN needs warmup", "SwiGLU beats GELU", "parameter-matched"):
     assert verdict in text
   results = json.load(open(tmp_path / "out" / "results.json"))
@@ -79,14 +79,17 @@ def test_norm_mlp_grid_covers_the_issue():
   groups = base.groups(sweep.cells)
   arms = {a for c in sweep.cells for a in c.arms}
   for norm in ("pre", "post"):
-    for warm in ("none", "short", "long"):
+    for warm in ("none", "long"):
       cells = [c for c in sweep.cells if f"norm:{norm}/{warm}" in c.arms]
-      assert len({c.learning_rate for c in cells}) >= 5 and len({c.seed for c in cells}) >= 3
+      assert len({c.learning_rate for c in cells}) >= 4 and len({c.seed for c in cells}) >= 3
       assert len({c.group for c in cells}) == 1  # the rates and seeds of an arm: one program
-  for arm in ("mlp_width:1", "mlp_width:8", "mlp_matched:1", "mlp_matched:8", "swiglu",
-              "init:xavier/post", "init:gpt2/pre", "depth:post", "depth:pre"):
+      assert all(c.refinable for c in cells)  # the rounds bracket their optima
+  # Every arm a verdict uses has three seeds (the research rules).
+  for arm in ("mlp_width:1", "mlp_width:2", "mlp_width:8", "mlp_matched:2", "mlp_matched:8",
+              "swiglu", "init:xavier/post", "init:gpt2/pre"):
     cells = [c for c in sweep.cells if arm in c.arms]
-    assert len({c.seed for c in cells}) >= 2, arm
+    assert len({c.seed for c in cells}) >= 3, arm
+  assert not any(c.learning_rate == 1e-4 for c in sweep.cells)  # taught nothing last time
   assert {"mlp_width:4", "mlp_matched:4"} <= arms
   assert all(len(members) > 1 for members in groups.values())
   assert len(groups) == len({tuple(sorted(m[0].shared().items())) for m in groups.values()})
@@ -114,3 +117,20 @@ def test_unknown_sweep_and_scale_are_errors():
     base.load("nope", "cpu")
   with pytest.raises(ValueError, match="--scale='tpu'"):
     norm_mlp.get_sweep("tpu")
+
+
+def test_refine_adds_a_round_around_each_learning_optimum():
+  from experiments import verdicts as v
+  cells = [base.Cell(f"g-{lr}-{s}", {"train.learning_rate": lr, "train.seed": s, "model.d_model": 8},
+                     ("a",), s, "g", 0, True) for lr in (1e-3, 3e-3, 1e-2) for s in (0, 1)]
+  cells += [base.Cell("x-0", {"train.learning_rate": 1e-3, "train.seed": 0}, ("x",), 0, "x", 0, False),
+            base.Cell("x-1", {"train.learning_rate": 3e-3, "train.seed": 0}, ("x",), 0, "x", 0, False)]
+  loss = {1e-3: 4.9, 3e-3: 4.6, 1e-2: 4.8}
+  runs = {c.path: v.Run(c.arms, c.learning_rate, c.seed, loss[c.learning_rate], 7.7, unigram=6.2)
+          for c in cells}
+  new = base.refine(cells, runs, 1)
+  assert sorted({c.learning_rate for c in new}) == [0.00173, 0.00548]
+  assert {c.group for c in new} == {"g.r1"} and {c.seed for c in new} == {0, 1}
+  assert all(c.round == 1 and c.refinable and c.shared() == cells[0].shared() for c in new)
+  # A group with an unfinished cell is not refined yet.
+  assert base.refine(cells, {k: r for k, r in list(runs.items())[1:]}, 1) == []

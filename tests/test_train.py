@@ -370,7 +370,8 @@ def test_command_default_workdir_progress_lines_and_rerun(cache_dir, tmp_path):
   args = ("--config.train.steps=4", "--config.train.log_every=2", "--config.train.eval_every=4")
   proc = run_cmd(None, cache_dir, *args, config="tiny:norm=post", cwd=tmp_path)
   out, _ = proc.communicate(timeout=300)
-  workdir = "runs/tiny_norm=post"
+  # The model and data overrides make another run, so they name the folder; train.* do not.
+  workdir = "runs/tiny_norm=post_n_layer=1_d_model=32_n_head=2_block_size=32_vocab_size=321_max_docs=40"
   assert proc.returncode == 0, out
   assert "step 2/4: loss " in out and "step 4/4: loss " in out
   assert "unigram baseline" in out and "bits/byte" in out
@@ -382,7 +383,7 @@ def test_command_default_workdir_progress_lines_and_rerun(cache_dir, tmp_path):
   assert proc.returncode == 0 and f"already complete at step 4: {workdir}" in out, out
   assert "--workdir" in out  # how to start a new run instead
   assert (tmp_path / workdir / "summary.json").read_bytes() == summary
-  assert sorted(os.listdir(tmp_path / "runs")) == ["tiny_norm=post"]
+  assert sorted(os.listdir(tmp_path / "runs")) == [workdir.removeprefix("runs/")]
 
 
 def test_command_line_rejects_a_misspelt_override(tmp_path, cache_dir):

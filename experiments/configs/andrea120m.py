@@ -4,7 +4,7 @@ Launch:
   python -m experiments.run --config=andrea120m
   python -m experiments.run --config=andrea120m:norm=post,mlp_ratio=2
 
-The built-in corpus is small (README, Data): for a real run, point data.path at a
+The built-in corpus is small (docs/corpus.md): for a real run, point data.path at a
 larger corpus and raise train.steps.
 """
 

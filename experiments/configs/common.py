@@ -95,7 +95,7 @@ def mesh_group() -> ml_collections.ConfigDict:
 
 
 def distributed_group() -> ml_collections.ConfigDict:
-  """The ``distributed`` group: jax.distributed.initialize for multi-process runs (README)."""
+  """The ``distributed`` group: jax.distributed.initialize for multi-process runs (docs/scaling.md)."""
   d = ml_collections.ConfigDict()
   # Call jax.distributed.initialize before training (one process per host or per GPU).
   d.enabled = False
@@ -153,7 +153,7 @@ def train_group() -> ml_collections.ConfigDict:
   t.eval_every = 250
   # Number of fixed validation batches (of batch_size sequences) per evaluation.
   t.eval_batches = 8
-  # A Hugging Face GPT-2 directory whose weights start a fresh run ("" = random init; README).
+  # A Hugging Face GPT-2 directory whose weights start a fresh run ("" = random init; docs/interop.md).
   t.init_from = ""
   return t
 
@@ -216,6 +216,17 @@ def data_group(vocab_size: int) -> ml_collections.ConfigDict:
   return d
 
 
+def fit_warmup(config: ml_collections.ConfigDict) -> str | None:
+  """A run no longer than its warmup warms up over a tenth of its steps; returns a note."""
+  t = config.train
+  if not 0 < t.steps <= t.warmup_steps:
+    return None
+  configured, t.warmup_steps = t.warmup_steps, t.steps // 10
+  return (f"train.warmup_steps={configured} is not below train.steps={t.steps}: warming up "
+          f"over {t.warmup_steps} steps (a tenth of the run); set "
+          f"--config.train.warmup_steps to choose")
+
+
 def parse_variants(arg: str | None) -> dict:
   """Parse ``"norm=post,mlp_ratio=2"`` into ``{"norm": "post", "mlp_ratio": 2}``."""
   if not arg:
@@ -256,12 +267,28 @@ def apply_overrides(config: ml_collections.ConfigDict, overrides: dict) -> ml_co
       except KeyError:
         raise errors.ConfigError(f"config override {key}={value!r}: "
                                  f"{unknown_field(config, path)}") from None
-      except TypeError as e:
-        raise errors.ConfigError(f"config override {key}={value!r}: {e}") from None
+      except TypeError:  # ml_collections: "Could not override field ... cannot be casted"
+        raise errors.ConfigError(f"config override {key}={value!r}: "
+                                 f"{expected_value(field_value(config, path))}") from None
   finally:
     if not was_locked:
       config.unlock()
   return config
+
+
+def field_value(config: ml_collections.ConfigDict, path: str):
+  """The value of the dotted field ``path`` (``"train.steps"``) of ``config``."""
+  for part in path.split("."):
+    config = config[part]
+  return config
+
+
+def expected_value(example) -> str:
+  """What a field holding ``example`` takes, in words: ``expected a number (float), e.g. 4.0``."""
+  kinds = {bool: "True or False", int: "a whole number (int)", float: "a number (float)",
+           str: "text (str)"}
+  kind = kinds.get(type(example), f"a value of type {type(example).__name__}")
+  return f"expected {kind}, e.g. {example!r}"
 
 
 def unknown_field(config: ml_collections.ConfigDict, path: str) -> str:

@@ -13,6 +13,7 @@ import importlib
 from typing import Any
 
 from andrea_jax import errors
+from experiments import verdicts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,6 +26,10 @@ class Cell:
   seed: int
   # The vmapped group this cell trains in ("" = a run of its own).
   group: str = ""
+  # 0: the sweep's own grid; 1, 2, ...: rates added by ``refine`` after the previous round.
+  round: int = 0
+  # Whether ``refine`` may add rates to this cell's group (its arm's optimum matters).
+  refinable: bool = False
 
   def args(self) -> list[str]:
     return [f"--config.{k}={v}" for k, v in self.overrides.items()]
@@ -99,3 +104,34 @@ def merge(cells: list[Cell]) -> list[Cell]:
     else:
       merged[key] = cell
   return list(merged.values())
+
+
+# Rounds of a sweep: the sweep's own grid, then at most this many rounds of added rates.
+REFINE_ROUNDS = 2
+
+
+def family(group: str) -> str:
+  """The group a refinement group extends: ``pre-long.r1`` -> ``pre-long``."""
+  return group.split(".r", 1)[0]
+
+
+def refine(cells: list[Cell], runs: dict[str, "verdicts.Run"], rnd: int) -> list[Cell]:
+  """Round ``rnd``'s new cells: for each refinable group whose cells have all finished, the
+  rates ``verdicts.refine_rates`` asks for (a bracket at most 2x wide around each seed's
+  optimum, one rate beyond an optimum at the grid's edge), for every seed of the group.
+  The new cells train together as the group ``<group>.r<rnd>``."""
+  families: dict[str, list[Cell]] = {}
+  for c in cells:
+    if c.refinable and c.group:
+      families.setdefault(family(c.group), []).append(c)
+  new = []
+  for fam, members in families.items():
+    if any(c.path not in runs for c in members):
+      continue  # unfinished or failed: nothing to refine from
+    proto = members[0]
+    for lr in verdicts.refine_rates([runs[c.path] for c in members]):
+      for seed in sorted({c.seed for c in members}):
+        new.append(Cell(f"{fam}.r{rnd}-lr{lr:g}-seed{seed}",
+                        {**proto.shared(), "train.learning_rate": lr, "train.seed": seed},
+                        proto.arms, seed, f"{fam}.r{rnd}", rnd, True))
+  return new

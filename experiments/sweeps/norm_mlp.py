@@ -29,44 +29,42 @@ from experiments.sweeps.base import Cell, Sweep
 
 SCALES = {
     # A small ANDREA on the built-in corpus (vocabulary 2305): 6 layers, d_model 64 (2 heads:
-    # parameter-matched widths need only be even), 64-token
-    # context, 16 sequences per step. Width and context are half of the 300-step study's
-    # (6 x 128, context 128): a model-step costs about a fifth, which buys the rate grid,
-    # three seeds and 1.5 x the steps within the budget (see CPU_SECONDS_PER_MODEL_STEP).
+    # parameter-matched widths need only be even), 64-token context, 16 sequences per step,
+    # 450 steps. The norm arms' base grid (3x steps) starts where the 300-step and 450-step
+    # studies saw learning (1e-4 taught nothing: 6.6+ nats for both norms); each learning
+    # arm's optimum is then bracketed at most 2x wide by the rounds of experiments.sweep.
+    # The MLP arms start on a 2x grid around the optima the 450-step study found.
     "cpu": dict(base="tiny", n_layer=6, d_model=64, n_head=2, block_size=64, batch_size=16,
-                steps=450, warmup={"none": 0, "short": 20, "long": 90}, eval_every=90,
-                diag_every=150, log_every=15,
-                rates=(1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2), seeds=(0, 1, 2),
-                narrow_rates=(1e-3, 3e-3, 1e-2), narrow_seeds=(0, 1), deep_layers=12,
-                # Around where the 300-step study saw each learn (post-LN at 3e-4, not 1e-3).
-                deep_rates={"pre": (1e-3, 3e-3), "post": (3e-4, 1e-3)}, init_steps=10),
+                steps=450, warmup={"none": 0, "long": 90}, eval_every=90,
+                diag_every=150, log_every=15, rates=(3e-4, 1e-3, 3e-3, 1e-2), seeds=(0, 1, 2),
+                narrow_rates=(2e-3, 4e-3, 8e-3), matched=(2, 8), deep_layers=0, init_steps=10),
     # The cpu grid's structure at toy size, a few minutes: proves the command end to end.
     "smoke": dict(base="tiny", n_layer=2, d_model=32, n_head=2, block_size=32, batch_size=8,
-                  steps=30, warmup={"none": 0, "short": 3, "long": 9}, eval_every=15,
+                  steps=30, warmup={"none": 0, "long": 9}, eval_every=15,
                   diag_every=15, log_every=5, rates=(1e-3, 1e-2, 1e-1), seeds=(0, 1, 2),
-                  narrow_rates=(1e-3, 1e-2), narrow_seeds=(0, 1), deep_layers=4,
-                  deep_rates={"pre": (1e-3, 1e-2), "post": (1e-3, 1e-2)}, init_steps=2,
+                  narrow_rates=(3e-3, 1e-2, 3e-2), matched=(2, 8), deep_layers=4,
+                  deep_rates=(1e-3, 1e-2, 1e-1), init_steps=2,
                   extra={"model.vocab_size": 321, "data.max_docs": 40, "train.eval_batches": 2}),
     # The andrea120m shape on one GPU.
     "gpu": dict(base="andrea120m", n_layer=12, d_model=768, n_head=12, block_size=1024,
-                batch_size=64, steps=4000, warmup={"none": 0, "short": 100, "long": 800},
+                batch_size=64, steps=4000, warmup={"none": 0, "long": 800},
                 eval_every=500, diag_every=1000, log_every=50,
                 rates=(1e-4, 3e-4, 1e-3, 3e-3, 1e-2), seeds=(0, 1, 2),
-                narrow_rates=(3e-4, 1e-3, 3e-3), narrow_seeds=(0, 1),
-                deep_layers=24, deep_rates={"pre": (3e-4, 1e-3), "post": (1e-4, 3e-4)},
-                init_steps=10,
+                narrow_rates=(5e-4, 1e-3, 2e-3), matched=(1, 2, 8),
+                deep_layers=24, deep_rates=(1e-4, 3e-4, 1e-3), init_steps=10,
                 # One andrea120m at batch 64 x 1024 fills an H200's memory: one model per
                 # program, the programs spread over the GPUs with --parallel/--gpus.
                 members_per_program=1),
 }
 
 # One base-shape model-step of the cpu scale on a 2-core CPU, everything included
-# (compiles, evaluations, probes), measured: the committed study (docs/results/norm_mlp-cpu,
-# 75,679 base-shape model-steps) took 93 minutes, about 84 of them on an idle machine
-# (its first three groups shared the machine), i.e. 0.067 s. The members of a group step in
-# a compiled loop (multi's lax.map on CPUs), measured idle at 1.27x the speed of one by one
-# (python -m benchmarks.vmap_members).
+# (compiles, evaluations, probes), measured: the 450-step study of 75,679 base-shape
+# model-steps took 93 minutes, about 84 of them on an idle machine, i.e. 0.067 s. The
+# members of a group step in a compiled loop (multi's lax.map on CPUs).
 SECONDS_PER_MODEL_STEP_CPU = 0.067
+# The rounds of added rates (experiments.sweep) are not in the definition: their cost is
+# estimated as this fraction of the norm arms' base grid (about two rates per learning arm).
+REFINE_SHARE = 0.5
 
 
 def matched_d_model(ratio: float, d_model: int, n_head: int) -> int:
@@ -113,73 +111,66 @@ def get_sweep(scale: str = "cpu") -> Sweep:
             "model.norm": "pre", "model.init": "gpt2", "model.mlp_ratio": 4.0,
             "model.activation": "gelu_tanh", "train.warmup_steps": s["warmup"]["long"],
             **s.get("extra", {})}
-  cells: dict[tuple, Cell] = {}
+  cells: list[Cell] = []
 
-  def add(group: str, arm: str, rates, seeds, **o):
+  def add(group: str, arms: tuple[str, ...], rates, refinable=True, **o):
     for lr in rates:
-      for seed in seeds:
-        key = (group, lr, seed)
-        if key in cells:  # a cell in several arms (pre-LN, long warmup, r = 4)
-          old = cells[key]
-          cells[key] = Cell(old.name, old.overrides, old.arms + (arm,), seed, group)
-          continue
-        cells[key] = Cell(f"{group}-lr{lr:g}-seed{seed}",
+      for seed in s["seeds"]:
+        cells.append(Cell(f"{group}-lr{lr:g}-seed{seed}",
                           {**common, **o, "train.learning_rate": lr, "train.seed": seed},
-                          (arm,), seed, group)
+                          arms, seed, group, 0, refinable))
 
   for norm in ("pre", "post"):
     for warm, steps in s["warmup"].items():
-      add(f"{norm}-{warm}", f"norm:{norm}/{warm}", s["rates"], s["seeds"],
-          **{"model.norm": norm, "train.warmup_steps": steps})
-  narrow = (s["narrow_rates"], s["narrow_seeds"])
-  for r in (1, 2, 4, 8):
-    if r == 4:
-      add("pre-long", "mlp_width:4", *narrow)
-      add("pre-long", "mlp_matched:4", *narrow)
-      continue
-    add(f"mlp{r}", f"mlp_width:{r}", *narrow, **{"model.mlp_ratio": float(r)})
-    add(f"matched{r}", f"mlp_matched:{r}", *narrow, **{
+      arms = (f"norm:{norm}/{warm}",)
+      if warm == "long":  # the base arm of the MLP comparisons and the gpt2 init profiles
+        arms += (f"init:gpt2/{norm}",) + (("mlp_width:4", "mlp_matched:4") if norm == "pre" else ())
+      add(f"{norm}-{warm}", arms, s["rates"], **{"model.norm": norm, "train.warmup_steps": steps})
+  for r in (1, 2, 8):
+    add(f"mlp{r}", (f"mlp_width:{r}",), s["narrow_rates"], **{"model.mlp_ratio": float(r)})
+  for r in s["matched"]:
+    add(f"matched{r}", (f"mlp_matched:{r}",), s["narrow_rates"], **{
         "model.mlp_ratio": float(r), "model.d_model": matched_d_model(r, s["d_model"], s["n_head"])})
-  add("swiglu", "swiglu", *narrow, **{"model.activation": "swiglu", "model.mlp_ratio": 8 / 3})
+  add("swiglu", ("swiglu",), s["narrow_rates"], **{"model.activation": "swiglu", "model.mlp_ratio": 8 / 3})
   for norm in ("pre", "post"):
-    add(f"xavier-{norm}", f"init:xavier/{norm}", s["narrow_rates"][:1], s["seeds"], **{
+    add(f"xavier-{norm}", (f"init:xavier/{norm}",), s["rates"][:1], refinable=False, **{
         "model.norm": norm, "model.init": "xavier", "train.steps": s["init_steps"],
         "train.warmup_steps": 0, "train.eval_every": s["init_steps"],
         "checkpoint.every": s["init_steps"], "diagnostics.every": s["init_steps"]})
-    add(f"deep-{norm}", f"depth:{norm}", s["deep_rates"][norm], s["narrow_seeds"], **{
-        "model.norm": norm, "model.n_layer": s["deep_layers"]})
-  # The gpt2 init profiles: the norm arms' cells also stand for init:gpt2/{pre,post}.
-  out = []
-  for cell in cells.values():
-    if cell.group in ("pre-long", "post-long"):
-      cell = Cell(cell.name, cell.overrides, cell.arms + (f"init:gpt2/{cell.overrides['model.norm']}",),
-                  cell.seed, cell.group)
-    out.append(cell)
-  out = split_groups(out, s.get("members_per_program"))
+    if s["deep_layers"]:
+      add(f"deep-{norm}", (f"depth:{norm}",), s["deep_rates"], **{
+          "model.norm": norm, "model.n_layer": s["deep_layers"]})
+  out = split_groups(cells, s.get("members_per_program"))
   cost = model_steps(out, s)
   return Sweep("norm_mlp", scale, s["base"], out, description=describe(s, out, cost, scale))
 
 
 def describe(s: dict, cells: list[Cell], cost: float, scale: str) -> str:
   groups = len({c.group for c in cells})
+  refine = REFINE_SHARE * sum(model_steps([c], s) for c in cells if c.group.split("-")[0] in ("pre", "post"))
   text = (f"Base config `{s['base']}` with {s['n_layer']} layers, d_model {s['d_model']}, "
           f"{s['n_head']} heads, context {s['block_size']}, batch {s['batch_size']}, "
-          f"{s['steps']} steps, AdamW with warmup (none 0, short {s['warmup']['short']}, long "
-          f"{s['warmup']['long']} steps) and cosine decay to 10 % of the peak rate. Norm arms: "
-          f"rates {list(s['rates'])}, seeds {list(s['seeds'])}; MLP, SwiGLU arms: rates "
-          f"{list(s['narrow_rates'])}, seeds {list(s['narrow_seeds'])}; depth arms: "
-          f"{s['deep_layers']} layers at rates {s['deep_rates']}; xavier init arms: "
-          f"{s['init_steps']} steps (only their step-0 gradient profile is used). A seed sets "
-          f"the initialisation and the batch order. {len(cells)} models in {groups} groups (one program each), "
-          f"{cost:,.0f} base-shape model-steps.")
+          f"{s['steps']} steps, AdamW with warmup (none 0, long {s['warmup']['long']} steps: "
+          f"'with warmup' is the long one, fixed before the run) and cosine decay to 10 % of "
+          f"the peak rate. Norm arms: base grid {list(s['rates'])}; MLP and SwiGLU arms: "
+          f"{list(s['narrow_rates'])} (r = 4 is the pre-LN long-warmup arm); seeds "
+          f"{list(s['seeds'])} everywhere; then up to two rounds of rates added where a "
+          f"learning arm's optimum was not bracketed within 2x (experiments/sweep.py); "
+          + (f"depth arms: {s['deep_layers']} layers at {list(s['deep_rates'])}; "
+             if s["deep_layers"] else "no depth arms (cut); ")
+          + f"xavier init arms: {s['init_steps']} steps (only their step-0 gradient profile "
+          f"is used). A seed sets the initialisation and the batch order, the same in every "
+          f"arm. {len(cells)} models in {groups} groups before the added rounds, "
+          f"{cost:,.0f} base-shape model-steps (plus about {refine:,.0f} for the rounds).")
   if scale == "smoke":
     text = ("**Smoke scale: toy models (2 layers, 30 steps) that prove the pipeline end to end; "
             "their numbers and verdicts say nothing about the literature.** " + text)
   if scale == "cpu":
     text += (f" Budget: at {SECONDS_PER_MODEL_STEP_CPU} s per base-shape model-step on an "
              f"idle 2-core CPU (measured, compiles, evaluations and probes included), about "
-             f"{cost * SECONDS_PER_MODEL_STEP_CPU / 60:.0f} minutes. Cut to fit: width "
-             f"and context halved against the 300-step study (6 x 128, context 128) and 450 "
-             f"steps; the MLP and SwiGLU arms on three rates and two seeds; the depth check "
-             f"on two rates per norm, two seeds.")
+             f"{(cost + refine) * SECONDS_PER_MODEL_STEP_CPU / 60:.0f} minutes. Cut to fit "
+             f"(against the 164-model study): the short warmup (the rule fixes the long one), "
+             f"the rate 1e-4 and 3e-2 from the base grid (3e-2 returns as an added rate where "
+             f"an optimum sits at 1e-2), the depth arms, and the parameter-matched r = 1 arm "
+             f"(the costliest at twice the base width); every arm a verdict uses has 3 seeds.")
   return text
