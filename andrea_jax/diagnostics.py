@@ -4,13 +4,17 @@
   post-LN's grow toward the output layers, pre-LN's are nearly flat);
 - the residual stream's norm after the embedding and after every block (pre-LN's grows
   with depth, post-LN's is held at sqrt(d_model) by its norms);
-- the size of the early updates, ``|delta W| / |W|`` per layer.
+- the size of the early updates, ``|delta W| / |W|`` per layer;
+- the largest attention logit per layer and the mean ``log Z`` of the output softmax, the
+  quantities that grow before attention-logit growth and output-logit divergence
+  (Wortsman et al. 2023); the model's own scan gathers them (``model.loss_terms``).
 
 ``Recorder`` writes them to ``diagnostics.jsonl`` in the workdir during training.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 
@@ -44,11 +48,15 @@ def residual_norms(params, tokens_BT, cfg: model.ModelConfig) -> jax.Array:
 
 
 def probe(params, batch_BT, cfg: model.ModelConfig) -> dict:
-  """Loss, per-layer gradient norms and residual norms on one batch."""
-  loss, grads = jax.value_and_grad(model.loss_fn)(params, batch_BT[:, :-1], batch_BT[:, 1:], cfg)
+  """Loss, per-layer gradient norms, residual norms and attention logit maxima on one batch,
+  and the output softmax's mean ``log Z``."""
+  loss_terms = functools.partial(model.loss_terms, stats=True)
+  (loss, terms), grads = jax.value_and_grad(loss_terms, has_aux=True)(
+      params, batch_BT[:, :-1], batch_BT[:, 1:], cfg)
   g = layer_norms(grads["blocks"])
   return {"loss": loss, "grad_attn": g["attn"], "grad_mlp": g["mlp"],
-          "residual_norm": residual_norms(params, batch_BT[:, :-1], cfg)}
+          "residual_norm": residual_norms(params, batch_BT[:, :-1], cfg),
+          "attn_logit_max": terms["attn_logit_max"], "log_z": terms["log_z"]}
 
 
 def relative_update(before, after) -> dict:

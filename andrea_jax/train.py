@@ -32,6 +32,7 @@ from andrea_jax import diagnostics
 from andrea_jax import errors
 from andrea_jax import metrics as metrics_lib
 from andrea_jax import model
+from andrea_jax import mup
 from andrea_jax import plots
 from andrea_jax import runs
 from andrea_jax import sharding
@@ -70,6 +71,9 @@ def check_train_config(t) -> None:
                              f"< train.steps={t.steps}")
   if not 0 <= t.min_lr_ratio <= 1:
     raise errors.ConfigError(f"train.min_lr_ratio={t.min_lr_ratio}: expected a value in [0, 1]")
+  if not t.z_loss >= 0:
+    raise errors.ConfigError(f"train.z_loss={t.z_loss!r}: expected 0 (off) or a positive weight "
+                             f"such as 1e-4")
 
 
 def make_schedule(t) -> optax.Schedule:
@@ -90,10 +94,16 @@ def decay_mask(params) -> Any:
   return jax.tree_util.tree_map_with_path(lambda path, _: path[-1].key in DECAYED, params)
 
 
-def make_optimizer(t) -> optax.GradientTransformation:
-  """Global-norm clipping, then AdamW with decoupled decay on matrices and embeddings."""
+def make_optimizer(t, cfg: model.ModelConfig | None = None) -> optax.GradientTransformation:
+  """Global-norm clipping, then AdamW with decoupled decay on matrices and embeddings.
+
+  Under muP (``cfg.parametrization == "mup"``) AdamW's updates then get the per-parameter
+  learning-rate factors of ``mup.scale_learning_rates``.
+  """
   adamw = optax.adamw(make_schedule(t), b1=t.b1, b2=t.b2, eps=t.eps,
                       weight_decay=t.weight_decay, mask=decay_mask)
+  if cfg is not None and cfg.parametrization == "mup":
+    adamw = optax.chain(adamw, mup.scale_learning_rates(cfg))
   return optax.chain(clip_by_global_norm(t.grad_clip), adamw) if t.grad_clip > 0 else adamw
 
 
@@ -112,8 +122,12 @@ def init_state(cfg: model.ModelConfig, optimizer, key: jax.Array) -> dict:
 
 
 def train_step(state: dict, batch_ABT: jax.Array, cfg: model.ModelConfig, optimizer,
-               schedule) -> tuple[dict, dict]:
+               schedule, z_loss: float = 0.0) -> tuple[dict, dict]:
   """One optimizer update from ``A`` microbatches ``[A, B/A, T+1]`` (gradients averaged).
+
+  The objective is the cross-entropy plus ``z_loss * log(Z)^2`` (``model.loss_terms``); the
+  metrics report them apart: ``loss`` is the cross-entropy, ``z_loss`` the auxiliary term
+  (only when ``z_loss > 0``).
 
   Lean on purpose (docs/performance.md): one microbatch is a plain ``value_and_grad``;
   more are summed by a ``lax.scan`` whose carry starts at the first one's gradients. The
@@ -121,7 +135,8 @@ def train_step(state: dict, batch_ABT: jax.Array, cfg: model.ModelConfig, optimi
   non-finite loss or norm skips the update in a ``lax.cond``: the state is left as it was
   (``good`` turns False for ever) without a select over every leaf of the state.
   """
-  loss, grads = _mean_loss_and_grads(state["params"], batch_ABT, cfg)
+  (_, terms), grads = _mean_loss_and_grads(state["params"], batch_ABT, cfg, z_loss)
+  loss = terms["nll"]
   grad_norm = optax.tree.norm(grads)
   ok = state["good"] & jnp.isfinite(loss) & jnp.isfinite(grad_norm)
 
@@ -135,13 +150,14 @@ def train_step(state: dict, batch_ABT: jax.Array, cfg: model.ModelConfig, optimi
     return {**state, "good": jnp.zeros((), bool)}
 
   new_state = jax.lax.cond(ok, update, skip, state)
-  metrics = {"loss": loss, "grad_norm": grad_norm, "lr": schedule(state["step"])}
+  metrics = {"loss": loss, "grad_norm": grad_norm, "lr": schedule(state["step"]),
+             **({"z_loss": terms["z_loss"]} if z_loss else {})}
   return new_state, metrics
 
 
-def _mean_loss_and_grads(params, batch_ABT: jax.Array, cfg: model.ModelConfig):
-  """Loss and gradients averaged over the ``A`` microbatches of ``batch_ABT``."""
-  grad_fn = jax.value_and_grad(model.loss_fn)
+def _mean_loss_and_grads(params, batch_ABT: jax.Array, cfg: model.ModelConfig, z_loss: float):
+  """``((objective, terms), gradients)`` averaged over the ``A`` microbatches of ``batch_ABT``."""
+  grad_fn = jax.value_and_grad(functools.partial(model.loss_terms, z_loss=z_loss), has_aux=True)
   first = grad_fn(params, batch_ABT[0, :, :-1], batch_ABT[0, :, 1:], cfg)
   A = batch_ABT.shape[0]
   if A == 1:
@@ -279,7 +295,8 @@ def restore_or_init(config, cfg: model.ModelConfig, mesh, optimizer, workdir: st
   return state
 
 
-def make_step_fns(cfg: model.ModelConfig, optimizer, schedule, mesh, state) -> tuple:
+def make_step_fns(cfg: model.ModelConfig, optimizer, schedule, mesh, state,
+                  z_loss: float = 0.0) -> tuple:
   """The jitted train step (donating the state) and a function: params -> mean val loss."""
   # Explicit shardings in and out; XLA's partitioner inserts the collectives. Batches are
   # [A, B/A, T+1] (train; the rows of each microbatch are split) and [B, T+1] (eval).
@@ -287,7 +304,8 @@ def make_step_fns(cfg: model.ModelConfig, optimizer, schedule, mesh, state) -> t
   replicated = sharding.replicated(mesh)
   train_batch = sharding.batch_sharding(mesh, batch_dim=1, ndim=3)
   eval_batch = sharding.batch_sharding(mesh, batch_dim=0, ndim=2)
-  step_fn = jax.jit(functools.partial(train_step, cfg=cfg, optimizer=optimizer, schedule=schedule),
+  step_fn = jax.jit(functools.partial(train_step, cfg=cfg, optimizer=optimizer, schedule=schedule,
+                                      z_loss=z_loss),
                     in_shardings=(shardings, train_batch), out_shardings=(shardings, replicated),
                     donate_argnums=0)
   eval_fn = jax.jit(functools.partial(eval_step, cfg=cfg),
@@ -319,6 +337,8 @@ class Logger:
     rate = (step - self.last[1]) * self.tokens_per_step / max(now - self.last[0], 1e-9)
     row = {"loss": float(np.mean([h["loss"] for h in host])), "lr": float(host[-1]["lr"]),
            "grad_norm": float(np.mean([h["grad_norm"] for h in host])), "tokens_per_s": rate}
+    if "z_loss" in host[0]:
+      row["z_loss"] = float(np.mean([h["z_loss"] for h in host]))
     if self.peak:
       row["mfu"] = metrics_lib.mfu(rate, self.flops_per_token, self.peak)
     self.writer.write(step, row)
@@ -355,12 +375,12 @@ def train_and_evaluate(config, workdir: str, allow_resume_changes: bool = False)
     started = time.time()
     prepared = prepare_data(config)
     ev = make_eval(config, cfg, prepared, mesh)
-    optimizer, schedule = make_optimizer(config.train), make_schedule(config.train)
+    optimizer, schedule = make_optimizer(config.train, cfg), make_schedule(config.train)
     state = restore_or_init(config, cfg, mesh, optimizer, workdir, plan.start_step > 0)
     claim.started()  # from here on the workdir is the run's, whatever happens
     if lead:
       runs.record_start(workdir, config, plan, dataclasses.asdict(prepared))
-    step_fns = make_step_fns(cfg, optimizer, schedule, mesh, state)
+    step_fns = make_step_fns(cfg, optimizer, schedule, mesh, state, config.train.z_loss)
     status, state, val_loss = train_loop(config, cfg, workdir, state, step_fns, ev, prepared)
     return finish_run(config, cfg, workdir, status, state, val_loss, ev, prepared, step_fns,
                       started)

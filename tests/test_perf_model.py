@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.test_util import check_grads
 
 from andrea_jax import model
 from andrea_jax import sample
@@ -93,3 +94,37 @@ def test_chunked_loss_equals_the_plain_loss_values_and_grads(changes, chunk, mas
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
   # Without differentiation (evaluation) the primal path gives the same value.
   np.testing.assert_allclose(model.loss_fn(params, x, y, cfg_chunked, m), loss, rtol=1e-6)
+
+
+@pytest.mark.parametrize("changes, chunk, masked", [
+    (dict(), 5, False),
+    (dict(tie_embeddings=False, vocab_pad_multiple=16, parametrization="mup", base_width=8), 64, True)])
+def test_chunked_z_loss_equals_the_plain_one_values_and_grads(changes, chunk, masked):
+  # The chunked path's hand-written backward now carries the z-loss term (and muP's
+  # readout multiplier rides on its input): both against autodiff of the plain logits.
+  cfg = small(n_layer=1, **changes)
+  cfg_chunked = small(n_layer=1, loss_chunk=chunk, **changes)
+  params = model.init_params(cfg, jax.random.key(0))
+  x, y = tokens(0), tokens(1)
+  m = (jax.random.uniform(jax.random.key(2), y.shape) > 0.3).astype(jnp.int32) if masked else None
+  terms = lambda c: jax.value_and_grad(model.loss_terms, has_aux=True)(params, x, y, c, m, 0.1)
+  (total, parts), grads = terms(cfg)
+  (total_c, parts_c), grads_c = terms(cfg_chunked)
+  np.testing.assert_allclose(total_c, total, rtol=1e-6)
+  for k in parts:
+    np.testing.assert_allclose(parts_c[k], parts[k], rtol=1e-6, err_msg=k)
+  for a, b in zip(jax.tree.leaves(grads_c), jax.tree.leaves(grads)):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+  assert float(parts["z_loss"]) > 1e-3  # the term is large enough to matter in the check
+
+
+def test_check_grads_of_the_chunked_z_loss():
+  # The custom_vjp's gradient against finite differences, in float64 (reverse mode only).
+  with jax.enable_x64(True):
+    cfg = small(n_layer=1, loss_chunk=6, param_dtype="float64", compute_dtype="float64",
+                attention_impl="xla")
+    params = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), model.init_params(cfg, jax.random.key(0)))
+    params["wte"] = params["wte"] * 20  # logits of order 1: log Z far from log V
+    x, y = tokens(0, (2, 8)), tokens(1, (2, 8))
+    loss = jax.jit(lambda p: model.loss_terms(p, x, y, cfg, None, 0.5)[0])
+    check_grads(loss, (params,), order=1, modes=("rev",), eps=1e-6)
