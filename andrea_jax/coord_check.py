@@ -4,14 +4,16 @@ Each width of a ladder (``d_model``; heads, depth, vocabulary and data held fixe
 for ``steps`` Adam updates at one learning rate, from one seed, on one fixed batch, with
 the project's own optimizer and train step (``train.make_optimizer``, ``train_step``;
 constant rate, no clipping and no weight decay, so nothing but the parametrisation ties
-the widths together). On that batch, at initialisation (``@0``) and after the updates
-(``@<steps>``), it measures the size of a coordinate, as Yang et al.'s plots do:
+the widths together). On that batch it measures the mean size of a coordinate of
 
-    stream.embed, stream.0.attn, ...  mean |x| of the residual stream at each capture point
-                                      of ``lens.capture`` (after the embedding, each sublayer)
-    branch.0.attn, branch.0.mlp, ...  mean |f| of what each sublayer's branch adds
-    logits                            mean |logit| of the output logits (real vocabulary)
-    attn_logit_max.l                  the largest attention logit of layer l
+    stream.embed, stream.0.attn, ...  the residual stream at each capture point of
+                                      ``lens.capture`` (after the embedding, each sublayer)
+    branch.0.attn, branch.0.mlp, ...  what each sublayer's branch adds to the stream
+    attn_logits.l                     layer l's attention logits (the causal entries)
+    logits                            the output logits (the real vocabulary)
+
+at initialisation (``name@0``: mean ``|x|``) and as the updates moved it (``name@delta``:
+mean ``|x_after - x_init|``, the feature learning that muP keeps of order 1 at any width).
 
 A width rule is right when no size grows with width. A quantity's growth is its
 ``slope``: the least-squares slope of log size against log width (1: doubles when the
@@ -29,12 +31,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from typing import Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from andrea_jax import diagnostics
 from andrea_jax import lens
 from andrea_jax import model
 from andrea_jax import train
@@ -69,41 +73,55 @@ def check_settings(t):
   return t
 
 
-def sizes(params, tokens_BT, cfg: model.ModelConfig) -> dict[str, jax.Array]:
-  """The coordinate sizes of the module docstring, by name (without the ``@step``)."""
+def activations(params, tokens_BT, cfg: model.ModelConfig) -> dict[str, jax.Array]:
+  """The activations of the module docstring, by name; attention logits at causal entries."""
   seen = lens.capture(params, tokens_BT, cfg, streams=True, outputs=True)
-  _, terms = model.loss_terms(params, tokens_BT, tokens_BT, cfg, stats=True)
-  mean_abs = lambda x: jnp.mean(jnp.abs(x.astype(jnp.float32)))
-  out = {f"stream.{p}": mean_abs(x) for p, x in zip(lens.point_names(cfg), seen["streams_PBTD"])}
-  out.update({f"branch.{s}": mean_abs(f) for s, f in zip(lens.sublayer_names(cfg), seen["outputs_SBTD"])})
-  out["logits"] = mean_abs(seen["logits_BTV"][..., :cfg.vocab_size])
-  out.update({f"attn_logit_max.{l}": m for l, m in enumerate(terms["attn_logit_max"])})
-  return out
+  out = dict(zip((f"stream.{p}" for p in lens.point_names(cfg)), seen["streams_PBTD"]))
+  out.update(zip((f"branch.{s}" for s in lens.sublayer_names(cfg)), seen["outputs_SBTD"]))
+  T = tokens_BT.shape[1]
+  causal = np.tril(np.ones((T, T), bool))  # concrete: a boolean index
+  for l in range(cfg.n_layer):
+    out[f"attn_logits.{l}"] = diagnostics.attention_logits(params, tokens_BT, cfg, l)[..., causal]
+  out["logits"] = seen["logits_BTV"][..., :cfg.vocab_size]
+  return {k: v.astype(jnp.float32) for k, v in out.items()}
+
+
+def alternating_batch(rows: int, length: int, vocab_size: int, seed: int) -> jax.Array:
+  """Rows ``a b a b ...`` of two random tokens each: the next token is the one two back, so
+  attention must learn to look at the previous position. Its logits then move coherently
+  in a few steps, which a wrong attention scale shows; with random tokens attention
+  hardly learns in a few steps and the scale goes unseen."""
+  ab = jax.random.randint(jax.random.key(seed), (rows, 2), 0, vocab_size)
+  return jnp.tile(ab, (1, -(-length // 2)))[:, :length]
 
 
 def measure(cfg: model.ModelConfig, t) -> dict[str, float]:
   """Train one rung ``t.steps`` Adam updates on one batch of ``t.batch_size`` rows and
-  return its ``sizes`` (``t``: a ``train`` group, through ``check_settings``)."""
+  return its sizes, ``name@0`` and ``name@delta`` (``t``: a ``train`` group, through
+  ``check_settings``)."""
   t = check_settings(t)
   optimizer, schedule = train.make_optimizer(t, cfg), train.make_schedule(t)
-  batch = jax.random.randint(jax.random.key(t.seed + 1), (1, t.batch_size, cfg.block_size + 1),
-                             0, cfg.vocab_size)
+  batch = alternating_batch(t.batch_size, cfg.block_size + 1, cfg.vocab_size, t.seed + 1)[None]
   step = functools.partial(train.train_step, cfg=cfg, optimizer=optimizer, schedule=schedule)
 
   @jax.jit  # one compile per rung, traced afresh: the tests swap muP's rules between calls
-  def sizes_before_and_after(state):
-    before = sizes(state["params"], batch[0, :, :-1], cfg)
+  def sizes(state):
+    before = activations(state["params"], batch[0, :, :-1], cfg)
     state, _ = jax.lax.scan(lambda s, _: step(s, batch), state, length=t.steps)
-    return before, sizes(state["params"], batch[0, :, :-1], cfg)
+    after = activations(state["params"], batch[0, :, :-1], cfg)
+    mean_abs = lambda x: jnp.mean(jnp.abs(x))
+    return ({f"{k}@0": mean_abs(v) for k, v in before.items()} |
+            {f"{k}@delta": mean_abs(after[k] - v) for k, v in before.items()})
 
-  state = train.init_state(cfg, optimizer, jax.random.key(t.seed))
-  before, after = sizes_before_and_after(state)
-  return {f"{k}@{step}": float(v) for step, values in ((0, before), (t.steps, after))
-          for k, v in values.items()}
+  values = sizes(train.init_state(cfg, optimizer, jax.random.key(t.seed)))
+  return {k: float(v) for k, v in values.items()}
 
 
 def slope(widths: Sequence[int], values: Sequence[float]) -> float:
-  """Least-squares slope of ``log value`` against ``log width``."""
+  """Least-squares slope of ``log value`` against ``log width``; ``inf`` if a value is not
+  finite (a rung that diverged has blown up)."""
+  if not np.all(np.isfinite(values)):
+    return math.inf
   return float(np.polyfit(np.log(widths), np.log(values), 1)[0])
 
 

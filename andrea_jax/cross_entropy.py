@@ -51,8 +51,13 @@ def _sums(nll_C, lse_C, weight_C, z_loss: float):
 SUMS = ("nll", "lse_sq", "lse")
 
 
-def _zeros():
-  return jnp.zeros((), jnp.float32), {k: jnp.zeros((), jnp.float32) for k in SUMS}
+def _acc_dtype(x_ND):
+  """Sums and gradients accumulate in at least float32 (float64 stays: gradient checks)."""
+  return jnp.promote_types(x_ND.dtype, jnp.float32)
+
+
+def _zeros(dtype):
+  return jnp.zeros((), dtype), {k: jnp.zeros((), dtype) for k in SUMS}
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5, 6))
@@ -68,12 +73,13 @@ def weighted_loss_sums(x_ND, w_VD, y_N, weight_N, vocab_size: int, chunk: int, z
     lse_C, nll_C = nll_and_lse(_chunk_logits(x_CD, w_VD, vocab_size), y_C)
     return jax.tree.map(jnp.add, carry, _sums(nll_C, lse_C, weight_C, z_loss)), None
 
-  out, _ = jax.lax.scan(body, _zeros(), _chunks(x_ND, y_N, weight_N, chunk))
+  out, _ = jax.lax.scan(body, _zeros(_acc_dtype(x_ND)), _chunks(x_ND, y_N, weight_N, chunk))
   return out
 
 
 def _fwd(x_ND, w_VD, y_N, weight_N, vocab_size, chunk, z_loss):
   N, D = x_ND.shape
+  acc = _acc_dtype(x_ND)
 
   def body(carry, xs):
     sums, dw_VD = carry
@@ -86,13 +92,12 @@ def _fwd(x_ND, w_VD, y_N, weight_N, vocab_size, chunk, z_loss):
     if z_loss:
       p_CV = p_CV * (1 + 2 * z_loss * lse_C[:, None])
     dlogits_CV = ((p_CV - onehot_CV) * weight_C[:, None]).astype(x_CD.dtype)
-    dx_CD = jnp.einsum("cv,vd->cd", dlogits_CV, w_VD.astype(x_CD.dtype),
-                       preferred_element_type=jnp.float32)
-    dw_VD = dw_VD + jnp.einsum("cv,cd->vd", dlogits_CV, x_CD, preferred_element_type=jnp.float32)
+    dx_CD = jnp.einsum("cv,vd->cd", dlogits_CV, w_VD.astype(x_CD.dtype), preferred_element_type=acc)
+    dw_VD = dw_VD + jnp.einsum("cv,cd->vd", dlogits_CV, x_CD, preferred_element_type=acc)
     sums = jax.tree.map(jnp.add, sums, _sums(nll_C, lse_C, weight_C, z_loss))
     return (sums, dw_VD), dx_CD
 
-  init = (_zeros(), jnp.zeros(w_VD.shape, jnp.float32))
+  init = (_zeros(acc), jnp.zeros(w_VD.shape, acc))
   (out, dw_VD), dx_nCD = jax.lax.scan(body, init, _chunks(x_ND, y_N, weight_N, chunk))
   dx_ND = dx_nCD.reshape(-1, D)[:N].astype(x_ND.dtype)
   return out, (dx_ND, dw_VD.astype(w_VD.dtype), y_N, weight_N)

@@ -103,8 +103,9 @@ def _no_norm_block(b, x, cfg):
   return x + model.mlp(x, b["mlp"], cfg)
 
 
-def attention_probs(params, tokens_BT, cfg: model.ModelConfig, layer: int) -> jax.Array:
-  """Attention probabilities ``[B, H, T, T]`` of block ``layer`` (pre-norm or post-norm input)."""
+def attention_logits(params, tokens_BT, cfg: model.ModelConfig, layer: int) -> jax.Array:
+  """Attention logits ``[B, H, T, T]`` of block ``layer`` (pre-norm or post-norm input): the
+  scores its softmax sees, ``-inf`` above the diagonal (the future is masked)."""
   x = model.embed(params, tokens_BT, cfg)
   for i in range(layer):
     x = model.block_forward(jax.tree.map(lambda a, i=i: a[i], params["blocks"]), x, cfg)
@@ -114,8 +115,12 @@ def attention_probs(params, tokens_BT, cfg: model.ModelConfig, layer: int) -> ja
   q, k, _ = model.qkv_project(x, block["attn"], cfg)
   T = tokens_BT.shape[1]
   s = jnp.einsum("bthk,bshk->bhts", q, k) / jnp.sqrt(cfg.head_dim).astype(q.dtype)
-  s = jnp.where(jnp.tril(jnp.ones((T, T), bool)), s.astype(jnp.float32), -jnp.inf)
-  return jax.nn.softmax(s, axis=-1)
+  return jnp.where(jnp.tril(jnp.ones((T, T), bool)), s.astype(jnp.float32), -jnp.inf)
+
+
+def attention_probs(params, tokens_BT, cfg: model.ModelConfig, layer: int) -> jax.Array:
+  """Attention probabilities ``[B, H, T, T]`` of block ``layer``."""
+  return jax.nn.softmax(attention_logits(params, tokens_BT, cfg, layer), axis=-1)
 
 
 class Recorder:
