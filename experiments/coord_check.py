@@ -2,21 +2,22 @@
 
   python -m experiments.coord_check                       # sp and mup, widths 32 .. 512
   python -m experiments.coord_check --widths=32,64,128 --parametrizations=mup
-  python -m experiments.coord_check --norm=post --qk_norm --out=runs/coord_check.json
+  python -m experiments.coord_check --norm=post --qk_norm --json=runs/coord_check.json
 
 For each parametrisation it prints, per quantity (the residual stream after the embedding
-and each sublayer, the output logits, each layer's largest attention logit: see
-``andrea_jax/coord_check.py``), its size at every width and its slope in log-log, then the
-verdict: ``flat`` (every |slope| < 0.25, muP's promise), ``grows`` (some slope > 0.5, the
-standard parametrisation at a fixed learning rate) or ``unclear``. ``--out`` also writes
-every number as JSON. The muP base width is the narrowest width unless ``--base_width``.
+and each sublayer, each branch's output, the attention and output logits, at init and as
+the updates moved them: see ``andrea_jax/coord_check.py``), its size at every width, its
+slope in log-log and muP's predicted slope, then the verdict: ``flat`` (no slope more than
+0.25 above muP's, muP's promise), ``grows`` (one more than 0.5 above, the standard
+parametrisation at a fixed learning rate) or ``unclear``. ``--json`` also writes
+every number to a file. The muP base width is the narrowest width unless ``--base_width``.
 """
 
 from __future__ import annotations
 
 import json
 
-from absl import flags
+from absl import flags, logging
 
 from andrea_jax import coord_check
 from andrea_jax import errors
@@ -34,26 +35,25 @@ _N_LAYER = flags.DEFINE_integer("n_layer", 2, "blocks at every width")
 _N_HEAD = flags.DEFINE_integer("n_head", 4, "heads at every width (d_head grows with width)")
 _NORM = flags.DEFINE_enum("norm", "pre", ["pre", "post"], "norm placement")
 _QK_NORM = flags.DEFINE_bool("qk_norm", False, "LayerNorm on queries and keys")
-_OUT = flags.DEFINE_string("out", None, "write every size and slope to this JSON file")
+_JSON = flags.DEFINE_string("json", None, "write every size and slope to this JSON file")
 
 
 def table(name: str, result: dict) -> str:
-  """One parametrisation's sizes, slopes and verdict, as printed."""
+  """One parametrisation's sizes, slopes (and muP's prediction) and verdict, as printed."""
   widths = result["widths"]
   lines = [f"{name}: {coord_check.verdict(result)}",
-           f"  {'quantity':<18}" + "".join(f"{w:>10}" for w in widths) + f"{'slope':>8}"]
+           f"  {'quantity':<24}" + "".join(f"{w:>10}" for w in widths) + f"{'slope':>8}{'muP':>6}"]
   for q, values in result["sizes"].items():
-    lines.append(f"  {q:<18}" + "".join(f"{v:>10.3g}" for v in values)
-                 + f"{result['slopes'][q]:>+8.2f}")
+    lines.append(f"  {q:<24}" + "".join(f"{v:>10.3g}" for v in values)
+                 + f"{result['slopes'][q]:>+8.2f}{coord_check.mup_slope(q):>+6.1f}")
   return "\n".join(lines)
 
 
 def parse_widths(raw: list[str]) -> list[int]:
-  try:
-    widths = [int(w) for w in raw]
-  except ValueError:
-    raise errors.ConfigError(f"--widths={','.join(raw)}: expected integers, e.g. "
-                             f"--widths=32,64,128") from None
+  if not all(w.strip().isdigit() and int(w) > 0 for w in raw):
+    raise errors.ConfigError(f"--widths={','.join(raw)}: expected positive integers, e.g. "
+                             f"--widths=32,64,128")
+  widths = [int(w) for w in raw]
   if len(set(widths)) < 2:
     raise errors.ConfigError(f"--widths={','.join(raw)}: a slope needs at least two different "
                              f"widths, e.g. --widths=32,64,128")
@@ -62,6 +62,8 @@ def parse_widths(raw: list[str]) -> list[int]:
 
 def main(argv):
   del argv
+  if not flags.FLAGS["verbosity"].present:
+    logging.set_verbosity(logging.WARNING)  # optax logs the constant schedule at INFO
   t = common.train_group()
   t.update(steps=_STEPS.value, learning_rate=_LR.value, batch_size=_BATCH.value, seed=_SEED.value)
   ladder = coord_check.Ladder(n_layer=_N_LAYER.value, n_head=_N_HEAD.value)
@@ -71,8 +73,8 @@ def main(argv):
     results[p] = coord_check.coord_check(widths, p, t, _BASE_WIDTH.value, ladder,
                                          norm=_NORM.value, qk_norm=_QK_NORM.value)
     print(table(p, results[p]), flush=True)
-  if _OUT.value:
-    with open(_OUT.value, "w", encoding="utf-8") as f:
+  if _JSON.value:
+    with open(_JSON.value, "w", encoding="utf-8") as f:
       json.dump(results, f, indent=2)
 
 
