@@ -6,19 +6,29 @@ peer of ``benchmarks/train_step.py``), interleaved in one process, medians of ``
 
   python -m benchmarks.components --shape=andrea120m --reps=5
   python -m benchmarks.components --unit_axis          # the XLA:CPU effect behind model-on-rows
+  python -m benchmarks.components --shape=andrea12m --batch=4 --ops   # XLA's own ops, ranked
 
 Components: LayerNorm; the attention core (causal softmax attention on (B, T, H, K):
 ``attention_impl`` against ``scaled_dot_product_attention``); the whole attention branch
 (QKV projection, core, output projection); the MLP (GELU-tanh); the logits (tied head)
-plus cross-entropy. Figures for docs/ only from an idle machine (``uptime`` first).
+plus cross-entropy. ``--ops`` instead ranks the ops XLA compiled the whole model's
+forward + backward into (the profiler's trace of two steps), each with its output shape
+and the JAX operation it came from. Figures for docs/ only from an idle machine
+(``uptime`` first).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import functools
+import glob
+import gzip
+import json
 import os
+import re
 import statistics
+import tempfile
 
 import jax
 import jax.numpy as jnp
@@ -178,6 +188,49 @@ def unit_axis(batch: int, seq: int, d: int, reps: int) -> list[str]:
   return lines
 
 
+def hlo_sources(hlo_text: str) -> dict[str, str]:
+  """XLA instruction name -> ``"<output shape>  <the JAX op it came from>"`` in optimized HLO."""
+  out = {}
+  for line in hlo_text.splitlines():
+    m = re.match(r"\s*(?:ROOT )?%?([\w.\-]+) = (\S+) ", line)
+    if m:
+      source = re.search(r'op_name="([^"]*)"', line)
+      out[m.group(1)] = f"{m.group(2)}  {source.group(1) if source else ''}".rstrip()
+  return out
+
+
+def ranked_ops(cfg: model.ModelConfig, batch: int, seq: int, top: int = 25, steps: int = 2) -> list[str]:
+  """The whole model's forward + backward as XLA runs it: its ops by time per step.
+
+  Needs ``--xla_cpu_enable_xprof_traceme=true`` in ``XLA_FLAGS`` before JAX starts (``main``
+  sets it), so the CPU runtime records each op in the profiler's trace.
+  """
+  tokens = jnp.asarray(np.random.default_rng(0).integers(0, cfg.vocab_size, (batch, seq + 1)), jnp.int32)
+  params = model.init_params(cfg, jax.random.key(0))
+  value_and_grad = jax.jit(jax.value_and_grad(functools.partial(model.loss_fn, cfg=cfg)))
+  args = (params, tokens[:, :-1], tokens[:, 1:])
+  sources = hlo_sources(value_and_grad.lower(*args).compile().as_text())
+  jax.block_until_ready(value_and_grad(*args))
+  with tempfile.TemporaryDirectory() as d:
+    with jax.profiler.trace(d, create_perfetto_trace=True):
+      for _ in range(steps):
+        jax.block_until_ready(value_and_grad(*args))
+    (path,) = glob.glob(os.path.join(d, "**", "perfetto_trace.json.gz"), recursive=True)
+    with gzip.open(path) as f:
+      events = json.load(f)
+  events = events["traceEvents"] if isinstance(events, dict) else events
+  total, count = collections.Counter(), collections.Counter()
+  for e in events:
+    if e.get("ph") == "X" and e.get("name") in sources:
+      total[e["name"]] += e.get("dur", 0) / 1e3 / steps
+      count[e["name"]] += 1 / steps
+  lines = [f"all {len(total)} ops: {sum(total.values()):.0f} ms per step",
+           "| op | ms per step | calls per step | output and source |", "|---|---|---|---|"]
+  for name, ms in total.most_common(top):
+    lines.append(f"| {name} | {ms:.1f} | {count[name]:.0f} | `{sources[name]}` |")
+  return lines
+
+
 def compare_table(what: str, rows: dict, reps: int) -> None:
   """Print ``| row | ours (ms) | peer (ms) | peer / ours |``: each row's two sides interleaved."""
   print(f"| {what} | andrea_jax (ms) | peer (ms) | peer / ours |\n|---|---|---|---|")
@@ -197,13 +250,21 @@ def main(argv=None) -> int:
                  help="time reductions on (1, T, D) against (T, D) rows instead")
   p.add_argument("--step_parts", action="store_true",
                  help="time the whole model's forward + backward and the AdamW update instead")
+  p.add_argument("--ops", action="store_true",
+                 help="rank the ops of our whole model's forward + backward by time instead")
+  p.add_argument("--top", type=int, default=25, help="ops listed by --ops")
   args = p.parse_args(argv)
+  if args.ops:  # read when the CPU backend starts, so before the first computation
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_enable_xprof_traceme=true").strip()
   config = bench.load_config(args.shape, False, "")
   cfg = bench.model_config(config, args.seq)
   print(f"{args.shape}: batch {args.batch} x {args.seq}, 1-minute load average "
         f"{os.getloadavg()[0]:.2f} before starting")
   if args.unit_axis:
     print("\n".join(unit_axis(args.batch, args.seq, cfg.d_model, max(args.reps, 20))))
+    return 0
+  if args.ops:
+    print("\n".join(ranked_ops(model.resolve_auto(cfg, verbose=False), args.batch, args.seq, args.top)))
     return 0
   if args.step_parts:
     compare_table("part of the step", step_parts(cfg, args.batch, args.seq, config.train),

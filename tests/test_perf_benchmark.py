@@ -3,6 +3,7 @@
 No real benchmark runs here: the timed steps and matmuls are fakes that take a set time on a
 fake clock, so the real timing loop and the real formulas (ratio, overhead, the matmul
 limit and each side's percentage of it) turn known seconds into the reported figures.
+The one real run is ``components --ops`` at a toy shape, for its table's structure.
 """
 
 import json
@@ -232,3 +233,30 @@ def test_step_parts_run_on_both_sides_and_keep_the_donated_state():
   # The update donates the parameters and optimizer state: calling it again only works if
   # it keeps the new ones (a stale, donated buffer raises).
   parts["AdamW update of every parameter"]["ours"]()
+
+
+def test_ops_ranking_names_each_op_with_its_shape_and_source():
+  """``--ops`` in its own process (the trace flag must be set before JAX starts): the
+  ranked rows are real ops of the compiled step, each with its output shape and the JAX
+  operation it came from."""
+  import subprocess  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
+  out = subprocess.run([sys.executable, "-m", "benchmarks.components", "--shape=tiny", "--batch=1",
+                        "--seq=16", "--ops", "--top=5"], capture_output=True, text=True, timeout=300,
+                       check=True).stdout
+  rows = [line for line in out.splitlines() if line.startswith("| ") and not line.startswith("| op ")]
+  assert len(rows) == 5, out
+  total = float(out.split("ops: ")[1].split(" ms")[0])
+  times = [float(r.split("|")[2]) for r in rows]
+  assert times == sorted(times, reverse=True) and 0 < sum(times) <= total + 1e-6
+  assert any("jit(loss_fn)" in r and "f32[" in r for r in rows), out
+
+
+def test_hlo_sources_reads_shape_and_op_name():
+  from benchmarks import components
+  text = ('  %dot.25 = f32[768,3072]{1,0} dot(%a, %b), lhs_contracting_dims={0}, '
+          'metadata={op_name="jit(loss_fn)/transpose(jvp())/dot_general" stack_frame_id=1}\n'
+          '  ROOT %tuple.1 = (f32[2]{0}) tuple(%x)\n')
+  sources = components.hlo_sources(text)
+  assert sources["dot.25"] == "f32[768,3072]{1,0}  jit(loss_fn)/transpose(jvp())/dot_general"
+  assert sources["tuple.1"] == "(f32[2]{0})"
