@@ -103,7 +103,8 @@ def check_exportable(cfg: ModelConfig) -> None:
     raise UnexportableError(f"model.parametrization={cfg.parametrization!r}: GPT-2 computes the "
                             f"standard parametrisation ('sp'), with attention scaled by "
                             f"1/sqrt(d_head) and no output multiplier; muP's 1/d_head and "
-                            f"readout multiplier have no place in its config")
+                            f"readout multiplier have no place in its config: export a model "
+                            f"trained with parametrization='sp'")
 
 
 def hf_config(cfg: ModelConfig, eot_id: int) -> dict:
