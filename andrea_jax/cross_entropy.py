@@ -43,14 +43,21 @@ def nll_and_lse(logits_NV, y_N):
   return lse_N, lse_N - jnp.take_along_axis(logits_NV, y_N[:, None], axis=-1)[:, 0]
 
 
-def _sums(nll_C, lse_C, weight_C, z_loss: float):
+def mean_square_logit(logits_NV, vocab_size: int):
+  """Per row: the mean square of the logits over the real vocabulary (the padding is -inf)."""
+  return jnp.mean(jnp.square(logits_NV[:, :vocab_size]), axis=-1)
+
+
+def _sums(logits_CV, lse_C, y_C, weight_C, vocab_size: int, z_loss: float):
   """The chunk's weighted total ``sum w (nll + z_loss lse^2)`` and its parts (``SUMS``)."""
+  nll_C = lse_C - jnp.take_along_axis(logits_CV, y_C[:, None], axis=-1)[:, 0]
   total = jnp.sum(weight_C * (nll_C + z_loss * jnp.square(lse_C) if z_loss else nll_C))
   return total, {"nll": jnp.sum(weight_C * nll_C), "lse_sq": jnp.sum(weight_C * jnp.square(lse_C)),
-                 "lse": jnp.sum(weight_C * lse_C)}
+                 "lse": jnp.sum(weight_C * lse_C),
+                 "logit_sq": jnp.sum(weight_C * mean_square_logit(logits_CV, vocab_size))}
 
 
-SUMS = ("nll", "lse_sq", "lse")
+SUMS = ("nll", "lse_sq", "lse", "logit_sq")
 
 
 def _accumulator(x_ND):
@@ -67,13 +74,15 @@ def weighted_loss_sums(x_ND, w_VD, y_N, weight_N, vocab_size: int, chunk: int, z
   """``sum_n weight_n (CE_n + z_loss log(Z_n)^2)`` over the logits ``x_n @ W^T``, ``chunk`` rows at a time.
 
   Returns ``(total, sums)``: the total is what is differentiated; ``sums`` holds its parts
-  ``nll``, ``lse_sq`` and ``lse`` (weighted sums of the cross-entropy, of ``log(Z)^2`` and of
-  ``log Z``) for reporting. They carry no gradient (as under ``lax.stop_gradient``).
+  ``nll``, ``lse_sq``, ``lse`` and ``logit_sq`` (weighted sums of the cross-entropy, of
+  ``log(Z)^2``, of ``log Z`` and of the mean square logit) for reporting. They carry no
+  gradient (as under ``lax.stop_gradient``).
   """
   def body(carry, xs):
     x_CD, y_C, weight_C = xs
-    lse_C, nll_C = nll_and_lse(_chunk_logits(x_CD, w_VD, vocab_size), y_C)
-    return jax.tree.map(jnp.add, carry, _sums(nll_C, lse_C, weight_C, z_loss)), None
+    logits_CV = _chunk_logits(x_CD, w_VD, vocab_size)
+    sums = _sums(logits_CV, jax.nn.logsumexp(logits_CV, axis=-1), y_C, weight_C, vocab_size, z_loss)
+    return jax.tree.map(jnp.add, carry, sums), None
 
   out, _ = jax.lax.scan(body, _zeros(_accumulator(x_ND)), _chunks(x_ND, y_N, weight_N, chunk))
   return out
@@ -87,7 +96,7 @@ def _fwd(x_ND, w_VD, y_N, weight_N, vocab_size, chunk, z_loss):
     sums, dw_VD = carry
     x_CD, y_C, weight_C = xs
     logits_CV = _chunk_logits(x_CD, w_VD, vocab_size)
-    lse_C, nll_C = nll_and_lse(logits_CV, y_C)
+    lse_C = jax.nn.logsumexp(logits_CV, axis=-1)
     p_CV = jnp.exp(logits_CV - lse_C[:, None])
     onehot_CV = jax.nn.one_hot(y_C, logits_CV.shape[-1], dtype=p_CV.dtype)
     # d(nll + z lse^2)/dlogits = softmax - onehot + 2 z lse softmax
@@ -96,7 +105,8 @@ def _fwd(x_ND, w_VD, y_N, weight_N, vocab_size, chunk, z_loss):
     dlogits_CV = ((p_CV - onehot_CV) * weight_C[:, None]).astype(x_CD.dtype)
     dx_CD = jnp.einsum("cv,vd->cd", dlogits_CV, w_VD.astype(x_CD.dtype), preferred_element_type=acc)
     dw_VD = dw_VD + jnp.einsum("cv,cd->vd", dlogits_CV, x_CD, preferred_element_type=acc)
-    sums = jax.tree.map(jnp.add, sums, _sums(nll_C, lse_C, weight_C, z_loss))
+    sums = jax.tree.map(jnp.add, sums, _sums(logits_CV, lse_C, y_C, weight_C, vocab_size,
+                                                 z_loss))
     return (sums, dw_VD), dx_CD
 
   init = (_zeros(acc), jnp.zeros(w_VD.shape, acc))

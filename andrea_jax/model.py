@@ -449,10 +449,12 @@ def loss_terms(params: Params, tokens_BT: jax.Array, targets_BT: jax.Array, cfg:
   """The training objective and its parts: ``(nll + z_loss * mean log(Z)^2, terms)``.
 
   ``terms``: ``nll`` (the mean cross-entropy, nats), ``z_loss`` (the auxiliary term PaLM adds
-  to keep the softmax normaliser ``Z`` near 1, ``z_loss * mean log(Z)^2``) and ``log_z`` (the
-  mean ``log Z``, the output logits' size); with ``stats`` also the blocks' per-layer
-  ``attn_logit_max`` ``(L,)``. Means run over the positions where ``mask`` is 1; the terms
-  carry no gradient. With ``cfg.loss_chunk > 0`` the unembedding and the loss run fused over
+  to keep the softmax normaliser ``Z`` near 1, ``z_loss * mean log(Z)^2``), ``log_z`` (the
+  mean ``log Z``) and ``logit_rms`` (the root mean square of the logits over the positions
+  and the real vocabulary): the output logits' size; with ``stats`` also the blocks'
+  per-layer ``attn_logit_max`` ``(L,)``, gathered by the layer scan. Means run over the
+  positions where ``mask`` is 1; the terms carry no gradient (under ``jit`` the unused ones
+  cost nothing). With ``cfg.loss_chunk > 0`` the unembedding and the loss run fused over
   chunks of that many rows (``cross_entropy.py``): the same values and gradients, no
   ``(B, T, V)`` logits.
   """
@@ -462,16 +464,17 @@ def loss_terms(params: Params, tokens_BT: jax.Array, targets_BT: jax.Array, cfg:
   if cfg.loss_chunk:
     total, sums = _chunked_sums(params, x_BTD, targets_BT, weight_N, cfg, z_loss)
   else:  # on rows: see layer_norm
-    logits_BTV = unembed(params, x_BTD, cfg)
-    lse_N, nll_N = cross_entropy.nll_and_lse(logits_BTV.reshape(-1, logits_BTV.shape[-1]),
-                                             targets_BT.reshape(-1))
+    logits_NV = unembed(params, x_BTD, cfg).reshape(-1, cfg.padded_vocab)
+    lse_N, nll_N = cross_entropy.nll_and_lse(logits_NV, targets_BT.reshape(-1))
     objective_N = nll_N + z_loss * jnp.square(lse_N) if z_loss else nll_N
     total = jnp.sum(weight_N * objective_N)
-    sums = {"nll": weight_N * nll_N, "lse_sq": weight_N * jnp.square(lse_N), "lse": weight_N * lse_N}
+    sums = {"nll": weight_N * nll_N, "lse_sq": weight_N * jnp.square(lse_N), "lse": weight_N * lse_N,
+            "logit_sq": weight_N * cross_entropy.mean_square_logit(logits_NV, cfg.vocab_size)}
     sums = jax.lax.stop_gradient(jax.tree.map(jnp.sum, sums))
   count = jnp.maximum(jnp.sum(weight_N), 1.0)
   terms = {"nll": sums["nll"] / count, "z_loss": z_loss * sums["lse_sq"] / count,
-           "log_z": sums["lse"] / count, **(per_layer or {})}
+           "log_z": sums["lse"] / count, "logit_rms": jnp.sqrt(sums["logit_sq"] / count),
+           **(per_layer or {})}
   return total / count, terms
 
 

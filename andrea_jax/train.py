@@ -525,7 +525,7 @@ def train_loop(config, cfg, models: Models, state, ev: Eval, prepared, workdir: 
   diag = None
   if config.diagnostics.enabled:
     diag = diagnostics.Recorder(config.diagnostics, cfg, ev.first_batch, models.dirs,
-                                models.stacked)
+                                models.stacked, last_step=t.steps)
   if start_step == 0:
     evals.initial = evaluate(models, state["params"], ev, log.writers, 0, alive, evals)
     if diag:

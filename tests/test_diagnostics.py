@@ -1,5 +1,6 @@
-"""What the diagnostics record of the scan: the largest attention logit per layer and the
-output softmax's mean log Z, each against a plain computation, through the real recorder."""
+"""What the diagnostics record of the scan: the largest attention logit per layer, the
+output softmax's mean log Z and the logits' RMS, each against a plain computation, through
+the real recorder, at step 0, every ``every`` steps and the last step."""
 
 import math
 
@@ -38,19 +39,23 @@ def reference_logit_max(params, tokens_BT, cfg):
     dict(attention_impl="xla_flash", attention_block=4),
     dict(attention_impl="xla", norm="post", qk_norm=True, parametrization="mup", base_width=16,
          tie_embeddings=False, vocab_pad_multiple=8)])
-def test_recorder_writes_attention_logit_maxima_and_log_z(changes, tmp_path):
+def test_recorder_writes_attention_logit_maxima_log_z_and_logit_rms(changes, tmp_path):
   cfg = model.ModelConfig(vocab_size=61, block_size=16, d_model=32, n_layer=3, n_head=4, **changes)
   params = model.init_params(cfg, jax.random.key(0))
   rng = np.random.default_rng(0)  # weights far from init: logits of order 1 and more
   params = jax.tree.map(lambda a: a + 0.3 * jnp.asarray(rng.standard_normal(a.shape), a.dtype), params)
   batch = rng.integers(0, cfg.vocab_size, (2, 13)).astype(np.int32)  # T = 12: a partial block
   d = ml_collections.ConfigDict({"every": 5, "early_steps": 0})
-  recorder = diagnostics.Recorder(d, cfg, batch, [str(tmp_path)])
-  recorder.record(0, params)
+  recorder = diagnostics.Recorder(d, cfg, batch, [str(tmp_path)], last_step=7)
+  for step in (0, 3, 7):  # step 0 and the last step, not 3 (every 5)
+    recorder.record(step, params)
   recorder.close()
-  row, = diagnostics.read(str(tmp_path))
+  rows = diagnostics.read(str(tmp_path))
+  assert [r["step"] for r in rows] == [0, 7]
+  row = rows[0]
   np.testing.assert_allclose(row["attn_logit_max"], reference_logit_max(params, batch[:, :-1], cfg),
                              rtol=1e-5)
   logits = model.forward(params, batch[:, :-1], cfg)[..., :cfg.vocab_size]
   np.testing.assert_allclose(row["log_z"], float(jnp.mean(jax.nn.logsumexp(logits, -1))), rtol=1e-5)
+  np.testing.assert_allclose(row["logit_rms"], float(jnp.sqrt(jnp.mean(logits ** 2))), rtol=1e-5)
   assert len(row["residual_norm"]) == cfg.n_layer + 1  # the probe's other rows are still there

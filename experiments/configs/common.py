@@ -119,7 +119,7 @@ def diagnostics_group() -> ml_collections.ConfigDict:
   d = ml_collections.ConfigDict()
   # Record diagnostics at all (off by default: each probe costs a forward and backward pass).
   d.enabled = False
-  # Probe gradient and residual-stream norms at step 0 and every this many steps.
+  # Probe norms, attention-logit maxima, output log Z and RMS at step 0, every this many steps, the last.
   d.every = 50
   # Record |delta W| / |W| per layer for each of the first this many updates.
   d.early_steps = 10
