@@ -98,11 +98,11 @@ def predictions(rows: list[PV.Row]) -> list[PV.Prediction]:
 
 
 def prediction_lines(preds: list[PV.Prediction], base_width: int | None) -> list[str]:
-  mup = f"`model.parametrization=mup`, `model.base_width={base_width}`" if base_width else "muP"
+  mup = f" (`model.parametrization=mup`, `model.base_width={base_width}`)" if base_width else ""
   lines = [f"The peak learning rate the ladder predicts for andrea120m's width "
            f"(d_model {PV.TARGET_WIDTH}): {PV.PREDICTION_METHOD}", ""]
   for p in preds:
-    label = "standard parametrisation" if p.arm == PV.REFERENCE else f"muP ({mup})"
+    label = "standard parametrisation" if p.arm == PV.REFERENCE else f"muP{mup}"
     lines.append(f"- {label}, arm `{p.arm}`: {p.text()}")
   lines += ["", "Caveats: the ladder's depth, context, batch, steps, vocabulary and warmup are "
             "not andrea120m's (12 layers, context 1024, 64 x 1024 tokens per step, thousands of "
@@ -134,6 +134,7 @@ def plot_lr_curves(rows: list[PV.Row], out: str) -> str | None:
   fig = R.figure(figsize=(3.4 * len(arms), 3.6))
   axes = np.atleast_1d(fig.subplots(1, len(arms), sharey=True))
   initial = np.nanmedian([r.run.initial for r in rows])
+  unigram = V.unigram([r.run for r in rows])
   for ax, arm in zip(axes, arms):
     for w in widths:
       curve = V.rate_curve([r.run for r in groups.get((arm, w), [])])
@@ -146,8 +147,10 @@ def plot_lr_curves(rows: list[PV.Row], out: str) -> str | None:
       div = [lr for lr in lrs if curve[lr]["diverged"]]
       ax.plot(div, [curve[lr]["mean"] for lr in div], "x", color=_colour(widths, w), ms=8, mew=2)
     ax.axhline(initial, color="gray", ls=":", lw=1)
+    if math.isfinite(unigram):
+      ax.axhline(unigram, color="gray", ls="--", lw=1)
     ax.set(xscale="log", title=arm, xlabel="peak learning rate")
-  axes[0].set_ylabel("final validation loss (nats)")
+  axes[0].set_ylabel("final validation loss (nats)\n(dotted: at init; dashed: unigram)")
   axes[-1].legend(fontsize=7, title="✕ diverged", title_fontsize=7)
   return R.save(fig, out, "lr_curves.png")
 
@@ -221,7 +224,7 @@ def plot_optima(rows: list[PV.Row], preds: list[PV.Prediction], out: str) -> str
   ax.axvline(PV.TARGET_WIDTH, color="gray", ls=":", lw=1)
   ax.set(xscale="log", yscale="log", xlabel="d_model", ylabel="fitted optimal peak rate",
          title=f"optimal rate vs width (dots: seeds; ★: d{PV.TARGET_WIDTH}, 95 % interval)")
-  if drawn:
+  if ax.get_legend_handles_labels()[0]:
     ax.legend(fontsize=8)
   return R.save(fig, out, "optimum_vs_width.png") if drawn else None
 

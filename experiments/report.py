@@ -17,6 +17,7 @@ import json
 import math
 import os
 import shutil
+import sys
 
 import numpy as np
 from absl import flags
@@ -26,6 +27,11 @@ from andrea_jax.metrics import read_jsonl
 from experiments import cli
 from experiments import stats
 from experiments import verdicts as V
+
+if __name__ == "__main__":
+  # ``python -m experiments.report``: this module is also the one ``experiments.report``
+  # names, so that a sweep's own report module (``REPORTS``) importing it shares its flags.
+  sys.modules.setdefault("experiments.report", sys.modules["__main__"])
 
 _SWEEP_DIR = flags.DEFINE_string("sweep_dir", None, "directory written by experiments.sweep")
 _OUT = flags.DEFINE_string("out", None, "where REPORT.md and plots go (default: sweep_dir)")

@@ -2,6 +2,9 @@
 
 import json
 import math
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -94,3 +97,13 @@ def test_report_says_when_the_rules_changed_since_the_run(sweep_dir, tmp_path):
   text = open(report.write_report(str(changed))).read()
   assert "re-judged with rules changed since the run" in text
   assert "experiments/proxy_verdicts.py experiments/verdicts.py experiments/stats.py" in text
+
+
+def test_the_command_line_reaches_the_proxies_report(sweep_dir, tmp_path):
+  # python -m experiments.report runs report.py as __main__; the proxies report imports it.
+  done = subprocess.run([sys.executable, "-m", "experiments.report", f"--sweep_dir={sweep_dir}",
+                         f"--out={tmp_path}"], capture_output=True, text=True, timeout=300,
+                        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert "- standard parametrisation, arm `pre`: 0.0013" in done.stdout
+  assert "## Predicted learning rates for andrea120m" in (tmp_path / "REPORT.md").read_text()
