@@ -205,7 +205,7 @@ def test_batch_must_split_over_the_devices():
 
 def _abstract(**changes):
   cfg = model.ModelConfig(vocab_size=50, block_size=8, d_model=32, n_layer=3, n_head=2, **changes)
-  optimizer = train.make_optimizer(tiny.get_config().train)
+  optimizer = train.make_optimizer(tiny.get_config().train, cfg)
   return train.abstract_state(cfg, optimizer, 0)
 
 
@@ -215,8 +215,11 @@ def _specs(tree, **sizes):
       specs, is_leaf=lambda x: isinstance(x, P))}
 
 
+QK_MUP = {"qk_norm": True, "parametrization": "mup", "base_width": 16}
+
+
 @pytest.mark.parametrize("changes", [{}, {"tie_embeddings": False, "activation": "swiglu"},
-                                     {"norm": "post"}])
+                                     {"norm": "post"}, QK_MUP])
 def test_every_param_has_logical_axes_and_layers_is_never_sharded(changes):
   params = _abstract(**changes)["params"]
   for path, leaf in jax.tree_util.tree_leaves_with_path(params):
@@ -242,8 +245,9 @@ def test_a_dimension_that_does_not_divide_falls_back_to_replicated():
   assert all(s == P(*[None] * len(s)) for s in specs.values())
 
 
-def test_optimizer_state_mirrors_the_params_and_scalars_are_replicated():
-  specs = _specs(_abstract(), data=2, fsdp=4)
+@pytest.mark.parametrize("changes", [{}, QK_MUP])  # muP's stage adds no state to shard
+def test_optimizer_state_mirrors_the_params_and_scalars_are_replicated(changes):
+  specs = _specs(_abstract(**changes), data=2, fsdp=4)
   params = {k[len("['params']"):]: v for k, v in specs.items() if k.startswith("['params']")}
   moments = [k for k in specs if ".mu[" in k or ".nu[" in k]
   assert len(moments) == 2 * len(params)
