@@ -2,9 +2,10 @@
 
 Each width of a ladder (``d_model``; heads, depth, vocabulary and data held fixed) trains
 for ``steps`` Adam updates at one learning rate, from one seed, on one fixed batch, with
-the project's own optimizer and train step (``train.make_optimizer``, ``train_step``;
+the project's own optimizer (``train.make_optimizer``, muP's per-parameter rates included;
 constant rate, no clipping and no weight decay, so nothing but the parametrisation ties
-the widths together). On that batch it measures the mean size of a coordinate of
+the widths together) on ``model.loss_fn``'s gradients (``adam_updates``: no divergence
+guard, nothing here diverges). On that batch it measures the mean size of a coordinate of
 
     stream.embed, stream.0.attn, ...  the residual stream at each capture point of
                                       ``lens.capture`` (after the embedding, each sublayer)
@@ -28,6 +29,8 @@ GPT-2's fixed N(0, 0.02) init lets a hidden output grow like ``sqrt(D)``: slopes
 to 1 and more. (After a few steps the updates of the attention logits shrink under muP
 at these small widths: the input's change, seen through the random init weights, still
 outweighs what attention learned; no bound below is set on them.)
+With ``steps=0`` only the ``@0`` sizes are measured (a rule that shows at initialisation
+shows there already, and only the forward pass is compiled).
 ``python -m experiments.coord_check`` prints the table; ``tests/test_coord_check.py``
 checks that a muP that forgets any one of its rules fails.
 """
@@ -42,6 +45,7 @@ from typing import Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from andrea_jax import diagnostics
 from andrea_jax import lens
@@ -93,27 +97,46 @@ def activations(params, tokens_BT, cfg: model.ModelConfig) -> dict[str, jax.Arra
   return {k: v.astype(jnp.float32) for k, v in out.items()}
 
 
+# Each rung's programs run once, on a tiny batch: compiling dominates, and XLA's cheaper
+# CPU code generation compiles them in about 60 % of the time (ignored off CPUs).
+FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+
+
+def _jit(fn):
+  return jax.jit(fn, compiler_options=FAST_COMPILE if jax.default_backend() == "cpu" else None)
+
+
+def adam_updates(params, batch_BT, cfg: model.ModelConfig, optimizer, steps: int):
+  """``steps`` updates of ``optimizer`` (``train.make_optimizer``'s) on the loss of one batch."""
+  def update(carry, _):
+    params, opt_state = carry
+    grads = jax.grad(model.loss_fn)(params, batch_BT[:, :-1], batch_BT[:, 1:], cfg)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    return (optax.apply_updates(params, updates), opt_state), None
+
+  (params, _), _ = jax.lax.scan(update, (params, optimizer.init(params)), length=steps)
+  return params
+
+
 def measure(cfg: model.ModelConfig, t) -> dict[str, float]:
   """Train one rung ``t.steps`` Adam updates on one batch of ``t.batch_size`` rows and
   return its sizes, ``name@0`` and ``name@delta`` (``t``: a ``train`` group, through
-  ``check_settings``)."""
+  ``check_settings``; ``t.steps=0``: the sizes at initialisation alone)."""
   t = check_settings(t)
-  optimizer = train.make_optimizer(t, cfg)
-  batch = jax.random.randint(jax.random.key(t.seed + 1), (1, t.batch_size, cfg.block_size + 1),
-                             0, cfg.vocab_size)
-  step = functools.partial(train.train_step, cfg=cfg, optimizer=optimizer)
-
-  @jax.jit  # one compile per rung, traced afresh: the tests swap muP's rules between calls
-  def sizes(state):
-    before = activations(state["params"], batch[0, :, :-1], cfg)
-    state, _ = jax.lax.scan(lambda s, _: step(s, batch), state, length=t.steps)
-    after = activations(state["params"], batch[0, :, :-1], cfg)
-    mean_abs = lambda x: jnp.mean(jnp.abs(x))
-    return ({f"{k}@0": mean_abs(v) for k, v in before.items()} |
-            {f"{k}@delta": mean_abs(after[k] - v) for k, v in before.items()})
-
-  values = sizes(train.init_state(cfg, optimizer, jax.random.key(t.seed)))
-  return {k: float(v) for k, v in values.items()}
+  batch_BT = jax.random.randint(jax.random.key(t.seed + 1), (t.batch_size, cfg.block_size + 1),
+                                0, cfg.vocab_size)
+  # Programs traced afresh for every rung (the tests swap muP's rules between calls); the
+  # activations are one program, run before and after the updates.
+  seen = _jit(lambda params: activations(params, batch_BT[:, :-1], cfg))
+  mean_abs = _jit(lambda tree: jax.tree.map(lambda x: jnp.mean(jnp.abs(x)), tree))
+  params = model.init_params(cfg, jax.random.key(t.seed))
+  before = seen(params)
+  sizes = {f"{k}@0": v for k, v in mean_abs(before).items()}
+  if t.steps:
+    optimizer = train.make_optimizer(t, cfg)
+    after = seen(_jit(lambda p: adam_updates(p, batch_BT, cfg, optimizer, t.steps))(params))
+    sizes |= {f"{k}@delta": v for k, v in mean_abs(jax.tree.map(jnp.subtract, after, before)).items()}
+  return {k: float(v) for k, v in sizes.items()}
 
 
 def slope(widths: Sequence[int], values: Sequence[float]) -> float:

@@ -27,7 +27,7 @@ from experiments.configs import common
 _WIDTHS = flags.DEFINE_list("widths", ["32", "64", "128", "256", "512"], "d_model of each rung")
 _PARAMETRIZATIONS = flags.DEFINE_list("parametrizations", ["sp", "mup"], "sp and/or mup")
 _BASE_WIDTH = flags.DEFINE_integer("base_width", None, "muP's base width (default: the narrowest)")
-_STEPS = flags.DEFINE_integer("steps", 5, "Adam updates before measuring")
+_STEPS = flags.DEFINE_integer("steps", 5, "Adam updates before measuring (0: the sizes at init alone)")
 _LR = flags.DEFINE_float("learning_rate", 1e-2, "the constant learning rate, the same at every width")
 _BATCH = flags.DEFINE_integer("batch_size", 8, "sequences in the one training batch")
 _SEED = flags.DEFINE_integer("seed", 0, "init seed (the batch is drawn from seed + 1)")
