@@ -87,6 +87,16 @@ def blocked_causal_attention(q_BTHK: jax.Array, k_BTHK: jax.Array, v_BTHK: jax.A
   return _tokens_major(jnp.concatenate(outs, axis=1), B)
 
 
+def causal_logit_max(q_BTHK: jax.Array, k_BTHK: jax.Array, block: int = 128) -> jax.Array:
+  """The largest attention logit (a score the softmax sees, ``q . k / sqrt(K)``) over the
+  causal entries of every head and row: a float32 scalar, ``block`` queries at a time."""
+  T = q_BTHK.shape[1]
+  q, k, _ = _heads_major(q_BTHK, k_BTHK, k_BTHK)
+  maxima = [jnp.max(_block_scores(q[:, a:a + block], k[:, :a + block], a, fill=-jnp.inf))
+            for a in range(0, T, block)]
+  return jnp.max(jnp.stack(maxima)).astype(jnp.float32)
+
+
 # ----------------------------------------------------------------------------- blocked, flash backward
 
 

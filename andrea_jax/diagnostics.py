@@ -4,13 +4,19 @@
   post-LN's grow toward the output layers, pre-LN's are nearly flat);
 - the residual stream's norm after the embedding and after every block (pre-LN's grows
   with depth, post-LN's is held at sqrt(d_model) by its norms);
-- the size of the early updates, ``|delta W| / |W|`` per layer.
+- the size of the early updates, ``|delta W| / |W|`` per layer;
+- the largest attention logit per layer (``attn_logit_max``), the mean ``log Z`` of the
+  output softmax (``log_z``) and the output logits' root mean square (``logit_rms``), the
+  quantities that grow before attention-logit growth and output-logit divergence
+  (Wortsman et al. 2023); the model's own layer scan and loss gather them
+  (``model.loss_terms(..., stats=True)``) in the probe's forward and backward pass.
 
 ``Recorder`` writes them to ``diagnostics.jsonl`` in the workdir during training.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 
@@ -44,11 +50,16 @@ def residual_norms(params, tokens_BT, cfg: model.ModelConfig) -> jax.Array:
 
 
 def probe(params, batch_BT, cfg: model.ModelConfig) -> dict:
-  """Loss, per-layer gradient norms and residual norms on one batch."""
-  loss, grads = jax.value_and_grad(model.loss_fn)(params, batch_BT[:, :-1], batch_BT[:, 1:], cfg)
+  """Loss, per-layer gradient norms, residual norms and attention logit maxima on one batch,
+  and the output logits' size: the softmax's mean ``log Z`` and the logits' RMS."""
+  loss_terms = functools.partial(model.loss_terms, stats=True)
+  (loss, terms), grads = jax.value_and_grad(loss_terms, has_aux=True)(
+      params, batch_BT[:, :-1], batch_BT[:, 1:], cfg)
   g = layer_norms(grads["blocks"])
   return {"loss": loss, "grad_attn": g["attn"], "grad_mlp": g["mlp"],
-          "residual_norm": residual_norms(params, batch_BT[:, :-1], cfg)}
+          "residual_norm": residual_norms(params, batch_BT[:, :-1], cfg),
+          "attn_logit_max": terms["attn_logit_max"], "log_z": terms["log_z"],
+          "logit_rms": terms["logit_rms"]}
 
 
 def relative_update(before, after) -> dict:
@@ -95,8 +106,9 @@ def _no_norm_block(b, x, cfg):
   return x + model.mlp(x, b["mlp"], cfg)
 
 
-def attention_probs(params, tokens_BT, cfg: model.ModelConfig, layer: int) -> jax.Array:
-  """Attention probabilities ``[B, H, T, T]`` of block ``layer`` (pre-norm or post-norm input)."""
+def attention_logits(params, tokens_BT, cfg: model.ModelConfig, layer: int) -> jax.Array:
+  """Attention logits ``[B, H, T, T]`` of block ``layer`` (pre-norm or post-norm input): the
+  scores its softmax sees, ``-inf`` above the diagonal (the future is masked)."""
   x = model.embed(params, tokens_BT, cfg)
   for i in range(layer):
     x = model.block_forward(jax.tree.map(lambda a, i=i: a[i], params["blocks"]), x, cfg)
@@ -106,17 +118,23 @@ def attention_probs(params, tokens_BT, cfg: model.ModelConfig, layer: int) -> ja
   q, k, _ = model.qkv_project(x, block["attn"], cfg)
   T = tokens_BT.shape[1]
   s = jnp.einsum("bthk,bshk->bhts", q, k) / jnp.sqrt(cfg.head_dim).astype(q.dtype)
-  s = jnp.where(jnp.tril(jnp.ones((T, T), bool)), s.astype(jnp.float32), -jnp.inf)
-  return jax.nn.softmax(s, axis=-1)
+  return jnp.where(jnp.tril(jnp.ones((T, T), bool)), s.astype(jnp.float32), -jnp.inf)
+
+
+def attention_probs(params, tokens_BT, cfg: model.ModelConfig, layer: int) -> jax.Array:
+  """Attention probabilities ``[B, H, T, T]`` of block ``layer``."""
+  return jax.nn.softmax(attention_logits(params, tokens_BT, cfg, layer), axis=-1)
 
 
 class Recorder:
-  """Records ``probe`` at step 0 and every ``every`` steps, and the first updates' sizes,
-  to each member's ``diagnostics.jsonl`` (``stacked``: parameters of a group, one per member)."""
+  """Records ``probe`` at step 0, every ``every`` steps and at ``last_step`` (the end of
+  training, so the final values are always there), and the first updates' sizes, to each
+  member's ``diagnostics.jsonl`` (``stacked``: parameters of a group, one per member)."""
 
   def __init__(self, d, cfg: model.ModelConfig, batch_BT: np.ndarray, dirs: list[str],
-               stacked: bool = False):
+               stacked: bool = False, last_step: int | None = None):
     self.every, self.early_steps, self.stacked = d.every, d.early_steps, stacked
+    self.last_step = last_step
     over = jax.vmap if stacked else (lambda fn: fn)
     self._probe = jax.jit(over(lambda p: probe(p, batch_BT, cfg)))
     self._update = jax.jit(over(relative_update))
@@ -140,7 +158,7 @@ class Recorder:
   def record(self, step: int, params, before=None, alive=None) -> None:
     """Write the probes due at ``step`` for the members ``alive`` (default: all)."""
     values = {}
-    if step == 0 or (self.every and step % self.every == 0):
+    if step in (0, self.last_step) or (self.every and step % self.every == 0):
       values.update(self._probe(params))
     if before is not None:
       values.update(self._update(before, params))

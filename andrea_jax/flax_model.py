@@ -6,7 +6,8 @@ functions are shared with ``andrea_jax.model``: the LayerNorm math (``model.laye
 the activations, and the attention kernels of ``andrea_jax/attention.py``. So the two are
 independent implementations of one model, and the tests check that they agree in logits
 and gradients. Every config runs: pre/post-norm, tied/untied, all activations and SwiGLU,
-both inits, remat policies, and ``"auto"`` settings (resolved like ``model.forward`` does).
+both inits, remat policies, ``qk_norm``, muP (its multipliers from ``andrea_jax/mup.py``),
+and ``"auto"`` settings (resolved like ``model.forward`` does).
 
 Flax names its parameters its own way (``kernel``/``bias``, ``embedding``);
 ``to_flax`` and ``from_flax`` convert between that tree and ``model.init_params``'s, both
@@ -24,6 +25,7 @@ The tree (names in the pure-function layout -> Flax path)::
     blocks/ln_1/{scale,bias} (L, D) -> blocks/ln_1/{scale,bias}
     blocks/attn/w_qkv, b_qkv        -> blocks/attn/qkv/{kernel,bias}
     blocks/attn/w_out, b_out        -> blocks/attn/out/{kernel,bias}
+    blocks/attn/{q,k}_norm (L, K)   -> blocks/attn/{q,k}_norm/{scale,bias}  (qk_norm)
     blocks/ln_2/{scale,bias}        -> blocks/ln_2/{scale,bias}
     blocks/mlp/w_in, b_in           -> blocks/mlp/fc/{kernel,bias}
     blocks/mlp/w_out, b_out         -> blocks/mlp/proj/{kernel,bias}
@@ -43,6 +45,7 @@ from flax import traverse_util
 
 from andrea_jax import attention as kernels
 from andrea_jax import model
+from andrea_jax import mup
 from andrea_jax.model import ModelConfig
 
 # Pure-function path -> Flax path, for every parameter that a config may have.
@@ -101,18 +104,14 @@ def _padded_normal(real: int, axis: int):
 
 
 def _stds(cfg: ModelConfig) -> dict[str, float]:
-  """Init std of each block matrix, as ``model.init_params`` draws them (``cfg.init``)."""
-  D, F = cfg.d_model, cfg.mlp_dim
-  if cfg.init == "xavier":  # Glorot normal; the fused QKV and SwiGLU count as D x D and D x F
-    glorot = lambda fan_in, fan_out: math.sqrt(2.0 / (fan_in + fan_out))
-    return {"qkv": glorot(D, D), "out": glorot(D, D), "fc": glorot(D, F), "proj": glorot(F, D)}
-  # GPT-2: the projections that write into the residual stream shrink with depth.
-  resid = 0.02 / math.sqrt(2 * cfg.n_layer)
-  return {"qkv": 0.02, "out": resid, "fc": 0.02, "proj": resid}
+  """Init std of each block matrix, by its Flax name: ``model.block_init_stds``' values."""
+  s = model.block_init_stds(cfg)
+  return {"qkv": s["qkv"], "out": s["attn_out"], "fc": s["mlp_in"], "proj": s["mlp_out"]}
 
 
 class LayerNorm(nn.Module):
-  """LayerNorm with ``scale`` and ``bias`` parameters and the model's math (at least float32)."""
+  """LayerNorm over the last axis with ``scale`` and ``bias`` parameters and the model's math
+  (at least float32)."""
 
   cfg: ModelConfig
 
@@ -125,7 +124,12 @@ class LayerNorm(nn.Module):
 
 
 class CausalSelfAttention(nn.Module):
-  """Fused QKV projection, the causal attention kernel, and the output projection."""
+  """Fused QKV projection, the causal attention kernel, and the output projection.
+
+  ``qk_norm``: a LayerNorm over each head's queries and keys (one per role, shared by the
+  heads). The kernels scale ``q . k`` by ``1 / sqrt(K)``; muP's ``1 / K`` is the rest,
+  carried by the queries.
+  """
 
   cfg: ModelConfig
 
@@ -135,6 +139,9 @@ class CausalSelfAttention(nn.Module):
     B, T, D = x_BTD.shape
     qkv_BT3D = _dense(cfg, 3 * D, "qkv", _stds(cfg)["qkv"])(x_BTD)
     q, k, v = (a.reshape(B, T, cfg.n_head, cfg.head_dim) for a in jnp.split(qkv_BT3D, 3, axis=-1))
+    if cfg.qk_norm:
+      q, k = LayerNorm(cfg, name="q_norm")(q), LayerNorm(cfg, name="k_norm")(k)
+    q = q * jnp.asarray(mup.attention_scale(cfg) * math.sqrt(cfg.head_dim), q.dtype)
     o_BTHK = causal_attention_kernel(q, k, v, cfg)
     return _dense(cfg, D, "out", _stds(cfg)["out"])(o_BTHK.reshape(B, T, D))
 
@@ -203,6 +210,7 @@ class AndreaLM(nn.Module):
     x_BTD, _ = blocks(cfg, name="blocks")(x_BTD, None)
     if cfg.norm == "pre":
       x_BTD = LayerNorm(cfg, name="ln_f")(x_BTD)
+    x_BTD = x_BTD * jnp.asarray(mup.readout_multiplier(cfg), x_BTD.dtype)  # muP's output multiplier
     if cfg.tie_embeddings:
       logits_BTV = wte.attend(x_BTD)
     else:

@@ -19,6 +19,11 @@ every stream after a sublayer is already a LayerNorm output. So the logit lens d
 each point exactly as the head would read it there: pre-norm through ``ln_f`` and the
 unembedding (nostalgebraist's logit lens), post-norm through the unembedding alone (the
 embedding point, which no LayerNorm has touched yet, is decoded raw).
+
+The model's variants come with its pieces: ``qk_norm`` and muP's attention scale live in
+``model.qkv_project`` (the queries and keys every reader here uses, the probabilities of
+``causal_probs`` included), muP's readout multiplier in ``model.unembed`` (and in the
+unembedding rows of the attribution).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import optax
 
 from andrea_jax import errors
 from andrea_jax import model
+from andrea_jax import mup
 from andrea_jax.model import ModelConfig, Params
 
 ABLATIONS = ("zero", "mean")
@@ -222,10 +228,9 @@ def logit_lens(params: Params, tokens_BT, targets_BT, cfg: ModelConfig) -> dict:
 
 
 def _unembedding_rows(params: Params, targets_BT, cfg: ModelConfig):
-  """The unembedding vector of each target token: ``(B, T, D)``."""
-  if cfg.tie_embeddings:
-    return _f32(jnp.take(params["wte"], targets_BT, axis=0))
-  return _f32(jnp.take(params["lm_head"].T, targets_BT, axis=0))
+  """The unembedding vector of each target token, times muP's readout multiplier: ``(B, T, D)``."""
+  w_VD = params["wte"] if cfg.tie_embeddings else params["lm_head"].T
+  return _f32(jnp.take(w_VD, targets_BT, axis=0)) * mup.readout_multiplier(cfg)
 
 
 def _inv_std(y_BTD, eps):

@@ -11,6 +11,10 @@ and the exact parameter count.
     x = LN(x)                                           # final norm (pre-norm only)
     logits = x @ wte.T                                  # tied unembedding, (B, T, V)
 
+Variants beside the norm placement: ``qk_norm`` (a LayerNorm on each head's queries and
+keys before their dot product), ``parametrization="mup"`` (the width rules of ``mup.py``)
+and, in the loss, PaLM's z-loss (``loss_terms``).
+
 Names carry their layout as a suffix (nanodo style): B batch, T time, D d_model,
 H heads, K head size, F MLP width, V vocabulary, L layers.
 """
@@ -24,11 +28,11 @@ from typing import Any, Callable, Mapping
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from andrea_jax import attention as kernels
 from andrea_jax import cross_entropy
 from andrea_jax import errors
+from andrea_jax import mup
 from andrea_jax.precision import at_least_f32
 
 Params = Mapping[str, Any]
@@ -68,6 +72,9 @@ class ModelConfig:
   init: str = "gpt2"
   vocab_pad_multiple: int = 1
   loss_chunk: int = 0
+  qk_norm: bool = False
+  parametrization: str = "sp"
+  base_width: int = 0
 
   def __post_init__(self):
     for name in ("vocab_size", "block_size", "d_model", "n_layer", "n_head", "scan_unroll",
@@ -86,7 +93,8 @@ class ModelConfig:
                                f"like 1e-5")
     for name, allowed in (("norm", NORMS), ("activation", ACTIVATIONS), ("param_dtype", DTYPES),
                           ("compute_dtype", DTYPES + (AUTO,)), ("remat_policy", REMAT_POLICIES),
-                          ("attention_impl", ATTENTION_IMPLS), ("init", INITS)):
+                          ("attention_impl", ATTENTION_IMPLS), ("init", INITS),
+                          ("parametrization", mup.PARAMETRIZATIONS)):
       if getattr(self, name) not in allowed:
         raise errors.ConfigError(f"ModelConfig.{name}={getattr(self, name)!r}: expected one of "
                                  f"{allowed}")
@@ -94,9 +102,23 @@ class ModelConfig:
         or self.loss_chunk < 0:
       raise errors.ConfigError(f"ModelConfig.loss_chunk={self.loss_chunk!r}: expected 0 (whole "
                                f"logits) or a positive number of rows per chunk, e.g. 256")
-    if not isinstance(self.tie_embeddings, bool):
-      raise errors.ConfigError(f"ModelConfig.tie_embeddings={self.tie_embeddings!r}: expected "
-                               f"True or False")
+    for name in ("tie_embeddings", "qk_norm"):
+      if not isinstance(getattr(self, name), bool):
+        raise errors.ConfigError(f"ModelConfig.{name}={getattr(self, name)!r}: expected True or "
+                                 f"False")
+    self._check_mup()
+
+  def _check_mup(self):
+    b = self.base_width
+    if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 0:
+      raise errors.ConfigError(f"ModelConfig.base_width={b!r}: expected 0 (unset) or a positive "
+                               f"width, the d_model whose learning rate muP transfers")
+    if self.parametrization == "mup" and b == 0:
+      raise errors.ConfigError("ModelConfig.base_width=0 with parametrization='mup': set "
+                               "base_width to the d_model the learning rate was tuned at, e.g. 64")
+    if self.parametrization == "mup" and self.init != "gpt2":
+      raise errors.ConfigError(f"ModelConfig.init={self.init!r} with parametrization='mup': muP "
+                               f"scales the 'gpt2' init by width itself; expected init='gpt2'")
 
   @property
   def padded_vocab(self) -> int:
@@ -151,28 +173,41 @@ def compute_dtype(cfg: ModelConfig) -> jnp.dtype:
 # ----------------------------------------------------------------------------- init
 
 
+def block_init_stds(cfg: ModelConfig) -> dict[str, float]:
+  """Init std of each block matrix: ``{"qkv", "attn_out", "mlp_in", "mlp_out"}``.
+
+  ``init="gpt2"``: N(0, 0.02); the two projections that write into the residual stream
+  (attention output, MLP output) are scaled by 1/sqrt(2 n_layer) so the stream's variance
+  does not grow with depth; under muP all four also by ``mup.hidden_init_scale``.
+  ``init="xavier"``: Glorot normal, N(0, 2 / (fan_in + fan_out)), with no depth scaling,
+  the initialisation Xiong et al. 2020 analyse (the fused QKV and SwiGLU matrices count as
+  separate D x D and D x F matrices).
+  """
+  D, F = cfg.d_model, cfg.mlp_dim
+  if cfg.init == "xavier":
+    glorot = lambda fan_in, fan_out: math.sqrt(2.0 / (fan_in + fan_out))
+    return {"qkv": glorot(D, D), "attn_out": glorot(D, D), "mlp_in": glorot(D, F),
+            "mlp_out": glorot(F, D)}
+  std = 0.02 * mup.hidden_init_scale(cfg)
+  resid_std = std / math.sqrt(2 * cfg.n_layer)
+  return {"qkv": std, "attn_out": resid_std, "mlp_in": std, "mlp_out": resid_std}
+
+
 def init_params(cfg: ModelConfig, key: jax.Array) -> dict:
   """GPT-2 (default) or Xavier initialisation; per-layer weights stacked on a leading ``n_layer`` axis.
 
-  ``init="gpt2"``: weights ~ N(0, 0.02); the two projections that write into the residual
-  stream (attention output, MLP output) are scaled by 1/sqrt(2 n_layer) so the stream's
-  variance does not grow with depth. ``init="xavier"``: the block weight matrices are
-  Glorot normal, N(0, 2 / (fan_in + fan_out)), with no depth scaling, the initialisation
-  Xiong et al. 2020 analyse (the fused QKV and SwiGLU matrices count as separate
-  D x D and D x F matrices); the embeddings stay N(0, 0.02). Both: LayerNorm scale 1,
-  bias 0; biases 0. Works under ``jax.eval_shape`` (nothing is allocated there).
+  The block matrices as ``block_init_stds`` says; the embeddings (and an untied head)
+  N(0, 0.02). LayerNorm scale 1, bias 0 (also the per-head query and key norms of
+  ``qk_norm``, over ``head_dim``); biases 0. Works under ``jax.eval_shape`` (nothing is
+  allocated there).
   """
   L, D, F, V, T = cfg.n_layer, cfg.d_model, cfg.mlp_dim, cfg.vocab_size, cfg.block_size
   dtype = jnp.dtype(cfg.param_dtype)
-  std, resid_std = 0.02, 0.02 / math.sqrt(2 * L)
-  glorot = lambda fan_in, fan_out: math.sqrt(2.0 / (fan_in + fan_out))
-  xavier = cfg.init == "xavier"
-  s_qkv, s_attn_out = (glorot(D, D),) * 2 if xavier else (std, resid_std)
-  s_in, s_mlp_out = (glorot(D, F), glorot(F, D)) if xavier else (std, resid_std)
+  std, s = 0.02, block_init_stds(cfg)
   k = iter(jax.random.split(key, 7))
   normal = lambda shape, s: (s * jax.random.normal(next(k), shape, jnp.float32)).astype(dtype)
   zeros = lambda shape: jnp.zeros(shape, dtype)
-  ln = lambda *lead: {"scale": jnp.ones((*lead, D), dtype), "bias": zeros((*lead, D))}
+  ln = lambda *lead, n=D: {"scale": jnp.ones((*lead, n), dtype), "bias": zeros((*lead, n))}
   f_in = 2 * F if cfg.activation == "swiglu" else F  # gate and up fused in one matrix
   pad = cfg.padded_vocab - V  # zero rows: the real rows equal the unpadded model's
   params = {
@@ -180,13 +215,15 @@ def init_params(cfg: ModelConfig, key: jax.Array) -> dict:
       "wpe": normal((T, D), std),
       "blocks": {
           "ln_1": ln(L),
-          "attn": {"w_qkv": normal((L, D, 3 * D), s_qkv), "b_qkv": zeros((L, 3 * D)),
-                   "w_out": normal((L, D, D), s_attn_out), "b_out": zeros((L, D))},
+          "attn": {"w_qkv": normal((L, D, 3 * D), s["qkv"]), "b_qkv": zeros((L, 3 * D)),
+                   "w_out": normal((L, D, D), s["attn_out"]), "b_out": zeros((L, D))},
           "ln_2": ln(L),
-          "mlp": {"w_in": normal((L, D, f_in), s_in), "b_in": zeros((L, f_in)),
-                  "w_out": normal((L, F, D), s_mlp_out), "b_out": zeros((L, D))},
+          "mlp": {"w_in": normal((L, D, f_in), s["mlp_in"]), "b_in": zeros((L, f_in)),
+                  "w_out": normal((L, F, D), s["mlp_out"]), "b_out": zeros((L, D))},
       },
   }
+  if cfg.qk_norm:
+    params["blocks"]["attn"].update(q_norm=ln(L, n=cfg.head_dim), k_norm=ln(L, n=cfg.head_dim))
   if cfg.norm == "pre":
     params["ln_f"] = ln()
   if not cfg.tie_embeddings:
@@ -237,11 +274,20 @@ def _dense(x, w, b, dtype):
 
 
 def qkv_project(x_BTD: jax.Array, attn: Params, cfg: ModelConfig):
-  """The fused QKV projection, split into heads: three ``(B, T, H, K)`` arrays."""
+  """The fused QKV projection, split into heads: three ``(B, T, H, K)`` arrays.
+
+  With ``qk_norm`` the queries and keys pass each head's LayerNorm (over ``K``; Dehghani et
+  al. 2023). The kernels (and every reader of ``q . k``) divide by ``sqrt(K)``; the queries
+  carry whatever else ``mup.attention_scale`` asks for (muP: ``1 / K`` in all).
+  """
   B, T, _ = x_BTD.shape
   qkv = _dense(x_BTD, attn["w_qkv"], attn["b_qkv"], compute_dtype(cfg))
-  q, k, v = jnp.split(qkv, 3, axis=-1)
-  return tuple(a.reshape(B, T, cfg.n_head, cfg.head_dim) for a in (q, k, v))
+  q, k, v = (a.reshape(B, T, cfg.n_head, cfg.head_dim) for a in jnp.split(qkv, 3, axis=-1))
+  if cfg.qk_norm:
+    q = layer_norm(q, attn["q_norm"]["scale"], attn["q_norm"]["bias"], cfg.ln_eps)
+    k = layer_norm(k, attn["k_norm"]["scale"], attn["k_norm"]["bias"], cfg.ln_eps)
+  q_scale = mup.attention_scale(cfg) * math.sqrt(cfg.head_dim)
+  return (q if math.isclose(q_scale, 1.0) else q * jnp.asarray(q_scale, q.dtype)), k, v
 
 
 def out_project(o_BTHK: jax.Array, attn: Params, cfg: ModelConfig) -> jax.Array:
@@ -250,15 +296,19 @@ def out_project(o_BTHK: jax.Array, attn: Params, cfg: ModelConfig) -> jax.Array:
   return _dense(o_BTHK.reshape(B, T, H * K), attn["w_out"], attn["b_out"], compute_dtype(cfg))
 
 
-def attention(x_BTD: jax.Array, attn: Params, cfg: ModelConfig) -> jax.Array:
+def attention(x_BTD: jax.Array, attn: Params, cfg: ModelConfig, logit_max: bool = False):
   """Causal multi-head self-attention with fused QKV and output projections (with biases).
 
-  The kernel (``andrea_jax/attention.py``) is ``cfg.attention_impl``'s.
+  The kernel (``andrea_jax/attention.py``) is ``cfg.attention_impl``'s. ``logit_max=True``
+  returns ``(out, the largest attention logit)``: a float32 scalar without gradient, the
+  quantity that grows before attention-logit instability (Wortsman et al. 2023).
   """
   q, k, v = qkv_project(x_BTD, attn, cfg)  # 3 x (B, T, H, K)
   impl = resolve_auto(cfg, verbose=False).attention_impl
-  o_BTHK = kernels.causal_attention(q, k, v, impl, cfg.attention_block)
-  return out_project(o_BTHK, attn, cfg)
+  out = out_project(kernels.causal_attention(q, k, v, impl, cfg.attention_block), attn, cfg)
+  if not logit_max:
+    return out
+  return out, jax.lax.stop_gradient(kernels.causal_logit_max(q, k, cfg.attention_block))
 
 
 def mlp(x_BTD: jax.Array, mlp_params: Params, cfg: ModelConfig) -> jax.Array:
@@ -286,13 +336,23 @@ def residual_sublayer(x: jax.Array, branch_fn: Callable[[jax.Array], jax.Array],
   raise ValueError(f"norm={norm!r}: expected one of {NORMS}")
 
 
-def block_forward(block: Params, x_BTD: jax.Array, cfg: ModelConfig) -> jax.Array:
-  """One transformer block: attention, then MLP, each wrapped in ``residual_sublayer``."""
-  x_BTD = residual_sublayer(x_BTD, lambda h: attention(h, block["attn"], cfg),
-                            block["ln_1"], cfg.norm, cfg.ln_eps)
+def block_forward(block: Params, x_BTD: jax.Array, cfg: ModelConfig, stats: bool = False):
+  """One transformer block: attention, then MLP, each wrapped in ``residual_sublayer``.
+
+  ``stats=True`` returns ``(x_BTD, {"attn_logit_max": scalar})`` (see ``attention``).
+  """
+  seen = {}
+
+  def attn_branch(h):
+    if not stats:
+      return attention(h, block["attn"], cfg)
+    out, seen["attn_logit_max"] = attention(h, block["attn"], cfg, logit_max=True)
+    return out
+
+  x_BTD = residual_sublayer(x_BTD, attn_branch, block["ln_1"], cfg.norm, cfg.ln_eps)
   x_BTD = residual_sublayer(x_BTD, lambda h: mlp(h, block["mlp"], cfg),
                             block["ln_2"], cfg.norm, cfg.ln_eps)
-  return x_BTD
+  return (x_BTD, seen) if stats else x_BTD
 
 
 # ----------------------------------------------------------------------------- the model
@@ -339,9 +399,10 @@ def embed(params: Params, tokens_BT: jax.Array, cfg: ModelConfig) -> jax.Array:
 def unembed(params: Params, x_BTD: jax.Array, cfg: ModelConfig) -> jax.Array:
   """Final LayerNorm (pre-norm model only), then the tied (or untied) head: float32 logits.
 
-  ``(B, T, cfg.padded_vocab)``: ids from ``vocab_size`` on (padding) have logit -inf.
+  ``(B, T, cfg.padded_vocab)``: ids from ``vocab_size`` on (padding) have logit -inf. The
+  logits carry muP's readout multiplier (applied to the head's input, the cheaper side).
   """
-  x_BTD = _final_norm(params, x_BTD, cfg)
+  x_BTD = _head_input(params, x_BTD, cfg)
   dtype = compute_dtype(cfg)
   if cfg.tie_embeddings:
     logits = jnp.einsum("btd,vd->btv", x_BTD.astype(dtype), params["wte"].astype(dtype))
@@ -353,54 +414,76 @@ def unembed(params: Params, x_BTD: jax.Array, cfg: ModelConfig) -> jax.Array:
   return logits
 
 
-def _final_norm(params: Params, x_BTD: jax.Array, cfg: ModelConfig) -> jax.Array:
+def _head_input(params: Params, x_BTD: jax.Array, cfg: ModelConfig) -> jax.Array:
+  """What the head multiplies: the final norm's output (pre-norm), times muP's readout multiplier."""
   if cfg.norm == "pre":
-    return layer_norm(x_BTD, params["ln_f"]["scale"], params["ln_f"]["bias"], cfg.ln_eps)
-  return x_BTD
+    x_BTD = layer_norm(x_BTD, params["ln_f"]["scale"], params["ln_f"]["bias"], cfg.ln_eps)
+  r = mup.readout_multiplier(cfg)
+  return x_BTD if r == 1.0 else x_BTD * jnp.asarray(r, x_BTD.dtype)
 
 
-def _blocks(params: Params, tokens_BT: jax.Array, cfg: ModelConfig) -> jax.Array:
-  """The residual stream after the last block, ``(B, T, D)``."""
+def _blocks(params: Params, tokens_BT: jax.Array, cfg: ModelConfig, stats: bool = False):
+  """The residual stream after the last block ``(B, T, D)``, and the scan's per-layer
+  diagnostics ``{"attn_logit_max": (L,)}`` (None unless ``stats``)."""
   check_tokens(tokens_BT, cfg)
   x_BTD = embed(params, tokens_BT, cfg)
-  step = _remat(lambda x, block: (block_forward(block, x, cfg), None), cfg.remat_policy)
-  x_BTD, _ = jax.lax.scan(step, x_BTD, params["blocks"], unroll=cfg.scan_unroll)
-  return x_BTD
+  step = lambda x, block: block_forward(block, x, cfg, stats) if stats else (
+      block_forward(block, x, cfg), None)
+  return jax.lax.scan(_remat(step, cfg.remat_policy), x_BTD, params["blocks"],
+                      unroll=cfg.scan_unroll)
 
 
 def forward(params: Params, tokens_BT: jax.Array, cfg: ModelConfig) -> jax.Array:
   """Logits ``(B, T, V)`` for token ids ``(B, T)``; ``lax.scan`` walks the stacked blocks."""
-  return unembed(params, _blocks(params, tokens_BT, cfg), cfg)
+  return unembed(params, _blocks(params, tokens_BT, cfg)[0], cfg)
 
 
 def loss_fn(params: Params, tokens_BT: jax.Array, targets_BT: jax.Array, cfg: ModelConfig,
             mask_BT: jax.Array | None = None) -> jax.Array:
-  """Mean next-token cross-entropy in nats (optionally over the positions where mask is 1).
+  """Mean next-token cross-entropy in nats (optionally over the positions where mask is 1)."""
+  return loss_terms(params, tokens_BT, targets_BT, cfg, mask_BT)[0]
 
-  With ``cfg.loss_chunk > 0`` the unembedding and the loss run fused over chunks of that
-  many rows (``cross_entropy.py``): the same value and gradients, no ``(B, T, V)`` logits.
+
+def loss_terms(params: Params, tokens_BT: jax.Array, targets_BT: jax.Array, cfg: ModelConfig,
+               mask_BT: jax.Array | None = None, z_loss: float = 0.0, stats: bool = False):
+  """The training objective and its parts: ``(nll + z_loss * mean log(Z)^2, terms)``.
+
+  ``terms``: ``nll`` (the mean cross-entropy, nats), ``z_loss`` (the auxiliary term PaLM adds
+  to keep the softmax normaliser ``Z`` near 1, ``z_loss * mean log(Z)^2``), ``log_z`` (the
+  mean ``log Z``) and ``logit_rms`` (the root mean square of the logits over the positions
+  and the real vocabulary): the output logits' size; with ``stats`` also the blocks'
+  per-layer ``attn_logit_max`` ``(L,)``, gathered by the layer scan. Means run over the
+  positions where ``mask`` is 1; the terms carry no gradient (under ``jit`` the unused ones
+  cost nothing). With ``cfg.loss_chunk > 0`` the unembedding and the loss run fused over
+  chunks of that many rows (``cross_entropy.py``): the same values and gradients, no
+  ``(B, T, V)`` logits.
   """
+  x_BTD, per_layer = _blocks(params, tokens_BT, cfg, stats)
+  weight_N = (jnp.ones(targets_BT.shape, jnp.float32) if mask_BT is None else
+              mask_BT.astype(jnp.float32)).reshape(-1)
   if cfg.loss_chunk:
-    return _chunked_loss(params, tokens_BT, targets_BT, cfg, mask_BT)
-  logits_BTV = forward(params, tokens_BT, cfg)
-  nll_BT = optax.softmax_cross_entropy_with_integer_labels(  # on rows: see layer_norm
-      logits_BTV.reshape(-1, logits_BTV.shape[-1]), targets_BT.reshape(-1)).reshape(targets_BT.shape)
-  if mask_BT is None:
-    return jnp.mean(nll_BT)
-  mask_BT = mask_BT.astype(nll_BT.dtype)
-  return jnp.sum(nll_BT * mask_BT) / jnp.maximum(jnp.sum(mask_BT), 1.0)
+    total, sums = _chunked_sums(params, x_BTD, targets_BT, weight_N, cfg, z_loss)
+  else:  # on rows: see layer_norm
+    logits_NV = unembed(params, x_BTD, cfg).reshape(-1, cfg.padded_vocab)
+    lse_N, nll_N = cross_entropy.nll_and_lse(logits_NV, targets_BT.reshape(-1))
+    objective_N = nll_N + z_loss * jnp.square(lse_N) if z_loss else nll_N
+    total = jnp.sum(weight_N * objective_N)
+    sums = {"nll": weight_N * nll_N, "lse_sq": weight_N * jnp.square(lse_N), "lse": weight_N * lse_N,
+            "logit_sq": weight_N * cross_entropy.mean_square_logit(logits_NV, cfg.vocab_size)}
+    sums = jax.lax.stop_gradient(jax.tree.map(jnp.sum, sums))
+  count = jnp.maximum(jnp.sum(weight_N), 1.0)
+  terms = {"nll": sums["nll"] / count, "z_loss": z_loss * sums["lse_sq"] / count,
+           "log_z": sums["lse"] / count, "logit_rms": jnp.sqrt(sums["logit_sq"] / count),
+           **(per_layer or {})}
+  return total / count, terms
 
 
-def _chunked_loss(params, tokens_BT, targets_BT, cfg: ModelConfig, mask_BT=None) -> jax.Array:
-  x_BTD = _final_norm(params, _blocks(params, tokens_BT, cfg), cfg)
-  D = x_BTD.shape[-1]
+def _chunked_sums(params, x_BTD, targets_BT, weight_N, cfg: ModelConfig, z_loss: float):
+  x_ND = _head_input(params, x_BTD, cfg).reshape(-1, x_BTD.shape[-1])
   w_VD = params["wte"] if cfg.tie_embeddings else params["lm_head"].T
-  weight_BT = jnp.ones(targets_BT.shape, jnp.float32) if mask_BT is None else \
-      mask_BT.astype(jnp.float32)
-  total = cross_entropy.weighted_nll_sum(
-      x_BTD.reshape(-1, D).astype(compute_dtype(cfg)), w_VD, targets_BT.reshape(-1),
-      weight_BT.reshape(-1), cfg.vocab_size, cfg.loss_chunk)
-  return total / jnp.maximum(jnp.sum(weight_BT), 1.0)
+  return cross_entropy.weighted_loss_sums(x_ND.astype(compute_dtype(cfg)), w_VD,
+                                          targets_BT.reshape(-1), weight_N, cfg.vocab_size,
+                                          cfg.loss_chunk, z_loss)
 
 
 # ----------------------------------------------------------------------------- counting
@@ -412,7 +495,7 @@ def count_params(cfg: ModelConfig) -> int:
   f_in = 2 * F if cfg.activation == "swiglu" else F
   attn = D * 3 * D + 3 * D + D * D + D
   mlp_ = D * f_in + f_in + F * D + D
-  block = attn + mlp_ + 2 * (2 * D)
+  block = attn + mlp_ + 2 * (2 * D) + (4 * cfg.head_dim if cfg.qk_norm else 0)
   total = L * block + cfg.padded_vocab * D + cfg.block_size * D
   total += 2 * D if cfg.norm == "pre" else 0
   total += 0 if cfg.tie_embeddings else D * cfg.padded_vocab

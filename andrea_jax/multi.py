@@ -7,16 +7,19 @@ over them: under ``jax.vmap`` on accelerators, ``lax.map`` (a compiled loop over
 CPUs, where XLA's batched matmuls are slow (``resolve_member_axis``). What sets a member
 apart:
 
-- its learning rate: the optimizer is ``train.make_optimizer`` with a peak rate of 1,
-  followed by ``optax.inject_hyperparams(optax.scale)`` holding the member's rate in its
-  optimizer state. Warmup-cosine is linear in the peak, and AdamW's decoupled decay is
-  scaled by the rate, so this is the member's own schedule (up to float rounding);
+- its learning rate: the optimizer is ``train.make_optimizer`` with a peak rate of 1
+  (under muP with its per-parameter factors, relative to the peak), followed by
+  ``optax.inject_hyperparams(optax.scale)`` holding the member's rate in its optimizer
+  state. Warmup-cosine is linear in the peak, and AdamW's decoupled decay is scaled by
+  the rate, so this is the member's own schedule (up to float rounding);
 - its seeds: ``jax.random.key(seed)`` initialises it; its batches are
   ``data.batch_at(step)`` with its own ``batch_seed`` (members sharing one share batches);
 - its divergence: a member diverges as a single run does (``train.py``) and stays at its
   last finite state, bit for bit, while the others go on.
 
-Everything else is ``train.run``'s: the workdir's lock and resume rules, signals, logging,
+The step is a single run's: ``train.train_step`` with the config's ``train.z_loss`` (the
+members' metrics report it apart, as a run's do), on the model ``cfg`` describes
+(``qk_norm``, muP). Everything else is ``train.run``'s: the workdir's lock and resume rules, signals, logging,
 evaluation, diagnostics, checkpoints (the stacked state; rerunning the same call resumes
 from the newest, e.g. after a ``kill -9``) and summaries. The group's workdir holds
 ``config.json``, ``members.json``, ``summary.json`` (the group's) and ``checkpoints/``,
@@ -65,9 +68,10 @@ def unit_config(t) -> ml_collections.ConfigDict:
   return unit
 
 
-def make_optimizer(t) -> optax.GradientTransformation:
-  """``train.make_optimizer`` at unit rate, then the member's rate, held in its state."""
-  return optax.chain(train.make_optimizer(unit_config(t)),
+def make_optimizer(t, cfg: model.ModelConfig | None = None) -> optax.GradientTransformation:
+  """``train.make_optimizer`` at unit rate (with muP's per-parameter rates for ``cfg``),
+  then the member's rate, held in its state."""
+  return optax.chain(train.make_optimizer(unit_config(t), cfg),
                      optax.inject_hyperparams(optax.scale)(step_size=1.0))
 
 
@@ -124,8 +128,9 @@ def programs(cfg: model.ModelConfig, train_json: str, member_axis: str = "vmap")
   The train step runs over the members with ``member_axis`` ("vmap" or "map"); the
   cheap ones (init, evaluation) always with vmap.
   """
-  optimizer = make_optimizer(ml_collections.ConfigDict(json.loads(train_json)))
-  step = functools.partial(train.train_step, cfg=cfg, optimizer=optimizer)
+  t = ml_collections.ConfigDict(json.loads(train_json))
+  optimizer = make_optimizer(t, cfg)
+  step = functools.partial(train.train_step, cfg=cfg, optimizer=optimizer, z_loss=t.z_loss)
   return Programs(
       init=jax.jit(functools.partial(init_state, cfg, optimizer)),
       step=jax.jit(over_members(step, member_axis), donate_argnums=0),

@@ -14,6 +14,9 @@ running process). Resume rules (README, Training, "Resume"):
   trajectory: a resume that changes them is refused unless the caller allows it
   (``--allow_resume_changes``); then each segment's config and the step it started at are
   kept in ``config_history.json`` and listed in ``summary.json``.
+
+A workdir saved before a field existed (``ADDED_FIELDS``) resumes as if it held that
+field at its default: the value the run trained with.
 """
 
 from __future__ import annotations
@@ -46,6 +49,10 @@ FROZEN_GROUPS = ("model", "data")
 # ... except these, which change only how the same model trains (allowed when opted in).
 TRAJECTORY_FIELDS = {"model.compute_dtype", "model.attention_impl", "model.attention_block",
                      "data.shuffle_seed"}
+# Fields added after workdirs were saved: a saved config.json without one ran with the value
+# it had before the field existed, its default here (experiments/configs/common.py).
+ADDED_FIELDS = {"model.qk_norm": False, "model.parametrization": "sp", "model.base_width": 0,
+                "train.z_loss": 0.0}
 
 
 # ----------------------------------------------------------------------------- files
@@ -190,8 +197,14 @@ def _flat(d: dict, prefix: str = "") -> dict:
 
 
 def config_changes(saved: dict, current: dict) -> dict[str, list[dict]]:
-  """``{kind: [{field, old, new}]}`` for every field that differs (``<missing>`` if absent)."""
+  """``{kind: [{field, old, new}]}`` for every field that differs (``<missing>`` if absent).
+
+  A field of ``ADDED_FIELDS`` that the saved config lacks counts as its default there.
+  """
   old, new = _flat(saved), _flat(current)
+  for name, default in ADDED_FIELDS.items():
+    if name in new:
+      old.setdefault(name, default)
   out: dict[str, list[dict]] = {"free": [], "frozen": [], "trajectory": []}
   for name in sorted(set(old) | set(new)):
     a, b = old.get(name, "<missing>"), new.get(name, "<missing>")

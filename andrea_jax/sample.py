@@ -8,8 +8,8 @@
               sample new token i + 1                       (lax.scan over i)
 
 The blocks reuse model.py's pieces (``qkv_project``, ``out_project``, attention.py's ``causal_attend``,
-``mlp``, ``residual_sublayer``, ``unembed``), so pre-/post-norm and every activation
-behave exactly as in ``model.forward``; the layer loop is a ``lax.scan`` over the
+``mlp``, ``residual_sublayer``, ``unembed``), so pre-/post-norm, every activation,
+``qk_norm`` and muP's scales behave exactly as in ``model.forward``; the layer loop is a ``lax.scan`` over the
 stacked block params with the per-layer caches as xs and the updated caches as ys.
 Attention always uses the XLA ``causal_attend`` path (``cfg.attention_impl`` is
 ignored here: the cache needs an explicit position mask).

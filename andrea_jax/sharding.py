@@ -42,6 +42,8 @@ PARAM_AXES = {
     "ln_2/scale": ("layers", None), "ln_2/bias": ("layers", None),
     "attn/w_qkv": ("layers", "embed", "heads"), "attn/b_qkv": ("layers", None),
     "attn/w_out": ("layers", "heads", "embed"), "attn/b_out": ("layers", None),
+    "q_norm/scale": ("layers", None), "q_norm/bias": ("layers", None),  # qk_norm, over head_dim
+    "k_norm/scale": ("layers", None), "k_norm/bias": ("layers", None),
     "mlp/w_in": ("layers", "embed", "mlp"), "mlp/b_in": ("layers", None),
     "mlp/w_out": ("layers", "mlp", "embed"), "mlp/b_out": ("layers", None),
 }

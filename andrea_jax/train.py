@@ -52,6 +52,7 @@ from andrea_jax import diagnostics
 from andrea_jax import errors
 from andrea_jax import metrics as metrics_lib
 from andrea_jax import model
+from andrea_jax import mup
 from andrea_jax import plots
 from andrea_jax import runs
 from andrea_jax import sharding
@@ -88,6 +89,9 @@ def check_train_config(t) -> None:
                              f"{t.steps // 10} (a tenth of the run)")
   if not 0 <= t.min_lr_ratio <= 1:
     raise errors.ConfigError(f"train.min_lr_ratio={t.min_lr_ratio}: expected a value in [0, 1]")
+  if not t.z_loss >= 0:
+    raise errors.ConfigError(f"train.z_loss={t.z_loss!r}: expected 0 (off) or a positive weight "
+                             f"such as 1e-4")
 
 
 def make_schedule(t) -> optax.Schedule:
@@ -108,10 +112,16 @@ def decay_mask(params) -> Any:
   return jax.tree_util.tree_map_with_path(lambda path, _: path[-1].key in DECAYED, params)
 
 
-def make_optimizer(t) -> optax.GradientTransformation:
-  """Global-norm clipping, then AdamW with decoupled decay on matrices and embeddings."""
+def make_optimizer(t, cfg: model.ModelConfig | None = None) -> optax.GradientTransformation:
+  """Global-norm clipping, then AdamW with decoupled decay on matrices and embeddings.
+
+  Under muP (``cfg.parametrization == "mup"``) AdamW's updates then get the per-parameter
+  learning-rate factors of ``mup.scale_learning_rates``.
+  """
   adamw = optax.adamw(make_schedule(t), b1=t.b1, b2=t.b2, eps=t.eps,
                       weight_decay=t.weight_decay, mask=decay_mask)
+  if cfg is not None and cfg.parametrization == "mup":
+    adamw = optax.chain(adamw, mup.scale_learning_rates(cfg))
   return optax.chain(clip_by_global_norm(t.grad_clip), adamw) if t.grad_clip > 0 else adamw
 
 
@@ -128,9 +138,13 @@ def init_state(cfg: model.ModelConfig, optimizer, key: jax.Array) -> dict:
           "opt_state": optimizer.init(params), "good": jnp.ones((), bool)}
 
 
-def train_step(state: dict, batch_ABT: jax.Array, cfg: model.ModelConfig,
-               optimizer) -> tuple[dict, dict]:
+def train_step(state: dict, batch_ABT: jax.Array, cfg: model.ModelConfig, optimizer,
+               z_loss: float = 0.0) -> tuple[dict, dict]:
   """One optimizer update from ``A`` microbatches ``[A, B/A, T+1]`` (gradients averaged).
+
+  The objective is the cross-entropy plus ``z_loss * log(Z)^2`` (``model.loss_terms``); the
+  metrics report them apart: ``loss`` is the cross-entropy, ``z_loss`` the auxiliary term
+  (only when ``z_loss > 0``).
 
   Lean on purpose (docs/performance.md): one microbatch is a plain ``value_and_grad``;
   more are summed by a ``lax.scan`` whose carry starts at the first one's gradients. The
@@ -138,9 +152,11 @@ def train_step(state: dict, batch_ABT: jax.Array, cfg: model.ModelConfig,
   non-finite loss or norm skips the update in a ``lax.cond`` (no work on the state); an
   update that would make a parameter non-finite is discarded by a select fused into the
   update. Either way the state is left as it was, with ``good`` False for ever. Returns
-  the new state and ``{"loss", "grad_norm", "good"}`` (``good``: after this step).
+  the new state and ``{"loss", "grad_norm", "good"}`` (``good``: after this step; and
+  ``z_loss`` when it is on).
   """
-  loss, grads = _mean_loss_and_grads(state["params"], batch_ABT, cfg)
+  (_, terms), grads = _mean_loss_and_grads(state["params"], batch_ABT, cfg, z_loss)
+  loss = terms["nll"]
   grad_norm = optax.tree.norm(grads)
 
   def update(state):
@@ -158,16 +174,18 @@ def train_step(state: dict, batch_ABT: jax.Array, cfg: model.ModelConfig,
 
   ok = state["good"] & jnp.isfinite(loss) & jnp.isfinite(grad_norm)
   new_state = jax.lax.cond(ok, update, skip, state)
-  return new_state, {"loss": loss, "grad_norm": grad_norm, "good": new_state["good"]}
+  metrics = {"loss": loss, "grad_norm": grad_norm, "good": new_state["good"],
+             **({"z_loss": terms["z_loss"]} if z_loss else {})}
+  return new_state, metrics
 
 
 def _all_finite(tree) -> jax.Array:
   return jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in jax.tree.leaves(tree)]))
 
 
-def _mean_loss_and_grads(params, batch_ABT: jax.Array, cfg: model.ModelConfig):
-  """Loss and gradients averaged over the ``A`` microbatches of ``batch_ABT``."""
-  grad_fn = jax.value_and_grad(model.loss_fn)
+def _mean_loss_and_grads(params, batch_ABT: jax.Array, cfg: model.ModelConfig, z_loss: float):
+  """``((objective, terms), gradients)`` averaged over the ``A`` microbatches of ``batch_ABT``."""
+  grad_fn = jax.value_and_grad(functools.partial(model.loss_terms, z_loss=z_loss), has_aux=True)
   first = grad_fn(params, batch_ABT[0, :, :-1], batch_ABT[0, :, 1:], cfg)
   A = batch_ABT.shape[0]
   if A == 1:
@@ -249,7 +267,7 @@ def per_member(value) -> np.ndarray:
 def single_run(config, cfg: model.ModelConfig, mesh, workdir: str) -> Models:
   """One model on ``mesh``: state, steps and batches sharded, checkpoints on any mesh."""
   t = config.train
-  optimizer, schedule = make_optimizer(t), make_schedule(t)
+  optimizer, schedule = make_optimizer(t, cfg), make_schedule(t)
   abstract = abstract_state(cfg, optimizer, t.seed)
   shardings = sharding.state_shardings(abstract, mesh)
   # Explicit shardings in and out; XLA's partitioner inserts the collectives. Batches are
@@ -257,7 +275,7 @@ def single_run(config, cfg: model.ModelConfig, mesh, workdir: str) -> Models:
   replicated = sharding.replicated(mesh)
   train_batch = sharding.batch_sharding(mesh, batch_dim=1, ndim=3)
   eval_batch = sharding.batch_sharding(mesh, batch_dim=0, ndim=2)
-  step = jax.jit(functools.partial(train_step, cfg=cfg, optimizer=optimizer),
+  step = jax.jit(functools.partial(train_step, cfg=cfg, optimizer=optimizer, z_loss=t.z_loss),
                  in_shardings=(shardings, train_batch), out_shardings=(shardings, replicated),
                  donate_argnums=0)
   evaluate = jax.jit(functools.partial(eval_step, cfg=cfg),
@@ -454,10 +472,13 @@ class Logger:
     rate = (step - self.last[1]) * self.tokens_per_step / max(now - self.last[0], 1e-9)
     loss = np.mean([per_member(h["loss"]) for h in host], axis=0)
     grad_norm = np.mean([per_member(h["grad_norm"]) for h in host], axis=0)
+    z_loss = np.mean([per_member(h["z_loss"]) for h in host], axis=0) if "z_loss" in host[0] else None
     lr = self.models.learning_rate(step - 1)
     for i in np.flatnonzero(alive):
       row = {"loss": float(loss[i]), "lr": float(lr[i]), "grad_norm": float(grad_norm[i]),
              "tokens_per_s": rate, "wall_time_s": self.clock.seconds()}
+      if z_loss is not None:  # the z-loss term, apart from the cross-entropy
+        row["z_loss"] = float(z_loss[i])
       if self.peak:
         row["mfu"] = metrics_lib.mfu(rate, self.flops_per_token, self.peak)
       self.writers[i].write(step, row)
@@ -504,7 +525,7 @@ def train_loop(config, cfg, models: Models, state, ev: Eval, prepared, workdir: 
   diag = None
   if config.diagnostics.enabled:
     diag = diagnostics.Recorder(config.diagnostics, cfg, ev.first_batch, models.dirs,
-                                models.stacked)
+                                models.stacked, last_step=t.steps)
   if start_step == 0:
     evals.initial = evaluate(models, state["params"], ev, log.writers, 0, alive, evals)
     if diag:

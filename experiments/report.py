@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import glob
+import importlib
 import json
 import math
 import os
 import shutil
+import sys
 
 import numpy as np
 from absl import flags
@@ -26,11 +28,21 @@ from experiments import cli
 from experiments import stats
 from experiments import verdicts as V
 
+if __name__ == "__main__":
+  # ``python -m experiments.report``: this module is also the one ``experiments.report``
+  # names, so that a sweep's own report module (``REPORTS``) importing it shares its flags.
+  sys.modules.setdefault("experiments.report", sys.modules["__main__"])
+
 _SWEEP_DIR = flags.DEFINE_string("sweep_dir", None, "directory written by experiments.sweep")
 _OUT = flags.DEFINE_string("out", None, "where REPORT.md and plots go (default: sweep_dir)")
 _COMMAND = flags.DEFINE_string("command", "", "the command that produced the sweep, for the report")
 _COPY = flags.DEFINE_bool("copy_cells", False, "copy the per-cell files into --out first (to "
                           "commit a study: the report is then read from --out alone)")
+
+# What a cell record keeps of a probe (diagnostics.jsonl): per-layer lists, and log Z.
+PROBED = ("grad_attn", "grad_mlp", "residual_norm", "attn_logit_max", "log_z")
+# Sweeps with a report of their own (by sweep.json's name): the module with write_report.
+REPORTS = {"proxies": "experiments.proxy_report"}
 
 # What a committed study keeps of each cell (no checkpoints, TensorBoard files or logs).
 CELL_FILES = ("cell.json", "summary.json", "metrics.jsonl", "diagnostics.jsonl")
@@ -61,7 +73,7 @@ def cell_record(d: str) -> dict | None:
     return None
   metrics, diag = (read_jsonl(os.path.join(d, name)) for name in ("metrics.jsonl", "diagnostics.jsonl"))
   probes = [r for r in diag if "residual_norm" in r]
-  pick = lambda r: {k: (r or {}).get(k) for k in ("grad_attn", "grad_mlp", "residual_norm")}
+  pick = lambda r: {k: (r or {}).get(k) for k in PROBED}
   initial = summary.get("initial_val_loss")
   if initial is None and probes and probes[0]["step"] == 0:
     initial = probes[0]["loss"]
@@ -203,7 +215,7 @@ def _pm(mean: float, std: float) -> str:
   return f"{mean:.3f}" + ("" if np.isnan(std) else f" ± {std:.3f}")
 
 
-def _interval(x: float | None, ci, fmt: str) -> str:
+def interval_text(x: float | None, ci, fmt: str) -> str:
   if x is None:
     return "—"
   return format(x, fmt) + ("" if ci is None else " [" + ", ".join(format(c, fmt) for c in ci) + "]")
@@ -219,10 +231,10 @@ def table_lines(table: dict) -> list[str]:
     for lr in rates:
       c = a["rates"].get(f"{lr:g}")
       cells.append("" if c is None else _pm(c["mean"], c["std"]) + (f" ({c['diverged']}✕)" if c["diverged"] else ""))
-    lines.append(f"| {arm} | {_interval(a['optimum_lr'], a['optimum_lr_interval'], '.2g')} | "
-                 f"{_interval(a['optimum_loss'], a['optimum_loss_interval'], '.3f')} | "
+    lines.append(f"| {arm} | {interval_text(a['optimum_lr'], a['optimum_lr_interval'], '.2g')} | "
+                 f"{interval_text(a['optimum_loss'], a['optimum_loss_interval'], '.3f')} | "
                  f"{a['bracketed_seeds']}/{a['seeds']} | {'yes' if a['learns'] else 'no'} | "
-                 f"{_interval(a['sensitivity'], a['sensitivity_interval'], '.3f')} | "
+                 f"{interval_text(a['sensitivity'], a['sensitivity_interval'], '.3f')} | "
                  f"{a['diverged']}/{a['cells']} | " + " | ".join(cells) + " |")
   return lines
 
@@ -230,14 +242,14 @@ def table_lines(table: dict) -> list[str]:
 # ----------------------------------------------------------------------------- plots
 
 
-def _figure(*args, **kwargs):
+def figure(*args, **kwargs):
   # A bare Figure, not pyplot: no global state in the caller's process or notebook.
   from matplotlib.figure import Figure  # pylint: disable=import-outside-toplevel
   fig = Figure(*args, **kwargs)
   return fig
 
 
-def _save(fig, out: str, name: str) -> str:
+def save(fig, out: str, name: str) -> str:
   fig.tight_layout()
   fig.savefig(os.path.join(out, name), dpi=100)
   return name
@@ -253,7 +265,7 @@ def plot_lr_curves(runs: list[V.Run], out: str, unigram: float = float("nan")) -
       continue
     if not chosen or not any(len(V.by_rate(arms[a])) > 1 for a in chosen):
       continue
-    fig = _figure(figsize=(7, 4.5))
+    fig = figure(figsize=(7, 4.5))
     ax = fig.subplots()
     for i, arm in enumerate(chosen):
       curve = V.rate_curve(arms[arm])
@@ -270,7 +282,7 @@ def plot_lr_curves(runs: list[V.Run], out: str, unigram: float = float("nan")) -
     ax.set(xscale="log", xlabel="peak learning rate", ylabel="final validation loss (nats)",
            title=f"{title}\n(mean ± std over seeds; ✕ = a seed diverged, counted at the init loss)")
     ax.legend(fontsize=7)
-    names.append(_save(fig, out, f"lr_{key}.png"))
+    names.append(save(fig, out, f"lr_{key}.png"))
   return names
 
 
@@ -288,7 +300,7 @@ def profiles(cells: list[dict], norm: str, init: str, key: str, when: str = "ini
 
 def plot_profiles(cells: list[dict], out: str) -> str | None:
   """Per-layer gradient norms at init, pre vs post, under both initialisations."""
-  fig = _figure(figsize=(13, 4))
+  fig = figure(figsize=(13, 4))
   axes = fig.subplots(1, 3)
   drawn = False
   for i, (norm, init) in enumerate((n, s) for s in ("gpt2", "xavier") for n in ("pre", "post")):
@@ -308,12 +320,12 @@ def plot_profiles(cells: list[dict], out: str) -> str | None:
            yscale="log")
     if ax.get_legend_handles_labels()[0]:
       ax.legend(fontsize=7)
-  return _save(fig, out, "init_profiles.png") if drawn else None
+  return save(fig, out, "init_profiles.png") if drawn else None
 
 
 def plot_residual(cells: list[dict], out: str) -> str | None:
   """The residual stream's norm per layer at init and at the end of training (gpt2 init)."""
-  fig = _figure(figsize=(11, 4))
+  fig = figure(figsize=(11, 4))
   axes = fig.subplots(1, 2, sharey=True)
   drawn = False
   for ax, when in zip(axes, ("init", "end")):
@@ -327,7 +339,7 @@ def plot_residual(cells: list[dict], out: str) -> str | None:
            f" (mean over cells)", xlabel="after block (0 = embedding)", yscale="log")
     if ax.get_legend_handles_labels()[0]:
       ax.legend(fontsize=8)
-  return _save(fig, out, "residual.png") if drawn else None
+  return save(fig, out, "residual.png") if drawn else None
 
 
 def plot_best_curves(cells: list[dict], runs: list[V.Run], out: str) -> str | None:
@@ -336,7 +348,7 @@ def plot_best_curves(cells: list[dict], runs: list[V.Run], out: str) -> str | No
   chosen = sorted(a for a in arms if a.startswith("norm:")) or sorted(arms)[:6]
   if not chosen:
     return None
-  fig = _figure(figsize=(12, 4.5))
+  fig = figure(figsize=(12, 4.5))
   axes = fig.subplots(1, 2, sharey=True)
   for i, arm in enumerate(chosen):
     opts = V.optima(arms[arm])  # each seed at its best rate tried
@@ -354,7 +366,7 @@ def plot_best_curves(cells: list[dict], runs: list[V.Run], out: str) -> str | No
   axes[0].set_ylabel("nats / token")
   if axes[1].get_legend_handles_labels()[0]:
     axes[1].legend(fontsize=7)
-  return _save(fig, out, "loss_curves.png")
+  return save(fig, out, "loss_curves.png")
 
 
 # ----------------------------------------------------------------------------- the report
@@ -372,11 +384,12 @@ def measured_time(cells: list[dict]) -> str:
           f"compiles, evaluations and probes included, data preparation not).")
 
 
-def rules_lines(recorded: dict | None) -> list[str]:
-  """Which rules judged the study: those of the run (recorded in sweep.json) or changed since."""
-  now = V.rules_version()
+def rules_lines(recorded: dict | None, rules=V) -> list[str]:
+  """Which rules judged the study: those of the run (recorded in sweep.json) or changed since.
+  ``rules``: the module of the rules (its ``rules_version()`` and ``RULE_FILES``)."""
+  now = rules.rules_version()
   if not recorded:
-    return [f"Rules: `{' '.join(V.RULE_FILES)}` at content hash {now['sha256']}; the sweep "
+    return [f"Rules: `{' '.join(rules.RULE_FILES)}` at content hash {now['sha256']}; the sweep "
             f"recorded no rules of its own (it predates the record)."]
   same = recorded.get("sha256") == now["sha256"]
   at = f"commit {recorded.get('commit') or '?'}, content hash {recorded.get('sha256')}"
@@ -387,18 +400,31 @@ def rules_lines(recorded: dict | None) -> list[str]:
   return [f"Rules: **re-judged with rules changed since the run.** The run was made with the "
           f"rules of {at}; these verdicts come from content hash {now['sha256']} (last commit "
           f"{now['commit'] or '?'}). What changed: `git diff {recorded.get('commit') or '<run commit>'} "
-          f"{now['commit'] or 'HEAD'} -- {' '.join(V.RULE_FILES)}`."]
+          f"{now['commit'] or 'HEAD'} -- {' '.join(rules.RULE_FILES)}`."]
 
 
-def write_report(sweep_dir: str, out: str | None = None, command: str = "",
-                 copy: bool = False) -> str:
+def prepare_out(sweep_dir: str, out: str | None, command: str, copy: bool) -> tuple[str, str, str]:
+  """``(sweep_dir, out, command)`` to report from: with ``copy``, the cells copied into
+  ``out`` first and read from there (only what will be committed), the copy in the command."""
   out = out or sweep_dir
   os.makedirs(out, exist_ok=True)
   if copy and os.path.abspath(out) != os.path.abspath(sweep_dir):
     copy_cells(sweep_dir, out)
     command = " && ".join(filter(None, [command, f"python -m experiments.report "
                                         f"--sweep_dir={sweep_dir} --out={out} --copy_cells"]))
-    sweep_dir = out  # from here on, only what will be committed
+    sweep_dir = out
+  return sweep_dir, out, command
+
+
+def write_report(sweep_dir: str, out: str | None = None, command: str = "",
+                 copy: bool = False) -> str:
+  """REPORT.md, results.json and the plots of a sweep; a sweep named in ``REPORTS`` gets
+  its own module's report."""
+  name = (_read_json(os.path.join(sweep_dir, "sweep.json")) if os.path.exists(
+      os.path.join(sweep_dir, "sweep.json")) else {}).get("name")
+  if name in REPORTS:
+    return importlib.import_module(REPORTS[name]).write_report(sweep_dir, out, command, copy)
+  sweep_dir, out, command = prepare_out(sweep_dir, out, command, copy)
   index, cells, source = load(sweep_dir)
   runs = [to_run(c) for c in cells]
   table, judged = arm_table(runs), V.judge(runs)

@@ -158,8 +158,7 @@ def write_index(sweep: base.Sweep, workdir: str, records: dict) -> None:
   path = os.path.join(workdir, "sweep.json")
   old = {c.get("path", c["name"]): c for c in (files.read_json(path) or {}).get("cells", [])}
   old.update(records)
-  from experiments import verdicts  # pylint: disable=import-outside-toplevel
-  rules = (files.read_json(path) or {}).get("rules") or verdicts.rules_version()
+  rules = (files.read_json(path) or {}).get("rules") or importlib.import_module(sweep.rules).rules_version()
   files.write_json(path, {"name": sweep.name, "scale": sweep.scale, "base_config": sweep.base_config,
                           "description": sweep.description, "rules": rules,
                     "cells": [old.get(c.path, {**dataclasses.asdict(c), "path": c.path, "status": "pending"})

@@ -62,7 +62,7 @@ def init_memory(spec: dict) -> dict:
   """Parameter and Adam memory per device of a freshly initialised, sharded state."""
   config = make_config(spec["overrides"])
   cfg = model.ModelConfig(**config.model)
-  optimizer = train.make_optimizer(config.train)
+  optimizer = train.make_optimizer(config.train, cfg)
   mesh = sharding.make_mesh(config.mesh)
   shardings = sharding.state_shardings(train.abstract_state(cfg, optimizer, 0), mesh)
   state = jax.jit(train.init_state, static_argnums=(0, 1), out_shardings=shardings)(

@@ -105,12 +105,17 @@ def test_bfloat16_params_are_exported_as_float32(tmp_path):
   assert_trees_equal(jax.tree.map(lambda x: np.asarray(x, np.float32), params), back)
 
 
-@pytest.mark.parametrize("changes, match", [({"norm": "post"}, "post-norm"),
-                                            ({"activation": "swiglu"}, "SwiGLU")])
+@pytest.mark.parametrize("changes, match", [
+    ({"norm": "post"}, "post-norm"), ({"activation": "swiglu"}, "SwiGLU"),
+    ({"qk_norm": True}, r"model.qk_norm=True: GPT-2's attention has no LayerNorm on queries"
+                        r"(.|\n)*export a model trained with qk_norm=False"),
+    ({"parametrization": "mup", "base_width": 16}, r"model.parametrization='mup': GPT-2 computes"
+                                                  r"(.|\n)*trained with parametrization='sp'")])
 def test_variants_gpt2_cannot_express_are_refused(changes, match, tmp_path):
   cfg = tiny_cfg(**changes)
-  with pytest.raises(InteropError, match=match):
+  with pytest.raises(InteropError, match=match) as e:
     hf_gpt2.export_gpt2(model.init_params(cfg, jax.random.key(0)), cfg, str(tmp_path))
+  assert isinstance(e.value, errors.ConfigError)  # a config GPT-2 cannot hold
   assert not os.listdir(tmp_path)  # nothing half-written
 
 
@@ -348,6 +353,7 @@ def test_fine_tuning_starts_from_the_imported_params(pretrained, tmp_path):
 
 @pytest.mark.parametrize("changes, match", [
     ({"model.n_layer": 2}, r"n_layer: 1 vs 2(.|\n)*--config.model.n_layer=1"),
+    ({"model.qk_norm": True}, r"qk_norm: False vs True(.|\n)*--config.model.qk_norm=False"),
     ({"data.tokenizer_path": ""}, "needs the checkpoint's own tokenizer"),
 ])
 def test_fine_tuning_refuses_a_mismatch(changes, match, pretrained):

@@ -28,6 +28,9 @@ attention_probs = jax.jit(diagnostics.attention_probs, static_argnums=(2, 3))
 VARIANTS = [dict(norm=n, tie_embeddings=t, vocab_pad_multiple=1 if t else 16)
             for n in ("pre", "post") for t in (True, False)]
 IDS = [f"{v['norm']}-{'tied' if v['tie_embeddings'] else 'untied-padded'}" for v in VARIANTS]
+# The per-head query and key norms and muP's scales (attention 1/d_head, readout multiplier).
+VARIANTS.append(dict(norm="pre", tie_embeddings=True, qk_norm=True, parametrization="mup", base_width=8))
+IDS.append("pre-tied-qknorm-mup")
 
 
 def tiny_cfg(**changes):

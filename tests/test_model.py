@@ -167,7 +167,8 @@ def test_andrea120m_component_figures():
 
 
 @pytest.mark.parametrize("changes", [
-    dict(norm="post"), dict(activation="swiglu"), dict(tie_embeddings=False), dict(mlp_ratio=1.5)])
+    dict(norm="post"), dict(activation="swiglu"), dict(tie_embeddings=False), dict(mlp_ratio=1.5),
+    dict(qk_norm=True)])
 def test_count_params_equals_init_leaves_for_variants(changes):
   cfg = small(**changes)
   params = model.init_params(cfg, jax.random.key(0))
@@ -190,6 +191,21 @@ def test_init_statistics_follow_gpt2():
   assert jnp.all(p["blocks"]["ln_1"]["scale"] == 1) and jnp.all(p["blocks"]["mlp"]["b_in"] == 0)
   # Layers are initialised independently, not copies of one another.
   assert not jnp.allclose(p["blocks"]["attn"]["w_qkv"][0], p["blocks"]["attn"]["w_qkv"][1])
+
+
+def test_mup_init_scales_the_hidden_matrices_alone():
+  # muP: the hidden matrices' variance is 1/fan_in relative to the base width (std x
+  # sqrt(base/width)); embeddings, biases and norms are as in the standard init.
+  sp = ModelConfig(vocab_size=512, block_size=64, d_model=128, n_layer=8, n_head=4)
+  mup = dataclasses.replace(sp, parametrization="mup", base_width=32)
+  p_sp, p_mup = model.init_params(sp, jax.random.key(0)), model.init_params(mup, jax.random.key(0))
+  hidden = {("blocks", "attn", "w_qkv"), ("blocks", "attn", "w_out"), ("blocks", "mlp", "w_in"),
+            ("blocks", "mlp", "w_out")}
+  for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(p_mup), jax.tree.leaves(p_sp)):
+    keys = tuple(k.key for k in path)
+    factor = 0.5 if keys in hidden else 1.0  # sqrt(32 / 128)
+    np.testing.assert_allclose(a, factor * b, rtol=1e-6, err_msg=str(keys))
+  assert float(jnp.std(p_mup["blocks"]["attn"]["w_qkv"])) == pytest.approx(0.01, rel=0.05)
 
 
 # ----------------------------------------------------------------------------- the forward pass
@@ -314,9 +330,45 @@ def test_loss_at_init_is_near_log_vocab():
                              expected, rtol=1e-5)
 
 
+@pytest.mark.parametrize("chunk", [0, 7])
+def test_z_loss_is_counted_in_the_objective_and_reported_apart(chunk):
+  # Against the formula written on the model's logits: mean CE + z * mean log(Z)^2 over
+  # the masked positions, Z over the real vocabulary (the padded ids are out of it).
+  cfg = small(vocab_pad_multiple=8, loss_chunk=chunk)
+  params = model.init_params(cfg, jax.random.key(8))
+  params["wte"] = params["wte"] * 30  # logits of order 1: log Z far from log V
+  tokens, targets = random_tokens(cfg, (2, 12)), random_tokens(cfg, (2, 12), seed=1)
+  mask = (jax.random.uniform(jax.random.key(3), targets.shape) > 0.3).astype(jnp.float32)
+  z = 0.05
+
+  def plain(p):
+    logits = model.forward(p, tokens, cfg)[..., :cfg.vocab_size]
+    lse = jax.nn.logsumexp(logits, axis=-1)
+    nll = lse - jnp.take_along_axis(logits, targets[..., None], -1)[..., 0]
+    mean = lambda a: jnp.sum(a * mask) / jnp.sum(mask)
+    return mean(nll) + z * mean(lse ** 2), (mean(nll), z * mean(lse ** 2), mean(lse))
+
+  (total, terms), grads = jax.value_and_grad(model.loss_terms, has_aux=True)(
+      params, tokens, targets, cfg, mask, z)
+  (want, (nll, z_term, log_z)), want_grads = jax.value_and_grad(plain, has_aux=True)(params)
+  np.testing.assert_allclose(total, want, rtol=1e-6)
+  np.testing.assert_allclose([terms["nll"], terms["z_loss"], terms["log_z"]], [nll, z_term, log_z], rtol=1e-6)
+  np.testing.assert_allclose(terms["nll"], model.loss_fn(params, tokens, targets, cfg, mask), rtol=1e-6)
+  assert float(z_term) > 0.01 * float(nll)  # the term matters in the gradients compared below
+  chex.assert_trees_all_close(grads, want_grads, rtol=1e-5, atol=1e-6)  # gradients of order 1
+  # Off by default: the objective is the cross-entropy.
+  np.testing.assert_allclose(model.loss_terms(params, tokens, targets, cfg, mask)[0], terms["nll"], rtol=1e-7)
+
+
 FLAX_VARIANTS = [dict(), dict(norm="post", tie_embeddings=False), dict(norm="post", activation="swiglu"),
                  dict(activation="gelu", tie_embeddings=False, remat_policy="dots_saveable", scan_unroll=3,
-                      vocab_pad_multiple=8)]
+                      vocab_pad_multiple=8),
+                 dict(qk_norm=True, parametrization="mup", base_width=16, attention_impl="xla"),
+                 dict(qk_norm=True, norm="post", tie_embeddings=False, parametrization="mup",
+                      base_width=64)]
+# Mathematically without gradient: a bias added to every key moves all of a query's scores
+# alike, which the softmax ignores (like the key part of b_qkv, which shares a leaf).
+NO_GRADIENT = ("['blocks']['attn']['k_norm']['bias']",)
 
 
 @pytest.mark.parametrize("changes", FLAX_VARIANTS)
@@ -325,7 +377,7 @@ def test_flax_module_gives_the_pure_functions_logits_and_gradients(changes):
   # LayerNorm math, the activations and the attention kernel with model.py.
   cfg = small(**changes)
   module = AndreaLM(cfg)
-  params = model.init_params(cfg, jax.random.key(9))
+  params = lively_norms(model.init_params(cfg, jax.random.key(9)))
   tokens, targets = random_tokens(cfg, seed=1), random_tokens(cfg, seed=2)
   logits = module.apply({"params": to_flax(params)}, tokens)
   np.testing.assert_allclose(logits, model.forward(params, tokens, cfg), rtol=1e-5, atol=1e-6)
@@ -339,11 +391,24 @@ def test_flax_module_gives_the_pure_functions_logits_and_gradients(changes):
   chex.assert_trees_all_equal_structs(flax_grads, grads)
   for (path, g_flax), g in zip(jax.tree_util.tree_leaves_with_path(flax_grads), jax.tree.leaves(grads)):
     np.testing.assert_allclose(g_flax, g, rtol=1e-5, atol=1e-7, err_msg=jax.tree_util.keystr(path))
-    assert jnp.any(g != 0), jax.tree_util.keystr(path)  # every parameter is used
+    if jax.tree_util.keystr(path) not in NO_GRADIENT:
+      assert jnp.any(g != 0), jax.tree_util.keystr(path)  # every parameter is used
+
+
+def lively_norms(params, seed=0):
+  """The per-head query and key norms (if any) moved away from scale 1, bias 0."""
+  attn = params["blocks"]["attn"]
+  if "q_norm" not in attn:
+    return params
+  keys = iter(jax.random.split(jax.random.key(seed), 4))
+  move = lambda a: a + 0.3 * jax.random.normal(next(keys), a.shape, a.dtype)
+  norms = {n: jax.tree.map(move, attn[n]) for n in ("q_norm", "k_norm")}
+  return {**params, "blocks": {**params["blocks"], "attn": {**attn, **norms}}}
 
 
 @pytest.mark.parametrize("changes", [dict(), dict(norm="post", tie_embeddings=False, vocab_pad_multiple=8),
-                                     dict(init="xavier", activation="swiglu", vocab_pad_multiple=8)])
+                                     dict(init="xavier", activation="swiglu", vocab_pad_multiple=8),
+                                     dict(qk_norm=True, parametrization="mup", base_width=16)])
 def test_flax_init_has_the_layout_and_statistics_of_init_params(changes):
   cfg = small(**changes, n_layer=4, d_model=64)
   flax_params = AndreaLM(cfg).init(jax.random.key(0), random_tokens(cfg))["params"]
@@ -367,21 +432,37 @@ def test_flax_init_has_the_layout_and_statistics_of_init_params(changes):
 
 
 def reference_attention(x_BTD, attn, cfg):
-  """Multi-head causal self-attention written out plainly: one masked softmax per head."""
+  """Multi-head causal self-attention written out plainly: one masked softmax per head.
+
+  ``qk_norm``: each head's queries and keys standardised over the head dimension, then
+  scaled and shifted; muP: scores divided by d_head, not by its square root.
+  """
   B, T, D = x_BTD.shape
   q, k, v = (a.reshape(B, T, cfg.n_head, cfg.head_dim)
              for a in jnp.split(x_BTD @ attn["w_qkv"] + attn["b_qkv"], 3, axis=-1))
-  scores = jnp.einsum("bthk,bshk->bhts", q, k) / math.sqrt(cfg.head_dim)
+  if cfg.qk_norm:
+    standard = lambda a: (a - a.mean(-1, keepdims=True)) / jnp.sqrt(a.var(-1, keepdims=True) + cfg.ln_eps)
+    q = standard(q) * attn["q_norm"]["scale"] + attn["q_norm"]["bias"]
+    k = standard(k) * attn["k_norm"]["scale"] + attn["k_norm"]["bias"]
+  d = cfg.head_dim if cfg.parametrization == "mup" else math.sqrt(cfg.head_dim)
+  scores = jnp.einsum("bthk,bshk->bhts", q, k) / d
   scores = jnp.where(jnp.tril(jnp.ones((T, T), bool)), scores, -jnp.inf)
   o = jnp.einsum("bhts,bshk->bthk", jax.nn.softmax(scores, axis=-1), v).reshape(B, T, D)
   return o @ attn["w_out"] + attn["b_out"]
 
 
-@pytest.mark.parametrize("attention_impl", ["auto", "xla", "xla_flash"])
-def test_attention_impls_equal_the_reference_in_values_and_gradients(attention_impl):
+QK_MUP = dict(qk_norm=True, parametrization="mup", base_width=16)
+
+
+@pytest.mark.parametrize("attention_impl, changes", [("auto", {}), ("xla", {}), ("xla_flash", {}),
+                                                     ("xla", QK_MUP), ("xla_flash", QK_MUP)])
+def test_attention_impls_equal_the_reference_in_values_and_gradients(attention_impl, changes):
   # T = 11 with blocks of 4: a partial last block, and queries that see several blocks.
-  cfg = small(attention_impl=attention_impl, attention_block=4)
-  attn = jax.tree.map(lambda a: 10 * a[0], model.init_params(cfg, jax.random.key(1))["blocks"]["attn"])
+  cfg = small(attention_impl=attention_impl, attention_block=4, **changes)
+  params = lively_norms(model.init_params(cfg, jax.random.key(1)))
+  attn = jax.tree.map(lambda a: 10 * a[0], params["blocks"]["attn"])
+  attn.update({n: jax.tree.map(lambda a: a[0], params["blocks"]["attn"][n])  # norms as they are
+               for n in ("q_norm", "k_norm") if n in attn})
   attn = {**attn, "b_qkv": 0.5 * jax.random.normal(jax.random.key(3), attn["b_qkv"].shape)}
   x = jax.random.normal(jax.random.key(2), (2, 11, cfg.d_model))
   np.testing.assert_allclose(model.attention(x, attn, cfg), reference_attention(x, attn, cfg),
@@ -391,6 +472,39 @@ def test_attention_impls_equal_the_reference_in_values_and_gradients(attention_i
   want = jax.grad(loss(reference_attention), argnums=(0, 1))(x, attn)
   for (path, g), w in zip(jax.tree_util.tree_leaves_with_path(got), jax.tree.leaves(want)):
     np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4, err_msg=jax.tree_util.keystr(path))
+
+
+def test_mup_is_sp_with_a_smaller_query_and_head_input():
+  # muP's two changes to the function, checked on an sp model that makes them by hand:
+  # queries / sqrt(d_head) (scores over d_head in all) and the head's input times
+  # base_width / d_model (the readout multiplier; here through ln_f, the tied head's input).
+  sp = small(d_model=64, attention_impl="xla")
+  mup = dataclasses.replace(sp, parametrization="mup", base_width=16)
+  params = model.init_params(mup, jax.random.key(0))
+  attn = params["blocks"]["attn"]
+  attn["b_qkv"] = attn["b_qkv"] + 0.1  # non-zero biases: the query's is scaled too
+  D, r = sp.d_model, 16 / 64
+  q_part = jnp.concatenate([jnp.full(D, 1 / math.sqrt(sp.head_dim)), jnp.ones(2 * D)])
+  by_hand = {**params, "ln_f": jax.tree.map(lambda a: r * a, params["ln_f"]),
+             "blocks": {**params["blocks"], "attn": {**attn, "w_qkv": attn["w_qkv"] * q_part,
+                                                     "b_qkv": attn["b_qkv"] * q_part}}}
+  tokens = random_tokens(sp)
+  np.testing.assert_allclose(model.forward(params, tokens, mup), model.forward(by_hand, tokens, sp),
+                             rtol=1e-5, atol=1e-6)
+  assert not np.allclose(model.forward(params, tokens, mup), model.forward(params, tokens, sp), atol=1e-3)
+
+
+def test_mup_at_its_base_width_changes_only_the_attention_scale():
+  sp = small()
+  mup = dataclasses.replace(sp, parametrization="mup", base_width=sp.d_model)
+  chex.assert_trees_all_equal(model.init_params(sp, jax.random.key(0)),
+                              model.init_params(mup, jax.random.key(0)))
+  t = common.train_group()
+  grads = jax.tree.map(jnp.ones_like, model.init_params(sp, jax.random.key(0)))
+  p = model.init_params(sp, jax.random.key(0))
+  u_sp, _ = train.make_optimizer(t, sp).update(grads, train.make_optimizer(t, sp).init(p), p)
+  u_mup, _ = train.make_optimizer(t, mup).update(grads, train.make_optimizer(t, mup).init(p), p)
+  chex.assert_trees_all_close(u_sp, u_mup)
 
 
 SHRINK_120M = {"model.n_layer": 2, "model.d_model": 64, "model.n_head": 4, "model.block_size": 32,
@@ -445,18 +559,20 @@ def f64(tree):
 # the chunked cross-entropy's. Elsewhere jax.grad is JAX's, tested by JAX.
 
 
-@pytest.mark.parametrize("padded", [False, True])
-def test_chunked_cross_entropy_gradients_in_float64(x64, padded):
+@pytest.mark.parametrize("padded, z_loss", [(False, 0.0), (True, 0.0), (True, 0.3)])
+def test_chunked_cross_entropy_gradients_in_float64(x64, padded, z_loss):
   x = jax.random.normal(jax.random.key(0), (7, 6), jnp.float64)  # 7 rows: a partial chunk
   w = jax.random.normal(jax.random.key(1), (16 if padded else 13, 6), jnp.float64)
   y = jax.random.randint(jax.random.key(2), (7,), 0, 13)
   weight = jnp.array([1.0, 1.0, 0.0, 1.0, 0.5, 1.0, 1.0], jnp.float64)
-  f = lambda x, w: cross_entropy.weighted_nll_sum(x, w, y, weight, 13, 3)
+  f = lambda x, w: cross_entropy.weighted_loss_sums(x, w, y, weight, 13, 3, z_loss)[0]
   check_grads(f, (x, w), order=1, modes=("rev",))
-  # And its value: the weighted sum of the plain cross-entropy over the real vocabulary.
+  # And its value: the weighted sum of the plain cross-entropy (plus PaLM's z-loss term)
+  # over the real vocabulary.
   logits = x @ w[:13].T
-  nll = jax.nn.logsumexp(logits, axis=-1) - logits[jnp.arange(7), y]
-  np.testing.assert_allclose(f(x, w), jnp.sum(weight * nll), rtol=1e-12)
+  lse = jax.nn.logsumexp(logits, axis=-1)
+  nll = lse - logits[jnp.arange(7), y]
+  np.testing.assert_allclose(f(x, w), jnp.sum(weight * (nll + z_loss * lse ** 2)), rtol=1e-12)
 
 
 def test_check_grads_full_loss_through_both_custom_gradients(x64):
@@ -560,6 +676,11 @@ def test_with_layer_norm_the_skip_path_keeps_tokens_apart(seed):
 
 
 @pytest.mark.parametrize("changes, message", [
+    (dict(parametrization="ntk"), "parametrization='ntk': expected one of .'sp', 'mup'."),
+    (dict(parametrization="mup"), "base_width=0 with parametrization='mup'"),
+    (dict(parametrization="mup", base_width=16, init="xavier"), "init='xavier' with parametrization='mup'"),
+    (dict(base_width=-8), "base_width=-8"),
+    (dict(qk_norm="yes"), "qk_norm='yes': expected True or False"),
     (dict(d_model=30, n_head=4), "d_model=30 is not divisible by n_head=4"),
     (dict(n_layer=0), "n_layer=0"),
     (dict(vocab_size=-5), "vocab_size=-5"),

@@ -1,4 +1,5 @@
-"""A group (andrea_jax/multi.py) against single runs, divergence, resume after a kill."""
+"""A group (andrea_jax/multi.py) against single runs (also with qk_norm, z_loss and muP),
+divergence, resume after a kill."""
 
 import json
 import os
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 
 from andrea_jax import checkpoint as ckpt
+from andrea_jax import diagnostics
 from andrea_jax import errors
 from andrea_jax import metrics as metrics_lib
 from andrea_jax import model
@@ -80,6 +82,34 @@ def test_members_write_the_files_of_a_run(vmapped):
   diag = [json.loads(l) for l in open(os.path.join(member, "diagnostics.jsonl"))]
   assert diag[0]["step"] == 0 and len(diag[0]["grad_mlp"]) == 2 and len(diag[0]["residual_norm"]) == 3
   assert any("update_mlp" in r for r in diag) and diag[-1]["step"] == 8
+
+
+# Issue 23's options at once; 6 steps with a probe every 4: the last step's is an extra one.
+NEW_OPTIONS = {"model.qk_norm": True, "model.parametrization": "mup", "model.base_width": 16,
+               "train.z_loss": 1e-2, "train.steps": 6, "diagnostics.every": 4}
+
+
+def test_a_member_with_qk_norm_z_loss_and_mup_matches_its_single_run(cache, tmp_path):
+  members = [multi.Member("a", 3e-3, seed=0, batch_seed=10), multi.Member("b", 1e-2, seed=1, batch_seed=11)]
+  group = tmp_path / "group"
+  summaries = multi.train_members(config(cache, **NEW_OPTIONS), members, str(group), member_axis="vmap")
+  assert [s["status"] for s in summaries] == ["completed"] * 2
+  m, single = members[1], str(tmp_path / "single")
+  result = train.train_and_evaluate(config(cache, **NEW_OPTIONS, **{
+      "train.learning_rate": m.learning_rate, "train.seed": m.seed,
+      "data.shuffle_seed": m.batch_seed}), single)
+  member = str(group / m.name)
+  for key in ("loss", "z_loss", "lr", "val_loss"):  # z_loss: the term, logged apart
+    np.testing.assert_allclose(rows(member, key), rows(single, key), rtol=2e-5, atol=2e-7, err_msg=key)
+  assert len(rows(member, "z_loss")) == 6 and min(rows(member, "z_loss")) > 0
+  np.testing.assert_allclose(summaries[1]["final_val_loss"], result.summary["final_val_loss"], rtol=2e-5)
+  # The diagnostics of the model's scan, at step 0, every 4 and the last step, as alone.
+  probes = [[r for r in diagnostics.read(d) if "attn_logit_max" in r] for d in (member, single)]
+  assert [r["step"] for r in probes[0]] == [r["step"] for r in probes[1]] == [0, 4, 6]
+  for key in ("attn_logit_max", "log_z", "logit_rms"):
+    np.testing.assert_allclose([r[key] for r in probes[0]], [r[key] for r in probes[1]], rtol=1e-4,
+                               err_msg=key)
+  assert len(probes[0][-1]["attn_logit_max"]) == 2  # one per layer
 
 
 def group_state(workdir, cache, step):

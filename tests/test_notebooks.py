@@ -49,10 +49,10 @@ def checkout_files() -> dict[str, int | None]:
   return found
 
 
-def test_the_five_notebooks_exist():
+def test_the_listed_notebooks_exist():
   expected = {"01_residual_stream.ipynb", "02_layernorm_gelu.ipynb", "03_inside_andrea120m.ipynb",
               "04_train_and_sample.ipynb", "05_sweep_results.ipynb",
-              "06_reading_the_residual_stream.ipynb"}
+              "06_reading_the_residual_stream.ipynb", "07_proxies_across_width.ipynb"}
   assert expected <= {p.name for p in NOTEBOOKS}
 
 

@@ -76,20 +76,28 @@ def test_sampling_never_returns_a_padded_id(temperature, top_k):
   assert int(jnp.max(out)) < V
 
 
-@pytest.mark.parametrize("changes, chunk, masked", [
-    (dict(), 5, False),  # B*T = 32 rows: chunks of 5 leave a ragged last chunk
-    (dict(tie_embeddings=False, vocab_pad_multiple=16), 64, True),  # one padded chunk
-    (dict(norm="post"), 8, True)])
-def test_chunked_loss_equals_the_plain_loss_values_and_grads(changes, chunk, masked):
+@pytest.mark.parametrize("changes, chunk, masked, z_loss", [
+    (dict(), 5, False, 0.0),  # B*T = 32 rows: chunks of 5 leave a ragged last chunk
+    (dict(tie_embeddings=False, vocab_pad_multiple=16), 64, True, 0.0),  # one padded chunk
+    (dict(norm="post"), 8, True, 0.0),
+    # The hand-written backward with PaLM's z-loss term, and muP's readout multiplier on
+    # the head's input.
+    (dict(), 5, False, 0.1),
+    (dict(tie_embeddings=False, vocab_pad_multiple=16, parametrization="mup", base_width=8), 64, True, 0.1)])
+def test_chunked_loss_equals_the_plain_loss_values_and_grads(changes, chunk, masked, z_loss):
   cfg = small(n_layer=1, **changes)
   cfg_chunked = small(n_layer=1, loss_chunk=chunk, **changes)
   params = model.init_params(cfg, jax.random.key(0))
   x, y = tokens(0), tokens(1)
   m = (jax.random.uniform(jax.random.key(2), y.shape) > 0.3).astype(jnp.int32) if masked else None
-  loss, grads = jax.value_and_grad(model.loss_fn)(params, x, y, cfg, m)
-  loss_c, grads_c = jax.value_and_grad(model.loss_fn)(params, x, y, cfg_chunked, m)
+  terms = lambda c: jax.value_and_grad(model.loss_terms, has_aux=True)(params, x, y, c, m, z_loss)
+  (loss, parts), grads = terms(cfg)
+  (loss_c, parts_c), grads_c = terms(cfg_chunked)
   np.testing.assert_allclose(loss_c, loss, rtol=1e-6)
+  for k in parts:
+    np.testing.assert_allclose(parts_c[k], parts[k], rtol=1e-6, err_msg=k)
   for a, b in zip(jax.tree.leaves(grads_c), jax.tree.leaves(grads)):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+  assert z_loss == 0 or float(parts["z_loss"]) > 1e-3  # large enough to matter in the check
   # Without differentiation (evaluation) the primal path gives the same value.
-  np.testing.assert_allclose(model.loss_fn(params, x, y, cfg_chunked, m), loss, rtol=1e-6)
+  np.testing.assert_allclose(model.loss_fn(params, x, y, cfg_chunked, m), parts["nll"], rtol=1e-6)

@@ -83,6 +83,24 @@ def test_training_changes_need_the_opt_in_and_are_listed(tmp_path):
   assert [h["config"]["train"]["weight_decay"] for h in history] == [0.1, 0.0]
 
 
+def test_a_config_saved_before_a_field_existed_resumes_at_its_default(tmp_path):
+  # config.json as written before issue 23's fields existed.
+  old = json.loads(config().to_json_best_effort())
+  for group, name in [f.split(".") for f in runs.ADDED_FIELDS]:
+    del old[group][name]
+  (tmp_path / "config.json").write_text(json.dumps(old))
+  workdir = str(tmp_path)
+  plan = runs.plan_resume(workdir, config())
+  assert plan.changes == [] and plan.start_step == 0
+  # Each default is the one experiments/configs/common.py sets.
+  assert {f: config()[f.split(".")[0]][f.split(".")[1]] for f in runs.ADDED_FIELDS} == runs.ADDED_FIELDS
+  # Against the default, a real change is still one: a model field never, z_loss with the opt-in.
+  with pytest.raises(errors.CheckpointError, match=r"model.qk_norm: False -> True"):
+    runs.plan_resume(workdir, config(**{"model.qk_norm": True}), allow_changes=True)
+  with pytest.raises(errors.ConfigError, match=r"train.z_loss: 0.0 -> 0.0001"):
+    runs.plan_resume(workdir, config(**{"train.z_loss": 1e-4}))
+
+
 def test_the_clock_counts_every_earlier_segment(tmp_path):
   # An interrupted segment left its summary; a later one was killed after writing rows.
   workdir, member = tmp_path / "run", tmp_path / "run" / "a"

@@ -70,7 +70,9 @@ def test_greedy_with_cache_equals_greedy_by_full_forward(norm, activation, P):
 
 
 def test_logits_of_prefill_and_steps_match_forward():
-  cfg = tiny(norm="post", activation="swiglu", tie_embeddings=False)
+  # With the query/key norms and muP's scales: the cache path reads them from model.py too.
+  cfg = tiny(norm="post", activation="swiglu", tie_embeddings=False, qk_norm=True,
+             parametrization="mup", base_width=8)
   params = lively_params(cfg)
   prompt_BP, N = prompt(cfg, B=2, P=6), 8
   new_BN, logits_BNV = sample._decode(params, prompt_BP, jax.random.key(0), return_logits=True,

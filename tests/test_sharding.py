@@ -1,4 +1,5 @@
-"""Data parallel and FSDP: axis rules, and real training runs on 8 CPU devices and 2 processes.
+"""Data parallel and FSDP: axis rules, and real training runs on 8 CPU devices and 2 processes
+(also with qk_norm, muP and the z-loss).
 
 The runs happen in subprocesses (tests/sharding_worker.py) with
 ``--xla_force_host_platform_device_count``, so this process keeps its one device. Each
@@ -37,6 +38,10 @@ SHRINK = {
     "train.eval_batches": 2, "checkpoint.every": 4, "sample.num_samples": 0,
 }
 RTOL = 1e-5
+# Issue 23's options: per-head query/key norms (parameters with a layers axis), muP's
+# optimizer stage, the z-loss term.
+OPTIONS = {"model.qk_norm": True, "model.parametrization": "mup", "model.base_width": 16,
+           "train.z_loss": 1e-2}
 
 
 def overrides(cache_dir, **changes) -> dict:
@@ -99,13 +104,20 @@ def cache_dir(shared_dir):
 
 
 @pytest.fixture(scope="session")
-def reference(shared_dir, cache_dir):
-  """One device: 8 steps with checkpoints at 4 and 8."""
+def one_device(shared_dir, cache_dir):
+  """One device: 8 steps with checkpoints at 4 and 8; and the same with ``OPTIONS``."""
   def compute(directory):
-    return _result(_worker({"runs": [{"workdir": str(directory / "run"),
-                                      "overrides": overrides(cache_dir)}]}, 1), 300)["runs"][0]
+    runs = [{"workdir": str(directory / "run"), "overrides": overrides(cache_dir)},
+            {"workdir": str(directory / "options"), "overrides": overrides(cache_dir, **OPTIONS)}]
+    return _result(_worker({"runs": runs}, 1), 300)["runs"]
   directory, out = _shared(shared_dir, "reference", compute)
-  assert out["status"] == "completed"
+  assert [r["status"] for r in out] == ["completed"] * 2
+  return directory, out
+
+
+@pytest.fixture(scope="session")
+def reference(one_device):
+  directory, (out, _) = one_device
   return directory / "run", {int(k): v for k, v in out["losses"].items()}, out["val_losses"]
 
 
@@ -122,6 +134,8 @@ def eight_devices(shared_dir, cache_dir, reference):
         # Saved on a 4x2 data x FSDP mesh, continued on 8x1.
         {"workdir": str(directory / "fsdp_to_8x1"), "resume_from": fsdp, "resume_step": 4,
          "overrides": overrides(cache_dir, **{"mesh.data": 8})},
+        {"workdir": str(directory / "options_4x2"),
+         "overrides": overrides(cache_dir, **{"mesh.data": 4, "mesh.fsdp": 2}, **OPTIONS)},
     ]
     memory = {"overrides": overrides(cache_dir, **{"mesh.data": 1, "mesh.fsdp": 8})}
     return _result(_worker({"runs": runs, "memory": memory}, 8), 420)
@@ -205,7 +219,7 @@ def test_batch_must_split_over_the_devices():
 
 def _abstract(**changes):
   cfg = model.ModelConfig(vocab_size=50, block_size=8, d_model=32, n_layer=3, n_head=2, **changes)
-  optimizer = train.make_optimizer(tiny.get_config().train)
+  optimizer = train.make_optimizer(tiny.get_config().train, cfg)
   return train.abstract_state(cfg, optimizer, 0)
 
 
@@ -215,8 +229,11 @@ def _specs(tree, **sizes):
       specs, is_leaf=lambda x: isinstance(x, P))}
 
 
+QK_MUP = {"qk_norm": True, "parametrization": "mup", "base_width": 16}
+
+
 @pytest.mark.parametrize("changes", [{}, {"tie_embeddings": False, "activation": "swiglu"},
-                                     {"norm": "post"}])
+                                     {"norm": "post"}, QK_MUP])
 def test_every_param_has_logical_axes_and_layers_is_never_sharded(changes):
   params = _abstract(**changes)["params"]
   for path, leaf in jax.tree_util.tree_leaves_with_path(params):
@@ -242,8 +259,9 @@ def test_a_dimension_that_does_not_divide_falls_back_to_replicated():
   assert all(s == P(*[None] * len(s)) for s in specs.values())
 
 
-def test_optimizer_state_mirrors_the_params_and_scalars_are_replicated():
-  specs = _specs(_abstract(), data=2, fsdp=4)
+@pytest.mark.parametrize("changes", [{}, QK_MUP])  # muP's stage adds no state to shard
+def test_optimizer_state_mirrors_the_params_and_scalars_are_replicated(changes):
+  specs = _specs(_abstract(**changes), data=2, fsdp=4)
   params = {k[len("['params']"):]: v for k, v in specs.items() if k.startswith("['params']")}
   moments = [k for k in specs if ".mu[" in k or ".nu[" in k]
   assert len(moments) == 2 * len(params)
@@ -259,13 +277,21 @@ def test_optimizer_state_mirrors_the_params_and_scalars_are_replicated():
 def test_data_parallel_and_fsdp_losses_equal_one_device(reference, eight_devices):
   _, ref, ref_val = reference
   _, out = eight_devices
-  fsdp, dp8, _ = out["runs"]
+  fsdp, dp8, _, _ = out["runs"]
   assert out["device_count"] == 8
   assert fsdp["status"] == "completed"
   assert_close(fsdp["losses"], ref, range(1, 9))
   np.testing.assert_allclose([fsdp["val_losses"][k] for k in ("4", "8")],
                              [ref_val[k] for k in ("4", "8")], rtol=RTOL)
   assert_close(dp8["losses"], ref, range(5, 9))  # 8-way data parallel, from step 4 on
+
+
+def test_qk_norm_mup_and_z_loss_train_on_fsdp_as_on_one_device(one_device, eight_devices):
+  _, (_, ref) = one_device
+  options = eight_devices[1]["runs"][3]
+  assert options["status"] == "completed"
+  assert_close(options["losses"], {int(k): v for k, v in ref["losses"].items()}, range(1, 9))
+  np.testing.assert_allclose(options["val_losses"]["8"], ref["val_losses"]["8"], rtol=RTOL)
 
 
 def test_checkpoints_move_between_meshes(reference, eight_devices, eight_to_one):

@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 
 from andrea_jax import model
 from andrea_jax import train
@@ -139,3 +140,47 @@ def test_clipping_uses_the_norm_it_is_given():
   unclipped, _ = clip.update(grads, clip.init(grads), grad_norm=jnp.float32(0.5))
   for a, g in zip(jax.tree.leaves(unclipped), jax.tree.leaves(grads)):
     np.testing.assert_array_equal(a, g)  # under the threshold: untouched
+
+
+def test_z_loss_is_optimised_and_logged_apart_from_the_loss():
+  t = train_settings()
+  optimizer = train.make_optimizer(t)
+  state = train.init_state(CFG, optimizer, jax.random.key(0))
+  batch = rows()
+  step = lambda z: jax.jit(functools.partial(train.train_step, cfg=CFG, optimizer=optimizer,
+                                             z_loss=z))(state, batch[None])
+  (plain, m0), (with_z, m1) = step(0.0), step(0.5)
+  assert "z_loss" not in m0  # off by default, and not logged
+  # "loss" stays the cross-entropy; the z-loss term is its own metric ...
+  np.testing.assert_allclose(m1["loss"], m0["loss"], rtol=1e-6)
+  np.testing.assert_allclose(m1["loss"], model.loss_fn(state["params"], batch[:, :-1], batch[:, 1:], CFG),
+                             rtol=1e-6)
+  _, terms = model.loss_terms(state["params"], batch[:, :-1], batch[:, 1:], CFG, None, 0.5)
+  np.testing.assert_allclose(m1["z_loss"], terms["z_loss"], rtol=1e-6)
+  # ... and its gradient is in the update: Adam's moments (its first step alone is blind to
+  # a gradient's scale) differ from the cross-entropy's.
+  assert not all(np.allclose(a, b) for a, b in zip(jax.tree.leaves(with_z["opt_state"]),
+                                                   jax.tree.leaves(plain["opt_state"])))
+
+
+def test_mup_scales_the_learning_rate_of_the_hidden_matrices_alone():
+  t = train_settings(weight_decay=0.1)
+  sp = CFG
+  mup = model.ModelConfig(**{**CFG.__dict__, "parametrization": "mup", "base_width": 4,
+                             "qk_norm": True})
+  params = model.init_params(mup, jax.random.key(0))
+  grads = jax.grad(model.loss_fn)(params, rows()[:, :-1], rows()[:, 1:], mup)
+  updates = {}
+  for cfg in (sp, mup):
+    opt = train.make_optimizer(t, cfg)
+    updates[cfg.parametrization], _ = opt.update(grads, opt.init(params), params)
+  hidden = {"w_qkv", "w_out", "w_in"}
+  for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(updates["mup"]),
+                          jax.tree.leaves(updates["sp"])):
+    factor = 4 / 16 if path[0].key == "blocks" and path[-1].key in hidden else 1.0
+    np.testing.assert_allclose(a, factor * b, rtol=1e-6, err_msg=jax.tree_util.keystr(path))
+
+
+def test_a_negative_z_loss_is_refused():
+  with pytest.raises(ValueError, match=r"train.z_loss=-0.1: expected 0 \(off\) or a positive"):
+    train.check_train_config(train_settings(z_loss=-0.1))

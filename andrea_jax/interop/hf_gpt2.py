@@ -25,7 +25,8 @@ runs code from the checkpoint. The causal-mask buffers ``attn.bias``/``attn.mask
 of older checkpoints are not weights and are skipped; every other tensor must be
 expected and of the expected shape.
 
-GPT-2 cannot express post-norm blocks or a SwiGLU MLP, so those are refused on export.
+GPT-2 cannot express post-norm blocks, a SwiGLU MLP, query/key LayerNorms (``qk_norm``) or
+muP's attention scale and readout multiplier, so those are refused on export.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ ACT_TO_HF = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}
 # ModelConfig fields that decide what the model computes; the rest (dtypes, remat,
 # scan unroll, attention kernel) are how it runs and may differ freely.
 FUNCTION_FIELDS = ("vocab_size", "block_size", "d_model", "n_layer", "n_head", "mlp_ratio",
-                   "norm", "activation", "tie_embeddings", "ln_eps")
+                   "norm", "activation", "tie_embeddings", "ln_eps", "qk_norm", "parametrization")
 
 # HF name inside transformer.h.{i} -> (group, leaf) in params["blocks"].
 BLOCK_KEYS = {
@@ -77,18 +78,33 @@ class InteropError(errors.AndreaError):
   """A checkpoint or model that cannot be converted as asked; the message says why."""
 
 
+class UnexportableError(InteropError, errors.ConfigError):
+  """A model variant that GPT-2's weights and config cannot express."""
+
+
 # ----------------------------------------------------------------------------- configs
 
 
 def check_exportable(cfg: ModelConfig) -> None:
   """Refuse the ANDREA variants that a GPT-2 checkpoint cannot express."""
   if cfg.norm != "pre":
-    raise InteropError(f"model.norm={cfg.norm!r}: GPT-2 blocks are pre-norm (x + F(LN(x)) with a "
-                       f"final ln_f); a post-norm model cannot be written as GPT-2 weights")
+    raise UnexportableError(f"model.norm={cfg.norm!r}: GPT-2 blocks are pre-norm (x + F(LN(x)) "
+                            f"with a final ln_f); a post-norm model cannot be written as GPT-2 "
+                            f"weights")
   if cfg.activation not in ACT_TO_HF:
-    raise InteropError(f"model.activation={cfg.activation!r}: GPT-2's MLP is c_fc -> activation "
-                       f"-> c_proj with no gate; it can express {sorted(ACT_TO_HF)}, not a gated "
-                       f"SwiGLU MLP")
+    raise UnexportableError(f"model.activation={cfg.activation!r}: GPT-2's MLP is c_fc -> "
+                            f"activation -> c_proj with no gate; it can express "
+                            f"{sorted(ACT_TO_HF)}, not a gated SwiGLU MLP")
+  if cfg.qk_norm:
+    raise UnexportableError("model.qk_norm=True: GPT-2's attention has no LayerNorm on queries "
+                            "and keys (no such weights in a GPT-2 checkpoint); export a model "
+                            "trained with qk_norm=False")
+  if cfg.parametrization != "sp":
+    raise UnexportableError(f"model.parametrization={cfg.parametrization!r}: GPT-2 computes the "
+                            f"standard parametrisation ('sp'), with attention scaled by "
+                            f"1/sqrt(d_head) and no output multiplier; muP's 1/d_head and "
+                            f"readout multiplier have no place in its config: export a model "
+                            f"trained with parametrization='sp'")
 
 
 def hf_config(cfg: ModelConfig, eot_id: int) -> dict:

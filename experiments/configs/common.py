@@ -57,6 +57,12 @@ def model_group(*, vocab_size: int, block_size: int, d_model: int, n_layer: int,
   m.vocab_pad_multiple = 1
   # Rows per chunk of the fused unembedding + cross-entropy (0 = all logits at once).
   m.loss_chunk = 0
+  # LayerNorm on each head's queries and keys before their dot product (Dehghani et al. 2023).
+  m.qk_norm = False
+  # "sp" (standard, GPT-2) or "mup" (muP for Adam: andrea_jax/mup.py; needs base_width).
+  m.parametrization = "sp"
+  # muP's base width: the d_model whose tuned learning rate transfers (0 = unset; "sp" ignores it).
+  m.base_width = 0
   return m
 
 
@@ -113,7 +119,7 @@ def diagnostics_group() -> ml_collections.ConfigDict:
   d = ml_collections.ConfigDict()
   # Record diagnostics at all (off by default: each probe costs a forward and backward pass).
   d.enabled = False
-  # Probe gradient and residual-stream norms at step 0 and every this many steps.
+  # Probe norms, attention-logit maxima, output log Z and RMS at step 0, every this many steps, the last.
   d.every = 50
   # Record |delta W| / |W| per layer for each of the first this many updates.
   d.early_steps = 10
@@ -147,6 +153,8 @@ def train_group() -> ml_collections.ConfigDict:
   t.weight_decay = 0.1
   # Clip the global gradient norm to this value (0 = no clipping).
   t.grad_clip = 1.0
+  # Weight of PaLM's z-loss, z_loss * log(Z)^2 on the softmax normaliser (0 = off; PaLM: 1e-4).
+  t.z_loss = 0.0
   # Log train metrics every this many updates.
   t.log_every = 10
   # Evaluate on the fixed validation batches every this many updates (and at the end).

@@ -66,6 +66,8 @@ class Sweep:
   cells: list[Cell]
   # Free text for the report: the settings shared by all cells and why.
   description: str = ""
+  # The module of the rules that judge it: its ``rules_version()`` goes into sweep.json.
+  rules: str = "experiments.verdicts"
 
 
 def load(name: str, scale: str) -> Sweep:
@@ -90,6 +92,19 @@ def groups(cells: list[Cell]) -> dict[str, list[Cell]]:
     paths = [m.member for m in members]
     if len(set(paths)) != len(paths):
       raise errors.ConfigError(f"group {name!r}: two cells with the same rate and seed")
+  return out
+
+
+def split_groups(cells: list[Cell], size: int | None) -> list[Cell]:
+  """Groups of at most ``size`` members (``<group>.<i>``), for models too big to stack many."""
+  if not size:
+    return cells
+  count: dict[str, int] = {}
+  out = []
+  for c in cells:
+    i = count.get(c.group, 0)
+    count[c.group] = i + 1
+    out.append(dataclasses.replace(c, group=f"{c.group}.{i // size}"))
   return out
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 
 from andrea_jax import errors
-from experiments.sweeps.base import Cell, Sweep
+from experiments.sweeps.base import Cell, Sweep, split_groups
 
 SCALES = {
     # A small ANDREA on the built-in corpus (vocabulary 2305): 6 layers, d_model 64 (2 heads:
@@ -82,19 +82,6 @@ def model_steps(cells: list[Cell], s: dict) -> float:
     rel *= 1 + 0.5 * (o["model.mlp_ratio"] - 4) / 6  # the MLP is about half a block's FLOPs
     total += o["train.steps"] * rel
   return total
-
-
-def split_groups(cells: list[Cell], size: int | None) -> list[Cell]:
-  """Groups of at most ``size`` members (``<group>.<i>``), for models too big to stack many."""
-  if not size:
-    return cells
-  count: dict[str, int] = {}
-  out = []
-  for c in cells:
-    i = count.get(c.group, 0)
-    count[c.group] = i + 1
-    out.append(Cell(c.name, c.overrides, c.arms, c.seed, f"{c.group}.{i // size}"))
-  return out
 
 
 def get_sweep(scale: str = "cpu") -> Sweep:

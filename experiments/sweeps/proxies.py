@@ -1,0 +1,154 @@
+"""Small-scale proxies across width: learning-rate sensitivity and rate transfer (issue 23).
+
+  python -m experiments.sweep --sweep=proxies --scale=cpu     # see the budget below
+  python -m experiments.sweep --sweep=proxies --scale=gpu     # the andrea120m depth family
+  python -m experiments.report --sweep_dir=runs/sweeps/proxies-cpu --out=docs/results/proxies-cpu --copy_cells
+
+Wortsman et al. 2023 judge an architecture by its final loss over a grid of learning rates
+at each of several widths; Yang et al. 2022 ask whether the optimal rate moves with width.
+A width ladder (``d_model`` only: depth, heads, context, batch, steps and data fixed, so
+``d_head`` grows with the width, which muP's ``1 / d_head`` attention scale is about), each
+width over one half-decade grid of peak rates that reaches instability at its top, and
+three seeds (each sets the initialisation and the batch order, the same in every arm:
+paired comparisons). Arms, each one change from ``pre``:
+
+- ``pre``: pre-LN, the standard parametrisation (GPT-2's init), the reference;
+- ``pre+qk``: with qk-LayerNorm (``model.qk_norm``);
+- ``pre+z``: with PaLM's z-loss, 1e-4 (``train.z_loss``);
+- ``post``: post-LN;
+- ``pre+mup``: pre-LN under muP (``model.parametrization=mup``) with ``base_width`` the
+  ladder's narrowest width: every other width is wider than the base, as in Yang et al.,
+  every multiplier is at most 1, and at the base width the two parametrisations start from
+  the same init and rates (only the attention scale differs), so the two lines of optimal
+  rates against width start from one point.
+
+One vmapped program per (arm, width): its members are the rates x seeds. Warmup is a tenth
+of the steps, then the base config's cosine decay to a tenth of the peak. The rules are
+``experiments/proxy_verdicts.py``; no refinement rounds (``refinable=False``): the
+half-decade grid brackets an optimum within 10x, what ``verdicts.fit_optimum`` fits over.
+"""
+
+from __future__ import annotations
+
+from andrea_jax import errors
+from experiments.sweeps.base import Cell, Sweep, split_groups
+
+ARMS = {
+    "pre": {},
+    "pre+qk": {"model.qk_norm": True},
+    "pre+z": {"train.z_loss": 1e-4},
+    "post": {"model.norm": "post"},
+    "pre+mup": {"model.parametrization": "mup"},  # base_width: the scale's
+}
+
+HALF_DECADES = (3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
+
+SCALES = {
+    # 2 layers, 2 heads (d_head 8 to 64), context 64, 16 sequences per step, a 512-token
+    # vocabulary trained on the built-in corpus. Widths 16 to 128 (8x): a d_model-256 rung
+    # was measured at about 0.2 s per model-step on this 2-core CPU (loaded), 88 minutes
+    # for its five programs alone, so the ladder stops at 128 (estimated costs below).
+    "cpu": dict(base="tiny", n_layer=2, n_head=2, block_size=64, batch_size=16, vocab=512,
+                widths=(16, 32, 64, 128), steps=200, rates=HALF_DECADES, seeds=(0, 1, 2),
+                eval_batches=16, log_every=25, extra={}),
+    # The cpu grid's structure at toy size (three widths, three rates, two seeds, 20 steps):
+    # proves the command end to end in a few minutes; says nothing about the literature.
+    "smoke": dict(base="tiny", n_layer=2, n_head=2, block_size=32, batch_size=8, vocab=321,
+                  widths=(16, 32, 64), steps=20, rates=(1e-3, 1e-2, 1e-1), seeds=(0, 1),
+                  eval_batches=2, log_every=5, extra={"data.max_docs": 40}),
+    # The andrea120m depth family on one GPU: 12 layers, 8 heads (so that every width is a
+    # multiple), context 1024, 32 x 1024 tokens per step; andrea120m's width 768 lies inside
+    # the ladder (d_head 96 there, andrea120m's is 64 with 12 heads). Defined, not run.
+    "gpu": dict(base="andrea120m", n_layer=12, n_head=8, block_size=1024, batch_size=32,
+                vocab=8449, widths=(128, 256, 512, 1024), steps=2000,
+                rates=(1e-4,) + HALF_DECADES[:-1], seeds=(0, 1, 2), eval_batches=16,
+                log_every=50, extra={"model.compute_dtype": "auto"}, members_per_program=6),
+}
+
+# Estimated seconds per model-step of one group member on the 2-core CPU at the cpu
+# scale, by width: the step's FLOPs (6 N per token, 1,024 tokens) at 50 GFLOP/s, the rate
+# a d_model-256 rung ran at (loaded machine), floored at 2 ms for the narrow rungs whose
+# step is overhead; and the fixed cost of one program (process start, data, compiles, the
+# first and last evaluation and probes), about 40 s as the smoke scale's programs took.
+# Estimates made before the run; the report gives the time measured.
+SECONDS_PER_MODEL_STEP_CPU = {16: 0.002, 32: 0.005, 64: 0.016, 128: 0.056, 256: 0.2}
+SECONDS_PER_GROUP_CPU = 40.0
+
+
+def group_name(arm: str, width: int) -> str:
+  """``pre+qk`` at 64 -> ``pre-qk-d64`` (a directory name; ``--only`` matches on it)."""
+  return f"{arm.replace('+', '-')}-d{width}"
+
+
+def cells_of(s: dict) -> list[Cell]:
+  common = {"model.n_layer": s["n_layer"], "model.n_head": s["n_head"],
+            "model.block_size": s["block_size"], "model.vocab_size": s["vocab"],
+            "model.norm": "pre", "model.init": "gpt2", "model.mlp_ratio": 4.0,
+            "model.activation": "gelu_tanh",
+            "train.batch_size": s["batch_size"], "train.steps": s["steps"],
+            "train.warmup_steps": s["steps"] // 10, "train.eval_every": s["steps"],
+            "train.eval_batches": s["eval_batches"], "train.log_every": s["log_every"],
+            "checkpoint.every": s["steps"], "checkpoint.keep": 1,
+            # Probes at step 0 and at the end: attention-logit maxima and log Z.
+            "diagnostics.enabled": True, "diagnostics.every": s["steps"],
+            "diagnostics.early_steps": 0, "sample.num_samples": 0, **s["extra"]}
+  cells = []
+  for arm, changes in ARMS.items():
+    for width in s["widths"]:
+      o = {**common, **changes, "model.d_model": width}
+      if arm == "pre+mup":
+        o["model.base_width"] = s["widths"][0]
+      group = group_name(arm, width)
+      cells += [Cell(f"{group}-lr{lr:g}-seed{seed}",
+                     {**o, "train.learning_rate": lr, "train.seed": seed},
+                     (arm,), seed, group, 0, False)
+                for lr in s["rates"] for seed in s["seeds"]]
+  return cells
+
+
+def minutes_cpu(cells: list[Cell]) -> float:
+  """The cpu scale's estimated time: each group's fixed cost plus its model-steps."""
+  groups = {c.group for c in cells}
+  steps = sum(c.overrides["train.steps"] * SECONDS_PER_MODEL_STEP_CPU[c.overrides["model.d_model"]]
+              for c in cells)
+  return (len(groups) * SECONDS_PER_GROUP_CPU + steps) / 60
+
+
+def get_sweep(scale: str = "cpu") -> Sweep:
+  if scale not in SCALES:
+    raise errors.ConfigError(f"--scale={scale!r}: expected one of {sorted(SCALES)}")
+  s = SCALES[scale]
+  cells = split_groups(cells_of(s), s.get("members_per_program"))
+  return Sweep("proxies", scale, s["base"], cells, description=describe(s, cells, scale),
+               rules="experiments.proxy_verdicts")
+
+
+def describe(s: dict, cells: list[Cell], scale: str) -> str:
+  w = s["widths"]
+  text = (f"Base config `{s['base']}` with {s['n_layer']} layers, {s['n_head']} heads at every "
+          f"width (d_head grows with d_model), context {s['block_size']}, batch "
+          f"{s['batch_size']}, vocabulary {s['vocab']}, {s['steps']} steps, AdamW with "
+          f"warmup over {s['steps'] // 10} steps (a tenth) and cosine decay to 10 % of the peak. "
+          f"Widths d_model {', '.join(map(str, w))}; arms {', '.join(ARMS)} (z-loss 1e-4; "
+          f"muP's base width {w[0]}, the narrowest); peak rates {', '.join(f'{r:g}' for r in s['rates'])} "
+          f"at every width; seeds {', '.join(map(str, s['seeds']))} everywhere (a seed sets "
+          f"the initialisation and the batch order, the same in every arm). One program per "
+          f"(arm, width) with the rates x seeds as its members; {len(cells)} models in "
+          f"{len({c.group for c in cells})} programs; no refinement rounds. Probes at step 0 "
+          f"and at the last step (attention-logit maxima per layer, log Z).")
+  if scale == "smoke":
+    text = ("**Smoke scale: toy models (2 layers, 20 steps, three widths, three rates, two "
+            "seeds) that prove the pipeline end to end; their numbers and verdicts say "
+            "nothing about the literature.** " + text)
+  if scale == "cpu":
+    text += (" Budget: " + ", ".join(f"d{k} {SECONDS_PER_MODEL_STEP_CPU[k]:.3f}" for k in w)
+             + f" s per model-step and {SECONDS_PER_GROUP_CPU:.0f} s fixed per program on the "
+             f"2-core CPU (estimated before the run: FLOPs at 50 GFLOP/s), about "
+             f"{minutes_cpu(cells):.0f} minutes in all. Cut to fit about 50 minutes: the "
+             f"ladder stops at d_model 128 (a 256 rung measured about 0.2 s per model-step, 88 "
+             f"minutes for its five programs), 2 layers, 200 steps, no refinement rounds.")
+  if scale == "gpu":
+    text += (" Defined, not run: six members per program (one H200). andrea120m's own "
+             "depth, context and vocabulary, so the predicted rate at d_model 768 can be "
+             "checked against the ladder's own 512 and 1024.")
+  return text
