@@ -24,13 +24,14 @@ ablated_loss = jax.jit(lens.ablated_loss, static_argnums=3)
 head_ablation = jax.jit(lens.head_ablation, static_argnums=(3, 4, 5))
 head_means = jax.jit(lens.head_means, static_argnums=2)
 attention_probs = jax.jit(diagnostics.attention_probs, static_argnums=(2, 3))
-# The untied variants also pad the vocabulary (padded logits are -inf).
+# The untied variants also pad the vocabulary (padded logits are -inf); the pre-norm one
+# also has the per-head query and key norms and muP's scales (attention 1/d_head, readout
+# multiplier).
 VARIANTS = [dict(norm=n, tie_embeddings=t, vocab_pad_multiple=1 if t else 16)
             for n in ("pre", "post") for t in (True, False)]
 IDS = [f"{v['norm']}-{'tied' if v['tie_embeddings'] else 'untied-padded'}" for v in VARIANTS]
-# The per-head query and key norms and muP's scales (attention 1/d_head, readout multiplier).
-VARIANTS.append(dict(norm="pre", tie_embeddings=True, qk_norm=True, parametrization="mup", base_width=8))
-IDS.append("pre-tied-qknorm-mup")
+VARIANTS[1].update(qk_norm=True, parametrization="mup", base_width=8)
+IDS[1] += "-qknorm-mup"
 
 
 def tiny_cfg(**changes):

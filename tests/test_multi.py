@@ -27,6 +27,12 @@ SMALL = {"model.n_layer": 2, "model.d_model": 32, "model.n_head": 2, "model.bloc
          "train.warmup_steps": 2, "train.log_every": 1, "train.eval_every": 4,
          "train.eval_batches": 2, "checkpoint.every": 4, "sample.num_samples": 0,
          "diagnostics.enabled": True, "diagnostics.every": 4, "diagnostics.early_steps": 2}
+# The group below also has issue 23's options (a single run's code paths: qk_norm's
+# parameters, muP's optimizer stage, the z-loss in the step and in the metrics) and a
+# probe every 3 steps, so the last step's (8) is an extra one. The plain group is the
+# kill-and-resume test's (and tests/test_sweep.py's).
+OPTIONS = {"model.qk_norm": True, "model.parametrization": "mup", "model.base_width": 16,
+           "train.z_loss": 1e-2, "diagnostics.every": 3}
 # Each member its own batch order (as the sweep's group.json sets batch_seed = seed), none
 # of them the config's data.shuffle_seed (0). The last member's rate overflows the
 # parameters within a step or two: it must diverge, freeze, and leave the others exactly
@@ -37,6 +43,14 @@ MEMBERS = [multi.Member("a", 1e-3, seed=0, batch_seed=10), multi.Member("b", 3e-
 
 def config(cache, **overrides):
   return common.apply_overrides(tiny.get_config(), {**SMALL, "data.cache_dir": cache, **overrides})
+
+
+def with_options(cache, **overrides):
+  return config(cache, **OPTIONS, **overrides)
+
+
+def probes(workdir):
+  return [r for r in diagnostics.read(workdir) if "attn_logit_max" in r]
 
 
 def rows(workdir, key):
@@ -51,7 +65,7 @@ def cache(tmp_path_factory):
 @pytest.fixture(scope="module")
 def vmapped(cache, tmp_path_factory):
   workdir = str(tmp_path_factory.mktemp("group"))
-  return workdir, multi.train_members(config(cache), MEMBERS, workdir, member_axis="vmap")
+  return workdir, multi.train_members(with_options(cache), MEMBERS, workdir, member_axis="vmap")
 
 
 def test_members_match_single_runs_at_their_batch_seed(vmapped, cache, tmp_path):
@@ -59,13 +73,17 @@ def test_members_match_single_runs_at_their_batch_seed(vmapped, cache, tmp_path)
   assert [s["status"] for s in summaries] == ["completed"] * 3 + ["diverged"]
   for m, summary in [(MEMBERS[i], summaries[i]) for i in (0, 2)]:  # two separate runs suffice
     single = str(tmp_path / m.name)
-    result = train.train_and_evaluate(config(cache, **{
+    result = train.train_and_evaluate(with_options(cache, **{
         "train.learning_rate": m.learning_rate, "train.seed": m.seed,
         "data.shuffle_seed": m.batch_seed}), single)
     member = os.path.join(workdir, m.name)
     np.testing.assert_allclose(rows(member, "loss"), rows(single, "loss"), rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(rows(member, "z_loss"), rows(single, "z_loss"), rtol=2e-5, atol=1e-7)
     np.testing.assert_allclose(rows(member, "lr"), rows(single, "lr"), rtol=1e-6)
     np.testing.assert_allclose(rows(member, "val_loss"), rows(single, "val_loss"), rtol=2e-5)
+    for key in ("attn_logit_max", "log_z", "logit_rms"):  # the diagnostics, as alone
+      np.testing.assert_allclose([r[key] for r in probes(member)], [r[key] for r in probes(single)],
+                                 rtol=1e-4, err_msg=key)
     np.testing.assert_allclose(summary["final_val_loss"], result.summary["final_val_loss"], rtol=2e-5)
     assert summary["unigram_val_loss"] == pytest.approx(result.summary["unigram_val_loss"])
   # Different rates and seeds really do give different trajectories.
@@ -82,39 +100,17 @@ def test_members_write_the_files_of_a_run(vmapped):
   diag = [json.loads(l) for l in open(os.path.join(member, "diagnostics.jsonl"))]
   assert diag[0]["step"] == 0 and len(diag[0]["grad_mlp"]) == 2 and len(diag[0]["residual_norm"]) == 3
   assert any("update_mlp" in r for r in diag) and diag[-1]["step"] == 8
-
-
-# Issue 23's options at once; 6 steps with a probe every 4: the last step's is an extra one.
-NEW_OPTIONS = {"model.qk_norm": True, "model.parametrization": "mup", "model.base_width": 16,
-               "train.z_loss": 1e-2, "train.steps": 6, "diagnostics.every": 4}
-
-
-def test_a_member_with_qk_norm_z_loss_and_mup_matches_its_single_run(cache, tmp_path):
-  members = [multi.Member("a", 3e-3, seed=0, batch_seed=10), multi.Member("b", 1e-2, seed=1, batch_seed=11)]
-  group = tmp_path / "group"
-  summaries = multi.train_members(config(cache, **NEW_OPTIONS), members, str(group), member_axis="vmap")
-  assert [s["status"] for s in summaries] == ["completed"] * 2
-  m, single = members[1], str(tmp_path / "single")
-  result = train.train_and_evaluate(config(cache, **NEW_OPTIONS, **{
-      "train.learning_rate": m.learning_rate, "train.seed": m.seed,
-      "data.shuffle_seed": m.batch_seed}), single)
-  member = str(group / m.name)
-  for key in ("loss", "z_loss", "lr", "val_loss"):  # z_loss: the term, logged apart
-    np.testing.assert_allclose(rows(member, key), rows(single, key), rtol=2e-5, atol=2e-7, err_msg=key)
-  assert len(rows(member, "z_loss")) == 6 and min(rows(member, "z_loss")) > 0
-  np.testing.assert_allclose(summaries[1]["final_val_loss"], result.summary["final_val_loss"], rtol=2e-5)
-  # The diagnostics of the model's scan, at step 0, every 4 and the last step, as alone.
-  probes = [[r for r in diagnostics.read(d) if "attn_logit_max" in r] for d in (member, single)]
-  assert [r["step"] for r in probes[0]] == [r["step"] for r in probes[1]] == [0, 4, 6]
-  for key in ("attn_logit_max", "log_z", "logit_rms"):
-    np.testing.assert_allclose([r[key] for r in probes[0]], [r[key] for r in probes[1]], rtol=1e-4,
-                               err_msg=key)
-  assert len(probes[0][-1]["attn_logit_max"]) == 2  # one per layer
+  # The model's scan diagnostics at step 0, every 3 steps and the last step.
+  assert [r["step"] for r in probes(member)] == [0, 3, 6, 8]
+  assert all(len(r["attn_logit_max"]) == 2 and np.isfinite(r["log_z"]) and r["logit_rms"] > 0
+             for r in probes(member))
+  z = rows(member, "z_loss")  # the z-loss term, logged apart from the loss
+  assert len(z) == 8 and min(z) > 0
 
 
 def group_state(workdir, cache, step):
   """The group's checkpoint of ``step``, as saved (members stacked)."""
-  c = config(cache)
+  c = with_options(cache)
   cfg = model.resolve_auto(model.ModelConfig(**c.model), verbose=False)
   prog = multi.programs(cfg, json.dumps(c.train.to_dict(), sort_keys=True), "vmap")
   seeds, lrs = np.arange(4, dtype=np.int32), np.ones(4, np.float32)
@@ -154,14 +150,14 @@ def test_a_finished_group_is_left_untouched(vmapped, cache):
   stamp = lambda: {m.name: os.stat(os.path.join(workdir, m.name, "summary.json")).st_mtime_ns
                    for m in MEMBERS}
   before = stamp()
-  assert multi.train_members(config(cache), MEMBERS, workdir, member_axis="vmap") == summaries
+  assert multi.train_members(with_options(cache), MEMBERS, workdir, member_axis="vmap") == summaries
   assert stamp() == before
 
 
 def test_lax_map_over_members_matches_vmap(vmapped, cache, tmp_path):
   # The CPU default steps the members in a compiled loop instead of batching them.
   workdir, summaries = vmapped
-  mapped = multi.train_members(config(cache, **{"diagnostics.enabled": False}), MEMBERS,
+  mapped = multi.train_members(with_options(cache, **{"diagnostics.enabled": False}), MEMBERS,
                                str(tmp_path / "map"), member_axis="map")
   assert [s["status"] for s in mapped] == [s["status"] for s in summaries]
   assert mapped[-1]["diverged_at_step"] == summaries[-1]["diverged_at_step"]
@@ -202,6 +198,6 @@ def test_a_group_killed_mid_run_resumes_identically(cache, tmp_path):
 def test_a_resume_with_other_members_or_config_is_refused(vmapped, cache):
   workdir, _ = vmapped
   with pytest.raises(errors.CheckpointError, match="other members"):
-    multi.train_members(config(cache), MEMBERS[:2], workdir)
+    multi.train_members(with_options(cache), MEMBERS[:2], workdir)
   with pytest.raises(errors.ConfigError, match="train.steps: 8 -> 9"):
-    multi.train_members(config(cache, **{"train.steps": 9}), MEMBERS, workdir)
+    multi.train_members(with_options(cache, **{"train.steps": 9}), MEMBERS, workdir)

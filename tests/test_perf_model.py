@@ -76,14 +76,13 @@ def test_sampling_never_returns_a_padded_id(temperature, top_k):
   assert int(jnp.max(out)) < V
 
 
+# The hand-written backward with PaLM's z-loss term (and without it: post-norm), and muP's
+# readout multiplier on the head's input.
 @pytest.mark.parametrize("changes, chunk, masked, z_loss", [
-    (dict(), 5, False, 0.0),  # B*T = 32 rows: chunks of 5 leave a ragged last chunk
-    (dict(tie_embeddings=False, vocab_pad_multiple=16), 64, True, 0.0),  # one padded chunk
-    (dict(norm="post"), 8, True, 0.0),
-    # The hand-written backward with PaLM's z-loss term, and muP's readout multiplier on
-    # the head's input.
-    (dict(), 5, False, 0.1),
-    (dict(tie_embeddings=False, vocab_pad_multiple=16, parametrization="mup", base_width=8), 64, True, 0.1)])
+    (dict(), 5, False, 0.1),  # B*T = 32 rows: chunks of 5 leave a ragged last chunk
+    (dict(tie_embeddings=False, vocab_pad_multiple=16, parametrization="mup", base_width=8), 64,
+     True, 0.1),  # one padded chunk
+    (dict(norm="post"), 8, True, 0.0)])
 def test_chunked_loss_equals_the_plain_loss_values_and_grads(changes, chunk, masked, z_loss):
   cfg = small(n_layer=1, **changes)
   cfg_chunked = small(n_layer=1, loss_chunk=chunk, **changes)

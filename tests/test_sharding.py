@@ -1,5 +1,5 @@
 """Data parallel and FSDP: axis rules, and real training runs on 8 CPU devices and 2 processes
-(also with qk_norm, muP and the z-loss).
+(with qk_norm, muP and the z-loss).
 
 The runs happen in subprocesses (tests/sharding_worker.py) with
 ``--xla_force_host_platform_device_count``, so this process keeps its one device. Each
@@ -29,19 +29,21 @@ from experiments.configs import tiny
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sharding_worker.py")
 
-# Two layers (lax.scan walks sharded stacks), an untied head, d_model divisible by 8.
+# Two layers (lax.scan walks sharded stacks), an untied head, d_model divisible by 8; and
+# issue 23's options, so every run below also shards and restores their parts: the
+# per-head query/key norms (parameters with a layers axis), muP's optimizer stage, the
+# z-loss term. (The standard model's parameters and optimizer state take the same axis
+# rules, checked below without the options too.)
 SHRINK = {
     "model.n_layer": 2, "model.d_model": 32, "model.n_head": 2, "model.block_size": 32,
     "model.vocab_size": 321, "model.tie_embeddings": False, "data.max_docs": 40,
     "train.batch_size": 16, "train.steps": 8, "train.warmup_steps": 2,
     "train.learning_rate": 3e-3, "train.log_every": 1, "train.eval_every": 4,
     "train.eval_batches": 2, "checkpoint.every": 4, "sample.num_samples": 0,
+    "model.qk_norm": True, "model.parametrization": "mup", "model.base_width": 16,
+    "train.z_loss": 1e-2,
 }
 RTOL = 1e-5
-# Issue 23's options: per-head query/key norms (parameters with a layers axis), muP's
-# optimizer stage, the z-loss term.
-OPTIONS = {"model.qk_norm": True, "model.parametrization": "mup", "model.base_width": 16,
-           "train.z_loss": 1e-2}
 
 
 def overrides(cache_dir, **changes) -> dict:
@@ -104,20 +106,13 @@ def cache_dir(shared_dir):
 
 
 @pytest.fixture(scope="session")
-def one_device(shared_dir, cache_dir):
-  """One device: 8 steps with checkpoints at 4 and 8; and the same with ``OPTIONS``."""
+def reference(shared_dir, cache_dir):
+  """One device: 8 steps with checkpoints at 4 and 8."""
   def compute(directory):
-    runs = [{"workdir": str(directory / "run"), "overrides": overrides(cache_dir)},
-            {"workdir": str(directory / "options"), "overrides": overrides(cache_dir, **OPTIONS)}]
-    return _result(_worker({"runs": runs}, 1), 300)["runs"]
+    return _result(_worker({"runs": [{"workdir": str(directory / "run"),
+                                      "overrides": overrides(cache_dir)}]}, 1), 300)["runs"][0]
   directory, out = _shared(shared_dir, "reference", compute)
-  assert [r["status"] for r in out] == ["completed"] * 2
-  return directory, out
-
-
-@pytest.fixture(scope="session")
-def reference(one_device):
-  directory, (out, _) = one_device
+  assert out["status"] == "completed"
   return directory / "run", {int(k): v for k, v in out["losses"].items()}, out["val_losses"]
 
 
@@ -134,8 +129,6 @@ def eight_devices(shared_dir, cache_dir, reference):
         # Saved on a 4x2 data x FSDP mesh, continued on 8x1.
         {"workdir": str(directory / "fsdp_to_8x1"), "resume_from": fsdp, "resume_step": 4,
          "overrides": overrides(cache_dir, **{"mesh.data": 8})},
-        {"workdir": str(directory / "options_4x2"),
-         "overrides": overrides(cache_dir, **{"mesh.data": 4, "mesh.fsdp": 2}, **OPTIONS)},
     ]
     memory = {"overrides": overrides(cache_dir, **{"mesh.data": 1, "mesh.fsdp": 8})}
     return _result(_worker({"runs": runs, "memory": memory}, 8), 420)
@@ -277,21 +270,13 @@ def test_optimizer_state_mirrors_the_params_and_scalars_are_replicated(changes):
 def test_data_parallel_and_fsdp_losses_equal_one_device(reference, eight_devices):
   _, ref, ref_val = reference
   _, out = eight_devices
-  fsdp, dp8, _, _ = out["runs"]
+  fsdp, dp8, _ = out["runs"]
   assert out["device_count"] == 8
   assert fsdp["status"] == "completed"
   assert_close(fsdp["losses"], ref, range(1, 9))
   np.testing.assert_allclose([fsdp["val_losses"][k] for k in ("4", "8")],
                              [ref_val[k] for k in ("4", "8")], rtol=RTOL)
   assert_close(dp8["losses"], ref, range(5, 9))  # 8-way data parallel, from step 4 on
-
-
-def test_qk_norm_mup_and_z_loss_train_on_fsdp_as_on_one_device(one_device, eight_devices):
-  _, (_, ref) = one_device
-  options = eight_devices[1]["runs"][3]
-  assert options["status"] == "completed"
-  assert_close(options["losses"], {int(k): v for k, v in ref["losses"].items()}, range(1, 9))
-  np.testing.assert_allclose(options["val_losses"]["8"], ref["val_losses"]["8"], rtol=RTOL)
 
 
 def test_checkpoints_move_between_meshes(reference, eight_devices, eight_to_one):
