@@ -209,9 +209,10 @@ def plot_optima(rows: list[PV.Row], preds: list[PV.Prediction], out: str) -> str
   drawn = False
   for i, p in enumerate(preds):
     fits, _ = PV.optimum_fits(rows, p.arm)
-    for w, rs in PV.ladder(rows, p.arm).items():
+    for j, (w, rs) in enumerate(PV.ladder(rows, p.arm).items()):
       opts = [o.lr for o in V.optima(rs).values() if o.bracketed]
-      ax.plot([w] * len(opts), opts, "o", color=f"C{i}", ms=3, alpha=0.6)
+      ax.plot([w] * len(opts), opts, "o", color=f"C{i}", ms=3, alpha=0.6,
+              label=f"{p.arm}: each seed's optimum" if j == 0 else None)
       drawn = drawn or bool(opts)
     if fits:
       xs = np.geomspace(min(min(f.widths) for f in fits.values()), PV.TARGET_WIDTH, 20)
@@ -224,6 +225,9 @@ def plot_optima(rows: list[PV.Row], preds: list[PV.Prediction], out: str) -> str
   ax.axvline(PV.TARGET_WIDTH, color="gray", ls=":", lw=1)
   ax.set(xscale="log", yscale="log", xlabel="d_model", ylabel="fitted optimal peak rate",
          title=f"optimal rate vs width (dots: seeds; ★: d{PV.TARGET_WIDTH}, 95 % interval)")
+  ticks = _widths(rows) + [PV.TARGET_WIDTH]
+  ax.set_xticks(ticks, [str(t) for t in ticks])
+  ax.set_xticks([], minor=True)
   if ax.get_legend_handles_labels()[0]:
     ax.legend(fontsize=8)
   return R.save(fig, out, "optimum_vs_width.png") if drawn else None

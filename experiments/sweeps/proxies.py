@@ -46,8 +46,8 @@ HALF_DECADES = (3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
 SCALES = {
     # 2 layers, 2 heads (d_head 8 to 64), context 64, 16 sequences per step, a 512-token
     # vocabulary trained on the built-in corpus. Widths 16 to 128 (8x): a d_model-256 rung
-    # was measured at about 0.2 s per model-step on this 2-core CPU (loaded), 88 minutes
-    # for its five programs alone, so the ladder stops at 128 (estimated costs below).
+    # would add about 66 minutes (0.19 s per model-step), so the ladder stops at 128
+    # (measured costs below).
     "cpu": dict(base="tiny", n_layer=2, n_head=2, block_size=64, batch_size=16, vocab=512,
                 widths=(16, 32, 64, 128), steps=200, rates=HALF_DECADES, seeds=(0, 1, 2),
                 eval_batches=16, log_every=25, extra={}),
@@ -65,14 +65,14 @@ SCALES = {
                 log_every=50, extra={"model.compute_dtype": "auto"}, members_per_program=6),
 }
 
-# Estimated seconds per model-step of one group member on the 2-core CPU at the cpu
-# scale, by width: the step's FLOPs (6 N per token, 1,024 tokens) at 50 GFLOP/s, the rate
-# a d_model-256 rung ran at (loaded machine), floored at 2 ms for the narrow rungs whose
-# step is overhead; and the fixed cost of one program (process start, data, compiles, the
-# first and last evaluation and probes), about 40 s as the smoke scale's programs took.
-# Estimates made before the run; the report gives the time measured.
-SECONDS_PER_MODEL_STEP_CPU = {16: 0.002, 32: 0.005, 64: 0.016, 128: 0.056, 256: 0.2}
-SECONDS_PER_GROUP_CPU = 40.0
+# Seconds per model-step of one group member at the cpu scale on the 2-core CPU, by width,
+# and the fixed cost of one program (process start, data, compiles, the first and last
+# evaluation and probes, the checkpoint): measured in the cpu study's own run (all 20
+# programs, the mean over its five arms of each width; the machine was shared with other
+# jobs), from each program's metrics (the step time between its logged steps) and its
+# wall time. 256: a 7-member, 40-step program on the same machine, before the study.
+SECONDS_PER_MODEL_STEP_CPU = {16: 0.0084, 32: 0.0108, 64: 0.0231, 128: 0.0529, 256: 0.19}
+SECONDS_PER_GROUP_CPU = 32.0
 
 
 def group_name(arm: str, width: int) -> str:
@@ -143,10 +143,12 @@ def describe(s: dict, cells: list[Cell], scale: str) -> str:
   if scale == "cpu":
     text += (" Budget: " + ", ".join(f"d{k} {SECONDS_PER_MODEL_STEP_CPU[k]:.3f}" for k in w)
              + f" s per model-step and {SECONDS_PER_GROUP_CPU:.0f} s fixed per program on the "
-             f"2-core CPU (estimated before the run: FLOPs at 50 GFLOP/s), about "
-             f"{minutes_cpu(cells):.0f} minutes in all. Cut to fit about 50 minutes: the "
-             f"ladder stops at d_model 128 (a 256 rung measured about 0.2 s per model-step, 88 "
-             f"minutes for its five programs), 2 layers, 200 steps, no refinement rounds.")
+             f"2-core CPU (measured in this scale's run, the machine shared with other jobs), "
+             f"about {minutes_cpu(cells):.0f} minutes in all (the run took 44). Cut to fit about "
+             f"50 minutes: the ladder stops at d_model 128 (a 256 rung measured "
+             f"{SECONDS_PER_MODEL_STEP_CPU[256]} s per model-step: about "
+             f"{5 * 21 * s['steps'] * SECONDS_PER_MODEL_STEP_CPU[256] / 60:.0f} more minutes), "
+             f"2 layers, 200 steps, no refinement rounds.")
   if scale == "gpu":
     text += (" Defined, not run: six members per program (one H200). andrea120m's own "
              "depth, context and vocabulary, so the predicted rate at d_model 768 can be "
