@@ -26,10 +26,13 @@ from absl import flags, logging
 
 from andrea_jax import errors
 from andrea_jax import files
+from experiments import cells as cells_lib
 from experiments import cli
-from experiments.sweeps import base
+from experiments import rules
+from experiments import studies
+from experiments.studies import base
 
-_SWEEP = flags.DEFINE_string("sweep", "norm_mlp", "module in experiments/sweeps/")
+_SWEEP = flags.DEFINE_string("sweep", "norm_mlp", "study in experiments/studies/ (its grid.py)")
 _SCALE = flags.DEFINE_string("scale", "cpu", "sweep scale, e.g. cpu or gpu")
 _WORKDIR = flags.DEFINE_string("workdir", None, "default: runs/sweeps/<sweep>-<scale>")
 _PARALLEL = flags.DEFINE_integer("parallel", 1, "jobs (groups or single cells) run at once")
@@ -107,13 +110,12 @@ def run_job(sweep: base.Sweep, job: Job, workdir: str, worker: int, gpus: int) -
 
 
 def finished_runs(workdir: str, cells: list[base.Cell]) -> dict:
-  """``{cell path: verdicts.Run}`` of the cells that completed or diverged."""
-  from experiments import report  # pylint: disable=import-outside-toplevel
+  """``{cell path: curves.Run}`` of the cells that completed or diverged."""
   out = {}
   for c in cells:
-    record = report.cell_record(os.path.join(workdir, c.path))
+    record = cells_lib.cell_record(os.path.join(workdir, c.path))
     if record is not None:
-      out[c.path] = report.to_run(record)
+      out[c.path] = cells_lib.to_run(record)
   return out
 
 
@@ -158,9 +160,9 @@ def write_index(sweep: base.Sweep, workdir: str, records: dict) -> None:
   path = os.path.join(workdir, "sweep.json")
   old = {c.get("path", c["name"]): c for c in (files.read_json(path) or {}).get("cells", [])}
   old.update(records)
-  rules = (files.read_json(path) or {}).get("rules") or importlib.import_module(sweep.rules).rules_version()
+  recorded = (files.read_json(path) or {}).get("rules") or rules.rules_version(sweep.judged_by)
   files.write_json(path, {"name": sweep.name, "scale": sweep.scale, "base_config": sweep.base_config,
-                          "description": sweep.description, "rules": rules,
+                          "description": sweep.description, "study": sweep.judged_by, "rules": recorded,
                     "cells": [old.get(c.path, {**dataclasses.asdict(c), "path": c.path, "status": "pending"})
                               for c in sweep.cells]})
 
@@ -192,7 +194,7 @@ def main(argv):
     if not flags.FLAGS["verbosity"].present:
       logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
     sys.exit(run_group(_RUN_GROUP.value))
-  sweep = base.load(_SWEEP.value, _SCALE.value)
+  sweep = studies.load(_SWEEP.value, _SCALE.value)
   workdir = _WORKDIR.value or os.path.join("runs", "sweeps", f"{sweep.name}-{sweep.scale}")
   records = run_sweep(sweep, workdir, _PARALLEL.value, _ONLY.value, _GPUS.value)
   failed = [r["path"] for r in records if r["status"] == "failed"]

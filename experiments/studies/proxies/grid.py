@@ -1,4 +1,4 @@
-"""Small-scale proxies across width: learning-rate sensitivity and rate transfer (issue 23).
+"""The proxies study's grid: small-scale proxies across width, learning-rate sensitivity and rate transfer (issue 23).
 
   python -m experiments.sweep --sweep=proxies --scale=cpu     # see the budget below
   python -m experiments.sweep --sweep=proxies --scale=gpu     # the andrea120m depth family
@@ -24,14 +24,14 @@ paired comparisons). Arms, each one change from ``pre``:
 
 One vmapped program per (arm, width): its members are the rates x seeds. Warmup is a tenth
 of the steps, then the base config's cosine decay to a tenth of the peak. The rules are
-``experiments/proxy_verdicts.py``; no refinement rounds (``refinable=False``): the
-half-decade grid brackets an optimum within 10x, what ``verdicts.fit_optimum`` fits over.
+``rules.py`` beside this file; no refinement rounds (``refinable=False``): the
+half-decade grid brackets an optimum within 10x, what ``curves.fit_optimum`` fits over.
 """
 
 from __future__ import annotations
 
 from andrea_jax import errors
-from experiments.sweeps.base import Cell, Sweep, split_groups
+from experiments.studies.base import Cell, Sweep, split_groups
 
 ARMS = {
     "pre": {},
@@ -119,8 +119,7 @@ def get_sweep(scale: str = "cpu") -> Sweep:
     raise errors.ConfigError(f"--scale={scale!r}: expected one of {sorted(SCALES)}")
   s = SCALES[scale]
   cells = split_groups(cells_of(s), s.get("members_per_program"))
-  return Sweep("proxies", scale, s["base"], cells, description=describe(s, cells, scale),
-               rules="experiments.proxy_verdicts")
+  return Sweep("proxies", scale, s["base"], cells, description=describe(s, cells, scale))
 
 
 def describe(s: dict, cells: list[Cell], scale: str) -> str:

@@ -1,4 +1,4 @@
-"""Norm placement x warmup over a learning-rate grid; the MLP ratio; init and depth checks.
+"""The norm x MLP study's grid: norm placement x warmup over a learning-rate grid; the MLP ratio; init and depth checks.
 
   python -m experiments.sweep --sweep=norm_mlp --scale=cpu     # see CPU_BUDGET below
   python -m experiments.sweep --sweep=norm_mlp --scale=gpu     # andrea120m shape
@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 
 from andrea_jax import errors
-from experiments.sweeps.base import Cell, Sweep, split_groups
+from experiments.studies.base import Cell, Sweep, split_groups
 
 SCALES = {
     # A small ANDREA on the built-in corpus (vocabulary 2305): 6 layers, d_model 64 (2 heads:

@@ -1,4 +1,4 @@
-"""Verdict rules for the small-scale proxies study (``experiments/sweeps/proxies.py``).
+"""The proxies study's claims: each rule comes out reproduced, not reproduced or inconclusive; and the predicted rate.
 
 Wortsman et al. 2023 ("Small-scale proxies for large-scale Transformer training
 instabilities") and Yang et al. 2022 (Tensor Programs V, muTransfer), judged on a width
@@ -6,15 +6,17 @@ ladder: the same depth, data and steps at every width, each width over one grid 
 learning rates, three seeds that set the initialisation and the batch order alike in every
 arm (so arms are compared by per-seed differences).
 
-The rules see only ``Row`` records (a ``verdicts.Run`` with its arm and width), so they are
-tested on synthetic numbers (tests/test_proxy_verdicts.py) and re-judge a committed study
+The rules see only ``Row`` records (a ``curves.Run`` with its arm and width), so they are
+tested on synthetic numbers (tests/test_proxies_rules.py) and re-judge a committed study
 without retraining. One model's numbers, one arm's optimum and its learning-rate
-sensitivity are ``experiments/verdicts.py``'s (a diverged model counts at the loss at
+sensitivity are ``experiments/curves.py``'s (a diverged model counts at the loss at
 initialisation; each seed's optimum is the vertex of a parabola in log(rate) through its
 best rate and the two beside it, unbracketed at the grid's edge; sensitivity is Wortsman
 et al.'s mean over the grid of ``min(final, initial) - best``); the statistics are
 ``experiments/stats.py``'s (t intervals for the degrees of freedom, Holm over a claim's
-comparisons, TOST for equivalence). Every constant below was fixed before the study ran.
+comparisons, TOST for equivalence); the verdict skeleton (guards, decision,
+leave-one-seed-out) ``experiments/claims.py``'s. Every constant below was fixed before the
+study ran.
 
 The claims (each reproduced, not reproduced or inconclusive):
 
@@ -40,26 +42,24 @@ from typing import Iterable
 
 import numpy as np
 
+from experiments import claims
+from experiments import curves
 from experiments import stats
-from experiments import verdicts as V
+from experiments.claims import INCONCLUSIVE, Verdict
+from experiments.curves import RATE_FACTOR, SENSITIVITY_MARGIN
 from experiments.stats import Effect
-from experiments.verdicts import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Verdict
 
-# The arms of the study (experiments/sweeps/proxies.py): pre-LN under the standard
+# The arms of the study (``grid.py``): pre-LN under the standard
 # parametrisation is the reference; each other arm changes one thing.
 REFERENCE = "pre"
 QK, Z, POST, MUP = "pre+qk", "pre+z", "post", "pre+mup"
 ARMS = (REFERENCE, QK, Z, POST, MUP)
 # andrea120m's d_model: the width the ladder's optimum is extrapolated to.
 TARGET_WIDTH = 768
-# Equivalence margins, fixed before the run:
-# - sensitivities (Wortsman et al. report differences of tenths of a nat between settings):
-#   equivalent within 0.05 nats, verdicts.py's margin for the same quantity;
-SENSITIVITY_MARGIN = V.SENSITIVITY_MARGIN  # nats
-# - a slope across the ladder is "flat" when it moves its quantity by less than the margin
-#   over the ladder's whole span: for sensitivity 0.05 nats, for the optimal rate a factor
-#   1.5 (half a half-decade grid step, verdicts.py's RATE_FACTOR).
-RATE_FACTOR = V.RATE_FACTOR
+# Equivalence margins, fixed before the run: every study's (``curves.SENSITIVITY_MARGIN``,
+# 0.05 nats between sensitivities; ``curves.RATE_FACTOR``, a factor 1.5 between optimal
+# rates); a slope across the ladder is "flat" when it moves its quantity by less than the
+# margin over the ladder's whole span.
 # Fewest widths a per-seed slope is fitted through.
 MIN_WIDTHS = 3
 
@@ -67,7 +67,7 @@ MIN_WIDTHS = 3
 @dataclasses.dataclass(frozen=True)
 class Row:
   """One trained model as the proxy rules see it."""
-  run: V.Run  # learning rate, seed, final and initial loss, divergence, unigram baseline
+  run: curves.Run  # learning rate, seed, final and initial loss, divergence, unigram baseline
   arm: str  # one of ARMS
   width: int  # d_model
   # The largest attention logit at the last probe, the max over layers (nan if none).
@@ -80,7 +80,7 @@ class Row:
     return self.run.seed
 
 
-def ladder(rows: Iterable[Row], arm: str) -> dict[int, list[V.Run]]:
+def ladder(rows: Iterable[Row], arm: str) -> dict[int, list[curves.Run]]:
   """``{width: that width's runs}`` of one arm, by increasing width."""
   out = defaultdict(list)
   for row in rows:
@@ -103,10 +103,10 @@ def _slope(x: list[float], y: list[float]) -> tuple[float, float]:
 # ----------------------------------------------------------------------------- sensitivity
 
 
-def width_sensitivity(runs_a: list[V.Run], runs_b: list[V.Run] | None = None) -> dict[int, float]:
+def width_sensitivity(runs_a: list[curves.Run], runs_b: list[curves.Run] | None = None) -> dict[int, float]:
   """Per seed, the sensitivity of ``runs_a`` over the base grid it shares with ``runs_b``."""
-  rates = V.base_rates(runs_a, runs_b) if runs_b else V.base_rates(runs_a)
-  return V.sensitivity(runs_a, rates)
+  rates = curves.base_rates(runs_a, runs_b) if runs_b else curves.base_rates(runs_a)
+  return curves.sensitivity(runs_a, rates)
 
 
 def sensitivity_gaps(rows: list[Row], arm: str) -> tuple[list[int], list[Effect], dict[int, list[str]]]:
@@ -118,7 +118,7 @@ def sensitivity_gaps(rows: list[Row], arm: str) -> tuple[list[int], list[Effect]
   for w in widths:
     effects.append(stats.compare(width_sensitivity(ref[w], other[w]),
                                  width_sensitivity(other[w], ref[w]), SENSITIVITY_MARGIN))
-    names = [n for n, rs in ((REFERENCE, ref[w]), (arm, other[w])) if not V.learns(rs)]
+    names = [n for n, rs in ((REFERENCE, ref[w]), (arm, other[w])) if not curves.learns(rs)]
     if names:
       quiet[w] = names
   return widths, effects, quiet
@@ -135,29 +135,20 @@ def _intervention_rule(arm: str, what: str) -> str:
           f"near zero). The smaller widths are reported.")
 
 
-def _missing(claim: str, what: str, rule: str, notes: list[str] = ()) -> Verdict:
-  return Verdict(claim, INCONCLUSIVE, [f"Not enough runs: {what}."] + [f"{n}." for n in notes], rule)
-
-
 def _intervention(rows: list[Row], arm: str, claim: str, what: str) -> Verdict:
   rule = _intervention_rule(arm, what)
   widths, effects, quiet = sensitivity_gaps(rows, arm)
   largest = max(set(ladder(rows, REFERENCE)) | set(ladder(rows, arm)), default=None)
   if not widths or widths[-1] != largest:
-    return _missing(claim, f"the {REFERENCE} and {arm} arms at the largest width", rule)
+    return claims.missing(claim, f"the {REFERENCE} and {arm} arms at the largest width", rule)
   outs = stats.outcomes(effects)
   lines = [f"Per width, {REFERENCE} - {arm}: " + "; ".join(
       f"d{w} {e.text()} ({o})" for w, e, o in zip(widths, effects, outs)) + "."]
   lines += [f"d{w}: {' and '.join(names)} does not learn." for w, names in quiet.items()]
   effect, top = effects[-1], outs[-1]
-  if largest in quiet:
-    verdict = INCONCLUSIVE
-  elif top == "higher" and "lower" not in outs:
-    verdict = REPRODUCED
-  elif top in ("lower", "same"):
-    verdict = NOT_REPRODUCED
-  else:
-    verdict = INCONCLUSIVE
+  verdict = claims.decide(lines, [(largest in quiet, "")],
+                          reproduced=top == "higher" and "lower" not in outs,
+                          not_reproduced=top in ("lower", "same"))
   return Verdict(claim, verdict, lines, rule, effect,
                  f"Sensitivity {REFERENCE} - {arm} at d{largest}")
 
@@ -177,12 +168,12 @@ def sensitivity_slopes(rows: list[Row], arm: str) -> tuple[dict[int, float], lis
   over one base grid shared by all its widths; widths where the arm does not learn are left
   out (and named), and a seed needs ``MIN_WIDTHS`` widths."""
   lad = ladder(rows, arm)
-  notes = [f"d{w}: {arm} does not learn, left out" for w, rs in lad.items() if not V.learns(rs)]
-  learning = {w: rs for w, rs in lad.items() if V.learns(rs)}
-  rates = V.base_rates(*learning.values()) if learning else []
+  notes = [f"d{w}: {arm} does not learn, left out" for w, rs in lad.items() if not curves.learns(rs)]
+  learning = {w: rs for w, rs in lad.items() if curves.learns(rs)}
+  rates = curves.base_rates(*learning.values()) if learning else []
   per_seed = defaultdict(dict)
   for w, rs in learning.items():
-    for seed, s in V.sensitivity(rs, rates).items():
+    for seed, s in curves.sensitivity(rs, rates).items():
       per_seed[seed][w] = s
   slopes = {seed: _slope([math.log2(w) for w in by_w], list(by_w.values()))[0]
             for seed, by_w in per_seed.items() if len(by_w) >= MIN_WIDTHS}
@@ -202,9 +193,9 @@ GROWTH_RULE = (
 def claim_growth(rows: list[Row]) -> Verdict:
   claim = "without qk-norm, the learning-rate sensitivity grows with width"
   slopes, notes = sensitivity_slopes(rows, REFERENCE)
-  widths = [w for w, rs in ladder(rows, REFERENCE).items() if V.learns(rs)]
+  widths = [w for w, rs in ladder(rows, REFERENCE).items() if curves.learns(rs)]
   if len(slopes) < 2:
-    return _missing(claim, f"{MIN_WIDTHS} widths where {REFERENCE} learns, for two seeds",
+    return claims.missing(claim, f"{MIN_WIDTHS} widths where {REFERENCE} learns, for two seeds",
                     GROWTH_RULE, notes)
   margin = SENSITIVITY_MARGIN / _span(widths)
   effect = stats.one_sample(list(slopes.values()), margin)
@@ -214,8 +205,7 @@ def claim_growth(rows: list[Row]) -> Verdict:
   if reported:
     lines.append("Reported, not judged: " + "; ".join(reported) + ".")
   lines += [f"{n}." for n in notes]
-  verdict = {"higher": REPRODUCED, "lower": NOT_REPRODUCED,
-             "same": NOT_REPRODUCED}.get(stats.outcome(effect), INCONCLUSIVE)
+  verdict = claims.decide(lines, [], *claims.directed(stats.outcome(effect)))
   return Verdict(claim, verdict, lines, GROWTH_RULE, effect,
                  f"Slope of {REFERENCE}'s sensitivity (nats per doubling)")
 
@@ -241,10 +231,10 @@ def optimum_fits(rows: list[Row], arm: str) -> tuple[dict[int, Fit], list[str]]:
   the widths it has (at least ``MIN_WIDTHS``)."""
   missing, points = [], defaultdict(dict)
   for w, rs in ladder(rows, arm).items():
-    if not V.learns(rs):
+    if not curves.learns(rs):
       missing.append(f"d{w}: {arm} does not learn")
       continue
-    for seed, opt in V.optima(rs).items():
+    for seed, opt in curves.optima(rs).items():
       if opt.bracketed:
         points[seed][w] = math.log(opt.lr)
       else:
@@ -284,12 +274,8 @@ def claim_transfer(rows: list[Row]) -> Verdict:
   lines = [f"Slope of log(optimal rate) per doubling of d_model (the rate's factor per "
            f"doubling in brackets): {REFERENCE} {_slope_text(sp)}; {MUP} {_slope_text(mup)}.",
            f"Margin {margin:.3f} per doubling."]
-  if missing:
-    lines.append("Not located, so no verdict: " + "; ".join(missing) + ".")
-    verdict = INCONCLUSIVE
-  else:
-    verdict = {"higher": REPRODUCED, "lower": NOT_REPRODUCED,
-               "same": NOT_REPRODUCED}.get(stats.outcome(effect), INCONCLUSIVE)
+  verdict = claims.decide(lines, [(bool(missing), "Not located, so no verdict: " + "; ".join(missing) + ".")],
+                          *claims.directed(stats.outcome(effect)))
   return Verdict(claim, verdict, lines, TRANSFER_RULE, effect, "|slope sp| - |slope muP|")
 
 
@@ -353,39 +339,9 @@ CLAIMS = (claim_qk_norm, claim_z_loss, claim_growth, claim_transfer)
 
 
 def judge(rows: list[Row], robust: bool = True) -> list[Verdict]:
-  out = []
-  for claim in CLAIMS:
-    v = claim(rows)
-    if robust:
-      v.robustness = V.robustness(claim, rows, v.verdict)
-    out.append(v)
-  return out
+  """The study's verdicts (``claims.judge_all`` over ``CLAIMS``)."""
+  return claims.judge_all(CLAIMS, rows, robust)
 
 
-# The files whose content is "the rules" of this study (relative to the repository root).
-RULE_FILES = ("experiments/proxy_verdicts.py", "experiments/verdicts.py", "experiments/stats.py")
-
-
-def rules_version() -> dict:
-  """What the study is judged with: the hash of ``RULE_FILES`` and the commit they are at.
-
-  ``verdicts.rules_version`` over this study's files (that function reads its own module's
-  list; it is left unedited so that the norm_mlp study's recorded hash stays valid).
-  """
-  import hashlib  # pylint: disable=import-outside-toplevel
-  import os  # pylint: disable=import-outside-toplevel
-  import subprocess  # pylint: disable=import-outside-toplevel
-  here = os.path.dirname(os.path.abspath(__file__))
-  root = os.path.dirname(here)
-  digest = hashlib.sha256()
-  for name in RULE_FILES:
-    with open(os.path.join(root, name), "rb") as f:
-      digest.update(f.read())
-  git = lambda *args: subprocess.run(["git", *args, "--", *RULE_FILES], cwd=root, capture_output=True,
-                                     text=True, check=True, timeout=10).stdout.strip()
-  try:
-    commit, dirty = git("log", "-1", "--format=%H") or None, bool(git("status", "--porcelain"))
-  except (OSError, subprocess.SubprocessError):
-    commit, dirty = None, None
-  return {"sha256": digest.hexdigest()[:16], "commit": commit, "uncommitted_changes": dirty,
-          "files": list(RULE_FILES)}
+# What "the rules" of this study are (``experiments/rules.py``): the definitions these reach.
+RULE_ROOTS = ("judge", "predict")

@@ -1,4 +1,4 @@
-"""What a sweep is: a base config and a list of cells.
+"""What a study's sweep is: a base config and a list of cells, their groups and the rounds of rates added around optima.
 
 A cell is one trained model. Cells with a ``group`` that share every override except the
 learning rate and the seed train together as the members of one vmapped program
@@ -9,11 +9,10 @@ ordinary ``python -m experiments.run`` in ``<workdir>/<name>/``.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from typing import Any
 
 from andrea_jax import errors
-from experiments import verdicts
+from experiments import curves
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,17 +65,13 @@ class Sweep:
   cells: list[Cell]
   # Free text for the report: the settings shared by all cells and why.
   description: str = ""
-  # The module of the rules that judge it: its ``rules_version()`` goes into sweep.json.
-  rules: str = "experiments.verdicts"
+  # The study whose rules judge it and whose report it gets (``experiments/studies/<study>/``;
+  # default: the sweep's own name): its rules' identity goes into sweep.json.
+  study: str = ""
 
-
-def load(name: str, scale: str) -> Sweep:
-  """``experiments/sweeps/<name>.py``'s sweep at ``scale``; unknown names are an error."""
-  try:
-    module = importlib.import_module(f"experiments.sweeps.{name}")
-  except ModuleNotFoundError as e:
-    raise errors.ConfigError(f"--sweep={name!r}: no module experiments/sweeps/{name}.py") from e
-  return module.get_sweep(scale)
+  @property
+  def judged_by(self) -> str:
+    return self.study or self.name
 
 
 def groups(cells: list[Cell]) -> dict[str, list[Cell]]:
@@ -130,9 +125,9 @@ def family(group: str) -> str:
   return group.split(".r", 1)[0]
 
 
-def refine(cells: list[Cell], runs: dict[str, "verdicts.Run"], rnd: int) -> list[Cell]:
+def refine(cells: list[Cell], runs: dict[str, curves.Run], rnd: int) -> list[Cell]:
   """Round ``rnd``'s new cells: for each refinable group whose cells have all finished, the
-  rates ``verdicts.refine_rates`` asks for (a bracket at most 2x wide around each seed's
+  rates ``curves.refine_rates`` asks for (a bracket at most 2x wide around each seed's
   optimum, one rate beyond an optimum at the grid's edge), for every seed of the group.
   The new cells train together as the group ``<group>.r<rnd>``."""
   families: dict[str, list[Cell]] = {}
@@ -144,7 +139,7 @@ def refine(cells: list[Cell], runs: dict[str, "verdicts.Run"], rnd: int) -> list
     if any(c.path not in runs for c in members):
       continue  # unfinished or failed: nothing to refine from
     proto = members[0]
-    for lr in verdicts.refine_rates([runs[c.path] for c in members]):
+    for lr in curves.refine_rates([runs[c.path] for c in members]):
       for seed in sorted({c.seed for c in members}):
         new.append(Cell(f"{fam}.r{rnd}-lr{lr:g}-seed{seed}",
                         {**proto.shared(), "train.learning_rate": lr, "train.seed": seed},

@@ -2,9 +2,11 @@
 to diverge) and two ordinary runs (one that trains, one forced to diverge).
 
   python -m experiments.sweep --sweep=micro --scale=cpu --workdir=/tmp/micro
+
+Judged and reported as the norm x MLP study (its arms are that study's names).
 """
 
-from experiments.sweeps.base import Cell, Sweep
+from experiments.studies.base import Cell, Sweep
 
 # One small layer on a slice of the built-in corpus, a few steps.
 COMMON = {"model.n_layer": 1, "model.d_model": 32, "model.n_head": 2, "model.block_size": 32,
@@ -33,4 +35,4 @@ def get_sweep(scale: str = "cpu", cache_dir: str = "runs/cache") -> Sweep:
       Cell("post-diverge-seed0", {**common, "model.norm": "post", "train.learning_rate": 1e4,
                                   "train.grad_clip": 0.0, "train.warmup_steps": 0},
            ("single:post",), 0),
-  ], description="Smoke test of the sweep machinery.")
+  ], description="Smoke test of the sweep machinery.", study="norm_mlp")

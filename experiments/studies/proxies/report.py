@@ -1,27 +1,26 @@
-"""The proxies study's report (``experiments/sweeps/proxies.py``), judged by ``proxy_verdicts``.
+"""The proxies study's report page: the predicted rates, its table per arm and width and its figures, in the frame of ``experiments/reporting.py``.
 
   python -m experiments.report --sweep_dir=runs/sweeps/proxies-cpu --out=docs/results/proxies-cpu --copy_cells
 
-``experiments.report`` sends a sweep named ``proxies`` here; the loading, the copy of the
-per-cell files, the rules' line and the figure helpers are ``report.py``'s. Writes
-``REPORT.md`` (verdicts, the predicted rates for andrea120m, a table per arm and width, the
-figures), ``results.json`` (the numbers, for a notebook) and the PNGs into ``--out``, and
-prints the predicted rates.
+``experiments.report`` sends a sweep named ``proxies`` here; the loading and the copy of the
+per-cell files are ``experiments/cells.py``'s, the frame (title, commands, the rules line,
+the measured time, results.json) and the figure helpers ``experiments/reporting.py``'s. The
+page: the verdicts of ``rules.py``, the predicted rates for andrea120m (printed as well), a
+table per arm and width, the figures.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
-import os
 
 import numpy as np
 
-from experiments import proxy_verdicts as PV
-from experiments import report as R
+from experiments import cells as cells_lib
+from experiments import curves
+from experiments import reporting
+from experiments import rules as rules_identity
 from experiments import stats
-from experiments import verdicts as V
+from experiments.studies.proxies import rules as PV
 
 NAN = float("nan")
 
@@ -37,13 +36,13 @@ def non_embedding_params(c: dict) -> int:
 
 
 def to_row(c: dict) -> PV.Row:
-  """A cell record (``report.cell_record``) as the proxy rules see it."""
+  """A cell record (``cells.cell_record``) as the proxy rules see it."""
   arm = next((a for a in c["arms"] if a in PV.ARMS), c["arms"][0])
   end = c.get("end") or {}
   done = c["status"] == "completed"  # a diverged model's last probe is from before it diverged
   logits = end.get("attn_logit_max") if done else None
   log_z = end.get("log_z") if done else None
-  return PV.Row(R.to_run(c), arm, int(c["overrides"]["model.d_model"]),
+  return PV.Row(cells_lib.to_run(c), arm, int(c["overrides"]["model.d_model"]),
                 max(logits) if logits else NAN, NAN if log_z is None else float(log_z),
                 non_embedding_params(c))
 
@@ -60,7 +59,7 @@ def by_arm_width(rows: list[PV.Row]) -> dict[tuple[str, int], list[PV.Row]]:
 
 
 def table(rows: list[PV.Row]) -> list[dict]:
-  """Per arm and width: ``verdicts.summary`` (fitted optimum and best loss with intervals,
+  """Per arm and width: ``curves.summary`` (fitted optimum and best loss with intervals,
   sensitivity over the base grid with its interval), divergences and the logit sizes."""
   out = []
   for (arm, width), rs in by_arm_width(rows).items():
@@ -68,8 +67,8 @@ def table(rows: list[PV.Row]) -> list[dict]:
     finite = lambda xs: [x for x in xs if math.isfinite(x)]
     logit, log_z = finite([r.attn_logit_max for r in rs]), finite([r.log_z for r in rs])
     out.append({"arm": arm, "width": width, "non_embedding_params": max(r.n_params for r in rs),
-                **V.summary(runs), "cells": len(rs), "diverged": sum(r.run.diverged for r in rs),
-                "rates": {f"{lr:g}": c for lr, c in V.rate_curve(runs).items()},
+                **curves.summary(runs), "cells": len(rs), "diverged": sum(r.run.diverged for r in rs),
+                "rates": {f"{lr:g}": c for lr, c in curves.rate_curve(runs).items()},
                 "attn_logit_max": max(logit) if logit else None,
                 "log_z_median": float(np.median(log_z)) if log_z else None})
   return out
@@ -82,10 +81,10 @@ def table_lines(tab: list[dict]) -> list[str]:
   for t in tab:
     logit = "—" if t["attn_logit_max"] is None else f"{t['attn_logit_max']:.1f}"
     lines.append(f"| {t['arm']} | {t['width']} | {t['non_embedding_params']:,} | "
-                 f"{R.interval_text(t['optimum_loss'], t['optimum_loss_interval'], '.3f')} | "
-                 f"{R.interval_text(t['optimum_lr'], t['optimum_lr_interval'], '.2g')} | "
+                 f"{reporting.interval_text(t['optimum_loss'], t['optimum_loss_interval'], '.3f')} | "
+                 f"{reporting.interval_text(t['optimum_lr'], t['optimum_lr_interval'], '.2g')} | "
                  f"{t['bracketed_seeds']}/{t['seeds']} | "
-                 f"{R.interval_text(t['sensitivity'], t['sensitivity_interval'], '.3f')} | "
+                 f"{reporting.interval_text(t['sensitivity'], t['sensitivity_interval'], '.3f')} | "
                  f"{t['diverged']}/{t['cells']} | {'yes' if t['learns'] else 'no'} | {logit} |")
   return lines
 
@@ -131,13 +130,13 @@ def plot_lr_curves(rows: list[PV.Row], out: str) -> str | None:
   arms = list(dict.fromkeys(a for a, _ in groups))
   if not arms:
     return None
-  fig = R.figure(figsize=(3.4 * len(arms), 3.6))
+  fig = reporting.figure(figsize=(3.4 * len(arms), 3.6))
   axes = np.atleast_1d(fig.subplots(1, len(arms), sharey=True))
   initial = np.nanmedian([r.run.initial for r in rows])
-  unigram = V.unigram([r.run for r in rows])
+  unigram = curves.unigram([r.run for r in rows])
   for ax, arm in zip(axes, arms):
     for w in widths:
-      curve = V.rate_curve([r.run for r in groups.get((arm, w), [])])
+      curve = curves.rate_curve([r.run for r in groups.get((arm, w), [])])
       if not curve:
         continue
       lrs = list(curve)
@@ -152,12 +151,12 @@ def plot_lr_curves(rows: list[PV.Row], out: str) -> str | None:
     ax.set(xscale="log", title=arm, xlabel="peak learning rate")
   axes[0].set_ylabel("final validation loss (nats)\n(dotted: at init; dashed: unigram)")
   axes[-1].legend(fontsize=7, title="✕ diverged", title_fontsize=7)
-  return R.save(fig, out, "lr_curves.png")
+  return reporting.save(fig, out, "lr_curves.png")
 
 
 def plot_sensitivity(tab: list[dict], out: str) -> str | None:
   """Wortsman et al.: learning-rate sensitivity against non-embedding parameters, per arm."""
-  fig = R.figure(figsize=(6, 4))
+  fig = reporting.figure(figsize=(6, 4))
   ax = fig.subplots()
   drawn = False
   for i, arm in enumerate(dict.fromkeys(t["arm"] for t in tab)):
@@ -174,7 +173,7 @@ def plot_sensitivity(tab: list[dict], out: str) -> str | None:
          title="learning-rate sensitivity (95 % t interval over seeds)")
   if drawn:
     ax.legend(fontsize=8)
-  return R.save(fig, out, "sensitivity.png") if drawn else None
+  return reporting.save(fig, out, "sensitivity.png") if drawn else None
 
 
 def plot_attn_logits(rows: list[PV.Row], out: str) -> str | None:
@@ -183,7 +182,7 @@ def plot_attn_logits(rows: list[PV.Row], out: str) -> str | None:
   chosen = [r for r in rows if r.arm in (PV.REFERENCE, PV.QK) and math.isfinite(r.attn_logit_max)]
   if not chosen:
     return None
-  fig = R.figure(figsize=(3.2 * len(widths), 3.4))
+  fig = reporting.figure(figsize=(3.2 * len(widths), 3.4))
   axes = np.atleast_1d(fig.subplots(1, len(widths), sharey=True))
   for ax, w in zip(axes, widths):
     for arm, style in ((PV.REFERENCE, "o-"), (PV.QK, "s--")):
@@ -198,19 +197,19 @@ def plot_attn_logits(rows: list[PV.Row], out: str) -> str | None:
     if ax.get_legend_handles_labels()[0]:
       ax.legend(fontsize=7)
   axes[0].set_ylabel("largest attention logit at the end")
-  return R.save(fig, out, "attn_logits.png")
+  return reporting.save(fig, out, "attn_logits.png")
 
 
 def plot_optima(rows: list[PV.Row], preds: list[PV.Prediction], out: str) -> str | None:
   """Yang et al.: each seed's fitted optimal rate against width, sp and muP, the mean of the
   seeds' lines extended to andrea120m's width, and the prediction there with its interval."""
-  fig = R.figure(figsize=(6, 4))
+  fig = reporting.figure(figsize=(6, 4))
   ax = fig.subplots()
   drawn = False
   for i, p in enumerate(preds):
     fits, _ = PV.optimum_fits(rows, p.arm)
     for j, (w, rs) in enumerate(PV.ladder(rows, p.arm).items()):
-      opts = [o.lr for o in V.optima(rs).values() if o.bracketed]
+      opts = [o.lr for o in curves.optima(rs).values() if o.bracketed]
       ax.plot([w] * len(opts), opts, "o", color=f"C{i}", ms=3, alpha=0.6,
               label=f"{p.arm}: each seed's optimum" if j == 0 else None)
       drawn = drawn or bool(opts)
@@ -230,7 +229,7 @@ def plot_optima(rows: list[PV.Row], preds: list[PV.Prediction], out: str) -> str
   ax.set_xticks([], minor=True)
   if ax.get_legend_handles_labels()[0]:
     ax.legend(fontsize=8)
-  return R.save(fig, out, "optimum_vs_width.png") if drawn else None
+  return reporting.save(fig, out, "optimum_vs_width.png") if drawn else None
 
 
 # ----------------------------------------------------------------------------- the report
@@ -241,60 +240,35 @@ def _base_width(cells: list[dict]) -> int | None:
                if c["overrides"].get("model.parametrization") == "mup"), None)
 
 
-def write_report(sweep_dir: str, out: str | None = None, command: str = "",
-                 copy: bool = False) -> str:
-  sweep_dir, out, command = R.prepare_out(sweep_dir, out, command, copy)
-  index, cells, source = R.load(sweep_dir)
+def page(index: dict, cells: list[dict], out: str) -> reporting.Page:
+  """The study's verdicts, predictions, table per arm and width, and figures (drawn into ``out``)."""
   rows = [to_row(c) for c in cells]
   tab, judged, preds = table(rows), PV.judge(rows), predictions(rows)
   plots = [plot_lr_curves(rows, out), plot_sensitivity(tab, out), plot_attn_logits(rows, out),
            plot_optima(rows, preds, out)]
   predicted = prediction_lines(preds, _base_width(cells))
-  regenerate = f"python -m experiments.report --sweep_dir={sweep_dir}" + (
-      f" --out={out}" if out != sweep_dir else "")
-  lines = [f"# Sweep `{index['name']}` at scale `{index['scale']}`", "",
-           "Produced by:", "", "```bash", *([command] if command else []), regenerate, "```", "",
-           f"Read from {source}.", "", index.get("description", ""), "",
-           f"{len(cells)} models, {sum(r.run.diverged for r in rows)} diverged. "
-           f"{R.measured_time(cells)}", "",
-           "## Verdicts", "",
-           "Each claim is judged by a rule in `experiments/proxy_verdicts.py` (tested on "
-           "synthetic results in `tests/test_proxy_verdicts.py`) with the per-arm numbers of "
-           "`experiments/verdicts.py` and the statistics of `experiments/stats.py`: a diverged "
-           "model counts at the loss at initialisation; a seed's optimum is the vertex of a "
-           "parabola in log(rate) through its best rate and the two beside it; arms are "
-           "compared by per-seed differences (shared seeds); intervals are 95 % t intervals; "
-           f"a claim's several tests are Holm-corrected (family-wise error {stats.ALPHA}). "
-           "What the seeds cannot decide is inconclusive.", "",
-           *R.rules_lines(index.get("rules"), PV), ""]
-  for verdict in judged:
-    lines += [f"### {verdict.claim}", "", *verdict.markdown(), ""]
-  lines += ["## Predicted learning rates for andrea120m", "", *predicted, "",
-            "## Per arm and width", "",
-            "Best loss and fitted optimum: the mean over seeds of each seed's fitted loss and "
-            "(geometric) of its fitted rate, with 95 % t intervals; bracketed: seeds whose best "
-            "rate is not at the grid's edge; LR sensitivity (Wortsman et al. 2023): per seed, "
-            "the mean over the grid of min(final, initial loss) minus the best, then the mean "
-            "over seeds with its interval; learns: best loss decisively "
-            f"{V.LEARNS_BY} nats below the unigram baseline; largest attention logit: at the "
-            "last probe, the max over layers and over the width's completed models.", "",
-            *table_lines(tab), "", "## Plots", "", *[f"![{p}]({p})" for p in plots if p]]
-  path = os.path.join(out, "REPORT.md")
-  with open(path, "w", encoding="utf-8") as f:
-    f.write("\n".join(lines) + "\n")
-  write_results(index, cells, tab, judged, preds, out)
-  print("\n".join(p for p in predicted if p.startswith("- ")))
-  return path
-
-
-def write_results(index: dict, cells: list[dict], tab: list[dict], judged: list,
-                  preds: list[PV.Prediction], out: str) -> str:
-  """``results.json``: the numbers behind the report."""
-  path = os.path.join(out, "results.json")
-  body = {k: index.get(k) for k in ("name", "scale", "base_config", "description", "rules")}
-  body |= {"rules_now": PV.rules_version(), "table": tab,
-           "verdicts": [dataclasses.asdict(v) for v in judged],
-           "predictions": [dataclasses.asdict(p) for p in preds], "cells": cells}
-  with open(path, "w", encoding="utf-8") as f:
-    json.dump(body, f, indent=1, allow_nan=True)
-  return path
+  method = ("Each claim is judged by a rule in `experiments/studies/proxies/rules.py` (tested on "
+            "synthetic results in `tests/test_proxies_rules.py`) with the per-arm numbers of "
+            "`experiments/curves.py` and the statistics of `experiments/stats.py`: a diverged "
+            "model counts at the loss at initialisation; a seed's optimum is the vertex of a "
+            "parabola in log(rate) through its best rate and the two beside it; arms are "
+            "compared by per-seed differences (shared seeds); intervals are 95 % t intervals; "
+            f"a claim's several tests are Holm-corrected (family-wise error {stats.ALPHA}). "
+            "What the seeds cannot decide is inconclusive.")
+  sections = ["## Predicted learning rates for andrea120m", "", *predicted, "",
+              "## Per arm and width", "",
+              "Best loss and fitted optimum: the mean over seeds of each seed's fitted loss and "
+              "(geometric) of its fitted rate, with 95 % t intervals; bracketed: seeds whose best "
+              "rate is not at the grid's edge; LR sensitivity (Wortsman et al. 2023): per seed, "
+              "the mean over the grid of min(final, initial loss) minus the best, then the mean "
+              "over seeds with its interval; learns: best loss decisively "
+              f"{curves.LEARNS_BY} nats below the unigram baseline; largest attention logit: at the "
+              "last probe, the max over layers and over the width's completed models.", "",
+              *table_lines(tab), ""]
+  return reporting.Page(
+      verdicts=judged, method=method, sections=sections, plots=plots,
+      results={"rules_now": rules_identity.rules_version("proxies"), "table": tab,
+               "verdicts": judged, "predictions": preds},
+      diverged=sum(r.run.diverged for r in rows),
+      index_keys=("name", "scale", "base_config", "description", "rules"),
+      printed=[p for p in predicted if p.startswith("- ")])

@@ -1,0 +1,250 @@
+"""The per-arm curve maths every study uses: one arm's loss-vs-learning-rate curve, its optimum, sensitivity and whether it learns.
+
+The maths sees only ``Run`` records (one per trained model: its arms, learning rate, seed,
+final validation loss and a few diagnostics), so it is tested on synthetic numbers
+(tests/test_curves.py) and re-judges a committed study without retraining. The statistics
+(t intervals, pairing, Holm, equivalence) are ``experiments/stats.py``'s; the claims built
+on this are each study's (``experiments/studies/<name>/rules.py``).
+
+How an arm is summarised:
+
+- Every model counts with ``min(final loss, loss at init)``; a diverged model with the loss
+  at init (Wortsman et al. 2023).
+- **Optimum per seed.** Each seed's loss-vs-log(rate) curve is fitted by a parabola through
+  its best grid point and the two neighbouring rates; the vertex is the seed's optimal rate
+  and the parabola's value there its best loss. A seed whose best grid point is the
+  smallest or largest rate tried is *not bracketed*: its optimum may lie off the grid
+  (a sweep may add a rate in that direction before anything is judged, ``refine_rates``).
+  An arm's optimum is the mean over seeds of the log optimum, with its t interval, so one
+  unstable seed moves only its own optimum.
+- **Learns.** An arm learns when its seeds' best losses lie decisively (upper end of the
+  95 % interval) at least ``LEARNS_BY`` nats below the unigram baseline: an arm on the
+  unigram plateau at every rate has no optimum to speak of.
+- **Sensitivity** (Wortsman et al. 2023), one definition everywhere (table and verdict):
+  per seed, the mean over the *base grid* (the first-round rates, the same for the arms
+  compared) of ``min(final, initial)`` minus that seed's best over the same rates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import defaultdict
+from typing import Iterable
+
+import numpy as np
+
+from experiments import stats
+
+# An arm learns when its best loss lies decisively this far below the unigram baseline.
+LEARNS_BY = 0.1  # nats
+# Equivalence margins of the two quantities every study compares, fixed before the runs:
+# two optimal rates are "the same" within a factor 1.5 (half a 3x grid step);
+RATE_FACTOR = 1.5
+# two sensitivities within 0.05 nats (Wortsman et al. 2023 report differences of tenths of
+# a nat between settings).
+SENSITIVITY_MARGIN = 0.05  # nats
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+  """One trained model, as the curve maths and the claims see it."""
+  arms: tuple[str, ...]
+  lr: float
+  seed: int
+  final: float  # final validation loss; nan when diverged or missing
+  initial: float  # the loss at initialisation (measured, or ln V)
+  diverged: bool = False
+  norm: str = "pre"
+  init: str = "gpt2"
+  grad_ratio_init: float = float("nan")  # MLP gradient norm at init, last layer / first
+  resid_ratio_init: float = float("nan")  # residual-stream norm, last block / first block
+  resid_ratio_end: float = float("nan")  # the same at the last probe of training
+  unigram: float = float("nan")  # the unigram baseline's validation loss
+  round: int = 0  # 0: the sweep's base grid; 1, 2: rates added around the optimum
+
+  @property
+  def clipped(self) -> float:
+    """``min(final, initial)``; a diverged or missing final loss counts as the initial loss."""
+    if self.diverged or not math.isfinite(self.final):
+      return self.initial
+    return min(self.final, self.initial)
+
+
+def by_arm(runs: Iterable[Run]) -> dict[str, list[Run]]:
+  arms = defaultdict(list)
+  for run in runs:
+    for arm in run.arms:
+      arms[arm].append(run)
+  return dict(arms)
+
+
+def by_rate(runs: list[Run]) -> dict[float, list[Run]]:
+  rates = defaultdict(list)
+  for run in runs:
+    rates[run.lr].append(run)
+  return dict(sorted(rates.items()))
+
+
+def by_seed(runs: list[Run]) -> dict[int, list[Run]]:
+  seeds = defaultdict(list)
+  for run in runs:
+    seeds[run.seed].append(run)
+  return dict(sorted(seeds.items()))
+
+
+def rate_curve(runs: list[Run]) -> dict[float, dict]:
+  """Per rate: mean and std over seeds of the clipped final loss, seeds, divergences."""
+  out = {}
+  for lr, rs in by_rate(runs).items():
+    x = np.array([r.clipped for r in rs])
+    out[lr] = {"mean": float(x.mean()), "std": float(x.std(ddof=1)) if len(x) > 1 else float("nan"),
+               "seeds": len(rs), "diverged": sum(r.diverged for r in rs), "losses": x.tolist()}
+  return out
+
+
+# The widest bracket (ratio of a neighbour's rate to the best's) a parabola is fitted over.
+MAX_FIT_STEP = 10.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Optimum:
+  """One seed's optimum: the fitted rate, the fitted loss there, whether it is bracketed."""
+  lr: float
+  loss: float
+  bracketed: bool
+  grid_lr: float  # the best rate tried
+
+
+def fit_optimum(points: dict[float, float]) -> Optimum | None:
+  """The vertex of the parabola in log(rate) through the best point and its neighbours."""
+  pts = sorted((lr, l) for lr, l in points.items() if lr > 0 and math.isfinite(l))
+  if not pts:
+    return None
+  i = min(range(len(pts)), key=lambda j: pts[j][1])
+  lr, loss = pts[i]
+  if i == 0 or i == len(pts) - 1:
+    return Optimum(lr, loss, False, lr)
+  x = np.log([p[0] for p in pts[i - 1:i + 2]])
+  y = np.array([p[1] for p in pts[i - 1:i + 2]])
+  a, b, c = np.polyfit(x, y, 2)
+  # Three equal losses (no curvature), or a neighbour more than MAX_FIT_STEP away (a
+  # parabola over such a span is no local fit): the grid point stands.
+  if a <= 0 or x[2] - x[0] > 2 * math.log(MAX_FIT_STEP):
+    return Optimum(lr, loss, True, lr)
+  vertex = float(np.clip(-b / (2 * a), x[0], x[2]))
+  return Optimum(float(np.exp(vertex)), float(min(loss, np.polyval((a, b, c), vertex))), True, lr)
+
+
+def optima(runs: list[Run]) -> dict[int, Optimum]:
+  """Each seed's optimum over the rates it was trained at."""
+  out = {}
+  for seed, rs in by_seed(runs).items():
+    opt = fit_optimum({r.lr: r.clipped for r in rs})
+    if opt is not None:
+      out[seed] = opt
+  return out
+
+
+def best_losses(runs: list[Run]) -> dict[int, float]:
+  return {s: o.loss for s, o in optima(runs).items()}
+
+
+def log_optima(runs: list[Run]) -> dict[int, float]:
+  return {s: math.log(o.lr) for s, o in optima(runs).items()}
+
+
+def bracketed(runs: list[Run]) -> bool:
+  """Whether every seed's optimum lies inside the rates tried."""
+  opts = optima(runs)
+  return bool(opts) and all(o.bracketed for o in opts.values())
+
+
+def unigram(runs: list[Run]) -> float:
+  known = [r.unigram for r in runs if math.isfinite(r.unigram)]
+  return float(np.median(known)) if known else float("nan")
+
+
+def learns(runs: list[Run]) -> bool:
+  """Whether the arm's best losses lie decisively ``LEARNS_BY`` below the unigram baseline."""
+  u = unigram(runs)
+  e = stats.one_sample([l - u for l in best_losses(runs).values()])
+  return e.defined and e.hi < -LEARNS_BY
+
+
+def refine_rates(runs: list[Run], max_step: float = 2.0) -> list[float]:
+  """Rates to add so that each learning seed's optimum is bracketed at most ``max_step``
+  apart: the geometric midpoint toward a neighbour further than that, and one rate beyond
+  an optimum at the grid's edge (one grid step further). Nothing for an arm that does not
+  learn: its curve has no optimum to bracket."""
+  if not learns(runs):
+    return []
+  rates = sorted(by_rate(runs))
+  new = set()
+  for opt in optima(runs).values():
+    i = rates.index(opt.grid_lr)
+    if len(rates) == 1:
+      new.update((rates[0] / 3, rates[0] * 3))
+      continue
+    if i == 0:  # one grid step further, the step the grid takes at that edge
+      new.add(rates[0] ** 2 / rates[1])
+    if i == len(rates) - 1:
+      new.add(rates[-1] ** 2 / rates[-2])
+    for j in (i - 1, i + 1):
+      if 0 <= j < len(rates):
+        lo, hi = sorted((rates[i], rates[j]))
+        if hi / lo > max_step * 1.0001:
+          new.add(math.sqrt(lo * hi))
+  return sorted(float(f"{lr:.3g}") for lr in new if lr not in rates)
+
+
+def base_rates(*arms: list[Run]) -> list[float]:
+  """The first-round rates every seed of every given arm was trained at."""
+  sets = [{r.lr for r in rs if r.round == 0 and r.seed == s}
+          for rs in arms for s in by_seed(rs)]
+  return sorted(set.intersection(*sets)) if sets else []
+
+
+def sensitivity(runs: list[Run], rates: list[float] | None = None) -> dict[int, float]:
+  """Wortsman et al. 2023, per seed: mean over ``rates`` (default: the arm's base grid) of
+  min(final, initial) minus the best over them; seeds lacking a rate are left out."""
+  rates = base_rates(runs) if rates is None else rates
+  if len(rates) < 2:
+    return {}
+  out = {}
+  for seed, rs in by_seed(runs).items():
+    at = {r.lr: r.clipped for r in rs if r.lr in rates}
+    if len(at) == len(rates):
+      x = np.array(list(at.values()))
+      out[seed] = float(x.mean() - x.min())
+  return out
+
+
+def summary(runs: list[Run]) -> dict:
+  """The arm's optimum (rate and loss with 95 % intervals), sensitivity and learning."""
+  opts = optima(runs)
+  lr = stats.one_sample([math.log(o.lr) for o in opts.values()])
+  loss = stats.one_sample([o.loss for o in opts.values()])
+  sens = stats.one_sample(list(sensitivity(runs).values()))
+  return {"optimum_lr": math.exp(lr.diff) if math.isfinite(lr.diff) else None,
+          "optimum_lr_interval": [math.exp(lr.lo), math.exp(lr.hi)] if lr.defined else None,
+          "optimum_loss": loss.diff if math.isfinite(loss.diff) else None,
+          "optimum_loss_interval": [loss.lo, loss.hi] if loss.defined else None,
+          "bracketed_seeds": sum(o.bracketed for o in opts.values()), "seeds": len(opts),
+          "sensitivity": sens.diff if math.isfinite(sens.diff) else None,
+          "sensitivity_interval": [sens.lo, sens.hi] if sens.defined else None,
+          "base_rates": base_rates(runs), "learns": learns(runs)}
+
+
+def describe(runs: list[Run]) -> str:
+  """``optimum 2.1e-3 [1.6e-3, 2.8e-3], loss 4.612 [4.60, 4.62] (3 seeds, 3 bracketed)``."""
+  s = summary(runs)
+  if not s["seeds"]:
+    return "no runs"
+  lr_ci = ("" if s["optimum_lr_interval"] is None else
+           " [{:.2g}, {:.2g}]".format(*s["optimum_lr_interval"]))
+  loss_ci = ("" if s["optimum_loss_interval"] is None else
+             " [{:.3f}, {:.3f}]".format(*s["optimum_loss_interval"]))
+  return (f"optimum {s['optimum_lr']:.2g}{lr_ci}, loss {s['optimum_loss']:.3f}{loss_ci} "
+          f"({s['seeds']} seed{'s' * (s['seeds'] != 1)}, {s['bracketed_seeds']} bracketed"
+          f"{'' if s['learns'] else '; does not learn'})")

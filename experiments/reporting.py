@@ -1,0 +1,126 @@
+"""The report skeleton every study fills: REPORT.md's frame, results.json, the rules line, the copy of the cells, the measured time and the figure helpers.
+
+A study's ``report.py`` has ``page(index, cells, out) -> Page``: its verdicts, the method
+paragraph above them, its own sections (tables, predictions), the figures it drew into
+``out`` and the numbers for ``results.json``. ``write_report`` reads the sweep
+(``cells.load``), asks the study for its page and writes the frame around it, the same for
+every study: the title, the commands that produced and regenerate it, where it was read
+from, the sweep's description, the models and the measured time, the verdicts with the
+rules line (``rules.rules_lines``), then the study's sections and the plots.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any
+
+from experiments import cells as cells_lib
+from experiments import rules
+
+
+@dataclasses.dataclass
+class Page:
+  """What a study puts into its report."""
+  verdicts: list  # claims.Verdict, in the order shown
+  method: str  # the paragraph under "## Verdicts": how the claims are judged
+  sections: list[str]  # markdown lines after the verdicts (the study's tables, ...)
+  plots: list[str | None]  # the PNGs written into ``out`` (None: nothing to draw)
+  results: dict[str, Any]  # results.json's body after the sweep's own fields (dataclasses allowed)
+  diverged: int  # the models that diverged
+  notes: list[str] = dataclasses.field(default_factory=list)  # lines above "## Verdicts"
+  index_keys: tuple[str, ...] = ("name", "scale", "base_config", "description")  # of sweep.json
+  printed: list[str] = dataclasses.field(default_factory=list)  # printed after writing
+
+
+def figure(*args, **kwargs):
+  # A bare Figure, not pyplot: no global state in the caller's process or notebook.
+  from matplotlib.figure import Figure  # pylint: disable=import-outside-toplevel
+  fig = Figure(*args, **kwargs)
+  return fig
+
+
+def save(fig, out: str, name: str) -> str:
+  fig.tight_layout()
+  fig.savefig(os.path.join(out, name), dpi=100)
+  return name
+
+
+def interval_text(x: float | None, ci, fmt: str) -> str:
+  if x is None:
+    return "—"
+  return format(x, fmt) + ("" if ci is None else " [" + ", ".join(format(c, fmt) for c in ci) + "]")
+
+
+def measured_time(cells: list[dict]) -> str:
+  """What the study cost: the wall time of each program (a vmapped group, or a single run)."""
+  programs: dict[str, float] = {}
+  for c in cells:
+    key = c.get("group") or c["name"]
+    programs[key] = max(programs.get(key, 0.0), c.get("wall_time_s") or 0.0)
+  total = sum(programs.values())
+  return (f"Training time measured: {total / 60:.0f} minutes in {len(programs)} "
+          f"program{'s' * (len(programs) != 1)} (the sum of each program's wall time: "
+          f"compiles, evaluations and probes included, data preparation not).")
+
+
+def prepare_out(sweep_dir: str, out: str | None, command: str, copy: bool) -> tuple[str, str, str]:
+  """``(sweep_dir, out, command)`` to report from: with ``copy``, the cells copied into
+  ``out`` first and read from there (only what will be committed), the copy in the command."""
+  out = out or sweep_dir
+  os.makedirs(out, exist_ok=True)
+  if copy and os.path.abspath(out) != os.path.abspath(sweep_dir):
+    cells_lib.copy_cells(sweep_dir, out)
+    command = " && ".join(filter(None, [command, f"python -m experiments.report "
+                                        f"--sweep_dir={sweep_dir} --out={out} --copy_cells"]))
+    sweep_dir = out
+  return sweep_dir, out, command
+
+
+def write_report(study: str, sweep_dir: str, out: str | None = None, command: str = "",
+                 copy: bool = False) -> str:
+  """REPORT.md, results.json and the plots of a sweep, with ``study``'s page
+  (``experiments/studies/<study>/report.py``) in the frame; returns REPORT.md's path."""
+  from experiments import studies  # pylint: disable=import-outside-toplevel
+  sweep_dir, out, command = prepare_out(sweep_dir, out, command, copy)
+  index, cells, source = cells_lib.load(sweep_dir)
+  page = studies.report(study).page(index, cells, out)
+  regenerate = f"python -m experiments.report --sweep_dir={sweep_dir}" + (
+      f" --out={out}" if out != sweep_dir else "")
+  lines = [f"# Sweep `{index['name']}` at scale `{index['scale']}`", "",
+           "Produced by:", "", "```bash", *([command] if command else []), regenerate, "```", "",
+           f"Read from {source}.", "", index.get("description", ""), "",
+           f"{len(cells)} models, {page.diverged} diverged. {measured_time(cells)}", "",
+           *page.notes,
+           "## Verdicts", "", page.method, "", *rules.rules_lines(index.get("rules"), study), ""]
+  for verdict in page.verdicts:
+    lines += [f"### {verdict.claim}", "", *verdict.markdown(), ""]
+  lines += [*page.sections, "## Plots", "", *[f"![{p}]({p})" for p in page.plots if p]]
+  path = os.path.join(out, "REPORT.md")
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("\n".join(lines) + "\n")
+  write_results(index, cells, page, out)
+  if page.printed:
+    print("\n".join(page.printed))
+  return path
+
+
+def _plain(x):
+  """JSON-ready: dataclasses (verdicts, predictions) as dicts, recursively."""
+  if dataclasses.is_dataclass(x) and not isinstance(x, type):
+    return dataclasses.asdict(x)
+  if isinstance(x, dict):
+    return {k: _plain(v) for k, v in x.items()}
+  if isinstance(x, list):
+    return [_plain(v) for v in x]
+  return x
+
+
+def write_results(index: dict, cells: list[dict], page: Page, out: str) -> str:
+  """``results.json``: the numbers behind the report, small enough to commit (for the notebooks)."""
+  path = os.path.join(out, "results.json")
+  body = {k: index.get(k) for k in page.index_keys} | _plain(page.results) | {"cells": cells}
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(body, f, indent=1, allow_nan=True)
+  return path

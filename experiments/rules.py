@@ -1,0 +1,333 @@
+"""The identity of a study's rules: what a sweep records as the rules that will judge it, and what the report says of it.
+
+A study's rules are the top-level definitions (functions, classes, constants) its verdicts
+are computed with: those its ``RULE_ROOTS`` (in its ``rules.py``; ``judge`` and what else
+decides the study, e.g. the rates the sweep adds) reach, transitively, in its rule modules
+(its ``rules.py``, then ``SHARED_MODULES``). Each definition is known by its name and hashed
+by its normalised source: the AST without docstrings and annotations, with references
+through a rule module's alias (``curves.learns``, ``V.learns``) written as the bare name,
+unparsed. So a definition moved to another rule module, or reformatted, or re-documented,
+keeps its digest; one whose code changed does not. ``rules_version`` is the record a sweep
+writes into ``sweep.json``: the digest of every definition with its module, and one hash
+over them all.
+
+``compare`` checks a recorded identity against the rules now, definition by definition:
+unchanged, moved without change, changed, added, removed. A record of the older *file
+form* (a hash of whole files' bytes, ``FILE_FORM_FILES`` or the record's ``files``) is
+rebuilt from git at its recorded commit (``git show COMMIT:path``), checked against its
+hash, and compared the same way. ``rules_lines`` is the report's sentence on it.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import dataclasses
+import hashlib
+import importlib
+import os
+import subprocess
+from typing import Iterable
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The rule modules every study shares, after its own rules.py (repository-relative).
+SHARED_MODULES = ("experiments/claims.py", "experiments/curves.py", "experiments/stats.py")
+# The files a file-form record hashed when it names none (the norm x MLP study's first record).
+FILE_FORM_FILES = ("experiments/verdicts.py", "experiments/stats.py")
+
+
+def study_modules(study: str) -> tuple[str, ...]:
+  """The rule modules of ``study``: its own rules.py first, then ``SHARED_MODULES``."""
+  return (f"experiments/studies/{study}/rules.py", *SHARED_MODULES)
+
+
+def study_roots(study: str) -> tuple[str, ...]:
+  return tuple(importlib.import_module(f"experiments.studies.{study}.rules").RULE_ROOTS)
+
+
+# ----------------------------------------------------------------------------- one module
+
+
+def _path(dotted: str) -> str:
+  return dotted.replace(".", "/") + ".py"
+
+
+def _strip(node: ast.AST) -> ast.AST:
+  """Docstrings and annotations out (neither changes what a rule computes)."""
+  for n in ast.walk(node):
+    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+      body = n.body
+      if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+          and isinstance(body[0].value.value, str):
+        n.body = body[1:] or [ast.Pass()]
+    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+      n.returns = None
+      a = n.args
+      for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]:
+        if arg is not None:
+          arg.annotation = None
+  return node
+
+
+@dataclasses.dataclass
+class _Module:
+  """One rule module's top-level definitions and how its names reach the other rule modules."""
+  path: str
+  units: dict[str, ast.AST]  # name -> its definition (a tuple assignment split per name)
+  aliases: dict[str, str]  # local name -> the rule module it stands for
+  imported: dict[str, tuple[str, str]]  # local name -> (rule module, name there)
+
+  @classmethod
+  def parse(cls, path: str, text: str, rule_paths: set[str]) -> "_Module":
+    units, aliases, imported = {}, {}, {}
+    for node in ast.parse(text).body:
+      if isinstance(node, ast.Import):
+        for a in node.names:
+          if a.asname and _path(a.name) in rule_paths:
+            aliases[a.asname] = _path(a.name)
+      elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+        for a in node.names:
+          local = a.asname or a.name
+          if _path(f"{node.module}.{a.name}") in rule_paths:
+            aliases[local] = _path(f"{node.module}.{a.name}")
+          elif _path(node.module) in rule_paths:
+            imported[local] = (_path(node.module), a.name)
+      elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        units[node.name] = node
+      elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for t in targets:
+          if isinstance(t, ast.Name):
+            units[t.id] = node
+          elif (isinstance(t, ast.Tuple) and isinstance(node.value, ast.Tuple)
+                and len(t.elts) == len(node.value.elts)):
+            for name, value in zip(t.elts, node.value.elts):
+              if isinstance(name, ast.Name):
+                units[name.id] = ast.Assign(targets=[ast.Name(name.id, ast.Store())], value=value)
+    return cls(path, units, aliases, imported)
+
+  def alias_of(self, name: str) -> tuple[str, str] | None:
+    """``(module, name)`` when ``name`` here only re-exports another rule module's name
+    (``X = V.X``, or ``from ... import X``)."""
+    if name in self.imported:
+      return self.imported[name]
+    node = self.units.get(name)
+    if isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute) \
+        and isinstance(node.value.value, ast.Name) and node.value.value.id in self.aliases:
+      return self.aliases[node.value.value.id], node.value.attr
+    return None
+
+  def normalised(self, name: str) -> str:
+    """The definition's source as compared: ``_strip``-ped, module aliases dropped, unparsed."""
+    node = _strip(copy.deepcopy(self.units[name]))
+    for n in ast.walk(node):
+      for field, value in ast.iter_fields(n):
+        if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) \
+            and value.value.id in self.aliases:
+          setattr(n, field, ast.Name(value.attr, value.ctx))
+        elif isinstance(value, list):
+          setattr(n, field, [ast.Name(v.attr, v.ctx) if isinstance(v, ast.Attribute)
+                             and isinstance(v.value, ast.Name) and v.value.id in self.aliases
+                             else v for v in value])
+    renamed = {local: name for local, (_, name) in self.imported.items() if local != name}
+    for n in ast.walk(node):
+      if isinstance(n, ast.Name) and n.id in renamed:
+        n.id = renamed[n.id]
+    return ast.unparse(ast.fix_missing_locations(node))
+
+  def references(self, name: str) -> Iterable[tuple[str, str]]:
+    """What the definition names: ``(module, name)`` here, imported or through an alias."""
+    for n in ast.walk(self.units[name]):
+      if isinstance(n, ast.Name):
+        yield self.path, n.id
+      elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in self.aliases:
+        yield self.aliases[n.value.id], n.attr
+
+
+# ----------------------------------------------------------------------------- a rule set
+
+
+def definitions(sources: dict[str, str], roots: Iterable[str]) -> dict[str, tuple[str, str]]:
+  """``{name: (module, digest)}``: the definitions ``roots`` reach in the modules
+  ``sources`` (``{path: text}``, the study's own module first). A name two reached
+  definitions share is keyed ``name (module)``."""
+  modules = {p: _Module.parse(p, t, set(sources)) for p, t in sources.items()}
+  order = list(sources)
+
+  def resolve(path: str, name: str, seen=()) -> tuple[str, str] | None:
+    mod = modules.get(path)
+    if mod is None or (path, name) in seen:
+      return None
+    alias = mod.alias_of(name)
+    if alias is not None:
+      return resolve(*alias, seen + ((path, name),))
+    return (path, name) if name in mod.units else None
+
+  todo = []
+  for root in roots:
+    found = resolve(order[0], root) or next(
+        (r for r in (resolve(p, root) for p in order[1:]) if r), None)
+    if found:
+      todo.append(found)
+  reached = set()
+  while todo:
+    path, name = todo.pop()
+    if (path, name) in reached:
+      continue
+    reached.add((path, name))
+    for ref in modules[path].references(name):
+      found = resolve(*ref)
+      if found and found not in reached:
+        todo.append(found)
+  names = [n for _, n in reached]
+  out = {}
+  for path, name in sorted(reached, key=lambda r: (order.index(r[0]), r[1])):
+    key = name if names.count(name) == 1 else f"{name} ({path})"
+    text = modules[path].normalised(name)
+    out[key] = (path, hashlib.sha256(text.encode()).hexdigest()[:12])
+  return out
+
+
+def identity(defs: dict[str, tuple[str, str]]) -> str:
+  """One hash over the definitions' names and digests (not their modules: a move keeps it)."""
+  lines = "".join(f"{name} {digest}\n" for name, (_, digest) in sorted(defs.items()))
+  return hashlib.sha256(lines.encode()).hexdigest()[:16]
+
+
+def _read(paths: Iterable[str]) -> dict[str, str]:
+  out = {}
+  for p in paths:
+    with open(os.path.join(ROOT, p), encoding="utf-8") as f:
+      out[p] = f.read()
+  return out
+
+
+def _git(*args: str) -> str:
+  return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True,
+                        timeout=10).stdout
+
+
+def rules_version(study: str) -> dict:
+  """What judges ``study`` now, as a sweep records it in sweep.json: the definitions'
+  digests, their hash, and the last commit of the rule modules (with whether they have
+  uncommitted changes)."""
+  modules = study_modules(study)
+  defs = definitions(_read(modules), study_roots(study))
+  try:
+    commit = _git("log", "-1", "--format=%H", "--", *modules).strip() or None
+    dirty = bool(_git("status", "--porcelain", "--", *modules).strip())
+  except (OSError, subprocess.SubprocessError):
+    commit, dirty = None, None
+  return {"form": "definitions", "sha256": identity(defs), "commit": commit,
+          "uncommitted_changes": dirty, "modules": list(modules),
+          "definitions": {name: list(d) for name, d in defs.items()}}
+
+
+# ----------------------------------------------------------------------------- checking a record
+
+
+@dataclasses.dataclass
+class Comparison:
+  """A recorded identity against the rules now, definition by definition."""
+  checked: bool
+  reason: str = ""  # why a record could not be checked
+  unchanged: list[str] = dataclasses.field(default_factory=list)
+  moved: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)  # name, from, to
+  changed: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
+  added: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # name, module
+  removed: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+  old_modules: tuple[str, ...] = ()
+
+  @property
+  def same(self) -> bool:
+    """No definition changed, came or went (moves allowed)."""
+    return self.checked and not (self.changed or self.added or self.removed)
+
+
+def recorded_definitions(recorded: dict, roots: Iterable[str],
+                         show=None) -> tuple[dict[str, tuple[str, str]] | None, tuple[str, ...], str]:
+  """``(definitions, modules, reason)`` of a record: its own list (definitions form), or
+  rebuilt from git at its commit (file form; ``show(commit, path)`` reads a file there),
+  checked against its hash; ``None`` and the reason when that cannot be done."""
+  if recorded.get("form") == "definitions":
+    return ({k: tuple(v) for k, v in recorded["definitions"].items()},
+            tuple(recorded.get("modules", ())), "")
+  files = tuple(recorded.get("files") or FILE_FORM_FILES)
+  commit = recorded.get("commit")
+  if not commit:
+    return None, files, "the record names no commit"
+  show = show or (lambda c, p: _git("show", f"{c}:{p}"))
+  try:
+    sources = {p: show(commit, p) for p in files}
+  except (OSError, subprocess.SubprocessError):
+    return None, files, f"commit {commit} is not in this repository's history"
+  digest = hashlib.sha256()
+  for p in files:
+    digest.update(sources[p].encode())
+  if digest.hexdigest()[:16] != recorded.get("sha256"):
+    return None, files, (f"{' '.join(files)} at commit {commit} do not hash to the recorded "
+                         f"{recorded.get('sha256')} (changed before the run without a commit)")
+  return definitions(sources, roots), files, ""
+
+
+def compare(recorded: dict, study: str, show=None) -> Comparison:
+  """``recorded`` (a sweep.json ``rules``) against ``study``'s rules now."""
+  roots = study_roots(study)
+  old, old_modules, reason = recorded_definitions(recorded, roots, show)
+  if old is None:
+    return Comparison(False, reason, old_modules=old_modules)
+  now = definitions(_read(study_modules(study)), roots)
+  out = Comparison(True, old_modules=old_modules)
+  for name in sorted(set(old) | set(now), key=lambda n: (n not in old, n)):
+    if name not in now:
+      out.removed.append((name, old[name][0]))
+    elif name not in old:
+      out.added.append((name, now[name][0]))
+    elif old[name][1] != now[name][1]:
+      out.changed.append((name, old[name][0], now[name][0]))
+    elif old[name][0] != now[name][0]:
+      out.moved.append((name, old[name][0], now[name][0]))
+    else:
+      out.unchanged.append(name)
+  return out
+
+
+def _names(items, where) -> str:
+  """```a`, `b` (from -> to)``, grouped by where they are."""
+  groups: dict[str, list[str]] = {}
+  for item in items:
+    groups.setdefault(where(item), []).append(f"`{item[0]}`")
+  return "; ".join(f"{', '.join(names)} ({w})" for w, names in groups.items())
+
+
+def rules_lines(recorded: dict | None, study: str) -> list[str]:
+  """The report's line on which rules judged the study: those recorded before the run
+  (unchanged, or moved without change), or what changed since."""
+  if not recorded:
+    now = rules_version(study)
+    return [f"Rules: `{' '.join(now['modules'])}` at rules hash {now['sha256']}; the sweep "
+            f"recorded no rules of its own (it predates the record)."]
+  kind = "rules hash" if recorded.get("form") == "definitions" else "content hash"
+  at = f"commit {recorded.get('commit') or '?'}, {kind} {recorded.get('sha256')}"
+  if recorded.get("uncommitted_changes"):
+    at += ", **with uncommitted changes at run time**"
+  c = compare(recorded, study)
+  moves = lambda items: _names(items, lambda m: f"{m[1]} → {m[2]}" if m[1] != m[2] else m[1])
+  if c.same:
+    if not c.moved:
+      return [f"Rules: judged with the rules fixed before the run ({at}), unchanged since."]
+    return [f"Rules: judged with the rules fixed before the run ({at}); moved since without "
+            f"change: {moves(c.moved)}."]
+  now = rules_version(study)
+  head = (f"Rules: **re-judged with rules changed since the run.** The run was made with the "
+          f"rules of {at}; these verdicts come from rules hash {now['sha256']} (last commit "
+          f"{now['commit'] or '?'}).")
+  if not c.checked:
+    return [f"{head} The run's rules cannot be compared with them: {c.reason}."]
+  parts = [f"changed: {moves(c.changed)}" if c.changed else "",
+           f"added: {_names(c.added, lambda a: a[1])}" if c.added else "",
+           f"removed: {_names(c.removed, lambda r: r[1])}" if c.removed else "",
+           f"moved without change: {moves(c.moved)}" if c.moved else ""]
+  files = " ".join(dict.fromkeys([*c.old_modules, *now["modules"]]))
+  return [f"{head} Since the run, " + "; ".join(p for p in parts if p) + f". What changed: "
+          f"`git diff {recorded.get('commit') or '<run commit>'} {now['commit'] or 'HEAD'} -- {files}`."]

@@ -1,0 +1,52 @@
+"""The studies, one package each: ``experiments/studies/<name>/`` holds what it trains (``grid.py``), its claims (``rules.py``) and its report page (``report.py``).
+
+``python -m experiments.sweep --sweep=<name>`` runs ``<name>/grid.py``'s sweep;
+``python -m experiments.report`` gives a sweep the report of the study that judges it
+(``study_of``). The machinery they share: ``base.py`` (what a sweep is), and in
+``experiments/``: ``curves.py`` (per-arm curve maths), ``claims.py`` (the claim skeleton),
+``stats.py``, ``rules.py`` (the rules' identity), ``cells.py`` and ``reporting.py`` (the
+report skeleton).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+from andrea_jax import errors
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# The study that judges a sweep naming none of its own: the records of the first study
+# (a results.json without sweep.json) are the norm x MLP study's.
+DEFAULT = "norm_mlp"
+
+
+def grid(name: str):
+  """The module of ``name``'s sweep definition (``get_sweep(scale)``); unknown names are an error."""
+  if not os.path.exists(os.path.join(HERE, name, "grid.py")):
+    raise errors.ConfigError(f"--sweep={name!r}: no study experiments/studies/{name}/grid.py")
+  return importlib.import_module(f"experiments.studies.{name}.grid")
+
+
+def load(name: str, scale: str):
+  """``name``'s sweep (a ``base.Sweep``) at ``scale``."""
+  return grid(name).get_sweep(scale)
+
+
+def judges(name: str) -> bool:
+  """Whether ``name`` is a study with rules and a report of its own."""
+  return all(os.path.exists(os.path.join(HERE, name, f)) for f in ("rules.py", "report.py"))
+
+
+def study_of(index: dict) -> str:
+  """The study that reports a sweep from its sweep.json (``index``): the one it recorded,
+  else the one its name is, else ``DEFAULT``."""
+  for name in (index.get("study"), index.get("name")):
+    if name and judges(name):
+      return name
+  return DEFAULT
+
+
+def report(name: str):
+  """The module of ``name``'s report page (``page(index, cells, out)``)."""
+  return importlib.import_module(f"experiments.studies.{name}.report")

@@ -1,1 +1,0 @@
-"""Sweep definitions: each module has ``get_sweep(scale) -> Sweep`` (see ``base.py``)."""
