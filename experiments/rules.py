@@ -300,9 +300,10 @@ def _names(items, where) -> str:
   return "; ".join(f"{', '.join(names)} ({w})" for w, names in groups.items())
 
 
-def rules_lines(recorded: dict | None, study: str) -> list[str]:
+def rules_lines(recorded: dict | None, study: str, show=None) -> list[str]:
   """The report's line on which rules judged the study: those recorded before the run
-  (unchanged, or moved without change), or what changed since."""
+  (unchanged, or moved without change), or what changed since (``show``: as in
+  ``recorded_definitions``)."""
   if not recorded:
     now = rules_version(study)
     return [f"Rules: `{' '.join(now['modules'])}` at rules hash {now['sha256']}; the sweep "
@@ -311,7 +312,7 @@ def rules_lines(recorded: dict | None, study: str) -> list[str]:
   at = f"commit {recorded.get('commit') or '?'}, {kind} {recorded.get('sha256')}"
   if recorded.get("uncommitted_changes"):
     at += ", **with uncommitted changes at run time**"
-  c = compare(recorded, study)
+  c = compare(recorded, study, show)
   moves = lambda items: _names(items, lambda m: f"{m[1]} → {m[2]}" if m[1] != m[2] else m[1])
   if c.same:
     if not c.moved:

@@ -1,4 +1,4 @@
-"""The verdict rules on synthetic results: each can come out every way, and partial data does not crash."""
+"""The per-arm curve maths and the norm x MLP study's rules on synthetic results (each can come out every way, and partial data does not crash), and its report."""
 
 import json
 import math
@@ -6,8 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from experiments import verdicts as v
-from experiments.verdicts import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
+from experiments import curves
+from experiments.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
+from experiments.studies.norm_mlp import rules as v
 
 RATES = (3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
 LN_V = math.log(2305)
@@ -23,8 +24,8 @@ def arm(name, curve, seeds=3, spread=0.005, norm="pre", init="gpt2", diverged=()
   for i, (lr, mean) in enumerate(curve.items()):
     for seed, off in enumerate(np.roll(offsets, i)):
       div = (lr, seed) in diverged or lr in diverged
-      runs.append(v.Run((name,), lr, seed, float("nan") if div else mean + off + shift * seed, LN_V,
-                        diverged=div, norm=norm, init=init, unigram=UNIGRAM, **fields))
+      runs.append(curves.Run((name,), lr, seed, float("nan") if div else mean + off + shift * seed, LN_V,
+                             diverged=div, norm=norm, init=init, unigram=UNIGRAM, **fields))
   return runs
 
 
@@ -41,12 +42,12 @@ FLAT = {lr: 6.23 for lr in RATES}  # the unigram plateau at every rate: does not
 
 def test_optimum_is_the_vertex_of_a_parabola_in_log_rate():
   curve = {lr: (math.log(lr) - math.log(2e-3)) ** 2 for lr in (1e-3, 3e-3, 1e-2)}
-  opt = v.fit_optimum(curve)
+  opt = curves.fit_optimum(curve)
   assert opt.bracketed and opt.grid_lr == 3e-3 and opt.lr == pytest.approx(2e-3, rel=1e-6)
   assert opt.loss == pytest.approx(0.0, abs=1e-9)
-  edge = v.fit_optimum({1e-3: 4.0, 3e-3: 4.5, 1e-2: 5.0})
+  edge = curves.fit_optimum({1e-3: 4.0, 3e-3: 4.5, 1e-2: 5.0})
   assert not edge.bracketed and edge.lr == 1e-3
-  assert v.fit_optimum({}) is None
+  assert curves.fit_optimum({}) is None
 
 
 def test_one_unstable_seed_moves_only_its_own_optimum():
@@ -54,10 +55,10 @@ def test_one_unstable_seed_moves_only_its_own_optimum():
   runs = []
   for seed, at_hi in enumerate((4.56, 4.65, 5.10)):
     curve = {3e-4: 5.9, 1e-3: 5.1, 3e-3: 4.76, 1e-2: at_hi, 3e-2: 5.5}
-    runs += [v.Run(("a",), lr, seed, l, LN_V, unigram=UNIGRAM) for lr, l in curve.items()]
-  opts = v.optima(runs)
+    runs += [curves.Run(("a",), lr, seed, l, LN_V, unigram=UNIGRAM) for lr, l in curve.items()]
+  opts = curves.optima(runs)
   assert opts[0].grid_lr == opts[1].grid_lr == 1e-2 and opts[2].grid_lr == 3e-3
-  s = v.summary(runs)
+  s = curves.summary(runs)
   assert 3e-3 < s["optimum_lr"] < 1e-2 and s["bracketed_seeds"] == 3 and s["learns"]
   lo, hi = s["optimum_lr_interval"]
   assert lo < 3e-3 and hi > 1e-2  # the seeds disagree: a wide interval, not a point
@@ -66,26 +67,26 @@ def test_one_unstable_seed_moves_only_its_own_optimum():
 def test_refine_brackets_each_optimum_within_2x_and_extends_an_edge():
   base = (3e-4, 1e-3, 3e-3, 1e-2)
   inside = arm("a", bowl(4.7, 3e-3, rates=base))
-  assert v.refine_rates(inside) == [0.00173, 0.00548]
+  assert curves.refine_rates(inside) == [0.00173, 0.00548]
   edge = arm("a", bowl(4.7, 2e-2, rates=base))
-  assert v.refine_rates(edge) == [0.00548, 0.0333]
+  assert curves.refine_rates(edge) == [0.00548, 0.0333]
   # Once bracketed within 2x, nothing more.
   done = arm("a", bowl(4.7, 3e-3, rates=sorted(base + (0.00173, 0.00548))))
-  assert v.refine_rates(done) == []
+  assert curves.refine_rates(done) == []
   # An arm on the plateau at every rate has no optimum to bracket.
-  assert v.refine_rates(arm("a", {lr: FLAT[lr] for lr in base})) == []
+  assert curves.refine_rates(arm("a", {lr: FLAT[lr] for lr in base})) == []
 
 
 def test_sensitivity_is_wortsman_et_al_per_seed_on_the_base_grid():
   runs = arm("a", {1e-4: 5.0, 1e-3: 4.0, 1e-2: 9.0}, seeds=1)  # 9.0 > ln V: clipped to ln V
   expected = np.mean([5.0, 4.0, LN_V]) - 4.0
-  assert v.sensitivity(runs) == pytest.approx({0: expected})
+  assert curves.sensitivity(runs) == pytest.approx({0: expected})
   div = arm("a", {1e-4: 5.0, 1e-3: 4.0, 1e-2: 4.5}, seeds=1, diverged=(1e-2,))
-  assert v.sensitivity(div) == pytest.approx({0: expected})
+  assert curves.sensitivity(div) == pytest.approx({0: expected})
   # Rates added around the optimum (round 1) do not enter: the grid stays the same for all arms.
-  added = [v.Run(("a",), 2e-3, 0, 3.0, LN_V, round=1)]
-  assert v.sensitivity(runs + added) == pytest.approx({0: expected})
-  assert v.sensitivity(arm("a", {1e-3: 4.0})) == {}
+  added = [curves.Run(("a",), 2e-3, 0, 3.0, LN_V, round=1)]
+  assert curves.sensitivity(runs + added) == pytest.approx({0: expected})
+  assert curves.sensitivity(arm("a", {1e-3: 4.0})) == {}
 
 
 # ----------------------------------------------------------------------------- norm placement
@@ -153,7 +154,7 @@ def test_sensitivity_claim_every_way():
   # Each post-LN seed with its own curvature: the seeds disagree about the sensitivity.
   noisy = []
   for seed, w in enumerate((0.02, 0.6, 0.1)):
-    noisy += [v.Run(("norm:post/long",), lr, seed, m, LN_V, norm="post", unigram=UNIGRAM)
+    noisy += [curves.Run(("norm:post/long",), lr, seed, m, LN_V, norm="post", unigram=UNIGRAM)
               for lr, m in bowl(4.6, 3e-3, w).items()]
   assert v.claim_sensitivity(noisy + arm("norm:pre/long", flat)).verdict == INCONCLUSIVE
   # The committed study's mistake: post-LN flat on the plateau scores near zero; it never
@@ -163,8 +164,8 @@ def test_sensitivity_claim_every_way():
   # The table's sensitivity and the verdict's are one definition.
   judged = v.claim_sensitivity(runs(steep, flat))
   assert judged.effect.diff == pytest.approx(
-      np.mean(list(v.sensitivity(runs(steep, flat)[:15]).values()))
-      - np.mean(list(v.sensitivity(arm("norm:pre/long", flat)).values())))
+      np.mean(list(curves.sensitivity(runs(steep, flat)[:15]).values()))
+      - np.mean(list(curves.sensitivity(arm("norm:pre/long", flat)).values())))
 
 
 # ----------------------------------------------------------------------------- diagnostics
@@ -174,8 +175,8 @@ def profile_runs(post_ratios, pre_ratios, init="xavier"):
   runs = []
   for norm, ratios in (("post", post_ratios), ("pre", pre_ratios)):
     for seed, r in enumerate(ratios):
-      runs.append(v.Run((f"init:{init}/{norm}",), 1e-3, seed, 4.6, LN_V, norm=norm, init=init,
-                        grad_ratio_init=r))
+      runs.append(curves.Run((f"init:{init}/{norm}",), 1e-3, seed, 4.6, LN_V, norm=norm, init=init,
+                             grad_ratio_init=r))
   return runs
 
 
@@ -192,7 +193,7 @@ def test_gradient_claim_every_way():
 
 
 def test_residual_claim_is_strict_at_the_threshold():
-  runs = lambda ratios: [v.Run(("norm:pre/long",), 1e-3, s, 4.6, LN_V, resid_ratio_end=r)
+  runs = lambda ratios: [curves.Run(("norm:pre/long",), 1e-3, s, 4.6, LN_V, resid_ratio_end=r)
                          for s, r in enumerate(ratios)]
   assert v.claim_residual(runs([2.0, 2.1, 1.9])).verdict == REPRODUCED
   assert v.claim_residual(runs([1.5, 1.5, 1.5])).verdict == INCONCLUSIVE  # at the threshold: no
@@ -260,7 +261,7 @@ def test_verdicts_say_whether_they_survive_leaving_out_a_seed():
   # Three seeds, one of which carries the effect: without it the claim is undecided.
   runs = norm_arms(FLAT, good, good, good)
   runs = [r for r in runs if not (r.seed == 2 and r.arms == ("norm:post/none",))]
-  runs += [v.Run(("norm:post/none",), lr, 2, l, LN_V, norm="post", unigram=UNIGRAM)
+  runs += [curves.Run(("norm:post/none",), lr, 2, l, LN_V, norm="post", unigram=UNIGRAM)
            for lr, l in good.items()]
   weak = v.judge(runs)[0]
   assert "does not survive" in weak.robustness or weak.verdict == INCONCLUSIVE
@@ -276,7 +277,7 @@ def test_verdicts_say_whether_they_survive_leaving_out_a_seed():
     norm_arms(bowl(4.6, 1e-3), bowl(4.6, 1e-3), bowl(4.6, 1e-3), bowl(4.6, 1e-3),
               diverged=RATES, seeds=2),  # everything diverged
     arm("mlp_width:1", {1e-3: float("nan")}) + arm("mlp_width:2", {}) + arm("swiglu", {1e-3: 4.5}, seeds=1),
-    [v.Run(("norm:pre/long",), 1e-3, 0, float("nan"), LN_V, resid_ratio_end=float("nan"))],
+    [curves.Run(("norm:pre/long",), 1e-3, 0, float("nan"), LN_V, resid_ratio_end=float("nan"))],
 ], ids=["empty", "one-cell", "missing-rates", "all-diverged", "nan-and-empty", "nan-diagnostics"])
 def test_partial_results_do_not_crash(runs):
   for verdict in v.judge(runs):
@@ -303,7 +304,7 @@ def write_cell(root, path, arms, lr, seed, status="completed", final=4.6, diag=T
 
 
 def test_report_on_partial_and_diverged_cells(tmp_path):
-  from experiments import report
+  from experiments import report, reporting
   write_cell(tmp_path, "a/lr0.001-s0", ["norm:post/none"], 1e-3, 0)
   write_cell(tmp_path, "a/lr0.01-s0", ["norm:post/none"], 1e-2, 0, status="diverged")
   write_cell(tmp_path, "b/lr0.001-s0", ["norm:post/long"], 1e-3, 0, diag=False)
@@ -312,9 +313,9 @@ def test_report_on_partial_and_diverged_cells(tmp_path):
   text = open(path).read()
   assert "3 models, 1 diverged" in text
   assert "Training time measured: 0 minutes in 3 programs" in text
-  assert report.measured_time([{"name": "a", "group": "g", "wall_time_s": 600.0},
-                               {"name": "b", "group": "g", "wall_time_s": 600.0},
-                               {"name": "c", "wall_time_s": 300.0}]).startswith(
+  assert reporting.measured_time([{"name": "a", "group": "g", "wall_time_s": 600.0},
+                                  {"name": "b", "group": "g", "wall_time_s": 600.0},
+                                  {"name": "c", "wall_time_s": 300.0}]).startswith(
       "Training time measured: 15 minutes in 2 programs")
   assert "| norm:post/none | 0.001 | 4.600 | 0/1 | no | 1.550 | 1/2 | 4.600 | 7.700 (1✕) |" in text
   results = json.load(open(tmp_path / "out" / "results.json"))
@@ -327,17 +328,5 @@ def test_report_on_partial_and_diverged_cells(tmp_path):
 
 def test_no_parabola_over_a_wide_bracket():
   # A neighbour 1e33 times away (a diverged rate) would fit a parabola far below every point.
-  opt = v.fit_optimum({1e-3: 5.5, 1e-2: 4.6, 1e30: 7.7})
+  opt = curves.fit_optimum({1e-3: 5.5, 1e-2: 4.6, 1e30: 7.7})
   assert opt.bracketed and opt.lr == 1e-2 and opt.loss == 4.6
-
-
-def test_report_names_the_rules_it_judged_with():
-  from experiments import report
-  now = v.rules_version()
-  assert len(now["sha256"]) == 16
-  same = report.rules_lines({**now})
-  assert "fixed before the run" in same[0] and "unchanged since" in same[0]
-  changed = report.rules_lines({"sha256": "0" * 16, "commit": "abc123", "uncommitted_changes": False})
-  assert "re-judged with rules changed since the run" in changed[0]
-  assert "git diff abc123" in changed[0] and "experiments/verdicts.py" in changed[0]
-  assert "predates" in report.rules_lines(None)[0]

@@ -8,7 +8,10 @@ import pytest
 
 from experiments import report
 from experiments import sweep as sweep_lib
-from experiments.sweeps import base, micro, norm_mlp
+from experiments import studies
+from experiments.studies import base
+from experiments.studies.micro import grid as micro
+from experiments.studies.norm_mlp import grid as norm_mlp
 
 
 @pytest.fixture(scope="module")
@@ -113,14 +116,14 @@ def test_groups_must_share_their_shape():
 
 
 def test_unknown_sweep_and_scale_are_errors():
-  with pytest.raises(ValueError, match="no module experiments/sweeps/nope.py"):
-    base.load("nope", "cpu")
+  with pytest.raises(ValueError, match="no study experiments/studies/nope/grid.py"):
+    studies.load("nope", "cpu")
   with pytest.raises(ValueError, match="--scale='tpu'"):
     norm_mlp.get_sweep("tpu")
 
 
 def test_refine_adds_a_round_around_each_learning_optimum():
-  from experiments import verdicts as v
+  from experiments import curves as v
   cells = [base.Cell(f"g-{lr}-{s}", {"train.learning_rate": lr, "train.seed": s, "model.d_model": 8},
                      ("a",), s, "g", 0, True) for lr in (1e-3, 3e-3, 1e-2) for s in (0, 1)]
   cells += [base.Cell("x-0", {"train.learning_rate": 1e-3, "train.seed": 0}, ("x",), 0, "x", 0, False),
@@ -140,7 +143,7 @@ def test_refine_adds_a_round_around_each_learning_optimum():
 
 
 def test_proxies_ladder_covers_the_issue():
-  from experiments.sweeps import proxies
+  from experiments.studies.proxies import grid as proxies
   sweep = proxies.get_sweep("cpu")
   groups = base.groups(sweep.cells)
   widths = sorted({c.overrides["model.d_model"] for c in sweep.cells})
@@ -161,7 +164,7 @@ def test_proxies_ladder_covers_the_issue():
     assert o["model.norm"] == ("post" if arm == "post" else "pre")
     assert (o.get("model.parametrization", "sp"), o.get("model.base_width")) == (
         ("mup", widths[0]) if arm == "pre+mup" else ("sp", None))
-  assert sweep.rules == "experiments.proxy_verdicts"
+  assert sweep.judged_by == "proxies" and micro.get_sweep().judged_by == "norm_mlp"
   assert 0 < proxies.minutes_cpu(sweep.cells) <= 50 and "minutes" in sweep.description
   smoke, gpu = proxies.get_sweep("smoke"), proxies.get_sweep("gpu")
   assert len(smoke.cells) < len(sweep.cells) / 4 and "Smoke scale" in smoke.description
@@ -172,7 +175,7 @@ def test_proxies_ladder_covers_the_issue():
 
 def test_proxies_overrides_are_the_configs_fields():
   from experiments.configs import tiny
-  from experiments.sweeps import proxies
+  from experiments.studies.proxies import grid as proxies
   if "qk_norm" not in tiny.get_config().model:
     pytest.skip("the issue-23 model side (model.qk_norm, train.z_loss, muP) is not on this branch")
   from andrea_jax import model, train
@@ -185,12 +188,14 @@ def test_proxies_overrides_are_the_configs_fields():
 
 
 def test_a_sweep_records_the_version_of_its_own_rules(tmp_path):
-  from experiments import proxy_verdicts
-  from experiments.sweeps import proxies
+  from experiments import rules
+  from experiments.studies.proxies import grid as proxies
   sweep_lib.write_index(proxies.get_sweep("smoke"), str(tmp_path), {})
-  recorded = json.load(open(tmp_path / "sweep.json"))["rules"]
-  assert recorded["sha256"] == proxy_verdicts.rules_version()["sha256"]
-  assert "experiments/proxy_verdicts.py" in recorded["files"]
+  index = json.load(open(tmp_path / "sweep.json"))
+  recorded = index["rules"]
+  assert index["study"] == "proxies" and recorded["sha256"] == rules.rules_version("proxies")["sha256"]
+  assert recorded["modules"][0] == "experiments/studies/proxies/rules.py"
+  assert "claim_transfer" in recorded["definitions"]
 
 
 def test_proxies_smoke_group_end_to_end(tmp_path):
@@ -198,7 +203,7 @@ def test_proxies_smoke_group_end_to_end(tmp_path):
   # z-loss must reach the group's step) trained in this process as the runner's subprocess
   # would, then the proxies report from its files.
   from experiments.configs import tiny
-  from experiments.sweeps import proxies
+  from experiments.studies.proxies import grid as proxies
   if "qk_norm" not in tiny.get_config().model:
     pytest.skip("the issue-23 model side (model.qk_norm, train.z_loss, muP) is not on this branch")
   import dataclasses

@@ -8,8 +8,10 @@ import sys
 
 import pytest
 
-from experiments import proxy_verdicts as pv
+from experiments import cells
 from experiments import report
+from experiments import rules
+from experiments.studies.proxies import rules as pv
 
 RATES = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
 WIDTHS = (32, 64, 128, 256)
@@ -57,7 +59,7 @@ def sweep_dir(tmp_path_factory):
           write_cell(root, arm, width, lr, seed)
   (root / "sweep.json").write_text(json.dumps({
       "name": "proxies", "scale": "cpu", "base_config": "tiny", "description": "A synthetic ladder.",
-      "rules": pv.rules_version(), "cells": []}))
+      "rules": rules.rules_version("proxies"), "cells": []}))
   return root
 
 
@@ -91,16 +93,16 @@ def test_report_of_a_synthetic_ladder(sweep_dir, tmp_path, capsys):
 def test_report_says_when_the_rules_changed_since_the_run(sweep_dir, tmp_path):
   index = json.loads((sweep_dir / "sweep.json").read_text())
   changed = tmp_path / "changed"
-  report.copy_cells(str(sweep_dir), str(changed))
+  cells.copy_cells(str(sweep_dir), str(changed))
   (changed / "sweep.json").write_text(json.dumps({**index, "rules": {
       "sha256": "0" * 16, "commit": "abc123", "uncommitted_changes": False}}))
   text = open(report.write_report(str(changed))).read()
   assert "re-judged with rules changed since the run" in text
-  assert "experiments/proxy_verdicts.py experiments/verdicts.py experiments/stats.py" in text
+  assert "commit abc123 is not in this repository's history" in text
 
 
 def test_the_command_line_reaches_the_proxies_report(sweep_dir, tmp_path):
-  # python -m experiments.report runs report.py as __main__; the proxies report imports it.
+  # python -m experiments.report dispatches on sweep.json's name to the proxies study's page.
   done = subprocess.run([sys.executable, "-m", "experiments.report", f"--sweep_dir={sweep_dir}",
                          f"--out={tmp_path}"], capture_output=True, text=True, timeout=300,
                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
