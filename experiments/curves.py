@@ -2,7 +2,7 @@
 
 The maths sees only ``Run`` records (one per trained model: its arms, learning rate, seed,
 final validation loss and a few diagnostics), so it is tested on synthetic numbers
-(tests/test_curves.py) and re-judges a committed study without retraining. The statistics
+(tests/test_report.py) and re-judges a committed study without retraining. The statistics
 (t intervals, pairing, Holm, equivalence) are ``experiments/stats.py``'s; the claims built
 on this are each study's (``experiments/studies/<name>/rules.py``).
 

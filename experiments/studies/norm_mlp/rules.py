@@ -2,7 +2,7 @@
 
 The rules see only ``curves.Run`` records (one per trained model: its arms, learning rate,
 seed, final validation loss and a few diagnostics), so they are tested on synthetic numbers
-(tests/test_norm_mlp_rules.py) and re-judge a committed study without retraining. An arm's
+(tests/test_report.py) and re-judge a committed study without retraining. An arm's
 optimum, best loss, sensitivity and whether it learns are ``experiments/curves.py``'s; the
 statistics (paired t intervals, Welch, Holm, equivalence) ``experiments/stats.py``'s; the
 verdict skeleton (guards, decision, leave-one-seed-out) ``experiments/claims.py``'s.
