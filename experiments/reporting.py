@@ -18,6 +18,7 @@ from typing import Any
 
 from experiments import cells as cells_lib
 from experiments import rules
+from experiments import studies
 
 
 @dataclasses.dataclass
@@ -28,7 +29,6 @@ class Page:
   sections: list[str]  # markdown lines after the verdicts (the study's tables, ...)
   plots: list[str | None]  # the PNGs written into ``out`` (None: nothing to draw)
   results: dict[str, Any]  # results.json's body after the sweep's own fields (dataclasses allowed)
-  diverged: int  # the models that diverged
   notes: list[str] = dataclasses.field(default_factory=list)  # lines above "## Verdicts"
   index_keys: tuple[str, ...] = ("name", "scale", "base_config", "description")  # of sweep.json
   printed: list[str] = dataclasses.field(default_factory=list)  # printed after writing
@@ -82,7 +82,6 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
                  copy: bool = False) -> str:
   """REPORT.md, results.json and the plots of a sweep, with ``study``'s page
   (``experiments/studies/<study>/report.py``) in the frame; returns REPORT.md's path."""
-  from experiments import studies  # pylint: disable=import-outside-toplevel
   sweep_dir, out, command = prepare_out(sweep_dir, out, command, copy)
   index, cells, source = cells_lib.load(sweep_dir)
   page = studies.report(study).page(index, cells, out)
@@ -91,7 +90,8 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   lines = [f"# Sweep `{index['name']}` at scale `{index['scale']}`", "",
            "Produced by:", "", "```bash", *([command] if command else []), regenerate, "```", "",
            f"Read from {source}.", "", index.get("description", ""), "",
-           f"{len(cells)} models, {page.diverged} diverged. {measured_time(cells)}", "",
+           f"{len(cells)} models, {sum(c['status'] == 'diverged' for c in cells)} diverged. "
+           f"{measured_time(cells)}", "",
            *page.notes,
            "## Verdicts", "", page.method, "", *rules.rules_lines(index.get("rules"), study), ""]
   for verdict in page.verdicts:

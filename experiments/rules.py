@@ -24,10 +24,11 @@ import ast
 import copy
 import dataclasses
 import hashlib
-import importlib
 import os
 import subprocess
 from typing import Iterable
+
+from experiments import studies
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The rule modules every study shares, after its own rules.py (repository-relative).
@@ -42,7 +43,7 @@ def study_modules(study: str) -> tuple[str, ...]:
 
 
 def study_roots(study: str) -> tuple[str, ...]:
-  return tuple(importlib.import_module(f"experiments.studies.{study}.rules").RULE_ROOTS)
+  return tuple(studies.rules(study).RULE_ROOTS)
 
 
 # ----------------------------------------------------------------------------- one module

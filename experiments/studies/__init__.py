@@ -47,6 +47,11 @@ def study_of(index: dict) -> str:
   return DEFAULT
 
 
+def rules(name: str):
+  """The module of ``name``'s claims (``judge``, ``RULE_ROOTS``)."""
+  return importlib.import_module(f"experiments.studies.{name}.rules")
+
+
 def report(name: str):
   """The module of ``name``'s report page (``page(index, cells, out)``)."""
   return importlib.import_module(f"experiments.studies.{name}.report")

@@ -218,5 +218,4 @@ def page(index: dict, cells: list[dict], out: str) -> reporting.Page:
       "compares arms on the same base grid only.", "",
       *table_lines(table), ""]
   return reporting.Page(verdicts=judged, method=method, sections=sections, plots=plots,
-                        results={"arms": table, "verdicts": judged},
-                        diverged=sum(r.diverged for r in runs), notes=single_rate_note(table))
+                        results={"arms": table, "verdicts": judged}, notes=single_rate_note(table))

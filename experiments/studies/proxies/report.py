@@ -269,6 +269,5 @@ def page(index: dict, cells: list[dict], out: str) -> reporting.Page:
       verdicts=judged, method=method, sections=sections, plots=plots,
       results={"rules_now": rules_identity.rules_version("proxies"), "table": tab,
                "verdicts": judged, "predictions": preds},
-      diverged=sum(r.run.diverged for r in rows),
       index_keys=("name", "scale", "base_config", "description", "rules"),
       printed=[p for p in predicted if p.startswith("- ")])
