@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 
+from andrea_jax import history
 from benchmarks.train_step import machine
 from experiments import run as run_lib
 
@@ -45,7 +46,7 @@ def run_command(command: str, cwd: str) -> dict:
     raise SystemExit(f"error: {command} exited with {done.returncode}:\n{done.stdout}")
   (config,) = [a.removeprefix("--config=") for a in args if a.startswith("--config=")]
   workdir = run_lib.default_workdir(config)  # train overrides do not change the name
-  summary = json.loads((pathlib.Path(cwd) / workdir / "summary.json").read_text())
+  summary = history.read_summary(os.path.join(cwd, workdir))
   return {"command": command, "load_before": load_before, "load_after": os.getloadavg()[0],
           "wall_s": wall, "output": done.stdout, "summary": summary}
 
