@@ -25,7 +25,7 @@ import tempfile
 import time
 
 from andrea_jax import history
-from benchmarks.train_step import machine
+from benchmarks import results as results_lib
 from experiments import run as run_lib
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -55,7 +55,8 @@ def main(argv=None) -> None:
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   p.add_argument("--out", default=str(REPO / "docs" / "quickstart.json"))
   args = p.parse_args(argv)
-  result = {"machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+  result = {"machine": results_lib.machine(),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
   with tempfile.TemporaryDirectory() as tmp:
     result["runs"] = []
     for command in COMMANDS:
