@@ -155,6 +155,9 @@ def test_bad_directories_and_configs_are_refused(tmp_path):
     json.dump({**good, **change}, open(cfg_path, "w"))
     with pytest.raises(InteropError, match=match):
       hf_gpt2.import_gpt2(str(tmp_path))
+  cfg_path.write_text("{")
+  with pytest.raises(InteropError, match=r"config\.json is not valid JSON \(.*\); save the"):
+    hf_gpt2.import_gpt2(str(tmp_path))
   json.dump(good, open(cfg_path, "w"))
   (tmp_path / "model.safetensors").write_bytes(b"not a safetensors file at all")
   with pytest.raises(InteropError, match="not a readable safetensors file"):

@@ -114,3 +114,16 @@ def test_the_clock_counts_every_earlier_segment(tmp_path):
   (member / "metrics.jsonl").write_text(json.dumps({"step": 6, "wall_time_s": 150.0}) + "\n")
   assert 150 <= history.Clock(str(workdir), [str(member)]).seconds() < 160
   assert history.Clock(str(tmp_path / "new")).seconds() < 10  # a fresh run starts at zero
+
+
+def test_a_workdir_file_that_is_not_json_is_one_line_naming_it_and_the_fix(tmp_path):
+  # Every JSON file of a workdir is read by files.read_json: a torn one is a user error.
+  (tmp_path / "config.json").write_text('{"model": {')
+  with pytest.raises(errors.CheckpointError,
+                     match=r"config\.json is not valid JSON \(.*\); restore it or use a fresh "
+                           r"--workdir"):
+    resume.plan_resume(str(tmp_path), config())
+  (tmp_path / "config.json").write_text(config().to_json_best_effort())
+  (tmp_path / "summary.json").write_text("")
+  with pytest.raises(errors.CheckpointError, match=r"summary\.json is not valid JSON"):
+    history.read_summary(str(tmp_path))
