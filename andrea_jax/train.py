@@ -366,11 +366,11 @@ def make_eval(config, cfg: model.ModelConfig, prepared: prepare_lib.PreparedData
   train_tokens = shards.read_shard(prepared.train_path)
   val_tokens = shards.read_shard(prepared.val_path)
   eval_set = loader_lib.eval_batches(val_tokens, t.eval_batches, t.batch_size, cfg.block_size,
-                                   name=f"validation shard {prepared.val_path!r}")
+                                     name=f"validation shard {prepared.val_path!r}")
   # Each process holds its own rows of every eval batch, like the loader's train batches.
   local = loader_lib.eval_batches(val_tokens, t.eval_batches, t.batch_size, cfg.block_size,
-                                process_index=jax.process_index(),
-                                process_count=jax.process_count())
+                                  process_index=jax.process_index(),
+                                  process_count=jax.process_count())
   batch = sharding.batch_sharding(mesh, batch_dim=0, ndim=2)
   tok = tokenizer_lib.load(prepared.tokenizer_path, cfg.vocab_size)
   return Eval(arrays=[sharding.global_batch(b, batch, batch_dim=0) for b in local],
@@ -589,8 +589,8 @@ class Batches:
     # leaves the averaged gradient unchanged: every microbatch has B/A rows).
     self.shape = (t.grad_accum_steps, -1, cfg.block_size + 1)
     self.loaders = {seed: loader_lib.Loader(prepared.train_path, t.batch_size, cfg.block_size,
-                                          seed, start_step=start_step,
-                                          prefetch=config.data.prefetch)
+                                            seed, start_step=start_step,
+                                            prefetch=config.data.prefetch)
                     for seed in sorted(set(models.batch_seeds))}
 
   def __next__(self) -> jax.Array:
