@@ -16,6 +16,7 @@ it and checks the frozen numbers against it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 
@@ -100,9 +101,11 @@ CLAIMS = (
 )
 
 
-def exploratory_runs(path: str = EXPLORATORY) -> tuple[list[curves.Run], list[dict]]:
+@functools.lru_cache(maxsize=2)
+def exploratory_runs(path: str = EXPLORATORY) -> tuple[tuple[curves.Run, ...], tuple[dict, ...]]:
+  """The committed exploratory study's runs and cell records (read once per process)."""
   _, cells, _ = cells_lib.load(os.path.join(ROOT, path))
-  return [cells_lib.to_run(c) for c in cells], cells
+  return tuple(cells_lib.to_run(c) for c in cells), tuple(cells)
 
 
 def _diff(a: dict, b: dict) -> dict:
@@ -253,7 +256,7 @@ def make(runs: list[curves.Run], cells: list[dict], budget: float = BUDGET_MINUT
 
 def compute() -> Plan:
   runs, cells = exploratory_runs()
-  return make(runs, cells)
+  return make(list(runs), list(cells))
 
 
 def lines(plan: Plan) -> list[str]:
