@@ -240,3 +240,47 @@ def test_the_exploratory_data_under_the_frozen_rules_runs():
   assert v["at init under Xavier, pre-LN's residual stream grows with depth"].effect.n == 3
   assert v["at init under Xavier, pre-LN's gradient is nearly flat"].verdict == NR  # 0.35: falls
   assert v[UNPOWERED[0]].verdict == NP
+
+
+# ----------------------------------------------------------------------------- the report
+
+
+def write_cell(root, path, arms, lr, seed, norm, final, code):
+  d = root / path
+  d.mkdir(parents=True)
+  (d / "cell.json").write_text(json.dumps({
+      "name": path, "arms": arms, "seed": seed, "group": path.split("/")[0], "code": code,
+      "overrides": {"train.learning_rate": lr, "model.norm": norm, "train.seed": seed}}))
+  (d / "summary.json").write_text(json.dumps({
+      "status": "completed", "steps": 10, "final_val_loss": final, "unigram_val_loss": UNIGRAM,
+      "initial_val_loss": INIT, "n_params": 1000, "wall_time_s": 1.0}))
+  (d / "diagnostics.jsonl").write_text(json.dumps({
+      "step": 0, "loss": INIT, "grad_attn": [1.0, 1.2], "grad_mlp": [1.0, 1.3],
+      "residual_norm": [1.0, 1.0, 2.0]}) + "\n")
+
+
+def test_the_report_prints_the_plan_beside_the_verdicts_and_the_code(tmp_path):
+  from experiments import report
+  from experiments import sweep as sweep_lib
+  head = sweep_lib.code_version()
+  for i, r in enumerate(r for r in synthetic(n_seeds=2) if r.arms[0] in ("norm:pre/long", "norm:post/long")):
+    code = head if i else {"commit": "f" * 40, "clean": False}
+    write_cell(tmp_path / "sweep", f"{r.arms[0].split(':')[1].replace('/', '-')}/lr{r.lr:g}-s{r.seed}",
+               list(r.arms), r.lr, r.seed, r.norm, r.final, code)
+  sweep_lib.write_index(grid.get_sweep("smoke"), str(tmp_path / "sweep"), {})
+  text = open(report.write_report(str(tmp_path / "sweep"), str(tmp_path / "out"))).read()
+  assert text.index("**Confirmatory study.**") < text.index("## Pre-registered plan") < text.index("## Verdicts")
+  assert "## Rules revised after the exploratory data" in text and "Holm over the family" in text
+  assert "**not powered**" in text and f"**{NP}.**" in text
+  assert "Rules: judged with the rules fixed before the run" in text
+  assert f"commit `{head['commit']}`" in text
+  assert "**uncommitted changes at run time**, **not in this repository's history**" in text
+  results = json.load(open(tmp_path / "out" / "results.json"))
+  assert results["plan"]["not_powered"] == list(rules.NOT_POWERED)
+
+
+def test_the_exploratory_report_names_itself_exploratory():
+  text = open(os.path.join(ROOT, "docs", "results", "norm_mlp-cpu", "REPORT.md")).read()
+  assert text.splitlines()[2].startswith("**Exploratory study.** Its rules were revised after its data")
+  assert studies.design("norm_mlp").startswith("**Exploratory study.**")
+  assert studies.design("proxies") == ""
