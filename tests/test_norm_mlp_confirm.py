@@ -284,3 +284,16 @@ def test_the_exploratory_report_names_itself_exploratory():
   assert text.splitlines()[2].startswith("**Exploratory study.** Its rules were revised after its data")
   assert studies.design("norm_mlp").startswith("**Exploratory study.**")
   assert studies.design("proxies") == ""
+
+
+def test_the_overrides_are_the_configs_fields():
+  from andrea_jax import model, train
+  from experiments import sweep as sweep_lib
+  from experiments.studies import base
+  for scale in grid.SCALES:
+    sweep = grid.get_sweep(scale)
+    for members in base.groups(sweep.cells).values():
+      config = sweep_lib.group_config(sweep.base_config, members[0].overrides)
+      model.ModelConfig(**config.model)
+      train.check_train_config(config.train)
+

@@ -60,8 +60,9 @@ CLAIMS = (
     ClaimPlan("init_resid", "at init under Xavier, pre-LN's residual stream grows with depth",
               "log(residual norm after the last / the first block), pre-LN, Xavier, step 0",
               "directed", math.log(math.sqrt(4.0 / 1.5)) - LOG_GROWTH, None,
-              "Xiong et al. 2020, Lemma 1: E|x_l|^2 >= (1 + l/2) d for pre-LN, so block 6 over "
-              "block 1 is at least sqrt(4/1.5) = 1.63, beyond the growth bound 1.5", ("xavier-pre",)),
+              "Xiong et al. 2020, Lemma 1: (1 + l/2) d <= E|x_l|^2 <= (1 + 3l/2) d for pre-LN; "
+              "block 6 over block 1 is sqrt(4/1.5) = 1.63 by the lower bounds (2.0 by the upper "
+              "ones), planned at the smaller, just beyond the growth bound 1.5", ("xavier-pre",)),
     ClaimPlan("warmup_post", "without warmup, post-LN is penalised",
               "fitted best loss, post-LN without - with the long warmup", "directed", 0.25, None,
               "Xiong et al. 2020: post-LN without warmup fails to train (BLEU 8.45 against ~34); "
