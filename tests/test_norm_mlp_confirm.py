@@ -186,6 +186,18 @@ def test_every_judged_rule_comes_out_inconclusive_when_the_seeds_cannot_decide()
     assert v[claim].verdict == INC, (claim, v[claim].markdown())
 
 
+def test_the_mlp_rules_decide_where_the_plan_would_power_them(monkeypatch):
+  # Not powered in this plan; were they powered, their rules decide all three ways.
+  monkeypatch.setattr(rules, "NOT_POWERED", ("depth",))
+  sw, m = UNPOWERED[:2]
+  v = verdicts(synthetic(swiglu=-0.1, matched=0.0))
+  assert v[sw].verdict == R and v[m].verdict == R
+  v = verdicts(synthetic(swiglu=0.2, matched=0.5))
+  assert v[sw].verdict == NR and v[m].verdict == NR
+  v = verdicts(synthetic(n_seeds=3, noise=0.4, cell_noise=0.1, swiglu=-0.04, matched=0.05, seed=3))
+  assert v[sw].verdict == INC and v[m].verdict == INC
+
+
 def test_equivalence_halves_say_same_when_within_the_margin():
   # Post-LN's penalty equivalent to none: not reproduced (an effect too small to matter).
   v = verdicts(synthetic(post_pen=0.0))

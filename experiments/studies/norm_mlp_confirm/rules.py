@@ -425,8 +425,10 @@ def check_matched(runs) -> Test:
     lines.append(f"r = {r} - r = 4 at fitted optima {results[-1][0].text()}; at each shared rate "
                  f"(reported): {_per_rate(a, g, rates)}.")
     guards.append(claims.edge_guard({f"mlp_matched:{r}": a, "r=4": g}))
-  pf = max(p for _, p, _ in results)
-  pa = min(1.0, 2 * min(p for _, _, p in results))
+  ps = [p for _, p, _ in results]
+  pf = max(ps) if all(math.isfinite(p) for p in ps) else float("nan")
+  against = [p for _, _, p in results if math.isfinite(p)]
+  pa = min(1.0, 2 * min(against)) if against else float("nan")
   largest = max((e for e, _, _ in results), key=lambda e: abs(e.diff) if math.isfinite(e.diff) else -1)
   return Test("matched", claim, MATCHED_RULE, lines, largest, "Largest difference from r = 4", pf, pa,
               guards, tuple(sorted(seeds)))
