@@ -58,6 +58,8 @@ def cell_record(d: str) -> dict | None:
       "end": {"step": probes[-1]["step"] if probes else None, **pick(probes[-1] if probes else None)},
       "early_updates": [{k: r[k] for k in ("step", "update_attn", "update_mlp")}
                         for r in diag if "update_mlp" in r],
+      # The code that trained it (experiments.sweep.code_version), where the sweep recorded it.
+      **{k: meta[k] for k in ("code", "code_earlier") if k in meta},
   }
 
 

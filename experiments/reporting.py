@@ -4,7 +4,8 @@ A study's ``report.py`` has ``page(index, cells, out) -> Page``: its verdicts, t
 paragraph above them, its own sections (tables, predictions), the figures it drew into
 ``out`` and the numbers for ``results.json``. ``write_report`` reads the sweep
 (``cells.load``), asks the study for its page and writes the frame around it, the same for
-every study: the title, the commands that produced and regenerate it, where it was read
+every study: the title, the study's design line (exploratory or confirmatory, ``studies.design``),
+the commands that produced and regenerate it, where it was read
 from, the sweep's description, the models and the measured time, the verdicts with the
 rules line (``rules.rules_lines``), then the study's sections and the plots.
 """
@@ -87,7 +88,8 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   page = studies.report(study).page(index, cells, out)
   regenerate = f"python -m experiments.report --sweep_dir={sweep_dir}" + (
       f" --out={out}" if out != sweep_dir else "")
-  lines = [f"# Sweep `{index['name']}` at scale `{index['scale']}`", "",
+  design = studies.design(study)
+  lines = [f"# Sweep `{index['name']}` at scale `{index['scale']}`", "", *([design, ""] if design else []),
            "Produced by:", "", "```bash", *([command] if command else []), regenerate, "```", "",
            f"Read from {source}.", "", index.get("description", ""), "",
            f"{len(cells)} models, {sum(c['status'] == 'diverged' for c in cells)} diverged. "

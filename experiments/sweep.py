@@ -39,6 +39,8 @@ _PARALLEL = flags.DEFINE_integer("parallel", 1, "jobs (groups or single cells) r
 _ONLY = flags.DEFINE_string("only", "", "run only cells whose path contains this text")
 _GPUS = flags.DEFINE_integer("gpus", 0, "GPUs to spread parallel jobs over (0 = no pinning)")
 _RUN_GROUP = flags.DEFINE_string("run_group", None, "internal: train the group in this directory")
+_DRY_RUN = flags.DEFINE_bool("dry_run", False, "print the plan (groups, rates, seeds, cost; the "
+                             "study's power plan where it has one) and train nothing")
 
 FINISHED = ("completed", "diverged")
 
@@ -47,10 +49,35 @@ def cell_status(cell_dir: str) -> str | None:
   return (files.read_json(os.path.join(cell_dir, "summary.json")) or {}).get("status")
 
 
-def write_cell(cell: base.Cell, workdir: str) -> str:
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def code_version(root: str = ROOT) -> dict:
+  """The code that trains: the commit checked out (``git rev-parse HEAD``) and whether the
+  tree was clean (``git status --porcelain`` empty: no tracked change, no untracked file
+  that is not ignored); ``None`` for each where git cannot tell."""
+  run = lambda *a: subprocess.run(["git", *a], cwd=root, capture_output=True, text=True,
+                                  check=True, timeout=20).stdout
+  try:
+    return {"commit": run("rev-parse", "HEAD").strip(), "clean": not run("status", "--porcelain").strip()}
+  except (OSError, subprocess.SubprocessError):
+    return {"commit": None, "clean": None}
+
+
+def write_cell(cell: base.Cell, workdir: str, code: dict | None = None) -> str:
+  """``cell.json``: the cell, and ``code`` (``code_version``) that trains it; a cell resumed
+  by other code keeps the earlier versions in ``code_earlier``."""
   d = os.path.join(workdir, cell.path)
   os.makedirs(d, exist_ok=True)
-  files.write_json(os.path.join(d, "cell.json"), {**dataclasses.asdict(cell), "path": cell.path})
+  path = os.path.join(d, "cell.json")
+  record = {**dataclasses.asdict(cell), "path": cell.path}
+  if code is not None:
+    old = files.read_json(path) or {}
+    earlier = list(old.get("code_earlier", []))
+    if old.get("code") and old["code"] != code:
+      earlier.append(old["code"])
+    record.update({"code": code, **({"code_earlier": earlier} if earlier else {})})
+  files.write_json(path, record)
   return d
 
 
@@ -79,10 +106,11 @@ def jobs(sweep: base.Sweep, workdir: str, only: str = "") -> list[Job]:
   return out
 
 
-def prepare_job(sweep: base.Sweep, job: Job, workdir: str) -> None:
-  """Write each cell's ``cell.json``, and a group's ``group.json`` (what ``--run_group`` reads)."""
+def prepare_job(sweep: base.Sweep, job: Job, workdir: str, code: dict | None = None) -> None:
+  """Write each cell's ``cell.json`` (with the ``code`` that trains it), and a group's
+  ``group.json`` (what ``--run_group`` reads)."""
   for cell in job.cells:
-    write_cell(cell, workdir)
+    write_cell(cell, workdir, code)
   if job.cells[0].group:
     files.write_json(os.path.join(job.directory, "group.json"), {
         "base_config": sweep.base_config, "overrides": job.cells[0].shared(),
@@ -90,22 +118,24 @@ def prepare_job(sweep: base.Sweep, job: Job, workdir: str) -> None:
                      "batch_seed": c.seed} for c in job.cells]})
 
 
-def run_job(sweep: base.Sweep, job: Job, workdir: str, worker: int, gpus: int) -> list[dict]:
+def run_job(sweep: base.Sweep, job: Job, workdir: str, worker: int, gpus: int,
+            code: dict | None = None) -> list[dict]:
   """Run (or skip) one job; returns its cells' records for sweep.json."""
   record = lambda c, **kw: {**dataclasses.asdict(c), "path": c.path, **kw}
   dirs = [os.path.join(workdir, c.path) for c in job.cells]
   if all(cell_status(d) in FINISHED for d in dirs):
     return [record(c, status=cell_status(d), skipped=True) for c, d in zip(job.cells, dirs)]
-  prepare_job(sweep, job, workdir)
+  prepare_job(sweep, job, workdir, code)
   env = dict(os.environ)
   if gpus:
     env["CUDA_VISIBLE_DEVICES"] = str(worker % gpus)
   started = time.time()
   with open(os.path.join(job.directory, "run.log"), "a", encoding="utf-8") as log:
-    code = subprocess.call(job.command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    exit_code = subprocess.call(job.command, stdout=log, stderr=subprocess.STDOUT, env=env)
   seconds = time.time() - started
-  return [record(c, status=(cell_status(d) or "failed") if code in (0, 3, 4) else "failed",
-                 exit_code=code, seconds=seconds, command=" ".join(job.command))
+  return [record(c, status=(cell_status(d) or "failed") if exit_code in (0, 3, 4) else "failed",
+                 exit_code=exit_code, seconds=seconds, command=" ".join(job.command),
+                 **({"code": code} if code else {}))
           for c, d in zip(job.cells, dirs)]
 
 
@@ -126,6 +156,7 @@ def run_sweep(sweep: base.Sweep, workdir: str, parallel: int = 1, only: str = ""
   follow from the finished cells, so a resumed sweep finds and skips them)."""
   os.makedirs(workdir, exist_ok=True)
   records: dict = {}
+  code = code_version()  # the code that trains this invocation's jobs, in each cell.json
   for rnd in range(base.REFINE_ROUNDS + 1):
     if rnd:
       known = {c.path for c in sweep.cells}
@@ -135,14 +166,14 @@ def run_sweep(sweep: base.Sweep, workdir: str, parallel: int = 1, only: str = ""
         break
       print(f"round {rnd}: {len(new)} cells added around the optima", flush=True)
       sweep = dataclasses.replace(sweep, cells=sweep.cells + new)
-    run_jobs(sweep, jobs(sweep, workdir, only), workdir, records, parallel, gpus)
+    run_jobs(sweep, jobs(sweep, workdir, only), workdir, records, parallel, gpus, code)
   return [records[c.path] for c in sweep.cells if c.path in records]
 
 
 def run_jobs(sweep: base.Sweep, todo: list[Job], workdir: str, records: dict, parallel: int,
-             gpus: int) -> None:
+             gpus: int, code: dict | None = None) -> None:
   with concurrent.futures.ThreadPoolExecutor(max(parallel, 1)) as pool:
-    futures = [pool.submit(run_job, sweep, j, workdir, i % max(parallel, 1), gpus)
+    futures = [pool.submit(run_job, sweep, j, workdir, i % max(parallel, 1), gpus, code)
                for i, j in enumerate(todo)]
     for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
       recs = future.result()
@@ -165,6 +196,29 @@ def write_index(sweep: base.Sweep, workdir: str, records: dict) -> None:
                           "description": sweep.description, "study": sweep.judged_by, "rules": recorded,
                     "cells": [old.get(c.path, {**dataclasses.asdict(c), "path": c.path, "status": "pending"})
                               for c in sweep.cells]})
+
+
+def plan_lines(sweep: base.Sweep, workdir: str) -> list[str]:
+  """What ``--dry_run`` prints: the sweep's groups (models, rates, seeds), the code that
+  would train it, and the study's own plan (its grid's ``plan_lines(scale)``, if any)."""
+  out = [f"Sweep {sweep.name} at scale {sweep.scale} (judged by {sweep.judged_by}), into {workdir}:",
+         "", sweep.description, "", "| group | models | rates | seeds |", "|---|---|---|---|"]
+  members: dict[str, list[base.Cell]] = {}
+  for c in sweep.cells:
+    members.setdefault(c.group or c.name, []).append(c)
+  for g, cs in members.items():
+    rates = sorted({c.learning_rate for c in cs})
+    seeds = sorted({c.seed for c in cs})
+    out.append(f"| {g} | {len(cs)} | {', '.join(f'{r:g}' for r in rates)} | "
+               f"{seeds[0]}..{seeds[-1]} ({len(seeds)}) |")
+  code = code_version()
+  out += ["", f"{len(sweep.cells)} models in {len(members)} programs. Code: commit {code['commit']}"
+          f" ({'clean tree' if code['clean'] else '**uncommitted changes**: commit before running'}).", ""]
+  grid = studies.grid(sweep.judged_by) if os.path.exists(
+      os.path.join(studies.HERE, sweep.judged_by, "grid.py")) else None
+  if grid is not None and hasattr(grid, "plan_lines"):
+    out += grid.plan_lines(sweep.scale)
+  return out
 
 
 # ----------------------------------------------------------------------------- a group, in its subprocess
@@ -196,6 +250,9 @@ def main(argv):
     sys.exit(run_group(_RUN_GROUP.value))
   sweep = studies.load(_SWEEP.value, _SCALE.value)
   workdir = _WORKDIR.value or os.path.join("runs", "sweeps", f"{sweep.name}-{sweep.scale}")
+  if _DRY_RUN.value:
+    print("\n".join(plan_lines(sweep, workdir)))
+    return
   records = run_sweep(sweep, workdir, _PARALLEL.value, _ONLY.value, _GPUS.value)
   failed = [r["path"] for r in records if r["status"] == "failed"]
   print(f"{len(records)} cells in {workdir}; diverged: "

@@ -40,6 +40,9 @@ def test_cells_run_and_divergence_is_recorded(swept):
     assert any("update_mlp" in row for row in diag)
     cell = json.load(open(os.path.join(workdir, path, "cell.json")))
     assert cell["path"] == path and cell["arms"]
+    # The code that trained it: the checked-out commit and whether the tree was clean.
+    assert cell["code"] == sweep_lib.code_version() and len(cell["code"]["commit"]) == 40
+    assert isinstance(cell["code"]["clean"], bool)
 
 
 def test_rerun_skips_finished_cells(swept):
@@ -223,3 +226,31 @@ def test_proxies_smoke_group_end_to_end(tmp_path):
   assert diag[-1]["step"] == 20 and len(diag[-1]["attn_logit_max"]) == 2 and "log_z" in diag[-1]
   text = open(report.write_report(workdir)).read()
   assert "## Predicted learning rates for andrea120m" in text and "| pre+z | 16 |" in text
+
+
+def test_the_code_version_is_the_commit_and_the_trees_state(tmp_path):
+  import subprocess
+  git = lambda *a: subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True, text=True).stdout
+  git("init", "-q")
+  (tmp_path / "a.py").write_text("x = 1\n")
+  git("add", "a.py")
+  git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a")
+  head = git("rev-parse", "HEAD").strip()
+  assert sweep_lib.code_version(str(tmp_path)) == {"commit": head, "clean": True}
+  (tmp_path / "a.py").write_text("x = 2\n")
+  assert sweep_lib.code_version(str(tmp_path)) == {"commit": head, "clean": False}
+  assert sweep_lib.code_version(str(tmp_path / "nowhere")) == {"commit": None, "clean": None}
+  # A cell resumed by other code keeps the earlier version.
+  cell = base.Cell("c", {"train.learning_rate": 1e-3, "train.seed": 100}, ("a",), 100)
+  sweep_lib.write_cell(cell, str(tmp_path / "w"), {"commit": "1" * 40, "clean": True})
+  d = sweep_lib.write_cell(cell, str(tmp_path / "w"), {"commit": "2" * 40, "clean": False})
+  meta = json.load(open(os.path.join(d, "cell.json")))
+  assert meta["code"]["commit"] == "2" * 40 and meta["code_earlier"] == [{"commit": "1" * 40, "clean": True}]
+
+
+def test_dry_run_prints_the_plan():
+  from experiments.studies.norm_mlp_confirm import grid as confirm
+  text = "\n".join(sweep_lib.plan_lines(confirm.get_sweep("cpu"), "runs/x"))
+  assert "| pre-long | 48 |" in text and "100..107 (8)" in text
+  assert "Power plan" in text and "Not powered" in text and "swiglu, matched, depth" in text
+  assert "minutes" in text and "Code: commit" in text

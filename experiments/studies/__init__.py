@@ -47,6 +47,15 @@ def study_of(index: dict) -> str:
   return DEFAULT
 
 
+def design(name: str) -> str:
+  """The line a study's report opens with on how its rules relate to its data
+  (``DESIGN`` in its package: exploratory, confirmatory); empty when it states none."""
+  try:
+    return getattr(importlib.import_module(f"experiments.studies.{name}"), "DESIGN", "")
+  except ImportError:
+    return ""
+
+
 def rules(name: str):
   """The module of ``name``'s claims (``judge``, ``RULE_ROOTS``)."""
   return importlib.import_module(f"experiments.studies.{name}.rules")

@@ -3,3 +3,9 @@
 Committed: ``docs/results/norm_mlp-cpu/`` and ``docs/results/norm_mlp-smoke/``; the account
 is ``docs/study.md``.
 """
+
+# The report's opening line (``studies.design``): how its rules relate to its data.
+DESIGN = ("**Exploratory study.** Its rules were revised after its data (the rules line below "
+          "names what changed since the run), so its verdicts are hypotheses, not tests: the "
+          "confirmatory study (`experiments/studies/norm_mlp_confirm/`, unseen seeds, one rate "
+          "grid, rules and power plan committed before its run) tests them.")
