@@ -82,6 +82,7 @@ def save(mngr: ocp.CheckpointManager, step: int, state: Any, force: bool = False
   A full disk is a ``CheckpointError`` saying what was kept and how much space the save
   needs; the half-written step is removed, so it is never taken for a checkpoint.
   """
+  _quiet_orphaned_io()
   try:
     saved = mngr.save(step, args=ocp.args.PyTreeSave(state), force=force)
     mngr.wait_until_finished()
@@ -243,6 +244,7 @@ def _set_aside(mngr, step: int) -> str:
 
 
 def _restore(mngr, abstract: Any, step: int, partial: bool) -> Any:
+  _quiet_orphaned_io()
   target = jax.tree.map(ocp.utils.to_shape_dtype_struct, abstract)
   where = f"checkpoint {mngr.directory}/{step}"
   try:
@@ -264,14 +266,15 @@ def _restore(mngr, abstract: Any, step: int, partial: bool) -> Any:
 
 
 @contextlib.contextmanager
-def _absl_quiet():
+def _absl_quiet(level: int = logging.ERROR):
+  """Leave out orbax's log records below ``level`` (absl's logger) while in the block."""
   logger = absl_logging.get_absl_logger()
-  level = logger.level
-  logger.setLevel(logging.ERROR)
+  previous = logger.level
+  logger.setLevel(max(level, previous))
   try:
     yield
   finally:
-    logger.setLevel(level)
+    logger.setLevel(previous)
 
 
 def damaged(directory: str, step: int, error: BaseException) -> DamagedError:
@@ -282,7 +285,6 @@ def damaged(directory: str, step: int, error: BaseException) -> DamagedError:
   (``tree_differences``), so what is left is the files. (A bug would show up as every
   step damaged, with its message.)
   """
-  _quiet_orphaned_reads()
   step_dir = os.path.join(directory, str(step))
   found: dict[str, str] = {}
   for e in _chain(error):
@@ -351,11 +353,16 @@ def _without_spec(text: str) -> str:
 _QUIET = False
 
 
-def _quiet_orphaned_reads() -> None:
-  """Silence what a failed read leaves behind: when one array does not read, orbax's
-  ``asyncio.run`` ends while tensorstore still completes the others, and each of their
-  callbacks reports ``RuntimeError: Event loop is closed`` as an unraisable exception (a
-  traceback on stderr, after the one-line message). Other unraisable exceptions pass on."""
+def _quiet_orphaned_io() -> None:
+  """Silence what a failed read or write leaves behind, once the error is raised here.
+
+  When one array fails, orbax's event loop ends while tensorstore still completes the
+  others: their callbacks report ``RuntimeError: Event loop is closed`` as unraisable
+  exceptions, asyncio logs each failed task it never retrieved, and orbax's writer threads
+  log the traceback of the error that ``save`` or ``restore`` raises anyway (a page of
+  tracebacks on stderr around the one-line message). Those records and only those are
+  dropped; other unraisable exceptions and log records pass on.
+  """
   global _QUIET
   if _QUIET:
     return
@@ -370,7 +377,15 @@ def _quiet_orphaned_reads() -> None:
     if not orphan:
       previous(unraisable)
 
+  def keep(record: logging.LogRecord) -> bool:
+    message = record.getMessage()
+    if record.name == "asyncio":  # "Task exception was never retrieved ... coro=<orbax's>"
+      return not ("was never retrieved" in message and "orbax" in message)
+    return not ("orbax" in record.pathname and "_SignalingThread.run() raised" in message)
+
   sys.unraisablehook = hook
+  logging.getLogger("asyncio").addFilter(keep)
+  absl_logging.get_absl_logger().addFilter(keep)
 
 
 # ----------------------------------------------------------------------------- comparing trees
