@@ -177,14 +177,9 @@ def restore_params(mngr: ocp.CheckpointManager, abstract_params: Any,
   return restore_newest(mngr, {"params": abstract_params}, step, partial=True)[1]["params"]
 
 
-def note(message: str) -> None:
-  """A note on stderr (stdout stays the command's output: samples, a report)."""
-  print(f"note: {message}", file=sys.stderr, flush=True)
-
-
 def restore_newest(mngr: ocp.CheckpointManager, abstract: Any, step: int | None = None,
                    partial: bool = False, set_aside: bool = False,
-                   say: Callable[[str], None] = note) -> tuple[int, Any]:
+                   say: Callable[[str], None] = errors.note) -> tuple[int, Any]:
   """``(step, tree)``: ``step`` restored, or by default the newest step that reads whole.
 
   The default falls back past damaged steps, with a note (``say``) naming each one skipped

@@ -138,7 +138,7 @@ class Recorder:
     over = jax.vmap if stacked else (lambda fn: fn)
     self._probe = jax.jit(over(lambda p: probe(p, batch_BT, cfg)))
     self._update = jax.jit(over(relative_update))
-    self.files = [open(os.path.join(w, "diagnostics.jsonl"), "a", encoding="utf-8") for w in dirs]
+    self.files = [metrics.open_append(os.path.join(w, "diagnostics.jsonl")) for w in dirs]
 
   def _write(self, step: int, values: dict, alive) -> None:
     host = jax.device_get(values)
