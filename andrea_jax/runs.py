@@ -1,9 +1,10 @@
 """A run's directory: who holds it, which config it runs, what a resume may change, its
 summary, and reading a run back (``load_run``) to sample or export it.
 
-A workdir holds ``config.json`` (the config in force), ``data.json``, ``metrics.jsonl``,
-``checkpoints/``, ``summary.json``, ``loss.png``, ``samples.txt`` and ``.lock`` (held by the
-running process). Resume rules (README, Training, "Resume"):
+A workdir holds ``config.json`` (the config in force), ``data.json``, ``tokenizer.json``
+(the run's copy of its tokenizer), ``metrics.jsonl``, ``checkpoints/``, ``summary.json``,
+``loss.png``, ``samples.txt`` and ``.lock`` (held by the running process). It is
+self-contained: moved elsewhere, it is read back and resumed from any directory. Resume rules (README, Training, "Resume"):
 
 * ``FREE`` fields may change on any resume (where caches live, logging, checkpoint and
   sample settings, the device mesh, recompute settings);
@@ -24,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import glob
 import json
 import os
 import shutil
@@ -49,6 +51,11 @@ FROZEN_GROUPS = ("model", "data")
 # ... except these, which change only how the same model trains (allowed when opted in).
 TRAJECTORY_FIELDS = {"model.compute_dtype", "model.attention_impl", "model.attention_block",
                      "data.shuffle_seed"}
+# Fields that name files or directories: stored in config.json and compared on a resume as
+# absolute paths, so a run resumes from any directory (``absolute_paths``).
+PATH_FIELDS = ("data.path", "data.tokenizer_path", "train.init_from")
+# The run's copy of its tokenizer: a workdir is read back (``load_run``) without the cache.
+TOKENIZER = "tokenizer.json"
 # Fields added after workdirs were saved: a saved config.json without one ran with the value
 # it had before the field existed, its default here (experiments/configs/common.py).
 ADDED_FIELDS = {"model.qk_norm": False, "model.parametrization": "sp", "model.base_width": 0,
@@ -227,16 +234,29 @@ class ResumePlan:
   summary: dict | None
 
 
+def absolute_paths(config_dict: dict) -> dict:
+  """``config_dict`` with the ``PATH_FIELDS`` that name an existing file, directory or glob
+  (relative to this directory) made absolute; other values (a hub name, a URL) as they are."""
+  out = json.loads(json.dumps(config_dict))
+  for name in PATH_FIELDS:
+    group, field = name.split(".")
+    value = out.get(group, {}).get(field)
+    if isinstance(value, str) and value and "://" not in value and (
+        os.path.exists(value) or glob.glob(value)):
+      out[group][field] = os.path.abspath(value)
+  return out
+
+
 def plan_resume(workdir: str, config, allow_changes: bool = False) -> ResumePlan:
   """Check ``config`` against the run in ``workdir``; refuse changes the rules forbid."""
-  current = json.loads(config.to_json_best_effort())
+  current = absolute_paths(json.loads(config.to_json_best_effort()))
   saved, step = load_config_dict(workdir), latest_checkpoint(workdir)
   if saved is None:
     if step is not None:
       raise errors.CheckpointError(f"{workdir} holds checkpoints but no config.json: restore "
                                    f"it, or pass a fresh --workdir")
     return ResumePlan(None, 0, [], False, None)
-  changes = config_changes(saved, current)
+  changes = config_changes(absolute_paths(saved), current)
   if changes["frozen"]:
     raise errors.CheckpointError(
         f"{workdir} holds a run whose model or data differ from this config:"
@@ -276,14 +296,23 @@ def _check_optimizer_structure(saved: dict, current: dict) -> None:
 
 
 def record_start(workdir: str, config, plan: ResumePlan, data: dict) -> None:
-  """Write ``config.json``, ``data.json`` and, for accepted changes, a new history segment."""
-  current = json.loads(config.to_json_best_effort())
+  """Write ``config.json``, ``data.json``, the run's copy of its tokenizer and, for accepted
+  changes, a new history segment.
+
+  The workdir is self-contained and can move: the tokenizer is copied into it
+  (``tokenizer.json``), and the paths in ``config.json`` and ``data.json`` are absolute.
+  """
+  current = absolute_paths(json.loads(config.to_json_best_effort()))
   if plan.changes:
     history = config_history(workdir) or [{"start_step": 0, "changes": [], "config": plan.saved}]
     history.append({"start_step": plan.start_step, "changes": plan.changes, "config": current})
     files.write_json(_path(workdir, "config_history.json"), history)
   files.write_json(_path(workdir, "config.json"), current)
-  files.write_json(_path(workdir, "data.json"), data)
+  with open(data["tokenizer_path"], "rb") as f:
+    files.atomic_write(_path(workdir, TOKENIZER), f.read())
+  paths = {k: os.path.abspath(data[k]) for k in ("directory", "train_path", "val_path",
+                                                 "tokenizer_path") if k in data}
+  files.write_json(_path(workdir, "data.json"), {**data, **paths})
 
 
 # ----------------------------------------------------------------------------- the end of a run
@@ -353,7 +382,27 @@ def load_run(workdir: str, step: int | None = None):
     params = ckpt.restore_params(mngr, abstract, step)
   finally:
     mngr.close()
+  return params, cfg, tokenizer_lib.load(tokenizer_file(workdir), cfg.vocab_size), config
+
+
+def tokenizer_file(workdir: str) -> str:
+  """The run's tokenizer: its copy in the workdir, else (a workdir written before the copy)
+  the path ``data.json`` names, absolute or relative to the directory the run started in."""
+  copy = _path(workdir, TOKENIZER)
+  if os.path.isfile(copy):
+    return copy
   data = _read_json(_path(workdir, "data.json"))
   if data is None:
-    raise errors.CheckpointError(f"{workdir} has no data.json (it names the run's tokenizer)")
-  return params, cfg, tokenizer_lib.load(data["tokenizer_path"], cfg.vocab_size), config
+    raise errors.CheckpointError(f"{workdir} has neither {TOKENIZER} nor data.json (which "
+                                 f"names the run's tokenizer): is it a run directory of "
+                                 f"python -m experiments.run?")
+  named = data["tokenizer_path"]
+  if os.path.isfile(named):
+    return named
+  where = ("" if os.path.isabs(named) else
+           f", relative to the directory the run was started in (not {os.getcwd()})")
+  raise errors.CheckpointError(
+      f"{workdir} holds no copy of its tokenizer ({TOKENIZER}: written by runs since it was "
+      f"added) and its data.json names {named!r}{where}, which does not exist: run the "
+      f"command from the directory the run was started in, or copy that tokenizer.json "
+      f"into {workdir}")
