@@ -7,7 +7,7 @@ same function over its members under ``jax.vmap`` or ``lax.map``; a member's own
 learning rate is one more optimizer stage (``multi.make_optimizer``).
 
 The run lifecycle, ``run``: check the config, claim the workdir, plan the resume
-(``runs.py``), prepare the data and the evaluation, restore or initialise the state, then
+(``resume.py``), prepare the data and the evaluation, restore or initialise the state, then
 ``train_loop`` (signals, logging, evaluation, diagnostics, checkpoints) and ``summaries``.
 It trains ``Models``: one model (``single_run``) or a group's members (``multi.group``),
 each member with its own directory of metrics, diagnostics, summary and loss plot. A
@@ -47,15 +47,19 @@ import optax
 from tqdm.auto import tqdm
 
 from andrea_jax import checkpoint as ckpt
-from andrea_jax import data as data_lib
 from andrea_jax import diagnostics
 from andrea_jax import errors
+from andrea_jax import history
+from andrea_jax import loader as loader_lib
 from andrea_jax import metrics as metrics_lib
 from andrea_jax import model
 from andrea_jax import mup
 from andrea_jax import plots
+from andrea_jax import prepare as prepare_lib
+from andrea_jax import resume
 from andrea_jax import runs
 from andrea_jax import sharding
+from andrea_jax import shards
 from andrea_jax import signals as signals_lib
 from andrea_jax import tokenizer as tokenizer_lib
 
@@ -243,7 +247,7 @@ class Models:
   the state (and the metrics, evaluations and probes) carries a leading member axis.
   """
   dirs: list[str]  # each member's directory for its metrics and summary (single: the workdir)
-  batch_seeds: list[int]  # each member's batch order (``data.batch_at``'s seed)
+  batch_seeds: list[int]  # each member's batch order (``loader.batch_at``'s seed)
   stacked: bool
   abstract: Any  # the state's shapes, dtypes (and shardings): the target of a restore
   init: Callable[[], Any]  # a fresh state
@@ -349,24 +353,24 @@ def check_config(config, devices=None) -> tuple[model.ModelConfig, Any]:
   return cfg, mesh
 
 
-def prepare_data(config, fit_vocab: bool = False) -> data_lib.PreparedData:
+def prepare_data(config, fit_vocab: bool = False) -> prepare_lib.PreparedData:
   """Process 0 prepares (or finds) the cached data first; the others then read its cache."""
   if sharding.is_lead():
-    prepared = data_lib.prepare(config, fit_vocab)
+    prepared = prepare_lib.prepare(config, fit_vocab)
   sharding.barrier("andrea_jax: data prepared")
-  return prepared if sharding.is_lead() else data_lib.prepare(config, fit_vocab)
+  return prepared if sharding.is_lead() else prepare_lib.prepare(config, fit_vocab)
 
 
-def make_eval(config, cfg: model.ModelConfig, prepared: data_lib.PreparedData, mesh) -> Eval:
+def make_eval(config, cfg: model.ModelConfig, prepared: prepare_lib.PreparedData, mesh) -> Eval:
   t = config.train
-  train_tokens = data_lib.read_shard(prepared.train_path)
-  val_tokens = data_lib.read_shard(prepared.val_path)
-  eval_set = data_lib.eval_batches(val_tokens, t.eval_batches, t.batch_size, cfg.block_size,
-                                   name=f"validation shard {prepared.val_path!r}")
+  train_tokens = shards.read_shard(prepared.train_path)
+  val_tokens = shards.read_shard(prepared.val_path)
+  eval_set = loader_lib.eval_batches(val_tokens, t.eval_batches, t.batch_size, cfg.block_size,
+                                     name=f"validation shard {prepared.val_path!r}")
   # Each process holds its own rows of every eval batch, like the loader's train batches.
-  local = data_lib.eval_batches(val_tokens, t.eval_batches, t.batch_size, cfg.block_size,
-                                process_index=jax.process_index(),
-                                process_count=jax.process_count())
+  local = loader_lib.eval_batches(val_tokens, t.eval_batches, t.batch_size, cfg.block_size,
+                                  process_index=jax.process_index(),
+                                  process_count=jax.process_count())
   batch = sharding.batch_sharding(mesh, batch_dim=0, ndim=2)
   tok = tokenizer_lib.load(prepared.tokenizer_path, cfg.vocab_size)
   return Eval(arrays=[sharding.global_batch(b, batch, batch_dim=0) for b in local],
@@ -395,13 +399,13 @@ def run(config, workdir: str, build: Callable[[model.ModelConfig, Any], Models],
   """The lifecycle of a run in ``workdir``: train ``build(cfg, mesh)``'s models, resuming.
 
   A resume that changes training settings is refused unless ``allow_resume_changes``
-  (``runs.py``); a workdir whose run already finished is left untouched. Each member's
+  (``resume.py``); a workdir whose run already finished is left untouched. Each member's
   summary and loss plot are written to its directory (a single model's samples too).
   """
   cfg, mesh = check_config(config, devices)
   lead = sharding.is_lead()  # every process trains; process 0 alone writes the run's files
-  with runs.claim(workdir, enabled=lead) as claim:
-    plan = runs.plan_resume(workdir, config, allow_resume_changes)
+  with resume.claim(workdir, enabled=lead) as claim:
+    plan = resume.plan_resume(workdir, config, allow_resume_changes)
     if plan.complete:
       print(f"already complete at step {plan.start_step}: {workdir} is left as it is. To "
             f"train again, pass a new --workdir (or raise train.steps with "
@@ -411,11 +415,11 @@ def run(config, workdir: str, build: Callable[[model.ModelConfig, Any], Models],
     prepared = prepare_data(config)
     ev = make_eval(config, cfg, prepared, mesh)
     models = build(cfg, mesh)
-    clock = runs.Clock(workdir, models.dirs, started)
+    clock = history.Clock(workdir, models.dirs, started)
     state, plan.start_step = restore_or_init(config, models, workdir, plan.start_step)
     claim.started()  # from here on the workdir is the run's, whatever happens
     if lead:
-      runs.record_start(workdir, config, plan, dataclasses.asdict(prepared))
+      resume.record_start(workdir, config, plan, dataclasses.asdict(prepared))
     status, state, alive, evals = train_loop(config, cfg, models, state, ev, prepared,
                                              workdir, plan.start_step, clock)
     members = summaries(config, cfg, models, status, state, alive, evals, ev, prepared,
@@ -428,7 +432,7 @@ def run(config, workdir: str, build: Callable[[model.ModelConfig, Any], Models],
     if lead:
       for d, summary in zip(models.dirs, members):
         plots.plot_losses(d, ev.unigram)
-        runs.write_summary(d, summary)
+        history.write_summary(d, summary)
     return RunResult(status, members[0], state, members=members)
 
 
@@ -450,7 +454,7 @@ class Logger:
   stdout."""
 
   def __init__(self, config, cfg: model.ModelConfig, models: Models, start_step: int,
-               clock: runs.Clock):
+               clock: history.Clock):
     t, lead = config.train, sharding.is_lead()
     self.models, self.clock, self.steps = models, clock, t.steps
     self.writers = [metrics_lib.Writer(d, enabled=lead, tensorboard=models.tensorboard)
@@ -513,7 +517,7 @@ class Evals:
 
 
 def train_loop(config, cfg, models: Models, state, ev: Eval, prepared, workdir: str,
-               start_step: int, clock: runs.Clock) -> tuple:
+               start_step: int, clock: history.Clock) -> tuple:
   """Steps ``start_step + 1 .. train.steps``: ``(status, state, alive, evals)``.
 
   ``alive[i]``: member i has not diverged. The loop stops when none is left, on a signal
@@ -586,9 +590,9 @@ class Batches:
     # hold the global batch's rows (grouped differently than with one process, which
     # leaves the averaged gradient unchanged: every microbatch has B/A rows).
     self.shape = (t.grad_accum_steps, -1, cfg.block_size + 1)
-    self.loaders = {seed: data_lib.Loader(prepared.train_path, t.batch_size, cfg.block_size,
-                                          seed, start_step=start_step,
-                                          prefetch=config.data.prefetch)
+    self.loaders = {seed: loader_lib.Loader(prepared.train_path, t.batch_size, cfg.block_size,
+                                            seed, start_step=start_step,
+                                            prefetch=config.data.prefetch)
                     for seed in sorted(set(models.batch_seeds))}
 
   def __next__(self) -> jax.Array:
@@ -627,10 +631,10 @@ def evaluate(models: Models, params, ev: Eval, writers, step: int, alive: np.nda
 
 
 def summaries(config, cfg, models: Models, status: str, state, alive: np.ndarray,
-              evals: Evals, ev: Eval, prepared, workdir: str, clock: runs.Clock) -> list[dict]:
+              evals: Evals, ev: Eval, prepared, workdir: str, clock: history.Clock) -> list[dict]:
   """Each member's ``summary.json`` (README, Training, "What a run writes")."""
   steps = per_member(state["step"])
-  latest, segments = runs.latest_checkpoint(workdir), runs.config_segments(workdir)
+  latest, segments = resume.latest_checkpoint(workdir), history.config_segments(workdir)
   if status == "diverged" and sharding.is_lead():
     tqdm.write(f"diverged: non-finite loss, gradient or parameters at update "
                f"{int(steps.max()) + 1}; kept the last good checkpoint (step {latest})")

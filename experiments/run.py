@@ -20,8 +20,9 @@ import sys
 
 from absl import flags, logging
 
-from andrea_jax import data as data_lib
-from andrea_jax import runs
+from andrea_jax import history
+from andrea_jax import prepare as prepare_lib
+from andrea_jax import resume
 from andrea_jax import sharding
 from andrea_jax import train
 from experiments import cli
@@ -48,7 +49,7 @@ def default_workdir(config_arg: str, overridden: dict | None = None) -> str:
   parts = [os.path.basename(target).removesuffix(".py"), variants]
   named = {k if "." in k else f"model.{k}" for k in common.parse_variants(variants)}
   for field, value in (overridden or {}).items():
-    if runs.field_kind(field) == "frozen" and field not in named:
+    if resume.field_kind(field) == "frozen" and field not in named:
       value = os.path.basename(str(value).rstrip("/")) if field.endswith("path") else value
       parts.append(f"{'data' if field == 'data.path' else field.split('.')[-1]}={value}")
   name = "_".join(p for p in parts if p)
@@ -67,7 +68,7 @@ def fit_to_data(config, overridden: dict) -> list[str]:
     prepared = train.prepare_data(config, fit_vocab=cli.fit_vocab(config, overridden))
     config.model.vocab_size = prepared.vocab_size  # data.vocab_size refers to it
     if "sample.prompt" not in overridden:
-      config.sample.prompt = data_lib.opening_words(prepared)
+      config.sample.prompt = prepare_lib.opening_words(prepared)
       notes.append(f"samples will continue {config.sample.prompt!r}, the opening of a "
                    f"held-out document (set --config.sample.prompt to choose)")
   return [n for n in notes if n]
@@ -98,7 +99,7 @@ def main(argv):
     print(f"note: {note}", flush=True)
   result = train.train_and_evaluate(config, workdir, _ALLOW_CHANGES.value)
   if result.summary:
-    print(runs.describe(result.summary, workdir))
+    print(history.describe(result.summary, workdir))
   if result.status == "interrupted":
     print(f"to resume, run: {resume_command(workdir)}")
   sys.exit(result.exit_code)
