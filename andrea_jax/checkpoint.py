@@ -246,6 +246,8 @@ def _restore(mngr, abstract: Any, step: int, partial: bool) -> Any:
     with _absl_quiet():  # a missing _METADATA is a warning there; the restore then says more
       saved = mngr.item_metadata(step)
   except Exception as e:  # pylint: disable=broad-except  (orbax raises bare Exceptions)
+    if _out_of_memory(e):
+      raise
     raise damaged(str(mngr.directory), step, e) from e
   # Compared first: a target without shardings would be restored without a shape check.
   if saved is not None and (differences := tree_differences(saved.tree, target, partial)):
@@ -257,7 +259,15 @@ def _restore(mngr, abstract: Any, step: int, partial: bool) -> Any:
   try:
     return mngr.restore(step, args=args)
   except Exception as e:  # pylint: disable=broad-except  (orbax raises bare Exceptions)
+    if _out_of_memory(e):
+      raise
     raise damaged(str(mngr.directory), step, e) from e
+
+
+def _out_of_memory(error: Exception) -> bool:
+  """Memory running out during a read: not the files' fault, so not taken for damage."""
+  return any(isinstance(e, MemoryError) or "out of memory" in str(e).lower()
+             for e in _chain(error))
 
 
 @contextlib.contextmanager

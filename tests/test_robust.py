@@ -151,6 +151,15 @@ def test_restore_falls_back_to_the_newest_step_that_reads_whole(
     assert "\n" not in message
 
 
+def test_memory_running_out_during_a_restore_is_not_taken_for_damage(saved, monkeypatch):
+  mngr = ckpt.manager(str(saved.workdir / "checkpoints"), 2, 3)
+  def out_of_memory(*args, **kwargs):
+    raise RuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 4.0GiB")
+  monkeypatch.setattr(mngr, "restore", out_of_memory)
+  with pytest.raises(RuntimeError, match="Out of memory"):
+    ckpt.restore_newest(mngr, saved.abstract)
+
+
 def test_no_step_that_reads_is_one_line_naming_each(saved, tmp_path):
   workdir = damaged_copy(saved, tmp_path, steps=(2, 4), pattern="default/_METADATA", how="empty")
   with pytest.raises(ckpt.CheckpointError,
