@@ -5,20 +5,59 @@ Orbax writes each step to a temporary directory and renames it when complete, so
 at any moment leaves the newest finished checkpoint intact; ``latest_step`` only sees
 finished ones. ``restore`` brings back the whole training state, ``restore_params`` the
 parameters alone (orbax reads only that sub-tree: no optimizer state is built or read).
+
+A finished checkpoint can still be damaged afterwards (files cut short, emptied or
+deleted: a full disk, a copy that stopped, a preemption of the file system). This module
+is the one place that decides whether a checkpoint *reads whole*: ``restore_newest``
+tries the steps newest first and falls back past damaged ones with a note naming the step
+skipped and why (``DamagedError`` says which files); an explicit step that is damaged, or
+no step that reads, is a ``CheckpointError`` naming the files and the step that still
+works. A save that fills the disk is a ``CheckpointError`` too (``save``), after removing
+its half-written directory, so the newest finished step stays the newest readable one.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import json
+import logging
 import os
-from typing import Any
+import re
+import shutil
+import sys
+import warnings
+from typing import Any, Callable
 
 import jax
+from absl import logging as absl_logging
+import numpy as np
 import orbax.checkpoint as ocp
 
 from andrea_jax import errors
 
 # Kept for callers that catch ``checkpoint.CheckpointError``: the project's own type.
 CheckpointError = errors.CheckpointError
+# Where a resumed run moves the damaged steps newer than the one it resumed from (beside
+# ``checkpoints/``): out of orbax's sight, so the run can save those steps again, and kept.
+DAMAGED_DIR = "checkpoints-damaged"
+# The metadata files of a step that are JSON, relative to its directory (orbax's layout).
+_JSON_FILES = ("_CHECKPOINT_METADATA", "default/_METADATA", "default/_sharding",
+               "default/array_metadatas/process_0")
+# Files without which a step does not read (the tree's metadata, the OCDBT root).
+_REQUIRED_FILES = ("default/_METADATA", "default/manifest.ocdbt")
+
+
+class DamagedError(CheckpointError):
+  """A finished checkpoint whose files do not read: ``step``, ``files`` (names relative to
+  its directory) and ``reason`` (what the read said)."""
+
+  def __init__(self, directory: str, step: int, files: list[str], reason: str):
+    self.directory, self.step, self.files, self.reason = directory, step, files, reason
+    super().__init__(f"checkpoint step {step} in {directory} is damaged ({self.what()})")
+
+  def what(self) -> str:
+    return f"{', '.join(self.files)}: {self.reason}" if self.files else self.reason
 
 
 def manager(directory: str, every: int, keep: int) -> ocp.CheckpointManager:
@@ -34,11 +73,75 @@ def manager(directory: str, every: int, keep: int) -> ocp.CheckpointManager:
                                item_handlers=ocp.PyTreeCheckpointHandler())
 
 
+# ----------------------------------------------------------------------------- saving
+
+
 def save(mngr: ocp.CheckpointManager, step: int, state: Any, force: bool = False) -> bool:
-  """Save ``state`` at ``step`` if the policy says so (always when ``force``)."""
-  saved = mngr.save(step, args=ocp.args.PyTreeSave(state), force=force)
-  mngr.wait_until_finished()
+  """Save ``state`` at ``step`` if the policy says so (always when ``force``).
+
+  A full disk is a ``CheckpointError`` saying what was kept and how much space the save
+  needs; the half-written step is removed, so it is never taken for a checkpoint.
+  """
+  _quiet_orphaned_io()
+  try:
+    saved = mngr.save(step, args=ocp.args.PyTreeSave(state), force=force)
+    mngr.wait_until_finished()
+  except Exception as e:  # pylint: disable=broad-except  (orbax wraps the OSError)
+    if not disk_full(e):
+      raise
+    directory = str(mngr.directory)
+    _remove_partial(directory, step)
+    kept = sorted(s for s in mngr.all_steps() if s != step)
+    raise CheckpointError(
+        f"the disk is full: saving checkpoint step {step} to {directory} needs about "
+        f"{_megabytes(state_bytes(state))} ({_megabytes(free_bytes(directory))} free); "
+        f"{f'kept step {kept[-1]}, the newest checkpoint' if kept else 'no checkpoint was kept'}."
+        f" Free space (or move the workdir to a larger disk) and rerun the same command to "
+        f"resume{f' from step {kept[-1]}' if kept else ''}") from None
   return saved
+
+
+def disk_full(error: BaseException) -> bool:
+  """Whether ``error`` (or what it wraps) is a full disk: ENOSPC, or tensorstore's
+  ``RESOURCE_EXHAUSTED`` / "No space left on device"."""
+  for e in _chain(error):
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+      return True
+    if re.search(r"RESOURCE_EXHAUSTED|No space left on device|Disk quota exceeded", str(e)):
+      return True
+  return False
+
+
+def state_bytes(state: Any) -> int:
+  """The bytes of the arrays in ``state`` (what a checkpoint of it holds, before metadata)."""
+  return sum(int(np.prod(getattr(x, "shape", ()))) * np.dtype(x.dtype).itemsize
+             for x in jax.tree.leaves(state) if hasattr(x, "dtype"))
+
+
+def free_bytes(directory: str) -> int:
+  """Free bytes on the file system of ``directory`` (or of its nearest existing parent)."""
+  while not os.path.exists(directory) and os.path.dirname(directory) != directory:
+    directory = os.path.dirname(directory)
+  st = os.statvfs(directory)
+  return st.f_bavail * st.f_frsize
+
+
+def _megabytes(n: int) -> str:
+  return f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n / 1e3:.0f} kB"
+
+
+def _remove_partial(directory: str, step: int) -> None:
+  """Remove what a failed save of ``step`` left: its temporary directory (and the step's own
+  directory if the rename happened but the save did not finish)."""
+  for name in os.listdir(directory) if os.path.isdir(directory) else ():
+    if re.fullmatch(rf"{step}\.orbax-checkpoint-tmp.*", name):
+      shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
+  final = os.path.join(directory, str(step))
+  if os.path.isdir(final) and not os.path.exists(os.path.join(final, "commit_success.txt")):
+    shutil.rmtree(final, ignore_errors=True)
+
+
+# ----------------------------------------------------------------------------- restoring
 
 
 def check_step(mngr: ocp.CheckpointManager, step: int | None) -> int:
@@ -57,41 +160,240 @@ def check_step(mngr: ocp.CheckpointManager, step: int | None) -> int:
 
 
 def restore(mngr: ocp.CheckpointManager, abstract_state: Any, step: int | None = None) -> Any:
-  """Restore ``step`` (default: the latest) into the structure of ``abstract_state``.
+  """Restore ``step`` (default: the newest that reads whole) into the structure of
+  ``abstract_state``.
 
   ``abstract_state`` carries shapes, dtypes and shardings (``jax.eval_shape`` of the
   initialiser, shardings attached); a checkpoint of a different state is refused with
   the differing entries named.
   """
-  return _restore(mngr, abstract_state, check_step(mngr, step), partial=False)
+  return restore_newest(mngr, abstract_state, step)[1]
 
 
 def restore_params(mngr: ocp.CheckpointManager, abstract_params: Any,
                    step: int | None = None) -> Any:
-  """The parameters alone of ``step`` (default: the latest); the optimizer state is not read."""
-  return _restore(mngr, {"params": abstract_params}, check_step(mngr, step),
-                  partial=True)["params"]
+  """The parameters alone of ``step`` (default: the newest that reads whole); the optimizer
+  state is not read."""
+  return restore_newest(mngr, {"params": abstract_params}, step, partial=True)[1]["params"]
+
+
+def restore_newest(mngr: ocp.CheckpointManager, abstract: Any, step: int | None = None,
+                   partial: bool = False, set_aside: bool = False,
+                   say: Callable[[str], None] = errors.note) -> tuple[int, Any]:
+  """``(step, tree)``: ``step`` restored, or by default the newest step that reads whole.
+
+  The default falls back past damaged steps, with a note (``say``) naming each one skipped
+  and why; with ``set_aside`` (a run that resumes and will save those steps again) they are
+  moved to ``checkpoints-damaged/`` beside ``checkpoints/``. A damaged ``step`` asked for,
+  or no step that reads, is a ``CheckpointError`` naming the damaged files and the step that
+  still works. ``partial``: ``abstract`` is a sub-tree of the saved state (the parameters).
+  """
+  chosen = check_step(mngr, step)
+  candidates = [chosen] if step is not None else sorted(mngr.all_steps(), reverse=True)
+  damaged: list[DamagedError] = []
+  for s in candidates:
+    try:
+      tree = _restore(mngr, abstract, s, partial)
+    except DamagedError as e:
+      damaged.append(e)
+      continue
+    for e in damaged:
+      moved = _set_aside(mngr, e.step) if set_aside else None
+      say(f"{e}; skipped it and restored step {s}, the newest that reads whole" +
+          (f" (moved the damaged step to {moved})" if moved else ""))
+    if set_aside and damaged:
+      mngr.reload()
+    return s, tree
+  if step is not None:
+    others = [s for s in sorted(mngr.all_steps(), reverse=True) if s != step]
+    works = next((s for s in others if _reads(mngr, abstract, s, partial)), None)
+    hint = (f"--step={works} reads whole (omit --step for the newest step that does)"
+            if works is not None else
+            f"no other step reads whole either (tried {', '.join(map(str, others))})"
+            if others else "it is the only step")
+    raise CheckpointError(f"{damaged[0]}. {hint}")
+  listed = "; ".join(f"step {e.step} ({e.what()})" for e in damaged)
+  raise CheckpointError(f"no checkpoint in {mngr.directory} reads whole, all are damaged: "
+                        f"{listed}. No --step works: restore the files from a copy, or pass "
+                        f"a fresh --workdir to start again")
+
+
+def _reads(mngr, abstract: Any, step: int, partial: bool) -> bool:
+  try:
+    _restore(mngr, abstract, step, partial)
+  except DamagedError:
+    return False
+  return True
+
+
+def _set_aside(mngr, step: int) -> str:
+  """Move step ``step``'s directory to ``checkpoints-damaged/<step>`` (a new name if taken)."""
+  source = os.path.join(str(mngr.directory), str(step))
+  parent = os.path.join(os.path.dirname(str(mngr.directory)), DAMAGED_DIR)
+  os.makedirs(parent, exist_ok=True)
+  target, n = os.path.join(parent, str(step)), 1
+  while os.path.exists(target):
+    target, n = os.path.join(parent, f"{step}.{n}"), n + 1
+  os.replace(source, target)
+  return target
 
 
 def _restore(mngr, abstract: Any, step: int, partial: bool) -> Any:
+  _quiet_orphaned_io()
   target = jax.tree.map(ocp.utils.to_shape_dtype_struct, abstract)
   where = f"checkpoint {mngr.directory}/{step}"
-  fix = ("Resume with the config that wrote it, use a fresh --workdir, or delete that step "
-         "directory to fall back to an older one")
-  saved = mngr.item_metadata(step)
+  try:
+    with _absl_quiet():  # a missing _METADATA is a warning there; the restore then says more
+      saved = mngr.item_metadata(step)
+  except Exception as e:  # pylint: disable=broad-except  (orbax raises bare Exceptions)
+    if _out_of_memory(e):
+      raise
+    raise damaged(str(mngr.directory), step, e) from e
   # Compared first: a target without shardings would be restored without a shape check.
   if saved is not None and (differences := tree_differences(saved.tree, target, partial)):
     raise CheckpointError(f"{where} does not match this run's state: {'; '.join(differences)}. "
-                          f"{fix}")
+                          f"Resume with the config that wrote it, or use a fresh --workdir")
   args = ocp.args.PyTreeRestore(
       item=target, restore_args=ocp.checkpoint_utils.construct_restore_args(target),
       partial_restore=partial)
   try:
     return mngr.restore(step, args=args)
-  except (ValueError, KeyError, TypeError, FileNotFoundError) as e:
-    raise CheckpointError(f"{where} could not be read although its names and shapes match "
-                          f"this run's state, so its files are damaged ({type(e).__name__}: "
-                          f"{str(e)[:300]}). {fix}") from e
+  except Exception as e:  # pylint: disable=broad-except  (orbax raises bare Exceptions)
+    if _out_of_memory(e):
+      raise
+    raise damaged(str(mngr.directory), step, e) from e
+
+
+def _out_of_memory(error: Exception) -> bool:
+  """Memory running out during a read: not the files' fault, so not taken for damage."""
+  return any(isinstance(e, MemoryError) or "out of memory" in str(e).lower()
+             for e in _chain(error))
+
+
+@contextlib.contextmanager
+def _absl_quiet(level: int = logging.ERROR):
+  """Leave out orbax's log records below ``level`` (absl's logger) while in the block."""
+  logger = absl_logging.get_absl_logger()
+  previous = logger.level
+  logger.setLevel(max(level, previous))
+  try:
+    yield
+  finally:
+    logger.setLevel(previous)
+
+
+def damaged(directory: str, step: int, error: BaseException) -> DamagedError:
+  """The ``DamagedError`` for a read of ``step`` that raised ``error``: the files it names,
+  the step's metadata files that are missing, empty or not valid JSON, and empty files.
+
+  Anything a read raises counts as damage: the names and shapes were compared before
+  (``tree_differences``), so what is left is the files. (A bug would show up as every
+  step damaged, with its message.)
+  """
+  step_dir = os.path.join(directory, str(step))
+  found: dict[str, str] = {}
+  for e in _chain(error):
+    for path in re.findall(r'local file "([^"]+)"', str(e)):
+      rel = os.path.relpath(path, step_dir)
+      if not rel.startswith("..") and not os.path.isdir(path):
+        found.setdefault(rel, _file_state(path))
+  for rel in _JSON_FILES + _REQUIRED_FILES:
+    state = _file_state(os.path.join(step_dir, rel), json_file=rel in _JSON_FILES)
+    if state and (rel in _REQUIRED_FILES or state != "missing"):
+      found[rel] = state
+  for root, _, names in os.walk(step_dir):
+    for name in names:
+      if os.path.getsize(os.path.join(root, name)) == 0:
+        found[os.path.relpath(os.path.join(root, name), step_dir)] = "empty"
+  files = [f"{rel} {state}" if state else rel for rel, state in sorted(found.items())]
+  if len(files) > 3:
+    files = files[:3] + [f"and {len(files) - 3} more"]
+  return DamagedError(directory, step, files, _reason(error))
+
+
+def _file_state(path: str, json_file: bool = False) -> str:
+  """``"missing"``, ``"empty"``, ``"not valid JSON"`` or ``""`` (present, nothing seen)."""
+  if not os.path.exists(path):
+    return "missing"
+  if os.path.getsize(path) == 0:
+    return "empty"
+  if json_file:
+    try:
+      with open(path, encoding="utf-8") as f:
+        json.load(f)
+    except (ValueError, UnicodeDecodeError):
+      return "not valid JSON"
+  return ""
+
+
+def _chain(error: BaseException):
+  seen = set()
+  while error is not None and id(error) not in seen:
+    seen.add(id(error))
+    yield error
+    error = error.__cause__ or error.__context__
+
+
+def _reason(error: BaseException) -> str:
+  """What the read said, on one line: tensorstore's code and last clause (naming the array
+  it could not read), else the outermost message; without tensorstore's spec."""
+  for e in _chain(error):
+    m = re.match(r"([A-Z_]+): (.*)", _without_spec(str(e)), re.S)
+    if m:  # tensorstore: CODE: Error ... at local file "...": what went wrong
+      array = re.search(r'Error reading "([^"/]+)/\d', m[2])
+      last = re.split(r'"\s*:\s*', m[2])[-1]
+      text = (f"the data of {array[1].replace('.', '/')} does not read, " if array else "") + (
+          f"{m[1]}: {last}")
+      break
+  else:
+    text = _without_spec(str(error)) or type(error).__name__
+  text = " ".join(text.split())
+  return text if len(text) <= 160 else text[:157] + "..."
+
+
+def _without_spec(text: str) -> str:
+  return re.split(r"\s*\[tensorstore_spec|\s*See full TensorStore details", text)[0]
+
+
+_QUIET = False
+
+
+def _quiet_orphaned_io() -> None:
+  """Silence what a failed read or write leaves behind, once the error is raised here.
+
+  When one array fails, orbax's event loop ends while tensorstore still completes the
+  others: their callbacks report ``RuntimeError: Event loop is closed`` as unraisable
+  exceptions, asyncio logs each failed task it never retrieved, and orbax's writer threads
+  log the traceback of the error that ``save`` or ``restore`` raises anyway (a page of
+  tracebacks on stderr around the one-line message). Those records and only those are
+  dropped; other unraisable exceptions and log records pass on.
+  """
+  global _QUIET
+  if _QUIET:
+    return
+  _QUIET, previous = True, sys.unraisablehook
+  warnings.filterwarnings("ignore", message="coroutine '.*' was never awaited",
+                          category=RuntimeWarning)
+
+  def hook(unraisable):
+    value = unraisable.exc_value
+    orphan = (isinstance(value, RuntimeError) and "Event loop is closed" in str(value)) or (
+        "orbax" in getattr(getattr(unraisable.object, "cr_code", None), "co_filename", ""))
+    if not orphan:
+      previous(unraisable)
+
+  def keep(record: logging.LogRecord) -> bool:
+    message = record.getMessage()
+    if record.name == "asyncio":  # "Task exception was never retrieved ... coro=<orbax's>"
+      return not ("was never retrieved" in message and "orbax" in message)
+    return not ("orbax" in record.pathname and "_SignalingThread.run() raised" in message)
+
+  sys.unraisablehook = hook
+  logging.getLogger("asyncio").addFilter(keep)
+  absl_logging.get_absl_logger().addFilter(keep)
+
+
+# ----------------------------------------------------------------------------- comparing trees
 
 
 def _name(path) -> str:

@@ -10,6 +10,8 @@ so code that catches ``ValueError`` keeps working.
 
 from __future__ import annotations
 
+import sys
+
 # Exit codes shared by the entry points (README, "Exit codes").
 EXIT_COMPLETED = 0
 EXIT_USER_ERROR = 2  # bad config, data or checkpoint: the message says what to fix
@@ -40,3 +42,9 @@ class CheckpointError(AndreaError):
 class InputError(AndreaError):
   """Model input that the model cannot take: token ids out of range, a sequence or prompt
   longer than the context, a bad sampling setting."""
+
+
+def note(message: str) -> None:
+  """``note: <message>`` on stderr: something recovered from (a damaged checkpoint skipped,
+  a torn log line cut off); stdout stays the command's output (samples, a report)."""
+  print(f"note: {message}", file=sys.stderr, flush=True)

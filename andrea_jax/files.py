@@ -19,10 +19,15 @@ from andrea_jax import errors
 def atomic_write(path: str | os.PathLike, *chunks: bytes) -> None:
   """Write ``chunks`` to ``path`` through a temporary file in the same directory."""
   tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
-  with open(tmp, "wb") as f:
-    for chunk in chunks:
-      f.write(chunk)
-  os.replace(tmp, path)
+  try:
+    with open(tmp, "wb") as f:
+      for chunk in chunks:
+        f.write(chunk)
+    os.replace(tmp, path)
+  except BaseException:  # a full disk, a kill: no temporary file is left behind
+    if os.path.exists(tmp):
+      os.remove(tmp)
+    raise
 
 
 def write_json(path: str | os.PathLike, value: Any) -> None:

@@ -1,7 +1,8 @@
 """A run's record in its workdir: the config in force and its segments
 (``config_history.json``), the data it trained on (``data.json``), its wall time over all
 segments (``Clock``), and its summary (``summary.json`` written and read, and what a run's
-end prints).
+end prints). A workdir is self-contained: it holds a copy of its tokenizer, and its files
+name paths absolute, so it reads back from any directory and after it was moved.
 
 ``resume.py`` writes the config, the segments and ``data.json`` when a run starts; this
 module reads them back.
@@ -16,6 +17,9 @@ from andrea_jax import errors
 from andrea_jax import files
 from andrea_jax import metrics
 
+# The run's copy of its tokenizer (``resume.record_start``): a workdir reads back without
+# the data cache, from anywhere.
+TOKENIZER = "tokenizer.json"
 # What to do about a workdir file that is not valid JSON.
 _FIX = "restore it or use a fresh --workdir"
 
@@ -43,6 +47,30 @@ def config_segments(workdir: str) -> list[dict]:
 def read_data(workdir: str) -> dict | None:
   """What the run trained on (``data.json``: its tokenizer, shards and their sizes)."""
   return _read(workdir, "data.json")
+
+
+def tokenizer_file(workdir: str) -> str:
+  """The run's tokenizer: its copy in the workdir (``tokenizer.json``), else (a workdir
+  written before the copy) the path ``data.json`` names, absolute or relative to the
+  directory the run started in."""
+  copy = os.path.join(workdir, TOKENIZER)
+  if os.path.isfile(copy):
+    return copy
+  data = read_data(workdir)
+  if data is None:
+    raise errors.CheckpointError(f"{workdir} has neither {TOKENIZER} nor data.json (which "
+                                 f"names the run's tokenizer): is it a run directory of "
+                                 f"python -m experiments.run?")
+  named = data["tokenizer_path"]
+  if os.path.isfile(named):
+    return named
+  where = ("" if os.path.isabs(named) else
+           f", relative to the directory the run was started in (not {os.getcwd()})")
+  raise errors.CheckpointError(
+      f"{workdir} holds no copy of its tokenizer ({TOKENIZER}: written by runs since it was "
+      f"added) and its data.json names {named!r}{where}, which does not exist: run the "
+      f"command from the directory the run was started in, or copy that tokenizer.json "
+      f"into {workdir}")
 
 
 def read_summary(workdir: str) -> dict | None:

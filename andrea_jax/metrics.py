@@ -17,6 +17,7 @@ import os
 
 import numpy as np
 
+from andrea_jax import errors
 from andrea_jax import tokenizer as tokenizer_lib
 
 # Peak dense bf16 FLOP/s by device kind, for the MFU estimate on accelerators (brief, sec. 5).
@@ -33,7 +34,7 @@ class Writer:
     self.enabled = enabled
     if not enabled:
       return
-    self.file = open(os.path.join(workdir, filename), "a", encoding="utf-8")
+    self.file = open_append(os.path.join(workdir, filename))
     self.tb = None
     if tensorboard:
       from tensorboardX import SummaryWriter  # pylint: disable=import-outside-toplevel
@@ -59,17 +60,67 @@ def read_jsonl(path: str) -> list[dict]:
   """The rows of a ``{"step": ..., ...}`` JSONL file, one merged row per step, by step.
 
   Rows of the same step are merged (train and validation metrics, or several probes);
-  after a resume re-ran a step, its newest values win.
+  after a resume re-ran a step, its newest values win. The one reader of the project's
+  append-only logs (``metrics.jsonl``, ``diagnostics.jsonl``): a last line cut short (a
+  kill or a full disk during an append, no final newline) is left out; any other line
+  that is not a JSON object with a ``step`` is an error naming the file and the line.
   """
   if not os.path.exists(path):
     return []
   rows: dict[int, dict] = {}
-  with open(path, encoding="utf-8") as f:
-    for line in f:
-      if line.strip():
-        row = json.loads(line)
-        rows.setdefault(row["step"], {}).update(row)
+  with open(path, "rb") as f:
+    lines = f.read().split(b"\n")
+  for n, raw in enumerate(lines, 1):
+    if not raw.strip():
+      continue
+    try:
+      row = json.loads(raw)
+    except ValueError as e:
+      if n == len(lines):  # no newline after it: an append that was cut short
+        break
+      raise errors.CheckpointError(
+          f"{path}, line {n}: not valid JSON ({e}): {_shown(raw)}; restore the file from a "
+          f"copy, or delete that line (it loses that row's values)") from None
+    if not isinstance(row, dict) or not isinstance(row.get("step"), int):
+      raise errors.CheckpointError(
+          f"{path}, line {n}: expected an object with an integer \"step\", got "
+          f"{_shown(raw)}; restore the file from a copy, or delete that line")
+    rows.setdefault(row["step"], {}).update(row)
   return [rows[s] for s in sorted(rows)]
+
+
+def _shown(raw: bytes, limit: int = 60) -> str:
+  text = raw.decode("utf-8", errors="replace")
+  return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def open_append(path: str):
+  """``path`` opened to append rows: a last line cut short is cut off first, with a note.
+
+  What a kill or a full disk during an append leaves is a last line without its newline;
+  a row appended after it would be glued to it, one bad line in the middle. A last line
+  that parses (only its newline is missing) keeps its row and gets the newline.
+  """
+  if os.path.exists(path):
+    with open(path, "rb+") as f:
+      end = f.seek(0, os.SEEK_END)
+      start, tail = end, b""
+      while start > 0 and b"\n" not in tail:  # read back to the last newline
+        start = max(0, start - 65536)
+        f.seek(start)
+        tail = f.read(end - start)
+      if tail and not tail.endswith(b"\n"):
+        cut = start + tail.rfind(b"\n") + 1  # 0 when the file is one unfinished line
+        last = tail[cut - start:]
+        try:
+          json.loads(last)
+          f.write(b"\n")
+        except ValueError:
+          f.truncate(cut)
+          errors.note(f"{path}: cut off its last line, written only in part when the run "
+                      f"stopped ({len(last)} bytes: {_shown(last, 40)}); the steps after "
+                      f"the checkpoint this run resumes from are logged again")
+  return open(path, "a", encoding="utf-8")
 
 
 def read_metrics(workdir: str) -> list[dict]:

@@ -1,9 +1,9 @@
 """Holding a workdir and resuming it: one run at a time (the lock), what a resume may
 change, and what a start records.
 
-A workdir holds ``config.json`` (the config in force), ``data.json``, ``metrics.jsonl``,
-``checkpoints/``, ``summary.json``, ``loss.png``, ``samples.txt`` and ``.lock`` (held by the
-running process); ``history.py`` reads its record back. Resume rules (README, Training,
+A workdir holds ``config.json`` (the config in force), ``data.json``, ``tokenizer.json``
+(the run's copy of its tokenizer), ``metrics.jsonl``, ``checkpoints/``, ``summary.json``,
+``loss.png``, ``samples.txt`` and ``.lock`` (held by the running process); ``history.py`` reads its record back. Resume rules (README, Training,
 "Resume"):
 
 * ``FREE`` fields may change on any resume (where caches live, logging, checkpoint and
@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import glob
 import json
 import os
 import shutil
@@ -45,6 +46,9 @@ FROZEN_GROUPS = ("model", "data")
 # ... except these, which change only how the same model trains (allowed when opted in).
 TRAJECTORY_FIELDS = {"model.compute_dtype", "model.attention_impl", "model.attention_block",
                      "data.shuffle_seed"}
+# Fields that name files or directories: stored in config.json and compared on a resume as
+# absolute paths, so a run resumes from any directory (``absolute_paths``).
+PATH_FIELDS = ("data.path", "data.tokenizer_path", "train.init_from")
 # Fields added after workdirs were saved: a saved config.json without one ran with the value
 # it had before the field existed, its default here (experiments/configs/common.py).
 ADDED_FIELDS = {"model.qk_norm": False, "model.parametrization": "sp", "model.base_width": 0,
@@ -166,16 +170,29 @@ class ResumePlan:
   summary: dict | None
 
 
+def absolute_paths(config_dict: dict) -> dict:
+  """``config_dict`` with the ``PATH_FIELDS`` that name an existing file, directory or glob
+  (relative to this directory) made absolute; other values (a hub name, a URL) as they are."""
+  out = json.loads(json.dumps(config_dict))
+  for name in PATH_FIELDS:
+    group, field = name.split(".")
+    value = out.get(group, {}).get(field)
+    if isinstance(value, str) and value and "://" not in value and (
+        os.path.exists(value) or glob.glob(value)):
+      out[group][field] = os.path.abspath(value)
+  return out
+
+
 def plan_resume(workdir: str, config, allow_changes: bool = False) -> ResumePlan:
   """Check ``config`` against the run in ``workdir``; refuse changes the rules forbid."""
-  current = json.loads(config.to_json_best_effort())
+  current = absolute_paths(json.loads(config.to_json_best_effort()))
   saved, step = history.load_config_dict(workdir), latest_checkpoint(workdir)
   if saved is None:
     if step is not None:
       raise errors.CheckpointError(f"{workdir} holds checkpoints but no config.json: restore "
                                    f"it, or pass a fresh --workdir")
     return ResumePlan(None, 0, [], False, None)
-  changes = config_changes(saved, current)
+  changes = config_changes(absolute_paths(saved), current)
   if changes["frozen"]:
     raise errors.CheckpointError(
         f"{workdir} holds a run whose model or data differ from this config:"
@@ -215,12 +232,21 @@ def _check_optimizer_structure(saved: dict, current: dict) -> None:
 
 
 def record_start(workdir: str, config, plan: ResumePlan, data: dict) -> None:
-  """Write ``config.json``, ``data.json`` and, for accepted changes, a new history segment."""
-  current = json.loads(config.to_json_best_effort())
+  """Write ``config.json``, ``data.json``, the run's copy of its tokenizer and, for accepted
+  changes, a new history segment.
+
+  The workdir is self-contained and can move: the tokenizer is copied into it
+  (``history.TOKENIZER``), and the paths in ``config.json`` and ``data.json`` are absolute.
+  """
+  current = absolute_paths(json.loads(config.to_json_best_effort()))
   if plan.changes:
     segments = (history.config_history(workdir)
                 or [{"start_step": 0, "changes": [], "config": plan.saved}])
     segments.append({"start_step": plan.start_step, "changes": plan.changes, "config": current})
     files.write_json(os.path.join(workdir, "config_history.json"), segments)
   files.write_json(os.path.join(workdir, "config.json"), current)
-  files.write_json(os.path.join(workdir, "data.json"), data)
+  with open(data["tokenizer_path"], "rb") as f:
+    files.atomic_write(os.path.join(workdir, history.TOKENIZER), f.read())
+  paths = {k: os.path.abspath(data[k]) for k in ("directory", "train_path", "val_path",
+                                                 "tokenizer_path") if k in data}
+  files.write_json(os.path.join(workdir, "data.json"), {**data, **paths})

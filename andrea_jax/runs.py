@@ -38,6 +38,8 @@ def load_run(workdir: str, step: int | None = None):
 
   Only the parameters are read from the checkpoint (orbax restores that sub-tree), onto
   this process's first device, whichever mesh wrote them; no optimizer state is built.
+  By default the newest checkpoint that reads whole (a damaged newer one is skipped with a
+  note); from any directory, and after the workdir was moved.
   """
   import ml_collections  # pylint: disable=import-outside-toplevel
   saved = history.load_config_dict(workdir)
@@ -58,7 +60,4 @@ def load_run(workdir: str, step: int | None = None):
     params = ckpt.restore_params(mngr, abstract, step)
   finally:
     mngr.close()
-  data = history.read_data(workdir)
-  if data is None:
-    raise errors.CheckpointError(f"{workdir} has no data.json (it names the run's tokenizer)")
-  return params, cfg, tokenizer_lib.load(data["tokenizer_path"], cfg.vocab_size), config
+  return params, cfg, tokenizer_lib.load(history.tokenizer_file(workdir), cfg.vocab_size), config

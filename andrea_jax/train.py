@@ -379,17 +379,19 @@ def make_eval(config, cfg: model.ModelConfig, prepared: prepare_lib.PreparedData
               first_batch=eval_set[0])
 
 
-def restore_or_init(config, models: Models, workdir: str, start_step: int) -> Any:
-  """The checkpoint of ``start_step`` (the newest) on this run's devices, or a fresh state."""
+def restore_or_init(config, models: Models, workdir: str, start_step: int) -> tuple[Any, int]:
+  """``(state, step)``: the newest checkpoint that reads whole on this run's devices (damaged
+  newer ones are set aside, with a note: ``checkpoint.restore_newest``), or a fresh state."""
   if not start_step:
-    return models.init()
+    return models.init(), 0
   mngr = ckpt.manager(f"{workdir}/checkpoints", config.checkpoint.every, config.checkpoint.keep)
   try:  # straight onto this run's mesh, whichever mesh wrote the checkpoint
-    state = ckpt.restore(mngr, models.abstract)
+    step, state = ckpt.restore_newest(mngr, models.abstract, set_aside=sharding.is_lead())
   finally:
     mngr.close()
-  print(f"resumed {workdir} from step {start_step}")
-  return state
+  sharding.barrier("andrea_jax: restored")  # damaged steps are set aside before anyone saves
+  print(f"resumed {workdir} from step {step}")
+  return state, step
 
 
 def run(config, workdir: str, build: Callable[[model.ModelConfig, Any], Models],
@@ -414,7 +416,7 @@ def run(config, workdir: str, build: Callable[[model.ModelConfig, Any], Models],
     ev = make_eval(config, cfg, prepared, mesh)
     models = build(cfg, mesh)
     clock = history.Clock(workdir, models.dirs, started)
-    state = restore_or_init(config, models, workdir, plan.start_step)
+    state, plan.start_step = restore_or_init(config, models, workdir, plan.start_step)
     claim.started()  # from here on the workdir is the run's, whatever happens
     if lead:
       resume.record_start(workdir, config, plan, dataclasses.asdict(prepared))

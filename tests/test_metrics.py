@@ -38,3 +38,24 @@ def test_one_reader_merges_rows_of_a_step_and_keeps_the_newest(tmp_path):
   assert metrics.read_metrics(str(tmp_path)) == expected
   assert diagnostics.read(str(tmp_path)) == expected
   assert metrics.read_metrics(str(tmp_path / "missing")) == []
+
+
+def test_a_torn_last_line_is_left_out_and_cut_off_before_the_next_append(tmp_path, capsys):
+  path = tmp_path / "metrics.jsonl"
+  path.write_text('{"step": 1, "loss": 5.0}\n{"step": 2, "lo')  # a kill during an append
+  assert metrics.read_jsonl(str(path)) == [{"step": 1, "loss": 5.0}]
+  with metrics.open_append(str(path)) as f:
+    f.write(json.dumps({"step": 2, "loss": 4.0}) + "\n")
+  assert "cut off its last line" in capsys.readouterr().err
+  assert path.read_text() == '{"step": 1, "loss": 5.0}\n{"step": 2, "loss": 4.0}\n'
+  path.write_text('{"step": 1, "loss": 5.0}')  # whole but for its newline: kept
+  metrics.open_append(str(path)).close()
+  assert path.read_text() == '{"step": 1, "loss": 5.0}\n' and not capsys.readouterr().err
+
+
+@pytest.mark.parametrize("line", ['{"step": 2, "lo{"step": 3}', '[1, 2]', '{"loss": 1.0}'])
+def test_a_bad_line_in_the_middle_is_an_error_naming_file_and_line(tmp_path, line):
+  path = tmp_path / "diagnostics.jsonl"
+  path.write_text(f'{{"step": 1}}\n{line}\n{{"step": 4}}\n')
+  with pytest.raises(ValueError, match=rf"{path}, line 2: .*delete that line"):
+    diagnostics.read(str(tmp_path))

@@ -79,7 +79,8 @@ def test_training_changes_need_the_opt_in_and_are_listed(tmp_path):
   plan = resume.plan_resume(workdir, changed, allow_changes=True)
   assert [c["field"] for c in plan.changes] == [
       "model.compute_dtype", "train.min_lr_ratio", "train.weight_decay"]
-  resume.record_start(workdir, changed, plan, {"tokenizer_path": "t.json"})
+  (tmp_path / "t.json").write_text("{}")  # the tokenizer record_start copies into the workdir
+  resume.record_start(workdir, changed, plan, {"tokenizer_path": str(tmp_path / "t.json")})
   history = json.loads((tmp_path / "config_history.json").read_text())
   assert [h["config"]["train"]["weight_decay"] for h in history] == [0.1, 0.0]
 
