@@ -50,6 +50,7 @@ from andrea_jax import checkpoint as ckpt
 from andrea_jax import data as data_lib
 from andrea_jax import diagnostics
 from andrea_jax import errors
+from andrea_jax import forecast
 from andrea_jax import metrics as metrics_lib
 from andrea_jax import model
 from andrea_jax import mup
@@ -253,6 +254,7 @@ class Models:
   place: Callable[[np.ndarray], jax.Array]  # this process's rows -> the step's batch
   summary_fields: list[dict]  # what each member's summary adds (a group: its rate and seeds)
   tensorboard: bool = True  # TensorBoard event files beside metrics.jsonl
+  n_devices: int = 1  # the devices the program runs on (a group: one; a run: its mesh)
 
   @property
   def n(self) -> int:
@@ -286,7 +288,7 @@ def single_run(config, cfg: model.ModelConfig, mesh, workdir: str) -> Models:
       init=lambda: _init_single(config, cfg, optimizer, shardings), step=step,
       evaluate=evaluate, learning_rate=lambda k: np.array([float(schedule(k))]),
       place=lambda local: sharding.global_batch(local, train_batch, batch_dim=1),
-      summary_fields=[{}])
+      summary_fields=[{}], n_devices=mesh.devices.size)
 
 
 def _init_single(config, cfg: model.ModelConfig, optimizer, shardings) -> dict:
@@ -398,7 +400,7 @@ def run(config, workdir: str, build: Callable[[model.ModelConfig, Any], Models],
   """
   cfg, mesh = check_config(config, devices)
   lead = sharding.is_lead()  # every process trains; process 0 alone writes the run's files
-  with runs.claim(workdir, enabled=lead) as claim:
+  with signals_lib.StopSignals(), runs.claim(workdir, enabled=lead) as claim:
     plan = runs.plan_resume(workdir, config, allow_resume_changes)
     if plan.complete:
       print(f"already complete at step {plan.start_step}: {workdir} is left as it is. To "
@@ -406,11 +408,15 @@ def run(config, workdir: str, build: Callable[[model.ModelConfig, Any], Models],
             f"--allow_resume_changes to continue this run)")
       return RunResult("completed", plan.summary, already_complete=True)
     started = time.time()
+    signals_lib.set_phase("preparing data")
     prepared = prepare_data(config)
+    signals_lib.check()
+    signals_lib.set_phase("preparing the evaluation and the model")
     ev = make_eval(config, cfg, prepared, mesh)
     models = build(cfg, mesh)
     clock = runs.Clock(workdir, models.dirs, started)
     state = restore_or_init(config, models, workdir, plan.start_step)
+    signals_lib.check()
     claim.started()  # from here on the workdir is the run's, whatever happens
     if lead:
       runs.record_start(workdir, config, plan, dataclasses.asdict(prepared))
@@ -457,8 +463,10 @@ class Logger:
     # The program's FLOPs per token of one member: all members run in it.
     self.flops_per_token = models.n * model.flops_per_token(cfg)
     peak = metrics_lib.peak_flops(jax.devices()[0])
-    self.peak = peak and peak * jax.device_count()  # the whole mesh's peak: MFU is per device
+    # The peak of the devices the program runs on (a group's: one): MFU is per device.
+    self.peak = peak and peak * models.n_devices
     self.window, self.last = [], (time.time(), start_step)
+    self.measured = False  # the first row of a segment prints the measured speed
     self.bar = tqdm(total=t.steps, initial=start_step, desc="train", unit="step",
                     disable=None if lead else True, dynamic_ncols=True)
     # Where stdout is not a terminal (CI, nohup, a log file) or tqdm shows nothing (its
@@ -484,6 +492,10 @@ class Logger:
       self.writers[i].write(step, row)
     live = np.flatnonzero(alive)
     self.bar.set_postfix(loss=f"{np.mean(loss[live]):.3f}", tok_s=f"{rate * len(live):,.0f}")
+    if not self.measured and sharding.is_lead():
+      self.measured = True
+      per_step = max(now - self.last[0], 1e-9) / max(step - self.last[1], 1)
+      tqdm.write(forecast.measured(per_step, rate * len(live), self.steps - step))
     if self.print_rows:
       i = live[0]
       what = (f"loss {loss[i]:.4f}, lr {lr[i]:.3g}, grad_norm {grad_norm[i]:.3f}"
@@ -491,6 +503,10 @@ class Logger:
                   f"{os.path.basename(self.models.dirs[j])} {loss[j]:.4f}" for j in live))
       print(f"step {step}/{self.steps}: {what}, {rate * len(live):,.0f} tokens/s", flush=True)
     self.window, self.last = [], (now, step)
+
+  def restart_clock(self) -> None:
+    """The speed is measured from now (not over compilation and the step-0 evaluation)."""
+    self.last = (time.time(), self.last[1])
 
   def close(self) -> None:
     self.bar.close()
@@ -526,15 +542,29 @@ def train_loop(config, cfg, models: Models, state, ev: Eval, prepared, workdir: 
   if config.diagnostics.enabled:
     diag = diagnostics.Recorder(config.diagnostics, cfg, ev.first_batch, models.dirs,
                                 models.stacked, last_step=t.steps)
-  if start_step == 0:
-    evals.initial = evaluate(models, state["params"], ev, log.writers, 0, alive, evals)
-    if diag:
-      diag.record(0, state["params"], alive=alive)
   status, previous = "completed", None
   with signals_lib.StopSignals() as signals, Batches(config, cfg, prepared, models,
                                                      start_step) as batches:
-    for step in range(start_step + 1, t.steps + 1):
-      batch = next(batches)
+    batch = next(batches) if start_step < t.steps else None
+    if batch is not None:
+      step_fn, eval_fn, seconds = forecast.compile_programs(models.step, models.evaluate, state,
+                                                            batch, ev.arrays[0])
+      models = dataclasses.replace(models, step=step_fn, evaluate=eval_fn)
+      if sharding.is_lead():
+        tqdm.write(forecast.estimate(cfg, t, models.n, models.n_devices, start_step, seconds,
+                                     eval_at_start=start_step == 0))
+    try:
+      if start_step == 0:
+        evals.initial = evaluate(models, state["params"], ev, log.writers, 0, alive, evals)
+        if diag:
+          diag.record(0, state["params"], alive=alive)
+    except signals_lib.Interrupted:
+      status = "interrupted"  # nothing trained yet: nothing to save
+    log.restart_clock()
+    for step in range(start_step + 1, t.steps + 1) if status == "completed" else ():
+      signals_lib.set_phase(f"training (step {step})")
+      if step > start_step + 1:
+        batch = next(batches)
       before = diag.snapshot(state["params"]) if diag and diag.wants_snapshot(step) else None
       state, m = models.step(state, batch)
       log.window.append(m)
@@ -557,8 +587,12 @@ def train_loop(config, cfg, models: Models, state, ev: Eval, prepared, workdir: 
         log.log(step, alive)
       log.bar.update(1)
       if evaluating:
-        evaluate(models, state["params"], ev, log.writers, step, alive, evals)
+        try:
+          evaluate(models, state["params"], ev, log.writers, step, alive, evals)
+        except signals_lib.Interrupted:  # stopped between its batches: save the step
+          stop = saving = True
       if saving:
+        signals_lib.set_phase(f"saving the checkpoint of step {step}")
         ckpt.save(mngr, step, state, force=True)
       if stop:
         status = "interrupted"
@@ -607,7 +641,17 @@ def evaluate(models: Models, params, ev: Eval, writers, step: int, alive: np.nda
              evals: Evals) -> np.ndarray:
   """Each member's mean validation loss over the fixed batches; logged (with bits per byte)
   and recorded in ``evals`` for the members still training."""
-  val = np.mean([per_member(models.evaluate(params, b)) for b in ev.arrays], axis=0)
+  signals_lib.set_phase(f"evaluating step {step}")
+  lead = sharding.is_lead()
+  if step == 0 and lead:
+    tqdm.write(f"step 0: evaluating on {len(ev.arrays)} validation batches")
+  losses = []
+  # A SIGINT is read between batches (one batch is a single jitted call).
+  for b in tqdm(ev.arrays, desc=f"eval step {step}", unit="batch", leave=False,
+                disable=None if lead else True, dynamic_ncols=True):
+    losses.append(per_member(models.evaluate(params, b)))
+    signals_lib.check()
+  val = np.mean(losses, axis=0)
   for i in np.flatnonzero(alive):
     writers[i].write(step, {"val_loss": float(val[i]), "val_bpb": ev.bpb(float(val[i]))})
   evals.last[alive], evals.last_step[alive] = val[alive], step

@@ -20,7 +20,15 @@ import sys
 
 from absl import flags, logging
 
+from andrea_jax import signals as signals_lib
+
+if __name__ == "__main__":  # a Ctrl-C while the libraries load is a stop request too
+  _EARLY_STOP = signals_lib.StopSignals().__enter__()  # pylint: disable=unnecessary-dunder-call
+
+import jax  # pylint: disable=wrong-import-position
+
 from andrea_jax import data as data_lib
+from andrea_jax import forecast
 from andrea_jax import runs
 from andrea_jax import sharding
 from andrea_jax import train
@@ -90,18 +98,36 @@ def main(argv):
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   config, overridden = _CONFIG.value, cli.overridden_fields()
-  workdir = _WORKDIR.value or default_workdir(flags.FLAGS["config"].serialize().split("=", 1)[-1],
-                                              overridden)
-  # Before any other JAX call: the backends must see every process (docs/scaling.md).
-  sharding.initialize(config.distributed)
-  for note in fit_to_data(config, overridden):
-    print(f"note: {note}", flush=True)
-  result = train.train_and_evaluate(config, workdir, _ALLOW_CHANGES.value)
+  config_arg = flags.FLAGS["config"].serialize().split("=", 1)[-1]
+  workdir = _WORKDIR.value or default_workdir(config_arg, overridden)
+  # One handler for every phase, data preparation included (andrea_jax/signals.py).
+  with signals_lib.StopSignals() as stop:
+    stop.resume = resume_command(workdir)
+    try:
+      result = _train(config, overridden, config_arg, workdir)
+    except signals_lib.Interrupted as e:
+      print(f"interrupted while {e.phase}: nothing was trained in this start, so nothing "
+            f"was saved", flush=True)
+      print(f"to resume, run: {stop.resume}", flush=True)
+      sys.exit(train.EXIT_INTERRUPTED)
   if result.summary:
     print(runs.describe(result.summary, workdir))
   if result.status == "interrupted":
     print(f"to resume, run: {resume_command(workdir)}")
   sys.exit(result.exit_code)
+
+
+def _train(config, overridden: dict, config_arg: str, workdir: str):
+  # Before any other JAX call: the backends must see every process (docs/scaling.md).
+  sharding.initialize(config.distributed)
+  name = os.path.basename(config_arg.partition(":")[0]).removesuffix(".py")
+  note = forecast.gpu_config_note(name, jax.default_backend())
+  if note and sharding.is_lead():
+    print(f"note: {note}", flush=True)
+  signals_lib.set_phase("preparing data")
+  for note in fit_to_data(config, overridden):
+    print(f"note: {note}", flush=True)
+  return train.train_and_evaluate(config, workdir, _ALLOW_CHANGES.value)
 
 
 if __name__ == "__main__":
