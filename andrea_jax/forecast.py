@@ -37,6 +37,8 @@ def gpu_config_note(config_name: str, backend: str) -> str | None:
 
 def duration(seconds: float) -> str:
   """``42 s``, ``12 min``, ``3.5 h``, ``2.1 days``."""
+  if seconds < 10:
+    return f"{seconds:.2g} s"
   if seconds < 90:
     return f"{seconds:.0f} s"
   if seconds < 90 * 60:

@@ -134,8 +134,8 @@ class StopSignals:
   def _exit_now(self, why: str) -> None:
     _say(f"interrupted: {why}; stopped at once, nothing unsaved was kept (checkpoints "
          f"already written are whole)")
-    if self.resume:
-      _say(f"to resume, run: {self.resume}")
+    _say(f"to resume, run: {self.resume}" if self.resume else
+         "to resume, run the same command again")
     os._exit(errors.EXIT_INTERRUPTED)  # pylint: disable=protected-access
 
 
