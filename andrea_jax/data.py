@@ -347,9 +347,7 @@ class PreparedData:
   reused: bool
 
 
-def _file_sha256(path: str) -> str:
-  with open(path, "rb") as f:
-    return hashlib.file_digest(f, "sha256").hexdigest()
+_file_sha256 = files.sha256
 
 
 def cache_key(corpus_fingerprint: str, data, vocab_size: int | None = None) -> str:
@@ -381,17 +379,21 @@ def say(message: str) -> None:
   print(message, flush=True)
 
 
-def prepare(config, fit_vocab: bool = False) -> PreparedData:
+def prepare(config, fit_vocab: bool = False, check=None) -> PreparedData:
   """Tokenizer and train/val shards for ``config``, from the cache when they are there.
 
   With ``fit_vocab``, a corpus too small to learn ``vocab_size`` tokens gets the
   vocabulary it fills instead of an error (``PreparedData.vocab_size`` says which); the
-  cache is then keyed by that size. A failed preparation leaves no cache directory.
+  cache is then keyed by that size. A failed preparation leaves no cache directory. ``check(fingerprint)``, when
+  given, is called once the corpus is read, before any tokenizer is trained (a run refuses
+  text other than what it trained on: ``runs.check_same_data``).
   """
   data = config.data
   vocab_size = _check_vocab(config)
   docs = read_documents(data)
   fp = fingerprint(docs)
+  if check is not None:
+    check(fp)
   directory = os.path.join(data.cache_dir, cache_key(fp, data))
   cached = load_prepared(directory)
   if cached is not None:

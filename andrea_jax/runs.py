@@ -275,6 +275,61 @@ def _check_optimizer_structure(saved: dict, current: dict) -> None:
         f"state cannot be restored into it: keep clipping {keep}, or pass a new --workdir")
 
 
+def check_same_data(workdir: str, fingerprint: str, tokenizer_sha256: str | None = None) -> None:
+  """Refuse to resume a run on other text, or with another tokenizer, than it trained on.
+
+  ``data.json`` records the corpus fingerprint (sha256 of the documents) and the
+  tokenizer's sha256 of the run's first start; a workdir without a checkpoint has trained
+  nothing yet, and takes any data. Called before any tokenizer is trained
+  (``data.prepare``'s ``check``), then with the prepared tokenizer.
+  """
+  if load_config_dict(workdir) is None or latest_checkpoint(workdir) is None:
+    return
+  data = _read_json(_path(workdir, "data.json")) or {}
+  new_run = (f"restore what the run trained on to resume it, or pass a new --workdir to "
+             f"train on this data (the checkpoint's weights would read other token ids)")
+  old = data.get("fingerprint")
+  if old and old != fingerprint:
+    raise errors.DataError(
+        f"{workdir} trained on other text than the data now holds (corpus fingerprint "
+        f"{old[:12]}, now {fingerprint[:12]}: the files under data.path were edited, added "
+        f"or removed); {new_run}")
+  old = data.get("tokenizer_sha256")
+  if tokenizer_sha256 and old and old != tokenizer_sha256:
+    raise errors.DataError(
+        f"{workdir} trained with another tokenizer (sha256 {old[:12]}, now "
+        f"{tokenizer_sha256[:12]}: data.tokenizer_path's file changed); {new_run}")
+
+
+def describe_changes(plan: ResumePlan) -> str:
+  """What a resume with ``--allow_resume_changes`` changes, a line per field."""
+  return (f"resuming at step {plan.start_step} with changed training settings (a new "
+          f"segment in config_history.json):{_lines(plan.changes)}")
+
+
+def schedule_segments(workdir: str, config) -> list[tuple[int, dict]]:
+  """``[(start_step, train group), ...]`` of the run in ``workdir`` continued by ``config``.
+
+  The segments of ``config_history.json`` (or the saved config as the one segment), and
+  ``config``'s own from the newest checkpoint on when its ``train`` group differs from
+  the last one's: what ``train.make_schedule`` keeps and extends.
+  """
+  current = json.loads(config.train.to_json_best_effort())
+  history = config_history(workdir)
+  saved = load_config_dict(workdir)
+  if history:
+    segments = [(s["start_step"], s["config"]["train"]) for s in history]
+  elif saved is not None:
+    segments = [(0, saved["train"])]
+  else:
+    return [(0, current)]
+  if segments[-1][1] != current:
+    segments.append((latest_checkpoint(workdir) or 0, current))
+  if segments[-1][0] == 0:  # nothing trained before: the current plan alone
+    return [(0, current)]
+  return segments
+
+
 def record_start(workdir: str, config, plan: ResumePlan, data: dict) -> None:
   """Write ``config.json``, ``data.json`` and, for accepted changes, a new history segment."""
   current = json.loads(config.to_json_best_effort())

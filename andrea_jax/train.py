@@ -38,6 +38,7 @@ import functools
 import os
 import sys
 import time
+import types
 from typing import Any, Callable
 
 import jax
@@ -50,6 +51,7 @@ from andrea_jax import checkpoint as ckpt
 from andrea_jax import data as data_lib
 from andrea_jax import diagnostics
 from andrea_jax import errors
+from andrea_jax import files
 from andrea_jax import forecast
 from andrea_jax import metrics as metrics_lib
 from andrea_jax import model
@@ -95,31 +97,69 @@ def check_train_config(t) -> None:
                              f"such as 1e-4")
 
 
-def make_schedule(t) -> optax.Schedule:
+def make_schedule(t, segments: list | None = None) -> optax.Schedule:
   """Linear warmup to the peak, then cosine decay to ``learning_rate * min_lr_ratio``.
 
   Update ``k`` (0, 1, ...) of the warmup uses ``peak * (k + 1) / (warmup_steps + 1)``, as
   nanoGPT does: the first update already moves the parameters, and update ``warmup_steps``
   is the first at the peak. (optax's linear warmup from ``peak / (warmup + 1)`` is exactly
   this line.)
+
+  ``segments`` (``runs.schedule_segments``: ``[(start_step, train), ...]``, the last one
+  ``t``'s) is a run resumed with other settings. Resuming never changes the schedule of
+  the steps already planned: each segment keeps its predecessor's shape up to its start
+  (or up to the end of the warmup, when it starts inside it), then decays by a cosine from
+  the value the saved schedule gives there to its own ``min_lr_ratio`` at its own
+  ``steps``. So a run continued to more steps extends its decay without a jump at the
+  seam; a changed peak ``learning_rate`` scales the whole shape from the seam on.
   """
-  peak = t.learning_rate
-  return optax.warmup_cosine_decay_schedule(
-      init_value=peak / (t.warmup_steps + 1), peak_value=peak, warmup_steps=t.warmup_steps,
-      decay_steps=t.steps, end_value=peak * t.min_lr_ratio)
+  shapes = [tuple(seg[k] for k in SHAPE_FIELDS) for _, seg in segments or ()]
+  if len(set(shapes)) <= 1:  # one plan (its peak may have changed): optax's schedule
+    peak = t.learning_rate
+    return optax.warmup_cosine_decay_schedule(
+        init_value=peak / (t.warmup_steps + 1), peak_value=peak, warmup_steps=t.warmup_steps,
+        decay_steps=t.steps, end_value=peak * t.min_lr_ratio)
+  shape = make_schedule(_unit_peak(segments[0][1]))  # the first start's plan, at a peak of 1
+  for (start, seg), old, new in zip(segments[1:], shapes, shapes[1:]):
+    if new != old:
+      at = max(int(start), int(seg["warmup_steps"]))
+      shape = _continue(shape, at, float(shape(at)), seg["min_lr_ratio"],
+                        max(seg["steps"], at + 1))
+  return lambda count: t.learning_rate * shape(count)
+
+
+# The fields that shape the schedule (the peak only scales it).
+SHAPE_FIELDS = ("warmup_steps", "steps", "min_lr_ratio")
+
+
+def _unit_peak(t) -> types.SimpleNamespace:
+  return types.SimpleNamespace(**{**dict(t), "learning_rate": 1.0})
+
+
+def _continue(before: optax.Schedule, at: int, value: float, end: float,
+              steps: int) -> optax.Schedule:
+  """``before`` up to update ``at``, then a cosine from ``value`` to ``end`` at ``steps``."""
+
+  def schedule(count):
+    done = jnp.clip((count - at) / (steps - at), 0.0, 1.0)
+    after = end + (value - end) * 0.5 * (1.0 + jnp.cos(jnp.pi * done))
+    return jnp.where(count < at, before(count), after)
+
+  return schedule
 
 
 def decay_mask(params) -> Any:
   return jax.tree_util.tree_map_with_path(lambda path, _: path[-1].key in DECAYED, params)
 
 
-def make_optimizer(t, cfg: model.ModelConfig | None = None) -> optax.GradientTransformation:
+def make_optimizer(t, cfg: model.ModelConfig | None = None,
+                   segments: list | None = None) -> optax.GradientTransformation:
   """Global-norm clipping, then AdamW with decoupled decay on matrices and embeddings.
 
   Under muP (``cfg.parametrization == "mup"``) AdamW's updates then get the per-parameter
   learning-rate factors of ``mup.scale_learning_rates``.
   """
-  adamw = optax.adamw(make_schedule(t), b1=t.b1, b2=t.b2, eps=t.eps,
+  adamw = optax.adamw(make_schedule(t, segments), b1=t.b1, b2=t.b2, eps=t.eps,
                       weight_decay=t.weight_decay, mask=decay_mask)
   if cfg is not None and cfg.parametrization == "mup":
     adamw = optax.chain(adamw, mup.scale_learning_rates(cfg))
@@ -269,7 +309,8 @@ def per_member(value) -> np.ndarray:
 def single_run(config, cfg: model.ModelConfig, mesh, workdir: str) -> Models:
   """One model on ``mesh``: state, steps and batches sharded, checkpoints on any mesh."""
   t = config.train
-  optimizer, schedule = make_optimizer(t, cfg), make_schedule(t)
+  segments = runs.schedule_segments(workdir, config)  # a resume keeps what was planned
+  optimizer, schedule = make_optimizer(t, cfg, segments), make_schedule(t, segments)
   abstract = abstract_state(cfg, optimizer, t.seed)
   shardings = sharding.state_shardings(abstract, mesh)
   # Explicit shardings in and out; XLA's partitioner inserts the collectives. Batches are
@@ -351,12 +392,22 @@ def check_config(config, devices=None) -> tuple[model.ModelConfig, Any]:
   return cfg, mesh
 
 
-def prepare_data(config, fit_vocab: bool = False) -> data_lib.PreparedData:
-  """Process 0 prepares (or finds) the cached data first; the others then read its cache."""
+def prepare_data(config, fit_vocab: bool = False,
+                 workdir: str | None = None) -> data_lib.PreparedData:
+  """Process 0 prepares (or finds) the cached data first; the others then read its cache.
+
+  With ``workdir``, the text and the tokenizer must be those its run trained on
+  (``runs.check_same_data``): other text is refused before a tokenizer is trained.
+  """
+  check = None if workdir is None else functools.partial(runs.check_same_data, workdir)
   if sharding.is_lead():
-    prepared = data_lib.prepare(config, fit_vocab)
+    prepared = data_lib.prepare(config, fit_vocab, check=check)
   sharding.barrier("andrea_jax: data prepared")
-  return prepared if sharding.is_lead() else data_lib.prepare(config, fit_vocab)
+  if not sharding.is_lead():
+    prepared = data_lib.prepare(config, fit_vocab, check=check)
+  if workdir is not None:
+    runs.check_same_data(workdir, prepared.fingerprint, files.sha256(prepared.tokenizer_path))
+  return prepared
 
 
 def make_eval(config, cfg: model.ModelConfig, prepared: data_lib.PreparedData, mesh) -> Eval:
@@ -402,6 +453,8 @@ def run(config, workdir: str, build: Callable[[model.ModelConfig, Any], Models],
   lead = sharding.is_lead()  # every process trains; process 0 alone writes the run's files
   with signals_lib.StopSignals(), runs.claim(workdir, enabled=lead) as claim:
     plan = runs.plan_resume(workdir, config, allow_resume_changes)
+    if plan.changes and lead:
+      print(runs.describe_changes(plan), flush=True)
     if plan.complete:
       print(f"already complete at step {plan.start_step}: {workdir} is left as it is. To "
             f"train again, pass a new --workdir (or raise train.steps with "
@@ -409,7 +462,7 @@ def run(config, workdir: str, build: Callable[[model.ModelConfig, Any], Models],
       return RunResult("completed", plan.summary, already_complete=True)
     started = time.time()
     signals_lib.set_phase("preparing data")
-    prepared = prepare_data(config)
+    prepared = prepare_data(config, workdir=workdir)
     signals_lib.check()
     signals_lib.set_phase("preparing the evaluation and the model")
     ev = make_eval(config, cfg, prepared, mesh)
@@ -419,7 +472,9 @@ def run(config, workdir: str, build: Callable[[model.ModelConfig, Any], Models],
     signals_lib.check()
     claim.started()  # from here on the workdir is the run's, whatever happens
     if lead:
-      runs.record_start(workdir, config, plan, dataclasses.asdict(prepared))
+      runs.record_start(workdir, config, plan, {
+          **dataclasses.asdict(prepared),
+          "tokenizer_sha256": files.sha256(prepared.tokenizer_path)})
     status, state, alive, evals = train_loop(config, cfg, models, state, ev, prepared,
                                              workdir, plan.start_step, clock)
     members = summaries(config, cfg, models, status, state, alive, evals, ev, prepared,
