@@ -226,6 +226,11 @@ class ResumePlan:
   complete: bool  # the run already finished at train.steps: nothing to do
   summary: dict | None
 
+  @property
+  def diverged(self) -> bool:
+    """The run diverged and this start changes no training setting: it would again."""
+    return bool(self.summary and self.summary.get("status") == "diverged" and not self.changes)
+
 
 def plan_resume(workdir: str, config, allow_changes: bool = False) -> ResumePlan:
   """Check ``config`` against the run in ``workdir``; refuse changes the rules forbid."""
@@ -299,6 +304,18 @@ def check_same_data(workdir: str, fingerprint: str, tokenizer_sha256: str | None
     raise errors.DataError(
         f"{workdir} trained with another tokenizer (sha256 {old[:12]}, now "
         f"{tokenizer_sha256[:12]}: data.tokenizer_path's file changed); {new_run}")
+
+
+def diverged_advice(plan: ResumePlan, workdir: str, learning_rate: float) -> str:
+  """What a rerun of a diverged workdir says: where it diverged, how to go on."""
+  at = plan.summary.get("diverged_at_step")
+  return (f"{workdir} diverged at step {at if at is not None else '?'} (a non-finite loss, "
+          f"gradient or parameter); rerunning it with the same settings would diverge again "
+          f"at the same step. Its last finite checkpoint is step {plan.start_step}: to "
+          f"continue from there with other settings, rerun with e.g. "
+          f"--config.train.learning_rate={learning_rate / 2:g} --allow_resume_changes (a "
+          f"lower peak learning rate; or a longer train.warmup_steps, or train.grad_clip), or "
+          f"pass a new --workdir to start over")
 
 
 def describe_changes(plan: ResumePlan) -> str:

@@ -354,7 +354,8 @@ class RunResult:
   # The final training state (after a divergence: the last finite one, as it was before the
   # diverging step); for a run found already complete, its step and params only.
   state: Any = None
-  # True when the workdir already held the finished run: nothing was trained or written.
+  # True when the workdir already held the finished (or diverged) run, rerun with the same
+  # settings: nothing was trained or written.
   already_complete: bool = False
   members: list[dict] = dataclasses.field(default_factory=list)  # each member's summary
 
@@ -460,6 +461,10 @@ def run(config, workdir: str, build: Callable[[model.ModelConfig, Any], Models],
             f"train again, pass a new --workdir (or raise train.steps with "
             f"--allow_resume_changes to continue this run)")
       return RunResult("completed", plan.summary, already_complete=True)
+    if plan.diverged:  # the same settings would diverge again, at the same step
+      if lead:
+        print(runs.diverged_advice(plan, workdir, config.train.learning_rate), flush=True)
+      return RunResult("diverged", plan.summary, already_complete=True)
     started = time.time()
     signals_lib.set_phase("preparing data")
     prepared = prepare_data(config, workdir=workdir)

@@ -263,7 +263,7 @@ def test_gradient_accumulation_equals_one_big_batch():
 
 
 def test_a_diverging_run_stops_at_its_first_non_finite_step_and_keeps_the_last_finite_checkpoint(
-    cache_dir, tmp_path):
+    cache_dir, tmp_path, capsys):
   config = small_config(cache_dir, **{"train.learning_rate": 1e4, "train.grad_clip": 0.0,
                                       "train.warmup_steps": 0, "train.steps": 30,
                                       "train.log_every": 1, "train.eval_every": 1,
@@ -286,6 +286,15 @@ def test_a_diverging_run_stops_at_its_first_non_finite_step_and_keeps_the_last_f
   for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(result.state["params"])):
     assert np.all(np.isfinite(a))
     np.testing.assert_array_equal(a, b)
+  # A rerun with the same settings is not retrained into the same divergence: exit 3,
+  # where it diverged and how to go on.
+  capsys.readouterr()
+  again = train.train_and_evaluate(config, str(tmp_path))
+  out = capsys.readouterr().out
+  assert again.status == "diverged" and again.exit_code == 3, out
+  assert f"diverged at step {s['diverged_at_step']}" in out and "--allow_resume_changes" in out
+  assert f"last finite checkpoint is step {s['steps']}" in out
+  assert metrics_lib.read_metrics(str(tmp_path)) == rows  # nothing retrained
 
 
 def test_resuming_with_a_different_model_is_refused(full_run, cache_dir):
