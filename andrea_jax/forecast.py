@@ -110,8 +110,9 @@ def estimate(cfg: model.ModelConfig, t, members: int, n_devices: int, start_step
   evals = left // t.eval_every + 1 + int(eval_at_start)
   total = left * per_step + evals * per_eval
   first = f"; the step-0 evaluation about {duration(per_eval)}" if eval_at_start else ""
+  step_s = f"{per_step:.3g} s" if per_step < 10 else duration(per_step)
   return (f"compiled in {compile_s:.1f} s. Estimated from this machine's matmul speed: "
-          f"{per_step:.3g} s per step, {tokens / per_step:,.0f} tokens/s{first}; "
+          f"{step_s} per step, {tokens / per_step:,.0f} tokens/s{first}; "
           f"{left} steps about {duration(total)} (measured figures follow the first log)")
 
 
