@@ -11,13 +11,13 @@
   (Wortsman et al. 2023); the model's own layer scan and loss gather them
   (``model.loss_terms(..., stats=True)``) in the probe's forward and backward pass.
 
-``Recorder`` writes them to ``diagnostics.jsonl`` in the workdir during training.
+``Recorder`` writes them to ``diagnostics.jsonl`` in the workdir during training, through
+``metrics.Writer``.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import os
 
 import jax
@@ -28,6 +28,7 @@ import optax
 from andrea_jax import metrics
 from andrea_jax import model
 
+FILENAME = "diagnostics.jsonl"
 ATTN_WEIGHTS = ("w_qkv", "w_out")
 MLP_WEIGHTS = ("w_in", "w_out")
 
@@ -138,15 +139,14 @@ class Recorder:
     over = jax.vmap if stacked else (lambda fn: fn)
     self._probe = jax.jit(over(lambda p: probe(p, batch_BT, cfg)))
     self._update = jax.jit(over(relative_update))
-    self.files = [open(os.path.join(w, "diagnostics.jsonl"), "a", encoding="utf-8") for w in dirs]
+    self.writers = [metrics.Writer(w, tensorboard=False, filename=FILENAME) for w in dirs]
 
   def _write(self, step: int, values: dict, alive) -> None:
     host = jax.device_get(values)
-    for i, f in enumerate(self.files):
+    for i, writer in enumerate(self.writers):
       if alive is None or alive[i]:
-        row = {k: np.asarray(v[i] if self.stacked else v).tolist() for k, v in host.items()}
-        f.write(json.dumps({"step": step, **row}) + "\n")
-        f.flush()
+        writer.write(step, {k: np.asarray(v[i] if self.stacked else v).tolist()
+                            for k, v in host.items()})
 
   def wants_snapshot(self, step: int) -> bool:
     """Whether the parameters before update ``step`` (1-based) must be kept."""
@@ -166,10 +166,10 @@ class Recorder:
       self._write(step, values, alive)
 
   def close(self) -> None:
-    for f in self.files:
-      f.close()
+    for writer in self.writers:
+      writer.close()
 
 
 def read(workdir: str) -> list[dict]:
   """Rows of ``diagnostics.jsonl``, one per step; after a resume the newest values win."""
-  return metrics.read_jsonl(os.path.join(workdir, "diagnostics.jsonl"))
+  return metrics.read_jsonl(os.path.join(workdir, FILENAME))

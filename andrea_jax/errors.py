@@ -29,6 +29,10 @@ class DataError(AndreaError):
   """Input data that cannot be used; the message names the file and the fix."""
 
 
+class DataNotFoundError(DataError, FileNotFoundError):
+  """A data path that does not exist."""
+
+
 class CheckpointError(AndreaError):
   """A checkpoint or run directory that is missing, corrupt, or does not match the config."""
 

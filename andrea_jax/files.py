@@ -1,8 +1,10 @@
-"""Files a kill cannot leave half-written: write to a temporary file, then rename it.
+"""The project's files on disk: written so a kill cannot leave one half-written, and JSON
+read back by one reader.
 
-Every JSON file and cache file the project writes goes through ``atomic_write``: a reader
-(or a resumed run) sees the old file or the new one, never part of one. The temporary
-name carries the process id, so processes that fill one cache at once do not collide.
+Every JSON file and cache file the project writes goes through ``atomic_write``: write to
+a temporary file, then rename it, so a reader (or a resumed run) sees the old file or the
+new one, never part of one. The temporary name carries the process id, so processes that
+fill one cache at once do not collide. Every JSON file it reads goes through ``read_json``.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import hashlib
 import json
 import os
 from typing import Any
+
+from andrea_jax import errors
 
 
 def atomic_write(path: str | os.PathLike, *chunks: bytes) -> None:
@@ -33,9 +37,16 @@ def sha256(path: str | os.PathLike) -> str:
     return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def read_json(path: str | os.PathLike) -> Any:
-  """The JSON value in ``path``, or None if there is no such file."""
+def read_json(path: str | os.PathLike, fix: str = "restore it or delete it",
+              error: type[errors.AndreaError] = errors.AndreaError) -> Any:
+  """The JSON value in ``path``, or None if there is no such file.
+
+  A file that is not valid JSON raises ``error`` with one line naming it and ``fix``.
+  """
   if not os.path.exists(path):
     return None
   with open(path, encoding="utf-8") as f:
-    return json.load(f)
+    try:
+      return json.load(f)
+    except json.JSONDecodeError as e:
+      raise error(f"{os.fspath(path)} is not valid JSON ({e}); {fix}") from e

@@ -1,5 +1,6 @@
-"""What a run measures and where it goes: ``metrics.jsonl`` (+ TensorBoard), read back by
-one reader; throughput as model FLOPs utilisation; validation bits per byte.
+"""What a run measures and where it goes: the one writer and the one reader of a run's
+``{"step": ...}`` JSONL files (``metrics.jsonl`` + TensorBoard, ``diagnostics.jsonl``);
+throughput as model FLOPs utilisation; validation bits per byte.
 
 Bits per byte (``val_bpb``) puts runs with different vocabularies on one scale: the
 validation loss in nats per token, over ``ln 2``, times tokens per byte of the targets that
@@ -24,13 +25,15 @@ PEAK_FLOPS = {"H100": 989e12, "H200": 989e12, "B200": 2250e12, "A100": 312e12, "
 
 
 class Writer:
-  """``metrics.jsonl`` plus TensorBoard event files in the workdir (written by process 0 only)."""
+  """Rows ``{"step": ..., **values}`` appended to ``<workdir>/<filename>``, one line each,
+  plus TensorBoard event files of the scalars (written by process 0 only)."""
 
-  def __init__(self, workdir: str, enabled: bool = True, tensorboard: bool = True):
+  def __init__(self, workdir: str, enabled: bool = True, tensorboard: bool = True,
+               filename: str = "metrics.jsonl"):
     self.enabled = enabled
     if not enabled:
       return
-    self.file = open(os.path.join(workdir, "metrics.jsonl"), "a", encoding="utf-8")
+    self.file = open(os.path.join(workdir, filename), "a", encoding="utf-8")
     self.tb = None
     if tensorboard:
       from tensorboardX import SummaryWriter  # pylint: disable=import-outside-toplevel

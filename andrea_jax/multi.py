@@ -13,7 +13,7 @@ apart:
   state. Warmup-cosine is linear in the peak, and AdamW's decoupled decay is scaled by
   the rate, so this is the member's own schedule (up to float rounding);
 - its seeds: ``jax.random.key(seed)`` initialises it; its batches are
-  ``data.batch_at(step)`` with its own ``batch_seed`` (members sharing one share batches);
+  ``loader.batch_at(step)`` with its own ``batch_seed`` (members sharing one share batches);
 - its divergence: a member diverges as a single run does (``train.py``) and stays at its
   last finite state, bit for bit, while the others go on.
 
@@ -43,8 +43,9 @@ import optax
 
 from andrea_jax import errors
 from andrea_jax import files
+from andrea_jax import history
 from andrea_jax import model
-from andrea_jax import runs
+from andrea_jax import resume
 from andrea_jax import train
 
 
@@ -193,10 +194,10 @@ def train_members(config, members: Sequence[Member], workdir: str,
   result = train.run(config, workdir, build, devices=jax.local_devices()[:1])
   dirs = [os.path.join(workdir, m.name) for m in members]
   if result.already_complete:
-    return [runs.read_summary(d) for d in dirs]
-  runs.write_summary(workdir, {
+    return [history.read_summary(d) for d in dirs]
+  history.write_summary(workdir, {
       "status": result.status, "exit_code": result.exit_code,
-      "steps": runs.latest_checkpoint(workdir),  # the group's newest checkpoint
+      "steps": resume.latest_checkpoint(workdir),  # the group's newest checkpoint
       "members": {m.name: s["status"] for m, s in zip(members, result.members)},
       "wall_time_s": result.summary["wall_time_s"], "group_size": len(members)})
   return result.members

@@ -1,384 +1,19 @@
-"""A run's directory: who holds it, which config it runs, what a resume may change, its
-summary, and reading a run back (``load_run``) to sample or export it.
-
-A workdir holds ``config.json`` (the config in force), ``data.json``, ``metrics.jsonl``,
-``checkpoints/``, ``summary.json``, ``loss.png``, ``samples.txt`` and ``.lock`` (held by the
-running process). Resume rules (README, Training, "Resume"):
-
-* ``FREE`` fields may change on any resume (where caches live, logging, checkpoint and
-  sample settings, the device mesh, recompute settings);
-* the other ``model`` and ``data`` fields fix what the parameters are and which text they
-  see: changing them is always refused;
-* every other field (``train.*``: learning rate, schedule, batch, optimizer, clipping,
-  seeds; the compute dtype and attention kernel; the batch-order seed) moves the training
-  trajectory: a resume that changes them is refused unless the caller allows it
-  (``--allow_resume_changes``); then each segment's config and the step it started at are
-  kept in ``config_history.json`` and listed in ``summary.json``.
-
-A workdir saved before a field existed (``ADDED_FIELDS``) resumes as if it held that
-field at its default: the value the run trained with.
+"""A trained run read back from its workdir: its model, config and tokenizer
+(``load_run``, to sample, inspect or export it) and the samples its end writes
+(``samples.txt``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import fcntl
-import json
 import os
-import shutil
-import time
-from typing import Any, Iterator
 
 import jax
 
 from andrea_jax import checkpoint as ckpt
 from andrea_jax import errors
-from andrea_jax import files
-from andrea_jax import metrics
+from andrea_jax import history
 from andrea_jax import model
 from andrea_jax import tokenizer as tokenizer_lib
-
-LOCK = ".lock"
-# Groups and fields that may change on a resume: they do not move the trajectory.
-FREE_GROUPS = ("checkpoint", "sample", "diagnostics", "mesh", "distributed")
-FREE_FIELDS = {"data.cache_dir", "data.prefetch", "train.log_every", "train.eval_every",
-               "model.remat_policy", "model.scan_unroll"}
-# Groups whose fields fix the parameters' meaning or the text: never changed on a resume ...
-FROZEN_GROUPS = ("model", "data")
-# ... except these, which change only how the same model trains (allowed when opted in).
-TRAJECTORY_FIELDS = {"model.compute_dtype", "model.attention_impl", "model.attention_block",
-                     "data.shuffle_seed"}
-# Fields added after workdirs were saved: a saved config.json without one ran with the value
-# it had before the field existed, its default here (experiments/configs/common.py).
-ADDED_FIELDS = {"model.qk_norm": False, "model.parametrization": "sp", "model.base_width": 0,
-                "train.z_loss": 0.0}
-
-
-# ----------------------------------------------------------------------------- files
-
-
-def _path(workdir: str, name: str) -> str:
-  return os.path.join(workdir, name)
-
-
-def _read_json(path: str) -> Any:
-  try:
-    return files.read_json(path)
-  except json.JSONDecodeError as e:
-    raise errors.CheckpointError(f"{path} is not valid JSON ({e}); restore it or use a fresh "
-                                 f"--workdir") from e
-
-
-def load_config_dict(workdir: str) -> dict | None:
-  return _read_json(_path(workdir, "config.json"))
-
-
-def read_summary(workdir: str) -> dict | None:
-  return _read_json(_path(workdir, "summary.json"))
-
-
-def write_summary(workdir: str, summary: dict) -> None:
-  files.write_json(_path(workdir, "summary.json"), summary)
-
-
-class Clock:
-  """A run's wall time over all its segments: what earlier segments recorded (their
-  summaries and metrics rows, the newest of them) plus this segment's, from its start."""
-
-  def __init__(self, workdir: str, dirs=(), start: float | None = None):
-    earlier = [0.0]
-    for d in (workdir, *dirs):
-      rows = [read_summary(d) or {}, *metrics.read_metrics(d)]
-      earlier += [r["wall_time_s"] for r in rows if r.get("wall_time_s") is not None]
-    self.earlier, self.start = max(earlier), time.time() if start is None else start
-
-  def seconds(self) -> float:
-    return self.earlier + time.time() - self.start
-
-
-def config_history(workdir: str) -> list[dict] | None:
-  """The segments of a resumed-with-changes run: ``[{start_step, changes, config}, ...]``."""
-  return _read_json(_path(workdir, "config_history.json"))
-
-
-def config_segments(workdir: str) -> list[dict]:
-  """``[{start_step, changes}]`` for the summary: one segment unless a resume changed settings."""
-  history = config_history(workdir) or [{"start_step": 0, "changes": []}]
-  return [{"start_step": s["start_step"], "changes": s["changes"]} for s in history]
-
-
-def latest_checkpoint(workdir: str) -> int | None:
-  """The newest finished checkpoint step, without creating anything in ``workdir``."""
-  directory = _path(workdir, "checkpoints")
-  if not os.path.isdir(directory):
-    return None
-  mngr = ckpt.manager(directory, 1, 1)
-  try:
-    return mngr.latest_step()
-  finally:
-    mngr.close()
-
-
-# ----------------------------------------------------------------------------- holding a workdir
-
-
-class Claim:
-  """Marks the moment a run is known to start; before it, a failure removes a new workdir."""
-
-  def __init__(self):
-    self.is_started = False
-
-  def started(self) -> None:
-    self.is_started = True
-
-
-@contextlib.contextmanager
-def claim(workdir: str, enabled: bool = True) -> Iterator[Claim]:
-  """Hold ``<workdir>/.lock`` for the run (one run per workdir at a time).
-
-  A second run of the same workdir is refused while the first holds it. If the start
-  fails (bad config, data or checkpoint) in a workdir this call created, the workdir is
-  removed again: a failed start leaves nothing behind.
-  """
-  c = Claim()
-  if not enabled:  # processes other than 0 write nothing
-    yield c
-    return
-  os.makedirs(os.path.dirname(os.path.abspath(workdir)), exist_ok=True)
-  try:
-    os.mkdir(workdir)
-    created = True
-  except FileExistsError:
-    created = False
-  fd = os.open(_path(workdir, LOCK), os.O_RDWR | os.O_CREAT, 0o644)
-  try:
-    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-  except BlockingIOError:
-    holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
-    os.close(fd)
-    raise errors.CheckpointError(
-        f"{workdir} is in use by another run (process {holder}): wait for it to finish, or "
-        f"pass a different --workdir") from None
-  os.ftruncate(fd, 0)
-  os.write(fd, str(os.getpid()).encode())
-  try:
-    yield c
-  except BaseException:
-    if created and not c.is_started:
-      shutil.rmtree(workdir, ignore_errors=True)
-    raise
-  finally:
-    fcntl.flock(fd, fcntl.LOCK_UN)
-    os.close(fd)
-
-
-# ----------------------------------------------------------------------------- resume rules
-
-
-def field_kind(name: str) -> str:
-  """``"free"``, ``"frozen"`` or ``"trajectory"`` for a dotted config field (module docstring)."""
-  group = name.split(".", 1)[0]
-  if group in FREE_GROUPS or name in FREE_FIELDS:
-    return "free"
-  if name in TRAJECTORY_FIELDS:
-    return "trajectory"
-  return "frozen" if group in FROZEN_GROUPS else "trajectory"
-
-
-def _flat(d: dict, prefix: str = "") -> dict:
-  out = {}
-  for k, v in d.items():
-    if isinstance(v, dict):
-      out.update(_flat(v, f"{prefix}{k}."))
-    else:
-      out[f"{prefix}{k}"] = v
-  return out
-
-
-def config_changes(saved: dict, current: dict) -> dict[str, list[dict]]:
-  """``{kind: [{field, old, new}]}`` for every field that differs (``<missing>`` if absent).
-
-  A field of ``ADDED_FIELDS`` that the saved config lacks counts as its default there.
-  """
-  old, new = _flat(saved), _flat(current)
-  for name, default in ADDED_FIELDS.items():
-    if name in new:
-      old.setdefault(name, default)
-  out: dict[str, list[dict]] = {"free": [], "frozen": [], "trajectory": []}
-  for name in sorted(set(old) | set(new)):
-    a, b = old.get(name, "<missing>"), new.get(name, "<missing>")
-    if a != b:
-      out[field_kind(name)].append({"field": name, "old": a, "new": b})
-  return out
-
-
-def _lines(changes: list[dict]) -> str:
-  return "".join(f"\n  {c['field']}: {c['old']!r} -> {c['new']!r}" for c in changes)
-
-
-@dataclasses.dataclass
-class ResumePlan:
-  """What a workdir holds and what this start will do with it."""
-  saved: dict | None  # the config in force so far (None: a fresh workdir)
-  start_step: int  # the checkpoint step to resume from (0: a fresh run)
-  changes: list[dict]  # accepted trajectory changes (recorded as a new segment)
-  complete: bool  # the run already finished at train.steps: nothing to do
-  summary: dict | None
-
-  @property
-  def diverged(self) -> bool:
-    """The run diverged and this start changes no training setting: it would again."""
-    return bool(self.summary and self.summary.get("status") == "diverged" and not self.changes)
-
-
-def plan_resume(workdir: str, config, allow_changes: bool = False) -> ResumePlan:
-  """Check ``config`` against the run in ``workdir``; refuse changes the rules forbid."""
-  current = json.loads(config.to_json_best_effort())
-  saved, step = load_config_dict(workdir), latest_checkpoint(workdir)
-  if saved is None:
-    if step is not None:
-      raise errors.CheckpointError(f"{workdir} holds checkpoints but no config.json: restore "
-                                   f"it, or pass a fresh --workdir")
-    return ResumePlan(None, 0, [], False, None)
-  changes = config_changes(saved, current)
-  if changes["frozen"]:
-    raise errors.CheckpointError(
-        f"{workdir} holds a run whose model or data differ from this config:"
-        f"{_lines(changes['frozen'])}\nResume with the original config, or pass a new "
-        f"--workdir for a new run.")
-  if changes["trajectory"] and not allow_changes:
-    raise errors.ConfigError(
-        f"{workdir} holds a run started with other training settings:"
-        f"{_lines(changes['trajectory'])}\nResuming with them would change the run's "
-        f"trajectory. Resume with the original settings, pass --allow_resume_changes to "
-        f"continue with the new ones (each segment is recorded in config_history.json and "
-        f"summary.json), or pass a new --workdir for a new run.")
-  _check_optimizer_structure(saved, current)
-  step = step or 0
-  steps = config.train.steps
-  if step > steps:
-    raise errors.ConfigError(f"{workdir} holds a checkpoint at step {step}, beyond "
-                             f"train.steps={steps}: set train.steps >= {step} (with "
-                             f"--allow_resume_changes), or pass a new --workdir")
-  summary = read_summary(workdir)
-  complete = (step == steps and summary is not None and summary.get("status") == "completed"
-              and summary.get("steps") == steps)
-  return ResumePlan(saved, step, changes["trajectory"], complete, summary)
-
-
-def _check_optimizer_structure(saved: dict, current: dict) -> None:
-  """Clipping on/off changes the optimizer state's tree: a checkpoint cannot restore into it."""
-  old = saved.get("train", {}).get("grad_clip", 0)
-  new = current.get("train", {}).get("grad_clip", 0)
-  if (old > 0) != (new > 0):
-    keep = "off (0)" if new > 0 else "on (any value > 0)"
-    raise errors.ConfigError(
-        f"train.grad_clip: {old!r} -> {new!r} switches gradient clipping "
-        f"{'on' if new > 0 else 'off'}, which changes the optimizer state's structure "
-        f"(optax.chain adds or drops the clipping state), so the checkpoint's optimizer "
-        f"state cannot be restored into it: keep clipping {keep}, or pass a new --workdir")
-
-
-def check_same_data(workdir: str, fingerprint: str, tokenizer_sha256: str | None = None) -> None:
-  """Refuse to resume a run on other text, or with another tokenizer, than it trained on.
-
-  ``data.json`` records the corpus fingerprint (sha256 of the documents) and the
-  tokenizer's sha256 of the run's first start; a workdir without a checkpoint has trained
-  nothing yet, and takes any data. Called before any tokenizer is trained
-  (``data.prepare``'s ``check``), then with the prepared tokenizer.
-  """
-  if load_config_dict(workdir) is None or latest_checkpoint(workdir) is None:
-    return
-  data = _read_json(_path(workdir, "data.json")) or {}
-  new_run = (f"restore what the run trained on to resume it, or pass a new --workdir to "
-             f"train on this data (the checkpoint's weights would read other token ids)")
-  old = data.get("fingerprint")
-  if old and old != fingerprint:
-    raise errors.DataError(
-        f"{workdir} trained on other text than the data now holds (corpus fingerprint "
-        f"{old[:12]}, now {fingerprint[:12]}: the files under data.path were edited, added "
-        f"or removed); {new_run}")
-  old = data.get("tokenizer_sha256")
-  if tokenizer_sha256 and old and old != tokenizer_sha256:
-    raise errors.DataError(
-        f"{workdir} trained with another tokenizer (sha256 {old[:12]}, now "
-        f"{tokenizer_sha256[:12]}: data.tokenizer_path's file changed); {new_run}")
-
-
-def diverged_advice(plan: ResumePlan, workdir: str, learning_rate: float) -> str:
-  """What a rerun of a diverged workdir says: where it diverged, how to go on."""
-  at = plan.summary.get("diverged_at_step")
-  return (f"{workdir} diverged at step {at if at is not None else '?'} (a non-finite loss, "
-          f"gradient or parameter); rerunning it with the same settings would diverge again "
-          f"at the same step. Its last finite checkpoint is step {plan.start_step}: to "
-          f"continue from there with other settings, rerun with e.g. "
-          f"--config.train.learning_rate={learning_rate / 2:g} --allow_resume_changes (a "
-          f"lower peak learning rate; or a longer train.warmup_steps, or train.grad_clip), or "
-          f"pass a new --workdir to start over")
-
-
-def describe_changes(plan: ResumePlan) -> str:
-  """What a resume with ``--allow_resume_changes`` changes, a line per field."""
-  return (f"resuming at step {plan.start_step} with changed training settings (a new "
-          f"segment in config_history.json):{_lines(plan.changes)}")
-
-
-def schedule_segments(workdir: str, config) -> list[tuple[int, dict]]:
-  """``[(start_step, train group), ...]`` of the run in ``workdir`` continued by ``config``.
-
-  The segments of ``config_history.json`` (or the saved config as the one segment), and
-  ``config``'s own from the newest checkpoint on when its ``train`` group differs from
-  the last one's: what ``train.make_schedule`` keeps and extends.
-  """
-  current = json.loads(config.train.to_json_best_effort())
-  history = config_history(workdir)
-  saved = load_config_dict(workdir)
-  if history:
-    segments = [(s["start_step"], s["config"]["train"]) for s in history]
-  elif saved is not None:
-    segments = [(0, saved["train"])]
-  else:
-    return [(0, current)]
-  if segments[-1][1] != current:
-    segments.append((latest_checkpoint(workdir) or 0, current))
-  if segments[-1][0] == 0:  # nothing trained before: the current plan alone
-    return [(0, current)]
-  return segments
-
-
-def record_start(workdir: str, config, plan: ResumePlan, data: dict) -> None:
-  """Write ``config.json``, ``data.json`` and, for accepted changes, a new history segment."""
-  current = json.loads(config.to_json_best_effort())
-  if plan.changes:
-    history = config_history(workdir) or [{"start_step": 0, "changes": [], "config": plan.saved}]
-    history.append({"start_step": plan.start_step, "changes": plan.changes, "config": current})
-    files.write_json(_path(workdir, "config_history.json"), history)
-  files.write_json(_path(workdir, "config.json"), current)
-  files.write_json(_path(workdir, "data.json"), data)
-
-
-# ----------------------------------------------------------------------------- the end of a run
-
-
-def describe(summary: dict, workdir: str) -> str:
-  """What a run's end prints: the outcome, the losses and what they mean, where files are."""
-  s = summary
-  lines = [f"{s['status']}: {s['steps']} steps, {s['wall_time_s']:.0f} s; workdir {workdir}"]
-  val, uni = s.get("final_val_loss"), s.get("unigram_val_loss")
-  if val is not None and uni is not None:
-    bpb = f" = {s['val_bpb']:.3f} bits/byte" if s.get("val_bpb") is not None else ""
-    verdict = (f"{uni - val:.3f} nats/token better than token frequencies alone"
-               if val < uni else "no better than token frequencies alone: nothing learned "
-               "beyond them yet")
-    lines.append(f"validation loss {val:.3f} nats/token{bpb}; unigram baseline {uni:.3f} "
-                 f"(the loss of predicting each token from its training frequency): {verdict}."
-                 f" Lower is better.")
-  for name, what in (("summary.json", "summary"), ("loss.png", "loss curve"),
-                     ("samples.txt", "samples"), ("metrics.jsonl", "metrics")):
-    if os.path.exists(_path(workdir, name)):
-      lines.append(f"  {what}: {_path(workdir, name)}")
-  return "\n".join(lines)
 
 
 def write_samples(params, cfg, tokenizer_path: str, s, workdir: str, seed: int) -> list[str]:
@@ -390,14 +25,12 @@ def write_samples(params, cfg, tokenizer_path: str, s, workdir: str, seed: int) 
   texts = [s.prompt + sample.generate_text(params, cfg, tok, s.prompt, s.max_new_tokens, key,
                                            temperature=s.temperature, top_k=s.top_k,
                                            top_p=s.top_p) for key in keys]
-  with open(_path(workdir, "samples.txt"), "w", encoding="utf-8") as f:
+  with open(os.path.join(workdir, "samples.txt"), "w", encoding="utf-8") as f:
     f.write("\n\n-----\n\n".join(texts) + "\n")
   for text in texts:
     tqdm.write(f"--- sample ---\n{text}")
   return texts
 
-
-# ----------------------------------------------------------------------------- reading a run back
 
 
 def load_run(workdir: str, step: int | None = None):
@@ -407,7 +40,7 @@ def load_run(workdir: str, step: int | None = None):
   this process's first device, whichever mesh wrote them; no optimizer state is built.
   """
   import ml_collections  # pylint: disable=import-outside-toplevel
-  saved = load_config_dict(workdir)
+  saved = history.load_config_dict(workdir)
   if saved is None:
     raise errors.CheckpointError(f"{workdir} has no config.json: is it a run directory of "
                                  f"python -m experiments.run?")
@@ -417,7 +50,7 @@ def load_run(workdir: str, step: int | None = None):
   one_device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
   abstract = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=one_device),
                           abstract)
-  directory = _path(workdir, "checkpoints")
+  directory = os.path.join(workdir, "checkpoints")
   if not os.path.isdir(directory):
     raise errors.CheckpointError(f"{workdir} has no checkpoints/ directory: the run saved none")
   mngr = ckpt.manager(directory, config.checkpoint.every, config.checkpoint.keep)
@@ -425,7 +58,7 @@ def load_run(workdir: str, step: int | None = None):
     params = ckpt.restore_params(mngr, abstract, step)
   finally:
     mngr.close()
-  data = _read_json(_path(workdir, "data.json"))
+  data = history.read_data(workdir)
   if data is None:
     raise errors.CheckpointError(f"{workdir} has no data.json (it names the run's tokenizer)")
   return params, cfg, tokenizer_lib.load(data["tokenizer_path"], cfg.vocab_size), config

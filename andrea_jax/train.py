@@ -7,7 +7,7 @@ same function over its members under ``jax.vmap`` or ``lax.map``; a member's own
 learning rate is one more optimizer stage (``multi.make_optimizer``).
 
 The run lifecycle, ``run``: check the config, claim the workdir, plan the resume
-(``runs.py``), prepare the data and the evaluation, restore or initialise the state, then
+(``resume.py``), prepare the data and the evaluation, restore or initialise the state, then
 ``train_loop`` (signals, logging, evaluation, diagnostics, checkpoints) and ``summaries``.
 It trains ``Models``: one model (``single_run``) or a group's members (``multi.group``),
 each member with its own directory of metrics, diagnostics, summary and loss plot. A
@@ -48,17 +48,21 @@ import optax
 from tqdm.auto import tqdm
 
 from andrea_jax import checkpoint as ckpt
-from andrea_jax import data as data_lib
 from andrea_jax import diagnostics
 from andrea_jax import errors
 from andrea_jax import files
 from andrea_jax import forecast
+from andrea_jax import history
+from andrea_jax import loader as loader_lib
 from andrea_jax import metrics as metrics_lib
 from andrea_jax import model
 from andrea_jax import mup
 from andrea_jax import plots
+from andrea_jax import prepare as prepare_lib
+from andrea_jax import resume
 from andrea_jax import runs
 from andrea_jax import sharding
+from andrea_jax import shards
 from andrea_jax import signals as signals_lib
 from andrea_jax import tokenizer as tokenizer_lib
 
@@ -105,7 +109,7 @@ def make_schedule(t, segments: list | None = None) -> optax.Schedule:
   is the first at the peak. (optax's linear warmup from ``peak / (warmup + 1)`` is exactly
   this line.)
 
-  ``segments`` (``runs.schedule_segments``: ``[(start_step, train), ...]``, the last one
+  ``segments`` (``resume.schedule_segments``: ``[(start_step, train), ...]``, the last one
   ``t``'s) is a run resumed with other settings. Resuming never changes the schedule of
   the steps already planned: each segment keeps its predecessor's shape up to its start
   (or up to the end of the warmup, when it starts inside it), then decays by a cosine from
@@ -284,7 +288,7 @@ class Models:
   the state (and the metrics, evaluations and probes) carries a leading member axis.
   """
   dirs: list[str]  # each member's directory for its metrics and summary (single: the workdir)
-  batch_seeds: list[int]  # each member's batch order (``data.batch_at``'s seed)
+  batch_seeds: list[int]  # each member's batch order (``loader.batch_at``'s seed)
   stacked: bool
   abstract: Any  # the state's shapes, dtypes (and shardings): the target of a restore
   init: Callable[[], Any]  # a fresh state
@@ -309,7 +313,7 @@ def per_member(value) -> np.ndarray:
 def single_run(config, cfg: model.ModelConfig, mesh, workdir: str) -> Models:
   """One model on ``mesh``: state, steps and batches sharded, checkpoints on any mesh."""
   t = config.train
-  segments = runs.schedule_segments(workdir, config)  # a resume keeps what was planned
+  segments = resume.schedule_segments(workdir, config)  # a resume keeps what was planned
   optimizer, schedule = make_optimizer(t, cfg, segments), make_schedule(t, segments)
   abstract = abstract_state(cfg, optimizer, t.seed)
   shardings = sharding.state_shardings(abstract, mesh)
@@ -394,31 +398,31 @@ def check_config(config, devices=None) -> tuple[model.ModelConfig, Any]:
 
 
 def prepare_data(config, fit_vocab: bool = False,
-                 workdir: str | None = None) -> data_lib.PreparedData:
+                 workdir: str | None = None) -> prepare_lib.PreparedData:
   """Process 0 prepares (or finds) the cached data first; the others then read its cache.
 
   With ``workdir``, the text and the tokenizer must be those its run trained on
-  (``runs.check_same_data``): other text is refused before a tokenizer is trained.
+  (``resume.check_same_data``): other text is refused before a tokenizer is trained.
   """
-  check = None if workdir is None else functools.partial(runs.check_same_data, workdir)
+  check = None if workdir is None else functools.partial(resume.check_same_data, workdir)
   if sharding.is_lead():
-    prepared = data_lib.prepare(config, fit_vocab, check=check)
+    prepared = prepare_lib.prepare(config, fit_vocab, check=check)
   sharding.barrier("andrea_jax: data prepared")
   if not sharding.is_lead():
-    prepared = data_lib.prepare(config, fit_vocab, check=check)
+    prepared = prepare_lib.prepare(config, fit_vocab, check=check)
   if workdir is not None:
-    runs.check_same_data(workdir, prepared.fingerprint, files.sha256(prepared.tokenizer_path))
+    resume.check_same_data(workdir, prepared.fingerprint, files.sha256(prepared.tokenizer_path))
   return prepared
 
 
-def make_eval(config, cfg: model.ModelConfig, prepared: data_lib.PreparedData, mesh) -> Eval:
+def make_eval(config, cfg: model.ModelConfig, prepared: prepare_lib.PreparedData, mesh) -> Eval:
   t = config.train
-  train_tokens = data_lib.read_shard(prepared.train_path)
-  val_tokens = data_lib.read_shard(prepared.val_path)
-  eval_set = data_lib.eval_batches(val_tokens, t.eval_batches, t.batch_size, cfg.block_size,
+  train_tokens = shards.read_shard(prepared.train_path)
+  val_tokens = shards.read_shard(prepared.val_path)
+  eval_set = loader_lib.eval_batches(val_tokens, t.eval_batches, t.batch_size, cfg.block_size,
                                    name=f"validation shard {prepared.val_path!r}")
   # Each process holds its own rows of every eval batch, like the loader's train batches.
-  local = data_lib.eval_batches(val_tokens, t.eval_batches, t.batch_size, cfg.block_size,
+  local = loader_lib.eval_batches(val_tokens, t.eval_batches, t.batch_size, cfg.block_size,
                                 process_index=jax.process_index(),
                                 process_count=jax.process_count())
   batch = sharding.batch_sharding(mesh, batch_dim=0, ndim=2)
@@ -447,15 +451,15 @@ def run(config, workdir: str, build: Callable[[model.ModelConfig, Any], Models],
   """The lifecycle of a run in ``workdir``: train ``build(cfg, mesh)``'s models, resuming.
 
   A resume that changes training settings is refused unless ``allow_resume_changes``
-  (``runs.py``); a workdir whose run already finished is left untouched. Each member's
+  (``resume.py``); a workdir whose run already finished is left untouched. Each member's
   summary and loss plot are written to its directory (a single model's samples too).
   """
   cfg, mesh = check_config(config, devices)
   lead = sharding.is_lead()  # every process trains; process 0 alone writes the run's files
-  with signals_lib.StopSignals(), runs.claim(workdir, enabled=lead) as claim:
-    plan = runs.plan_resume(workdir, config, allow_resume_changes)
+  with signals_lib.StopSignals(), resume.claim(workdir, enabled=lead) as claim:
+    plan = resume.plan_resume(workdir, config, allow_resume_changes)
     if plan.changes and lead:
-      print(runs.describe_changes(plan), flush=True)
+      print(resume.describe_changes(plan), flush=True)
     if plan.complete:
       print(f"already complete at step {plan.start_step}: {workdir} is left as it is. To "
             f"train again, pass a new --workdir (or raise train.steps with "
@@ -463,7 +467,7 @@ def run(config, workdir: str, build: Callable[[model.ModelConfig, Any], Models],
       return RunResult("completed", plan.summary, already_complete=True)
     if plan.diverged:  # the same settings would diverge again, at the same step
       if lead:
-        print(runs.diverged_advice(plan, workdir, config.train.learning_rate), flush=True)
+        print(resume.diverged_advice(plan, workdir, config.train.learning_rate), flush=True)
       return RunResult("diverged", plan.summary, already_complete=True)
     started = time.time()
     signals_lib.set_phase("preparing data")
@@ -472,12 +476,12 @@ def run(config, workdir: str, build: Callable[[model.ModelConfig, Any], Models],
     signals_lib.set_phase("preparing the evaluation and the model")
     ev = make_eval(config, cfg, prepared, mesh)
     models = build(cfg, mesh)
-    clock = runs.Clock(workdir, models.dirs, started)
+    clock = history.Clock(workdir, models.dirs, started)
     state = restore_or_init(config, models, workdir, plan.start_step)
     signals_lib.check()
     claim.started()  # from here on the workdir is the run's, whatever happens
     if lead:
-      runs.record_start(workdir, config, plan, {
+      resume.record_start(workdir, config, plan, {
           **dataclasses.asdict(prepared),
           "tokenizer_sha256": files.sha256(prepared.tokenizer_path)})
     status, state, alive, evals = train_loop(config, cfg, models, state, ev, prepared,
@@ -492,7 +496,7 @@ def run(config, workdir: str, build: Callable[[model.ModelConfig, Any], Models],
     if lead:
       for d, summary in zip(models.dirs, members):
         plots.plot_losses(d, ev.unigram)
-        runs.write_summary(d, summary)
+        history.write_summary(d, summary)
     return RunResult(status, members[0], state, members=members)
 
 
@@ -514,7 +518,7 @@ class Logger:
   stdout."""
 
   def __init__(self, config, cfg: model.ModelConfig, models: Models, start_step: int,
-               clock: runs.Clock):
+               clock: history.Clock):
     t, lead = config.train, sharding.is_lead()
     self.models, self.clock, self.steps = models, clock, t.steps
     self.writers = [metrics_lib.Writer(d, enabled=lead, tensorboard=models.tensorboard)
@@ -587,7 +591,7 @@ class Evals:
 
 
 def train_loop(config, cfg, models: Models, state, ev: Eval, prepared, workdir: str,
-               start_step: int, clock: runs.Clock) -> tuple:
+               start_step: int, clock: history.Clock) -> tuple:
   """Steps ``start_step + 1 .. train.steps``: ``(status, state, alive, evals)``.
 
   ``alive[i]``: member i has not diverged. The loop stops when none is left, on a signal
@@ -678,7 +682,7 @@ class Batches:
     # hold the global batch's rows (grouped differently than with one process, which
     # leaves the averaged gradient unchanged: every microbatch has B/A rows).
     self.shape = (t.grad_accum_steps, -1, cfg.block_size + 1)
-    self.loaders = {seed: data_lib.Loader(prepared.train_path, t.batch_size, cfg.block_size,
+    self.loaders = {seed: loader_lib.Loader(prepared.train_path, t.batch_size, cfg.block_size,
                                           seed, start_step=start_step,
                                           prefetch=config.data.prefetch)
                     for seed in sorted(set(models.batch_seeds))}
@@ -729,10 +733,10 @@ def evaluate(models: Models, params, ev: Eval, writers, step: int, alive: np.nda
 
 
 def summaries(config, cfg, models: Models, status: str, state, alive: np.ndarray,
-              evals: Evals, ev: Eval, prepared, workdir: str, clock: runs.Clock) -> list[dict]:
+              evals: Evals, ev: Eval, prepared, workdir: str, clock: history.Clock) -> list[dict]:
   """Each member's ``summary.json`` (README, Training, "What a run writes")."""
   steps = per_member(state["step"])
-  latest, segments = runs.latest_checkpoint(workdir), runs.config_segments(workdir)
+  latest, segments = resume.latest_checkpoint(workdir), history.config_segments(workdir)
   if status == "diverged" and sharding.is_lead():
     tqdm.write(f"diverged: non-finite loss, gradient or parameters at update "
                f"{int(steps.max()) + 1}; kept the last good checkpoint (step {latest})")

@@ -2,7 +2,7 @@
 
 Times forward + backward (gradients of every input and weight) of one component at a
 time, andrea_jax's jitted function against the same computation in eager PyTorch (the
-peer of ``benchmarks/train_step.py``), interleaved in one process, medians of ``--reps``:
+``benchmarks/peer.py``), interleaved in one process, medians of ``--reps``:
 
   python -m benchmarks.components --shape=andrea120m --reps=5
   python -m benchmarks.components --unit_axis          # the XLA:CPU effect behind model-on-rows
@@ -38,7 +38,9 @@ import optax
 from andrea_jax import attention as kernels
 from andrea_jax import model
 from andrea_jax import train
-from benchmarks import train_step as bench
+from benchmarks import peer as peer_lib
+from benchmarks import shapes
+from benchmarks import timing
 
 ROWS = ("layer_norm", "attention_core", "attention_branch", "mlp", "logits_and_loss")
 
@@ -136,7 +138,7 @@ def step_parts(cfg: model.ModelConfig, batch: int, seq: int, t) -> dict:
     holder["params"], holder["opt_state"] = update(holder["params"], holder["opt_state"])
     jax.block_until_ready(holder["params"])
 
-  net = bench.peer_model(cfg)
+  net = peer_lib.peer_model(cfg)
   torch_opt = torch.optim.AdamW(net.parameters(), lr=t.learning_rate, betas=(t.b1, t.b2),
                                 eps=t.eps, weight_decay=t.weight_decay)
   torch_ids = torch.from_numpy(ids)
@@ -182,7 +184,7 @@ def unit_axis(batch: int, seq: int, d: int, reps: int) -> list[str]:
   for name, fn in cases.items():
     run = {"unit": lambda fn=fn: jax.block_until_ready(fn(unit(x), unit(y))),
            "rows": lambda fn=fn: jax.block_until_ready(fn(x, y))}
-    times = bench.interleave(run, reps, 2, settle_s=0.05)
+    times = timing.interleave(run, reps, 2, settle_s=0.05)
     u, r = (1e3 * statistics.median(times[k]) for k in ("unit", "rows"))
     lines.append(f"| {name} | {u:.2f} | {r:.2f} | {u / r:.1f}x |")
   return lines
@@ -235,7 +237,7 @@ def compare_table(what: str, rows: dict, reps: int) -> None:
   """Print ``| row | ours (ms) | peer (ms) | peer / ours |``: each row's two sides interleaved."""
   print(f"| {what} | andrea_jax (ms) | peer (ms) | peer / ours |\n|---|---|---|---|")
   for name, fns in rows.items():
-    times = bench.interleave(fns, reps, 1)
+    times = timing.interleave(fns, reps, 1)
     o, t = (1e3 * statistics.median(times[k]) for k in ("ours", "peer"))
     print(f"| {name} | {o:.1f} | {t:.1f} | {t / o:.2f} |", flush=True)
 
@@ -256,8 +258,8 @@ def main(argv=None) -> int:
   args = p.parse_args(argv)
   if args.ops:  # read when the CPU backend starts, so before the first computation
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_enable_xprof_traceme=true").strip()
-  config = bench.load_config(args.shape, False, "")
-  cfg = bench.model_config(config, args.seq)
+  config = shapes.load_config(args.shape)
+  cfg = shapes.model_config(config, args.seq)
   print(f"{args.shape}: batch {args.batch} x {args.seq}, 1-minute load average "
         f"{os.getloadavg()[0]:.2f} before starting")
   if args.unit_axis:

@@ -44,7 +44,9 @@ import numpy as np  # pylint: disable=wrong-import-position
 from andrea_jax import metrics  # pylint: disable=wrong-import-position
 from andrea_jax import model  # pylint: disable=wrong-import-position
 from andrea_jax import train  # pylint: disable=wrong-import-position
-from benchmarks import train_step as bench  # pylint: disable=wrong-import-position
+from benchmarks import peer as peer_lib  # pylint: disable=wrong-import-position
+from benchmarks import results as results_lib  # pylint: disable=wrong-import-position
+from benchmarks import shapes  # pylint: disable=wrong-import-position
 
 FULL = {"config": "andrea120m", "batch": 64, "seq": 1024, "steps": 10, "agree_batch": 8,
         "agree_steps": 5, "peer_backend": "inductor"}
@@ -135,20 +137,20 @@ def guarded(fn, *args) -> dict:
 
 def peer_measure(name: str, batch: int, seq: int, steps: int, backend: str, smoke: bool) -> dict:
   """tokens/s of the ``torch.compile`` + SDPA peer, bf16 autocast (runs in the subprocess)."""
-  missing = bench.peer_available()
+  missing = peer_lib.peer_available()
   if missing:
     return {"skipped": missing}
   import torch  # pylint: disable=import-outside-toplevel
   device = "cuda" if torch.cuda.is_available() else "cpu"
   if device == "cpu" and not smoke:
     return {"skipped": f"torch {torch.__version__} sees no CUDA device (a CPU build?)"}
-  config = bench.load_config(name, False)
+  config = shapes.load_config(name)
   t = config.train
   cfg = model_cfg(config, seq, "xla_flash", "none", "bfloat16")
   # The same padded vocabulary as ours, so both multiply the same matrix shapes.
   cfg = dataclasses.replace(cfg, vocab_size=cfg.padded_vocab)
-  run = bench.peer_step(cfg, t, batch, seq, accelerator=(device == "cuda"),
-                        compile_backend=backend, autocast=True)
+  run = peer_lib.peer_step(cfg, t, batch, seq, accelerator=(device == "cuda"),
+                           compile_backend=backend, autocast=True)
   start = time.perf_counter()
   run()
   run()  # compiles on the first call(s)
@@ -201,14 +203,14 @@ def main(argv=None) -> int:
           f"--smoke for the tiny CPU run of the same paths", file=sys.stderr)
     return 2
   started = time.perf_counter()
-  print(f"gpu_check: {bench.machine()}; {s['config']} at {s['batch']} x {s['seq']}, bf16, "
+  print(f"gpu_check: {results_lib.machine()}; {s['config']} at {s['batch']} x {s['seq']}, bf16, "
         f"vocabulary padded to a multiple of {PAD}", flush=True)
-  results = {"machine": bench.machine(), "settings": s, "variants": []}
+  results = {"machine": results_lib.machine(), "settings": s, "variants": []}
   results["peer"] = ({"skipped": "--skip_peer"} if args.skip_peer
                      else peer_in_subprocess(s, args.smoke))
   print(f"peer (torch.compile + SDPA, bf16): {fmt(results['peer'])}", flush=True)
 
-  config = bench.load_config(s["config"], True)
+  config = shapes.load_config(s["config"])
   for impl, remat in VARIANTS:
     cfg = model_cfg(config, s["seq"], kernel_for_platform(impl, platform), remat, "bfloat16")
     row = {"attention_impl": impl, "ran_as": cfg.attention_impl, "remat_policy": remat,

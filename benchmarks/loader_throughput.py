@@ -19,7 +19,8 @@ import time
 
 import numpy as np
 
-from andrea_jax import data as data_lib
+from andrea_jax import loader as loader_lib
+from andrea_jax import shards
 
 # H100 dense bf16 peak x 40% MFU / FLOPs per token of andrea120m (6 N, N ≈ 110M).
 CONSUMPTION_TOKENS_PER_S = 0.4 * 989e12 / 662e6
@@ -42,12 +43,12 @@ def main():
   with tempfile.TemporaryDirectory() as tmp:
     path = os.path.join(tmp, "bench.bin")
     rng = np.random.default_rng(0)
-    data_lib.write_shard(path, rng.integers(0, 8449, size=args.tokens, dtype=np.uint16))
+    shards.write_shard(path, rng.integers(0, 8449, size=args.tokens, dtype=np.uint16))
     kw = dict(batch_size=args.batch_size, block_size=args.block_size, seed=0)
     per_batch = args.batch_size * args.block_size
-    tokens = data_lib.read_shard(path)
-    bare = tokens_per_s(lambda: data_lib.batch_at(tokens, 0, **kw), args.batches, per_batch)
-    with data_lib.Loader(path, process_index=0, process_count=1, prefetch=4, **kw) as loader:
+    tokens = shards.read_shard(path)
+    bare = tokens_per_s(lambda: loader_lib.batch_at(tokens, 0, **kw), args.batches, per_batch)
+    with loader_lib.Loader(path, process_index=0, process_count=1, prefetch=4, **kw) as loader:
       fed = tokens_per_s(lambda: next(loader), args.batches, per_batch)
   need = CONSUMPTION_TOKENS_PER_S
   print(f"batch {args.batch_size} x {args.block_size + 1} tokens, shard of {args.tokens:,} "

@@ -24,7 +24,8 @@ import sys
 import tempfile
 import time
 
-from benchmarks.train_step import machine
+from andrea_jax import history
+from benchmarks import results as results_lib
 from experiments import run as run_lib
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -45,7 +46,7 @@ def run_command(command: str, cwd: str) -> dict:
     raise SystemExit(f"error: {command} exited with {done.returncode}:\n{done.stdout}")
   (config,) = [a.removeprefix("--config=") for a in args if a.startswith("--config=")]
   workdir = run_lib.default_workdir(config)  # train overrides do not change the name
-  summary = json.loads((pathlib.Path(cwd) / workdir / "summary.json").read_text())
+  summary = history.read_summary(os.path.join(cwd, workdir))
   return {"command": command, "load_before": load_before, "load_after": os.getloadavg()[0],
           "wall_s": wall, "output": done.stdout, "summary": summary}
 
@@ -54,7 +55,8 @@ def main(argv=None) -> None:
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   p.add_argument("--out", default=str(REPO / "docs" / "quickstart.json"))
   args = p.parse_args(argv)
-  result = {"machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+  result = {"machine": results_lib.machine(),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
   with tempfile.TemporaryDirectory() as tmp:
     result["runs"] = []
     for command in COMMANDS:

@@ -15,13 +15,13 @@ import time
 
 from absl import app, flags
 
-from andrea_jax import data as data_lib
+from andrea_jax import prepare as prepare_lib
 from experiments import cli
 
 _CONFIG = cli.define_config_flag()
 
 
-def summary(prepared: data_lib.PreparedData, seconds: float) -> str:
+def summary(prepared: prepare_lib.PreparedData, seconds: float) -> str:
   """A few lines describing a prepared dataset."""
   how = "reused cache" if prepared.reused else "prepared"
   return "\n".join([
@@ -44,7 +44,7 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments {argv[1:]}; use --config=NAME")
   config = _CONFIG.value
   start = time.perf_counter()
-  prepared = data_lib.prepare(config, cli.fit_vocab(config, cli.overridden_fields()))
+  prepared = prepare_lib.prepare(config, cli.fit_vocab(config, cli.overridden_fields()))
   print(summary(prepared, time.perf_counter() - start))
 
 

@@ -27,9 +27,10 @@ if __name__ == "__main__":  # a Ctrl-C while the libraries load is a stop reques
 
 import jax  # pylint: disable=wrong-import-position
 
-from andrea_jax import data as data_lib
 from andrea_jax import forecast
-from andrea_jax import runs
+from andrea_jax import history
+from andrea_jax import prepare as prepare_lib
+from andrea_jax import resume
 from andrea_jax import sharding
 from andrea_jax import train
 from experiments import cli
@@ -56,7 +57,7 @@ def default_workdir(config_arg: str, overridden: dict | None = None) -> str:
   parts = [os.path.basename(target).removesuffix(".py"), variants]
   named = {k if "." in k else f"model.{k}" for k in common.parse_variants(variants)}
   for field, value in (overridden or {}).items():
-    if runs.field_kind(field) == "frozen" and field not in named:
+    if resume.field_kind(field) == "frozen" and field not in named:
       value = os.path.basename(str(value).rstrip("/")) if field.endswith("path") else value
       parts.append(f"{'data' if field == 'data.path' else field.split('.')[-1]}={value}")
   name = "_".join(p for p in parts if p)
@@ -71,7 +72,7 @@ def fit_to_data(config, overridden: dict, workdir: str | None = None) -> list[st
   prepared first: a corpus too small for the vocabulary gets the one it fills, and the
   samples continue the opening words of a held-out document (not the built-in "def ").
   """
-  saved = runs.load_config_dict(workdir) if workdir else None
+  saved = history.load_config_dict(workdir) if workdir else None
   notes = []
   if "train.warmup_steps" not in overridden:
     if saved is not None:  # a resume keeps the warmup of the first start (fitted or not)
@@ -83,7 +84,7 @@ def fit_to_data(config, overridden: dict, workdir: str | None = None) -> list[st
                                   workdir=workdir)
     config.model.vocab_size = prepared.vocab_size  # data.vocab_size refers to it
     if "sample.prompt" not in overridden:
-      config.sample.prompt = data_lib.opening_words(prepared)
+      config.sample.prompt = prepare_lib.opening_words(prepared)
       notes.append(f"samples will continue {config.sample.prompt!r}, the opening of a "
                    f"held-out document (set --config.sample.prompt to choose)")
   return [n for n in notes if n]
@@ -119,7 +120,7 @@ def main(argv):
       print(f"to resume, run: {stop.resume}", flush=True)
       sys.exit(train.EXIT_INTERRUPTED)
   if result.summary:
-    print(runs.describe(result.summary, workdir))
+    print(history.describe(result.summary, workdir))
   if result.status == "interrupted":
     print(f"to resume, run: {resume_command(workdir)}")
   sys.exit(result.exit_code)

@@ -169,10 +169,9 @@ def test_user_errors_in_main_are_one_line_and_exit_2(error, monkeypatch, capsys)
 
 
 def test_the_older_error_classes_are_project_errors():
-  from andrea_jax import checkpoint, data, tokenizer  # pylint: disable=import-outside-toplevel
+  from andrea_jax import checkpoint, tokenizer  # pylint: disable=import-outside-toplevel
   from andrea_jax.interop import hf_gpt2  # pylint: disable=import-outside-toplevel
-  for error in (data.DataError, checkpoint.CheckpointError, tokenizer.TokenizerError,
-                hf_gpt2.InteropError):
+  for error in (checkpoint.CheckpointError, tokenizer.TokenizerError, hf_gpt2.InteropError):
     assert issubclass(error, errors.AndreaError), error
 
 

@@ -8,8 +8,11 @@ import ml_collections
 import numpy as np
 import pytest
 
-from andrea_jax import data as D
+from andrea_jax import corpus as corpus_lib
 from andrea_jax import errors
+from andrea_jax import loader as loader_lib
+from andrea_jax import prepare as prepare_lib
+from andrea_jax import shards
 from andrea_jax import tokenizer as T
 from experiments.configs import tiny
 
@@ -28,8 +31,8 @@ def data_config(**overrides):
 def test_text_file_is_one_document_or_split_by_separator(tmp_path):
   f = tmp_path / "a.txt"
   f.write_text("one\n\n\ntwo\n\n\n\n\nthree", encoding="utf-8")
-  assert D.path_documents(str(f)) == [f.read_text(encoding="utf-8")]
-  assert D.path_documents(str(f), doc_separator="\n\n\n") == ["one", "two", "\n\nthree"]
+  assert corpus_lib.path_documents(str(f)) == [f.read_text(encoding="utf-8")]
+  assert corpus_lib.path_documents(str(f), doc_separator="\n\n\n") == ["one", "two", "\n\nthree"]
 
 
 def test_directory_reads_matching_extensions_recursively_sorted(tmp_path):
@@ -38,35 +41,34 @@ def test_directory_reads_matching_extensions_recursively_sorted(tmp_path):
   (tmp_path / "a.txt").write_text("txt", encoding="utf-8")
   (tmp_path / "c.py").write_text("ignored", encoding="utf-8")
   (tmp_path / "empty.txt").write_text("", encoding="utf-8")
-  assert D.path_documents(str(tmp_path), ".txt,.md") == ["txt", "md"]
-  assert D.path_documents(str(tmp_path), "py") == ["ignored"]
+  assert corpus_lib.path_documents(str(tmp_path), ".txt,.md") == ["txt", "md"]
+  assert corpus_lib.path_documents(str(tmp_path), "py") == ["ignored"]
 
 
 def test_jsonl_reads_text_fields_and_skips_blank_lines(tmp_path):
   f = tmp_path / "d.jsonl"
   f.write_text('{"text": "a\\nb"}\n\n{"text": "c", "id": 2}\n{"text": ""}\n', encoding="utf-8")
-  assert D.path_documents(str(f)) == ["a\nb", "c"]
+  assert corpus_lib.path_documents(str(f)) == ["a\nb", "c"]
 
 
 def test_jsonl_inside_a_directory(tmp_path):
   (tmp_path / "x.jsonl").write_text('{"text": "j1"}\n{"text": "j2"}\n', encoding="utf-8")
   (tmp_path / "y.txt").write_text("t", encoding="utf-8")
-  assert D.path_documents(str(tmp_path), ".jsonl,.txt") == ["j1", "j2", "t"]
+  assert corpus_lib.path_documents(str(tmp_path), ".jsonl,.txt") == ["j1", "j2", "t"]
 
 
 def test_missing_path(tmp_path):
   missing = str(tmp_path / "nope")
   with pytest.raises(FileNotFoundError, match="nope.*does not exist"):
-    D.read_documents(data_config(path=missing))
-  with pytest.raises(D.DataNotFoundError):
-    D.path_documents("")
+    corpus_lib.read_documents(data_config(path=missing))
+  with pytest.raises(errors.DataNotFoundError):
+    corpus_lib.path_documents("")
 
 
 def test_data_errors_are_the_projects_data_error():
   # The entry points turn errors.AndreaError into one line and exit code 2.
-  assert D.DataError is errors.DataError
-  assert issubclass(D.DataNotFoundError, errors.DataError)
-  assert issubclass(D.DataNotFoundError, FileNotFoundError)
+  assert issubclass(errors.DataNotFoundError, errors.DataError)
+  assert issubclass(errors.DataNotFoundError, FileNotFoundError)
   assert issubclass(T.TokenizerError, errors.DataError)
 
 
@@ -74,8 +76,9 @@ def test_data_path_alone_selects_it(tmp_path):
   (tmp_path / "a.txt").write_text("mine", encoding="utf-8")
   data = data_config(path=str(tmp_path))
   assert "source" not in data  # data.path decides: empty = the built-in corpus
-  assert D.read_documents(data) == ["mine"]
-  assert D.read_documents(data_config(path="", max_docs=3)) == D.builtin_documents(3)
+  assert corpus_lib.read_documents(data) == ["mine"]
+  assert (corpus_lib.read_documents(data_config(path="", max_docs=3))
+          == corpus_lib.builtin_documents(3))
 
 
 @pytest.mark.parametrize("files", [{"a.txt": ""}, {"a.txt": "", "b.md": ""}, {"d.jsonl": "\n"}])
@@ -83,63 +86,63 @@ def test_empty_corpus(tmp_path, files):
   for name, text in files.items():
     (tmp_path / name).write_text(text, encoding="utf-8")
   target = tmp_path if len(files) > 1 else tmp_path / next(iter(files))
-  with pytest.raises(D.DataError, match="no non-empty documents"):
-    D.read_documents(data_config(path=str(target)))
+  with pytest.raises(errors.DataError, match="no non-empty documents"):
+    corpus_lib.read_documents(data_config(path=str(target)))
 
 
 def test_directory_without_matching_files(tmp_path):
   (tmp_path / "a.py").write_text("x", encoding="utf-8")
-  with pytest.raises(D.DataError, match=r"no files ending in \.txt, \.md"):
-    D.path_documents(str(tmp_path), ".txt,.md")
+  with pytest.raises(errors.DataError, match=r"no files ending in \.txt, \.md"):
+    corpus_lib.path_documents(str(tmp_path), ".txt,.md")
 
 
 def test_bad_utf8_names_file_and_offset_and_replace_mode(tmp_path):
   f = tmp_path / "bad.txt"
   f.write_bytes(b"abc\xffdef")
-  with pytest.raises(D.DataError, match=r"bad\.txt: not valid UTF-8 at byte offset 3"):
-    D.read_documents(data_config(path=str(f)))
-  docs = D.read_documents(data_config(path=str(f), utf8_errors="replace"))
+  with pytest.raises(errors.DataError, match=r"bad\.txt: not valid UTF-8 at byte offset 3"):
+    corpus_lib.read_documents(data_config(path=str(f)))
+  docs = corpus_lib.read_documents(data_config(path=str(f), utf8_errors="replace"))
   assert docs == ["abc\ufffddef"]
 
 
 def test_jsonl_line_without_text(tmp_path):
   f = tmp_path / "d.jsonl"
   f.write_text('{"text": "ok"}\n{"body": "x"}\n', encoding="utf-8")
-  with pytest.raises(D.DataError, match=r"d\.jsonl:2: expected a JSON object with a string"):
-    D.path_documents(str(f))
+  with pytest.raises(errors.DataError, match=r"d\.jsonl:2: expected a JSON object with a string"):
+    corpus_lib.path_documents(str(f))
 
 
 def test_jsonl_line_not_json(tmp_path):
   f = tmp_path / "d.jsonl"
   f.write_text('{"text": "ok"}\n\n{"text": oops}\n', encoding="utf-8")
-  with pytest.raises(D.DataError, match=r"d\.jsonl:3: not valid JSON"):
-    D.path_documents(str(f))
+  with pytest.raises(errors.DataError, match=r"d\.jsonl:3: not valid JSON"):
+    corpus_lib.path_documents(str(f))
 
 
 def test_jsonl_lone_surrogate(tmp_path):
   f = tmp_path / "d.jsonl"
   f.write_text('{"text": "a\\ud800"}\n', encoding="utf-8")
-  with pytest.raises(D.DataError, match=r"d\.jsonl:1: .*lone surrogate"):
-    D.path_documents(str(f))
+  with pytest.raises(errors.DataError, match=r"d\.jsonl:1: .*lone surrogate"):
+    corpus_lib.path_documents(str(f))
 
 
 @pytest.mark.parametrize("field,value,match", [("utf8_errors", "ignore", "utf8_errors"),
                                                ("path", "x.txt", "'x.txt' does not exist")])
 def test_bad_settings(field, value, match):
-  with pytest.raises(D.DataError, match=match):
-    D.read_documents(data_config(**{field: value}))
+  with pytest.raises(errors.DataError, match=match):
+    corpus_lib.read_documents(data_config(**{field: value}))
 
 
 def test_builtin_corpus_capped_deterministically():
-  ten, twenty = D.builtin_documents(10), D.builtin_documents(100)
+  ten, twenty = corpus_lib.builtin_documents(10), corpus_lib.builtin_documents(100)
   assert len(ten) == 10 and len(twenty) == 100
-  assert ten == twenty[:10] == D.builtin_documents(10)
+  assert ten == twenty[:10] == corpus_lib.builtin_documents(10)
   assert all(ten)
-  assert "100 documents" in D.builtin_corpus_summary(100)
+  assert "100 documents" in corpus_lib.builtin_corpus_summary(100)
 
 
 def test_builtin_corpus_leaves_out_codec_tables_and_duplicates():
-  names = [p.as_posix() for p in D.builtin_source_files()]
+  names = [p.as_posix() for p in corpus_lib.builtin_source_files()]
   assert not [n for n in names if "/encodings/" in n or "/pydoc_data/" in n]
   assert any(n.endswith("/json/decoder.py") for n in names) and len(names) > 1000
 
@@ -152,18 +155,18 @@ CODE = "def f(x):\n  return {0x10: 1, 2: 3}[x]  # a table in code is fine\n" * 2
 
 
 def test_generated_table_rule(tmp_path, monkeypatch):
-  assert D.is_generated_table(HEX_TABLE) and D.is_generated_table(ESCAPE_TABLE)
-  assert not D.is_generated_table(CODE)
-  assert not D.is_generated_table("NAMES = [\n" + "    'alpha', 'beta',\n" * 50 + "]\n")
+  assert corpus_lib.is_generated_table(HEX_TABLE) and corpus_lib.is_generated_table(ESCAPE_TABLE)
+  assert not corpus_lib.is_generated_table(CODE)
+  assert not corpus_lib.is_generated_table("NAMES = [\n" + "    'alpha', 'beta',\n" * 50 + "]\n")
   # More than half of the code lines: a module with a small table stays in.
-  assert not D.is_generated_table(HEX_TABLE + CODE * 3)
+  assert not corpus_lib.is_generated_table(HEX_TABLE + CODE * 3)
   files = []
   for name, text in (("a_table.py", HEX_TABLE), ("b_code.py", CODE), ("c_escapes.py", ESCAPE_TABLE)):
     files.append(tmp_path / name)
     files[-1].write_text(text, encoding="utf-8")
-  monkeypatch.setattr(D, "builtin_source_files", lambda: files)
+  monkeypatch.setattr(corpus_lib, "builtin_source_files", lambda: files)
   from pydoc_data.topics import topics  # pylint: disable=import-outside-toplevel
-  assert D.builtin_documents()[len([t for t in topics.values() if t]):] == [CODE]
+  assert corpus_lib.builtin_documents()[len([t for t in topics.values() if t]):] == [CODE]
 
 
 # ---------------------------------------------------------------------------- split, fingerprint
@@ -184,7 +187,7 @@ UNEVEN = [_lines(n, f"doc{k}") for k, n in enumerate((600, 200, 80, 60, 40, 20))
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 @pytest.mark.parametrize("fraction", [0.05, 0.1, 0.3])
 def test_split_holds_out_the_asked_share_of_bytes(seed, fraction):
-  train, val = D.split_documents(UNEVEN, fraction, seed)
+  train, val = prepare_lib.split_documents(UNEVEN, fraction, seed)
   assert _nbytes(val) / _nbytes(UNEVEN) == pytest.approx(fraction, abs=0.002)
   # Nothing lost or invented: each document is whole on one side, or its head in val
   # and its tail in train, cut at a line break.
@@ -198,29 +201,29 @@ def test_split_holds_out_the_asked_share_of_bytes(seed, fraction):
 
 def test_split_is_deterministic_and_follows_the_seed():
   docs = [f"doc {i}\n" * (i + 1) for i in range(100)]
-  train, val = D.split_documents(docs, 0.1, seed=3)
-  assert (train, val) == D.split_documents(docs, 0.1, seed=3)
-  assert D.split_documents(docs, 0.1, seed=4)[1] != val
+  train, val = prepare_lib.split_documents(docs, 0.1, seed=3)
+  assert (train, val) == prepare_lib.split_documents(docs, 0.1, seed=3)
+  assert prepare_lib.split_documents(docs, 0.1, seed=4)[1] != val
   assert _nbytes(val) / _nbytes(docs) == pytest.approx(0.1, abs=0.002)
 
 
 def test_split_one_document_and_bad_settings():
-  train, val = D.split_documents([_lines(100, "only")], 0.1, 0)
+  train, val = prepare_lib.split_documents([_lines(100, "only")], 0.1, 0)
   assert val == [_lines(10, "only")] and "".join(val + train) == _lines(100, "only")
-  assert D.split_documents(["abcdefghij"], 0.3, 0) == (["defghij"], ["abc"])
-  assert D.split_documents(["é" * 10], 0.25, 0) == (["é" * 7], ["é" * 3])  # 5 bytes -> 6
-  with pytest.raises(D.DataError, match="too small to hold out"):
-    D.split_documents(["a"], 0.1, 0)
-  with pytest.raises(D.DataError, match="val_fraction=1.0"):
-    D.split_documents(["a", "b"], 1.0, 0)
+  assert prepare_lib.split_documents(["abcdefghij"], 0.3, 0) == (["defghij"], ["abc"])
+  assert prepare_lib.split_documents(["é" * 10], 0.25, 0) == (["é" * 7], ["é" * 3])  # 5 bytes -> 6
+  with pytest.raises(errors.DataError, match="too small to hold out"):
+    prepare_lib.split_documents(["a"], 0.1, 0)
+  with pytest.raises(errors.DataError, match="val_fraction=1.0"):
+    prepare_lib.split_documents(["a", "b"], 1.0, 0)
 
 
 def test_fingerprint_changes_with_any_document():
   docs = ["ab", "c"]
-  assert D.fingerprint(docs) == D.fingerprint(list(docs))
-  assert D.fingerprint(docs) != D.fingerprint(["ab", "d"])
-  assert D.fingerprint(docs) != D.fingerprint(["c", "ab"])
-  assert D.fingerprint(docs) != D.fingerprint(["a", "bc"])
+  assert corpus_lib.fingerprint(docs) == corpus_lib.fingerprint(list(docs))
+  assert corpus_lib.fingerprint(docs) != corpus_lib.fingerprint(["ab", "d"])
+  assert corpus_lib.fingerprint(docs) != corpus_lib.fingerprint(["c", "ab"])
+  assert corpus_lib.fingerprint(docs) != corpus_lib.fingerprint(["a", "bc"])
 
 
 # ---------------------------------------------------------------------------- shards
@@ -228,8 +231,8 @@ def test_fingerprint_changes_with_any_document():
 
 def test_shard_round_trip(tmp_path):
   tokens = np.array([0, 1, 2, 65535, 300], dtype=np.int64)
-  D.write_shard(tmp_path / "s.bin", tokens)
-  got = D.read_shard(tmp_path / "s.bin")
+  shards.write_shard(tmp_path / "s.bin", tokens)
+  got = shards.read_shard(tmp_path / "s.bin")
   assert isinstance(got, np.memmap) and got.dtype == np.uint16
   np.testing.assert_array_equal(got, tokens)
   header = np.fromfile(tmp_path / "s.bin", dtype="<i4", count=256)
@@ -239,8 +242,8 @@ def test_shard_round_trip(tmp_path):
 
 
 def test_shard_rejects_ids_over_uint16(tmp_path):
-  with pytest.raises(D.DataError, match="0..65535"):
-    D.write_shard(tmp_path / "s.bin", np.array([65536]))
+  with pytest.raises(errors.DataError, match="0..65535"):
+    shards.write_shard(tmp_path / "s.bin", np.array([65536]))
 
 
 def _corrupt(path, offset, value):
@@ -254,23 +257,23 @@ def _corrupt(path, offset, value):
                                                 (8, 99, "expected 1222 for its 99 tokens")])
 def test_shard_header_checks(tmp_path, offset, value, match):
   path = tmp_path / "s.bin"
-  D.write_shard(path, np.arange(10))
+  shards.write_shard(path, np.arange(10))
   _corrupt(path, offset, value)
-  with pytest.raises(D.DataError, match=match):
-    D.read_shard(path)
+  with pytest.raises(errors.DataError, match=match):
+    shards.read_shard(path)
 
 
 def test_truncated_and_missing_shard(tmp_path):
   path = tmp_path / "s.bin"
-  D.write_shard(path, np.arange(10))
+  shards.write_shard(path, np.arange(10))
   path.write_bytes(path.read_bytes()[:-1])
-  with pytest.raises(D.DataError, match="1043 bytes, expected 1044"):
-    D.read_shard(path)
+  with pytest.raises(errors.DataError, match="1043 bytes, expected 1044"):
+    shards.read_shard(path)
   path.write_bytes(b"\0" * 100)
-  with pytest.raises(D.DataError, match="100 bytes, expected at least"):
-    D.read_shard(path)
+  with pytest.raises(errors.DataError, match="100 bytes, expected at least"):
+    shards.read_shard(path)
   with pytest.raises(FileNotFoundError, match="nope.bin"):
-    D.read_shard(tmp_path / "nope.bin")
+    shards.read_shard(tmp_path / "nope.bin")
 
 
 # ---------------------------------------------------------------------------- prepare
@@ -288,19 +291,19 @@ def prep_config(tmp_path, **data_overrides):
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
   tmp = tmp_path_factory.mktemp("prep")
-  return tmp, D.prepare(prep_config(tmp))
+  return tmp, prepare_lib.prepare(prep_config(tmp))
 
 
 def test_prepare_writes_streams_of_eot_separated_documents(prepared):
   tmp, p = prepared
   assert not p.reused and p.vocab_size == SMALL_VOCAB and p.eot_id == SMALL_VOCAB - 1
-  train_docs, val_docs = D.split_documents(D.builtin_documents(40), 0.1, 0)
+  train_docs, val_docs = prepare_lib.split_documents(corpus_lib.builtin_documents(40), 0.1, 0)
   assert (p.train_docs, p.val_docs) == (len(train_docs), len(val_docs))
-  assert p.fingerprint == D.fingerprint(D.builtin_documents(40))
+  assert p.fingerprint == corpus_lib.fingerprint(corpus_lib.builtin_documents(40))
   tok = T.load(p.tokenizer_path, SMALL_VOCAB)
   for path, docs, count in ((p.train_path, train_docs, p.train_tokens),
                             (p.val_path, val_docs, p.val_tokens)):
-    tokens = D.read_shard(path)
+    tokens = shards.read_shard(path)
     assert len(tokens) == count and tokens[0] == p.eot_id
     assert T.decode(tok, tokens.tolist()) == "".join(T.EOT + d for d in docs)
   meta = json.loads(pathlib.Path(p.directory, "meta.json").read_text())
@@ -312,17 +315,18 @@ def test_prepare_writes_streams_of_eot_separated_documents(prepared):
 def test_shuffle_seed_moves_batches_not_the_split(prepared):
   tmp, p = prepared
   cfg = prep_config(tmp)
-  assert D.cache_key(p.fingerprint, cfg.data) == D.cache_key(
+  assert prepare_lib.cache_key(p.fingerprint, cfg.data) == prepare_lib.cache_key(
       p.fingerprint, prep_config(tmp, shuffle_seed=5).data)
-  other = D.prepare(prep_config(tmp, shuffle_seed=5))
+  other = prepare_lib.prepare(prep_config(tmp, shuffle_seed=5))
   assert other.reused and dataclasses_equal_except_reused(other, p)
   assert T.load(other.tokenizer_path).to_str() == T.load(p.tokenizer_path).to_str()
   kw = dict(batch_size=4, block_size=16, process_index=0, process_count=1)
-  with D.Loader(p.train_path, seed=0, **kw) as a, D.Loader(other.train_path, seed=5, **kw) as b:
+  with (loader_lib.Loader(p.train_path, seed=0, **kw) as a,
+        loader_lib.Loader(other.train_path, seed=5, **kw) as b):
     assert not np.array_equal(next(a), next(b))
-  resplit = D.prepare(prep_config(tmp, split_seed=5))
+  resplit = prepare_lib.prepare(prep_config(tmp, split_seed=5))
   assert resplit.directory != p.directory
-  assert not np.array_equal(D.read_shard(resplit.val_path), D.read_shard(p.val_path))
+  assert not np.array_equal(shards.read_shard(resplit.val_path), shards.read_shard(p.val_path))
 
 
 def test_prepare_holds_out_the_asked_share_of_tokens(tmp_path):
@@ -330,7 +334,7 @@ def test_prepare_holds_out_the_asked_share_of_tokens(tmp_path):
   corpus.mkdir()
   for k, doc in enumerate(UNEVEN):
     (corpus / f"{k}.txt").write_text(doc, encoding="utf-8")
-  p = D.prepare(prep_config(tmp_path, path=str(corpus), val_fraction=0.1))
+  p = prepare_lib.prepare(prep_config(tmp_path, path=str(corpus), val_fraction=0.1))
   assert p.val_share_bytes == pytest.approx(0.1, abs=0.002)
   assert p.val_share_tokens == pytest.approx(0.1, abs=0.01)
   assert p.val_share_tokens == pytest.approx(p.val_tokens / (p.train_tokens + p.val_tokens))
@@ -340,19 +344,19 @@ def test_prepare_bad_input_is_a_data_error(tmp_path):
   (tmp_path / "bad.txt").write_bytes(b"fine text\n" * 5 + b"\xc3(")
   with pytest.raises(errors.DataError, match=r"bad\.txt: not valid UTF-8 at byte offset 50 .*"
                                              r"data\.utf8_errors='replace'"):
-    D.prepare(prep_config(tmp_path, path=str(tmp_path)))
+    prepare_lib.prepare(prep_config(tmp_path, path=str(tmp_path)))
   missing = str(tmp_path / "tok.json")
   with pytest.raises(errors.DataError, match="data.tokenizer_path=.*tok.json' does not exist"):
-    D.prepare(prep_config(tmp_path, path=str(tmp_path), utf8_errors="replace",
-                          tokenizer_path=missing))
+    prepare_lib.prepare(prep_config(tmp_path, path=str(tmp_path), utf8_errors="replace",
+                                    tokenizer_path=missing))
   (tmp_path / "file").write_text("not a directory")
   with pytest.raises(errors.DataError, match="data.cache_dir=.*file.*writable directory"):
-    D.prepare(prep_config(tmp_path, path=str(tmp_path), utf8_errors="replace",
-                          cache_dir=str(tmp_path / "file")))
+    prepare_lib.prepare(prep_config(tmp_path, path=str(tmp_path), utf8_errors="replace",
+                                    cache_dir=str(tmp_path / "file")))
   pathlib.Path(missing).write_text("{not a tokenizer")
   with pytest.raises(errors.DataError, match="tok.json' is not a readable tokenizer.json"):
-    D.prepare(prep_config(tmp_path, path=str(tmp_path), utf8_errors="replace",
-                          tokenizer_path=missing))
+    prepare_lib.prepare(prep_config(tmp_path, path=str(tmp_path), utf8_errors="replace",
+                                    tokenizer_path=missing))
 
 
 def _mtimes(directory):
@@ -362,7 +366,7 @@ def _mtimes(directory):
 def test_prepare_reuses_a_complete_cache(prepared):
   tmp, p = prepared
   before = _mtimes(p.directory)
-  again = D.prepare(prep_config(tmp, shuffle_seed=1))  # the batch order is not in the key
+  again = prepare_lib.prepare(prep_config(tmp, shuffle_seed=1))  # the batch order is not in the key
   assert again.reused and again.directory == p.directory
   assert _mtimes(p.directory) == before
   assert dataclasses_equal_except_reused(again, p)
@@ -379,36 +383,36 @@ def test_prepare_never_reuses_a_stale_cache(prepared, change):
   tmp, p = prepared
   config = prep_config(tmp, **change)
   config.model.vocab_size = config.data.vocab_size
-  other = D.prepare(config)
+  other = prepare_lib.prepare(config)
   assert not other.reused and other.directory != p.directory
 
 
 def test_prepare_user_corpus_change_gives_a_new_key(tmp_path):
   corpus = tmp_path / "corpus"
   corpus.mkdir()
-  docs = D.builtin_documents(12)
+  docs = corpus_lib.builtin_documents(12)
   for i, d in enumerate(docs):
     (corpus / f"{i:02d}.txt").write_text(d, encoding="utf-8")
   config = prep_config(tmp_path, path=str(corpus), extensions=".txt")
-  first = D.prepare(config)
-  assert first.fingerprint == D.fingerprint(docs)
+  first = prepare_lib.prepare(config)
+  assert first.fingerprint == corpus_lib.fingerprint(docs)
   (corpus / "05.txt").write_text(docs[5] + "!", encoding="utf-8")
-  second = D.prepare(config)
+  second = prepare_lib.prepare(config)
   assert second.fingerprint != first.fingerprint and second.directory != first.directory
 
 
 def test_incomplete_cache_is_rebuilt(tmp_path):
   config = prep_config(tmp_path, max_docs=30)
-  first = D.prepare(config)
+  first = prepare_lib.prepare(config)
   os.remove(os.path.join(first.directory, "meta.json"))
-  assert not D.prepare(config).reused
+  assert not prepare_lib.prepare(config).reused
   path = pathlib.Path(first.train_path)
   path.write_bytes(path.read_bytes()[:-2])
-  assert D.load_prepared(first.directory) is None
+  assert prepare_lib.load_prepared(first.directory) is None
   pathlib.Path(first.directory, "meta.json").write_text("{not json")
-  assert D.load_prepared(first.directory) is None
-  rebuilt = D.prepare(config)
-  assert not rebuilt.reused and len(D.read_shard(rebuilt.train_path)) == first.train_tokens
+  assert prepare_lib.load_prepared(first.directory) is None
+  rebuilt = prepare_lib.prepare(config)
+  assert not rebuilt.reused and len(shards.read_shard(rebuilt.train_path)) == first.train_tokens
 
 
 WORDS = ("the a old young quiet river house garden road morning evening light rain letter "
@@ -433,40 +437,40 @@ def test_a_small_corpus_gets_the_vocabulary_it_fills_or_a_clean_error(tmp_path):
   config = prep_config(tmp_path, path=str(tmp_path / "prose"))
   config.model.vocab_size = 2305
   with pytest.raises(T.TokenizerError, match="too small for vocab_size=2305"):
-    D.prepare(config)
+    prepare_lib.prepare(config)
   assert not (tmp_path / "cache").exists() or not os.listdir(tmp_path / "cache")
-  fitted = D.prepare(config, fit_vocab=True)
+  fitted = prepare_lib.prepare(config, fit_vocab=True)
   assert T.N_BYTES + 1 < fitted.vocab_size < 2305
   tok = T.load(fitted.tokenizer_path, fitted.vocab_size)  # the layout holds at the fitted size
-  assert max(D.read_shard(fitted.train_path)) == fitted.vocab_size - 1 == T.eot_id(tok)
-  again = D.prepare(config, fit_vocab=True)
+  assert max(shards.read_shard(fitted.train_path)) == fitted.vocab_size - 1 == T.eot_id(tok)
+  again = prepare_lib.prepare(config, fit_vocab=True)
   assert again.reused and again.directory == fitted.directory
   assert os.listdir(tmp_path / "cache") == [os.path.basename(fitted.directory)]
 
 
 def test_a_failed_preparation_leaves_no_cache_directory(tmp_path, monkeypatch):
   config = prep_config(tmp_path, max_docs=5)
-  monkeypatch.setattr(D, "write_shard", lambda *a: (_ for _ in ()).throw(OSError(28, "No space")))
+  monkeypatch.setattr(shards, "write_shard", lambda *a: (_ for _ in ()).throw(OSError(28, "No space")))
   with pytest.raises(OSError, match="No space"):
-    D.prepare(config)
+    prepare_lib.prepare(config)
   assert os.listdir(tmp_path / "cache") == []
 
 
 def test_opening_words_come_from_the_first_validation_document(prepared):
   _, p = prepared
-  val = D.read_shard(p.val_path)
+  val = shards.read_shard(p.val_path)
   eots = np.flatnonzero(val == p.eot_id)
   first = T.decode(T.load(p.tokenizer_path), val[eots[0] + 1:eots[1]])
   line = first.lstrip().splitlines()[0].rstrip()  # a prompt never spans lines
-  assert D.opening_words(p, words=50) == line, (line, first[:80])
-  assert D.opening_words(p, words=1) == line.split()[0]
+  assert prepare_lib.opening_words(p, words=50) == line, (line, first[:80])
+  assert prepare_lib.opening_words(p, words=1) == line.split()[0]
 
 
 def test_prepare_with_a_given_tokenizer(prepared):
   tmp, p = prepared
-  other = D.prepare(prep_config(tmp, tokenizer_path=p.tokenizer_path))
+  other = prepare_lib.prepare(prep_config(tmp, tokenizer_path=p.tokenizer_path))
   assert not other.reused and other.directory != p.directory
-  np.testing.assert_array_equal(D.read_shard(other.val_path), D.read_shard(p.val_path))
+  np.testing.assert_array_equal(shards.read_shard(other.val_path), shards.read_shard(p.val_path))
 
 
 def test_prepare_vocab_mismatch(tmp_path):
@@ -476,8 +480,8 @@ def test_prepare_vocab_mismatch(tmp_path):
   assert config.data.vocab_size == 999
   unlinked = ml_collections.ConfigDict(config.to_dict())
   unlinked.data.vocab_size = SMALL_VOCAB
-  with pytest.raises(D.DataError, match=f"data.vocab_size={SMALL_VOCAB} but model.vocab_size=999"):
-    D.prepare(unlinked)
+  with pytest.raises(errors.DataError, match=f"data.vocab_size={SMALL_VOCAB} but model.vocab_size=999"):
+    prepare_lib.prepare(unlinked)
 
 
 # ---------------------------------------------------------------------------- loader
@@ -486,7 +490,7 @@ def test_prepare_vocab_mismatch(tmp_path):
 @pytest.fixture()
 def stream(tmp_path):
   path = tmp_path / "stream.bin"
-  D.write_shard(path, np.arange(5000) % 65536)
+  shards.write_shard(path, np.arange(5000) % 65536)
   return str(path)
 
 
@@ -494,59 +498,60 @@ KW = dict(batch_size=8, block_size=16, seed=7)
 
 
 def test_batch_rows_are_contiguous_windows(stream):
-  b = D.batch_at(D.read_shard(stream), 3, **KW)
+  b = loader_lib.batch_at(shards.read_shard(stream), 3, **KW)
   assert b.shape == (8, 17) and b.dtype == np.int32
   np.testing.assert_array_equal(b - b[:, :1], np.broadcast_to(np.arange(17), (8, 17)))
   assert b.min() >= 0 and b.max() < 5000
 
 
 def test_batch_is_a_function_of_seed_and_step(stream):
-  tokens = D.read_shard(stream)
-  a = D.batch_at(tokens, 5, **KW)
-  np.testing.assert_array_equal(a, D.batch_at(tokens, 5, **KW))
-  assert not np.array_equal(a, D.batch_at(tokens, 6, **KW))
-  assert not np.array_equal(a, D.batch_at(tokens, 5, **{**KW, "seed": 8}))
+  tokens = shards.read_shard(stream)
+  a = loader_lib.batch_at(tokens, 5, **KW)
+  np.testing.assert_array_equal(a, loader_lib.batch_at(tokens, 5, **KW))
+  assert not np.array_equal(a, loader_lib.batch_at(tokens, 6, **KW))
+  assert not np.array_equal(a, loader_lib.batch_at(tokens, 5, **{**KW, "seed": 8}))
 
 
 def test_process_slices_concatenate_to_the_global_batch(stream):
-  tokens = D.read_shard(stream)
-  glob = D.batch_at(tokens, 11, **KW)
-  parts = [D.batch_at(tokens, 11, process_index=p, process_count=2, **KW) for p in range(2)]
+  tokens = shards.read_shard(stream)
+  glob = loader_lib.batch_at(tokens, 11, **KW)
+  parts = [loader_lib.batch_at(tokens, 11, process_index=p, process_count=2, **KW)
+           for p in range(2)]
   assert parts[0].shape == (4, 17)
   np.testing.assert_array_equal(np.concatenate(parts), glob)
-  with pytest.raises(D.DataError, match="batch_size=8 is not divisible by process_count=3"):
-    D.batch_at(tokens, 0, process_index=0, process_count=3, **KW)
+  with pytest.raises(errors.DataError, match="batch_size=8 is not divisible by process_count=3"):
+    loader_lib.batch_at(tokens, 0, process_index=0, process_count=3, **KW)
 
 
 def test_loader_resumes_exactly_where_an_uninterrupted_run_was(stream):
-  with D.Loader(stream, start_step=0, process_index=0, process_count=1, **KW) as full:
+  with loader_lib.Loader(stream, start_step=0, process_index=0, process_count=1, **KW) as full:
     uninterrupted = [next(full) for _ in range(8)]
-  with D.Loader(stream, start_step=5, process_index=0, process_count=1, **KW) as resumed:
+  with loader_lib.Loader(stream, start_step=5, process_index=0, process_count=1, **KW) as resumed:
     after_restart = [next(resumed) for _ in range(3)]
     assert resumed.step == 8
   for got, want in zip(after_restart, uninterrupted[5:]):
     np.testing.assert_array_equal(got, want)
-  tokens = D.read_shard(stream)
+  tokens = shards.read_shard(stream)
   for step, got in enumerate(uninterrupted):
-    np.testing.assert_array_equal(got, D.batch_at(tokens, step, **KW))
+    np.testing.assert_array_equal(got, loader_lib.batch_at(tokens, step, **KW))
 
 
 def test_loader_defaults_to_jax_process_and_splits(stream):
-  with D.Loader(stream, prefetch=1, **KW) as default, \
-       D.Loader(stream, process_index=1, process_count=2, **KW) as second:
+  with loader_lib.Loader(stream, prefetch=1, **KW) as default, \
+       loader_lib.Loader(stream, process_index=1, process_count=2, **KW) as second:
     np.testing.assert_array_equal(next(default)[4:], next(second))
 
 
 def test_loader_reraises_worker_errors_and_closes(stream, monkeypatch):
-  real = D.batch_at
+  real = loader_lib.batch_at
 
   def failing(tokens, step, **kw):
     if step == 2:
       raise RuntimeError("boom at step 2")
     return real(tokens, step, **kw)
 
-  monkeypatch.setattr(D, "batch_at", failing)
-  loader = D.Loader(stream, process_index=0, process_count=1, **KW)
+  monkeypatch.setattr(loader_lib, "batch_at", failing)
+  loader = loader_lib.Loader(stream, process_index=0, process_count=1, **KW)
   next(loader), next(loader)
   with pytest.raises(RuntimeError, match="boom at step 2"):
     next(loader)
@@ -556,35 +561,36 @@ def test_loader_reraises_worker_errors_and_closes(stream, monkeypatch):
 
 
 def test_loader_close_stops_a_blocked_worker(stream):
-  loader = D.Loader(stream, prefetch=1, process_index=0, process_count=1, **KW)
+  loader = loader_lib.Loader(stream, prefetch=1, process_index=0, process_count=1, **KW)
   loader.close()
   assert not loader._thread.is_alive()  # pylint: disable=protected-access
 
 
 def test_too_short_stream(tmp_path):
   path = tmp_path / "short.bin"
-  D.write_shard(path, np.arange(16))
-  with pytest.raises(D.DataError, match=r"short\.bin.* has 16 tokens.*block_size \+ 1 = 17"):
-    D.Loader(str(path), process_index=0, process_count=1, **KW)
-  with pytest.raises(D.DataError, match="smaller block_size or more data"):
-    D.eval_batches(D.read_shard(path), 1, 1, 16)
+  shards.write_shard(path, np.arange(16))
+  with pytest.raises(errors.DataError, match=r"short\.bin.* has 16 tokens.*block_size \+ 1 = 17"):
+    loader_lib.Loader(str(path), process_index=0, process_count=1, **KW)
+  with pytest.raises(errors.DataError, match="smaller block_size or more data"):
+    loader_lib.eval_batches(shards.read_shard(path), 1, 1, 16)
 
 
 def test_a_batch_larger_than_the_data_is_refused_with_the_numbers(stream):
-  with pytest.raises(D.DataError, match=r"train.batch_size=300 windows .* 17 tokens is 5,100 "
+  with pytest.raises(errors.DataError, match=r"train.batch_size=300 windows .* 17 tokens is 5,100 "
                                         r"tokens, more than the 5,000 .*at most 294"):
-    D.Loader(stream, **{**KW, "batch_size": 300}, process_index=0, process_count=1)
+    loader_lib.Loader(stream, **{**KW, "batch_size": 300}, process_index=0, process_count=1)
 
 
 def test_eval_batches_are_fixed_evenly_spaced_and_disjoint(stream):
-  tokens = D.read_shard(stream)
-  ev = D.eval_batches(tokens, 3, 4, 16)
+  tokens = shards.read_shard(stream)
+  ev = loader_lib.eval_batches(tokens, 3, 4, 16)
   assert ev.shape == (3, 4, 17) and ev.dtype == np.int32
-  np.testing.assert_array_equal(ev, D.eval_batches(tokens, 3, 4, 16))
+  np.testing.assert_array_equal(ev, loader_lib.eval_batches(tokens, 3, 4, 16))
   starts = ev[:, :, 0].ravel()
   assert starts[0] == 0 and starts[-1] == 5000 - 17
   assert np.all(np.diff(starts) >= 17)
-  halves = [D.eval_batches(tokens, 3, 4, 16, process_index=p, process_count=2) for p in (0, 1)]
+  halves = [loader_lib.eval_batches(tokens, 3, 4, 16, process_index=p, process_count=2)
+            for p in (0, 1)]
   np.testing.assert_array_equal(np.concatenate(halves, axis=1), ev)
 
 
@@ -641,7 +647,7 @@ def test_own_data_on_the_first_try(tmp_path):
   assert config["train"]["warmup_steps"] == 2
   assert f"fills a vocabulary of {config['model']['vocab_size']} tokens" in done.stdout
   (cache,) = (tmp_path / "runs" / "cache").iterdir()
-  prompt = D.opening_words(D.load_prepared(str(cache)))
+  prompt = prepare_lib.opening_words(prepare_lib.load_prepared(str(cache)))
   assert config["sample"]["prompt"] == prompt and prompt.split()[0].lower() in WORDS
   assert (workdir / "samples.txt").read_text().startswith(prompt)
   refused = run(*short, "--config.model.vocab_size=4000")  # asked for: not fitted, refused

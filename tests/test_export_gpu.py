@@ -28,7 +28,7 @@ from andrea_jax import attention
 from andrea_jax import sharding
 from andrea_jax import train
 from benchmarks import gpu_check
-from benchmarks import train_step as bench
+from benchmarks import shapes
 
 MESH = {"data": 2, "fsdp": 4}
 DEVICES = 8
@@ -48,7 +48,7 @@ ARG = re.compile(r"%arg(\d+): tensor<([^>]*)> \{sdy\.sharding = #sdy\.sharding<@
 @functools.lru_cache(maxsize=None)
 def lowered(impl: str, remat: str):
   """(model config, abstract mesh, sharded abstract state, Exported, StableHLO text)."""
-  config = bench.load_config(gpu_check.FULL["config"], True)
+  config = shapes.load_config(gpu_check.FULL["config"])
   config.mesh.update(MESH)
   cfg = gpu_check.model_cfg(config, gpu_check.FULL["seq"], impl, remat, "bfloat16")
   t = config.train

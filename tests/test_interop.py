@@ -13,10 +13,12 @@ import jax
 import numpy as np
 import pytest
 
-from andrea_jax import data as data_lib
 from andrea_jax import errors
+from andrea_jax import loader as loader_lib
 from andrea_jax import metrics as metrics_lib
 from andrea_jax import model
+from andrea_jax import prepare as prepare_lib
+from andrea_jax import shards
 from andrea_jax import tokenizer as tokenizer_lib
 from andrea_jax import train
 from andrea_jax.model import ModelConfig
@@ -153,6 +155,9 @@ def test_bad_directories_and_configs_are_refused(tmp_path):
     json.dump({**good, **change}, open(cfg_path, "w"))
     with pytest.raises(InteropError, match=match):
       hf_gpt2.import_gpt2(str(tmp_path))
+  cfg_path.write_text("{")
+  with pytest.raises(InteropError, match=r"config\.json is not valid JSON \(.*\); save the"):
+    hf_gpt2.import_gpt2(str(tmp_path))
   json.dump(good, open(cfg_path, "w"))
   (tmp_path / "model.safetensors").write_bytes(b"not a safetensors file at all")
   with pytest.raises(InteropError, match="not a readable safetensors file"):
@@ -328,7 +333,7 @@ def small_config(cache_dir, **changes):
 def pretrained(tmp_path_factory):
   """A GPT-2 directory of the small config's shape, with the prepared data's tokenizer."""
   cache = tmp_path_factory.mktemp("cache")
-  prepared = data_lib.prepare(small_config(cache))
+  prepared = prepare_lib.prepare(small_config(cache))
   cfg = ModelConfig(**small_config(cache).model)
   params = lively(model.init_params(cfg, jax.random.key(7)), scale=0.05)
   hf_dir = str(tmp_path_factory.mktemp("hf"))
@@ -344,7 +349,7 @@ def test_fine_tuning_starts_from_the_imported_params(pretrained, tmp_path):
   assert result.status == "completed"
   cfg = ModelConfig(**config.model)
   train_path = json.load(open(tmp_path / "data.json"))["train_path"]
-  first = data_lib.batch_at(data_lib.read_shard(train_path), 0, batch_size=4,
+  first = loader_lib.batch_at(shards.read_shard(train_path), 0, batch_size=4,
                             block_size=cfg.block_size, seed=config.data.shuffle_seed)
   want = float(model.loss_fn(params, first[:, :-1], first[:, 1:], cfg))
   first_loss = [r["loss"] for r in metrics_lib.read_metrics(str(tmp_path)) if "loss" in r][0]

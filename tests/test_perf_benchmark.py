@@ -1,4 +1,4 @@
-"""The CPU-runnable logic of benchmarks/train_step.py: its formulas, the load guard, the writers.
+"""The CPU-runnable logic of benchmarks/train_step.py and its parts: formulas, load guard, writers.
 
 No real benchmark runs here: the timed steps and matmuls are fakes that take a set time on a
 fake clock, so the real timing loop and the real formulas (ratio, overhead, the matmul
@@ -13,6 +13,12 @@ import numpy as np
 import pytest
 
 from andrea_jax import model
+from benchmarks import matmul_limit as limit_lib
+from benchmarks import ours
+from benchmarks import peer
+from benchmarks import results as results_lib
+from benchmarks import shapes
+from benchmarks import timing
 from benchmarks import train_step as bench
 
 BUSY, IDLE = (lambda: (3.7, 3.0, 2.5)), (lambda: (0.12, 0.3, 0.4))
@@ -40,21 +46,21 @@ class FakeClock:
 def clock(monkeypatch):
   """Every timed piece of ``bench_shape`` replaced by a fake on one fake clock."""
   c = FakeClock()
-  monkeypatch.setattr(bench, "ours_step", lambda config, batch, seq, bare=False: (
-      c.taking(STEP_S["model_only" if bare else "andrea_jax"]), bench.model_config(config, seq)))
-  monkeypatch.setattr(bench, "peer_step", lambda *args, **kwargs: c.taking(STEP_S["peer"]))
-  monkeypatch.setattr(bench, "peer_available", lambda: None)
+  monkeypatch.setattr(ours, "ours_step", lambda config, batch, seq, bare=False: (
+      c.taking(STEP_S["model_only" if bare else "andrea_jax"]), shapes.model_config(config, seq)))
+  monkeypatch.setattr(peer, "peer_step", lambda *args, **kwargs: c.taking(STEP_S["peer"]))
+  monkeypatch.setattr(peer, "peer_available", lambda: None)
   # One product of a form takes its FLOPs over the side's FLOP/s.
   for side, name in (("xla", "xla_matmul"), ("torch", "torch_matmul")):
-    monkeypatch.setattr(bench, name, lambda form, side=side: c.taking(
-        bench.form_flops(form) / form[-1] / (GFLOPS[side] * 1e9)))
+    monkeypatch.setattr(limit_lib, name, lambda form, side=side: c.taking(
+        limit_lib.form_flops(form) / form[-1] / (GFLOPS[side] * 1e9)))
   return c
 
 
 def shape_row(clock, shape="tiny", batch=2, seq=16):
   row = bench.bench_shape(shape, batch, seq, reps=3, warmup=1, accelerator=False, loadavg=IDLE,
                           clock=clock, sleep=clock.sleep)
-  return row, bench.model_config(bench.load_config(shape, False), seq)
+  return row, shapes.model_config(shapes.load_config(shape), seq)
 
 
 def test_ratio_and_overhead_follow_from_the_timed_seconds(clock):
@@ -83,13 +89,13 @@ def test_each_side_is_a_percentage_of_the_faster_matmul_ceiling(clock, monkeypat
 
 
 def test_without_the_peer_the_limit_is_xla_alone(clock, monkeypatch):
-  monkeypatch.setattr(bench, "peer_available", lambda: "torch missing")
+  monkeypatch.setattr(peer, "peer_available", lambda: "torch missing")
   row, _ = shape_row(clock)
   assert "ratio" not in row and "peer_pct_of_limit" not in row and "torch_matmul_flops_per_s" not in row
   assert row["peer_missing"] == "torch missing"
   assert row["limit_flops_per_s"] == pytest.approx(GFLOPS["xla"] * 1e9)
   assert row["ours_pct_of_limit"] > 0
-  text = bench.markdown({"machine": "m", "command": "c", "train": [row]})
+  text = results_lib.markdown({"machine": "m", "command": "c", "train": [row]})
   assert "| n/a | n/a |" in text and "% / n/a | 100 / n/a |" in text
 
 
@@ -97,8 +103,8 @@ def test_without_the_peer_the_limit_is_xla_alone(clock, monkeypatch):
                                                ("andrea12m", 4, 1024)])
 def test_the_matmuls_timed_are_the_steps_flops(shape, batch, seq):
   """The forms' FLOPs are PaLM's count of the step, less the biases and norms (no matmul)."""
-  cfg = bench.model_config(bench.load_config(shape, False), seq)
-  total = sum(bench.form_flops(f) for f in bench.matmul_forms(cfg, batch, seq))
+  cfg = shapes.model_config(shapes.load_config(shape), seq)
+  total = sum(limit_lib.form_flops(f) for f in limit_lib.matmul_forms(cfg, batch, seq))
   params = jax.eval_shape(lambda: model.init_params(cfg, jax.random.key(0)))
   vectors = sum(leaf.size for path, leaf in jax.tree_util.tree_leaves_with_path(params)
                 if path[-1].key not in ("w_qkv", "w_out", "w_in", "wte", "wpe", "lm_head"))
@@ -112,21 +118,21 @@ def test_the_matmuls_timed_are_the_steps_flops(shape, batch, seq):
 
 def test_xla_and_torch_compute_each_form_as_written():
   cfg = model.ModelConfig(vocab_size=11, block_size=8, d_model=8, n_layer=1, n_head=2)
-  for form in bench.matmul_forms(cfg, 2, 8):
+  for form in limit_lib.matmul_forms(cfg, 2, 8):
     batch, m, k, n, ta, tb, _ = form
-    a, b = bench._operands(form)  # pylint: disable=protected-access
+    a, b = limit_lib._operands(form)  # pylint: disable=protected-access
     want = (np.swapaxes(a, -1, -2) if ta else a) @ (np.swapaxes(b, -1, -2) if tb else b)
     assert want.shape == (*batch, m, n)
-    np.testing.assert_allclose(np.asarray(bench.xla_matmul(form)()), want, rtol=1e-4, atol=1e-4)
-    if bench.peer_available() is None:
-      np.testing.assert_allclose(bench.torch_matmul(form)().numpy(), want, rtol=1e-4, atol=1e-4)
-  limit = bench.matmul_limit(cfg, 2, 8, reps=1, warmup=0, torch_too=bench.peer_available() is None)
+    np.testing.assert_allclose(np.asarray(limit_lib.xla_matmul(form)()), want, rtol=1e-4, atol=1e-4)
+    if peer.peer_available() is None:
+      np.testing.assert_allclose(limit_lib.torch_matmul(form)().numpy(), want, rtol=1e-4, atol=1e-4)
+  limit = limit_lib.matmul_limit(cfg, 2, 8, reps=1, warmup=0, torch_too=peer.peer_available() is None)
   assert all(v > 0 for v in limit.values()) and "xla_matmul_flops_per_s" in limit
 
 
 @pytest.fixture
 def docs(tmp_path, monkeypatch, clock):
-  monkeypatch.setattr(bench, "DOCS_DIR", str(tmp_path / "docs"))
+  monkeypatch.setattr(results_lib, "DOCS_DIR", str(tmp_path / "docs"))
   (tmp_path / "docs").mkdir()
   return tmp_path / "docs"
 
@@ -173,24 +179,24 @@ def test_an_idle_machine_writes_json_and_tables_with_the_load(docs, clock, capsy
 
 
 def test_refusal_only_guards_docs():
-  assert bench.refusal("/tmp/x.json", 9.0, 0.5, False) is None
-  assert bench.refusal("", 9.0, 0.5, False) is None
-  assert bench.refusal(f"{bench.DOCS_DIR}/performance.json", 0.1, 0.5, False) is None
-  assert "busy" in bench.refusal(f"{bench.DOCS_DIR}/performance.json", 0.6, 0.5, False)
-  assert bench.refusal(f"{bench.DOCS_DIR}/../docs_other/x.json", 9.0, 0.5, False) is None
+  assert results_lib.refusal("/tmp/x.json", 9.0, 0.5, False) is None
+  assert results_lib.refusal("", 9.0, 0.5, False) is None
+  assert results_lib.refusal(f"{results_lib.DOCS_DIR}/performance.json", 0.1, 0.5, False) is None
+  assert "busy" in results_lib.refusal(f"{results_lib.DOCS_DIR}/performance.json", 0.6, 0.5, False)
+  assert results_lib.refusal(f"{results_lib.DOCS_DIR}/../docs_other/x.json", 9.0, 0.5, False) is None
 
 
 def test_load_between_reports_cpu_seconds_per_wall_second():
   before = {"load_1m": 0.2, "cpu_s": 10.0, "wall_s": 100.0}
   after = {"load_1m": 1.5, "cpu_s": 13.0, "wall_s": 102.0}
-  assert bench.load_between(before, after) == {"load_before": 0.2, "load_after": 1.5,
+  assert timing.load_between(before, after) == {"load_before": 0.2, "load_after": 1.5,
                                                "cpu_per_wall": 1.5}
 
 
 def test_interleave_puts_every_side_after_every_other_equally_often():
   calls = []
   fns = {name: (lambda name=name: calls.append(name)) for name in "abc"}
-  times = bench.interleave(fns, reps=6, warmup=1, settle_s=0.0)
+  times = timing.interleave(fns, reps=6, warmup=1, settle_s=0.0)
   assert calls[:3] == ["a", "b", "c"]  # the warm-up calls
   assert {k: len(v) for k, v in times.items()} == {"a": 6, "b": 6, "c": 6}
   timed = calls[3:]
@@ -207,7 +213,7 @@ def test_interleave_puts_every_side_after_every_other_equally_often():
 def test_two_sides_alternate_their_order():
   calls = []
   fns = {name: (lambda name=name: calls.append(name)) for name in ("ours", "peer")}
-  bench.interleave(fns, reps=4, warmup=0, settle_s=0.0)
+  timing.interleave(fns, reps=4, warmup=0, settle_s=0.0)
   assert calls == ["ours", "peer", "peer", "ours", "ours", "peer", "peer", "ours"]
 
 
@@ -222,8 +228,8 @@ def test_unit_axis_table_times_both_layouts():
 
 def test_step_parts_run_on_both_sides_and_keep_the_donated_state():
   from benchmarks import components
-  config = bench.load_config("tiny", False)
-  cfg = bench.model_config(config, 16)
+  config = shapes.load_config("tiny")
+  cfg = shapes.model_config(config, 16)
   parts = components.step_parts(cfg, 2, 16, config.train)
   assert set(parts) == {"model forward + backward", "AdamW update of every parameter"}
   for fns in parts.values():

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import tokenizers
 
-from andrea_jax import data as data_lib
+from andrea_jax import corpus as corpus_lib
 from andrea_jax import errors
+from andrea_jax import prepare as prepare_lib
 from andrea_jax import tokenizer as T
 
 SMALL_VOCAB = 256 + 64 + 1
@@ -15,7 +16,7 @@ SMALL_VOCAB = 256 + 64 + 1
 
 @pytest.fixture(scope="module")
 def corpus():
-  return data_lib.builtin_documents(max_docs=300)
+  return corpus_lib.builtin_documents(max_docs=300)
 
 
 @pytest.fixture(scope="module")
@@ -128,8 +129,8 @@ def test_round_trip_empty_string(tok):
 def test_round_trip_whole_tiny_validation_split(tok):
   from experiments.configs import tiny  # pylint: disable=import-outside-toplevel
   data = tiny.get_config().data
-  _, val = data_lib.split_documents(data_lib.read_documents(data), data.val_fraction,
-                                     data.split_seed)
+  _, val = prepare_lib.split_documents(corpus_lib.read_documents(data), data.val_fraction,
+                                       data.split_seed)
   assert len(val) > 50
   for doc, ids in zip(val, T.encode_batch(tok, val)):
     assert T.decode(tok, ids) == doc

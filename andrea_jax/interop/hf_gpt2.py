@@ -72,6 +72,8 @@ BLOCK_KEYS = {
 }
 # Causal-mask buffers that older transformers saved with the weights; not parameters.
 MASK_BUFFER = re.compile(r"^(transformer\.)?h\.\d+\.attn\.(bias|masked_bias)$")
+# What to do about a JSON file of a Hugging Face directory that is not valid JSON.
+_JSON_FIX = "save the directory again (save_pretrained or python -m experiments.export)"
 
 
 class InteropError(errors.AndreaError):
@@ -301,8 +303,7 @@ def read_tensors(hf_dir: str) -> tuple[dict[str, np.ndarray], str]:
   if os.path.isfile(single):
     return _read_safetensors(single), single
   if os.path.isfile(index):
-    with open(index, encoding="utf-8") as f:
-      shards = sorted(set(json.load(f)["weight_map"].values()))
+    shards = sorted(set(files.read_json(index, _JSON_FIX, InteropError)["weight_map"].values()))
     tensors = {}
     for shard in shards:
       tensors.update(_read_safetensors(os.path.join(hf_dir, shard)))
@@ -318,11 +319,7 @@ def read_hf_config(hf_dir: str) -> dict:
   if not os.path.isfile(path):
     raise InteropError(f"{hf_dir} has no config.json: expected a Hugging Face GPT-2 directory "
                        f"(save_pretrained or python -m experiments.export)")
-  try:
-    with open(path, encoding="utf-8") as f:
-      return json.load(f)
-  except json.JSONDecodeError as e:
-    raise InteropError(f"{path} is not valid JSON ({e})") from e
+  return files.read_json(path, _JSON_FIX, InteropError)
 
 
 def import_gpt2(hf_dir: str) -> tuple[dict, ModelConfig]:

@@ -1,0 +1,151 @@
+"""Batches from a token shard: ``batch_at`` (a pure function of seed and step, the train
+batches), ``eval_batches`` (a fixed evaluation set) and ``Loader`` (prefetching).
+
+Each process takes its rows of the global batch, so all processes together see exactly
+the global batch whatever their number.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Iterator
+
+import numpy as np
+
+from andrea_jax import errors
+from andrea_jax import shards
+
+def _check_length(tokens: np.ndarray, block_size: int, name: str) -> None:
+  if len(tokens) < block_size + 1:
+    raise errors.DataError(f"{name} has {len(tokens)} tokens, fewer than one window of "
+                           f"block_size + 1 = {block_size + 1}; use a smaller block_size or "
+                           f"more data")
+
+
+def check_batch_fits(tokens: np.ndarray, batch_size: int, block_size: int, name: str) -> None:
+  """Refuse a batch holding more tokens than the stream: each batch would repeat the data."""
+  _check_length(tokens, block_size, name)
+  need = batch_size * (block_size + 1)
+  if need > len(tokens):
+    raise errors.DataError(
+        f"one batch of train.batch_size={batch_size} windows of block_size + 1 = "
+        f"{block_size + 1} tokens is {need:,} tokens, more than the {len(tokens):,} of {name}; "
+        f"use a batch_size of at most {len(tokens) // (block_size + 1)}, or more data")
+
+
+def _local_slice(batch_size: int, process_index: int, process_count: int) -> slice:
+  if batch_size % process_count:
+    raise errors.DataError(f"global batch_size={batch_size} is not divisible by "
+                           f"process_count={process_count}; use a multiple of {process_count}")
+  if not 0 <= process_index < process_count:
+    raise errors.DataError(f"process_index={process_index} is outside 0..{process_count - 1}")
+  local = batch_size // process_count
+  return slice(process_index * local, (process_index + 1) * local)
+
+
+def _windows(tokens: np.ndarray, starts: np.ndarray, block_size: int) -> np.ndarray:
+  return np.stack([tokens[s:s + block_size + 1] for s in starts]).astype(np.int32)
+
+
+def batch_at(tokens: np.ndarray, step: int, *, batch_size: int, block_size: int, seed: int,
+             process_index: int = 0, process_count: int = 1,
+             name: str = "token stream") -> np.ndarray:
+  """This process's rows of the global batch of ``step``: int32 ``[B_local, T+1]``.
+
+  The global batch is a pure function of ``(seed, step)``; process p takes rows
+  ``p*B_local:(p+1)*B_local``, so all processes together see exactly the global batch.
+  Inputs are ``batch[:, :-1]``, targets ``batch[:, 1:]``.
+  """
+  _check_length(tokens, block_size, name)
+  rows = _local_slice(batch_size, process_index, process_count)
+  rng = np.random.default_rng([seed, step])
+  starts = rng.integers(0, len(tokens) - block_size, size=batch_size)
+  return _windows(tokens, starts[rows], block_size)
+
+
+def eval_batches(tokens: np.ndarray, n_batches: int, batch_size: int, block_size: int, *,
+                 process_index: int = 0, process_count: int = 1,
+                 name: str = "token stream") -> np.ndarray:
+  """A fixed eval set ``[n_batches, B_local, T+1]``: evenly spaced windows.
+
+  The windows do not overlap when the stream is long enough; otherwise they are still
+  evenly spaced (and overlap), so every evaluation sees the same tokens.
+  """
+  _check_length(tokens, block_size, name)
+  rows = _local_slice(batch_size, process_index, process_count)
+  starts = np.linspace(0, len(tokens) - block_size - 1, n_batches * batch_size)
+  starts = starts.astype(np.int64).reshape(n_batches, batch_size)[:, rows]
+  return np.stack([_windows(tokens, s, block_size) for s in starts])
+
+
+def _process_defaults(process_index, process_count) -> tuple[int, int]:
+  if process_index is None or process_count is None:
+    import jax  # pylint: disable=import-outside-toplevel
+    process_index = jax.process_index() if process_index is None else process_index
+    process_count = jax.process_count() if process_count is None else process_count
+  return process_index, process_count
+
+
+class Loader:
+  """Batches ``batch_at(step)`` for step = start_step, start_step+1, ..., prefetched.
+
+  A background thread fills a bounded queue of ``prefetch`` batches. Errors in the
+  thread are re-raised by ``next``. Use as a context manager or call ``close()``.
+  """
+
+  def __init__(self, shard_path: str, batch_size: int, block_size: int, seed: int,
+               start_step: int = 0, process_index: int | None = None,
+               process_count: int | None = None, prefetch: int = 2):
+    self.tokens = shards.read_shard(shard_path)
+    p, n = _process_defaults(process_index, process_count)
+    self._args = dict(batch_size=batch_size, block_size=block_size, seed=seed,
+                      process_index=p, process_count=n, name=f"token shard {shard_path!r}")
+    # Fail here, in the caller, rather than later in the worker thread.
+    check_batch_fits(self.tokens, batch_size, block_size, self._args["name"])
+    _local_slice(batch_size, p, n)
+    self.step = start_step
+    self._queue: queue.Queue = queue.Queue(maxsize=max(prefetch, 1))
+    self._stop = threading.Event()
+    self._thread = threading.Thread(target=self._fill, args=(start_step,), daemon=True)
+    self._thread.start()
+
+  def _fill(self, step: int) -> None:
+    try:
+      while not self._stop.is_set():
+        self._put((step, batch_at(self.tokens, step, **self._args)))
+        step += 1
+    except BaseException as e:  # pylint: disable=broad-except
+      self._put((None, e))
+
+  def _put(self, item) -> None:
+    # Poll so close() can stop a worker that is blocked on a full queue.
+    while not self._stop.is_set():
+      try:
+        self._queue.put(item, timeout=0.1)
+        return
+      except queue.Full:
+        continue
+
+  def __iter__(self) -> Iterator[np.ndarray]:
+    return self
+
+  def __next__(self) -> np.ndarray:
+    if self._stop.is_set():
+      raise StopIteration
+    step, item = self._queue.get()
+    if step is None:
+      self.close()
+      raise item
+    self.step = step + 1
+    return item
+
+  def close(self) -> None:
+    self._stop.set()
+    self._thread.join()
+
+  def __enter__(self) -> "Loader":
+    return self
+
+  def __exit__(self, *exc) -> None:
+    self.close()

@@ -1,0 +1,76 @@
+"""Our side of the training-step benchmark: the engine's step and the bare model step as
+timed functions, and the engine step's compile time.
+
+The engine's step is ``train.train_step`` with ``train.make_optimizer`` (clipping,
+divergence guard, accumulation, donated state). The bare model step is ``value_and_grad``
+of the loss and the engine's AdamW without its clipping, nothing else, so the engine's
+overhead shows beside it.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from andrea_jax import model
+from andrea_jax import train
+from benchmarks import shapes
+
+
+def model_only_optimizer(t) -> optax.GradientTransformation:
+  """The engine's AdamW and schedule (``train.make_optimizer``) without the clipping."""
+  unclipped = t.copy_and_resolve_references()
+  unclipped.grad_clip = 0.0
+  return train.make_optimizer(unclipped)
+
+
+def model_only_step(state: dict, batch_ABT, cfg, optimizer):
+  """The bare model step: ``value_and_grad`` of the loss and one optimizer update.
+
+  Not ``train.train_step``: it is the step without the engine's guard and accumulation, on
+  purpose, what the engine's overhead is measured against.
+  """
+  loss, grads = jax.value_and_grad(model.loss_fn)(state["params"], batch_ABT[0, :, :-1],
+                                                  batch_ABT[0, :, 1:], cfg)
+  updates, opt_state = optimizer.update(grads, state["opt_state"], state["params"])
+  return {**state, "params": optax.apply_updates(state["params"], updates),
+          "opt_state": opt_state}, {"loss": loss}
+
+
+def ours_step(config, batch: int, seq: int, bare: bool = False):
+  """A function running one jitted, donated step: ``train.train_step``, or the bare one."""
+  cfg = shapes.model_config(config, seq)
+  t = config.train
+  optimizer = model_only_optimizer(t) if bare else train.make_optimizer(t)
+  state = jax.jit(train.init_state, static_argnums=(0, 1))(cfg, optimizer, jax.random.key(0))
+  step = jax.jit(functools.partial(model_only_step if bare else train.train_step, cfg=cfg,
+                                   optimizer=optimizer), donate_argnums=0)
+  tokens = np.random.default_rng(0).integers(0, cfg.vocab_size, (1, batch, seq + 1), np.int32)
+  tokens = jnp.asarray(tokens)
+  holder = {"state": state}
+
+  def run():
+    holder["state"], m = step(holder["state"], tokens)
+    jax.block_until_ready(m["loss"])
+    return float(m["loss"])
+
+  return run, cfg
+
+
+def compile_seconds(config, n_layer: int, seq: int, scan: bool) -> float:
+  """Seconds to compile the train step at ``n_layer`` layers, with lax.scan or unrolled."""
+  cfg = model.resolve_auto(model.ModelConfig(**{**config.model, "n_layer": n_layer,
+                                                "scan_unroll": 1 if scan else n_layer}),
+                           verbose=False)
+  optimizer = train.make_optimizer(config.train)
+  state = jax.eval_shape(lambda k: train.init_state(cfg, optimizer, k), jax.random.key(0))
+  batch = jax.ShapeDtypeStruct((1, 1, seq + 1), jnp.int32)
+  step = jax.jit(functools.partial(train.train_step, cfg=cfg, optimizer=optimizer))
+  start = time.perf_counter()
+  step.lower(state, batch).compile()
+  return time.perf_counter() - start

@@ -1,0 +1,68 @@
+"""The PyTorch peer of the benchmarks: ``transformers.GPT2LMHeadModel`` of our shape
+(GELU-tanh, tied head, no dropout, SDPA attention) and its training step with
+``torch.optim.AdamW`` and global-norm clipping; eager float32 on a CPU (its best default
+there), ``torch.compile`` with bf16 autocast on GPUs.
+
+Install it with ``pip install -r requirements-bench.txt``; ``peer_available`` says why
+it cannot run where it is missing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from andrea_jax import model
+
+
+def peer_model(cfg: model.ModelConfig, device: str = "cpu"):
+  """``transformers.GPT2LMHeadModel`` of ``cfg``'s shape (GELU-tanh, tied head, no dropout, SDPA)."""
+  from transformers import GPT2Config, GPT2LMHeadModel  # pylint: disable=import-outside-toplevel
+  hf = GPT2Config(vocab_size=cfg.vocab_size, n_positions=cfg.block_size, n_embd=cfg.d_model,
+                  n_layer=cfg.n_layer, n_head=cfg.n_head, n_inner=cfg.mlp_dim,
+                  activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0,
+                  attn_pdrop=0.0, layer_norm_epsilon=cfg.ln_eps, tie_word_embeddings=True)
+  hf._attn_implementation = "sdpa"  # PyTorch's fused scaled_dot_product_attention
+  return GPT2LMHeadModel(hf).to(device).train()
+
+
+def peer_step(cfg: model.ModelConfig, t, batch: int, seq: int, accelerator: bool,
+              compile_backend: str | None = None, autocast: bool | None = None):
+  """One peer training step as a function. On an accelerator: CUDA, ``torch.compile``
+  and bf16 autocast; ``compile_backend`` / ``autocast`` ask for them explicitly (any device).
+  """
+  import torch  # pylint: disable=import-outside-toplevel
+  device = "cuda" if accelerator else "cpu"
+  net = peer_model(cfg, device)
+  opt = torch.optim.AdamW(net.parameters(), lr=t.learning_rate, betas=(t.b1, t.b2), eps=t.eps,
+                          weight_decay=t.weight_decay)
+  if compile_backend or accelerator:
+    fwd = torch.compile(net, backend=compile_backend or "inductor")
+  else:
+    fwd = net
+  ids = torch.from_numpy(np.random.default_rng(0).integers(0, cfg.vocab_size, (batch, seq + 1)))
+  ids = ids.to(device)
+  amp = torch.autocast(device, dtype=torch.bfloat16,
+                       enabled=accelerator if autocast is None else autocast)
+
+  def run():
+    with amp:
+      loss = fwd(input_ids=ids[:, :-1], labels=ids[:, :-1]).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(net.parameters(), t.grad_clip)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    if accelerator:
+      torch.cuda.synchronize()
+    return float(loss)
+
+  return run
+
+
+def peer_available() -> str | None:
+  try:
+    import torch  # pylint: disable=import-outside-toplevel,unused-import
+    import transformers  # pylint: disable=import-outside-toplevel,unused-import
+  except ImportError as e:
+    return (f"the PyTorch peer is not installed ({e.name} missing): "
+            f"pip install -r requirements-bench.txt")
+  return None
