@@ -7,7 +7,7 @@
 
 Three steps are timed in one process after warm-up, in two interleaved passes (ours
 against model-only, then ours against the peer; each pass alternates the order), and the
-medians compared: andrea_jax's ``train.train_step`` (clipping,
+medians compared: andrea_jax's ``step.train_step`` (clipping,
 divergence guard, accumulation, donated state); the bare model step (``value_and_grad``
 + ``optax.adamw``, no bookkeeping), so the step's overhead shows; and the peer,
 ``transformers.GPT2LMHeadModel`` of the same shape (GELU-tanh, tied head, no dropout)
@@ -45,7 +45,7 @@ import optax
 
 from andrea_jax import metrics
 from andrea_jax import model
-from andrea_jax import train
+from andrea_jax import step as step_lib
 from experiments import cli
 
 SHAPE_DEFAULTS = {"tiny": (16, 128), "andrea12m": (4, 1024), "andrea120m": (1, 1024),
@@ -91,17 +91,17 @@ def model_only_step(state: dict, batch_ABT, cfg, optimizer):
 
 
 def ours_step(config, batch: int, seq: int, bare: bool = False):
-  """A function running one jitted, donated step: ``train.train_step``, or the bare one."""
+  """A function running one jitted, donated step: ``step.train_step``, or the bare one."""
   cfg = model_config(config, seq)
-  t = config.train
-  schedule = train.make_schedule(t)
+  t = step_lib.TrainConfig(**config.train)
+  schedule = step_lib.make_schedule(t)
   if bare:
     optimizer = optax.adamw(schedule, b1=t.b1, b2=t.b2, eps=t.eps, weight_decay=t.weight_decay,
-                            mask=train.decay_mask)
+                            mask=step_lib.decay_mask)
   else:
-    optimizer = train.make_optimizer(t)
-  state = jax.jit(train.init_state, static_argnums=(0, 1))(cfg, optimizer, jax.random.key(0))
-  step = jax.jit(functools.partial(model_only_step if bare else train.train_step, cfg=cfg,
+    optimizer = step_lib.make_optimizer(t)
+  state = jax.jit(step_lib.init_state, static_argnums=(0, 1))(cfg, optimizer, jax.random.key(0))
+  step = jax.jit(functools.partial(model_only_step if bare else step_lib.train_step, cfg=cfg,
                                    optimizer=optimizer), donate_argnums=0)
   tokens = np.random.default_rng(0).integers(0, cfg.vocab_size, (1, batch, seq + 1), np.int32)
   tokens = jnp.asarray(tokens)
@@ -395,11 +395,11 @@ def compile_seconds(config, n_layer: int, seq: int, scan: bool) -> float:
   """Seconds to compile the train step at ``n_layer`` layers, with lax.scan or unrolled."""
   cfg = model.resolve_auto(model.ModelConfig(**{**config.model, "n_layer": n_layer,
                                                 "scan_unroll": 1 if scan else n_layer}), verbose=False)
-  t = config.train
-  optimizer = train.make_optimizer(t)
-  state = jax.eval_shape(lambda k: train.init_state(cfg, optimizer, k), jax.random.key(0))
+  t = step_lib.TrainConfig(**config.train)
+  optimizer = step_lib.make_optimizer(t)
+  state = jax.eval_shape(lambda k: step_lib.init_state(cfg, optimizer, k), jax.random.key(0))
   batch = jax.ShapeDtypeStruct((1, 1, seq + 1), jnp.int32)
-  step = jax.jit(functools.partial(train.train_step, cfg=cfg, optimizer=optimizer))
+  step = jax.jit(functools.partial(step_lib.train_step, cfg=cfg, optimizer=optimizer))
   start = time.perf_counter()
   step.lower(state, batch).compile()
   return time.perf_counter() - start
