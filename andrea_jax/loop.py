@@ -122,7 +122,7 @@ def evaluate(models: Models, params, eval_set: EvalSet) -> np.ndarray:
 
 @dataclasses.dataclass
 class Record:
-  """What a run's rows said of each member, for its summary (``train.summaries``)."""
+  """What a run's rows said of each member, for its summary (``train.summary``)."""
   train_loss: list  # the newest logged train loss (None: none yet)
   initial_val: list  # the validation loss at step 0 (None: not in the rows)
   val: list  # the newest evaluation, (val_loss, step) (None: none yet)
