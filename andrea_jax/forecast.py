@@ -16,7 +16,6 @@ import time
 import jax
 import jax.numpy as jnp
 
-from andrea_jax import model
 from andrea_jax import signals as signals_lib
 
 # Configs sized for accelerators (experiments/configs): on a CPU, a step takes minutes.
@@ -98,11 +97,10 @@ def matmul_flops(device=None) -> float:
   return calls * 2.0 * n ** 3 / max(time.time() - start, 1e-9)
 
 
-def estimate(cfg: model.ModelConfig, t, members: int, n_devices: int, start_step: int,
-             compile_s: float, eval_at_start: bool) -> str:
-  """One line: the estimated seconds per step, tokens per second, evaluation and run time."""
-  tokens = t.batch_size * cfg.block_size
-  flops = members * model.flops_per_token(cfg) * tokens
+def estimate(flops: float, tokens: int, t, n_devices: int, start_step: int, compile_s: float,
+             eval_at_start: bool) -> str:
+  """One line: the estimated seconds per step, tokens per second, evaluation and run time
+  of a step of ``flops`` FLOPs over ``tokens`` tokens (all members of a group together)."""
   rate = EFFICIENCY * matmul_flops() * n_devices
   per_step = flops / rate
   per_eval = t.eval_batches * per_step / 3  # a forward pass: a third of a train step

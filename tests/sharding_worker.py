@@ -22,6 +22,7 @@ import jax  # pylint: disable=wrong-import-position  (importing is no JAX call: 
 from andrea_jax import metrics as metrics_lib  # pylint: disable=wrong-import-position
 from andrea_jax import model  # pylint: disable=wrong-import-position
 from andrea_jax import sharding  # pylint: disable=wrong-import-position
+from andrea_jax import step as step_lib  # pylint: disable=wrong-import-position
 from andrea_jax import train  # pylint: disable=wrong-import-position
 from experiments.configs import common  # pylint: disable=wrong-import-position
 from experiments.configs import tiny  # pylint: disable=wrong-import-position
@@ -62,10 +63,10 @@ def init_memory(spec: dict) -> dict:
   """Parameter and Adam memory per device of a freshly initialised, sharded state."""
   config = make_config(spec["overrides"])
   cfg = model.ModelConfig(**config.model)
-  optimizer = train.make_optimizer(config.train, cfg)
+  optimizer = step_lib.make_optimizer(step_lib.TrainConfig(**config.train), cfg)
   mesh = sharding.make_mesh(config.mesh)
-  shardings = sharding.state_shardings(train.abstract_state(cfg, optimizer, 0), mesh)
-  state = jax.jit(train.init_state, static_argnums=(0, 1), out_shardings=shardings)(
+  shardings = sharding.state_shardings(step_lib.abstract_state(cfg, optimizer, 0), mesh)
+  state = jax.jit(step_lib.init_state, static_argnums=(0, 1), out_shardings=shardings)(
       cfg, optimizer, jax.random.key(0))
   return {"params": memory(state["params"]), "opt_state": memory(state["opt_state"])}
 

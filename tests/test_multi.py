@@ -18,6 +18,7 @@ from andrea_jax import errors
 from andrea_jax import metrics as metrics_lib
 from andrea_jax import model
 from andrea_jax import multi
+from andrea_jax import step as step_lib
 from andrea_jax import train
 from experiments.configs import common, tiny
 
@@ -112,7 +113,7 @@ def group_state(workdir, cache, step):
   """The group's checkpoint of ``step``, as saved (members stacked)."""
   c = with_options(cache)
   cfg = model.resolve_auto(model.ModelConfig(**c.model), verbose=False)
-  prog = multi.programs(cfg, json.dumps(c.train.to_dict(), sort_keys=True), "vmap")
+  prog = multi.programs(cfg, step_lib.TrainConfig(**c.train), "vmap")
   seeds, lrs = np.arange(4, dtype=np.int32), np.ones(4, np.float32)
   mngr = ckpt.manager(os.path.join(workdir, "checkpoints"), 4, 3)
   try:

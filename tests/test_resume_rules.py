@@ -13,6 +13,7 @@ import pytest
 
 from andrea_jax import errors
 from andrea_jax import metrics as metrics_lib
+from andrea_jax import step as step_lib
 from andrea_jax import train
 from experiments import run as run_cli
 from experiments.configs import common, tiny
@@ -67,7 +68,7 @@ def test_a_continued_run_keeps_its_schedule_and_extends_the_decay_without_a_jump
   workdir, cache, first, out = continued
   lr = lrs(workdir)
   assert sorted(lr) == list(range(1, 61))
-  plan = train.make_schedule(config_for(corpus, cache).train)  # the 20-step plan
+  plan = step_lib.make_schedule(step_lib.TrainConfig(**config_for(corpus, cache).train))  # the 20-step plan
   for step in range(1, 21):
     assert lr[step] == first[step] == pytest.approx(float(plan(step - 1)), rel=1e-6), step
   # The seam: the first new step's rate is the saved plan's at that update, no jump after.
@@ -81,9 +82,10 @@ def test_a_continued_run_keeps_its_schedule_and_extends_the_decay_without_a_jump
 def test_a_continuation_inside_the_warmup_follows_the_longer_plan():
   t20 = dict(SHRINK_TRAIN, steps=20, warmup_steps=8)
   t60 = dict(t20, steps=60)
-  t = common.apply_overrides(tiny.get_config(), {f"train.{k}": v for k, v in t60.items()}).train
-  continued = train.make_schedule(t, [(0, t20), (4, t60)])
-  longer = train.make_schedule(t)
+  t = step_lib.TrainConfig(**common.apply_overrides(
+      tiny.get_config(), {f"train.{k}": v for k, v in t60.items()}).train)
+  continued = step_lib.make_schedule(t, [(0, t20), (4, t60)])
+  longer = step_lib.make_schedule(t)
   for k in range(4, 60):  # the warmup was not over at the seam: as if planned for 60
     assert float(continued(k)) == pytest.approx(float(longer(k)), rel=1e-5), k
 

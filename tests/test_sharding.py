@@ -23,6 +23,7 @@ from jax.sharding import PartitionSpec as P
 from andrea_jax import metrics as metrics_lib
 from andrea_jax import model
 from andrea_jax import sharding
+from andrea_jax import step as step_lib
 from andrea_jax import train
 from experiments.configs import common
 from experiments.configs import tiny
@@ -212,8 +213,8 @@ def test_batch_must_split_over_the_devices():
 
 def _abstract(**changes):
   cfg = model.ModelConfig(vocab_size=50, block_size=8, d_model=32, n_layer=3, n_head=2, **changes)
-  optimizer = train.make_optimizer(tiny.get_config().train, cfg)
-  return train.abstract_state(cfg, optimizer, 0)
+  optimizer = step_lib.make_optimizer(step_lib.TrainConfig(**tiny.get_config().train), cfg)
+  return step_lib.abstract_state(cfg, optimizer, 0)
 
 
 def _specs(tree, **sizes):
