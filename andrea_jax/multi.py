@@ -45,7 +45,6 @@ from andrea_jax import files
 from andrea_jax import history
 from andrea_jax import loop
 from andrea_jax import model
-from andrea_jax import resume
 from andrea_jax import step as step_lib
 from andrea_jax import train
 
@@ -175,7 +174,7 @@ def group(config, cfg: model.ModelConfig, t: step_lib.TrainConfig, members: Sequ
       abstract=jax.eval_shape(prog.init, seeds, lrs), init=lambda: prog.init(seeds, lrs),
       step=prog.step, eval_loss=prog.eval_loss,
       learning_rate=lambda k: float(unit_schedule(k)) * lrs, place=jnp.asarray,
-      summary_fields=fields, tensorboard=False)
+      summary_fields=fields, tensorboard=False, n_devices=1)  # one device: MFU over its peak
 
 
 def train_members(config, members: Sequence[Member], workdir: str,
@@ -195,9 +194,5 @@ def train_members(config, members: Sequence[Member], workdir: str,
   dirs = [os.path.join(workdir, m.name) for m in members]
   if result.already_complete:
     return [history.read_summary(d) for d in dirs]
-  history.write_summary(workdir, {
-      "status": result.status, "exit_code": result.exit_code,
-      "steps": resume.latest_checkpoint(workdir),  # the group's newest checkpoint
-      "members": {m.name: s["status"] for m, s in zip(members, result.members)},
-      "wall_time_s": result.summary["wall_time_s"], "group_size": len(members)})
+  history.write_summary(workdir, result.summary)  # the group's own (``train.group_summary``)
   return result.members

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import time
 from typing import Any, Callable
 
@@ -40,12 +41,14 @@ from andrea_jax import diagnostics
 from andrea_jax import errors
 from andrea_jax import files
 from andrea_jax import history
+from andrea_jax import loader as loader_lib
 from andrea_jax import loop
 from andrea_jax import model
 from andrea_jax import plots
 from andrea_jax import prepare as prepare_lib
 from andrea_jax import resume
 from andrea_jax import runs
+from andrea_jax import shards
 from andrea_jax import sharding
 from andrea_jax import signals as signals_lib
 from andrea_jax import step as step_lib
@@ -191,6 +194,9 @@ def run(config, workdir: str,
     prepared = prepare_data(config, workdir=workdir)
     signals_lib.check()
     signals_lib.set_phase("preparing the evaluation and the model")
+    # Before the workdir is the run's: a batch too large for the data leaves nothing behind.
+    loader_lib.check_batch_fits(shards.read_shard(prepared.train_path), t.batch_size,
+                                cfg.block_size, f"token shard {prepared.train_path!r}")
     eval_set = loop.make_eval_set(t, cfg, prepared, mesh)
     models = build(cfg, t, mesh)
     clock = history.Clock(workdir, models.dirs, started)
@@ -237,7 +243,18 @@ def run(config, workdir: str,
       for d, member in zip(models.dirs, members):
         plots.plot_losses(d, eval_set.unigram)
         history.write_summary(d, member)
-    return RunResult(outcome.status, members[0], state, members=members)
+    own = members[0] if not models.stacked else group_summary(models, outcome.status, members,
+                                                              latest, shared["wall_time_s"])
+    return RunResult(outcome.status, own, state, members=members)
+
+
+def group_summary(models: loop.Models, status: str, members: list[dict], latest: int | None,
+                  wall_time_s: float) -> dict:
+  """A group's own ``summary.json``: its outcome, its newest checkpoint, each member's status."""
+  return {"status": status, "exit_code": EXIT_CODES[status],
+          "steps": latest,  # the group's newest checkpoint
+          "members": {os.path.basename(d): s["status"] for d, s in zip(models.dirs, members)},
+          "wall_time_s": wall_time_s, "group_size": models.n}
 
 
 def summary(outcome: loop.Outcome, i: int, eval_set: loop.EvalSet, steps: int) -> dict:

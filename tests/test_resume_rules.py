@@ -131,3 +131,15 @@ def test_a_resume_with_another_tokenizer_is_refused(continued, corpus, tmp_path)
                      r"000000000000, now [0-9a-f]{12}"):
     train.train_and_evaluate(config_for(corpus, cache, **{"train.steps": 80}), str(copy),
                              allow_resume_changes=True)
+
+
+def test_a_start_that_fails_on_a_too_large_batch_leaves_no_workdir_behind(continued, corpus,
+                                                                         tmp_path):
+  _, cache, _, _ = continued
+  workdir = tmp_path / "new"
+  # More tokens than the encoded split holds, fewer than its bytes: found after encoding.
+  config = config_for(corpus, cache, **{"train.batch_size": 2000})
+  with pytest.raises(errors.DataError, match=r"train.batch_size=2000 .* of token shard .* use a "
+                     r"batch_size of at most \d+"):
+    train.train_and_evaluate(config, str(workdir))
+  assert not workdir.exists()  # the retry with the suggested batch size is a fresh start
