@@ -169,6 +169,30 @@ def two_processes(shared_dir, cache_dir):
   return _shared(shared_dir, "two_processes", compute)
 
 
+def test_processes_agree_on_a_stop_signal_one_of_them_received(shared_dir, cache_dir, tmp_path):
+  """SIGTERM reaches process 0 only, after step 3: both stop at the next log step (4),
+  after saving it together, and report the run interrupted; process 1 heard no signal."""
+  with socket.socket() as s:
+    s.bind(("localhost", 0))
+    port = s.getsockname()[1]
+  run = {"workdir": str(tmp_path / "run"), "signal_at": {"step": 3, "process": 0},
+         "overrides": overrides(cache_dir, **{"mesh.fsdp": 2, "train.log_every": 2,
+                                              "checkpoint.every": 100})}
+  procs = [_worker({"runs": [run], "distributed": {
+      "coordinator_address": f"localhost:{port}", "num_processes": 2, "process_id": i}}, 2)
+           for i in range(2)]
+  try:
+    results = [_result(p, 420)["runs"][0] for p in procs]
+  finally:
+    for p in procs:
+      if p.poll() is None:
+        p.kill()
+        p.wait()
+  assert [r["status"] for r in results] == ["interrupted", "interrupted"]
+  assert sorted(int(k) for k in results[0]["losses"]) == [1, 2, 3, 4]
+  assert sorted(p for p in os.listdir(tmp_path / "run" / "checkpoints") if p.isdigit()) == ["4"]
+
+
 # ----------------------------------------------------------------------------- the mesh
 
 
