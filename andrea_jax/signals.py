@@ -163,7 +163,15 @@ def set_resume(command: str) -> None:
 
 
 def check() -> None:
-  """At a safe point outside a training step: raise ``Interrupted`` if a stop was requested."""
+  """At a safe point outside a training step: raise ``Interrupted`` if a stop was requested.
+
+  With several processes it does nothing: one process must not leave a collective (an
+  evaluation batch) that the others are in; they agree on a stop in the training loop
+  (``stop_requested``), and the watcher ends a blocked phase.
+  """
+  import jax  # pylint: disable=import-outside-toplevel
+  if jax.process_count() > 1:
+    return
   if _active is not None and _active.received is not None:
     _active.acknowledge()
     raise Interrupted(_active.received, _active.phase)

@@ -189,7 +189,7 @@ def test_processes_agree_on_a_stop_signal_one_of_them_received(shared_dir, cache
         p.kill()
         p.wait()
   assert [r["status"] for r in results] == ["interrupted", "interrupted"]
-  assert sorted(int(k) for k in results[0]["losses"]) == [1, 2, 3, 4]
+  assert sorted(int(k) for k in results[0]["losses"]) == [2, 4]  # rows every 2 steps
   assert sorted(p for p in os.listdir(tmp_path / "run" / "checkpoints") if p.isdigit()) == ["4"]
 
 
