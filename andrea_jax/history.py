@@ -1,8 +1,10 @@
-"""A run's record, read back from its workdir: the config in force and its segments
+"""A run's record in its workdir: the config in force and its segments
 (``config_history.json``), the data it trained on (``data.json``), its wall time over all
-segments (``Clock``), and its summary (``summary.json``, and what a run's end prints).
+segments (``Clock``), and its summary (``summary.json`` written and read, and what a run's
+end prints).
 
-``resume.py`` writes the config, the segments and ``data.json`` when a run starts.
+``resume.py`` writes the config, the segments and ``data.json`` when a run starts; this
+module reads them back.
 """
 
 from __future__ import annotations

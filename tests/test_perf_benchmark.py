@@ -190,7 +190,7 @@ def test_load_between_reports_cpu_seconds_per_wall_second():
   before = {"load_1m": 0.2, "cpu_s": 10.0, "wall_s": 100.0}
   after = {"load_1m": 1.5, "cpu_s": 13.0, "wall_s": 102.0}
   assert timing.load_between(before, after) == {"load_before": 0.2, "load_after": 1.5,
-                                               "cpu_per_wall": 1.5}
+                                                "cpu_per_wall": 1.5}
 
 
 def test_interleave_puts_every_side_after_every_other_equally_often():
