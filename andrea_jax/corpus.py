@@ -3,9 +3,10 @@
 ``read_documents(config.data)`` returns the documents of ``data.path`` when it is set, else
 of the built-in corpus; ``fingerprint`` names a list of documents by its content.
 
-User formats (``path_documents``): a text file, a directory of files (recursive, those
-ending in ``data.extensions``, in path order) or a ``.jsonl`` file of ``{"text": ...}``
-objects; a text file may hold several documents split by ``data.doc_separator``. Files
+User formats (``path_documents``): a text file (any name), a glob (``docs/**/*.txt``), a
+directory of files (recursive, those ending in ``data.extensions``, or every file but
+hidden ones with ``data.extensions="*"``, in path order) or a ``.jsonl`` file of
+``{"text": ...}`` objects; a text file may hold several documents split by ``data.doc_separator``. Files
 must be UTF-8 (``data.utf8_errors='replace'`` to accept others). Empty documents are
 dropped (they would only add an EOT).
 
@@ -20,8 +21,10 @@ escape (``0x0080: 0x00c7,``, ``'\\u20ac'``). On Python 3.11 rule 3 drops
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
+import os
 import pathlib
 import re
 import sys
@@ -113,10 +116,17 @@ def path_documents(path: str, extensions: str = ".txt,.md,.rst", utf8_errors: st
                    doc_separator: str = "") -> list[str]:
   """Documents of a text file, a directory of files (recursive) or a ``.jsonl`` file."""
   p = pathlib.Path(path)
-  if not path or not p.exists():
+  if path and glob.has_magic(path):
+    files = sorted(pathlib.Path(f) for f in glob.glob(path, recursive=True)
+                   if os.path.isfile(f))
+    if not files:
+      raise errors.DataNotFoundError(f"data.path {path!r} matches no file; check the pattern "
+                                     f"(** matches folders at any depth)")
+  elif not path or not p.exists():
     raise errors.DataNotFoundError(f"data.path {path!r} does not exist; point data.path at a text "
-                                   f"file, a directory of text files or a .jsonl file")
-  files = _directory_files(p, extensions) if p.is_dir() else [p]
+                                   f"file, a directory of text files, a glob or a .jsonl file")
+  else:
+    files = _directory_files(p, extensions) if p.is_dir() else [p]
   docs = []
   for f in tqdm(files, desc="reading", unit="file", disable=None, leave=False):
     docs.extend(_file_documents(f, utf8_errors, doc_separator))
@@ -124,13 +134,24 @@ def path_documents(path: str, extensions: str = ".txt,.md,.rst", utf8_errors: st
 
 
 def _directory_files(root: pathlib.Path, extensions: str) -> list[pathlib.Path]:
+  """The files under ``root`` ending in ``extensions``; ``"*"``: every file (extensionless
+  ones such as LICENSE or README too), except hidden files and folders (``.git``)."""
+  if extensions.strip() == "*":
+    files = sorted((f for f in root.rglob("*") if f.is_file() and not any(
+        part.startswith(".") for part in f.relative_to(root).parts)),
+                   key=lambda f: f.relative_to(root).as_posix())
+    if not files:
+      raise errors.DataError(f"directory {str(root)!r} has no files (data.extensions='*'); "
+                             f"add files or point data.path elsewhere")
+    return files
   exts = tuple(e.strip() if e.strip().startswith(".") else "." + e.strip()
                for e in extensions.split(",") if e.strip())
   files = sorted((f for f in root.rglob("*") if f.is_file() and f.name.endswith(exts)),
                  key=lambda f: f.relative_to(root).as_posix())
   if not files:
     raise errors.DataError(f"directory {str(root)!r} has no files ending in {', '.join(exts)} "
-                           f"(data.extensions={extensions!r}); add files or change data.extensions")
+                           f"(data.extensions={extensions!r}); add files or change data.extensions "
+                           f"('*' reads every file)")
   return files
 
 

@@ -9,6 +9,7 @@ fill one cache at once do not collide. Every JSON file it reads goes through ``r
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from typing import Any
@@ -33,6 +34,12 @@ def atomic_write(path: str | os.PathLike, *chunks: bytes) -> None:
 def write_json(path: str | os.PathLike, value: Any) -> None:
   """``value`` as indented JSON with sorted keys and a final newline, written atomically."""
   atomic_write(path, (json.dumps(value, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+
+
+def sha256(path: str | os.PathLike) -> str:
+  """The sha256 of a file's bytes, as hex."""
+  with open(path, "rb") as f:
+    return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def read_json(path: str | os.PathLike, fix: str = "restore it or delete it",

@@ -1,27 +1,28 @@
-"""A group: many models of one architecture trained in one program, by ``train.py``'s engine.
+"""A group: many models of one architecture trained in one program, by the engine of ``train.py``.
 
 The members share the config (shape, schedule shape, batch size, steps) and differ in
 their peak learning rate, their initialisation seed and their batch order. Their states
-are stacked on a leading member axis ``N``; one jitted program runs ``train.train_step``
+are stacked on a leading member axis ``N``; one jitted program runs ``step.train_step``
 over them: under ``jax.vmap`` on accelerators, ``lax.map`` (a compiled loop over them) on
 CPUs, where XLA's batched matmuls are slow (``resolve_member_axis``). What sets a member
 apart:
 
-- its learning rate: the optimizer is ``train.make_optimizer`` with a peak rate of 1
+- its learning rate: the optimizer is ``step.make_optimizer`` with a peak rate of 1
   (under muP with its per-parameter factors, relative to the peak), followed by
   ``optax.inject_hyperparams(optax.scale)`` holding the member's rate in its optimizer
   state. Warmup-cosine is linear in the peak, and AdamW's decoupled decay is scaled by
   the rate, so this is the member's own schedule (up to float rounding);
 - its seeds: ``jax.random.key(seed)`` initialises it; its batches are
   ``loader.batch_at(step)`` with its own ``batch_seed`` (members sharing one share batches);
-- its divergence: a member diverges as a single run does (``train.py``) and stays at its
+- its divergence: a member diverges as a single run does (``step.py``) and stays at its
   last finite state, bit for bit, while the others go on.
 
-The step is a single run's: ``train.train_step`` with the config's ``train.z_loss`` (the
+The step is a single run's: ``step.train_step`` with the config's ``train.z_loss`` (the
 members' metrics report it apart, as a run's do), on the model ``cfg`` describes
-(``qk_norm``, muP). Everything else is ``train.run``'s: the workdir's lock and resume rules, signals, logging,
-evaluation, diagnostics, checkpoints (the stacked state; rerunning the same call resumes
-from the newest, e.g. after a ``kill -9``) and summaries. The group's workdir holds
+(``qk_norm``, muP). Everything else is ``train.run``'s (and its ``loop.train_loop``'s): the
+workdir's lock and resume rules, signals, logging, evaluation, diagnostics, checkpoints
+(the stacked state; rerunning the same call resumes from the newest, e.g. after a
+``kill -9``) and summaries. The group's workdir holds
 ``config.json``, ``members.json``, ``summary.json`` (the group's) and ``checkpoints/``,
 and one directory per member with the files of a single run: ``metrics.jsonl``,
 ``diagnostics.jsonl``, ``summary.json`` and ``loss.png``.
@@ -31,21 +32,20 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import os
 from typing import Callable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import optax
 
 from andrea_jax import errors
 from andrea_jax import files
 from andrea_jax import history
+from andrea_jax import loop
 from andrea_jax import model
-from andrea_jax import resume
+from andrea_jax import step as step_lib
 from andrea_jax import train
 
 
@@ -62,22 +62,21 @@ class Member:
 # ----------------------------------------------------------------------------- optimizer and state
 
 
-def unit_config(t) -> ml_collections.ConfigDict:
-  """The ``train`` group with a peak learning rate of 1 (members scale it)."""
-  unit = ml_collections.ConfigDict(t.to_dict())
-  unit.learning_rate = 1.0
-  return unit
+def unit_config(t: step_lib.TrainConfig) -> step_lib.TrainConfig:
+  """The training config with a peak learning rate of 1 (members scale it)."""
+  return dataclasses.replace(t, learning_rate=1.0)
 
 
-def make_optimizer(t, cfg: model.ModelConfig | None = None) -> optax.GradientTransformation:
-  """``train.make_optimizer`` at unit rate (with muP's per-parameter rates for ``cfg``),
+def make_optimizer(t: step_lib.TrainConfig, cfg: model.ModelConfig | None = None
+                   ) -> optax.GradientTransformation:
+  """``step.make_optimizer`` at unit rate (with muP's per-parameter rates for ``cfg``),
   then the member's rate, held in its state."""
-  return optax.chain(train.make_optimizer(unit_config(t), cfg),
+  return optax.chain(step_lib.make_optimizer(unit_config(t), cfg),
                      optax.inject_hyperparams(optax.scale)(step_size=1.0))
 
 
 def init_member(cfg: model.ModelConfig, optimizer, key: jax.Array, lr: jax.Array) -> dict:
-  state = train.init_state(cfg, optimizer, key)
+  state = step_lib.init_state(cfg, optimizer, key)
   inner, scale = state["opt_state"]
   hyper = {**scale.hyperparams, "step_size": jnp.asarray(lr, jnp.float32)}
   return {**state, "opt_state": (inner, scale._replace(hyperparams=hyper))}
@@ -119,23 +118,24 @@ def over_members(fn, member_axis: str):
 class Programs(NamedTuple):
   init: Callable  # (seeds [N], lrs [N]) -> stacked state
   step: Callable  # (state, batch [N, A, B/A, T+1]) -> (state, metrics [N])
-  eval: Callable  # (params, batch [B, T+1]) -> losses [N]
+  eval_loss: Callable  # (params, batch [B, T+1]) -> losses [N]
 
 
 @functools.lru_cache(maxsize=8)
-def programs(cfg: model.ModelConfig, train_json: str, member_axis: str = "vmap") -> Programs:
+def programs(cfg: model.ModelConfig, t: step_lib.TrainConfig, member_axis: str = "vmap"
+             ) -> Programs:
   """The jitted functions of a group; cached, so a resume in one process reuses them.
 
   The train step runs over the members with ``member_axis`` ("vmap" or "map"); the
   cheap ones (init, evaluation) always with vmap.
   """
-  t = ml_collections.ConfigDict(json.loads(train_json))
   optimizer = make_optimizer(t, cfg)
-  step = functools.partial(train.train_step, cfg=cfg, optimizer=optimizer, z_loss=t.z_loss)
+  step = functools.partial(step_lib.train_step, cfg=cfg, optimizer=optimizer, z_loss=t.z_loss)
   return Programs(
       init=jax.jit(functools.partial(init_state, cfg, optimizer)),
       step=jax.jit(over_members(step, member_axis), donate_argnums=0),
-      eval=jax.jit(jax.vmap(functools.partial(train.eval_step, cfg=cfg), in_axes=(0, None))))
+      eval_loss=jax.jit(jax.vmap(functools.partial(step_lib.eval_loss, cfg=cfg),
+                                 in_axes=(0, None))))
 
 
 # ----------------------------------------------------------------------------- the group
@@ -153,14 +153,13 @@ def check_members(members: Sequence[Member], workdir: str) -> None:
                                  f"with the same members or use a fresh workdir")
 
 
-def group(config, cfg: model.ModelConfig, members: Sequence[Member], workdir: str,
-          member_axis: str) -> train.Models:
-  """The members as ``train.Models``: stacked state, one program, a directory each."""
-  t = config.train
-  prog = programs(cfg, json.dumps(t.to_dict(), sort_keys=True), resolve_member_axis(member_axis))
+def group(config, cfg: model.ModelConfig, t: step_lib.TrainConfig, members: Sequence[Member],
+          workdir: str, member_axis: str) -> loop.Models:
+  """The members as ``loop.Models``: stacked state, one program, a directory each."""
+  prog = programs(cfg, t, resolve_member_axis(member_axis))
   seeds = jnp.asarray([m.seed for m in members], jnp.int32)
   lrs = np.asarray([m.learning_rate for m in members], np.float32)
-  unit_schedule = train.make_schedule(unit_config(t))
+  unit_schedule = step_lib.make_schedule(unit_config(t))
   dirs = [os.path.join(workdir, m.name) for m in members]
   for d in dirs:
     os.makedirs(d, exist_ok=True)
@@ -168,14 +167,14 @@ def group(config, cfg: model.ModelConfig, members: Sequence[Member], workdir: st
   fields = [{"learning_rate": m.learning_rate, "seed": m.seed, "batch_seed": m.batch_seed,
              # The group's wall time is shared by its members (they trained together).
              "group": os.path.abspath(workdir), "group_size": len(members)} for m in members]
-  return train.Models(
+  return loop.Models(
       dirs=dirs, stacked=True,
       batch_seeds=[config.data.shuffle_seed if m.batch_seed is None else m.batch_seed
                    for m in members],
       abstract=jax.eval_shape(prog.init, seeds, lrs), init=lambda: prog.init(seeds, lrs),
-      step=prog.step, evaluate=prog.eval,
+      step=prog.step, eval_loss=prog.eval_loss,
       learning_rate=lambda k: float(unit_schedule(k)) * lrs, place=jnp.asarray,
-      summary_fields=fields, tensorboard=False)
+      summary_fields=fields, tensorboard=False, n_devices=1)  # one device: MFU over its peak
 
 
 def train_members(config, members: Sequence[Member], workdir: str,
@@ -190,14 +189,10 @@ def train_members(config, members: Sequence[Member], workdir: str,
   if jax.process_count() > 1:
     raise errors.ConfigError(f"a group trains in one process (this program has "
                              f"{jax.process_count()}): run its members as single runs")
-  build = lambda cfg, mesh: group(config, cfg, members, workdir, member_axis)
+  build = lambda cfg, t, mesh: group(config, cfg, t, members, workdir, member_axis)
   result = train.run(config, workdir, build, devices=jax.local_devices()[:1])
   dirs = [os.path.join(workdir, m.name) for m in members]
   if result.already_complete:
     return [history.read_summary(d) for d in dirs]
-  history.write_summary(workdir, {
-      "status": result.status, "exit_code": result.exit_code,
-      "steps": resume.latest_checkpoint(workdir),  # the group's newest checkpoint
-      "members": {m.name: s["status"] for m, s in zip(members, result.members)},
-      "wall_time_s": result.summary["wall_time_s"], "group_size": len(members)})
+  history.write_summary(workdir, result.summary)  # the group's own (``train.group_summary``)
   return result.members

@@ -21,7 +21,7 @@ learning rate unchanged, output multiplied by ``r``). Under ``"sp"`` (the defaul
 multiplier is 1 and the model is GPT-2's.
 
 ``model.py`` reads the multipliers from here (``hidden_init_scale``, ``attention_scale``,
-``readout_multiplier``); ``train.make_optimizer`` adds ``scale_learning_rates``, an Optax
+``readout_multiplier``); ``step.make_optimizer`` adds ``scale_learning_rates``, an Optax
 ``multi_transform`` over the ``labels`` tree, after AdamW: scaling Adam's update of a leaf
 by ``r`` is scaling that leaf's learning rate (its decoupled weight decay included, as in
 ``MuAdamW``). Only ``d_model`` counts as width: ``n_head`` is held fixed across widths, so

@@ -122,9 +122,7 @@ class PreparedData:
   reused: bool
 
 
-def _file_sha256(path: str) -> str:
-  with open(path, "rb") as f:
-    return hashlib.file_digest(f, "sha256").hexdigest()
+_file_sha256 = files.sha256
 
 
 def cache_key(corpus_fingerprint: str, data, vocab_size: int | None = None) -> str:
@@ -156,17 +154,21 @@ def say(message: str) -> None:
   print(message, flush=True)
 
 
-def prepare(config, fit_vocab: bool = False) -> PreparedData:
+def prepare(config, fit_vocab: bool = False, check=None) -> PreparedData:
   """Tokenizer and train/val shards for ``config``, from the cache when they are there.
 
   With ``fit_vocab``, a corpus too small to learn ``vocab_size`` tokens gets the
   vocabulary it fills instead of an error (``PreparedData.vocab_size`` says which); the
-  cache is then keyed by that size. A failed preparation leaves no cache directory.
+  cache is then keyed by that size. A failed preparation leaves no cache directory. ``check(fingerprint)``, when
+  given, is called once the corpus is read, before any tokenizer is trained (a run refuses
+  text other than what it trained on: ``resume.check_same_data``).
   """
   data = config.data
   vocab_size = _check_vocab(config)
   docs = corpus.read_documents(data)
   fp = corpus.fingerprint(docs)
+  if check is not None:
+    check(fp)
   directory = os.path.join(data.cache_dir, cache_key(fp, data))
   cached = load_prepared(directory)
   if cached is not None:
@@ -176,6 +178,7 @@ def prepare(config, fit_vocab: bool = False) -> PreparedData:
   say(f"data: preparing {len(docs):,} documents ({mb:.1f} MB) at vocabulary {vocab_size}; "
       f"the result is cached in {data.cache_dir}")
   splits = dict(zip(("train", "val"), split_documents(docs, data.val_fraction, data.split_seed)))
+  _check_batch_bound(config, splits["train"])  # before the tokenizer is trained
   tok = _get_tokenizer(data, splits["train"], vocab_size, fit_vocab)
   fitted = tok.get_vocab_size(with_added_tokens=True)
   if fitted != vocab_size:
@@ -186,6 +189,24 @@ def prepare(config, fit_vocab: bool = False) -> PreparedData:
     if cached is not None:
       return cached
   return _write_prepared(directory, data, fp, splits, tok)
+
+
+def _check_batch_bound(config, train_docs: list[str]) -> None:
+  """Refuse a batch that cannot fit the training split whatever the tokenizer: a token is
+  at least one byte, plus one EOT per document (``loader.check_batch_fits`` checks the
+  exact count once the split is encoded)."""
+  t, m = config.get("train"), config.get("model")
+  if t is None or m is None:
+    return
+  most = sum(len(d.encode("utf-8")) for d in train_docs) + len(train_docs)
+  need = t.batch_size * (m.block_size + 1)
+  if need > most:
+    raise errors.DataError(
+        f"one batch of train.batch_size={t.batch_size} windows of block_size + 1 = "
+        f"{m.block_size + 1} tokens is {need:,} tokens, more than the training split can "
+        f"hold (at most {most:,} tokens: {len(train_docs)} document(s), a token is at least "
+        f"a byte); use a batch_size of at most {max(most // (m.block_size + 1), 1)} (or a "
+        f"smaller model.block_size), or more data")
 
 
 def _write_prepared(directory: str, data, fp: str, splits: dict, tok) -> PreparedData:

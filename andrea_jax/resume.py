@@ -169,6 +169,11 @@ class ResumePlan:
   complete: bool  # the run already finished at train.steps: nothing to do
   summary: dict | None
 
+  @property
+  def diverged(self) -> bool:
+    """The run diverged and this start changes no training setting: it would again."""
+    return bool(self.summary and self.summary.get("status") == "diverged" and not self.changes)
+
 
 def absolute_paths(config_dict: dict) -> dict:
   """``config_dict`` with the ``PATH_FIELDS`` that name an existing file, directory or glob
@@ -229,6 +234,73 @@ def _check_optimizer_structure(saved: dict, current: dict) -> None:
         f"{'on' if new > 0 else 'off'}, which changes the optimizer state's structure "
         f"(optax.chain adds or drops the clipping state), so the checkpoint's optimizer "
         f"state cannot be restored into it: keep clipping {keep}, or pass a new --workdir")
+
+
+def check_same_data(workdir: str, fingerprint: str, tokenizer_sha256: str | None = None) -> None:
+  """Refuse to resume a run on other text, or with another tokenizer, than it trained on.
+
+  ``data.json`` records the corpus fingerprint (sha256 of the documents) and the
+  tokenizer's sha256 of the run's first start; a workdir without a checkpoint has trained
+  nothing yet, and takes any data. Called before any tokenizer is trained
+  (``prepare.prepare``'s ``check``), then with the prepared tokenizer.
+  """
+  if history.load_config_dict(workdir) is None or latest_checkpoint(workdir) is None:
+    return
+  data = history.read_data(workdir) or {}
+  new_run = (f"restore what the run trained on to resume it, or pass a new --workdir to "
+             f"train on this data (the checkpoint's weights would read other token ids)")
+  old = data.get("fingerprint")
+  if old and old != fingerprint:
+    raise errors.DataError(
+        f"{workdir} trained on other text than the data now holds (corpus fingerprint "
+        f"{old[:12]}, now {fingerprint[:12]}: the files under data.path were edited, added "
+        f"or removed); {new_run}")
+  old = data.get("tokenizer_sha256")
+  if tokenizer_sha256 and old and old != tokenizer_sha256:
+    raise errors.DataError(
+        f"{workdir} trained with another tokenizer (sha256 {old[:12]}, now "
+        f"{tokenizer_sha256[:12]}: data.tokenizer_path's file changed); {new_run}")
+
+
+def diverged_advice(plan: ResumePlan, workdir: str, learning_rate: float) -> str:
+  """What a rerun of a diverged workdir says: where it diverged, how to go on."""
+  at = plan.summary.get("diverged_at_step")
+  return (f"{workdir} diverged at step {at if at is not None else '?'} (a non-finite loss, "
+          f"gradient or parameter); rerunning it with the same settings would diverge again "
+          f"at the same step. Its last finite checkpoint is step {plan.start_step}: to "
+          f"continue from there with other settings, rerun with e.g. "
+          f"--config.train.learning_rate={learning_rate / 2:g} --allow_resume_changes (a "
+          f"lower peak learning rate; or a longer train.warmup_steps, or train.grad_clip), or "
+          f"pass a new --workdir to start over")
+
+
+def describe_changes(plan: ResumePlan) -> str:
+  """What a resume with ``--allow_resume_changes`` changes, a line per field."""
+  return (f"resuming at step {plan.start_step} with changed training settings (a new "
+          f"segment in config_history.json):{_lines(plan.changes)}")
+
+
+def schedule_segments(workdir: str, config) -> list[tuple[int, dict]]:
+  """``[(start_step, train group), ...]`` of the run in ``workdir`` continued by ``config``.
+
+  The segments of ``config_history.json`` (or the saved config as the one segment), and
+  ``config``'s own from the newest checkpoint on when its ``train`` group differs from
+  the last one's: what the schedule keeps and extends (``step.make_schedule``).
+  """
+  current = json.loads(config.train.to_json_best_effort())
+  segments_ = history.config_history(workdir)
+  saved = history.load_config_dict(workdir)
+  if segments_:
+    segments = [(s["start_step"], s["config"]["train"]) for s in segments_]
+  elif saved is not None:
+    segments = [(0, saved["train"])]
+  else:
+    return [(0, current)]
+  if segments[-1][1] != current:
+    segments.append((latest_checkpoint(workdir) or 0, current))
+  if segments[-1][0] == 0:  # nothing trained before: the current plan alone
+    return [(0, current)]
+  return segments
 
 
 def record_start(workdir: str, config, plan: ResumePlan, data: dict) -> None:

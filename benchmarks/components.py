@@ -37,7 +37,7 @@ import optax
 
 from andrea_jax import attention as kernels
 from andrea_jax import model
-from andrea_jax import train
+from andrea_jax import step as step_lib
 from benchmarks import peer as peer_lib
 from benchmarks import shapes
 from benchmarks import timing
@@ -126,7 +126,7 @@ def step_parts(cfg: model.ModelConfig, batch: int, seq: int, t) -> dict:
   value_and_grad = jax.jit(jax.value_and_grad(functools.partial(model.loss_fn, cfg=cfg)))
   # Not train.make_optimizer: the AdamW update alone at torch_opt's constant rate, no schedule.
   opt = optax.adamw(t.learning_rate, b1=t.b1, b2=t.b2, eps=t.eps, weight_decay=t.weight_decay,
-                    mask=train.decay_mask)
+                    mask=step_lib.decay_mask)
   holder["opt_state"] = opt.init(holder["params"])
   grads = jax.tree.map(jnp.ones_like, holder["params"])
 

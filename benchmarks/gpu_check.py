@@ -8,7 +8,7 @@ At 64 x 1024 tokens in bf16 with the vocabulary padded to a multiple of 128, it 
 1. the ``torch.compile`` + SDPA peer (``transformers`` GPT-2 of the same shape, bf16
    autocast, AdamW, clipping) in tokens/s, run first in a subprocess so that it and JAX
    never hold the GPU's memory at once (skipped, with the reason, without torch or CUDA);
-2. ``train.train_step``'s compile time, step time, tokens/s and MFU for the attention
+2. ``step.train_step``'s compile time, step time, tokens/s and MFU for the attention
    kernels cuDNN and XLA (``xla_flash``) under the remat policies ``none`` and
    ``dots_saveable``;
 3. bf16-vs-float32 loss agreement over a few updates from the same initialisation.
@@ -43,7 +43,7 @@ import numpy as np  # pylint: disable=wrong-import-position
 
 from andrea_jax import metrics  # pylint: disable=wrong-import-position
 from andrea_jax import model  # pylint: disable=wrong-import-position
-from andrea_jax import train  # pylint: disable=wrong-import-position
+from andrea_jax import step as step_lib  # pylint: disable=wrong-import-position
 from benchmarks import peer as peer_lib  # pylint: disable=wrong-import-position
 from benchmarks import results as results_lib  # pylint: disable=wrong-import-position
 from benchmarks import shapes  # pylint: disable=wrong-import-position
@@ -78,9 +78,9 @@ def kernel_for_platform(impl: str, platform: str) -> str:
 
 def compiled_step(cfg: model.ModelConfig, t, batch: int, seq: int, seed: int = 0):
   """The jitted, donated train step compiled for ``cfg``: (step, state, compile seconds)."""
-  optimizer = train.make_optimizer(t)
-  state = jax.jit(train.init_state, static_argnums=(0, 1))(cfg, optimizer, jax.random.key(seed))
-  step = jax.jit(functools.partial(train.train_step, cfg=cfg, optimizer=optimizer),
+  optimizer = step_lib.make_optimizer(step_lib.TrainConfig(**t))
+  state = jax.jit(step_lib.init_state, static_argnums=(0, 1))(cfg, optimizer, jax.random.key(seed))
+  step = jax.jit(functools.partial(step_lib.train_step, cfg=cfg, optimizer=optimizer),
                  donate_argnums=0)
   shape = jax.ShapeDtypeStruct((1, batch, seq + 1), np.int32)
   start = time.perf_counter()
@@ -94,7 +94,7 @@ def random_batch(cfg: model.ModelConfig, batch: int, seq: int, seed: int) -> jax
 
 
 def time_variant(cfg: model.ModelConfig, t, batch: int, seq: int, steps: int) -> dict:
-  """Compile time, median step time, tokens/s and MFU of ``train.train_step``."""
+  """Compile time, median step time, tokens/s and MFU of ``step.train_step``."""
   step, state, compile_s = compiled_step(cfg, t, batch, seq)
   tokens = random_batch(cfg, batch, seq, 0)
   state, m = step(state, tokens)  # warm-up

@@ -1,7 +1,7 @@
 """Our side of the training-step benchmark: the engine's step and the bare model step as
 timed functions, and the engine step's compile time.
 
-The engine's step is ``train.train_step`` with ``train.make_optimizer`` (clipping,
+The engine's step is ``step.train_step`` with ``step.make_optimizer`` (clipping,
 divergence guard, accumulation, donated state). The bare model step is ``value_and_grad``
 of the loss and the engine's AdamW without its clipping, nothing else, so the engine's
 overhead shows beside it.
@@ -9,6 +9,7 @@ overhead shows beside it.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 
@@ -18,21 +19,19 @@ import numpy as np
 import optax
 
 from andrea_jax import model
-from andrea_jax import train
+from andrea_jax import step as step_lib
 from benchmarks import shapes
 
 
 def model_only_optimizer(t) -> optax.GradientTransformation:
-  """The engine's AdamW and schedule (``train.make_optimizer``) without the clipping."""
-  unclipped = t.copy_and_resolve_references()
-  unclipped.grad_clip = 0.0
-  return train.make_optimizer(unclipped)
+  """The engine's AdamW and schedule (``step.make_optimizer``) without the clipping."""
+  return step_lib.make_optimizer(dataclasses.replace(t, grad_clip=0.0))
 
 
 def model_only_step(state: dict, batch_ABT, cfg, optimizer):
   """The bare model step: ``value_and_grad`` of the loss and one optimizer update.
 
-  Not ``train.train_step``: it is the step without the engine's guard and accumulation, on
+  Not ``step.train_step``: it is the step without the engine's guard and accumulation, on
   purpose, what the engine's overhead is measured against.
   """
   loss, grads = jax.value_and_grad(model.loss_fn)(state["params"], batch_ABT[0, :, :-1],
@@ -43,12 +42,12 @@ def model_only_step(state: dict, batch_ABT, cfg, optimizer):
 
 
 def ours_step(config, batch: int, seq: int, bare: bool = False):
-  """A function running one jitted, donated step: ``train.train_step``, or the bare one."""
+  """A function running one jitted, donated step: ``step.train_step``, or the bare one."""
   cfg = shapes.model_config(config, seq)
-  t = config.train
-  optimizer = model_only_optimizer(t) if bare else train.make_optimizer(t)
-  state = jax.jit(train.init_state, static_argnums=(0, 1))(cfg, optimizer, jax.random.key(0))
-  step = jax.jit(functools.partial(model_only_step if bare else train.train_step, cfg=cfg,
+  t = step_lib.TrainConfig(**config.train)
+  optimizer = model_only_optimizer(t) if bare else step_lib.make_optimizer(t)
+  state = jax.jit(step_lib.init_state, static_argnums=(0, 1))(cfg, optimizer, jax.random.key(0))
+  step = jax.jit(functools.partial(model_only_step if bare else step_lib.train_step, cfg=cfg,
                                    optimizer=optimizer), donate_argnums=0)
   tokens = np.random.default_rng(0).integers(0, cfg.vocab_size, (1, batch, seq + 1), np.int32)
   tokens = jnp.asarray(tokens)
@@ -67,10 +66,10 @@ def compile_seconds(config, n_layer: int, seq: int, scan: bool) -> float:
   cfg = model.resolve_auto(model.ModelConfig(**{**config.model, "n_layer": n_layer,
                                                 "scan_unroll": 1 if scan else n_layer}),
                            verbose=False)
-  optimizer = train.make_optimizer(config.train)
-  state = jax.eval_shape(lambda k: train.init_state(cfg, optimizer, k), jax.random.key(0))
+  optimizer = step_lib.make_optimizer(step_lib.TrainConfig(**config.train))
+  state = jax.eval_shape(lambda k: step_lib.init_state(cfg, optimizer, k), jax.random.key(0))
   batch = jax.ShapeDtypeStruct((1, 1, seq + 1), jnp.int32)
-  step = jax.jit(functools.partial(train.train_step, cfg=cfg, optimizer=optimizer))
+  step = jax.jit(functools.partial(step_lib.train_step, cfg=cfg, optimizer=optimizer))
   start = time.perf_counter()
   step.lower(state, batch).compile()
   return time.perf_counter() - start

@@ -8,7 +8,7 @@ command, what it measures in which order, and where it writes.
 
 Three steps are timed in one process after warm-up, in two interleaved passes (ours
 against model-only, then ours against the peer; each pass alternates the order), and the
-medians compared (``timing.py``): andrea_jax's ``train.train_step`` and the bare model
+medians compared (``timing.py``): andrea_jax's ``step.train_step`` and the bare model
 step (``ours.py``), so the step's overhead shows, and the PyTorch peer (``peer.py``).
 The shapes are ``shapes.py``'s.
 

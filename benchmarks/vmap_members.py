@@ -4,7 +4,7 @@
   python -m benchmarks.vmap_members --attention_impl=xla,xla_flash --rounds=5
 
 For each attention kernel, compiles (a) one model's train step, (b) the vmapped step of
-``--members`` models (``train.train_step`` over them, as andrea_jax/multi.py runs it) and (c) the same members in
+``--members`` models (``step.train_step`` over them, as andrea_jax/multi.py runs it) and (c) the same members in
 one program through ``lax.map`` (a loop over members: unbatched matmuls), then alternates
 timing ``members`` calls of (a) against one call of (b) and of (c), ``--rounds`` times, so
 that a machine whose load changes affects all alike. Prints the median time per model-step of each and
@@ -25,7 +25,7 @@ from absl import app, flags
 
 from andrea_jax import model
 from andrea_jax import multi
-from andrea_jax import train
+from andrea_jax import step as step_lib
 from experiments.configs import tiny
 
 _MEMBERS = flags.DEFINE_integer("members", 6, "models per vmapped program")
@@ -43,9 +43,9 @@ _STEPS = flags.DEFINE_integer("steps", 3, "steps per timing")
 def programs(impl: str):
   cfg = model.ModelConfig(vocab_size=_V.value, block_size=_T.value, d_model=_D.value,
                           n_layer=_L.value, n_head=_H.value, attention_impl=impl)
-  t = tiny.get_config().train
-  prog = multi.programs(cfg, json.dumps(t.to_dict(), sort_keys=True))
-  step = functools.partial(train.train_step, cfg=cfg, optimizer=multi.make_optimizer(t))
+  t = step_lib.TrainConfig(**tiny.get_config().train)
+  prog = multi.programs(cfg, t)
+  step = functools.partial(step_lib.train_step, cfg=cfg, optimizer=multi.make_optimizer(t))
   one = jax.jit(step, donate_argnums=0)
   mapped = jax.jit(lambda s, b: jax.lax.map(lambda sb: step(*sb), (s, b)), donate_argnums=0)
   n = _MEMBERS.value

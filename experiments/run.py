@@ -20,6 +20,14 @@ import sys
 
 from absl import flags, logging
 
+from andrea_jax import signals as signals_lib
+
+if __name__ == "__main__":  # a Ctrl-C while the libraries load is a stop request too
+  _EARLY_STOP = signals_lib.StopSignals().__enter__()  # pylint: disable=unnecessary-dunder-call
+
+import jax  # pylint: disable=wrong-import-position
+
+from andrea_jax import forecast
 from andrea_jax import history
 from andrea_jax import prepare as prepare_lib
 from andrea_jax import resume
@@ -56,16 +64,24 @@ def default_workdir(config_arg: str, overridden: dict | None = None) -> str:
   return os.path.join("runs", re.sub(r"[^A-Za-z0-9.=+-]+", "_", name).strip("_"))
 
 
-def fit_to_data(config, overridden: dict) -> list[str]:
+def fit_to_data(config, overridden: dict, workdir: str | None = None) -> list[str]:
   """Settings the command left to their defaults, fitted to its run; one note each.
 
-  A run no longer than its warmup gets a shorter one. With ``data.path``, the data is
+  A run no longer than its warmup gets a shorter one; a resume keeps the warmup its
+  workdir's run started with. With ``data.path``, the data is
   prepared first: a corpus too small for the vocabulary gets the one it fills, and the
   samples continue the opening words of a held-out document (not the built-in "def ").
   """
-  notes = [] if "train.warmup_steps" in overridden else [common.fit_warmup(config)]
+  saved = history.load_config_dict(workdir) if workdir else None
+  notes = []
+  if "train.warmup_steps" not in overridden:
+    if saved is not None:  # a resume keeps the warmup of the first start (fitted or not)
+      config.train.warmup_steps = saved["train"]["warmup_steps"]
+    else:
+      notes.append(common.fit_warmup(config))
   if config.data.path:
-    prepared = train.prepare_data(config, fit_vocab=cli.fit_vocab(config, overridden))
+    prepared = train.prepare_data(config, fit_vocab=cli.fit_vocab(config, overridden),
+                                  workdir=workdir)
     config.model.vocab_size = prepared.vocab_size  # data.vocab_size refers to it
     if "sample.prompt" not in overridden:
       config.sample.prompt = prepare_lib.opening_words(prepared)
@@ -91,18 +107,36 @@ def main(argv):
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   config, overridden = _CONFIG.value, cli.overridden_fields()
-  workdir = _WORKDIR.value or default_workdir(flags.FLAGS["config"].serialize().split("=", 1)[-1],
-                                              overridden)
-  # Before any other JAX call: the backends must see every process (docs/scaling.md).
-  sharding.initialize(config.distributed)
-  for note in fit_to_data(config, overridden):
-    print(f"note: {note}", flush=True)
-  result = train.train_and_evaluate(config, workdir, _ALLOW_CHANGES.value)
+  config_arg = flags.FLAGS["config"].serialize().split("=", 1)[-1]
+  workdir = _WORKDIR.value or default_workdir(config_arg, overridden)
+  # One handler for every phase, data preparation included (andrea_jax/signals.py).
+  with signals_lib.StopSignals() as stop:
+    stop.resume = resume_command(workdir)
+    try:
+      result = _train(config, overridden, config_arg, workdir)
+    except signals_lib.Interrupted as e:
+      print(f"interrupted while {e.phase}: nothing was trained in this start, so nothing "
+            f"was saved", flush=True)
+      print(f"to resume, run: {stop.resume}", flush=True)
+      sys.exit(train.EXIT_INTERRUPTED)
   if result.summary:
     print(history.describe(result.summary, workdir))
   if result.status == "interrupted":
     print(f"to resume, run: {resume_command(workdir)}")
   sys.exit(result.exit_code)
+
+
+def _train(config, overridden: dict, config_arg: str, workdir: str):
+  # Before any other JAX call: the backends must see every process (docs/scaling.md).
+  sharding.initialize(config.distributed)
+  name = os.path.basename(config_arg.partition(":")[0]).removesuffix(".py")
+  note = forecast.gpu_config_note(name, jax.default_backend())
+  if note and sharding.is_lead():
+    print(f"note: {note}", flush=True)
+  signals_lib.set_phase("preparing data")
+  for note in fit_to_data(config, overridden, workdir):
+    print(f"note: {note}", flush=True)
+  return train.train_and_evaluate(config, workdir, _ALLOW_CHANGES.value)
 
 
 if __name__ == "__main__":

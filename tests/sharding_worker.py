@@ -13,6 +13,7 @@ Prints one line ``RESULT {json}`` with each run's losses and per-device memory.
 import json
 import os
 import shutil
+import signal
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -22,6 +23,8 @@ import jax  # pylint: disable=wrong-import-position  (importing is no JAX call: 
 from andrea_jax import metrics as metrics_lib  # pylint: disable=wrong-import-position
 from andrea_jax import model  # pylint: disable=wrong-import-position
 from andrea_jax import sharding  # pylint: disable=wrong-import-position
+from andrea_jax import signals as signals_lib  # pylint: disable=wrong-import-position
+from andrea_jax import step as step_lib  # pylint: disable=wrong-import-position
 from andrea_jax import train  # pylint: disable=wrong-import-position
 from experiments.configs import common  # pylint: disable=wrong-import-position
 from experiments.configs import tiny  # pylint: disable=wrong-import-position
@@ -46,8 +49,23 @@ def memory(tree) -> dict:
           "max_per_device": max(per_device.values()), "devices": len(per_device)}
 
 
+def signal_at(step: int, process: int) -> None:
+  """Process ``process`` sends itself a real SIGTERM just before the loop asks, after ``step``,
+  whether to stop: the others must learn of it and stop at the same step."""
+  real = signals_lib.stop_requested
+
+  def stop_requested(signals, at, every):
+    if at == step and jax.process_index() == process:
+      os.kill(os.getpid(), signal.SIGTERM)  # handled (a flag) before the next line runs
+    return real(signals, at, every)
+
+  signals_lib.stop_requested = stop_requested
+
+
 def run(spec: dict) -> dict:
   config = make_config(spec["overrides"])
+  if spec.get("signal_at"):
+    signal_at(**spec["signal_at"])
   if spec.get("resume_from"):
     copy_at_step(spec["resume_from"], spec["workdir"], spec["resume_step"])
   result = train.train_and_evaluate(config, spec["workdir"])
@@ -62,10 +80,10 @@ def init_memory(spec: dict) -> dict:
   """Parameter and Adam memory per device of a freshly initialised, sharded state."""
   config = make_config(spec["overrides"])
   cfg = model.ModelConfig(**config.model)
-  optimizer = train.make_optimizer(config.train, cfg)
+  optimizer = step_lib.make_optimizer(step_lib.TrainConfig(**config.train), cfg)
   mesh = sharding.make_mesh(config.mesh)
-  shardings = sharding.state_shardings(train.abstract_state(cfg, optimizer, 0), mesh)
-  state = jax.jit(train.init_state, static_argnums=(0, 1), out_shardings=shardings)(
+  shardings = sharding.state_shardings(step_lib.abstract_state(cfg, optimizer, 0), mesh)
+  state = jax.jit(step_lib.init_state, static_argnums=(0, 1), out_shardings=shardings)(
       cfg, optimizer, jax.random.key(0))
   return {"params": memory(state["params"]), "opt_state": memory(state["opt_state"])}
 

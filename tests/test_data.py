@@ -655,3 +655,34 @@ def test_own_data_on_the_first_try(tmp_path):
   assert "too small for vocab_size=4000" in refused.stderr
   assert sorted(os.listdir(tmp_path / "runs")) == ["cache", "tiny_data=my_texts"]
   assert os.listdir(tmp_path / "runs" / "cache") == [cache.name]
+
+
+# ---------------------------------------------------------------------------- any file a user points at
+
+
+def test_every_file_of_a_folder_with_extensions_star_and_a_glob(tmp_path):
+  for name in ("LICENSE", "COPYING", "sub/README", "notes.txt", ".git/config"):
+    (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / name).write_text(name, encoding="utf-8")
+  with pytest.raises(errors.DataError, match=r"no files ending in .*'\*' reads every file"):
+    corpus_lib.path_documents(str(tmp_path / "sub"))  # README has no extension
+  # "*": every file, extensionless ones too, hidden folders left out, in path order.
+  assert corpus_lib.path_documents(str(tmp_path), extensions="*") == [
+      "COPYING", "LICENSE", "notes.txt", "sub/README"]
+  assert corpus_lib.path_documents(str(tmp_path / "LICENSE")) == ["LICENSE"]  # a file: any name
+  assert corpus_lib.path_documents(str(tmp_path / "**" / "*README*")) == ["sub/README"]
+  with pytest.raises(errors.DataNotFoundError, match=r"matches no file"):
+    corpus_lib.path_documents(str(tmp_path / "*.rst"))
+  (tmp_path / "sub" / "blob").write_bytes(b"\x00\xff\xfe binary")
+  with pytest.raises(errors.DataError, match=r"sub/blob: not valid UTF-8"):  # refused by name
+    corpus_lib.path_documents(str(tmp_path), extensions="*")
+
+
+def test_a_batch_larger_than_the_text_is_refused_before_the_tokenizer_is_trained(tmp_path):
+  (tmp_path / "text.txt").write_text("a few words of text\n" * 40, encoding="utf-8")
+  config = prep_config(tmp_path, path=str(tmp_path / "text.txt"))
+  config.train.batch_size = 1000
+  with pytest.raises(errors.DataError, match=r"train.batch_size=1000 .* use a batch_size of "
+                     r"at most \d+"):
+    prepare_lib.prepare(config)
+  assert not os.listdir(tmp_path / "cache")  # nothing trained, nothing cached

@@ -16,8 +16,8 @@ from andrea_jax import cross_entropy
 from andrea_jax import diagnostics
 from andrea_jax import model
 from andrea_jax import mup as mup_lib
+from andrea_jax import step as step_lib
 from andrea_jax import toy
-from andrea_jax import train
 from andrea_jax.flax_model import AndreaLM, from_flax, to_flax
 from andrea_jax.model import ModelConfig
 from experiments.configs import andrea12m, andrea120m, andrea480m, common, tiny
@@ -521,13 +521,13 @@ def test_shrunk_andrea120m_trains_in_bfloat16_close_to_float32():
   cfg16 = ModelConfig(**{**config.model.to_dict(), "compute_dtype": "bfloat16",
                          "remat_policy": "dots_saveable"})
   cfg32 = dataclasses.replace(cfg16, compute_dtype="float32")
-  optimizer = train.make_optimizer(config.train)
+  optimizer = step_lib.make_optimizer(step_lib.TrainConfig(**config.train))
   batches = jax.random.randint(jax.random.key(1), (2, 1, 4, cfg16.block_size + 1), 0, cfg16.vocab_size)
 
   def two_steps(cfg):
-    step_fn = lambda state, batch: train.train_step(state, batch, cfg, optimizer)
+    step_fn = lambda state, batch: step_lib.train_step(state, batch, cfg, optimizer)
     step = jax.jit(step_fn)
-    state, losses = train.init_state(cfg, optimizer, jax.random.key(0)), []
+    state, losses = step_lib.init_state(cfg, optimizer, jax.random.key(0)), []
     jaxpr = str(jax.make_jaxpr(step_fn)(state, batches[0]))
     for batch in batches:
       state, metrics = step(state, batch)

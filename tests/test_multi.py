@@ -15,9 +15,11 @@ import pytest
 from andrea_jax import checkpoint as ckpt
 from andrea_jax import diagnostics
 from andrea_jax import errors
+from andrea_jax import loop
 from andrea_jax import metrics as metrics_lib
 from andrea_jax import model
 from andrea_jax import multi
+from andrea_jax import step as step_lib
 from andrea_jax import train
 from experiments.configs import common, tiny
 
@@ -92,6 +94,11 @@ def test_members_match_single_runs_at_their_batch_seed(vmapped, cache, tmp_path)
 
 def test_members_write_the_files_of_a_run(vmapped):
   workdir, _ = vmapped
+  # The group's own summary (what train.run returns for a group, not its first member's).
+  group = json.load(open(os.path.join(workdir, "summary.json")))
+  assert group["group_size"] == 4 and group["steps"] == 8 and group["status"] == "completed"
+  assert group["members"] == {"a": "completed", "b": "completed", "c": "completed",
+                              "boom": "diverged"}
   member = os.path.join(workdir, "b")
   summary = json.load(open(os.path.join(member, "summary.json")))
   assert summary["learning_rate"] == 3e-3 and summary["seed"] == 1 and summary["steps"] == 8
@@ -112,7 +119,7 @@ def group_state(workdir, cache, step):
   """The group's checkpoint of ``step``, as saved (members stacked)."""
   c = with_options(cache)
   cfg = model.resolve_auto(model.ModelConfig(**c.model), verbose=False)
-  prog = multi.programs(cfg, json.dumps(c.train.to_dict(), sort_keys=True), "vmap")
+  prog = multi.programs(cfg, step_lib.TrainConfig(**c.train), "vmap")
   seeds, lrs = np.arange(4, dtype=np.int32), np.ones(4, np.float32)
   mngr = ckpt.manager(os.path.join(workdir, "checkpoints"), 4, 3)
   try:
@@ -201,3 +208,17 @@ def test_a_resume_with_other_members_or_config_is_refused(vmapped, cache):
     multi.train_members(with_options(cache), MEMBERS[:2], workdir)
   with pytest.raises(errors.ConfigError, match="train.steps: 8 -> 9"):
     multi.train_members(with_options(cache, **{"train.steps": 9}), MEMBERS, workdir)
+
+
+def test_a_groups_mfu_is_over_the_one_device_it_runs_on(tmp_path, monkeypatch):
+  """A group's program runs on one device: its MFU divides by that device's peak alone."""
+  monkeypatch.setattr(metrics_lib, "peak_flops", lambda device: 100.0)
+  monkeypatch.setattr(jax, "device_count", lambda: 8)  # a machine with 8 of them
+  c = config(str(tmp_path))
+  cfg = model.resolve_auto(model.ModelConfig(**c.model), verbose=False)
+  models = loop.Models(dirs=[str(tmp_path)], batch_seeds=[0], stacked=True, abstract=None,
+                       init=None, step=None, eval_loss=None, learning_rate=None, place=None,
+                       summary_fields=[{}], tensorboard=False)  # a group's: n_devices 1
+  log = loop.Logger(models, cfg, step_lib.TrainConfig(**c.train), None, 0, None)
+  assert log.peak == 100.0
+  log.close()

@@ -299,7 +299,7 @@ def test_the_exploratory_report_names_itself_exploratory():
 
 
 def test_the_overrides_are_the_configs_fields():
-  from andrea_jax import model, train
+  from andrea_jax import model, step
   from experiments import sweep as sweep_lib
   from experiments.studies import base
   for scale in grid.SCALES:
@@ -307,5 +307,5 @@ def test_the_overrides_are_the_configs_fields():
     for members in base.groups(sweep.cells).values():
       config = sweep_lib.group_config(sweep.base_config, members[0].overrides)
       model.ModelConfig(**config.model)
-      train.check_train_config(config.train)
+      step.TrainConfig(**config.train)
 

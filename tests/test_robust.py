@@ -20,6 +20,7 @@ from andrea_jax import checkpoint as ckpt
 from andrea_jax import metrics as metrics_lib
 from andrea_jax import model
 from andrea_jax import runs
+from andrea_jax import step as step_lib
 from andrea_jax import train
 from experiments.configs import common, tiny
 
@@ -68,7 +69,8 @@ def saved(tmp_path_factory):
     os.chdir(cwd)
   assert result.status == "completed"
   cfg = model.resolve_auto(model.ModelConfig(**config.model), verbose=False)
-  abstract = train.abstract_state(cfg, train.make_optimizer(config.train, cfg), config.train.seed)
+  t = step_lib.TrainConfig(**config.train)
+  abstract = step_lib.abstract_state(cfg, step_lib.make_optimizer(t, cfg), t.seed)
   mngr = ckpt.manager(str(home / "run" / "checkpoints"), 2, 3)
   states = {s: numpy_tree(ckpt.restore(mngr, abstract, s)) for s in (2, 4)}
   mngr.close()
@@ -216,7 +218,8 @@ def namespace_prefix():
 SAVE = """
 import json
 from absl import logging
-from andrea_jax import checkpoint as ckpt, model, train
+from andrea_jax import checkpoint as ckpt, model
+from andrea_jax import step as step_lib
 from experiments import cli
 from experiments.configs import common, tiny
 
@@ -224,7 +227,7 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)  # as the entry points do: orbax logs at INFO
   config = common.apply_overrides(tiny.get_config(), json.loads(argv[2]))
   cfg = model.resolve_auto(model.ModelConfig(**config.model), verbose=False)
-  abstract = train.abstract_state(cfg, train.make_optimizer(config.train, cfg), 0)
+  abstract = step_lib.abstract_state(cfg, step_lib.make_optimizer(step_lib.TrainConfig(**config.train), cfg), 0)
   mngr = ckpt.manager(argv[1], 2, 3)
   ckpt.save(mngr, 4, ckpt.restore(mngr, abstract), force=True)
 

@@ -23,6 +23,7 @@ from jax.sharding import PartitionSpec as P
 from andrea_jax import metrics as metrics_lib
 from andrea_jax import model
 from andrea_jax import sharding
+from andrea_jax import step as step_lib
 from andrea_jax import train
 from experiments.configs import common
 from experiments.configs import tiny
@@ -168,6 +169,30 @@ def two_processes(shared_dir, cache_dir):
   return _shared(shared_dir, "two_processes", compute)
 
 
+def test_processes_agree_on_a_stop_signal_one_of_them_received(shared_dir, cache_dir, tmp_path):
+  """SIGTERM reaches process 0 only, after step 3: both stop at the next log step (4),
+  after saving it together, and report the run interrupted; process 1 heard no signal."""
+  with socket.socket() as s:
+    s.bind(("localhost", 0))
+    port = s.getsockname()[1]
+  run = {"workdir": str(tmp_path / "run"), "signal_at": {"step": 3, "process": 0},
+         "overrides": overrides(cache_dir, **{"mesh.fsdp": 2, "train.log_every": 2,
+                                              "checkpoint.every": 100})}
+  procs = [_worker({"runs": [run], "distributed": {
+      "coordinator_address": f"localhost:{port}", "num_processes": 2, "process_id": i}}, 2)
+           for i in range(2)]
+  try:
+    results = [_result(p, 420)["runs"][0] for p in procs]
+  finally:
+    for p in procs:
+      if p.poll() is None:
+        p.kill()
+        p.wait()
+  assert [r["status"] for r in results] == ["interrupted", "interrupted"]
+  assert sorted(int(k) for k in results[0]["losses"]) == [2, 4]  # rows every 2 steps
+  assert sorted(p for p in os.listdir(tmp_path / "run" / "checkpoints") if p.isdigit()) == ["4"]
+
+
 # ----------------------------------------------------------------------------- the mesh
 
 
@@ -212,8 +237,8 @@ def test_batch_must_split_over_the_devices():
 
 def _abstract(**changes):
   cfg = model.ModelConfig(vocab_size=50, block_size=8, d_model=32, n_layer=3, n_head=2, **changes)
-  optimizer = train.make_optimizer(tiny.get_config().train, cfg)
-  return train.abstract_state(cfg, optimizer, 0)
+  optimizer = step_lib.make_optimizer(step_lib.TrainConfig(**tiny.get_config().train), cfg)
+  return step_lib.abstract_state(cfg, optimizer, 0)
 
 
 def _specs(tree, **sizes):

@@ -181,13 +181,13 @@ def test_proxies_overrides_are_the_configs_fields():
   from experiments.studies.proxies import grid as proxies
   if "qk_norm" not in tiny.get_config().model:
     pytest.skip("the issue-23 model side (model.qk_norm, train.z_loss, muP) is not on this branch")
-  from andrea_jax import model, train
+  from andrea_jax import model, step as step_lib
   for scale in ("smoke", "cpu", "gpu"):
     sweep = proxies.get_sweep(scale)
     for members in base.groups(sweep.cells).values():
       config = sweep_lib.group_config(sweep.base_config, members[0].overrides)
       model.ModelConfig(**config.model)  # its own checks: mup needs a base width, ...
-      train.check_train_config(config.train)
+      step_lib.TrainConfig(**config.train)
 
 
 def test_a_sweep_records_the_version_of_its_own_rules(tmp_path):

@@ -17,9 +17,11 @@ import pytest
 
 from andrea_jax import checkpoint as ckpt
 from andrea_jax import errors
+from andrea_jax import loop
 from andrea_jax import metrics as metrics_lib
 from andrea_jax import model
 from andrea_jax import runs
+from andrea_jax import step as step_lib
 from andrea_jax import train
 from experiments.configs import common, tiny
 
@@ -151,8 +153,8 @@ def test_switching_gradient_clipping_on_resume_says_why_it_cannot(full_run, cach
                              allow_resume_changes=True)
   # Restoring the state straight into the other optimizer names what differs.
   config = small_config(cache_dir, **{"train.grad_clip": 0.0})
-  abstract = train.abstract_state(model.ModelConfig(**config.model),
-                                  train.make_optimizer(config.train), 0)
+  abstract = step_lib.abstract_state(model.ModelConfig(**config.model),
+                                     step_lib.make_optimizer(step_lib.TrainConfig(**config.train)), 0)
   with pytest.raises(ckpt.CheckpointError, match=r"only in the checkpoint: opt_state/1/"):
     ckpt.restore(ckpt.manager(str(workdir / "checkpoints"), 6, 3), abstract)
 
@@ -161,8 +163,8 @@ def test_load_run_restores_the_parameters_alone(full_run, monkeypatch):
   workdir, result = full_run
   def refuse(*args, **kwargs):
     raise AssertionError("load_run built an optimizer or a training state")
-  monkeypatch.setattr(train, "make_optimizer", refuse)
-  monkeypatch.setattr(train, "init_state", refuse)
+  monkeypatch.setattr(step_lib, "make_optimizer", refuse)
+  monkeypatch.setattr(step_lib, "init_state", refuse)
   monkeypatch.setattr(optax, "adamw", refuse)
   params, cfg, tok, config = runs.load_run(str(workdir))
   jax.tree.map(np.testing.assert_array_equal, params, result.state["params"])
@@ -211,9 +213,10 @@ def test_a_run_with_qk_norm_mup_and_z_loss_resumes_exactly(cache_dir, tmp_path):
 def test_checkpoint_holds_the_final_state(full_run, cache_dir):
   workdir, result = full_run
   config = small_config(cache_dir)
-  cfg, optimizer = model.ModelConfig(**config.model), train.make_optimizer(config.train)
+  cfg = model.ModelConfig(**config.model)
+  optimizer = step_lib.make_optimizer(step_lib.TrainConfig(**config.train))
   mngr = ckpt.manager(str(workdir / "checkpoints"), 6, 3)
-  restored = ckpt.restore(mngr, train.abstract_state(cfg, optimizer, 0))
+  restored = ckpt.restore(mngr, step_lib.abstract_state(cfg, optimizer, 0))
   assert int(restored["step"]) == 24
   jax.tree.map(np.testing.assert_array_equal, restored["params"], result.state["params"])
 
@@ -223,13 +226,13 @@ def test_unigram_loss_is_the_cross_entropy_of_token_frequencies():
   eval_set = np.array([[[9, 0, 1]]])  # targets 0 and 1
   p = (np.array([3, 1, 0]) + 1) / 7
   expected = -(np.log(p[0]) + np.log(p[1])) / 2
-  assert train.unigram_loss(tokens, eval_set, 3) == pytest.approx(expected)
+  assert loop.unigram_loss(tokens, eval_set, 3) == pytest.approx(expected)
 
 
 def test_weight_decay_only_on_matrices_and_embeddings():
   cfg = model.ModelConfig(vocab_size=11, block_size=4, d_model=8, n_layer=2, n_head=2,
                           tie_embeddings=False)
-  mask = train.decay_mask(model.init_params(cfg, jax.random.key(0)))
+  mask = step_lib.decay_mask(model.init_params(cfg, jax.random.key(0)))
   assert mask["wte"] and mask["wpe"] and mask["lm_head"]
   assert mask["blocks"]["attn"]["w_qkv"] and not mask["blocks"]["attn"]["b_qkv"]
   assert mask["blocks"]["mlp"]["w_out"] and not mask["blocks"]["ln_2"]["scale"]
@@ -237,8 +240,8 @@ def test_weight_decay_only_on_matrices_and_embeddings():
 
 
 def test_schedule_warms_up_from_above_zero_then_decays_to_the_floor(cache_dir):
-  t = small_config(cache_dir, **{"train.warmup_steps": 4}).train
-  lr = train.make_schedule(t)
+  t = step_lib.TrainConfig(**small_config(cache_dir, **{"train.warmup_steps": 4}).train)
+  lr = step_lib.make_schedule(t)
   for k in range(t.warmup_steps + 1):  # update k of the warmup: peak * (k + 1) / (warmup + 1)
     assert lr(k) == pytest.approx(t.learning_rate * (k + 1) / (t.warmup_steps + 1))
   assert lr(0) > 0
@@ -251,11 +254,11 @@ def test_gradient_accumulation_equals_one_big_batch():
   cfg = model.ModelConfig(vocab_size=31, block_size=8, d_model=16, n_layer=1, n_head=2)
   opt = optax.sgd(1.0)
   batch = np.random.default_rng(0).integers(0, 31, (8, 9)).astype(np.int32)
-  init = train.init_state(cfg, opt, jax.random.key(0))["params"]
+  init = step_lib.init_state(cfg, opt, jax.random.key(0))["params"]
   loss, grads = jax.value_and_grad(model.loss_fn)(init, batch[:, :-1], batch[:, 1:], cfg)
   for accum in (1, 4):
-    state = train.init_state(cfg, opt, jax.random.key(0))
-    state, m = train.train_step(state, batch.reshape(accum, -1, 9), cfg, opt)
+    state = step_lib.init_state(cfg, opt, jax.random.key(0))
+    state, m = step_lib.train_step(state, batch.reshape(accum, -1, 9), cfg, opt)
     np.testing.assert_allclose(m["loss"], loss, rtol=1e-5)
     update = jax.tree.map(jnp.subtract, init, state["params"])
     jax.tree.map(lambda u, g: np.testing.assert_allclose(u, g, rtol=1e-4, atol=1e-6), update, grads)
@@ -263,7 +266,7 @@ def test_gradient_accumulation_equals_one_big_batch():
 
 
 def test_a_diverging_run_stops_at_its_first_non_finite_step_and_keeps_the_last_finite_checkpoint(
-    cache_dir, tmp_path):
+    cache_dir, tmp_path, capsys):
   config = small_config(cache_dir, **{"train.learning_rate": 1e4, "train.grad_clip": 0.0,
                                       "train.warmup_steps": 0, "train.steps": 30,
                                       "train.log_every": 1, "train.eval_every": 1,
@@ -286,6 +289,15 @@ def test_a_diverging_run_stops_at_its_first_non_finite_step_and_keeps_the_last_f
   for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(result.state["params"])):
     assert np.all(np.isfinite(a))
     np.testing.assert_array_equal(a, b)
+  # A rerun with the same settings is not retrained into the same divergence: exit 3,
+  # where it diverged and how to go on.
+  capsys.readouterr()
+  again = train.train_and_evaluate(config, str(tmp_path))
+  out = capsys.readouterr().out
+  assert again.status == "diverged" and again.exit_code == 3, out
+  assert f"diverged at step {s['diverged_at_step']}" in out and "--allow_resume_changes" in out
+  assert f"last finite checkpoint is step {s['steps']}" in out
+  assert metrics_lib.read_metrics(str(tmp_path)) == rows  # nothing retrained
 
 
 def test_resuming_with_a_different_model_is_refused(full_run, cache_dir):
@@ -301,10 +313,11 @@ def test_corrupt_checkpoint_is_a_clear_error(full_run, cache_dir, tmp_path):
   mngr = ckpt.manager(str(workdir / "checkpoints"), 6, 3)
   config = small_config(cache_dir, **{"model.d_model": 64})
   cfg = model.ModelConfig(**config.model)
+  optimizer = step_lib.make_optimizer(step_lib.TrainConfig(**config.train))
   with pytest.raises(ckpt.CheckpointError,
                      match=r"does not match this run's state: different shapes: params/blocks/attn/"
                      r"b_out \(1, 32\) in the checkpoint vs \(1, 64\) here"):
-    ckpt.restore(mngr, train.abstract_state(cfg, train.make_optimizer(config.train), 0))
+    ckpt.restore(mngr, step_lib.abstract_state(cfg, optimizer, 0))
 
 
 @pytest.mark.parametrize("field, value, match", [

@@ -1,4 +1,4 @@
-"""The step core (train.init_state / train_step): accumulation, clipping, and the skip of a
+"""The step core (step.init_state / train_step): accumulation, clipping, and the skip of a
 step that diverges, checked by what the step computes."""
 
 import functools
@@ -10,7 +10,7 @@ import optax
 import pytest
 
 from andrea_jax import model
-from andrea_jax import train
+from andrea_jax import step as step_lib
 from experiments.configs import common
 
 CFG = model.ModelConfig(vocab_size=64, block_size=8, d_model=16, n_layer=2, n_head=2,
@@ -21,13 +21,13 @@ def train_settings(**kw):
   t = common.train_group()
   t.warmup_steps, t.learning_rate, t.steps = 0, 1e-2, 10
   t.update(kw)
-  return t
+  return step_lib.TrainConfig(**t)
 
 
 def step_fn(t=None, optimizer=None):
-  optimizer = optimizer or train.make_optimizer(t)
-  state = train.init_state(CFG, optimizer, jax.random.key(0))
-  step = jax.jit(functools.partial(train.train_step, cfg=CFG, optimizer=optimizer))
+  optimizer = optimizer or step_lib.make_optimizer(t)
+  state = step_lib.init_state(CFG, optimizer, jax.random.key(0))
+  step = jax.jit(functools.partial(step_lib.train_step, cfg=CFG, optimizer=optimizer))
   return state, step, optimizer
 
 
@@ -106,8 +106,8 @@ def test_clipping_uses_the_global_norm_of_the_gradients_and_matches_optax():
   assert float(norm) > 0.05
   np.testing.assert_allclose(m["grad_norm"], norm, rtol=1e-5)
   reference = optax.chain(optax.clip_by_global_norm(0.05),
-                          optax.adamw(train.make_schedule(t), b1=t.b1, b2=t.b2, eps=t.eps,
-                                      weight_decay=t.weight_decay, mask=train.decay_mask))
+                          optax.adamw(step_lib.make_schedule(t), b1=t.b1, b2=t.b2, eps=t.eps,
+                                      weight_decay=t.weight_decay, mask=step_lib.decay_mask))
   updates, opt_state = reference.update(grads, reference.init(state["params"]), state["params"])
   expected = {"params": optax.apply_updates(state["params"], updates), "opt_state": opt_state}
   assert jax.tree.structure(new["opt_state"]) == jax.tree.structure(opt_state)
@@ -119,7 +119,7 @@ def test_clipping_uses_the_global_norm_of_the_gradients_and_matches_optax():
 
 def test_clip_by_global_norm_keeps_optax_state_structure_and_math():
   grads = {"a": jnp.arange(4.0), "b": jnp.ones((2, 3))}
-  ours, theirs = train.clip_by_global_norm(1.0), optax.clip_by_global_norm(1.0)
+  ours, theirs = step_lib.clip_by_global_norm(1.0), optax.clip_by_global_norm(1.0)
   assert jax.tree.structure(ours.init(grads)) == jax.tree.structure(theirs.init(grads))
   expected, _ = theirs.update(grads, theirs.init(grads))
   for given in (None, optax.tree.norm(grads)):
@@ -133,7 +133,7 @@ def test_clipping_uses_the_norm_it_is_given():
   # norm of its own): a given norm twice the true one clips to half the size.
   grads = {"a": jnp.arange(4.0), "b": jnp.ones((2, 3))}
   true = optax.tree.norm(grads)
-  clip = train.clip_by_global_norm(1.0)
+  clip = step_lib.clip_by_global_norm(1.0)
   got, _ = clip.update(grads, clip.init(grads), grad_norm=2 * true)
   for a, g in zip(jax.tree.leaves(got), jax.tree.leaves(grads)):
     np.testing.assert_allclose(a, g / (2 * true), rtol=1e-6)
@@ -144,10 +144,10 @@ def test_clipping_uses_the_norm_it_is_given():
 
 def test_z_loss_is_optimised_and_logged_apart_from_the_loss():
   t = train_settings()
-  optimizer = train.make_optimizer(t)
-  state = train.init_state(CFG, optimizer, jax.random.key(0))
+  optimizer = step_lib.make_optimizer(t)
+  state = step_lib.init_state(CFG, optimizer, jax.random.key(0))
   batch = rows()
-  step = lambda z: jax.jit(functools.partial(train.train_step, cfg=CFG, optimizer=optimizer,
+  step = lambda z: jax.jit(functools.partial(step_lib.train_step, cfg=CFG, optimizer=optimizer,
                                              z_loss=z))(state, batch[None])
   (plain, m0), (with_z, m1) = step(0.0), step(0.5)
   assert "z_loss" not in m0  # off by default, and not logged
@@ -173,7 +173,7 @@ def test_mup_scales_the_learning_rate_of_the_hidden_matrices_alone():
   grads = jax.tree.map(lambda a: jax.random.normal(next(keys), a.shape), params)  # any will do
   updates = {}
   for cfg in (sp, mup):
-    opt = train.make_optimizer(t, cfg)
+    opt = step_lib.make_optimizer(t, cfg)
     updates[cfg.parametrization], _ = jax.jit(opt.update)(grads, opt.init(params), params)
   hidden = {"w_qkv", "w_out", "w_in"}
   for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(updates["mup"]),
@@ -184,4 +184,4 @@ def test_mup_scales_the_learning_rate_of_the_hidden_matrices_alone():
 
 def test_a_negative_z_loss_is_refused():
   with pytest.raises(ValueError, match=r"train.z_loss=-0.1: expected 0 \(off\) or a positive"):
-    train.check_train_config(train_settings(z_loss=-0.1))
+    train_settings(z_loss=-0.1)

@@ -197,9 +197,9 @@ def sample_group() -> ml_collections.ConfigDict:
 def data_group(vocab_size: int) -> ml_collections.ConfigDict:
   """The ``data`` group: corpus source, split, tokenizer and cache locations."""
   d = ml_collections.ConfigDict()
-  # A text file, a directory of text files or a JSONL file ("text" field); "" = built-in corpus.
+  # A text file, a glob, a directory of text files or a JSONL file ("text" field); "" = built-in.
   d.path = ""
-  # File extensions read when data.path is a directory.
+  # File extensions read when data.path is a directory ("*": every file, extensionless too).
   d.extensions = ".txt,.md,.rst"
   # At most this many documents from the built-in corpus (0 = all of them).
   d.max_docs = 0

@@ -1,0 +1,371 @@
+"""The training loop: steps, periodic evaluation, logging, diagnostics and checkpoints.
+
+``train_loop`` steps ``Models`` (one model, or a group's members: ``train.single_run``,
+``multi.group``) from a start step to ``TrainConfig.steps``: each step's batch from
+``Batches``, every ``eval_every`` steps (and at the end) ``evaluate`` on the fixed
+``EvalSet``, rows to the ``Logger``, a checkpoint when the policy, the end or a signal
+asks. The loop reads a step's divergence flag one step late (no host sync per step;
+exactly at log, evaluation and checkpoint steps), drops a diverged member from its rows,
+and stops once no member is left training (a group's others go on) or on SIGTERM/SIGINT
+(after saving). No diverged state is saved.
+
+``evaluate`` computes; the ``Logger`` writes and prints: ``metrics.jsonl`` (+ TensorBoard),
+the progress bar, a line per row where stdout is not a terminal, and the ``Record`` of
+each member's last train loss and evaluations that its summary is built from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+from typing import Any, Callable, NamedTuple
+
+import jax
+import numpy as np
+from tqdm.auto import tqdm
+
+from andrea_jax import checkpoint as ckpt
+from andrea_jax import diagnostics
+from andrea_jax import forecast
+from andrea_jax import history
+from andrea_jax import loader as loader_lib
+from andrea_jax import metrics as metrics_lib
+from andrea_jax import model
+from andrea_jax import prepare as prepare_lib
+from andrea_jax import shards
+from andrea_jax import sharding
+from andrea_jax import signals as signals_lib
+from andrea_jax import step as step_lib
+from andrea_jax import tokenizer as tokenizer_lib
+
+
+@dataclasses.dataclass
+class Models:
+  """What a run trains: one model (a single run) or a group's members.
+
+  Its functions take and return the state of all of them; with ``stacked`` every leaf of
+  the state (and the metrics, evaluations and probes) carries a leading member axis.
+  """
+  dirs: list[str]  # each member's directory for its metrics and summary (single: the workdir)
+  batch_seeds: list[int]  # each member's batch order (``loader.batch_at``'s seed)
+  stacked: bool
+  abstract: Any  # the state's shapes, dtypes (and shardings): the target of a restore
+  init: Callable[[], Any]  # a fresh state
+  step: Callable  # jitted, donating: (state, batch) -> (state, {"loss", "grad_norm", "good"})
+  eval_loss: Callable  # jitted: (params, [B, T+1] batch) -> mean loss (of each member)
+  learning_rate: Callable[[int], np.ndarray]  # the rate of update k (0-based) of each member
+  place: Callable[[np.ndarray], jax.Array]  # this process's rows -> the step's batch
+  summary_fields: list[dict]  # what each member's summary adds (a group: its rate and seeds)
+  tensorboard: bool = True  # TensorBoard event files beside metrics.jsonl
+  n_devices: int = 1  # the devices the program runs on (a group: one; a run: its mesh)
+
+  @property
+  def n(self) -> int:
+    return len(self.dirs)
+
+
+def per_member(value) -> np.ndarray:
+  """A host array with a leading member axis, whether ``value`` is stacked or not."""
+  return np.atleast_1d(np.asarray(jax.device_get(value)))
+
+
+# ----------------------------------------------------------------------------- evaluation
+
+
+@dataclasses.dataclass
+class EvalSet:
+  """The fixed validation batches and the baselines they are read against."""
+  arrays: list  # this process's rows of each batch, as global arrays
+  unigram: float  # the unigram baseline's loss on them (nats/token)
+  targets: np.ndarray  # the targets evaluated, all processes' rows (for bits per byte)
+  token_bytes: np.ndarray  # bytes per token id
+  first_batch: np.ndarray  # the diagnostics probe batch
+
+  def bpb(self, val_loss: float | None) -> float | None:
+    if val_loss is None:
+      return None
+    return metrics_lib.bits_per_byte(val_loss, self.targets, self.token_bytes)
+
+
+def make_eval_set(t: step_lib.TrainConfig, cfg: model.ModelConfig,
+                  prepared: prepare_lib.PreparedData, mesh) -> EvalSet:
+  """``t.eval_batches`` batches of ``t.batch_size`` rows from the validation shard."""
+  train_tokens = shards.read_shard(prepared.train_path)
+  val_tokens = shards.read_shard(prepared.val_path)
+  eval_set = loader_lib.eval_batches(val_tokens, t.eval_batches, t.batch_size, cfg.block_size,
+                                     name=f"validation shard {prepared.val_path!r}")
+  # Each process holds its own rows of every eval batch, like the loader's train batches.
+  local = loader_lib.eval_batches(val_tokens, t.eval_batches, t.batch_size, cfg.block_size,
+                                  process_index=jax.process_index(),
+                                  process_count=jax.process_count())
+  batch = sharding.batch_sharding(mesh, batch_dim=0, ndim=2)
+  tok = tokenizer_lib.load(prepared.tokenizer_path, cfg.vocab_size)
+  return EvalSet(arrays=[sharding.global_batch(b, batch, batch_dim=0) for b in local],
+                 unigram=unigram_loss(train_tokens, eval_set, cfg.vocab_size),
+                 targets=eval_set[..., 1:],
+                 token_bytes=metrics_lib.token_bytes(tok, cfg.vocab_size),
+                 first_batch=eval_set[0])
+
+
+def unigram_loss(train_tokens: np.ndarray, eval_set: np.ndarray, vocab_size: int) -> float:
+  """Cross-entropy (nats) of the add-one-smoothed token frequencies of the training split."""
+  counts = np.bincount(np.asarray(train_tokens), minlength=vocab_size).astype(np.float64) + 1.0
+  log_p = np.log(counts / counts.sum())
+  return float(-log_p[eval_set[..., 1:]].mean())
+
+
+def evaluate(models: Models, params, eval_set: EvalSet, step: int = 0) -> np.ndarray:
+  """Each member's mean validation loss over the fixed batches of ``eval_set``.
+
+  With a bar (on a terminal); a SIGINT is read between batches (``signals.check`` raises
+  ``signals.Interrupted``): one batch is a single jitted call.
+  """
+  signals_lib.set_phase(f"evaluating step {step}")
+  lead = sharding.is_lead()
+  if step == 0 and lead:
+    tqdm.write(f"step 0: evaluating on {len(eval_set.arrays)} validation batches")
+  losses = []
+  for b in tqdm(eval_set.arrays, desc=f"eval step {step}", unit="batch", leave=False,
+                disable=None if lead else True, dynamic_ncols=True):
+    losses.append(per_member(models.eval_loss(params, b)))
+    signals_lib.check()
+  return np.mean(losses, axis=0)
+
+
+# ----------------------------------------------------------------------------- rows
+
+
+@dataclasses.dataclass
+class Record:
+  """What a run's rows said of each member, for its summary (``train.summary``)."""
+  train_loss: list  # the newest logged train loss (None: none yet)
+  initial_val: list  # the validation loss at step 0 (None: not in the rows)
+  val: list  # the newest evaluation, (val_loss, step) (None: none yet)
+
+  @classmethod
+  def start(cls, dirs: list[str], start_step: int) -> "Record":
+    """Empty for a fresh run. A resumed segment starts from the earlier segments' rows up to
+    ``start_step``: read back from each member's ``metrics.jsonl`` once, here."""
+    record = cls([None] * len(dirs), [None] * len(dirs), [None] * len(dirs))
+    for i, d in enumerate(dirs if start_step else ()):
+      for r in metrics_lib.read_metrics(d):
+        if r["step"] <= start_step:
+          record.add(i, r)
+    return record
+
+  def add(self, i: int, row: dict) -> None:
+    if "loss" in row:
+      self.train_loss[i] = row["loss"]
+    if "val_loss" in row:
+      self.val[i] = (row["val_loss"], row["step"])
+      if row["step"] == 0:
+        self.initial_val[i] = row["val_loss"]
+
+
+class Logger:
+  """Rows of each member still training: ``metrics.jsonl``, the bar, stdout, the ``Record``."""
+
+  def __init__(self, models: Models, cfg: model.ModelConfig, t: step_lib.TrainConfig,
+               eval_set: EvalSet, start_step: int, clock: history.Clock):
+    lead = sharding.is_lead()
+    self.models, self.eval_set, self.clock, self.steps = models, eval_set, clock, t.steps
+    self.writers = [metrics_lib.Writer(d, enabled=lead, tensorboard=models.tensorboard)
+                    for d in models.dirs]
+    self.record = Record.start(models.dirs, start_step)
+    self.tokens_per_step = t.batch_size * cfg.block_size
+    # The program's FLOPs per token of one member: all members run in it.
+    self.flops_per_token = models.n * model.flops_per_token(cfg)
+    peak = metrics_lib.peak_flops(jax.devices()[0])
+    # The peak of the devices the program runs on (a group's: one): MFU is per device.
+    self.peak = peak and peak * models.n_devices
+    self.window, self.last = [], (time.time(), start_step)
+    self.measured = False  # the first row of a segment prints the measured speed
+    self.bar = tqdm(total=t.steps, initial=start_step, desc="train", unit="step",
+                    disable=None if lead else True, dynamic_ncols=True)
+    # Where stdout is not a terminal (CI, nohup, a log file) or tqdm shows nothing (its
+    # stderr is not one either), print a line per row: the log says how the run goes.
+    self.print_rows = lead and (self.bar.disable or not sys.stdout.isatty())
+
+  def _write(self, i: int, step: int, row: dict) -> None:
+    self.writers[i].write(step, row)
+    self.record.add(i, {"step": step, **row})
+
+  def log_train(self, step: int, alive: np.ndarray) -> None:
+    """One row per member still training: the window's mean loss and gradient norm."""
+    host = jax.device_get(self.window)
+    now = time.time()
+    rate = (step - self.last[1]) * self.tokens_per_step / max(now - self.last[0], 1e-9)
+    loss = np.mean([per_member(h["loss"]) for h in host], axis=0)
+    grad_norm = np.mean([per_member(h["grad_norm"]) for h in host], axis=0)
+    z_loss = np.mean([per_member(h["z_loss"]) for h in host], axis=0) if "z_loss" in host[0] else None
+    lr = self.models.learning_rate(step - 1)
+    for i in np.flatnonzero(alive):
+      row = {"loss": float(loss[i]), "lr": float(lr[i]), "grad_norm": float(grad_norm[i]),
+             "tokens_per_s": rate, "wall_time_s": self.clock.seconds()}
+      if z_loss is not None:  # the z-loss term, apart from the cross-entropy
+        row["z_loss"] = float(z_loss[i])
+      if self.peak:
+        row["mfu"] = metrics_lib.mfu(rate, self.flops_per_token, self.peak)
+      self._write(i, step, row)
+    live = np.flatnonzero(alive)
+    self.bar.set_postfix(loss=f"{np.mean(loss[live]):.3f}", tok_s=f"{rate * len(live):,.0f}")
+    if not self.measured and sharding.is_lead():
+      self.measured = True
+      per_step = max(now - self.last[0], 1e-9) / max(step - self.last[1], 1)
+      tqdm.write(forecast.measured(per_step, rate * len(live), self.steps - step))
+    if self.print_rows:
+      i = live[0]
+      what = (f"loss {loss[i]:.4f}, lr {lr[i]:.3g}, grad_norm {grad_norm[i]:.3f}"
+              if self.models.n == 1 else "loss " + ", ".join(
+                  f"{os.path.basename(self.models.dirs[j])} {loss[j]:.4f}" for j in live))
+      print(f"step {step}/{self.steps}: {what}, {rate * len(live):,.0f} tokens/s", flush=True)
+    self.window, self.last = [], (now, step)
+
+  def log_eval(self, step: int, val: np.ndarray, alive: np.ndarray) -> None:
+    """The validation loss (with bits per byte) of each member still training; one line."""
+    ev = self.eval_set
+    for i in np.flatnonzero(alive):
+      self._write(i, step, {"val_loss": float(val[i]), "val_bpb": ev.bpb(float(val[i]))})
+    live = np.flatnonzero(alive)
+    if self.models.n == 1:
+      bpb = ev.bpb(float(val[0]))
+      what = f"{val[0]:.4f}" + ("" if bpb is None else f", {bpb:.4f} bits/byte")
+    else:
+      what = ", ".join(f"{os.path.basename(self.models.dirs[i])} {val[i]:.4f}" for i in live)
+    tqdm.write(f"step {step}: val_loss {what} (unigram {ev.unigram:.4f})")
+
+  def restart_clock(self) -> None:
+    """The speed is measured from now (not over compilation and the step-0 evaluation)."""
+    self.last = (time.time(), self.last[1])
+
+  def close(self) -> None:
+    self.bar.close()
+    for w in self.writers:
+      w.close()
+
+
+# ----------------------------------------------------------------------------- batches
+
+
+class Batches:
+  """The next training batch of every member: one prefetching loader per distinct seed."""
+
+  def __init__(self, models: Models, train_path: str, t: step_lib.TrainConfig,
+               block_size: int, start_step: int, prefetch: int):
+    self.models = models
+    # This process's rows as A microbatches; the microbatches of all processes together
+    # hold the global batch's rows (grouped differently than with one process, which
+    # leaves the averaged gradient unchanged: every microbatch has B/A rows).
+    self.shape = (t.grad_accum_steps, -1, block_size + 1)
+    self.loaders = {seed: loader_lib.Loader(train_path, t.batch_size, block_size, seed,
+                                            start_step=start_step, prefetch=prefetch)
+                    for seed in sorted(set(models.batch_seeds))}
+
+  def __next__(self) -> jax.Array:
+    rows = {seed: next(loader).reshape(self.shape) for seed, loader in self.loaders.items()}
+    seeds = self.models.batch_seeds
+    local = np.stack([rows[s] for s in seeds]) if self.models.stacked else rows[seeds[0]]
+    return self.models.place(local)
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    for loader in self.loaders.values():
+      loader.close()
+
+
+# ----------------------------------------------------------------------------- the loop
+
+
+@dataclasses.dataclass
+class Outputs:
+  """Where the loop's results go: rows, checkpoints and (if on) diagnostics."""
+  log: Logger
+  checkpoints: Any  # an orbax CheckpointManager (``checkpoint.manager``)
+  diagnostics: diagnostics.Recorder | None = None
+
+
+class Outcome(NamedTuple):
+  status: str  # "completed", "diverged" or "interrupted"
+  state: Any  # the last state (after a divergence: the last finite one)
+  alive: np.ndarray  # alive[i]: member i has not diverged
+  record: Record
+
+
+def train_loop(models: Models, state, t: step_lib.TrainConfig, start_step: int,
+               batches: Batches, eval_set: EvalSet, out: Outputs) -> Outcome:
+  """Steps ``start_step + 1 .. t.steps`` (module docstring).
+
+  The loop stops when no member is left, on a signal (after saving) or at ``t.steps``.
+  """
+  log, mngr, diag = out.log, out.checkpoints, out.diagnostics
+  alive = per_member(state["good"]).copy()
+  evaluated = -1  # the step of this segment's newest evaluation
+
+  def evaluation(step):
+    nonlocal evaluated
+    log.log_eval(step, evaluate(models, state["params"], eval_set, step), alive)
+    evaluated = step
+
+  status, previous = "completed", None
+  with signals_lib.StopSignals() as signals:
+    batch = next(batches) if start_step < t.steps else None
+    if batch is not None:  # compiled ahead, then what the run is in for (forecast.py)
+      step_fn, eval_fn, seconds = forecast.compile_programs(
+          models.step, models.eval_loss, state, batch, eval_set.arrays[0])
+      models = dataclasses.replace(models, step=step_fn, eval_loss=eval_fn)
+      if sharding.is_lead():
+        tqdm.write(forecast.estimate(log.flops_per_token * log.tokens_per_step,
+                                     log.tokens_per_step, t, models.n_devices, start_step,
+                                     seconds, eval_at_start=start_step == 0))
+    try:
+      if start_step == 0:
+        evaluation(0)
+        if diag:
+          diag.record(0, state["params"], alive=alive)
+    except signals_lib.Interrupted:
+      status = "interrupted"  # nothing trained yet: nothing to save
+    log.restart_clock()
+    for step in range(start_step + 1, t.steps + 1) if status == "completed" else ():
+      signals_lib.set_phase(f"training (step {step})")
+      if step > start_step + 1:
+        batch = next(batches)
+      before = diag.snapshot(state["params"]) if diag and diag.wants_snapshot(step) else None
+      state, m = models.step(state, batch)
+      log.window.append(m)
+      stop = signals_lib.stop_requested(signals, step, t.log_every)
+      saving = step == t.steps or stop or mngr.should_save(step)
+      logging = step % t.log_every == 0 or saving
+      evaluating = step % t.eval_every == 0 or step == t.steps
+      # Divergence, read one step late: the previous step has finished by now, so the host
+      # does not wait on this one, except where it waits anyway (logs, evaluations, saves).
+      flags = m if logging or evaluating else previous
+      if flags is not None:
+        alive &= per_member(flags["good"])
+      previous = m
+      if not alive.any():  # nothing left to train; nothing diverged is saved
+        status = "diverged"
+        break
+      if diag:
+        diag.record(step, state["params"], before, alive)
+      if logging:
+        log.log_train(step, alive)
+      log.bar.update(1)
+      if evaluating:
+        try:
+          evaluation(step)
+        except signals_lib.Interrupted:  # stopped between its batches: save the step
+          stop = saving = True
+      if saving:
+        signals_lib.set_phase(f"saving the checkpoint of step {step}")
+        ckpt.save(mngr, step, state, force=True)
+      if stop:
+        status = "interrupted"
+        break
+  if status == "completed" and evaluated != t.steps:
+    # Finished before, stopped before its summary: evaluate the final state now.
+    evaluation(t.steps)
+  return Outcome(status, state, alive, log.record)

@@ -1,0 +1,251 @@
+"""The step core: the typed training settings, the optimizer, the state and the update.
+
+``TrainConfig`` is the config's ``train`` group as a frozen, validated value (as
+``model.ModelConfig`` is the ``model`` group's). From it: ``make_optimizer`` (global-norm
+clipping, then AdamW with decoupled decay on matrices and embeddings and its warmup-cosine
+``make_schedule``; muP's per-parameter rates for a muP model), ``init_state`` (the whole
+training state, what a checkpoint holds) and ``train_step``: the loss averaged over
+gradient-accumulation microbatches, the global gradient norm (the clipping reuses it), the
+update, and the skip of a step that diverges. ``eval_loss`` is the loss of one validation
+batch. A group (``multi.py``) runs the same functions over its members.
+
+A step diverges when its loss or gradient norm is not finite, or when the parameters it
+would make are not: it is not applied (the state stays bit-identical to the one before
+it) and ``good`` turns False for ever, so every later step is skipped too (what a run does
+then: ``train.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import types
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from andrea_jax import errors
+from andrea_jax import model
+from andrea_jax import mup
+
+# Leaves that get weight decay: the weight matrices and both embeddings (as in GPT-2 and
+# nanoGPT: wte is also the tied output head). Biases and LayerNorm parameters get none.
+DECAYED = frozenset({"wte", "wpe", "lm_head", "w_qkv", "w_out", "w_in"})
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+  """The ``train`` group (experiments/configs/common.py says what each field does), checked.
+
+  ``TrainConfig(**config.train)``; frozen and hashable, so a jitted program can be keyed
+  by it. Bad values are refused with a ``ConfigError`` naming the field and the fix.
+  """
+  seed: int
+  steps: int
+  batch_size: int
+  grad_accum_steps: int
+  learning_rate: float
+  warmup_steps: int
+  min_lr_ratio: float
+  b1: float
+  b2: float
+  eps: float
+  weight_decay: float
+  grad_clip: float
+  z_loss: float
+  log_every: int
+  eval_every: int
+  eval_batches: int
+  init_from: str = ""  # (configs written before fine-tuning existed have no such field)
+
+  def __post_init__(self):
+    for name in ("steps", "batch_size", "grad_accum_steps", "learning_rate", "log_every",
+                 "eval_every", "eval_batches"):
+      if not getattr(self, name) > 0:
+        raise errors.ConfigError(f"train.{name}={getattr(self, name)!r}: expected a positive value")
+    if self.batch_size % self.grad_accum_steps:
+      raise errors.ConfigError(
+          f"train.batch_size={self.batch_size} is not divisible by train.grad_accum_steps="
+          f"{self.grad_accum_steps}: choose a batch size that is a multiple of it")
+    if not 0 <= self.warmup_steps < self.steps:
+      raise errors.ConfigError(
+          f"train.warmup_steps={self.warmup_steps}: expected 0 <= warmup_steps < train.steps="
+          f"{self.steps}; set --config.train.warmup_steps={self.steps // 10} (a tenth of the run)")
+    if not 0 <= self.min_lr_ratio <= 1:
+      raise errors.ConfigError(
+          f"train.min_lr_ratio={self.min_lr_ratio}: expected a value in [0, 1]")
+    if not self.z_loss >= 0:
+      raise errors.ConfigError(f"train.z_loss={self.z_loss!r}: expected 0 (off) or a positive "
+                               f"weight such as 1e-4")
+
+
+# ----------------------------------------------------------------------------- optimizer
+
+
+def make_schedule(t: TrainConfig, segments: list | None = None) -> optax.Schedule:
+  """Linear warmup to the peak, then cosine decay to ``learning_rate * min_lr_ratio``.
+
+  Update ``k`` (0, 1, ...) of the warmup uses ``peak * (k + 1) / (warmup_steps + 1)``, as
+  nanoGPT does: the first update already moves the parameters, and update ``warmup_steps``
+  is the first at the peak. (optax's linear warmup from ``peak / (warmup + 1)`` is exactly
+  this line.)
+
+  ``segments`` (``resume.schedule_segments``: ``[(start_step, train group), ...]``, the
+  last one ``t``'s) is a run resumed with other settings. Resuming never changes the
+  schedule of the steps already planned: each segment keeps its predecessor's shape up to
+  its start (or up to the end of the warmup, when it starts inside it), then decays by a
+  cosine from the value the saved schedule gives there to its own ``min_lr_ratio`` at its
+  own ``steps``. So a run continued to more steps extends its decay without a jump at the
+  seam; a changed peak ``learning_rate`` scales the whole shape from the seam on.
+  """
+  shapes = [tuple(seg[k] for k in SHAPE_FIELDS) for _, seg in segments or ()]
+  if len(set(shapes)) <= 1:  # one plan (its peak may have changed): optax's schedule
+    peak = t.learning_rate
+    return optax.warmup_cosine_decay_schedule(
+        init_value=peak / (t.warmup_steps + 1), peak_value=peak, warmup_steps=t.warmup_steps,
+        decay_steps=t.steps, end_value=peak * t.min_lr_ratio)
+  first = segments[0][1]
+  shape = make_schedule(types.SimpleNamespace(**{**first, "learning_rate": 1.0}))
+  for (start, seg), old, new in zip(segments[1:], shapes, shapes[1:]):
+    if new != old:
+      at = max(int(start), int(seg["warmup_steps"]))
+      shape = _continue(shape, at, float(shape(at)), seg["min_lr_ratio"],
+                        max(seg["steps"], at + 1))
+  return lambda count: t.learning_rate * shape(count)
+
+
+# The fields that shape the schedule (the peak only scales it).
+SHAPE_FIELDS = ("warmup_steps", "steps", "min_lr_ratio")
+
+
+def _continue(before: optax.Schedule, at: int, value: float, end: float,
+              steps: int) -> optax.Schedule:
+  """``before`` up to update ``at``, then a cosine from ``value`` to ``end`` at ``steps``."""
+
+  def schedule(count):
+    done = jnp.clip((count - at) / (steps - at), 0.0, 1.0)
+    after = end + (value - end) * 0.5 * (1.0 + jnp.cos(jnp.pi * done))
+    return jnp.where(count < at, before(count), after)
+
+  return schedule
+
+
+def decay_mask(params) -> Any:
+  return jax.tree_util.tree_map_with_path(lambda path, _: path[-1].key in DECAYED, params)
+
+
+def make_optimizer(t: TrainConfig, cfg: model.ModelConfig | None = None,
+                   segments: list | None = None) -> optax.GradientTransformation:
+  """Global-norm clipping, then AdamW with decoupled decay on matrices and embeddings.
+
+  Under muP (``cfg.parametrization == "mup"``) AdamW's updates then get the per-parameter
+  learning-rate factors of ``mup.scale_learning_rates``.
+  """
+  adamw = optax.adamw(make_schedule(t, segments), b1=t.b1, b2=t.b2, eps=t.eps,
+                      weight_decay=t.weight_decay, mask=decay_mask)
+  if cfg is not None and cfg.parametrization == "mup":
+    adamw = optax.chain(adamw, mup.scale_learning_rates(cfg))
+  return optax.chain(clip_by_global_norm(t.grad_clip), adamw) if t.grad_clip > 0 else adamw
+
+
+def clip_by_global_norm(max_norm: float) -> optax.GradientTransformationExtraArgs:
+  """``optax.clip_by_global_norm`` (same math, same empty state) that reuses a given norm.
+
+  ``update(..., grad_norm=n)`` clips with ``n`` instead of computing the norm again: the
+  train step has it already. Without ``grad_norm`` it computes it, as optax does.
+  """
+
+  def update_fn(updates, state, params=None, *, grad_norm=None, **extra_args):
+    del params, extra_args
+    norm = optax.tree.norm(updates) if grad_norm is None else grad_norm
+    trigger = norm < max_norm
+    return jax.tree.map(lambda g: jax.lax.select(trigger, g, (g / norm.astype(g.dtype)) * max_norm),
+                        updates), state
+
+  return optax.GradientTransformationExtraArgs(optax.init_empty_state, update_fn)
+
+
+# ----------------------------------------------------------------------------- state and steps
+
+
+def init_state(cfg: model.ModelConfig, optimizer, key: jax.Array) -> dict:
+  """The whole training state as one pytree (what a checkpoint holds).
+
+  ``good`` turns False at the first step that diverges and stays False (module docstring).
+  """
+  params = model.init_params(cfg, key)
+  return {"step": jnp.zeros((), jnp.int32), "params": params,
+          "opt_state": optimizer.init(params), "good": jnp.ones((), bool)}
+
+
+def abstract_state(cfg: model.ModelConfig, optimizer, seed: int) -> Any:
+  """Shapes and dtypes of ``init_state`` (nothing computed): the target of a restore."""
+  return jax.eval_shape(lambda k: init_state(cfg, optimizer, k), jax.random.key(seed))
+
+
+def train_step(state: dict, batch_ABT: jax.Array, cfg: model.ModelConfig, optimizer,
+               z_loss: float = 0.0) -> tuple[dict, dict]:
+  """One optimizer update from ``A`` microbatches ``[A, B/A, T+1]`` (gradients averaged).
+
+  The objective is the cross-entropy plus ``z_loss * log(Z)^2`` (``model.loss_terms``); the
+  metrics report them apart: ``loss`` is the cross-entropy, ``z_loss`` the auxiliary term
+  (only when ``z_loss > 0``).
+
+  Lean on purpose (docs/performance.md): one microbatch is a plain ``value_and_grad``;
+  more are summed by a ``lax.scan`` whose carry starts at the first one's gradients. The
+  gradient norm is computed once and handed to the clipping (``clip_by_global_norm``). A
+  non-finite loss or norm skips the update in a ``lax.cond`` (no work on the state); an
+  update that would make a parameter non-finite is discarded by a select fused into the
+  update. Either way the state is left as it was, with ``good`` False for ever. Returns
+  the new state and ``{"loss", "grad_norm", "good"}`` (``good``: after this step; and
+  ``z_loss`` when it is on).
+  """
+  (_, terms), grads = _mean_loss_and_grads(state["params"], batch_ABT, cfg, z_loss)
+  loss = terms["nll"]
+  grad_norm = optax.tree.norm(grads)
+
+  def update(state):
+    updates, opt_state = optimizer.update(grads, state["opt_state"], state["params"],
+                                          grad_norm=grad_norm)
+    params = optax.apply_updates(state["params"], updates)
+    finite = _all_finite(params)
+    old = (state["params"], state["opt_state"])
+    params, opt_state = jax.tree.map(lambda n, o: jnp.where(finite, n, o), (params, opt_state), old)
+    return {"step": state["step"] + finite.astype(jnp.int32), "params": params,
+            "opt_state": opt_state, "good": finite}
+
+  def skip(state):
+    return {**state, "good": jnp.zeros((), bool)}
+
+  ok = state["good"] & jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+  new_state = jax.lax.cond(ok, update, skip, state)
+  metrics = {"loss": loss, "grad_norm": grad_norm, "good": new_state["good"],
+             **({"z_loss": terms["z_loss"]} if z_loss else {})}
+  return new_state, metrics
+
+
+def _all_finite(tree) -> jax.Array:
+  return jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in jax.tree.leaves(tree)]))
+
+
+def _mean_loss_and_grads(params, batch_ABT: jax.Array, cfg: model.ModelConfig, z_loss: float):
+  """``((objective, terms), gradients)`` averaged over the ``A`` microbatches of ``batch_ABT``."""
+  grad_fn = jax.value_and_grad(functools.partial(model.loss_terms, z_loss=z_loss), has_aux=True)
+  first = grad_fn(params, batch_ABT[0, :, :-1], batch_ABT[0, :, 1:], cfg)
+  A = batch_ABT.shape[0]
+  if A == 1:
+    return first
+
+  def accumulate(carry, micro_BT):
+    loss_grads = grad_fn(params, micro_BT[:, :-1], micro_BT[:, 1:], cfg)
+    return jax.tree.map(jnp.add, carry, loss_grads), None
+
+  total, _ = jax.lax.scan(accumulate, first, batch_ABT[1:])
+  return jax.tree.map(lambda a: a / A, total)
+
+
+def eval_loss(params, batch_BT: jax.Array, cfg: model.ModelConfig) -> jax.Array:
+  """The mean cross-entropy of one validation batch ``[B, T+1]`` (no z-loss term)."""
+  return model.loss_fn(params, batch_BT[:, :-1], batch_BT[:, 1:], cfg)

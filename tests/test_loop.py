@@ -1,0 +1,33 @@
+"""The loop's record of each member, that its summary is built from: kept in memory, and
+for a resumed segment started from the earlier segments' rows up to the resume step."""
+
+import numpy as np
+
+from andrea_jax import loop
+from andrea_jax import metrics as metrics_lib
+
+
+def test_a_fresh_record_is_empty_and_keeps_what_it_is_given(tmp_path):
+  record = loop.Record.start([str(tmp_path)], 0)
+  assert (record.train_loss, record.initial_val, record.val) == ([None], [None], [None])
+  record.add(0, {"step": 0, "val_loss": 5.0})
+  record.add(0, {"step": 4, "loss": 4.5, "lr": 1e-3})
+  record.add(0, {"step": 4, "val_loss": 4.0})
+  assert (record.train_loss, record.initial_val, record.val) == ([4.5], [5.0], [(4.0, 4)])
+
+
+def test_a_resumed_record_starts_from_the_rows_up_to_the_resume_step(tmp_path):
+  a, b = tmp_path / "a", tmp_path / "b"
+  for d, offset in ((a, 0.0), (b, 1.0)):
+    d.mkdir()
+    w = metrics_lib.Writer(str(d), tensorboard=False)
+    w.write(0, {"val_loss": 6.0 + offset})
+    for step in (2, 4, 6):
+      w.write(step, {"loss": 5.0 - step / 10 + offset})
+    w.write(4, {"val_loss": 4.2 + offset})
+    w.write(6, {"val_loss": 4.0 + offset})  # after the checkpoint the run resumes from
+    w.close()
+  record = loop.Record.start([str(a), str(b)], 4)
+  np.testing.assert_allclose(record.train_loss, [4.6, 5.6])
+  assert record.initial_val == [6.0, 7.0]
+  assert record.val == [(4.2, 4), (5.2, 4)]
