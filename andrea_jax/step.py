@@ -11,8 +11,8 @@ batch. A group (``multi.py``) runs the same functions over its members.
 
 A step diverges when its loss or gradient norm is not finite, or when the parameters it
 would make are not: it is not applied (the state stays bit-identical to the one before
-it) and ``good`` turns False for ever, so every later step is skipped too (what a run does
-then: ``train.py``).
+it) and ``good`` turns False for ever, so every later step is skipped too (what the loop
+then does: ``loop.py``; what the summary says: ``train.py``).
 """
 
 from __future__ import annotations
