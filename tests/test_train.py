@@ -246,22 +246,6 @@ def test_schedule_warms_up_from_above_zero_then_decays_to_the_floor(cache_dir):
   assert t.learning_rate * t.min_lr_ratio < lr((t.warmup_steps + t.steps) // 2) < t.learning_rate
 
 
-def test_gradient_accumulation_equals_one_big_batch():
-  """With plain SGD at rate 1 the update is minus the gradient: compare it to the full batch's."""
-  cfg = model.ModelConfig(vocab_size=31, block_size=8, d_model=16, n_layer=1, n_head=2)
-  opt = optax.sgd(1.0)
-  batch = np.random.default_rng(0).integers(0, 31, (8, 9)).astype(np.int32)
-  init = train.init_state(cfg, opt, jax.random.key(0))["params"]
-  loss, grads = jax.value_and_grad(model.loss_fn)(init, batch[:, :-1], batch[:, 1:], cfg)
-  for accum in (1, 4):
-    state = train.init_state(cfg, opt, jax.random.key(0))
-    state, m = train.train_step(state, batch.reshape(accum, -1, 9), cfg, opt)
-    np.testing.assert_allclose(m["loss"], loss, rtol=1e-5)
-    update = jax.tree.map(jnp.subtract, init, state["params"])
-    jax.tree.map(lambda u, g: np.testing.assert_allclose(u, g, rtol=1e-4, atol=1e-6), update, grads)
-    assert float(m["grad_norm"]) == pytest.approx(float(optax.tree.norm(grads)), rel=1e-5)
-
-
 def test_a_diverging_run_stops_at_its_first_non_finite_step_and_keeps_the_last_finite_checkpoint(
     cache_dir, tmp_path):
   config = small_config(cache_dir, **{"train.learning_rate": 1e4, "train.grad_clip": 0.0,
