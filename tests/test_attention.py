@@ -24,12 +24,13 @@ def test_blocked_and_flash_kernels_equal_the_masked_full_softmax_values_and_grad
   B, T, H, K = 2, 13, 3, 4
   q, k, v = (jax.random.normal(jax.random.key(i), (B, T, H, K)) for i in range(3))
   mask = jnp.broadcast_to(jnp.tril(jnp.ones((T, T), bool)), (B, T, T))
-  full = lambda q, k, v: attention.causal_attend(q, k, v, mask)
-  blocked = lambda q, k, v: attention.blocked_causal_attention(q, k, v, block)
-  flash = lambda q, k, v: attention.flash_causal_attention(q, k, v, block)
+  # Jitted: one compile each instead of one per operation of the blocks' loops.
+  full = jax.jit(lambda q, k, v: attention.causal_attend(q, k, v, mask))
+  blocked = jax.jit(lambda q, k, v: attention.blocked_causal_attention(q, k, v, block))
+  flash = jax.jit(lambda q, k, v: attention.flash_causal_attention(q, k, v, block))
   np.testing.assert_allclose(blocked(q, k, v), full(q, k, v), atol=1e-6)
   np.testing.assert_allclose(flash(q, k, v), full(q, k, v), atol=1e-6)
-  grad = lambda f: jax.grad(lambda *a: jnp.sum(jnp.sin(f(*a))), argnums=(0, 1, 2))(q, k, v)
+  grad = lambda f: jax.jit(jax.grad(lambda *a: jnp.sum(jnp.sin(f(*a))), argnums=(0, 1, 2)))(q, k, v)
   for g_blocked, g_flash, g_full in zip(grad(blocked), grad(flash), grad(full)):
     np.testing.assert_allclose(g_blocked, g_full, atol=1e-5)
     np.testing.assert_allclose(g_flash, g_full, atol=1e-5)
