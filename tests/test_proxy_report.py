@@ -11,6 +11,10 @@ import pytest
 from experiments import proxy_verdicts as pv
 from experiments import report
 
+# Its tests share module-scoped fixtures: on one xdist worker they are computed once
+# (pyproject.toml: --dist=loadgroup).
+pytestmark = pytest.mark.xdist_group("test_proxy_report")
+
 RATES = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
 WIDTHS = (32, 64, 128, 256)
 VOCAB, BLOCK = 512, 64

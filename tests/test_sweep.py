@@ -10,11 +10,15 @@ from experiments import report
 from experiments import sweep as sweep_lib
 from experiments.sweeps import base, micro, norm_mlp
 
+# Its tests share module-scoped fixtures: on one xdist worker they are computed once
+# (pyproject.toml: --dist=loadgroup).
+pytestmark = pytest.mark.xdist_group("test_sweep")
+
 
 @pytest.fixture(scope="module")
-def swept(tmp_path_factory):
+def swept(tmp_path_factory, data_cache):
   workdir = str(tmp_path_factory.mktemp("sweep"))
-  sweep = micro.get_sweep(cache_dir=str(tmp_path_factory.mktemp("cache")))
+  sweep = micro.get_sweep(cache_dir=str(data_cache))
   return sweep, workdir, sweep_lib.run_sweep(sweep, workdir)
 
 

@@ -10,6 +10,10 @@ from andrea_jax import data as data_lib
 from andrea_jax import errors
 from andrea_jax import tokenizer as T
 
+# Its tests share module-scoped fixtures: on one xdist worker they are computed once
+# (pyproject.toml: --dist=loadgroup).
+pytestmark = pytest.mark.xdist_group("test_tokenizer")
+
 SMALL_VOCAB = 256 + 64 + 1
 
 
