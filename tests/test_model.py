@@ -442,11 +442,13 @@ def test_qk_norm_and_mup_attention_equal_the_reference_in_values_and_gradients()
                for n in ("q_norm", "k_norm") if n in attn})
   attn = {**attn, "b_qkv": 0.5 * jax.random.normal(jax.random.key(3), attn["b_qkv"].shape)}
   x = jax.random.normal(jax.random.key(2), (2, 11, cfg.d_model))
-  np.testing.assert_allclose(model.attention(x, attn, cfg), reference_attention(x, attn, cfg),
+  # Both sides jitted: one compile each, not one per operation.
+  values = lambda f: jax.jit(lambda x, a: f(x, a, cfg))(x, attn)
+  np.testing.assert_allclose(values(model.attention), values(reference_attention),
                              rtol=1e-5, atol=1e-5)
   loss = lambda f: lambda x, a: jnp.sum(jnp.sin(f(x, a, cfg)))
-  got = jax.grad(loss(model.attention), argnums=(0, 1))(x, attn)
-  want = jax.grad(loss(reference_attention), argnums=(0, 1))(x, attn)
+  got = jax.jit(jax.grad(loss(model.attention), argnums=(0, 1)))(x, attn)
+  want = jax.jit(jax.grad(loss(reference_attention), argnums=(0, 1)))(x, attn)
   for (path, g), w in zip(jax.tree_util.tree_leaves_with_path(got), jax.tree.leaves(want)):
     np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4, err_msg=jax.tree_util.keystr(path))
 
@@ -601,15 +603,18 @@ def test_gradient_flow_is_the_gradient_of_the_next_token_loss():
     return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(model.unembed(params, h, cfg), targets))
 
   # The same loss as model.loss_fn, through the embeddings: the gradient at block 0's input.
-  x = model.embed(params, inputs, cfg)
-  np.testing.assert_allclose(loss(x), model.loss_fn(params, inputs, targets, cfg), rtol=1e-6)
-  flow = diagnostics.gradient_flow(params, tokens, cfg)
+  # Jitted throughout: one compile per function instead of one per operation.
+  x = jax.jit(lambda t: model.embed(params, t, cfg))(inputs)
+  np.testing.assert_allclose(jax.jit(loss)(x), jax.jit(model.loss_fn, static_argnums=3)(
+      params, inputs, targets, cfg), rtol=1e-6)
+  flow = jax.jit(diagnostics.gradient_flow, static_argnums=2)(params, tokens, cfg)
   assert flow.shape == (cfg.n_layer + 1,)
-  np.testing.assert_allclose(flow[0], jnp.linalg.norm(jax.grad(loss)(x)), rtol=1e-5)
+  np.testing.assert_allclose(flow[0], jnp.linalg.norm(jax.jit(jax.grad(loss))(x)), rtol=1e-5)
   # After the last block: the gradient of the loss with respect to the final residual stream.
-  h, _ = jax.lax.scan(lambda h, b: (model.block_forward(b, h, cfg), None), x, params["blocks"])
-  last = jax.grad(lambda h: jnp.mean(optax.softmax_cross_entropy_with_integer_labels(
-      model.unembed(params, h, cfg), targets)))(h)
+  h, _ = jax.jit(lambda x: jax.lax.scan(lambda h, b: (model.block_forward(b, h, cfg), None), x,
+                                        params["blocks"]))(x)
+  last = jax.jit(jax.grad(lambda h: jnp.mean(optax.softmax_cross_entropy_with_integer_labels(
+      model.unembed(params, h, cfg), targets))))(h)
   np.testing.assert_allclose(flow[-1], jnp.linalg.norm(last), rtol=1e-5)
 
 
