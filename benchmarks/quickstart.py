@@ -8,8 +8,8 @@ variant of it one after the other in a fresh, empty directory, so the quick star
 cold data cache (corpus reading, tokenizer training and token shards are in its time) and
 the variant reuses it. Stdout is a pipe, as in a log. Records per command its wall time,
 the 1-minute load average before and after, everything it printed and its
-``summary.json``, with the machine. The README's figures and printed lines are checked
-against this file (``tests/test_cli.py``); rerun it on an idle machine to refresh them.
+``summary.json``, with the machine. The README's quick-start figures and printed lines
+are copied from this file; rerun it on an idle machine to refresh them.
 """
 
 from __future__ import annotations

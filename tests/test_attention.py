@@ -18,18 +18,22 @@ def small(**kw):
   return model.ModelConfig(**{**base, **kw})
 
 
-@pytest.mark.parametrize("kernel", ["blocked", "flash"])
-def test_kernels_equal_the_masked_full_softmax_values_and_grads(kernel):
-  B, T, H, K = 2, 11, 2, 4
+@pytest.mark.parametrize("block", [3, 5, 13, 128])
+def test_blocked_and_flash_kernels_equal_the_masked_full_softmax_values_and_grads(block):
+  # T = 13: blocks that do not divide it (3, 5), one as long (13), one longer (128).
+  B, T, H, K = 2, 13, 3, 4
   q, k, v = (jax.random.normal(jax.random.key(i), (B, T, H, K)) for i in range(3))
   mask = jnp.broadcast_to(jnp.tril(jnp.ones((T, T), bool)), (B, T, T))
-  full = lambda q, k, v: attention.causal_attend(q, k, v, mask)
-  fn = {"blocked": lambda q, k, v: attention.blocked_causal_attention(q, k, v, 4),
-        "flash": lambda q, k, v: attention.flash_causal_attention(q, k, v, 4)}[kernel]
-  np.testing.assert_allclose(fn(q, k, v), full(q, k, v), atol=1e-6)
-  grad = lambda f: jax.grad(lambda *a: jnp.sum(jnp.sin(f(*a))), argnums=(0, 1, 2))(q, k, v)
-  for g, g_full in zip(grad(fn), grad(full)):
-    np.testing.assert_allclose(g, g_full, atol=1e-5)
+  # Jitted: one compile each instead of one per operation of the blocks' loops.
+  full = jax.jit(lambda q, k, v: attention.causal_attend(q, k, v, mask))
+  blocked = jax.jit(lambda q, k, v: attention.blocked_causal_attention(q, k, v, block))
+  flash = jax.jit(lambda q, k, v: attention.flash_causal_attention(q, k, v, block))
+  np.testing.assert_allclose(blocked(q, k, v), full(q, k, v), atol=1e-6)
+  np.testing.assert_allclose(flash(q, k, v), full(q, k, v), atol=1e-6)
+  grad = lambda f: jax.jit(jax.grad(lambda *a: jnp.sum(jnp.sin(f(*a))), argnums=(0, 1, 2)))(q, k, v)
+  for g_blocked, g_flash, g_full in zip(grad(blocked), grad(flash), grad(full)):
+    np.testing.assert_allclose(g_blocked, g_full, atol=1e-5)
+    np.testing.assert_allclose(g_flash, g_full, atol=1e-5)
 
 
 def dot_flops(fn, *args) -> float:
@@ -58,20 +62,26 @@ def test_the_kernels_skip_the_key_blocks_above_the_diagonal(impl):
   assert flops(T // n) / flops(T) == pytest.approx((n + 1) / (2 * n))
 
 
+# What "auto" is on each platform: (compute_dtype, attention_impl).
+AUTO_CHOICE = {"cpu": ("float32", "xla_flash"), "gpu": ("bfloat16", "cudnn"),
+               "tpu": ("bfloat16", "xla_flash")}
+
+
 def test_auto_resolves_to_float32_and_the_cpu_kernel_on_cpu(capsys):
   cfg = model.resolve_auto(small(compute_dtype="auto", attention_impl="auto"), platform="cpu")
-  assert (cfg.compute_dtype, cfg.attention_impl) == ("float32", "xla_flash")
+  assert (cfg.compute_dtype, cfg.attention_impl) == AUTO_CHOICE["cpu"] == ("float32", "xla_flash")
   out = capsys.readouterr().out
   assert "compute_dtype=float32" in out and "attention_impl=xla_flash" in out
-  # This machine has no GPU: the default platform is the CPU.
-  assert jax.default_backend() == "cpu"
+
+
+def test_auto_without_a_platform_is_the_choice_for_the_default_backend():
   cfg = model.resolve_auto(small(compute_dtype="auto", attention_impl="auto"), verbose=False)
-  assert (cfg.compute_dtype, cfg.attention_impl) == ("float32", "xla_flash")
+  assert (cfg.compute_dtype, cfg.attention_impl) == AUTO_CHOICE[jax.default_backend()]
 
 
 def test_auto_resolves_to_bfloat16_and_cudnn_on_gpu():
   cfg = model.resolve_auto(small(compute_dtype="auto", attention_impl="auto"), platform="gpu")
-  assert (cfg.compute_dtype, cfg.attention_impl) == ("bfloat16", "cudnn")
+  assert (cfg.compute_dtype, cfg.attention_impl) == AUTO_CHOICE["gpu"] == ("bfloat16", "cudnn")
   # cuDNN's kernel takes 16-bit inputs only: explicit float32 on a GPU gets the XLA path.
   cfg = model.resolve_auto(small(compute_dtype="float32", attention_impl="auto"), platform="gpu")
   assert (cfg.compute_dtype, cfg.attention_impl) == ("float32", "xla_flash")
@@ -98,11 +108,17 @@ def test_one_attention_default_and_auto_in_the_gpu_configs():
     assert (m.compute_dtype, m.attention_impl) == ("auto", "auto")
 
 
-def test_unresolved_auto_runs_the_platform_path():
-  # A config that reaches the model with "auto" left computes as resolve_auto would choose.
+def test_a_model_left_at_auto_runs_the_platform_kernel_at_its_dtype(monkeypatch):
+  # A config that reaches the model with "auto" left: the kernel that runs, and the dtype of
+  # its queries, are the default backend's choice (not, say, the "xla" fallback).
+  ran = []
+  kernel = attention.causal_attention
+  monkeypatch.setattr(attention, "causal_attention",
+                      lambda q, k, v, impl, block=128: ran.append((str(q.dtype), impl)) or
+                      kernel(q, k, v, impl, block))
   auto = small(compute_dtype="auto", attention_impl="auto")
-  resolved = model.resolve_auto(auto, verbose=False)
-  params = model.init_params(resolved, jax.random.key(0))
+  params = model.init_params(model.resolve_auto(auto, verbose=False), jax.random.key(0))
   tokens = jax.random.randint(jax.random.key(1), (2, 16), 0, 37)
-  np.testing.assert_array_equal(model.forward(params, tokens, auto),
-                                model.forward(params, tokens, resolved))
+  logits = model.forward(params, tokens, auto)
+  assert ran and set(ran) == {AUTO_CHOICE[jax.default_backend()]}, ran
+  assert logits.shape == (2, 16, 37) and np.all(np.isfinite(np.asarray(logits, np.float32)))

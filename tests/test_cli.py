@@ -1,6 +1,5 @@
 """The command lines: config names and overrides, one error line and exit code 2, the README."""
 
-import json
 import os
 import pathlib
 import re
@@ -336,44 +335,6 @@ def test_ci_runs_the_readme_test_command():
   (command,) = re.findall(r"```bash\n(.*?)\n```", readme_section("Run the tests"))
   assert "-e ." in command and "pytest -n 2" in command
   assert command in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
-
-
-def measured(config: str) -> dict:
-  """What ``experiments.run --config=<config>`` printed and recorded (benchmarks.quickstart)."""
-  runs = json.loads((REPO / "docs" / "quickstart.json").read_text(encoding="utf-8"))["runs"]
-  (run,) = [r for r in runs if r["command"] == f"python -m experiments.run --config={config}"]
-  return run
-
-
-def test_readme_quick_start_figures_are_what_the_command_printed():
-  section = " ".join(readme_section("Quick start").split())
-  run = measured("tiny")
-  minutes, seconds = divmod(round(run["wall_s"]), 60)
-  assert f"the command took {minutes} min {seconds} s" in section
-  assert f"1-minute load average {run['load_before']:.2f} at the start" in section
-  s = run["summary"]
-  assert (f"a validation loss of {s['final_val_loss']:.2f} nats/token against the unigram "
-          f"baseline's {s['unigram_val_loss']:.2f}") in section
-  assert f"validation loss {s['final_val_loss']:.3f} nats/token" in run["output"]
-
-
-def test_readme_shows_lines_the_quick_start_printed():
-  (block,) = re.findall(r"```\n(.*?)```", readme_section("What the run printed"), re.S)
-  printed = iter(measured("tiny")["output"].splitlines())
-  for line in block.splitlines():
-    if line != "...":
-      assert any(line == p for p in printed), line  # every line, in the order printed
-
-
-def test_readme_variant_figures_are_what_the_commands_printed():
-  text = " ".join(readme_section("Variants and overrides").split())
-  post = measured("tiny:norm=post --config.train.steps=100")["summary"]
-  pre = re.search(r"^step 100: val_loss ([\d.]+)", measured("tiny")["output"], re.M)
-  quoted = re.search(r"it ends at ([\d.]+) nats/token against the unigram baseline's ([\d.]+), "
-                     r"where pre-norm was at ([\d.]+) by step 100", text)
-  assert quoted, "the README's sentence on the post-norm variant"
-  assert quoted.groups() == (f"{post['final_val_loss']:.2f}", f"{post['unigram_val_loss']:.2f}",
-                             f"{float(pre[1]):.2f}")
 
 
 def test_readme_parameter_count_is_counted():

@@ -16,6 +16,10 @@ from andrea_jax import shards
 from andrea_jax import tokenizer as T
 from experiments.configs import tiny
 
+# Its tests share module-scoped fixtures: on one xdist worker they are computed once
+# (pyproject.toml: --dist=loadgroup).
+pytestmark = pytest.mark.xdist_group("test_data")
+
 SMALL_VOCAB = 256 + 64 + 1
 
 

@@ -29,6 +29,10 @@ from andrea_jax.interop import hf_gpt2  # pylint: disable=wrong-import-position
 from andrea_jax.interop.hf_gpt2 import InteropError  # pylint: disable=wrong-import-position
 from experiments.configs import common, tiny  # pylint: disable=wrong-import-position
 
+# Its tests share module-scoped fixtures: on one xdist worker they are computed once
+# (pyproject.toml: --dist=loadgroup).
+pytestmark = pytest.mark.xdist_group("test_interop")
+
 TINY = ModelConfig(vocab_size=67, block_size=16, d_model=32, n_layer=2, n_head=4)
 TEXT = "def f(x):\n    return x @ w  # héllo wörld 🙂\n\n<|endoftext|> is just text here."
 ATOL = 1e-4
@@ -330,9 +334,9 @@ def small_config(cache_dir, **changes):
 
 
 @pytest.fixture(scope="module")
-def pretrained(tmp_path_factory):
+def pretrained(tmp_path_factory, data_cache):
   """A GPT-2 directory of the small config's shape, with the prepared data's tokenizer."""
-  cache = tmp_path_factory.mktemp("cache")
+  cache = data_cache
   prepared = prepare_lib.prepare(small_config(cache))
   cfg = ModelConfig(**small_config(cache).model)
   params = lively(model.init_params(cfg, jax.random.key(7)), scale=0.05)

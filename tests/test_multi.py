@@ -23,6 +23,10 @@ from andrea_jax import step as step_lib
 from andrea_jax import train
 from experiments.configs import common, tiny
 
+# Its tests share module-scoped fixtures: on one xdist worker they are computed once
+# (pyproject.toml: --dist=loadgroup).
+pytestmark = pytest.mark.xdist_group("test_multi")
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMALL = {"model.n_layer": 2, "model.d_model": 32, "model.n_head": 2, "model.block_size": 32,
          "model.vocab_size": 321, "data.max_docs": 40, "train.batch_size": 8, "train.steps": 8,
@@ -60,8 +64,8 @@ def rows(workdir, key):
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-  return str(tmp_path_factory.mktemp("cache"))
+def cache(data_cache):
+  return str(data_cache)  # the session's (tests/conftest.py): test_train's corpus slice too
 
 
 @pytest.fixture(scope="module")

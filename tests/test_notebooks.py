@@ -5,7 +5,9 @@ directory (its first cell finds the repository one level up and moves there), th
 user opens it. A cell that raises fails the test with the cell and its traceback. One test
 per notebook, so ``pytest -n 2`` runs two at a time. ``ANDREA_RUNS_DIR`` points the
 notebooks' outputs (``runs/`` for a user) at the test's temporary directory, and the test
-checks that the checkout holds no new file afterwards.
+checks that the checkout holds no new file afterwards. A notebook with a cell tagged
+``parameters`` (papermill's convention) runs under test with the values of ``PARAMETERS``,
+set in a cell inserted after that one; the user's run keeps the notebook's own.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import subprocess
 
 import pytest
@@ -22,6 +25,10 @@ NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
 # Per cell. Notebook 4 trains for about a minute; the margin is for a machine busy with other tests.
 CELL_TIMEOUT_S = 600
+# Notebook 4 on the first 40 documents of the built-in corpus for 10 steps: the whole
+# pipeline (prepare, train, evaluate, checkpoint, reload, sample) without training a
+# tokenizer on the whole corpus (minutes) and 100 steps.
+PARAMETERS = {"04_train_and_sample": {"MAX_DOCS": 40, "STEPS": 10}}
 # Caches and environments that Python and the tools keep; anything else new in the checkout is a leak.
 CACHES = {".git", "__pycache__", ".pytest_cache", ".hypothesis", ".ipynb_checkpoints", ".venv", "venv"}
 
@@ -47,6 +54,19 @@ def checkout_files() -> dict[str, int | None]:
     if path in found:
       found[path] = os.stat(path).st_mtime_ns
   return found
+
+
+def with_parameters(nb, values: dict):
+  """``nb`` with a cell after its ``parameters`` cell that sets ``values`` (each a name that
+  cell assigns: a renamed parameter fails here instead of being ignored)."""
+  nbformat = pytest.importorskip("nbformat")
+  tagged = [i for i, cell in enumerate(nb.cells) if "parameters" in cell.metadata.get("tags", [])]
+  assert len(tagged) == 1, f"expected one cell tagged 'parameters', found {len(tagged)}"
+  for name in values:
+    assert re.search(rf"^{name} = ", nb.cells[tagged[0]].source, re.M), f"no parameter {name}"
+  source = "\n".join(f"{name} = {value!r}" for name, value in values.items())
+  nb.cells.insert(tagged[0] + 1, nbformat.v4.new_code_cell(source, metadata={"tags": ["injected-parameters"]}))
+  return nb
 
 
 def test_the_listed_notebooks_exist():
@@ -75,6 +95,8 @@ def test_notebook_runs(path, monkeypatch, tmp_path):
   monkeypatch.setenv("ANDREA_RUNS_DIR", str(tmp_path / "runs"))
   before = checkout_files()
   nb = nbformat.read(path, as_version=4)
+  if path.stem in PARAMETERS:
+    nb = with_parameters(nb, PARAMETERS[path.stem])
   client = nbclient.NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
                                    resources={"metadata": {"path": str(NOTEBOOKS_DIR)}})
   client.execute()  # raises CellExecutionError (with the cell and traceback) on an error

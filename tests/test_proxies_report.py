@@ -13,6 +13,10 @@ from experiments import report
 from experiments import rules
 from experiments.studies.proxies import rules as pv
 
+# Its tests share module-scoped fixtures: on one xdist worker they are computed once
+# (pyproject.toml: --dist=loadgroup).
+pytestmark = pytest.mark.xdist_group("test_proxy_report")
+
 RATES = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
 WIDTHS = (32, 64, 128, 256)
 VOCAB, BLOCK = 512, 64

@@ -28,6 +28,10 @@ from andrea_jax import train
 from experiments.configs import common
 from experiments.configs import tiny
 
+# Its tests share module-scoped fixtures: on one xdist worker they are computed once
+# (pyproject.toml: --dist=loadgroup).
+pytestmark = pytest.mark.xdist_group("test_sharding")
+
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sharding_worker.py")
 
 # Two layers (lax.scan walks sharded stacks), an untied head, d_model divisible by 8; and
@@ -83,14 +87,12 @@ def _shared(shared_dir, name: str, compute):
   return directory, json.loads(result.read_text())
 
 
-# Compiling dominates these tiny runs; less LLVM optimisation halves it. Every run,
-# the one-device reference included, is compiled the same way.
-FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
-
-
 def _worker(spec: dict, n_devices: int) -> subprocess.Popen:
+  # The suite's XLA flags (tests/conftest.py: fast compiles) after the device count: every
+  # run, the one-device reference included, is compiled the same way.
   env = {**os.environ, "JAX_PLATFORMS": "cpu",
-         "XLA_FLAGS": f"--xla_force_host_platform_device_count={n_devices} {FAST_COMPILE}"}
+         "XLA_FLAGS": f"--xla_force_host_platform_device_count={n_devices} "
+                      f"{os.environ.get('XLA_FLAGS', '')}".strip()}
   return subprocess.Popen([sys.executable, WORKER, json.dumps(spec)], env=env, text=True,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 

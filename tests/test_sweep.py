@@ -13,11 +13,15 @@ from experiments.studies import base
 from experiments.studies.micro import grid as micro
 from experiments.studies.norm_mlp import grid as norm_mlp
 
+# Its tests share module-scoped fixtures: on one xdist worker they are computed once
+# (pyproject.toml: --dist=loadgroup).
+pytestmark = pytest.mark.xdist_group("test_sweep")
+
 
 @pytest.fixture(scope="module")
-def swept(tmp_path_factory):
+def swept(tmp_path_factory, data_cache):
   workdir = str(tmp_path_factory.mktemp("sweep"))
-  sweep = micro.get_sweep(cache_dir=str(tmp_path_factory.mktemp("cache")))
+  sweep = micro.get_sweep(cache_dir=str(data_cache))
   return sweep, workdir, sweep_lib.run_sweep(sweep, workdir)
 
 

@@ -11,6 +11,10 @@ from andrea_jax import errors
 from andrea_jax import prepare as prepare_lib
 from andrea_jax import tokenizer as T
 
+# Its tests share module-scoped fixtures: on one xdist worker they are computed once
+# (pyproject.toml: --dist=loadgroup).
+pytestmark = pytest.mark.xdist_group("test_tokenizer")
+
 SMALL_VOCAB = 256 + 64 + 1
 
 

@@ -1,4 +1,4 @@
-"""The step core (step.init_state / train_step): accumulation, clipping, and the skip of a
+"""The step core (step_lib.init_state / train_step): accumulation, clipping, and the skip of a
 step that diverges, checked by what the step computes."""
 
 import functools
@@ -13,6 +13,10 @@ from andrea_jax import model
 from andrea_jax import step as step_lib
 from experiments.configs import common
 
+# Its tests share module-scoped fixtures: on one xdist worker they are computed once
+# (pyproject.toml: --dist=loadgroup).
+pytestmark = pytest.mark.xdist_group("test_train_step")
+
 CFG = model.ModelConfig(vocab_size=64, block_size=8, d_model=16, n_layer=2, n_head=2,
                         attention_impl="xla_flash", attention_block=4)
 
@@ -24,38 +28,50 @@ def train_settings(**kw):
   return step_lib.TrainConfig(**t)
 
 
-def step_fn(t=None, optimizer=None):
-  optimizer = optimizer or step_lib.make_optimizer(t)
-  state = step_lib.init_state(CFG, optimizer, jax.random.key(0))
-  step = jax.jit(functools.partial(step_lib.train_step, cfg=CFG, optimizer=optimizer))
-  return state, step, optimizer
+def compile_step(optimizer, **step_args):
+  """The initial state and ``step_lib.train_step`` jitted for ``optimizer`` (both compiled,
+  not run op by op: eager dispatch costs more than the step itself at this size)."""
+  state = jax.jit(step_lib.init_state, static_argnums=(0, 1))(CFG, optimizer, jax.random.key(0))
+  step = jax.jit(functools.partial(step_lib.train_step, cfg=CFG, optimizer=optimizer, **step_args))
+  return state, step
+
+
+@pytest.fixture(scope="module")
+def adam():
+  """``(settings, optimizer, initial state, jitted step)`` for the project's AdamW at
+  ``train_settings()``: one step function for the tests that need no other, so it compiles
+  once per batch shape in this module."""
+  t = train_settings()
+  optimizer = step_lib.make_optimizer(t)
+  return (t, optimizer, *compile_step(optimizer))
 
 
 def rows(n=4, seed=0):
   return np.random.default_rng(seed).integers(0, CFG.vocab_size, (n, CFG.block_size + 1), np.int32)
 
 
-def test_state_has_no_unused_rng():
-  state, _, _ = step_fn(train_settings())
+def test_state_has_no_unused_rng(adam):
+  _, _, state, _ = adam
   assert set(state) == {"step", "params", "opt_state", "good"}
 
 
-def test_accumulating_two_microbatches_equals_one_batch_with_a_real_update():
-  t = train_settings()
-  state, step, _ = step_fn(t)
+def test_accumulating_four_microbatches_equals_one_batch_with_a_real_update(adam):
+  # A=1's loss, gradient norm and whole update against optax and jax.grad written out:
+  # the clipping test below. Here A=4 (one row each) against A=1.
+  _, _, state, step = adam
   batch = rows()
   one, m1 = step(state, batch[None])                       # A=1: [1, 4, T+1]
-  two, m2 = step(state, batch.reshape(2, 2, -1))           # A=2: [2, 2, T+1], same rows
+  four, m2 = step(state, batch.reshape(4, 1, -1))           # A=4: [4, 1, T+1], same rows
   np.testing.assert_allclose(m1["loss"], m2["loss"], rtol=1e-6)
   np.testing.assert_allclose(m1["grad_norm"], m2["grad_norm"], rtol=1e-5)
-  moved = [float(jnp.max(jnp.abs(a - b))) for a, b in
+  moved = [np.max(np.abs(np.asarray(a) - np.asarray(b))) for a, b in
            zip(jax.tree.leaves(one["params"]), jax.tree.leaves(state["params"]))]
   assert min(moved) > 1e-4  # a non-zero learning rate really moved every leaf
   # Up to summation order: gradients that are zero in exact arithmetic (the key bias) are
   # rounding noise, and Adam's first step lr * g / (|g| + eps) amplifies it, hence a
   # tolerance per leaf relative to its largest entry. The norm above and the moments here
   # would show a wrong average (Adam's step alone is blind to the gradient's scale).
-  for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(two)):
+  for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(four)):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=2e-3 * float(np.max(np.abs(b))))
 
 
@@ -67,8 +83,8 @@ def assert_unchanged(after, before):
       np.testing.assert_array_equal(a, b)
 
 
-def test_a_non_finite_loss_from_the_batch_keeps_the_state_and_good_false_for_ever():
-  state, step, _ = step_fn(train_settings())
+def test_a_non_finite_loss_from_the_batch_keeps_the_state_and_good_false_for_ever(adam):
+  _, _, state, step = adam
   state, _ = step(state, rows()[None])  # one good update first: the Adam moments are non-zero
   assert all(np.all(np.isfinite(a)) for a in jax.tree.leaves(state["params"]))
   bad = rows(seed=1)
@@ -85,31 +101,37 @@ def test_a_non_finite_loss_from_the_batch_keeps_the_state_and_good_false_for_eve
 def test_an_update_that_overflows_the_parameters_is_not_applied():
   # Finite loss and gradients, but a rate past float32's range (1e39 is inf there): the
   # parameters it makes are not finite.
-  state, step, _ = step_fn(optimizer=optax.sgd(1e39))
+  state, step = compile_step(optax.inject_hyperparams(optax.sgd)(learning_rate=1e39))
   after, m = step(state, rows()[None])
   assert np.isfinite(float(m["loss"])) and np.isfinite(float(m["grad_norm"]))
   assert not bool(m["good"])
   assert_unchanged(after, state)
-  # The same step at a sane rate is applied: the check is on the result, not the rate.
-  state, step, _ = step_fn(optimizer=optax.sgd(1e-2))
-  after, m = step(state, rows()[None])
+  # The same compiled step at a sane rate is applied: the check is on the result, not the rate.
+  sane = state["opt_state"]._replace(hyperparams={"learning_rate": jnp.float32(1e-2)})
+  after, m = step({**state, "opt_state": sane}, rows()[None])
   assert bool(m["good"]) and int(after["step"]) == 1
 
 
 def test_clipping_uses_the_global_norm_of_the_gradients_and_matches_optax():
   t = train_settings(grad_clip=0.05)  # well below the initial norm: clipping is active
-  state, step, _ = step_fn(t)
+  state, step = compile_step(step_lib.make_optimizer(t))
   batch = rows()
   new, m = step(state, batch[None])
-  grads = jax.grad(model.loss_fn)(state["params"], batch[:, :-1], batch[:, 1:], CFG)
-  norm = optax.tree.norm(grads)
-  assert float(norm) > 0.05
-  np.testing.assert_allclose(m["grad_norm"], norm, rtol=1e-5)
   reference = optax.chain(optax.clip_by_global_norm(0.05),
                           optax.adamw(step_lib.make_schedule(t), b1=t.b1, b2=t.b2, eps=t.eps,
                                       weight_decay=t.weight_decay, mask=step_lib.decay_mask))
-  updates, opt_state = reference.update(grads, reference.init(state["params"]), state["params"])
-  expected = {"params": optax.apply_updates(state["params"], updates), "opt_state": opt_state}
+
+  @jax.jit
+  def reference_step(params):  # written out with optax alone (one compile, not op by op)
+    grads = jax.grad(model.loss_fn)(params, batch[:, :-1], batch[:, 1:], CFG)
+    updates, opt_state = reference.update(grads, reference.init(params), params)
+    return optax.tree.norm(grads), {"params": optax.apply_updates(params, updates),
+                                    "opt_state": opt_state}
+
+  norm, expected = reference_step(state["params"])
+  opt_state = expected["opt_state"]
+  assert float(norm) > 0.05
+  np.testing.assert_allclose(m["grad_norm"], norm, rtol=1e-5)
   assert jax.tree.structure(new["opt_state"]) == jax.tree.structure(opt_state)
   # The moments carry the clipped gradient's scale (Adam's first step alone does not);
   # tolerance per leaf as in the accumulation test (jit vs eager rounding near zero).
@@ -142,20 +164,17 @@ def test_clipping_uses_the_norm_it_is_given():
     np.testing.assert_array_equal(a, g)  # under the threshold: untouched
 
 
-def test_z_loss_is_optimised_and_logged_apart_from_the_loss():
-  t = train_settings()
-  optimizer = step_lib.make_optimizer(t)
-  state = step_lib.init_state(CFG, optimizer, jax.random.key(0))
+def test_z_loss_is_optimised_and_logged_apart_from_the_loss(adam):
+  _, optimizer, state, plain_step = adam  # z_loss's default, 0
   batch = rows()
-  step = lambda z: jax.jit(functools.partial(step_lib.train_step, cfg=CFG, optimizer=optimizer,
-                                             z_loss=z))(state, batch[None])
-  (plain, m0), (with_z, m1) = step(0.0), step(0.5)
+  z_step = jax.jit(functools.partial(step_lib.train_step, cfg=CFG, optimizer=optimizer, z_loss=0.5))
+  (plain, m0), (with_z, m1) = plain_step(state, batch[None]), z_step(state, batch[None])
   assert "z_loss" not in m0  # off by default, and not logged
   # "loss" stays the cross-entropy; the z-loss term is its own metric ...
   np.testing.assert_allclose(m1["loss"], m0["loss"], rtol=1e-6)
-  np.testing.assert_allclose(m1["loss"], model.loss_fn(state["params"], batch[:, :-1], batch[:, 1:], CFG),
-                             rtol=1e-6)
-  _, terms = model.loss_terms(state["params"], batch[:, :-1], batch[:, 1:], CFG, None, 0.5)
+  _, terms = jax.jit(model.loss_terms, static_argnums=(3, 5))(state["params"], batch[:, :-1],
+                                                              batch[:, 1:], CFG, None, 0.5)
+  np.testing.assert_allclose(m1["loss"], terms["nll"], rtol=1e-6)
   np.testing.assert_allclose(m1["z_loss"], terms["z_loss"], rtol=1e-6)
   # ... and its gradient is in the update: Adam's moments (its first step alone is blind to
   # a gradient's scale) differ from the cross-entropy's.
@@ -168,9 +187,9 @@ def test_mup_scales_the_learning_rate_of_the_hidden_matrices_alone():
   sp = CFG
   mup = model.ModelConfig(**{**CFG.__dict__, "parametrization": "mup", "base_width": 4,
                              "qk_norm": True})
-  params = model.init_params(mup, jax.random.key(0))
-  keys = iter(jax.random.split(jax.random.key(1), len(jax.tree.leaves(params))))
-  grads = jax.tree.map(lambda a: jax.random.normal(next(keys), a.shape), params)  # any will do
+  params = jax.jit(model.init_params, static_argnums=0)(mup, jax.random.key(0))
+  grads = jax.tree.map(lambda a: jnp.asarray(np.random.default_rng(a.size).normal(size=a.shape),
+                                             jnp.float32), params)  # any will do
   updates = {}
   for cfg in (sp, mup):
     opt = step_lib.make_optimizer(t, cfg)
