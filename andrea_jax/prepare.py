@@ -178,7 +178,8 @@ def prepare(config, fit_vocab: bool = False, check=None) -> PreparedData:
   say(f"data: preparing {len(docs):,} documents ({mb:.1f} MB) at vocabulary {vocab_size}; "
       f"the result is cached in {data.cache_dir}")
   splits = dict(zip(("train", "val"), split_documents(docs, data.val_fraction, data.split_seed)))
-  _check_batch_bound(config, splits["train"])  # before the tokenizer is trained
+  if not data.tokenizer_path:  # before the tokenizer is trained (a given one loads at once)
+    _check_batch_bound(config, splits["train"])
   tok = _get_tokenizer(data, splits["train"], vocab_size, fit_vocab)
   fitted = tok.get_vocab_size(with_added_tokens=True)
   if fitted != vocab_size:
