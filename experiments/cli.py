@@ -118,6 +118,35 @@ def fit_vocab(config, overridden: dict) -> bool:
               and not {"model.vocab_size", "data.vocab_size"} & set(overridden))
 
 
+def fit_to_data(config, overridden: dict, workdir: str | None = None) -> list[str]:
+  """Settings the command left to their defaults, fitted to its run; one note each.
+
+  A run no longer than its warmup gets a shorter one; a resume keeps the warmup its
+  workdir's run started with. With ``data.path``, the data is
+  prepared first: a corpus too small for the vocabulary gets the one it fills, and the
+  samples continue the opening words of a held-out document (not the built-in "def ").
+  """
+  # Imported here: report and the other light commands share this module without JAX.
+  from andrea_jax import history, train  # pylint: disable=import-outside-toplevel
+  from andrea_jax import prepare as prepare_lib  # pylint: disable=import-outside-toplevel
+  saved = history.load_config_dict(workdir) if workdir else None
+  notes = []
+  if "train.warmup_steps" not in overridden:
+    if saved is not None:  # a resume keeps the warmup of the first start (fitted or not)
+      config.train.warmup_steps = saved["train"]["warmup_steps"]
+    else:
+      notes.append(common.fit_warmup(config))
+  if config.data.path:
+    prepared = train.prepare_data(config, fit_vocab=fit_vocab(config, overridden),
+                                  workdir=workdir)
+    config.model.vocab_size = prepared.vocab_size  # data.vocab_size refers to it
+    if "sample.prompt" not in overridden:
+      config.sample.prompt = prepare_lib.opening_words(prepared)
+      notes.append(f"samples will continue {config.sample.prompt!r}, the opening of a "
+                   f"held-out document (set --config.sample.prompt to choose)")
+  return [n for n in notes if n]
+
+
 def fail(message: str) -> NoReturn:
   """Print ``error: <message>`` on stderr and exit with ``errors.EXIT_USER_ERROR``."""
   print(f"error: {message}", file=sys.stderr)

@@ -29,7 +29,6 @@ import jax  # pylint: disable=wrong-import-position
 
 from andrea_jax import forecast
 from andrea_jax import history
-from andrea_jax import prepare as prepare_lib
 from andrea_jax import resume
 from andrea_jax import sharding
 from andrea_jax import train
@@ -62,32 +61,6 @@ def default_workdir(config_arg: str, overridden: dict | None = None) -> str:
       parts.append(f"{'data' if field == 'data.path' else field.split('.')[-1]}={value}")
   name = "_".join(p for p in parts if p)
   return os.path.join("runs", re.sub(r"[^A-Za-z0-9.=+-]+", "_", name).strip("_"))
-
-
-def fit_to_data(config, overridden: dict, workdir: str | None = None) -> list[str]:
-  """Settings the command left to their defaults, fitted to its run; one note each.
-
-  A run no longer than its warmup gets a shorter one; a resume keeps the warmup its
-  workdir's run started with. With ``data.path``, the data is
-  prepared first: a corpus too small for the vocabulary gets the one it fills, and the
-  samples continue the opening words of a held-out document (not the built-in "def ").
-  """
-  saved = history.load_config_dict(workdir) if workdir else None
-  notes = []
-  if "train.warmup_steps" not in overridden:
-    if saved is not None:  # a resume keeps the warmup of the first start (fitted or not)
-      config.train.warmup_steps = saved["train"]["warmup_steps"]
-    else:
-      notes.append(common.fit_warmup(config))
-  if config.data.path:
-    prepared = train.prepare_data(config, fit_vocab=cli.fit_vocab(config, overridden),
-                                  workdir=workdir)
-    config.model.vocab_size = prepared.vocab_size  # data.vocab_size refers to it
-    if "sample.prompt" not in overridden:
-      config.sample.prompt = prepare_lib.opening_words(prepared)
-      notes.append(f"samples will continue {config.sample.prompt!r}, the opening of a "
-                   f"held-out document (set --config.sample.prompt to choose)")
-  return [n for n in notes if n]
 
 
 def resume_command(workdir: str) -> str:
@@ -134,7 +107,7 @@ def _train(config, overridden: dict, config_arg: str, workdir: str):
   if note and sharding.is_lead():
     print(f"note: {note}", flush=True)
   signals_lib.set_phase("preparing data")
-  for note in fit_to_data(config, overridden, workdir):
+  for note in cli.fit_to_data(config, overridden, workdir):
     print(f"note: {note}", flush=True)
   return train.train_and_evaluate(config, workdir, _ALLOW_CHANGES.value)
 

@@ -15,7 +15,7 @@ from andrea_jax import errors
 from andrea_jax import metrics as metrics_lib
 from andrea_jax import step as step_lib
 from andrea_jax import train
-from experiments import run as run_cli
+from experiments import cli
 from experiments.configs import common, tiny
 
 SHRINK = {
@@ -93,10 +93,10 @@ def test_a_continuation_inside_the_warmup_follows_the_longer_plan():
 def test_the_warmup_fitted_on_the_first_start_is_kept_on_a_resume(tmp_path):
   (tmp_path / "config.json").write_text(json.dumps({"train": {"warmup_steps": 2}}))
   config = common.apply_overrides(tiny.get_config(), {"train.steps": 60})
-  assert run_cli.fit_to_data(config, {"train.steps": 60}, str(tmp_path)) == []
+  assert cli.fit_to_data(config, {"train.steps": 60}, str(tmp_path)) == []
   assert config.train.warmup_steps == 2  # not tiny's 40: the saved run's
   fresh = common.apply_overrides(tiny.get_config(), {"train.steps": 20})
-  assert run_cli.fit_to_data(fresh, {}, str(tmp_path / "new"))  # a note: fitted to 2
+  assert cli.fit_to_data(fresh, {}, str(tmp_path / "new"))  # a note: fitted to 2
   assert fresh.train.warmup_steps == 2
 
 
