@@ -87,7 +87,7 @@ def single_run(config, cfg: model.ModelConfig, t: step_lib.TrainConfig, mesh,
       init=lambda: _init_single(config, cfg, t, optimizer, shardings), step=step,
       eval_loss=eval_loss, learning_rate=lambda k: np.array([float(schedule(k))]),
       place=lambda local: sharding.global_batch(local, train_batch, batch_dim=1),
-      summary_fields=[{}], n_devices=mesh.devices.size)
+      summary_fields=[{}], n_devices=mesh.size)
 
 
 def _init_single(config, cfg: model.ModelConfig, t: step_lib.TrainConfig, optimizer,

@@ -3,7 +3,7 @@
 import json
 
 from benchmarks import gpu_check
-from benchmarks import peer
+from benchmarks import peer as peer_lib
 
 
 def test_smoke_runs_every_path_and_reports_each(tmp_path, capsys, monkeypatch):
@@ -25,7 +25,7 @@ def test_smoke_runs_every_path_and_reports_each(tmp_path, capsys, monkeypatch):
   assert len(agreement["bfloat16"]["losses"]) == gpu_check.SMOKE["agree_steps"]
   assert agreement["max_abs_diff"] < gpu_check.AGREEMENT_NATS and ": agree" in text
   peer = results["peer"]
-  if peer.peer_available() is None:
+  if peer_lib.peer_available() is None:
     assert peer["tokens_per_s"] > 0 and peer["backend"] == "eager", peer
   else:  # without torch the check still runs, and says why the peer is missing
     assert "not installed" in peer["skipped"]
