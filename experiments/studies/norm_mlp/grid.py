@@ -84,20 +84,26 @@ def model_steps(cells: list[Cell], s: dict) -> float:
   return total
 
 
+def base_overrides(s: dict, warmup_steps: int) -> dict:
+  """What every cell of a norm x MLP study at scale ``s`` starts from: its shape and
+  schedule, pre-LN, GPT-2 init, GELU at r = 4, the diagnostics on (the arms change the rest)."""
+  return {"model.n_layer": s["n_layer"], "model.d_model": s["d_model"],
+          "model.n_head": s["n_head"], "model.block_size": s["block_size"],
+          "train.batch_size": s["batch_size"], "train.steps": s["steps"],
+          "train.eval_every": s["eval_every"], "train.log_every": s["log_every"],
+          "checkpoint.every": s["eval_every"], "checkpoint.keep": 1,
+          "diagnostics.enabled": True, "diagnostics.every": s["diag_every"],
+          "diagnostics.early_steps": 5, "sample.num_samples": 0,
+          "model.norm": "pre", "model.init": "gpt2", "model.mlp_ratio": 4.0,
+          "model.activation": "gelu_tanh", "train.warmup_steps": warmup_steps,
+          **s.get("extra", {})}
+
+
 def get_sweep(scale: str = "cpu") -> Sweep:
   if scale not in SCALES:
     raise errors.ConfigError(f"--scale={scale!r}: expected one of {sorted(SCALES)}")
   s = SCALES[scale]
-  common = {"model.n_layer": s["n_layer"], "model.d_model": s["d_model"],
-            "model.n_head": s["n_head"], "model.block_size": s["block_size"],
-            "train.batch_size": s["batch_size"], "train.steps": s["steps"],
-            "train.eval_every": s["eval_every"], "train.log_every": s["log_every"],
-            "checkpoint.every": s["eval_every"], "checkpoint.keep": 1,
-            "diagnostics.enabled": True, "diagnostics.every": s["diag_every"],
-            "diagnostics.early_steps": 5, "sample.num_samples": 0,
-            "model.norm": "pre", "model.init": "gpt2", "model.mlp_ratio": 4.0,
-            "model.activation": "gelu_tanh", "train.warmup_steps": s["warmup"]["long"],
-            **s.get("extra", {})}
+  common = base_overrides(s, s["warmup"]["long"])
   cells: list[Cell] = []
 
   def add(group: str, arms: tuple[str, ...], rates, refinable=True, **o):

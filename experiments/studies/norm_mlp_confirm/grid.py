@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from andrea_jax import errors
 from experiments.studies.base import Cell, Sweep
+from experiments.studies.norm_mlp.grid import base_overrides
 
 # The first seed of this study; earlier studies used 0, 1, 2.
 SEED_BASE = 100
@@ -101,16 +102,7 @@ def get_sweep(scale: str = "cpu") -> Sweep:
   if scale not in SCALES:
     raise errors.ConfigError(f"--scale={scale!r}: expected one of {sorted(SCALES)}")
   s = SCALES[scale]
-  common = {"model.n_layer": s["n_layer"], "model.d_model": s["d_model"],
-            "model.n_head": s["n_head"], "model.block_size": s["block_size"],
-            "train.batch_size": s["batch_size"], "train.steps": s["steps"],
-            "train.eval_every": s["eval_every"], "train.log_every": s["log_every"],
-            "checkpoint.every": s["eval_every"], "checkpoint.keep": 1,
-            "diagnostics.enabled": True, "diagnostics.every": s["diag_every"],
-            "diagnostics.early_steps": 5, "sample.num_samples": 0,
-            "model.norm": "pre", "model.init": "gpt2", "model.mlp_ratio": 4.0,
-            "model.activation": "gelu_tanh", "train.warmup_steps": s["warmup"],
-            **s.get("extra", {})}
+  common = base_overrides(s, s["warmup"])
   cells: list[Cell] = []
 
   def add(group: str, arms: tuple[str, ...], rates, **o):
