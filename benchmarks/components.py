@@ -124,7 +124,7 @@ def step_parts(cfg: model.ModelConfig, batch: int, seq: int, t) -> dict:
   tokens = jnp.asarray(ids, jnp.int32)
   holder = {"params": model.init_params(cfg, jax.random.key(0))}
   value_and_grad = jax.jit(jax.value_and_grad(functools.partial(model.loss_fn, cfg=cfg)))
-  # Not train.make_optimizer: the AdamW update alone at torch_opt's constant rate, no schedule.
+  # Not step.make_optimizer: the AdamW update alone at torch_opt's constant rate, no schedule.
   opt = optax.adamw(t.learning_rate, b1=t.b1, b2=t.b2, eps=t.eps, weight_decay=t.weight_decay,
                     mask=step_lib.decay_mask)
   holder["opt_state"] = opt.init(holder["params"])
