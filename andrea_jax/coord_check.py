@@ -20,7 +20,7 @@ A quantity's growth is its ``slope``: the least-squares slope of log size agains
 width (1: doubles when the width doubles). muP predicts a slope of 0 (flat) for each,
 except ``MUP_SLOPES``: the attention logits and the output logits at initialisation are
 sums of width-many products of independent coordinates under a ``1 / width`` factor
-(``1 / d_head``; the readout multiplier), which fall like ``width ** -0.5`` (they vanish
+(``sqrt(d_head_base) / d_head``; the readout multiplier), which fall like ``width ** -0.5`` (they vanish
 at infinite width, as in Yang et al.). The check is ``flat`` when no slope exceeds its
 prediction by ``FLAT`` and ``grows`` when one exceeds it by ``GROWS``: nothing blows up,
 the ``mup`` package's rule, and the two logits really are scaled. Under the standard

@@ -89,10 +89,13 @@ def causal_attention_kernel(q_BTHK, k_BTHK, v_BTHK, cfg: ModelConfig):
   return kernels.causal_attention(q_BTHK, k_BTHK, v_BTHK, impl, cfg.attention_block)
 
 
-def _dense(cfg: ModelConfig, features: int, name: str, std: float = 0.02, **kwargs) -> nn.Dense:
+def _dense(cfg: ModelConfig, features: int, name: str, std: float = 0.02,
+           zero_query: bool = False, **kwargs) -> nn.Dense:
+  init = nn.initializers.normal(std)
+  if zero_query:  # model.zero_query: the fused QKV kernel's query columns start at zero
+    init = lambda key, shape, dtype, normal=init: normal(key, shape, dtype).at[:, :cfg.d_model].set(0)
   return nn.Dense(features, dtype=jnp.dtype(cfg.compute_dtype), param_dtype=jnp.dtype(cfg.param_dtype),
-                  kernel_init=nn.initializers.normal(std), bias_init=nn.initializers.zeros,
-                  name=name, **kwargs)
+                  kernel_init=init, bias_init=nn.initializers.zeros, name=name, **kwargs)
 
 
 def _padded_normal(real: int, axis: int):
@@ -127,8 +130,9 @@ class CausalSelfAttention(nn.Module):
   """Fused QKV projection, the causal attention kernel, and the output projection.
 
   ``qk_norm``: a LayerNorm over each head's queries and keys (one per role, shared by the
-  heads). The kernels scale ``q . k`` by ``1 / sqrt(K)``; muP's ``1 / K`` is the rest,
-  carried by the queries.
+  heads). The kernels scale ``q . k`` by ``1 / sqrt(K)``; the rest of
+  ``mup.attention_scale`` (the attention multiplier, muP's width factor) is carried by
+  the queries.
   """
 
   cfg: ModelConfig
@@ -137,7 +141,7 @@ class CausalSelfAttention(nn.Module):
   def __call__(self, x_BTD):
     cfg = self.cfg
     B, T, D = x_BTD.shape
-    qkv_BT3D = _dense(cfg, 3 * D, "qkv", _stds(cfg)["qkv"])(x_BTD)
+    qkv_BT3D = _dense(cfg, 3 * D, "qkv", _stds(cfg)["qkv"], zero_query=cfg.zero_query_init)(x_BTD)
     q, k, v = (a.reshape(B, T, cfg.n_head, cfg.head_dim) for a in jnp.split(qkv_BT3D, 3, axis=-1))
     if cfg.qk_norm:
       q, k = LayerNorm(cfg, name="q_norm")(q), LayerNorm(cfg, name="k_norm")(k)
@@ -204,13 +208,14 @@ class AndreaLM(nn.Module):
                                            param_dtype=jnp.dtype(cfg.param_dtype), name=name)
     wte = embed(cfg.padded_vocab, _padded_normal(cfg.vocab_size, 0), "wte")
     x_BTD = wte(tokens_BT) + embed(cfg.block_size, nn.initializers.normal(0.02), "wpe")(jnp.arange(T))
+    x_BTD = x_BTD * jnp.asarray(mup.embedding_multiplier(cfg), x_BTD.dtype)
     # Every layer its own parameters, stacked on a leading n_layer axis like init_params.
     blocks = nn.scan(_remat(Block, cfg.remat_policy), variable_axes={"params": 0},
                      split_rngs={"params": True}, length=cfg.n_layer, unroll=cfg.scan_unroll)
     x_BTD, _ = blocks(cfg, name="blocks")(x_BTD, None)
     if cfg.norm == "pre":
       x_BTD = LayerNorm(cfg, name="ln_f")(x_BTD)
-    x_BTD = x_BTD * jnp.asarray(mup.readout_multiplier(cfg), x_BTD.dtype)  # muP's output multiplier
+    x_BTD = x_BTD * jnp.asarray(mup.readout_multiplier(cfg), x_BTD.dtype)  # the readout multiplier
     if cfg.tie_embeddings:
       logits_BTV = wte.attend(x_BTD)
     else:

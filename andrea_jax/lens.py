@@ -22,7 +22,7 @@ embedding point, which no LayerNorm has touched yet, is decoded raw).
 
 The model's variants come with its pieces: ``qk_norm`` and muP's attention scale live in
 ``model.qkv_project`` (the queries and keys every reader here uses, the probabilities of
-``causal_probs`` included), muP's readout multiplier in ``model.unembed`` (and in the
+``causal_probs`` included), the readout multiplier in ``model.unembed`` (and in the
 unembedding rows of the attribution).
 """
 
@@ -228,7 +228,7 @@ def logit_lens(params: Params, tokens_BT, targets_BT, cfg: ModelConfig) -> dict:
 
 
 def _unembedding_rows(params: Params, targets_BT, cfg: ModelConfig):
-  """The unembedding vector of each target token, times muP's readout multiplier: ``(B, T, D)``."""
+  """The unembedding vector of each target token, times the readout multiplier: ``(B, T, D)``."""
   w_VD = params["wte"] if cfg.tie_embeddings else params["lm_head"].T
   return _f32(jnp.take(w_VD, targets_BT, axis=0)) * mup.readout_multiplier(cfg)
 

@@ -12,7 +12,8 @@ and the exact parameter count.
     logits = x @ wte.T                                  # tied unembedding, (B, T, V)
 
 Variants beside the norm placement: ``qk_norm`` (a LayerNorm on each head's queries and
-keys before their dot product), ``parametrization="mup"`` (the width rules of ``mup.py``)
+keys before their dot product), ``parametrization="mup"`` (the width rules of ``mup.py``),
+the base model's readout, attention and embedding multipliers (``mup.py``; 1 by default)
 and, in the loss, PaLM's z-loss (``loss_terms``).
 
 Names carry their layout as a suffix (nanodo style): B batch, T time, D d_model,
@@ -75,6 +76,13 @@ class ModelConfig:
   qk_norm: bool = False
   parametrization: str = "sp"
   base_width: int = 0
+  # The base model's multipliers (mup.py: tuned at the base width, the same at every width).
+  readout_multiplier: float = 1.0
+  attention_multiplier: float = 1.0
+  embedding_multiplier: float = 1.0
+  mup_attention: str = "base"
+  mup_decay: str = "constant"
+  zero_query_init: bool = False
 
   def __post_init__(self):
     for name in ("vocab_size", "block_size", "d_model", "n_layer", "n_head", "scan_unroll",
@@ -94,7 +102,8 @@ class ModelConfig:
     for name, allowed in (("norm", NORMS), ("activation", ACTIVATIONS), ("param_dtype", DTYPES),
                           ("compute_dtype", DTYPES + (AUTO,)), ("remat_policy", REMAT_POLICIES),
                           ("attention_impl", ATTENTION_IMPLS), ("init", INITS),
-                          ("parametrization", mup.PARAMETRIZATIONS)):
+                          ("parametrization", mup.PARAMETRIZATIONS),
+                          ("mup_attention", mup.MUP_ATTENTION), ("mup_decay", mup.MUP_DECAY)):
       if getattr(self, name) not in allowed:
         raise errors.ConfigError(f"ModelConfig.{name}={getattr(self, name)!r}: expected one of "
                                  f"{allowed}")
@@ -102,7 +111,12 @@ class ModelConfig:
         or self.loss_chunk < 0:
       raise errors.ConfigError(f"ModelConfig.loss_chunk={self.loss_chunk!r}: expected 0 (whole "
                                f"logits) or a positive number of rows per chunk, e.g. 256")
-    for name in ("tie_embeddings", "qk_norm"):
+    for name in ("readout_multiplier", "attention_multiplier", "embedding_multiplier"):
+      value = getattr(self, name)
+      if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise errors.ConfigError(f"ModelConfig.{name}={value!r}: expected a positive number "
+                                 f"(1.0: no multiplier; mup.py tunes it at the base width)")
+    for name in ("tie_embeddings", "qk_norm", "zero_query_init"):
       if not isinstance(getattr(self, name), bool):
         raise errors.ConfigError(f"ModelConfig.{name}={getattr(self, name)!r}: expected True or "
                                  f"False")
@@ -215,7 +229,7 @@ def init_params(cfg: ModelConfig, key: jax.Array) -> dict:
       "wpe": normal((T, D), std),
       "blocks": {
           "ln_1": ln(L),
-          "attn": {"w_qkv": normal((L, D, 3 * D), s["qkv"]), "b_qkv": zeros((L, 3 * D)),
+          "attn": {"w_qkv": zero_query(normal((L, D, 3 * D), s["qkv"]), cfg), "b_qkv": zeros((L, 3 * D)),
                    "w_out": normal((L, D, D), s["attn_out"]), "b_out": zeros((L, D))},
           "ln_2": ln(L),
           "mlp": {"w_in": normal((L, D, f_in), s["mlp_in"]), "b_in": zeros((L, f_in)),
@@ -229,6 +243,14 @@ def init_params(cfg: ModelConfig, key: jax.Array) -> dict:
   if not cfg.tie_embeddings:
     params["lm_head"] = jnp.pad(normal((D, V), std), ((0, 0), (0, pad)))
   return params
+
+
+def zero_query(w_qkv: jax.Array, cfg: ModelConfig) -> jax.Array:
+  """The fused QKV matrix with its query columns (the first ``d_model``) zeroed under
+  ``zero_query_init`` (the ``mup`` README's query init): as it was otherwise."""
+  if not cfg.zero_query_init:
+    return w_qkv
+  return w_qkv.at[..., :cfg.d_model].set(0)
 
 
 # ----------------------------------------------------------------------------- pieces
@@ -278,7 +300,8 @@ def qkv_project(x_BTD: jax.Array, attn: Params, cfg: ModelConfig):
 
   With ``qk_norm`` the queries and keys pass each head's LayerNorm (over ``K``; Dehghani et
   al. 2023). The kernels (and every reader of ``q . k``) divide by ``sqrt(K)``; the queries
-  carry whatever else ``mup.attention_scale`` asks for (muP: ``1 / K`` in all).
+  carry whatever else ``mup.attention_scale`` asks for (the attention multiplier; muP's
+  width factor).
   """
   B, T, _ = x_BTD.shape
   qkv = _dense(x_BTD, attn["w_qkv"], attn["b_qkv"], compute_dtype(cfg))
@@ -390,9 +413,14 @@ def _remat(fn, policy: str):
 
 
 def embed(params: Params, tokens_BT: jax.Array, cfg: ModelConfig) -> jax.Array:
-  """Token plus learned position embeddings, in the compute dtype: ``(B, T, D)``."""
+  """Token plus learned position embeddings, in the compute dtype: ``(B, T, D)``.
+
+  Times ``mup.embedding_multiplier`` (the base model's embedding multiplier; 1 by default).
+  """
   T = tokens_BT.shape[1]
   x_BTD = jnp.take(params["wte"], tokens_BT, axis=0) + params["wpe"][:T]
+  m = mup.embedding_multiplier(cfg)
+  x_BTD = x_BTD if m == 1.0 else x_BTD * jnp.asarray(m, x_BTD.dtype)
   return x_BTD.astype(compute_dtype(cfg))
 
 
@@ -415,7 +443,7 @@ def unembed(params: Params, x_BTD: jax.Array, cfg: ModelConfig) -> jax.Array:
 
 
 def _head_input(params: Params, x_BTD: jax.Array, cfg: ModelConfig) -> jax.Array:
-  """What the head multiplies: the final norm's output (pre-norm), times muP's readout multiplier."""
+  """What the head multiplies: the final norm's output (pre-norm), times the readout multiplier."""
   if cfg.norm == "pre":
     x_BTD = layer_norm(x_BTD, params["ln_f"]["scale"], params["ln_f"]["bias"], cfg.ln_eps)
   r = mup.readout_multiplier(cfg)

@@ -1,32 +1,57 @@
 """The maximal-update parametrisation (muP) for Adam: every width rule in one place.
 
 Yang et al. 2022 (Tensor Programs V, table 3 and its multiplier form, table 9) for
-Adam, as the ``mup`` package implements it (``MuAdam``, ``MuSharedReadout``). With
+Adam, as the ``mup`` package implements it (``MuAdamW``, ``MuSharedReadout``). With
 ``r = model.base_width / model.d_model`` (1 at the base width, smaller when wider):
 
     parameter                           init std          Adam learning rate
-    hidden matrices (w_qkv, attn w_out, x sqrt(r)          x r
+    hidden matrices (w_qkv, attn w_out, x sqrt(r)          x r (decay: see below)
       mlp w_in, mlp w_out)              (variance 1/fan_in)
     wte, wpe, lm_head (input, output)   unchanged         unchanged
     biases, LayerNorm scale and bias    unchanged         unchanged
 
-    attention logits    q . k / d_head   (standard: q . k / sqrt(d_head))
-    output logits       x r              (the readout multiplier, on the logits)
+    attention logits    q . k x sqrt(d_head_base) / d_head   (sp: q . k / sqrt(d_head))
+    output logits       x r                                  (the readout multiplier)
+
+``d_head_base = base_width / n_head`` is the head size at the base width (``n_head`` is
+held fixed across widths), so the attention scale is the ``mup`` README's "8 / d" with 8
+= sqrt(d_head_base), and equals sp's ``1 / sqrt(d_head)`` at the base width:
+``model.mup_attention="base"``. ``"inverse"`` is the bare ``1 / d_head`` of the paper's
+table, what this project used before the field existed (it makes the base model's
+attention ``1 / sqrt(d_head_base)`` colder than sp's).
+
+**The base multipliers.** μTransfer tunes a few constants of the base model at the base
+width and carries them unchanged to every width (Yang et al. 2022, section 3 and
+appendix F.4): ``model.readout_multiplier`` (on the output logits),
+``model.attention_multiplier`` (on the attention logits) and
+``model.embedding_multiplier`` (on the token plus position embeddings). They multiply the
+same places under sp and muP, and default to 1, so that **muP at ``base_width`` is the sp
+model with the same multipliers**, exactly: the same init, the same function, the same
+updates (tests/test_model.py, tests/test_train_step.py).
+
+**Weight decay.** AdamW's decoupled decay shrinks a weight by ``lr x weight_decay`` per
+step. ``mup.MuAdamW`` (its default ``decoupled_wd=False``) divides a hidden matrix's
+rate by the width multiplier and multiplies its decay by it, so ``lr x weight_decay`` is
+the same at every width: ``model.mup_decay="constant"`` (the default). ``"with_rate"``
+scales the decay with the rate (``lr x r x weight_decay``, ``MuAdamW(decoupled_wd=True)``),
+what this project did before the field existed.
 
 The tied embedding is one matrix read twice, as in ``mup.MuSharedReadout``: for its
 learning rate and init it is the input embedding (a vector-like parameter: only one of
 its dimensions grows with width), and the readout multiplier ``r`` scales the logits it
 produces. An untied ``lm_head`` is treated the same way (``mup.MuReadout`` with Adam:
 learning rate unchanged, output multiplied by ``r``). Under ``"sp"`` (the default) every
-multiplier is 1 and the model is GPT-2's.
+width factor is 1 and, with the multipliers at 1, the model is GPT-2's.
 
 ``model.py`` reads the multipliers from here (``hidden_init_scale``, ``attention_scale``,
-``readout_multiplier``); ``step.make_optimizer`` adds ``scale_learning_rates``, an Optax
-``multi_transform`` over the ``labels`` tree, after AdamW: scaling Adam's update of a leaf
-by ``r`` is scaling that leaf's learning rate (its decoupled weight decay included, as in
-``MuAdamW``). Only ``d_model`` counts as width: ``n_head`` is held fixed across widths, so
-``d_head`` grows with it, and ``mlp_ratio`` too, so every hidden fan-in grows by ``1 / r``.
-The widths are checked by ``python -m experiments.coord_check`` (``coord_check.py``).
+``readout_multiplier``, ``embedding_multiplier``); ``step.make_optimizer`` builds AdamW
+with ``scale_learning_rates``, an Optax ``multi_transform`` over the ``labels`` tree, in
+the place ``mup_decay`` asks for. ``model.zero_query_init`` starts the query projection
+at zero (the ``mup`` README's recommendation: every query, and so every attention
+pattern, starts uniform at any width). Only ``d_model`` counts as width: ``n_head`` is
+held fixed, so ``d_head`` grows with it, and ``mlp_ratio`` too, so every hidden fan-in
+grows by ``1 / r``. The widths are checked by ``python -m experiments.coord_check``
+(``coord_check.py``).
 """
 
 from __future__ import annotations
@@ -38,6 +63,8 @@ import jax
 import optax
 
 PARAMETRIZATIONS = ("sp", "mup")
+MUP_ATTENTION = ("base", "inverse")  # sqrt(d_head_base) / d_head; 1 / d_head (before the field)
+MUP_DECAY = ("constant", "with_rate")  # lr x decay the same at every width; scaled with the rate
 HIDDEN = "hidden"  # matrices with both dimensions growing with width: learning rate x r
 OTHER = "other"  # embeddings, head, biases, norms: learning rate unchanged
 # The per-layer weight matrices inside "blocks" (the rest there are biases and norms).
@@ -59,14 +86,38 @@ def hidden_lr_scale(cfg) -> float:
   return width_ratio(cfg)
 
 
+def base_head_dim(cfg) -> float:
+  """The head size at the base width: ``base_width / n_head``."""
+  return cfg.base_width / cfg.n_head
+
+
 def attention_scale(cfg) -> float:
-  """What multiplies ``q . k`` before the softmax: ``1 / d_head`` (muP), ``1 / sqrt(d_head)`` (sp)."""
-  return 1.0 / cfg.head_dim if cfg.parametrization == "mup" else 1.0 / math.sqrt(cfg.head_dim)
+  """What multiplies ``q . k`` before the softmax: ``attention_multiplier`` times
+  ``1 / sqrt(d_head)`` (sp), ``sqrt(d_head_base) / d_head`` (muP, ``"base"``) or
+  ``1 / d_head`` (muP, ``"inverse"``)."""
+  if cfg.parametrization != "mup":
+    width = 1.0 / math.sqrt(cfg.head_dim)
+  elif cfg.mup_attention == "base":  # written so that it is sp's, to the bit, at the base width
+    width = math.sqrt(base_head_dim(cfg) / cfg.head_dim) / math.sqrt(cfg.head_dim)
+  else:
+    width = 1.0 / cfg.head_dim
+  return cfg.attention_multiplier * width
 
 
 def readout_multiplier(cfg) -> float:
-  """What multiplies the output logits: ``r``."""
-  return width_ratio(cfg)
+  """What multiplies the output logits: ``readout_multiplier x r``."""
+  return cfg.readout_multiplier * width_ratio(cfg)
+
+
+def embedding_multiplier(cfg) -> float:
+  """What multiplies the token plus position embeddings: ``embedding_multiplier`` (no width
+  factor: the input layer's coordinates are of order one at any width under Adam)."""
+  return cfg.embedding_multiplier
+
+
+def decay_scales_with_rate(cfg) -> bool:
+  """Whether a hidden matrix's decoupled decay is scaled by its rate factor ``r`` too."""
+  return cfg.parametrization == "mup" and cfg.mup_decay == "with_rate"
 
 
 def labels(params) -> Any:

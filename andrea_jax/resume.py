@@ -50,9 +50,31 @@ TRAJECTORY_FIELDS = {"model.compute_dtype", "model.attention_impl", "model.atten
 # absolute paths, so a run resumes from any directory (``absolute_paths``).
 PATH_FIELDS = ("data.path", "data.tokenizer_path", "train.init_from")
 # Fields added after workdirs were saved: a saved config.json without one ran with the value
-# it had before the field existed, its default here (experiments/configs/common.py).
+# it had before the field existed, given here. For most that is the field's default
+# (experiments/configs/common.py); two muP rules changed their default when they became
+# fields (mup.py): the saved run keeps the rule it trained with, and a resume under the new
+# default is refused as a change of the trajectory.
 ADDED_FIELDS = {"model.qk_norm": False, "model.parametrization": "sp", "model.base_width": 0,
-                "train.z_loss": 0.0}
+                "train.z_loss": 0.0, "model.readout_multiplier": 1.0,
+                "model.attention_multiplier": 1.0, "model.embedding_multiplier": 1.0,
+                "model.mup_attention": "inverse", "model.mup_decay": "with_rate",
+                "model.zero_query_init": False}
+
+
+# Fields that only a muP model reads (mup.py).
+MUP_RULES = frozenset({"model.mup_attention", "model.mup_decay"})
+
+
+def with_added_fields(saved: dict) -> dict:
+  """A saved config (nested dicts) with each missing ``ADDED_FIELDS`` entry at the value the
+  run trained with: what rebuilds its model (``runs.load_run``)."""
+  out = {group: dict(fields) if isinstance(fields, dict) else fields
+         for group, fields in saved.items()}
+  for name, value in ADDED_FIELDS.items():
+    group, field = name.split(".")
+    if isinstance(out.get(group), dict):
+      out[group].setdefault(field, value)
+  return out
 
 
 def latest_checkpoint(workdir: str) -> int | None:
@@ -142,16 +164,18 @@ def _flat(d: dict, prefix: str = "") -> dict:
 def config_changes(saved: dict, current: dict) -> dict[str, list[dict]]:
   """``{kind: [{field, old, new}]}`` for every field that differs (``<missing>`` if absent).
 
-  A field of ``ADDED_FIELDS`` that the saved config lacks counts as its default there.
+  A field of ``ADDED_FIELDS`` that the saved config lacks counts as its value there. muP's
+  own rules (``MUP_RULES``) do not count between two sp configs: the sp model ignores them.
   """
   old, new = _flat(saved), _flat(current)
   for name, default in ADDED_FIELDS.items():
     if name in new:
       old.setdefault(name, default)
+  both_sp = old.get("model.parametrization") == new.get("model.parametrization") == "sp"
   out: dict[str, list[dict]] = {"free": [], "frozen": [], "trajectory": []}
   for name in sorted(set(old) | set(new)):
     a, b = old.get(name, "<missing>"), new.get(name, "<missing>")
-    if a != b:
+    if a != b and not (both_sp and name in MUP_RULES):
       out[field_kind(name)].append({"field": name, "old": a, "new": b})
   return out
 

@@ -13,6 +13,7 @@ from andrea_jax import checkpoint as ckpt
 from andrea_jax import errors
 from andrea_jax import history
 from andrea_jax import model
+from andrea_jax import resume
 from andrea_jax import tokenizer as tokenizer_lib
 
 
@@ -46,7 +47,7 @@ def load_run(workdir: str, step: int | None = None):
   if saved is None:
     raise errors.CheckpointError(f"{workdir} has no config.json: is it a run directory of "
                                  f"python -m experiments.run?")
-  config = ml_collections.ConfigDict(saved)
+  config = ml_collections.ConfigDict(resume.with_added_fields(saved))
   cfg = model.resolve_auto(model.ModelConfig(**config.model), verbose=False)
   abstract = jax.eval_shape(lambda key: model.init_params(cfg, key), jax.random.key(0))
   one_device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])

@@ -140,13 +140,23 @@ def make_optimizer(t: TrainConfig, cfg: model.ModelConfig | None = None,
                    segments: list | None = None) -> optax.GradientTransformation:
   """Global-norm clipping, then AdamW with decoupled decay on matrices and embeddings.
 
-  Under muP (``cfg.parametrization == "mup"``) AdamW's updates then get the per-parameter
-  learning-rate factors of ``mup.scale_learning_rates``.
+  Under muP (``cfg.parametrization == "mup"``) the hidden matrices' Adam steps get the
+  per-parameter learning-rate factors of ``mup.scale_learning_rates``: before the decay is
+  added (``mup_decay="constant"``: ``lr x weight_decay`` the same at every width, as
+  ``mup.MuAdamW``), or after it (``"with_rate"``: the decay scaled with the rate).
   """
-  adamw = optax.adamw(make_schedule(t, segments), b1=t.b1, b2=t.b2, eps=t.eps,
-                      weight_decay=t.weight_decay, mask=decay_mask)
-  if cfg is not None and cfg.parametrization == "mup":
-    adamw = optax.chain(adamw, mup.scale_learning_rates(cfg))
+  schedule = make_schedule(t, segments)
+  if cfg is not None and cfg.parametrization == "mup" and not mup.decay_scales_with_rate(cfg):
+    # optax.adamw's own chain, with the rate factors between Adam's step and the decay.
+    adamw = optax.chain(optax.scale_by_adam(b1=t.b1, b2=t.b2, eps=t.eps),
+                        mup.scale_learning_rates(cfg),
+                        optax.add_decayed_weights(t.weight_decay, decay_mask),
+                        optax.scale_by_learning_rate(schedule))
+  else:
+    adamw = optax.adamw(schedule, b1=t.b1, b2=t.b2, eps=t.eps, weight_decay=t.weight_decay,
+                        mask=decay_mask)
+    if cfg is not None and cfg.parametrization == "mup":
+      adamw = optax.chain(adamw, mup.scale_learning_rates(cfg))
   return optax.chain(clip_by_global_norm(t.grad_clip), adamw) if t.grad_clip > 0 else adamw
 
 

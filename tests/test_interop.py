@@ -116,7 +116,9 @@ def test_bfloat16_params_are_exported_as_float32(tmp_path):
     ({"qk_norm": True}, r"model.qk_norm=True: GPT-2's attention has no LayerNorm on queries"
                         r"(.|\n)*export a model trained with qk_norm=False"),
     ({"parametrization": "mup", "base_width": 16}, r"model.parametrization='mup': GPT-2 computes"
-                                                  r"(.|\n)*trained with parametrization='sp'")])
+                                                  r"(.|\n)*trained with parametrization='sp'"),
+    ({"readout_multiplier": 2.0}, r"model.readout_multiplier=2.0: GPT-2's config has no multiplier"
+                                  r"(.|\n)*readout_multiplier=1.0")])
 def test_variants_gpt2_cannot_express_are_refused(changes, match, tmp_path):
   cfg = tiny_cfg(**changes)
   with pytest.raises(InteropError, match=match) as e:

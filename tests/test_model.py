@@ -13,6 +13,7 @@ from jax.test_util import check_grads
 
 from andrea_jax import cross_entropy
 from andrea_jax import diagnostics
+from andrea_jax import errors
 from andrea_jax import model
 from andrea_jax import mup as mup_lib
 from andrea_jax import step as step_lib
@@ -340,9 +341,11 @@ FLAX_VARIANTS = [dict(), dict(norm="post", activation="swiglu"),
                  dict(activation="gelu", tie_embeddings=False, remat_policy="dots_saveable", scan_unroll=3,
                       vocab_pad_multiple=8),
                  dict(qk_norm=True, parametrization="mup", base_width=16, attention_impl="xla"),
-                 # Post-norm and untied (base_width above d_model: multipliers above 1).
+                 # Post-norm and untied (base_width above d_model: width factors above 1),
+                 # the base multipliers, and the attention scale runs before mup_attention had.
                  dict(qk_norm=True, norm="post", tie_embeddings=False, parametrization="mup",
-                      base_width=64)]
+                      base_width=64, readout_multiplier=2.0, attention_multiplier=0.5,
+                      embedding_multiplier=1.5, mup_attention="inverse")]
 # Mathematically without gradient: a bias added to every key moves all of a query's scores
 # alike, which the softmax ignores (like the key part of b_qkv, which shares a leaf).
 NO_GRADIENT = ("['blocks']['attn']['k_norm']['bias']",)
@@ -384,7 +387,8 @@ def lively_norms(params, seed=0):
 
 
 @pytest.mark.parametrize("changes", [dict(), dict(norm="post", tie_embeddings=False, vocab_pad_multiple=8,
-                                                         qk_norm=True, parametrization="mup", base_width=16),
+                                                         qk_norm=True, parametrization="mup", base_width=16,
+                                                         zero_query_init=True),
                                      dict(init="xavier", activation="swiglu", vocab_pad_multiple=8)])
 def test_flax_init_has_the_layout_and_statistics_of_init_params(changes):
   cfg = small(**changes, n_layer=4, d_model=64)
@@ -401,6 +405,10 @@ def test_flax_init_has_the_layout_and_statistics_of_init_params(changes):
   # The vocabulary padding starts at zero, like init_params'.
   V = cfg.vocab_size
   assert jnp.all(params["wte"][V:] == 0) and jnp.all(params.get("lm_head", jnp.zeros((1, 1)))[:, V:] == 0)
+  if cfg.zero_query_init:  # the query columns of the fused QKV start at zero in both
+    D = cfg.d_model
+    assert jnp.all(params["blocks"]["attn"]["w_qkv"][..., :D] == 0)
+    assert jnp.all(reference["blocks"]["attn"]["w_qkv"][..., :D] == 0)
   # nn.scan split the init key: the layers are not copies of one another.
   assert not jnp.allclose(params["blocks"]["attn"]["w_qkv"][0], params["blocks"]["attn"]["w_qkv"][1])
 
@@ -412,7 +420,8 @@ def reference_attention(x_BTD, attn, cfg):
   """Multi-head causal self-attention written out plainly: one masked softmax per head.
 
   ``qk_norm``: each head's queries and keys standardised over the head dimension, then
-  scaled and shifted; muP: scores divided by d_head, not by its square root.
+  scaled and shifted; muP: scores divided by d_head / sqrt(d_head_base) (or d_head), not by
+  sqrt(d_head); all times the attention multiplier.
   """
   B, T, D = x_BTD.shape
   q, k, v = (a.reshape(B, T, cfg.n_head, cfg.head_dim)
@@ -421,7 +430,13 @@ def reference_attention(x_BTD, attn, cfg):
     standard = lambda a: (a - a.mean(-1, keepdims=True)) / jnp.sqrt(a.var(-1, keepdims=True) + cfg.ln_eps)
     q = standard(q) * attn["q_norm"]["scale"] + attn["q_norm"]["bias"]
     k = standard(k) * attn["k_norm"]["scale"] + attn["k_norm"]["bias"]
-  d = cfg.head_dim if cfg.parametrization == "mup" else math.sqrt(cfg.head_dim)
+  if cfg.parametrization != "mup":
+    d = math.sqrt(cfg.head_dim)
+  elif cfg.mup_attention == "inverse":
+    d = cfg.head_dim
+  else:  # d_head / sqrt(d_head at the base width)
+    d = cfg.head_dim / math.sqrt(cfg.base_width / cfg.n_head)
+  d = d / cfg.attention_multiplier
   scores = jnp.einsum("bthk,bshk->bhts", q, k) / d
   scores = jnp.where(jnp.tril(jnp.ones((T, T), bool)), scores, -jnp.inf)
   o = jnp.einsum("bhts,bshk->bthk", jax.nn.softmax(scores, axis=-1), v).reshape(B, T, D)
@@ -453,17 +468,20 @@ def test_qk_norm_and_mup_attention_equal_the_reference_in_values_and_gradients()
     np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4, err_msg=jax.tree_util.keystr(path))
 
 
-def test_mup_is_sp_with_a_smaller_query_and_head_input():
-  # muP's two changes to the function, checked on an sp model that makes them by hand:
-  # queries / sqrt(d_head) (scores over d_head in all) and the head's input times
+@pytest.mark.parametrize("rule", ["base", "inverse"])
+def test_mup_is_sp_with_a_smaller_query_and_head_input(rule):
+  # muP's two changes to the function, checked on an sp model that makes them by hand: the
+  # queries times sqrt(d_head_base / d_head) ("base": scores over d_head / sqrt(d_head_base))
+  # or 1 / sqrt(d_head) ("inverse": scores over d_head), and the head's input times
   # base_width / d_model (the readout multiplier; here through ln_f, the tied head's input).
   sp = small(d_model=64, attention_impl="xla")
-  mup = dataclasses.replace(sp, parametrization="mup", base_width=16)
+  mup = dataclasses.replace(sp, parametrization="mup", base_width=16, mup_attention=rule)
   params = model.init_params(mup, jax.random.key(0))
   attn = params["blocks"]["attn"]
   attn["b_qkv"] = attn["b_qkv"] + 0.1  # non-zero biases: the query's is scaled too
   D, r = sp.d_model, 16 / 64
-  q_part = jnp.concatenate([jnp.full(D, 1 / math.sqrt(sp.head_dim)), jnp.ones(2 * D)])
+  q_factor = math.sqrt((16 / sp.n_head) / sp.head_dim) if rule == "base" else 1 / math.sqrt(sp.head_dim)
+  q_part = jnp.concatenate([jnp.full(D, q_factor), jnp.ones(2 * D)])
   by_hand = {**params, "ln_f": jax.tree.map(lambda a: r * a, params["ln_f"]),
              "blocks": {**params["blocks"], "attn": {**attn, "w_qkv": attn["w_qkv"] * q_part,
                                                      "b_qkv": attn["b_qkv"] * q_part}}}
@@ -473,14 +491,63 @@ def test_mup_is_sp_with_a_smaller_query_and_head_input():
   assert not np.allclose(forward(params, tokens, mup), forward(params, tokens, sp), atol=1e-3)
 
 
-def test_mup_at_its_base_width_changes_only_the_attention_scale():
-  # The init here; the learning rates (a factor base_width / d_model on the hidden
-  # matrices alone) in tests/test_train_step.py; the readout multiplier is 1.
-  sp = small()
+MULTIPLIERS = dict(readout_multiplier=2.5, attention_multiplier=0.5, embedding_multiplier=1.5)
+
+
+def test_the_base_multipliers_scale_the_logits_the_scores_and_the_embeddings():
+  # Each multiplier checked on a model that makes it by hand: the embeddings (wte and wpe
+  # of an untied model) times m, the query columns (and bias) times m, the head times m.
+  sp = small(d_model=64, attention_impl="xla", tie_embeddings=False)
+  params = model.init_params(sp, jax.random.key(0))
+  params["blocks"]["attn"]["b_qkv"] = params["blocks"]["attn"]["b_qkv"] + 0.1
+  tokens, forward = random_tokens(sp), jax.jit(model.forward, static_argnums=2)
+  D = sp.d_model
+  q_only = lambda m: jnp.concatenate([jnp.full(D, m), jnp.ones(2 * D)])
+  attn = params["blocks"]["attn"]
+  by_hand = {
+      "embedding_multiplier": {**params, "wte": 1.5 * params["wte"], "wpe": 1.5 * params["wpe"]},
+      "attention_multiplier": {**params, "blocks": {**params["blocks"], "attn": {
+          **attn, "w_qkv": attn["w_qkv"] * q_only(0.5), "b_qkv": attn["b_qkv"] * q_only(0.5)}}},
+      "readout_multiplier": {**params, "lm_head": 2.5 * params["lm_head"]},
+  }
+  for name, hand in by_hand.items():
+    cfg = dataclasses.replace(sp, **{name: MULTIPLIERS[name]})
+    np.testing.assert_allclose(forward(params, tokens, cfg), forward(hand, tokens, sp),
+                               rtol=1e-5, atol=1e-5, err_msg=name)
+    assert not np.allclose(forward(params, tokens, cfg), forward(params, tokens, sp), atol=1e-3)
+  with pytest.raises(errors.ConfigError, match=r"readout_multiplier=0.0: expected a positive"):
+    small(readout_multiplier=0.0)
+
+
+def test_mup_at_its_base_width_is_sp_with_the_same_multipliers():
+  # The same init and the same function, to the last bit (the learning rates and decay:
+  # tests/test_train_step.py). The rule of runs made before mup_attention existed is not.
+  sp = small(attention_impl="xla", **MULTIPLIERS)
   mup = dataclasses.replace(sp, parametrization="mup", base_width=sp.d_model)
-  chex.assert_trees_all_equal(model.init_params(sp, jax.random.key(0)),
-                              model.init_params(mup, jax.random.key(0)))
-  assert mup_lib.readout_multiplier(mup) == mup_lib.hidden_lr_scale(mup) == 1.0
+  params = model.init_params(sp, jax.random.key(0))
+  chex.assert_trees_all_equal(params, model.init_params(mup, jax.random.key(0)))
+  assert mup_lib.readout_multiplier(mup) == mup_lib.readout_multiplier(sp) == 2.5
+  assert mup_lib.attention_scale(mup) == mup_lib.attention_scale(sp) and mup_lib.hidden_lr_scale(mup) == 1.0
+  tokens, forward = random_tokens(sp), jax.jit(model.forward, static_argnums=2)
+  np.testing.assert_array_equal(forward(params, tokens, mup), forward(params, tokens, sp))
+  # "inverse" (1 / d_head): the first block's scores 1 / sqrt(d_head_base) = 1/2 of sp's.
+  inverse = dataclasses.replace(mup, mup_attention="inverse")
+  logits = lambda cfg: diagnostics.attention_logits(params, tokens, cfg, layer=0)
+  np.testing.assert_allclose(logits(inverse), logits(sp) / math.sqrt(sp.d_model / sp.n_head),
+                             rtol=1e-5, atol=1e-7)
+
+
+def test_zero_query_init_starts_every_attention_pattern_uniform():
+  cfg = small(attention_impl="xla", zero_query_init=True)
+  params, plain = model.init_params(cfg, jax.random.key(0)), model.init_params(small(), jax.random.key(0))
+  D = cfg.d_model
+  w = params["blocks"]["attn"]["w_qkv"]
+  assert jnp.all(w[..., :D] == 0)
+  np.testing.assert_array_equal(w[..., D:], plain["blocks"]["attn"]["w_qkv"][..., D:])  # k, v as before
+  probs = diagnostics.attention_probs(params, random_tokens(cfg), cfg, layer=0)
+  T = probs.shape[-1]
+  np.testing.assert_allclose(probs, jnp.broadcast_to(jnp.tril(jnp.ones((T, T))) / jnp.arange(1, T + 1)[:, None],
+                                                     probs.shape), rtol=1e-6)
 
 
 SHRINK_120M = {"model.n_layer": 2, "model.d_model": 64, "model.n_head": 4, "model.block_size": 32,

@@ -94,8 +94,24 @@ def test_a_config_saved_before_a_field_existed_resumes_at_its_default(tmp_path):
   workdir = str(tmp_path)
   plan = resume.plan_resume(workdir, config())
   assert plan.changes == [] and plan.start_step == 0
-  # Each default is the one experiments/configs/common.py sets.
-  assert {f: config()[f.split(".")[0]][f.split(".")[1]] for f in resume.ADDED_FIELDS} == resume.ADDED_FIELDS
+  # Each value is the default experiments/configs/common.py sets, but for muP's two rules,
+  # whose default changed when they became fields: an sp run ignores them (above), a muP run
+  # keeps the rule it trained with.
+  defaults = {f: config()[f.split(".")[0]][f.split(".")[1]] for f in resume.ADDED_FIELDS}
+  changed = {f for f in resume.ADDED_FIELDS if defaults[f] != resume.ADDED_FIELDS[f]}
+  assert changed == resume.MUP_RULES == {"model.mup_attention", "model.mup_decay"}
+  assert resume.with_added_fields(old)["model"]["mup_attention"] == "inverse"
+  mup = {"model.parametrization": "mup", "model.base_width": 16}
+  old_mup = json.loads(config(**mup).to_json_best_effort())  # saved before the multipliers
+  for name in ("readout_multiplier", "attention_multiplier", "embedding_multiplier",
+               "mup_attention", "mup_decay", "zero_query_init"):
+    del old_mup["model"][name]
+  (tmp_path / "config.json").write_text(json.dumps(old_mup))
+  with pytest.raises(errors.CheckpointError, match=r"model.mup_attention: 'inverse' -> 'base'"):
+    resume.plan_resume(workdir, config(**mup), allow_changes=True)
+  same_rules = config(**mup, **{"model.mup_attention": "inverse", "model.mup_decay": "with_rate"})
+  assert resume.plan_resume(workdir, same_rules).changes == []
+  (tmp_path / "config.json").write_text(json.dumps(old))
   # Against the default, a real change is still one: a model field never, z_loss with the opt-in.
   with pytest.raises(errors.CheckpointError, match=r"model.qk_norm: False -> True"):
     resume.plan_resume(workdir, config(**{"model.qk_norm": True}), allow_changes=True)

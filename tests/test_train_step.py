@@ -3,6 +3,8 @@ step that diverges, checked by what the step computes."""
 
 import functools
 
+import chex
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -182,23 +184,67 @@ def test_z_loss_is_optimised_and_logged_apart_from_the_loss(adam):
                                                    jax.tree.leaves(plain["opt_state"])))
 
 
-def test_mup_scales_the_learning_rate_of_the_hidden_matrices_alone():
-  t = train_settings(weight_decay=0.1)
-  sp = CFG
+def mup_updates(t, grads_of, **mup_changes):
+  """One update of sp and muP (base width 4 of 16: r = 1/4) from the same params and grads."""
   mup = model.ModelConfig(**{**CFG.__dict__, "parametrization": "mup", "base_width": 4,
-                             "qk_norm": True})
+                             "qk_norm": True, **mup_changes})
+  sp = model.ModelConfig(**{**CFG.__dict__, "qk_norm": True})
   params = jax.jit(model.init_params, static_argnums=0)(mup, jax.random.key(0))
-  grads = jax.tree.map(lambda a: jnp.asarray(np.random.default_rng(a.size).normal(size=a.shape),
-                                             jnp.float32), params)  # any will do
+  grads = grads_of(params)
   updates = {}
-  for cfg in (sp, mup):
+  for name, cfg in (("sp", sp), ("mup", mup)):
     opt = step_lib.make_optimizer(t, cfg)
-    updates[cfg.parametrization], _ = jax.jit(opt.update)(grads, opt.init(params), params)
+    updates[name], _ = jax.jit(opt.update)(grads, opt.init(params), params)
+  return updates
+
+
+def by_leaf(updates, want):
+  """Each muP update against ``want(is_hidden) x`` sp's, leaf by leaf."""
   hidden = {"w_qkv", "w_out", "w_in"}
   for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(updates["mup"]),
                           jax.tree.leaves(updates["sp"])):
-    factor = 4 / 16 if path[0].key == "blocks" and path[-1].key in hidden else 1.0
-    np.testing.assert_allclose(a, factor * b, rtol=1e-6, err_msg=jax.tree_util.keystr(path))
+    factor = want(path[0].key == "blocks" and path[-1].key in hidden)
+    np.testing.assert_allclose(a, factor * b, rtol=1e-6, atol=1e-12, err_msg=jax.tree_util.keystr(path))
+
+
+def any_grads(params):
+  return jax.tree.map(lambda a: jnp.asarray(np.random.default_rng(a.size).normal(size=a.shape),
+                                            jnp.float32), params)
+
+
+@pytest.mark.parametrize("decay", ["constant", "with_rate"])
+def test_mup_scales_the_adam_step_of_the_hidden_matrices_alone(decay):
+  # Without weight decay both rules are the same: Adam's step of a hidden matrix times r.
+  updates = mup_updates(train_settings(weight_decay=0.0), any_grads, mup_decay=decay)
+  by_leaf(updates, lambda hidden: 4 / 16 if hidden else 1.0)
+
+
+def test_mup_decay_keeps_rate_times_decay_constant_as_mupadamw_or_scales_it_with_the_rate():
+  # Zero gradients: Adam's step is 0, the update is the decay alone, -lr x weight_decay x p.
+  # mup.MuAdamW (decoupled_wd=False) divides a hidden matrix's rate by the width multiplier
+  # and multiplies its decay by it: the same shrinkage at every width, sp's ("constant").
+  # MuAdamW(decoupled_wd=True) keeps the decay: the shrinkage falls with the rate ("with_rate").
+  t, zeros = train_settings(weight_decay=0.1), lambda params: jax.tree.map(jnp.zeros_like, params)
+  constant = mup_updates(t, zeros, mup_decay="constant")
+  by_leaf(constant, lambda hidden: 1.0)
+  w_in = constant["sp"]["blocks"]["mlp"]["w_in"]
+  assert float(jnp.max(jnp.abs(w_in))) > 0  # the decay did act
+  by_leaf(mup_updates(t, zeros, mup_decay="with_rate"), lambda hidden: 4 / 16 if hidden else 1.0)
+
+
+def test_mup_at_its_base_width_updates_as_sp():
+  # r = 1: the same update as sp under either decay rule, to the last bit, with decay on.
+  t = train_settings(weight_decay=0.1)
+  sp = model.ModelConfig(**{**CFG.__dict__, "readout_multiplier": 2.0})
+  params = jax.jit(model.init_params, static_argnums=0)(sp, jax.random.key(0))
+  grads = any_grads(params)
+  want, _ = jax.jit(step_lib.make_optimizer(t, sp).update)(grads, step_lib.make_optimizer(t, sp).init(params), params)
+  for decay in ("constant", "with_rate"):
+    mup = model.ModelConfig(**{**sp.__dict__, "parametrization": "mup", "base_width": sp.d_model,
+                               "mup_decay": decay})
+    opt = step_lib.make_optimizer(t, mup)
+    got, _ = jax.jit(opt.update)(grads, opt.init(params), params)
+    chex.assert_trees_all_equal(got, want)
 
 
 def test_a_negative_z_loss_is_refused():

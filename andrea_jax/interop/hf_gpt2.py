@@ -59,7 +59,8 @@ ACT_TO_HF = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}
 # ModelConfig fields that decide what the model computes; the rest (dtypes, remat,
 # scan unroll, attention kernel) are how it runs and may differ freely.
 FUNCTION_FIELDS = ("vocab_size", "block_size", "d_model", "n_layer", "n_head", "mlp_ratio",
-                   "norm", "activation", "tie_embeddings", "ln_eps", "qk_norm", "parametrization")
+                   "norm", "activation", "tie_embeddings", "ln_eps", "qk_norm", "parametrization",
+                   "readout_multiplier", "attention_multiplier", "embedding_multiplier")
 
 # HF name inside transformer.h.{i} -> (group, leaf) in params["blocks"].
 BLOCK_KEYS = {
@@ -107,6 +108,11 @@ def check_exportable(cfg: ModelConfig) -> None:
                             f"1/sqrt(d_head) and no output multiplier; muP's 1/d_head and "
                             f"readout multiplier have no place in its config: export a model "
                             f"trained with parametrization='sp'")
+  for name in ("readout_multiplier", "attention_multiplier", "embedding_multiplier"):
+    if getattr(cfg, name) != 1.0:
+      raise UnexportableError(f"model.{name}={getattr(cfg, name)!r}: GPT-2's config has no "
+                              f"multiplier on the logits, the attention scores or the "
+                              f"embeddings; export a model trained with {name}=1.0")
 
 
 def hf_config(cfg: ModelConfig, eot_id: int) -> dict:

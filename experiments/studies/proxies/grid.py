@@ -38,7 +38,10 @@ ARMS = {
     "pre+qk": {"model.qk_norm": True},
     "pre+z": {"train.z_loss": 1e-4},
     "post": {"model.norm": "post"},
-    "pre+mup": {"model.parametrization": "mup"},  # base_width: the scale's
+    # base_width: the scale's. The muP rules this study ran with, before they became fields
+    # with other defaults (andrea_jax/mup.py): its cells stay the ones that trained its data.
+    "pre+mup": {"model.parametrization": "mup", "model.mup_attention": "inverse",
+                "model.mup_decay": "with_rate"},
 }
 
 HALF_DECADES = (3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
