@@ -97,7 +97,7 @@ CHOICE_RULE = (
     "among the multiplier pairs that learn with every seed's optimum bracketed, the lowest "
     "mean over seeds of the fitted best loss; a pair within {tie} nats of it nearer the "
     "default (1, 1) is preferred; the base rate is the chosen pair's mean log optimum with "
-    "its 95 % t interval").format(tie=TIE_NATS)
+    "its 95 % t interval.").format(tie=TIE_NATS)
 
 
 def choose(runs: list[curves.Run]) -> Choice:
