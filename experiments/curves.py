@@ -172,6 +172,16 @@ def learns(runs: list[Run]) -> bool:
   return e.defined and e.hi < -LEARNS_BY
 
 
+def learns_every_seed(runs: list[Run]) -> bool:
+  """Whether every seed's best loss lies ``LEARNS_BY`` below the unigram baseline (the width
+  ladder's test, issue 29): an arm whose seeds leave the unigram plateau at different steps
+  ends with best losses far apart but each below the plateau, which passes here and can
+  fail ``learns`` (a 3-seed t interval is wide); an arm with a seed still on the plateau
+  does not pass."""
+  u, best = unigram(runs), best_losses(runs)
+  return bool(best) and math.isfinite(u) and all(l < u - LEARNS_BY for l in best.values())
+
+
 def refine_rates(runs: list[Run], max_step: float = 2.0) -> list[float]:
   """Rates to add so that each learning seed's optimum is bracketed at most ``max_step``
   apart: the geometric midpoint toward a neighbour further than that, and one rate beyond
