@@ -152,3 +152,46 @@ def beyond(effect: Effect, bound: float) -> str:
   if effect.hi < bound:
     return "below"
   return "unclear"
+
+
+# ----------------------------------------------------------------------------- directed tests
+
+
+def directed(values: Sequence[float], predict: str = "higher", margin: float = NAN,
+             bound: float = 0.0) -> tuple[Effect, float, float]:
+  """``(effect of mean - bound, p for, p against)`` of a claim that the mean lies ``predict``
+  ("higher" or "lower") than ``bound``: p for is the two-sided test's p when the estimate
+  points that way (else 1); p against the same for the opposite way, or the TOST p for
+  "within the margin of the bound" when smaller (an effect too small to matter is against
+  it). For a family decided together under Holm."""
+  e = one_sample([v - bound for v in values], margin)
+  if not math.isfinite(e.p):
+    return e, NAN, NAN
+  sign = 1.0 if predict == "higher" else -1.0
+  p_for = e.p if sign * e.diff > 0 else 1.0
+  p_opposite = e.p if sign * e.diff < 0 else 1.0
+  return e, p_for, (min(p_opposite, e.p_same) if math.isfinite(e.p_same) else p_opposite)
+
+
+def within(values: Sequence[float], margin: float) -> tuple[Effect, float, float]:
+  """``(effect, p for, p against)`` of a claim that the mean is zero within ``margin``: the
+  TOST p for; against, the one-sided p that it lies beyond the nearer edge."""
+  e = one_sample(values, margin)
+  if not math.isfinite(e.p) or not math.isfinite(margin):
+    return e, NAN, NAN
+  edge = margin if e.diff >= 0 else -margin
+  out = one_sample([v - edge for v in values])
+  beyond_edge = out.diff > 0 if e.diff >= 0 else out.diff < 0
+  return e, e.p_same, (out.p / 2 if beyond_edge and math.isfinite(out.p) else 1.0)
+
+
+def below(values: Sequence[float], margin: float) -> tuple[Effect, float, float]:
+  """``(effect, p for, p against)`` of a non-inferiority claim, "the mean is below
+  ``margin``": the one-sided p of the t test against the margin for; against, the one-sided
+  p that it lies above the margin."""
+  e = one_sample(values)
+  shifted = one_sample([v - margin for v in values])
+  if not math.isfinite(shifted.p):
+    return e, NAN, NAN
+  one_sided = shifted.p / 2
+  return (e, one_sided, 1.0) if shifted.diff < 0 else (e, 1.0, one_sided)

@@ -1,0 +1,141 @@
+"""The muTransfer ladder's grid: sp and muP across widths on the tuned base, and qk-LayerNorm at the widest rungs (issue 29).
+
+  python -m experiments.sweep --sweep=mup_base --scale=cpu      # first: the base stage, then commit its report
+  python -m experiments.sweep --sweep=mutransfer --scale=cpu --dry_run
+  python -m experiments.sweep --sweep=mutransfer --scale=cpu    # about 110 minutes, idle 2-core CPU
+  python -m experiments.report --sweep_dir=runs/sweeps/mutransfer-cpu --out=docs/results/mutransfer-cpu --copy_cells
+
+The proxies study's shape (2 layers, 2 heads so ``d_head`` grows with width, context 64,
+16 sequences per step, 512-token vocabulary, 200 steps, warmup a tenth, cosine decay to a
+tenth), widths 32, 64, 128, 256 (8x; muP's base width 32, the base stage's), one rate grid
+for every arm and width, 3e-4 .. 1e-1 in half decades (the proxies ladder's sp optima
+moved from 3e-2 at d16 to 3e-3 at d128; its top rates were unstable), refined where a
+seed's optimum lies at an edge. Every arm carries the base stage's readout and attention
+multipliers (muP's rules: attention ``sqrt(d_head_base) / d_head``, decay with
+``lr x weight_decay`` constant across width):
+
+- ``pre``: pre-LN, sp: the reference;
+- ``pre+mup``: pre-LN, muP, ``base_width`` 32;
+- ``pre+qk``: pre-LN, sp with qk-LayerNorm, at d128 (where a referee estimated the
+  claim can be decided: 8-11 seeds at the proxies study's spread; a d256 rung with that many
+  seeds would cost about 40 more minutes for the two arms).
+
+Seeds from 300 (none used before: 0-2 by the norm x MLP and proxies studies, 100-118 by the
+confirmatory norm x MLP study, 200-202 by the base stage): 5 for the ladder of sp and muP,
+10 at d128 for ``pre`` and ``pre+qk``. Not in the ladder: z-loss (the committed study's log Z
+stayed between 5.7 and 6.9 at every rate and width with weight decay 0.1, so its rule needs a
+setting where log Z grows, found and checked first: not done, so not judged here), and a
+second depth (the budget).
+"""
+
+from __future__ import annotations
+
+import os
+
+from andrea_jax import errors
+from andrea_jax.files import read_json
+from experiments.studies.base import Cell, Sweep
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+BASE_RESULTS = os.path.join(ROOT, "docs", "results", "mup_base-cpu", "results.json")
+REFERENCE, MUP, QK = "pre", "pre+mup", "pre+qk"
+RATES = (3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
+LADDER_SEEDS = tuple(range(300, 305))
+WIDE_SEEDS = tuple(range(300, 310))
+
+SCALES = {
+    "cpu": dict(base="tiny", n_layer=2, n_head=2, block_size=64, batch_size=16, vocab=512,
+                widths=(32, 64, 128, 256), wide=(128,), steps=200, rates=RATES,
+                ladder_seeds=LADDER_SEEDS, wide_seeds=WIDE_SEEDS, eval_batches=16,
+                log_every=25, extra={}, members_per_program=24),
+    "smoke": dict(base="tiny", n_layer=1, n_head=2, block_size=32, batch_size=8, vocab=321,
+                  widths=(32, 64), wide=(64,), steps=12, rates=(1e-3, 1e-2, 1e-1),
+                  ladder_seeds=(300, 301), wide_seeds=(300, 301, 302), eval_batches=2,
+                  log_every=4, extra={"data.max_docs": 40}, members_per_program=None),
+}
+# Seconds per model-step by width at this shape on the 2-core CPU (the proxies study's
+# measured figures, experiments/studies/proxies/grid.py) and the fixed cost of a program.
+SECONDS_PER_MODEL_STEP_CPU = {32: 0.0108, 64: 0.0231, 128: 0.0529, 256: 0.19}
+SECONDS_PER_GROUP_CPU = 32.0
+
+
+def base_choice(path: str = BASE_RESULTS) -> dict:
+  """The base stage's choice (its results.json ``choice``); an error says how to make it."""
+  results = read_json(path)
+  choice = (results or {}).get("choice")
+  if not choice:
+    raise errors.ConfigError(
+        f"{path}: no base-stage choice{' (its rule chose none)' if results else ''}. Run the "
+        f"base stage first: python -m experiments.sweep --sweep=mup_base --scale=cpu, then "
+        f"python -m experiments.report --sweep_dir=runs/sweeps/mup_base-cpu "
+        f"--out=docs/results/mup_base-cpu --copy_cells, and commit it")
+  return choice
+
+
+def group_name(arm: str, width: int) -> str:
+  return f"{arm.replace('+', '-')}-d{width}"
+
+
+def cells_of(s: dict, choice: dict) -> list[Cell]:
+  base_width = s["widths"][0]
+  common = {"model.n_layer": s["n_layer"], "model.n_head": s["n_head"],
+            "model.block_size": s["block_size"], "model.vocab_size": s["vocab"],
+            "model.norm": "pre", "model.init": "gpt2",
+            "model.readout_multiplier": float(choice["readout_multiplier"]),
+            "model.attention_multiplier": float(choice["attention_multiplier"]),
+            "train.batch_size": s["batch_size"], "train.steps": s["steps"],
+            "train.warmup_steps": s["steps"] // 10, "train.eval_every": s["steps"],
+            "train.eval_batches": s["eval_batches"], "train.log_every": s["log_every"],
+            "checkpoint.every": s["steps"], "diagnostics.enabled": True,
+            "diagnostics.every": s["steps"], "diagnostics.early_steps": 0,
+            "sample.num_samples": 0, **s["extra"]}
+  arms = {REFERENCE: {}, MUP: {"model.parametrization": "mup", "model.base_width": base_width,
+                               "model.mup_attention": "base", "model.mup_decay": "constant"},
+          QK: {"model.qk_norm": True}}
+  cells = []
+  for arm, changes in arms.items():
+    for width in s["widths"]:
+      wide = width in s["wide"]
+      if arm == QK and not wide:
+        continue
+      seeds = s["wide_seeds"] if wide and arm in (REFERENCE, QK) else s["ladder_seeds"]
+      o = {**common, **changes, "model.d_model": width}
+      group = group_name(arm, width)
+      cells += [Cell(f"{group}-lr{lr:g}-seed{seed}", {**o, "train.learning_rate": lr, "train.seed": seed},
+                     (arm,), seed, group, 0, True)
+                for lr in s["rates"] for seed in seeds]
+  return cells
+
+
+def minutes_cpu(cells: list[Cell]) -> float:
+  groups = {c.group for c in cells}
+  steps = sum(c.overrides["train.steps"] * SECONDS_PER_MODEL_STEP_CPU[c.overrides["model.d_model"]]
+              for c in cells)
+  return (len(groups) * SECONDS_PER_GROUP_CPU + steps) / 60
+
+
+def get_sweep(scale: str = "cpu", choice: dict | None = None) -> Sweep:
+  if scale not in SCALES:
+    raise errors.ConfigError(f"--scale={scale!r}: expected one of {sorted(SCALES)}")
+  s = SCALES[scale]
+  if choice is None:
+    choice = ({"readout_multiplier": 1.0, "attention_multiplier": 1.0} if scale == "smoke"
+              else base_choice())
+  from experiments.studies.base import split_groups  # pylint: disable=import-outside-toplevel
+  cells = split_groups(cells_of(s, choice), s["members_per_program"])
+  text = (f"The muTransfer ladder: widths {', '.join(map(str, s['widths']))} ({s['n_layer']} layers, "
+          f"{s['n_head']} heads, context {s['block_size']}, batch {s['batch_size']}, vocabulary "
+          f"{s['vocab']}, {s['steps']} steps, warmup a tenth, cosine decay to 10 %); arms "
+          f"{REFERENCE} (sp), {MUP} (base width {s['widths'][0]}) and {QK} (at "
+          f"{', '.join(map(str, s['wide']))}); the base stage's readout multiplier "
+          f"{choice['readout_multiplier']:g} and attention multiplier "
+          f"{choice['attention_multiplier']:g} in every arm; rates "
+          f"{', '.join(f'{r:g}' for r in s['rates'])} (refined at an edge optimum); seeds "
+          f"{s['ladder_seeds'][0]}..{s['ladder_seeds'][-1]}, and "
+          f"{s['wide_seeds'][0]}..{s['wide_seeds'][-1]} for {REFERENCE} and {QK} at the wide rungs; "
+          f"{len(cells)} models in {len({c.group for c in cells})} programs")
+  if scale == "cpu":
+    text += f", about {minutes_cpu(cells):.0f} minutes on the 2-core CPU before refinement."
+  else:
+    text = "**Smoke scale: toy models that prove the pipeline; they mean nothing.** " + text + "."
+  return Sweep("mutransfer", scale, s["base"], cells, description=text)
