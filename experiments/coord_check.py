@@ -3,6 +3,7 @@
   python -m experiments.coord_check                       # sp and mup, widths 32 .. 512
   python -m experiments.coord_check --widths=32,64,128 --parametrizations=mup
   python -m experiments.coord_check --norm=post --qk_norm --json=runs/coord_check.json
+  python -m experiments.coord_check --readout_multiplier=4 --attention_multiplier=1   # a tuned base
 
 For each parametrisation it prints, per quantity (the residual stream after the embedding
 and each sublayer, each branch's output, the attention and output logits, at init and as
@@ -10,7 +11,9 @@ the updates moved them: see ``andrea_jax/coord_check.py``), its size at every wi
 slope in log-log and muP's predicted slope, then the verdict: ``flat`` (no slope more than
 0.25 above muP's, muP's promise), ``grows`` (one more than 0.5 above, the standard
 parametrisation at a fixed learning rate) or ``unclear``. ``--json`` also writes
-every number to a file. The muP base width is the narrowest width unless ``--base_width``.
+every number to a file. The muP base width is the narrowest width unless ``--base_width``;
+``--readout_multiplier`` and ``--attention_multiplier`` set the base model's multipliers (the
+muP base stage's choice, ``docs/results/mup_base-cpu/results.json``), the same at every width.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ _N_LAYER = flags.DEFINE_integer("n_layer", 2, "blocks at every width")
 _N_HEAD = flags.DEFINE_integer("n_head", 4, "heads at every width (d_head grows with width)")
 _NORM = flags.DEFINE_enum("norm", "pre", ["pre", "post"], "norm placement")
 _QK_NORM = flags.DEFINE_bool("qk_norm", False, "LayerNorm on queries and keys")
+_READOUT = flags.DEFINE_float("readout_multiplier", 1.0, "the base model's readout multiplier (mup.py)")
+_ATTENTION = flags.DEFINE_float("attention_multiplier", 1.0, "the base model's attention multiplier")
 _JSON = flags.DEFINE_string("json", None, "write every size and slope to this JSON file")
 
 
@@ -71,7 +76,9 @@ def main(argv):
   results = {}
   for p in _PARAMETRIZATIONS.value:
     results[p] = coord_check.coord_check(widths, p, t, _BASE_WIDTH.value, ladder,
-                                         norm=_NORM.value, qk_norm=_QK_NORM.value)
+                                         norm=_NORM.value, qk_norm=_QK_NORM.value,
+                                         readout_multiplier=_READOUT.value,
+                                         attention_multiplier=_ATTENTION.value)
     print(table(p, results[p]), flush=True)
   if _JSON.value:
     with open(_JSON.value, "w", encoding="utf-8") as f:

@@ -7,6 +7,7 @@ passes, compiling dominates."""
 
 import math
 
+import numpy as np
 import pytest
 
 from andrea_jax import coord_check
@@ -68,3 +69,14 @@ def test_the_command_prints_slopes_predictions_and_the_verdict():
     command.parse_widths(["32", "x"])
   with pytest.raises(ValueError, match="at least two different widths"):
     command.parse_widths(["32", "32"])
+
+
+def test_the_base_multipliers_reach_every_rung():
+  # At init the output logits are linear in the readout multiplier, at every width.
+  t = common.train_group()
+  t.update(steps=0, learning_rate=1e-2, batch_size=2, seed=0)
+  ladder = coord_check.Ladder(n_layer=1, n_head=2, vocab_size=32, block_size=8)
+  plain = coord_check.coord_check((16, 32), "mup", t, ladder=ladder)
+  tuned = coord_check.coord_check((16, 32), "mup", t, ladder=ladder, readout_multiplier=4.0)
+  np.testing.assert_allclose(tuned["sizes"]["logits@0"], 4 * np.asarray(plain["sizes"]["logits@0"]),
+                             rtol=1e-5)
