@@ -150,7 +150,9 @@ def eight_to_one(shared_dir, cache_dir, eight_devices):
 
 @pytest.fixture(scope="session")
 def two_processes(shared_dir, cache_dir):
-  """Two processes with 2 devices each (mesh 2x2), gradient accumulation, one shared workdir."""
+  """Two processes with 2 devices each (mesh 2x2), one shared workdir per run: a run with
+  gradient accumulation, then (in the same two processes, so they start once) a run that
+  SIGTERM reaches in process 0 only, after step 3."""
   def compute(directory):
     with socket.socket() as s:
       s.bind(("localhost", 0))
@@ -158,11 +160,14 @@ def two_processes(shared_dir, cache_dir):
     run = {"workdir": str(directory / "run"), "overrides": overrides(
         cache_dir, **{"mesh.fsdp": 2, "train.grad_accum_steps": 2, "sample.num_samples": 1,
                       "sample.max_new_tokens": 4})}
-    procs = [_worker({"runs": [run], "distributed": {
+    stopped = {"workdir": str(directory / "stopped"), "signal_at": {"step": 3, "process": 0},
+               "overrides": overrides(cache_dir, **{"mesh.fsdp": 2, "train.log_every": 2,
+                                                    "checkpoint.every": 100})}
+    procs = [_worker({"runs": [run, stopped], "distributed": {
         "coordinator_address": f"localhost:{port}", "num_processes": 2, "process_id": i}}, 2)
              for i in range(2)]
     try:
-      return [_result(p, 420) for p in procs]
+      return [_result(p, 600) for p in procs]
     finally:
       for p in procs:  # a failed or hung peer must not outlive the test
         if p.poll() is None:
@@ -171,28 +176,14 @@ def two_processes(shared_dir, cache_dir):
   return _shared(shared_dir, "two_processes", compute)
 
 
-def test_processes_agree_on_a_stop_signal_one_of_them_received(shared_dir, cache_dir, tmp_path):
+def test_processes_agree_on_a_stop_signal_one_of_them_received(two_processes):
   """SIGTERM reaches process 0 only, after step 3: both stop at the next log step (4),
   after saving it together, and report the run interrupted; process 1 heard no signal."""
-  with socket.socket() as s:
-    s.bind(("localhost", 0))
-    port = s.getsockname()[1]
-  run = {"workdir": str(tmp_path / "run"), "signal_at": {"step": 3, "process": 0},
-         "overrides": overrides(cache_dir, **{"mesh.fsdp": 2, "train.log_every": 2,
-                                              "checkpoint.every": 100})}
-  procs = [_worker({"runs": [run], "distributed": {
-      "coordinator_address": f"localhost:{port}", "num_processes": 2, "process_id": i}}, 2)
-           for i in range(2)]
-  try:
-    results = [_result(p, 420)["runs"][0] for p in procs]
-  finally:
-    for p in procs:
-      if p.poll() is None:
-        p.kill()
-        p.wait()
+  directory, outs = two_processes
+  results = [out["runs"][1] for out in outs]
   assert [r["status"] for r in results] == ["interrupted", "interrupted"]
   assert sorted(int(k) for k in results[0]["losses"]) == [2, 4]  # rows every 2 steps
-  assert sorted(p for p in os.listdir(tmp_path / "run" / "checkpoints") if p.isdigit()) == ["4"]
+  assert sorted(p for p in os.listdir(directory / "stopped" / "checkpoints") if p.isdigit()) == ["4"]
 
 
 # ----------------------------------------------------------------------------- the mesh
