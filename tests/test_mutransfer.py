@@ -53,6 +53,9 @@ def verdicts(rows, robust=False):
 def test_every_claim_reproduced_on_a_ladder_that_transfers():
   got = verdicts(synthetic())
   assert got == dict.fromkeys(("transfer", "flat", "no_cost", "wider", "qk"), "Reproduced"), got
+  # "wider" is judged at the grid rate nearest muP's optimum at the base width (1e-2 here).
+  wider = next(v for t, v in R.family(synthetic()) if t.key == "wider")
+  assert wider.lines[0].startswith("At rate 0.01: ")
 
 
 def test_every_claim_not_reproduced_on_a_ladder_that_does_not():
@@ -75,6 +78,9 @@ def test_an_unlocated_optimum_or_a_plateau_makes_a_claim_inconclusive():
   assert "grid's edge" in got["transfer"][1]
   rows = synthetic(plateau=((R.QK, 128),))
   assert verdicts(rows)["qk"] == "Inconclusive"
+  # muP on the plateau at d256: its optimum there is not located, so transfer is not judged.
+  got = {t.key: (v.verdict, " ".join(v.lines)) for t, v in R.family(synthetic(plateau=((R.MUP, 256),)))}
+  assert got["transfer"][0] == "Inconclusive" and "d256: pre+mup does not learn" in got["transfer"][1]
 
 
 def test_leave_one_seed_out_is_reported_from_five_seeds():
