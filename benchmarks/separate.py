@@ -1,0 +1,222 @@
+"""The training step, each side in its own fresh process, alternating: a benchmark whose rounds agree with each other (issue 31).
+
+  pip install -r requirements-bench.txt
+  python -m benchmarks.separate --shapes=tiny,andrea12m,andrea120m --rounds=7 --steps=5 \
+      --out=docs/performance_separate.json
+
+Why: timing JAX and PyTorch in one process lets their thread pools and allocators meet (a
+PyTorch call's spinning OpenMP workers slow the next XLA product; the two allocators share
+one heap), and a ratio that moves with the method cannot carry a claim. Here, per shape,
+``--rounds`` rounds; each round starts one fresh Python process per side, ours first in
+even rounds and the peer first in odd ones, ``--settle_s`` apart:
+
+- ours: ``step.train_step`` with ``step.make_optimizer``, jitted, donated state
+  (``benchmarks/ours.py``);
+- the peer: ``transformers.GPT2LMHeadModel`` of the same shape with ``torch.optim.AdamW``
+  and ``clip_grad_norm_``, eager float32 (``benchmarks/peer.py``).
+
+A side's process builds its step, runs ``--warmup`` steps (ours compiles there), then
+times ``--steps`` steps and reports their median, the minor page faults and CPU seconds
+of the timed steps (``getrusage`` before and after), its peak resident memory (VmHWM) and
+the CPU model. Per side: the median over rounds of the rounds' medians, and the spread,
+``(max - min) / median`` over rounds. The ratio is paired by round (ours' tokens/s over
+the peer's in the same round), given as the median and the range over rounds. Results go
+into ``docs/`` only from an idle machine (``results.refusal``), and a table says
+"spread over the limit" beside any side whose rounds differ by more than ``--max_spread``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SIDES = ("andrea_jax", "peer")
+
+
+def cpu_model() -> str:
+  """The CPU's model name (Linux ``/proc/cpuinfo``), else what ``platform`` knows."""
+  try:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+      for line in f:
+        if line.startswith("model name"):
+          return line.split(":", 1)[1].strip()
+  except OSError:
+    pass
+  return platform.processor() or platform.machine()
+
+
+def peak_rss_mb() -> float:
+  """This process's peak resident memory (VmHWM: ru_maxrss carries the parent's over exec)."""
+  with open("/proc/self/status", encoding="utf-8") as f:
+    for line in f:
+      if line.startswith("VmHWM"):
+        return int(line.split()[1]) / 1024
+  return float("nan")
+
+
+# ----------------------------------------------------------------------------- one side, one process
+
+
+def child(side: str, shape: str, batch: int, seq: int, warmup: int, steps: int) -> dict:
+  """Build one side's step, warm it up, time ``steps`` steps (runs in the fresh process)."""
+  from benchmarks import shapes  # pylint: disable=import-outside-toplevel
+  config = shapes.load_config(shape)
+  if side == "andrea_jax":
+    from benchmarks import ours  # pylint: disable=import-outside-toplevel
+    run, _ = ours.ours_step(config, batch, seq)
+  else:
+    from benchmarks import peer  # pylint: disable=import-outside-toplevel
+    missing = peer.peer_available()
+    if missing:
+      return {"skipped": missing}
+    run = peer.peer_step(shapes.model_config(config, seq), config.train, batch, seq, False)
+  for _ in range(warmup):
+    run()
+  before, times = resource.getrusage(resource.RUSAGE_SELF), []
+  for _ in range(steps):
+    start = time.perf_counter()
+    run()
+    times.append(time.perf_counter() - start)
+  after = resource.getrusage(resource.RUSAGE_SELF)
+  return {"step_s": statistics.median(times), "times": times,
+          "minor_faults_per_step": (after.ru_minflt - before.ru_minflt) / steps,
+          "cpu_s_per_step": ((after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)) / steps,
+          "peak_rss_mb": peak_rss_mb(), "cpu": cpu_model()}
+
+
+def run_child(side: str, shape: str, batch: int, seq: int, warmup: int, steps: int) -> dict:
+  """``child`` in a fresh process; its result, or the error it ended with."""
+  args = [sys.executable, "-m", "benchmarks.separate", f"--child={side}", f"--shapes={shape}",
+          f"--batch={batch}", f"--seq={seq}", f"--warmup={warmup}", f"--steps={steps}"]
+  out = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, check=False)
+  for line in out.stdout.splitlines():
+    if line.startswith("RESULT "):
+      return json.loads(line[len("RESULT "):])
+  return {"error": f"exit {out.returncode}: {(out.stderr.strip().splitlines() or [''])[-1][:300]}"}
+
+
+# ----------------------------------------------------------------------------- the rounds
+
+
+def order(round_index: int) -> tuple[str, str]:
+  """Ours first in even rounds, the peer first in odd ones."""
+  return SIDES if round_index % 2 == 0 else SIDES[::-1]
+
+
+def summarise(rounds: list[dict], tokens: int, max_spread: float) -> dict:
+  """Per side the median over rounds and the spread; the ratio paired by round."""
+  row = {"rounds": len(rounds)}
+  for side in SIDES:
+    got = [r[side] for r in rounds if "step_s" in r.get(side, {})]
+    if not got:
+      row[side] = {k: v for r in rounds for k, v in r.get(side, {}).items() if k in ("skipped", "error")}
+      continue
+    med = [g["step_s"] for g in got]
+    centre = statistics.median(med)
+    row[side] = {"step_s": centre, "tokens_per_s": tokens / centre,
+                 "spread": (max(med) - min(med)) / centre,
+                 "minor_faults_per_step": statistics.median(g["minor_faults_per_step"] for g in got),
+                 "cpu_s_per_step": statistics.median(g["cpu_s_per_step"] for g in got),
+                 "peak_rss_mb": max(g["peak_rss_mb"] for g in got), "round_step_s": med}
+    row[side]["agrees"] = row[side]["spread"] < max_spread
+  paired = [r["peer"]["step_s"] / r["andrea_jax"]["step_s"] for r in rounds
+            if "step_s" in r.get("andrea_jax", {}) and "step_s" in r.get("peer", {})]
+  if paired:
+    row["ratio"] = statistics.median(paired)
+    row["ratio_range"] = (min(paired), max(paired))
+  return row
+
+
+def markdown(results: dict) -> str:
+  lines = [f"CPU: {results['cpu']} ({results['cores']} cores); {results['versions']}", "",
+           f"Command: `{results['command']}`", "",
+           f"Date: {results['date']}; 1-minute load average before starting: {results['load_at_start']:.2f}", "",
+           "| shape | batch x seq | andrea_jax step (spread) | peer step (spread) | ratio, median [range over rounds] | "
+           "minor faults per step ours / peer | peak RSS MB ours / peer |", "|---" * 7 + "|"]
+  for s in results["shapes"]:
+    o, p = s.get("andrea_jax", {}), s.get("peer", {})
+    side = lambda d: (f"{d['step_s']:.3f} s ({100 * d['spread']:.0f} %" + ("" if d["agrees"] else
+                      ", over the limit") + ")") if "step_s" in d else (d.get("skipped") or d.get("error") or "n/a")
+    ratio = (f"{s['ratio']:.2f}x [{s['ratio_range'][0]:.2f}, {s['ratio_range'][1]:.2f}]"
+             if "ratio" in s else "n/a")
+    faults = " / ".join(f"{d['minor_faults_per_step']:,.0f}" if "step_s" in d else "n/a" for d in (o, p))
+    rss = " / ".join(f"{d['peak_rss_mb']:,.0f}" if "step_s" in d else "n/a" for d in (o, p))
+    lines.append(f"| {s['shape']} | {s['batch']} x {s['seq']} | {side(o)} | {side(p)} | {ratio} | {faults} | {rss} |")
+  return "\n".join(lines) + "\n"
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  p.add_argument("--shapes", default="tiny,andrea12m,andrea120m")
+  p.add_argument("--rounds", type=int, default=7)
+  p.add_argument("--warmup", type=int, default=2)
+  p.add_argument("--steps", type=int, default=5)
+  p.add_argument("--batch", type=int, default=0, help="0: the shape's default (benchmarks/shapes.py)")
+  p.add_argument("--seq", type=int, default=0, help="0: the shape's default")
+  p.add_argument("--settle_s", type=float, default=2.0, help="pause between processes")
+  p.add_argument("--max_spread", type=float, default=0.10)
+  p.add_argument("--max_load", type=float, default=0.5)
+  p.add_argument("--force", action="store_true", help="measure on a busy machine (never into docs/)")
+  p.add_argument("--out", default="")
+  p.add_argument("--child", choices=SIDES, default=None, help=argparse.SUPPRESS)
+  args = p.parse_args(argv)
+  for name in ("rounds", "steps"):
+    if getattr(args, name) < 1:
+      p.error(f"--{name}={getattr(args, name)}: expected at least 1")
+  return args
+
+
+def main(argv=None, sleep=time.sleep) -> int:
+  args = parse_args(argv)
+  if args.child:
+    print("RESULT " + json.dumps(child(args.child, args.shapes, args.batch, args.seq, args.warmup,
+                                        args.steps)), flush=True)
+    return 0
+  from benchmarks import results as results_lib  # pylint: disable=import-outside-toplevel
+  from benchmarks import shapes  # pylint: disable=import-outside-toplevel
+  load = os.getloadavg()[0]
+  why = results_lib.refusal(args.out, load, args.max_load, args.force)
+  if why:
+    print(f"error: {why}", file=sys.stderr)
+    return 2
+  import jax  # pylint: disable=import-outside-toplevel
+  out = {"cpu": cpu_model(), "cores": os.cpu_count(), "load_at_start": load,
+         "versions": f"jax {jax.__version__}, python {platform.python_version()}",
+         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+         "command": "python -m benchmarks.separate " + " ".join(argv if argv is not None else sys.argv[1:]),
+         "shapes": []}
+  for name in args.shapes.split(","):
+    batch, seq = shapes.SHAPE_DEFAULTS.get(name, (16, 128))
+    batch, seq = args.batch or batch, args.seq or seq
+    rounds = []
+    for i in range(args.rounds):
+      rnd = {}
+      for side in order(i):
+        rnd[side] = run_child(side, name, batch, seq, args.warmup, args.steps)
+        sleep(args.settle_s)
+      rounds.append(rnd)
+      print(f"{name} round {i + 1}/{args.rounds}: " + ", ".join(
+          f"{s} {rnd[s]['step_s']:.3f} s" if "step_s" in rnd[s] else f"{s} {rnd[s]}" for s in SIDES), flush=True)
+    out["shapes"].append({"shape": name, "batch": batch, "seq": seq, "per_round": rounds,
+                          **summarise(rounds, batch * seq, args.max_spread)})
+  out["load_at_end"] = os.getloadavg()[0]
+  text = markdown(out)
+  print(text)
+  if args.out:
+    with open(args.out, "w", encoding="utf-8") as f:
+      json.dump(out, f, indent=2)
+    with open(os.path.splitext(args.out)[0] + "_tables.md", "w", encoding="utf-8") as f:
+      f.write(text)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,49 @@
+"""benchmarks/separate.py: each side in its own process, alternating; the rounds' summary."""
+
+import pytest
+
+from benchmarks import separate
+
+
+def rnd(ours, peer, faults=(1000, 200)):
+  side = lambda s, f: {"step_s": s, "minor_faults_per_step": f, "cpu_s_per_step": 2 * s,
+                       "peak_rss_mb": 100.0 + s, "times": [s]}
+  return {"andrea_jax": side(ours, faults[0]), "peer": side(peer, faults[1])}
+
+
+def test_the_sides_alternate_and_the_ratio_is_paired_by_round():
+  assert [separate.order(i) for i in range(3)] == [("andrea_jax", "peer"), ("peer", "andrea_jax"),
+                                                    ("andrea_jax", "peer")]
+  # A slow round for both sides (the machine, not a side) leaves the paired ratio alone.
+  rounds = [rnd(1.0, 1.2), rnd(1.5, 1.8), rnd(1.02, 1.2)]
+  s = separate.summarise(rounds, tokens=1000, max_spread=0.10)
+  assert s["ratio"] == pytest.approx(1.2) and s["ratio_range"] == pytest.approx((1.176, 1.2), abs=1e-3)
+  assert s["andrea_jax"]["step_s"] == 1.02 and s["andrea_jax"]["tokens_per_s"] == pytest.approx(1000 / 1.02)
+  assert s["andrea_jax"]["spread"] == pytest.approx(0.5 / 1.02) and not s["andrea_jax"]["agrees"]
+  quiet = separate.summarise([rnd(1.0, 1.2), rnd(1.05, 1.25), rnd(1.02, 1.22)], 1000, 0.10)
+  assert quiet["andrea_jax"]["agrees"] and quiet["peer"]["agrees"]
+  assert quiet["andrea_jax"]["minor_faults_per_step"] == 1000 and quiet["peer"]["peak_rss_mb"] == 101.25
+
+
+def test_the_table_names_the_cpu_and_flags_a_spread_over_the_limit():
+  rounds = [rnd(1.0, 1.2), rnd(1.5, 1.8)]
+  results = {"cpu": "Some CPU 9000", "cores": 2, "versions": "jax x", "command": "c", "date": "d",
+             "load_at_start": 0.1, "shapes": [{"shape": "tiny", "batch": 16, "seq": 128,
+                                               **separate.summarise(rounds, 2048, 0.10)}]}
+  text = separate.markdown(results)
+  assert "CPU: Some CPU 9000 (2 cores)" in text and "over the limit" in text
+  assert "| tiny | 16 x 128 |" in text and "1.20x [1.20, 1.20]" in text and "1,000 / 200" in text
+
+
+def test_a_side_runs_in_its_own_process_and_reports_faults_and_memory():
+  got = separate.run_child("andrea_jax", "tiny", 1, 8, 1, 2)
+  assert got["step_s"] > 0 and len(got["times"]) == 2 and got["peak_rss_mb"] > 50
+  assert got["minor_faults_per_step"] >= 0 and got["cpu"] == separate.cpu_model()
+
+
+def test_docs_take_figures_from_an_idle_machine_only(monkeypatch, capsys):
+  monkeypatch.setattr(separate.os, "getloadavg", lambda: (3.0, 3.0, 3.0))
+  assert separate.main(["--out=docs/performance_separate.json", "--shapes=tiny"]) == 2
+  assert "busy before starting" in capsys.readouterr().err
+  with pytest.raises(SystemExit):
+    separate.parse_args(["--rounds=0"])
