@@ -92,11 +92,16 @@ def child(side: str, shape: str, batch: int, seq: int, warmup: int, steps: int) 
           "peak_rss_mb": peak_rss_mb(), "cpu": cpu_model()}
 
 
-def run_child(side: str, shape: str, batch: int, seq: int, warmup: int, steps: int) -> dict:
-  """``child`` in a fresh process; its result, or the error it ended with."""
+def run_child(side: str, shape: str, batch: int, seq: int, warmup: int, steps: int,
+              preload: str = "") -> dict:
+  """``child`` in a fresh process (with ``preload`` in ``LD_PRELOAD``, if given); its
+  result, or the error it ended with."""
   args = [sys.executable, "-m", "benchmarks.separate", f"--child={side}", f"--shapes={shape}",
           f"--batch={batch}", f"--seq={seq}", f"--warmup={warmup}", f"--steps={steps}"]
-  out = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, check=False)
+  env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+  if preload:
+    env["LD_PRELOAD"] = preload
+  out = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, check=False, env=env)
   for line in out.stdout.splitlines():
     if line.startswith("RESULT "):
       return json.loads(line[len("RESULT "):])
@@ -136,7 +141,8 @@ def summarise(rounds: list[dict], tokens: int, max_spread: float) -> dict:
 
 
 def markdown(results: dict) -> str:
-  lines = [f"CPU: {results['cpu']} ({results['cores']} cores); {results['versions']}", "",
+  lines = [f"CPU: {results['cpu']} ({results['cores']} cores); {results['versions']}; "
+           f"allocator: {os.path.basename(results.get('preload') or '') or 'system'}", "",
            f"Command: `{results['command']}`", "",
            f"Date: {results['date']}; 1-minute load average before starting: {results['load_at_start']:.2f}", "",
            "| shape | batch x seq | andrea_jax step (spread) | peer step (spread) | ratio, median [range over rounds] | "
@@ -165,6 +171,8 @@ def parse_args(argv=None) -> argparse.Namespace:
   p.add_argument("--max_spread", type=float, default=0.10)
   p.add_argument("--max_load", type=float, default=0.5)
   p.add_argument("--force", action="store_true", help="measure on a busy machine (never into docs/)")
+  p.add_argument("--preload", default="", help="'tcmalloc' (andrea_jax/allocator.py finds it) or a "
+                 "library path: both sides' processes run with it in LD_PRELOAD; default: none")
   p.add_argument("--out", default="")
   p.add_argument("--child", choices=SIDES, default=None, help=argparse.SUPPRESS)
   args = p.parse_args(argv)
@@ -187,8 +195,16 @@ def main(argv=None, sleep=time.sleep) -> int:
   if why:
     print(f"error: {why}", file=sys.stderr)
     return 2
+  preload = args.preload
+  if preload == "tcmalloc":
+    from andrea_jax import allocator  # pylint: disable=import-outside-toplevel
+    preload = allocator.find({}) or ""
+    if not preload:
+      print("error: --preload=tcmalloc: no TCMalloc installed (apt-get install libtcmalloc-minimal4)",
+            file=sys.stderr)
+      return 2
   import jax  # pylint: disable=import-outside-toplevel
-  out = {"cpu": cpu_model(), "cores": os.cpu_count(), "load_at_start": load,
+  out = {"cpu": cpu_model(), "cores": os.cpu_count(), "load_at_start": load, "preload": preload,
          "versions": f"jax {jax.__version__}, python {platform.python_version()}",
          "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
          "command": "python -m benchmarks.separate " + " ".join(argv if argv is not None else sys.argv[1:]),
@@ -200,7 +216,7 @@ def main(argv=None, sleep=time.sleep) -> int:
     for i in range(args.rounds):
       rnd = {}
       for side in order(i):
-        rnd[side] = run_child(side, name, batch, seq, args.warmup, args.steps)
+        rnd[side] = run_child(side, name, batch, seq, args.warmup, args.steps, preload)
         sleep(args.settle_s)
       rounds.append(rnd)
       print(f"{name} round {i + 1}/{args.rounds}: " + ", ".join(

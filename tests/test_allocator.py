@@ -1,0 +1,70 @@
+"""andrea_jax/allocator.py: a command re-executes itself once under TCMalloc when it is
+installed, never twice, never against the user's choice, and never when imported."""
+
+import os
+import subprocess
+import sys
+
+from andrea_jax import allocator
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def fake_library(tmp_path):
+  d = tmp_path / "lib"
+  d.mkdir()
+  (d / "libtcmalloc_minimal.so.4").write_bytes(b"")
+  return str(d), str(d / "libtcmalloc_minimal.so.4")
+
+
+def test_the_library_is_found_named_or_refused(tmp_path):
+  d, lib = fake_library(tmp_path)
+  assert allocator.find({}, dirs=(d,)) == lib
+  assert allocator.find({}, dirs=(str(tmp_path / "none"),)) is None
+  assert allocator.find({"ANDREA_MALLOC": "system"}, dirs=(d,)) is None
+  assert allocator.find({"ANDREA_MALLOC": lib}, dirs=()) == lib
+  assert allocator.find({"ANDREA_MALLOC": str(tmp_path / "missing.so")}, dirs=(d,)) is None
+
+
+def test_a_command_starts_again_with_the_preload_once(tmp_path, capsys, monkeypatch):
+  d, lib = fake_library(tmp_path)
+  monkeypatch.setattr(allocator, "DIRS", (d,))
+  calls = []
+  argv = [sys.executable, "-m", "experiments.run", "--config=tiny"]
+  allocator.maybe_reexec(argv, env={"PATH": "/bin"}, execve=lambda *a: calls.append(a), platform="linux")
+  ((exe, got_argv, env),) = calls
+  assert exe == sys.executable and got_argv == argv and env["LD_PRELOAD"] == lib and env["PATH"] == "/bin"
+  assert "note: using the allocator libtcmalloc_minimal.so.4" in capsys.readouterr().out
+  # The re-executed command (or a caller's own allocator) is left alone; so are opt-outs and other OSes.
+  for env in ({"LD_PRELOAD": lib}, {"LD_PRELOAD": "/x/libjemalloc.so.2"}, {"ANDREA_MALLOC": "system"}):
+    allocator.maybe_reexec(argv, env=env, execve=lambda *a: calls.append(a), platform="linux")
+  allocator.maybe_reexec(argv, env={}, execve=lambda *a: calls.append(a), platform="darwin")
+  assert len(calls) == 1
+
+
+def harmless_library() -> str:
+  """A shared library any Linux process may preload without effect (the C maths library)."""
+  dirs = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
+          "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
+  found = [os.path.join(d, "libm.so.6") for d in dirs if os.path.exists(os.path.join(d, "libm.so.6"))]
+  assert found, "no libm.so.6 to preload"
+  return found[0]
+
+
+def test_the_command_line_starts_again_once_and_runs():
+  # A real re-exec: the note once (no second start under the preload), then the command itself.
+  lib = harmless_library()
+  out = subprocess.run([sys.executable, "-m", "experiments.report", "--help"], capture_output=True,
+                       text=True, cwd=REPO, check=False, timeout=120, env={**os.environ, "ANDREA_MALLOC": lib,
+                                                              "LD_PRELOAD": ""})
+  assert out.stdout.count("note: using the allocator libm.so.6") == 1, out.stdout + out.stderr
+  assert "--sweep_dir" in out.stdout + out.stderr
+  plain = subprocess.run([sys.executable, "-m", "experiments.report", "--help"], capture_output=True,
+                         text=True, cwd=REPO, check=False, timeout=120,
+                         env={**os.environ, "ANDREA_MALLOC": "system"})
+  assert "note: using the allocator" not in plain.stdout
+  # Imported (a test, a notebook), the package never re-executes anything.
+  imported = subprocess.run([sys.executable, "-c", "import experiments.run; print('ok')"],
+                            capture_output=True, text=True, cwd=REPO, check=False, timeout=120,
+                            env={**os.environ, "ANDREA_MALLOC": lib, "LD_PRELOAD": ""})
+  assert imported.stdout.strip().splitlines()[-1] == "ok" and "note:" not in imported.stdout
