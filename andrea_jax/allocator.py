@@ -6,8 +6,9 @@ andrea120m on a 2-core CPU, a second of kernel time, against PyTorch's tens of t
 TCMalloc keeps them: under two thousand faults per step. It cannot be switched on inside a
 running process (the allocator is chosen when the process starts), so ``maybe_reexec``
 starts the command again with ``LD_PRELOAD`` naming the library, once, before anything
-heavy is imported, and prints one line saying so. It changes no result, only where memory
-comes from.
+heavy is imported; a training run then says so in one line (``note``, printed by
+``train.run``), and a command that fails on its input prints nothing more than its error.
+It changes no result, only where memory comes from.
 
 - ``ANDREA_MALLOC=system`` keeps the system allocator (the opt-out);
 - ``ANDREA_MALLOC=/path/to/libtcmalloc_minimal.so.4`` names the library;
@@ -61,6 +62,17 @@ def maybe_reexec(orig_argv: list[str] | None = None, env=os.environ, execve=os.e
   if library is None or library in preloaded:  # not installed, or this is the re-executed command
     return
   argv, new_env = command(orig_argv if orig_argv is not None else sys.orig_argv, library, env)
-  print(f"note: using the allocator {os.path.basename(library)} (fewer page faults per step); "
-        f"ANDREA_MALLOC=system keeps the system's", flush=True)
+  new_env[IN_USE] = library
   execve(sys.executable, argv, new_env)
+
+
+IN_USE = "ANDREA_MALLOC_IN_USE"  # set by the re-exec: the library it preloaded
+
+
+def note(env=os.environ) -> str | None:
+  """The line a run prints when it started again under the preloaded allocator, else None."""
+  library = env.get(IN_USE)
+  if not library or library not in env.get("LD_PRELOAD", ""):
+    return None
+  return (f"memory: {os.path.basename(library)} preloaded (fewer page faults per step than "
+          f"glibc's allocator); ANDREA_MALLOC=system keeps the system's")

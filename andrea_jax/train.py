@@ -36,6 +36,7 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
+from andrea_jax import allocator
 from andrea_jax import checkpoint as ckpt
 from andrea_jax import diagnostics
 from andrea_jax import errors
@@ -192,6 +193,8 @@ def run(config, workdir: str,
         print(resume.diverged_advice(plan, workdir, t.learning_rate), flush=True)
       return RunResult("diverged", plan.summary, already_complete=True)
     started = time.time()
+    if lead and allocator.note():
+      print(allocator.note(), flush=True)
     signals_lib.set_phase("preparing data")
     prepared = prepare_data(config, workdir=workdir)
     signals_lib.check()

@@ -63,17 +63,15 @@ def model_group(*, vocab_size: int, block_size: int, d_model: int, n_layer: int,
   m.parametrization = "sp"
   # muP's base width: the d_model whose tuned learning rate transfers (0 = unset; "sp" ignores it).
   m.base_width = 0
-  # The base model's multipliers (andrea_jax/mup.py), on the output logits, the attention
-  # logits and the embeddings: tuned at the base width and the same at every width, under
-  # "sp" and "mup" alike (muP at base_width is then the sp model exactly). 1 = none.
+  # The base model's output-logit multiplier (andrea_jax/mup.py: tuned at the base width; 1 = none).
   m.readout_multiplier = 1.0
+  # The base model's attention-score multiplier, under sp and muP alike (1 = none).
   m.attention_multiplier = 1.0
+  # The base model's multiplier on the token plus position embeddings (1 = none).
   m.embedding_multiplier = 1.0
-  # muP's attention scale: "base" (sqrt(d_head at base_width) / d_head: sp's at the base
-  # width) or "inverse" (1 / d_head, as runs made before this field).
+  # muP's attention scale: "base" (sqrt(d_head at base_width) / d_head) or "inverse" (1 / d_head).
   m.mup_attention = "base"
-  # muP's decay of the hidden matrices: "constant" (lr x weight_decay the same at every
-  # width, as mup.MuAdamW) or "with_rate" (scaled with their rate, as runs made before).
+  # muP's hidden decay: "constant" (lr x decay fixed across width, mup.MuAdamW) or "with_rate".
   m.mup_decay = "constant"
   # Start the query projection at zero (the mup package's advice; any parametrisation).
   m.zero_query_init = False
