@@ -27,7 +27,11 @@ def reference_logit_max(params, tokens_BT, cfg):
       standard = lambda a: (a - a.mean(-1, keepdims=True)) / jnp.sqrt(a.var(-1, keepdims=True) + 1e-5)
       q = standard(q) * b["attn"]["q_norm"]["scale"] + b["attn"]["q_norm"]["bias"]
       k = standard(k) * b["attn"]["k_norm"]["scale"] + b["attn"]["k_norm"]["bias"]
-    d = K if cfg.parametrization == "mup" else math.sqrt(K)
+    # sp: sqrt(d_head); muP: d_head / sqrt(d_head at the base width) (its "inverse" rule: d_head).
+    if cfg.parametrization != "mup":
+      d = math.sqrt(K)
+    else:
+      d = K if cfg.mup_attention == "inverse" else K / math.sqrt(cfg.base_width / H)
     s = jnp.einsum("bthk,bshk->bhts", q, k) / d
     out.append(float(jnp.max(jnp.where(jnp.tril(jnp.ones((T, T), bool)), s, -jnp.inf))))
     x = model.block_forward(b, x, cfg)
