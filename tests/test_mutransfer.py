@@ -135,3 +135,13 @@ def test_the_report_page_gives_the_rates_the_command_and_the_table(tmp_path):
   assert "--config.model.readout_multiplier=4 " in text and "--config.train.learning_rate=0.01" in text
   assert text.count("| yes |") == len([t for t in page.results["table"]]) == 9  # 4 + 4 + qk at 128
   assert [v.verdict for v in page.verdicts] == ["Reproduced"] * 5
+
+
+def test_a_claim_the_plan_declares_not_powered_is_reported_not_judged(monkeypatch):
+  monkeypatch.setattr(R, "NOT_POWERED", frozenset({"no_cost"}))
+  pairs = R.family(synthetic())
+  got = {t.key: v for t, v in pairs}
+  assert got["no_cost"].verdict == "Not powered" and "muP - sp best loss per width" in " ".join(got["no_cost"].lines)
+  # The other claims are decided as before, in a family one smaller.
+  assert all(v.verdict == "Reproduced" for k, v in got.items() if k != "no_cost")
+  assert "Holm over the family of 4 claims" in " ".join(got["transfer"].lines)
