@@ -45,6 +45,23 @@ class Verdict:
             "", f"Rule: {self.rule}"]
 
 
+@dataclasses.dataclass
+class Test:
+  """One claim's test before its study decides the family together (Holm over the claims' ``p_for``
+  and, apart, ``p_against``): the confirmatory norm x MLP study and the muTransfer ladder."""
+  key: str
+  claim: str
+  rule: str
+  lines: list[str]
+  effect: Effect | None = None
+  effect_name: str = ""
+  p_for: float = float("nan")
+  p_against: float = float("nan")
+  guards: list = dataclasses.field(default_factory=list)  # (holds, reason)
+  seeds: tuple[int, ...] = ()
+  missing: Verdict | None = None
+
+
 def missing(claim: str, what: str, rule: str, notes: Sequence[str] = ()) -> Verdict:
   """Inconclusive for want of runs: ``what`` names them, ``notes`` say what kept others out."""
   return Verdict(claim, INCONCLUSIVE, [f"Not enough runs: {what}."] + [f"{n}." for n in notes], rule)

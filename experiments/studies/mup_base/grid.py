@@ -29,6 +29,7 @@ from __future__ import annotations
 from andrea_jax import errors
 from experiments.studies.base import Cell, Sweep
 from experiments.studies.mup_base import rules
+from experiments.studies.proxies import grid as ladder
 
 SCALES = {
     "cpu": dict(base="tiny", n_layer=2, n_head=2, block_size=64, batch_size=16, vocab=512,
@@ -41,28 +42,14 @@ SCALES = {
                   attentions=(1.0,), seeds=(200, 201), eval_batches=2, log_every=4,
                   extra={"data.max_docs": 40}),
 }
-# Seconds per model-step at d_model 32 and the fixed cost of one program, on the 2-core CPU
-# (the proxies study's measured figures, experiments/studies/proxies/grid.py).
-SECONDS_PER_MODEL_STEP_CPU = 0.0108
-SECONDS_PER_GROUP_CPU = 32.0
-
-
 def group_name(readout: float, attention: float) -> str:
   return f"readout{readout:g}-attention{attention:g}"
 
 
 def cells_of(s: dict) -> list[Cell]:
-  common = {"model.n_layer": s["n_layer"], "model.n_head": s["n_head"],
-            "model.block_size": s["block_size"], "model.vocab_size": s["vocab"],
-            "model.d_model": s["base_width"], "model.parametrization": "mup",
-            "model.base_width": s["base_width"], "model.mup_attention": "base",
-            "model.mup_decay": "constant", "model.norm": "pre", "model.init": "gpt2",
-            "train.batch_size": s["batch_size"], "train.steps": s["steps"],
-            "train.warmup_steps": s["steps"] // 10, "train.eval_every": s["steps"],
-            "train.eval_batches": s["eval_batches"], "train.log_every": s["log_every"],
-            "checkpoint.every": s["steps"], "diagnostics.enabled": True,
-            "diagnostics.every": s["steps"], "diagnostics.early_steps": 0,
-            "sample.num_samples": 0, **s["extra"]}
+  common = {**ladder.ladder_overrides(s), "model.d_model": s["base_width"],
+            "model.parametrization": "mup", "model.base_width": s["base_width"],
+            "model.mup_attention": "base", "model.mup_decay": "constant"}
   cells = []
   for readout in s["readouts"]:
     for attention in s["attentions"]:
@@ -73,12 +60,6 @@ def cells_of(s: dict) -> list[Cell]:
                      (arm,), seed, group, 0, True)
                 for lr in s["rates"] for seed in s["seeds"]]
   return cells
-
-
-def minutes_cpu(cells: list[Cell]) -> float:
-  groups = {c.group for c in cells}
-  steps = sum(c.overrides["train.steps"] for c in cells) * SECONDS_PER_MODEL_STEP_CPU
-  return (len(groups) * SECONDS_PER_GROUP_CPU + steps) / 60
 
 
 def get_sweep(scale: str = "cpu") -> Sweep:
@@ -93,7 +74,7 @@ def get_sweep(scale: str = "cpu") -> Sweep:
           f"{', '.join(f'{a:g}' for a in s['attentions'])}, each over rates "
           f"{', '.join(f'{r:g}' for r in s['rates'])} (refined at an edge optimum) and seeds "
           f"{', '.join(map(str, s['seeds']))}; {len(cells)} models in "
-          f"{len({c.group for c in cells})} programs, about {minutes_cpu(cells):.0f} minutes "
+          f"{len({c.group for c in cells})} programs, about {ladder.minutes_cpu(cells):.0f} minutes "
           f"on the 2-core CPU before refinement.")
   if scale == "smoke":
     text = "**Smoke scale: a toy grid that proves the pipeline; its choice means nothing.** " + text

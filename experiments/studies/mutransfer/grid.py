@@ -34,7 +34,8 @@ import os
 
 from andrea_jax import errors
 from andrea_jax.files import read_json
-from experiments.studies.base import Cell, Sweep
+from experiments.studies.base import Cell, Sweep, split_groups
+from experiments.studies.proxies import grid as ladder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BASE_RESULTS = os.path.join(ROOT, "docs", "results", "mup_base-cpu", "results.json")
@@ -53,12 +54,6 @@ SCALES = {
                   ladder_seeds=(300, 301), wide_seeds=(300, 301, 302), eval_batches=2,
                   log_every=4, extra={"data.max_docs": 40}, members_per_program=None),
 }
-# Seconds per model-step by width at this shape on the 2-core CPU (the proxies study's
-# measured figures, experiments/studies/proxies/grid.py) and the fixed cost of a program.
-SECONDS_PER_MODEL_STEP_CPU = {32: 0.0108, 64: 0.0231, 128: 0.0529, 256: 0.19}
-SECONDS_PER_GROUP_CPU = 32.0
-
-
 def base_choice(path: str = BASE_RESULTS) -> dict:
   """The base stage's choice (its results.json ``choice``); an error says how to make it."""
   results = read_json(path)
@@ -72,23 +67,11 @@ def base_choice(path: str = BASE_RESULTS) -> dict:
   return choice
 
 
-def group_name(arm: str, width: int) -> str:
-  return f"{arm.replace('+', '-')}-d{width}"
-
-
 def cells_of(s: dict, choice: dict) -> list[Cell]:
   base_width = s["widths"][0]
-  common = {"model.n_layer": s["n_layer"], "model.n_head": s["n_head"],
-            "model.block_size": s["block_size"], "model.vocab_size": s["vocab"],
-            "model.norm": "pre", "model.init": "gpt2",
+  common = {**ladder.ladder_overrides(s),
             "model.readout_multiplier": float(choice["readout_multiplier"]),
-            "model.attention_multiplier": float(choice["attention_multiplier"]),
-            "train.batch_size": s["batch_size"], "train.steps": s["steps"],
-            "train.warmup_steps": s["steps"] // 10, "train.eval_every": s["steps"],
-            "train.eval_batches": s["eval_batches"], "train.log_every": s["log_every"],
-            "checkpoint.every": s["steps"], "diagnostics.enabled": True,
-            "diagnostics.every": s["steps"], "diagnostics.early_steps": 0,
-            "sample.num_samples": 0, **s["extra"]}
+            "model.attention_multiplier": float(choice["attention_multiplier"])}
   arms = {REFERENCE: {}, MUP: {"model.parametrization": "mup", "model.base_width": base_width,
                                "model.mup_attention": "base", "model.mup_decay": "constant"},
           QK: {"model.qk_norm": True}}
@@ -100,18 +83,11 @@ def cells_of(s: dict, choice: dict) -> list[Cell]:
         continue
       seeds = s["wide_seeds"] if wide and arm in (REFERENCE, QK) else s["ladder_seeds"]
       o = {**common, **changes, "model.d_model": width}
-      group = group_name(arm, width)
+      group = ladder.group_name(arm, width)
       cells += [Cell(f"{group}-lr{lr:g}-seed{seed}", {**o, "train.learning_rate": lr, "train.seed": seed},
                      (arm,), seed, group, 0, True)
                 for lr in s["rates"] for seed in seeds]
   return cells
-
-
-def minutes_cpu(cells: list[Cell]) -> float:
-  groups = {c.group for c in cells}
-  steps = sum(c.overrides["train.steps"] * SECONDS_PER_MODEL_STEP_CPU[c.overrides["model.d_model"]]
-              for c in cells)
-  return (len(groups) * SECONDS_PER_GROUP_CPU + steps) / 60
 
 
 def get_sweep(scale: str = "cpu", choice: dict | None = None) -> Sweep:
@@ -121,7 +97,6 @@ def get_sweep(scale: str = "cpu", choice: dict | None = None) -> Sweep:
   if choice is None:
     choice = ({"readout_multiplier": 1.0, "attention_multiplier": 1.0} if scale == "smoke"
               else base_choice())
-  from experiments.studies.base import split_groups  # pylint: disable=import-outside-toplevel
   cells = split_groups(cells_of(s, choice), s["members_per_program"])
   text = (f"The muTransfer ladder: widths {', '.join(map(str, s['widths']))} ({s['n_layer']} layers, "
           f"{s['n_head']} heads, context {s['block_size']}, batch {s['batch_size']}, vocabulary "
@@ -135,7 +110,7 @@ def get_sweep(scale: str = "cpu", choice: dict | None = None) -> Sweep:
           f"{s['wide_seeds'][0]}..{s['wide_seeds'][-1]} for {REFERENCE} and {QK} at the wide rungs; "
           f"{len(cells)} models in {len({c.group for c in cells})} programs")
   if scale == "cpu":
-    text += f", about {minutes_cpu(cells):.0f} minutes on the 2-core CPU before refinement."
+    text += f", about {ladder.minutes_cpu(cells):.0f} minutes on the 2-core CPU before refinement."
   else:
     text = "**Smoke scale: toy models that prove the pipeline; they mean nothing.** " + text + "."
   return Sweep("mutransfer", scale, s["base"], cells, description=text)

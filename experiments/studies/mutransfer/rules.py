@@ -45,7 +45,7 @@ import numpy as np
 from experiments import claims
 from experiments import curves
 from experiments import stats
-from experiments.claims import Verdict
+from experiments.claims import Test, Verdict
 from experiments.stats import Effect
 from experiments.studies.proxies.rules import Row, ladder
 
@@ -64,21 +64,6 @@ NOT_POWERED: frozenset[str] = frozenset()
 NOT_POWERED_VERDICT = "Not powered"
 
 
-@dataclasses.dataclass
-class Test:
-  """One claim's test before the family's decision (as in the confirmatory norm x MLP study)."""
-  key: str
-  claim: str
-  rule: str
-  lines: list[str]
-  effect: Effect | None = None
-  effect_name: str = ""
-  p_for: float = float("nan")
-  p_against: float = float("nan")
-  guards: list = dataclasses.field(default_factory=list)
-  seeds: tuple[int, ...] = ()
-
-
 def _span(widths) -> float:
   return math.log2(max(widths) / min(widths)) if widths else float("nan")
 
@@ -89,7 +74,11 @@ def _slope(x, y) -> float:
 
 def fitted_optima(rows: list[Row], arm: str) -> tuple[dict[int, dict[int, float]], list[str]]:
   """``{seed: {width: log(optimal rate)}}`` over the widths where the arm learns, and what
-  was not located (a width where it does not learn, an optimum at the grid's edge)."""
+  was not located (a width where it does not learn, an optimum at the grid's edge).
+
+  The proxies study's ``optimum_fits`` with this ladder's learning test
+  (``curves.learns_every_seed``); that study's rules stay as they were judged.
+  """
   missing, points = [], defaultdict(dict)
   for w, rs in ladder(rows, arm).items():
     if not curves.learns_every_seed(rs):
@@ -111,6 +100,11 @@ def slopes(rows: list[Row], arm: str) -> tuple[dict[int, float], list[str], list
   return out, missing, sorted(ladder(rows, arm))
 
 
+def located(missing: list[str]) -> tuple[bool, str]:
+  """The guard of a claim on fitted optima: it holds when one was not located."""
+  return bool(missing), "Not located, so no verdict: " + "; ".join(missing) + "."
+
+
 TRANSFER_RULE = ("per seed, the least-squares slope of log(fitted optimal rate) against "
                  "log2(d_model) for sp and muP; |slope sp| - |slope muP| paired by seed, "
                  "reproduced when decisively positive (Holm over the family), not reproduced "
@@ -129,7 +123,7 @@ def check_transfer(rows) -> Test:
   missing = sp_missing + mup_missing
   return Test("transfer", "under muP the optimal rate moves less with width than under sp",
               TRANSFER_RULE, lines, e, "|slope sp| - |slope muP| per doubling", pf, pa,
-              [(bool(missing), "Not located, so no verdict: " + "; ".join(missing) + ".")],
+              [located(missing)],
               tuple(diff))
 
 
@@ -148,7 +142,7 @@ def check_flat(rows) -> Test:
   lines = [f"muP's optimum moves by a factor {_factor_text(e)} over the ladder's {span:.0f} doublings."]
   return Test("flat", f"under muP the optimal rate moves by less than a factor {FLAT_FACTOR:g} over the ladder",
               FLAT_RULE, lines, e, "log factor the muP optimum moves over the ladder", pf, pa,
-              [(bool(missing), "Not located, so no verdict: " + "; ".join(missing) + ".")],
+              [located(missing)],
               tuple(moved))
 
 

@@ -32,7 +32,7 @@ import math
 from experiments import claims
 from experiments import curves
 from experiments import stats
-from experiments.claims import INCONCLUSIVE, Verdict
+from experiments.claims import INCONCLUSIVE, Test, Verdict
 from experiments.curves import RATE_FACTOR, SENSITIVITY_MARGIN
 from experiments.stats import Effect
 
@@ -73,22 +73,6 @@ REVISIONS = (
     "at 3 seeds, one degree of freedom left).",
     "- The MLP-width claim is not part of this study (exploratory only).",
 )
-
-
-@dataclasses.dataclass
-class Test:
-  """One claim's test before the family's decision."""
-  key: str
-  claim: str
-  rule: str
-  lines: list[str]
-  effect: Effect | None = None
-  effect_name: str = ""
-  p_for: float = float("nan")
-  p_against: float = float("nan")
-  guards: list = dataclasses.field(default_factory=list)  # (holds, reason)
-  seeds: tuple[int, ...] = ()
-  missing: Verdict | None = None
 
 
 def _directed(values: dict[int, float], bound: float = 0.0, margin: float = float("nan"),

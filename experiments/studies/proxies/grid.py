@@ -83,8 +83,10 @@ def group_name(arm: str, width: int) -> str:
   return f"{arm.replace('+', '-')}-d{width}"
 
 
-def cells_of(s: dict) -> list[Cell]:
-  common = {"model.n_layer": s["n_layer"], "model.n_head": s["n_head"],
+def ladder_overrides(s: dict) -> dict:
+  """The overrides every cell of a width ladder at scale ``s`` shares (the proxies study's,
+  and the muP base stage's and muTransfer ladder's, which train the same shape)."""
+  return {"model.n_layer": s["n_layer"], "model.n_head": s["n_head"],
             "model.block_size": s["block_size"], "model.vocab_size": s["vocab"],
             "model.norm": "pre", "model.init": "gpt2", "model.mlp_ratio": 4.0,
             "model.activation": "gelu_tanh",
@@ -95,6 +97,10 @@ def cells_of(s: dict) -> list[Cell]:
             # Probes at step 0 and at the end: attention-logit maxima and log Z.
             "diagnostics.enabled": True, "diagnostics.every": s["steps"],
             "diagnostics.early_steps": 0, "sample.num_samples": 0, **s["extra"]}
+
+
+def cells_of(s: dict) -> list[Cell]:
+  common = ladder_overrides(s)
   cells = []
   for arm, changes in ARMS.items():
     for width in s["widths"]:
