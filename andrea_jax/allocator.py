@@ -58,6 +58,11 @@ def maybe_reexec(orig_argv: list[str] | None = None, env=os.environ, execve=os.e
   preloaded = env.get("LD_PRELOAD", "")
   if platform != "linux" or any(a in preloaded for a in ALLOCATORS):
     return
+  choice = env.get("ANDREA_MALLOC", "")
+  if choice and choice != "system" and not os.path.exists(choice):
+    print(f"warning: ANDREA_MALLOC={choice!r}: no such file; running with the system allocator "
+          f"(set it to a library's path, or to 'system')", file=sys.stderr, flush=True)
+    return
   library = find(env)
   if library is None or library in preloaded:  # not installed, or this is the re-executed command
     return

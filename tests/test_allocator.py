@@ -43,6 +43,12 @@ def test_a_command_starts_again_with_the_preload_once(tmp_path, capsys, monkeypa
     allocator.maybe_reexec(argv, env=env, execve=lambda *a: calls.append(a), platform="linux")
   allocator.maybe_reexec(argv, env={}, execve=lambda *a: calls.append(a), platform="darwin")
   assert len(calls) == 1
+  # A path that names no file: the run goes on with the system allocator and says why.
+  capsys.readouterr()
+  allocator.maybe_reexec(argv, env={"ANDREA_MALLOC": "/no/such/libtcmalloc.so"},
+                         execve=lambda *a: calls.append(a), platform="linux")
+  assert len(calls) == 1
+  assert "ANDREA_MALLOC='/no/such/libtcmalloc.so': no such file" in capsys.readouterr().err
 
 
 def harmless_library() -> str:
