@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 
 import numpy as np
 
@@ -37,8 +38,7 @@ class Writer:
     self.file = open_append(os.path.join(workdir, filename))
     self.tb = None
     if tensorboard:
-      from tensorboardX import SummaryWriter  # pylint: disable=import-outside-toplevel
-      self.tb = SummaryWriter(os.path.join(workdir, "tensorboard"))
+      self.tb = _summary_writer_class()(os.path.join(workdir, "tensorboard"))
 
   def write(self, step: int, values: dict) -> None:
     if not self.enabled:
@@ -54,6 +54,26 @@ class Writer:
       self.file.close()
       if self.tb:
         self.tb.close()
+
+
+def _summary_writer_class():
+  """tensorboardX's ``SummaryWriter``, imported without PyTorch.
+
+  tensorboardX imports torch whenever it is installed (the interop extra), only to accept
+  torch tensors (``tensorboardX/writer.py``: ``numpy_compatible = torch.Tensor``): 3 s and
+  a few hundred MB in every run's process, for scalars that are Python floats here. So
+  torch is hidden while tensorboardX loads (unless the process has imported it already),
+  and ``import torch`` works as before afterwards.
+  """
+  if "tensorboardX" in sys.modules or "torch" in sys.modules:
+    from tensorboardX import SummaryWriter  # pylint: disable=import-outside-toplevel
+    return SummaryWriter
+  sys.modules["torch"] = None  # makes `import torch` raise ImportError
+  try:
+    from tensorboardX import SummaryWriter  # pylint: disable=import-outside-toplevel
+  finally:
+    del sys.modules["torch"]
+  return SummaryWriter
 
 
 def read_jsonl(path: str) -> list[dict]:

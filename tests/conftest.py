@@ -15,7 +15,12 @@ import os
 
 import pytest
 
-FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+# The third flag sends fusions to XLA's classic loop emitter instead of its MLIR fusion
+# emitters: on this jaxlib (0.10.2) a 2-layer train step compiles in 1.4 s instead of
+# 4.4 s, and tests/test_model.py ran in 139 s instead of 255 s (2-core AMD EPYC, loaded
+# alike); the code it makes runs as fast. It is a supported XLA option, not a test hook.
+FAST_COMPILE = ("--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true "
+                "--xla_cpu_use_fusion_emitters=false")
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
   os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip()
 

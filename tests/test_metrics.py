@@ -1,7 +1,10 @@
 """Metrics: the one JSONL reader, and validation bits per byte against a brute-force count."""
 
+import importlib.util
 import json
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -59,3 +62,24 @@ def test_a_bad_line_in_the_middle_is_an_error_naming_file_and_line(tmp_path, lin
   path.write_text(f'{{"step": 1}}\n{line}\n{{"step": 4}}\n')
   with pytest.raises(ValueError, match=rf"{path}, line 2: .*delete that line"):
     diagnostics.read(str(tmp_path))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                    reason="torch is not installed (requirements-interop.txt installs it)")
+def test_the_writer_logs_scalars_to_tensorboard_without_importing_torch(tmp_path):
+  """A run's process does not load PyTorch for its TensorBoard scalars (3 s and hundreds of
+  MB when the interop extra is installed), and ``import torch`` still works after."""
+  code = f"""
+import glob, sys
+from andrea_jax import metrics
+w = metrics.Writer({str(tmp_path)!r})
+w.write(3, {{"loss": 1.5, "lr": None}})
+w.close()
+assert "torch" not in sys.modules, "tensorboardX brought torch in"
+(events,) = glob.glob({str(tmp_path / "tensorboard" / "events.*")!r})
+assert b"loss" in open(events, "rb").read()
+import torch
+print("ok", torch.zeros(2).sum().item())
+"""
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+  assert out.returncode == 0 and out.stdout.startswith("ok 0.0"), out.stderr[-2000:]

@@ -39,7 +39,7 @@ PARAMETERS = {"03_inside_andrea120m": {"STEPS": 40},
 # 1.3x slower and runs steps 2-3x faster (notebook 4 under test: 29 s instead of 44 s;
 # notebook 3's training cell 38 s instead of 69 s, on this 2-core machine under load).
 TRAINING_NOTEBOOKS = {"03_inside_andrea120m", "04_train_and_sample", "06_reading_the_residual_stream"}
-LEVEL_1 = "--xla_backend_optimization_level=1 --xla_llvm_disable_expensive_passes=true"
+LEVEL_1 = "--xla_backend_optimization_level=1 --xla_llvm_disable_expensive_passes=true"  # the fusion flag stays
 # Caches and environments that Python and the tools keep; anything else new in the checkout is a leak.
 CACHES = {".git", "__pycache__", ".pytest_cache", ".hypothesis", ".ipynb_checkpoints", ".venv", "venv"}
 
