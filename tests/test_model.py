@@ -359,15 +359,17 @@ def test_flax_module_gives_the_pure_functions_logits_and_gradients(changes):
   module = AndreaLM(cfg)
   params = lively_norms(model.init_params(cfg, jax.random.key(9)))
   tokens, targets = random_tokens(cfg, seed=1), random_tokens(cfg, seed=2)
-  logits = module.apply({"params": to_flax(params)}, tokens)
-  np.testing.assert_allclose(logits, model.forward(params, tokens, cfg), rtol=1e-5, atol=1e-6)
+  # Each side jitted whole: one compile instead of hundreds of op-by-op ones (2x faster).
+  logits = jax.jit(module.apply)({"params": to_flax(params)}, tokens)
+  want = jax.jit(model.forward, static_argnums=2)(params, tokens, cfg)
+  np.testing.assert_allclose(logits, want, rtol=1e-5, atol=1e-6)
 
   def flax_loss(flax_params):
     logits = module.apply({"params": flax_params}, tokens)
     return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, targets))
 
-  flax_grads = from_flax(jax.grad(flax_loss)(to_flax(params)))
-  grads = jax.grad(model.loss_fn)(params, tokens, targets, cfg)
+  flax_grads = from_flax(jax.jit(jax.grad(flax_loss))(to_flax(params)))
+  grads = jax.jit(jax.grad(model.loss_fn), static_argnums=3)(params, tokens, targets, cfg)
   chex.assert_trees_all_equal_structs(flax_grads, grads)
   for (path, g_flax), g in zip(jax.tree_util.tree_leaves_with_path(flax_grads), jax.tree.leaves(grads)):
     np.testing.assert_allclose(g_flax, g, rtol=1e-5, atol=1e-7, err_msg=jax.tree_util.keystr(path))
@@ -392,8 +394,9 @@ def lively_norms(params, seed=0):
                                      dict(init="xavier", activation="swiglu", vocab_pad_multiple=8)])
 def test_flax_init_has_the_layout_and_statistics_of_init_params(changes):
   cfg = small(**changes, n_layer=4, d_model=64)
-  flax_params = AndreaLM(cfg).init(jax.random.key(0), random_tokens(cfg))["params"]
-  params, reference = from_flax(flax_params), model.init_params(cfg, jax.random.key(1))
+  flax_params = jax.jit(AndreaLM(cfg).init)(jax.random.key(0), random_tokens(cfg))["params"]
+  params = from_flax(flax_params)
+  reference = jax.jit(model.init_params, static_argnums=0)(cfg, jax.random.key(1))
   chex.assert_trees_all_equal_shapes_and_dtypes(params, reference)
   chex.assert_trees_all_equal(to_flax(params), flax_params)  # the converters are exact inverses
   # Each tensor drawn from the same distribution as init_params' (means and stds agree
