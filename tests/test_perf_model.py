@@ -52,10 +52,11 @@ def test_padded_model_loss_and_grads_equal_the_unpadded_model(tied):
   params = model.init_params(cfg, jax.random.key(0))
   params_pad = padded_copy(params, cfg_pad)
   x, y = tokens(0), tokens(1)
-  logits = model.forward(params_pad, x, cfg_pad)
+  logits = jax.jit(model.forward, static_argnums=2)(params_pad, x, cfg_pad)
   assert logits.shape[-1] == 48 and bool(jnp.all(logits[..., V:] == -jnp.inf))
-  loss, grads = jax.value_and_grad(model.loss_fn)(params, x, y, cfg)
-  loss_pad, grads_pad = jax.value_and_grad(model.loss_fn)(params_pad, x, y, cfg_pad)
+  loss_and_grads = jax.jit(jax.value_and_grad(model.loss_fn), static_argnums=3)  # one compile each
+  loss, grads = loss_and_grads(params, x, y, cfg)
+  loss_pad, grads_pad = loss_and_grads(params_pad, x, y, cfg_pad)
   np.testing.assert_allclose(loss_pad, loss, rtol=1e-6)
   name = "wte" if tied else "lm_head"
   real = (slice(None, V), slice(None)) if tied else (slice(None), slice(None, V))
@@ -89,7 +90,8 @@ def test_chunked_loss_equals_the_plain_loss_values_and_grads(changes, chunk, mas
   params = model.init_params(cfg, jax.random.key(0))
   x, y = tokens(0), tokens(1)
   m = (jax.random.uniform(jax.random.key(2), y.shape) > 0.3).astype(jnp.int32) if masked else None
-  terms = lambda c: jax.value_and_grad(model.loss_terms, has_aux=True)(params, x, y, c, m, z_loss)
+  terms = lambda c: jax.jit(jax.value_and_grad(model.loss_terms, has_aux=True), static_argnums=(3, 5))(
+      params, x, y, c, m, z_loss)
   (loss, parts), grads = terms(cfg)
   (loss_c, parts_c), grads_c = terms(cfg_chunked)
   np.testing.assert_allclose(loss_c, loss, rtol=1e-6)
