@@ -15,12 +15,14 @@ import os
 
 import pytest
 
-# The third flag sends fusions to XLA's classic loop emitter instead of its MLIR fusion
-# emitters: on this jaxlib (0.10.2) a 2-layer train step compiles in 1.4 s instead of
-# 4.4 s, and tests/test_model.py ran in 139 s instead of 255 s (2-core AMD EPYC, loaded
-# alike); the code it makes runs as fast. It is a supported XLA option, not a test hook.
-FAST_COMPILE = ("--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true "
-                "--xla_cpu_use_fusion_emitters=false")
+# The flags are coord_check's fast-compile options (one home; its comment says what each
+# does): with the classic loop emitter for fusions instead of the MLIR fusion emitters a
+# 2-layer train step compiles in 1.4 s instead of 4.4 s on jaxlib 0.10.2, and
+# tests/test_model.py ran in 139 s instead of 255 s (2-core AMD EPYC, loaded alike).
+# Importing JAX here is early enough: it reads XLA_FLAGS when its CPU backend starts.
+from andrea_jax.coord_check import FAST_COMPILE as _OPTIONS  # noqa: E402
+
+FAST_COMPILE = " ".join(f"--{name}={str(value).lower()}" for name, value in _OPTIONS.items())
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
   os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip()
 
