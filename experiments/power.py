@@ -17,11 +17,18 @@ is the one the claim is tested at after the study's multiplicity correction: und
 a family of ``m`` tests the first-ranked test is held to ``alpha / m``, so planning every
 claim at ``alpha / m`` guarantees its power whatever its rank. This module is planning only;
 no verdict is computed here.
+
+A study's plan (``experiments/studies/<name>/plan.py``) lists its claims as ``ClaimPlan``
+records with a per-seed spread each; ``admit`` sizes every claim and admits them cheapest
+first while the union of the groups they need fits the budget, the family shrinking to the
+admitted claims until nothing changes. The rest are **not powered**, declared before the run.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from typing import Callable, Mapping, Sequence
 
 from scipy import stats as sps
 
@@ -76,3 +83,98 @@ def sd_of(values) -> float:
     return float("nan")
   m = sum(x) / len(x)
   return math.sqrt(sum((v - m) ** 2 for v in x) / (len(x) - 1))
+
+
+def upper_sd(sd: float, n: int, level: float = 0.8) -> float:
+  """The one-sided ``level`` upper confidence bound of a standard deviation from ``n`` values
+  (chi-squared): how much larger the spread could be than a few seeds said."""
+  df = n - 1
+  return sd * math.sqrt(df / sps.chi2.ppf(1 - level, df)) if df > 0 else float("nan")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClaimPlan:
+  """One claim as a plan sees it: the per-seed quantity its test is on, the test, the effect
+  it is sized for and where that comes from, and the sweep groups it needs."""
+  key: str
+  claim: str
+  quantity: str  # the per-seed value its test is on
+  test: str  # "directed" (the mean lies beyond a bound) or "equivalent" (within +-margin)
+  effect: float  # the planned true distance from the bound (directed) or true mean (equivalent)
+  margin: float | None  # equivalence margin
+  source: str  # where the effect (or margin) comes from
+  arms: tuple[str, ...]  # the sweep groups it needs
+  power: float | None = None  # its own power target (else the plan's), e.g. per part of a test over parts
+
+
+@dataclasses.dataclass(frozen=True)
+class Spread:
+  """A claim's planned per-seed standard deviation, from how many seeds, and their mean."""
+  sd: float
+  n: int
+  mean: float = float("nan")
+
+  @classmethod
+  def of(cls, values: Sequence[float]) -> "Spread":
+    v = [float(x) for x in values if x is not None and math.isfinite(x)]
+    return cls(sd_of(v), len(v), sum(v) / len(v) if v else float("nan"))
+
+
+@dataclasses.dataclass
+class Planned:
+  plan: ClaimPlan
+  sd: float
+  n_exploratory: int
+  exploratory_mean: float
+  seeds: int | None  # needed at the family's level (None: more than MAX_SEEDS)
+  seeds_sd_upper: int | None  # the same with the sd at its one-sided 80 % upper bound
+  minutes: float  # its arms at its seeds, alone
+  powered: bool = False
+
+  def row(self) -> str:
+    p = self.plan
+    eff = (f"{p.effect:+.3f} beyond the bound" if p.test == "directed"
+           else f"true {p.effect:g} within ±{p.margin:.3f}")
+    seeds = self.seeds if self.seeds is not None else f">{MAX_SEEDS}"
+    return (f"| {p.claim} | {self.sd:.3f} ({self.n_exploratory} seeds) | {eff} | {seeds} "
+            f"({self.seeds_sd_upper or f'>{MAX_SEEDS}'}) | {self.minutes:.0f} | "
+            f"{'powered' if self.powered else '**not powered**'} |")
+
+
+def admit(claims: Sequence[ClaimPlan], spreads: Mapping[str, Spread],
+          per_seed: Mapping[str, float], budget: float, min_seeds: int, power: float = 0.8,
+          alpha: float = 0.05) -> tuple[list[Planned], dict[str, int], float, int]:
+  """``(planned claims, seeds per group, each claim's level, family size)``.
+
+  Each claim's seeds at ``alpha / family`` (Holm's first-ranked level) for its power target
+  (at least ``min_seeds``), its cost the groups it needs at ``per_seed`` minutes each;
+  admitted cheapest first while the union of the groups (each at the most seeds a claim asks
+  of it) fits ``budget`` minutes; the family shrinks to the admitted claims and everything is
+  recomputed until nothing changes. Only claims still in the family are admitted, so the
+  family never grows back (a claim dropped at a strict level is not readmitted at a looser
+  one, where the two could alternate for ever)."""
+  family = [p.key for p in claims]
+  while True:
+    level = alpha / len(family)
+    planned = []
+    for p in claims:
+      sp = spreads[p.key]
+      need: Callable[[float], int | None] = lambda s, p=p: seeds_needed(
+          p.effect, s, level, p.power or power, p.margin)
+      n = need(sp.sd)
+      seeds = None if n is None else max(n, min_seeds)
+      minutes = sum(per_seed[a] for a in p.arms) * seeds if seeds else float("inf")
+      planned.append(Planned(p, sp.sd, sp.n, sp.mean, seeds, need(upper_sd(sp.sd, sp.n)), minutes))
+    group_seeds: dict[str, int] = {}
+    for c in sorted(planned, key=lambda c: c.minutes):
+      if c.seeds is None or c.plan.key not in family:  # the family only shrinks: it ends
+        continue
+      trial = dict(group_seeds)
+      for a in c.plan.arms:
+        trial[a] = max(trial.get(a, 0), c.seeds)
+      if sum(per_seed[a] * n for a, n in trial.items()) <= budget:
+        group_seeds, c.powered = trial, True
+    admitted = [c.plan.key for c in planned if c.powered]
+    if admitted == family or not admitted:
+      return planned, group_seeds, level, len(family)
+    family = admitted

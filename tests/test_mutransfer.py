@@ -1,6 +1,7 @@
-"""The muTransfer ladder (experiments/studies/mutransfer/): its grid, and each claim coming
-out reproduced, not reproduced and inconclusive on synthetic ladders, and the rates it gives
-andrea120m."""
+"""The muTransfer ladder (experiments/studies/mutransfer/): its grid and the power plan it is
+frozen from, each claim coming out reproduced, not reproduced and inconclusive on synthetic
+ladders (as if powered), the plan's not-powered claim reported, not judged, and the rates it
+gives andrea120m."""
 
 import json
 import math
@@ -12,6 +13,7 @@ from andrea_jax import errors
 from experiments import curves
 from experiments.studies.mup_base import grid as base_grid
 from experiments.studies.mutransfer import grid
+from experiments.studies.mutransfer import plan as plan_lib
 from experiments.studies.mutransfer import rules as R
 from experiments.studies.norm_mlp_confirm import grid as confirm_grid
 from experiments.studies.proxies.rules import Row
@@ -50,7 +52,14 @@ def verdicts(rows, robust=False):
   return {t.key: v.verdict for t, v in R.family(rows)}
 
 
-def test_every_claim_reproduced_on_a_ladder_that_transfers():
+@pytest.fixture
+def all_powered(monkeypatch):
+  """Every claim judged, as if the plan had powered them all: each rule is tested each way
+  whether or not this ladder's budget powers it."""
+  monkeypatch.setattr(R, "NOT_POWERED", frozenset())
+
+
+def test_every_claim_reproduced_on_a_ladder_that_transfers(all_powered):
   got = verdicts(synthetic())
   assert got == dict.fromkeys(("transfer", "flat", "no_cost", "wider", "qk"), "Reproduced"), got
   # "wider" is judged at the grid rate nearest muP's optimum at the base width (1e-2 here).
@@ -58,19 +67,19 @@ def test_every_claim_reproduced_on_a_ladder_that_transfers():
   assert wider.lines[0].startswith("At rate 0.01: ")
 
 
-def test_every_claim_not_reproduced_on_a_ladder_that_does_not():
+def test_every_claim_not_reproduced_on_a_ladder_that_does_not(all_powered):
   rows = synthetic(mup_opt=lambda w: 3e-2 * 32 / w, mup_cost=0.3, mup_wider=0.1, qk_curv=0.3)
   got = verdicts(rows)
   assert got == dict.fromkeys(("transfer", "flat", "no_cost", "wider", "qk"), "Not reproduced"), got
 
 
-def test_every_claim_inconclusive_when_the_seeds_cannot_decide():
+def test_every_claim_inconclusive_when_the_seeds_cannot_decide(all_powered):
   got = verdicts(synthetic(seeds=(300, 301), noise=0.3, mup_cost=0.05, mup_wider=0.01, qk_curv=0.25,
                            mup_opt=lambda w: 1e-2 * (32 / w) ** 0.3))
   assert set(got.values()) == {"Inconclusive"}, got
 
 
-def test_an_unlocated_optimum_or_a_plateau_makes_a_claim_inconclusive():
+def test_an_unlocated_optimum_or_a_plateau_makes_a_claim_inconclusive(all_powered):
   # muP's optimum at d256 below the grid: transfer and flat cannot be judged.
   rows = synthetic(mup_opt=lambda w: 1e-2 if w < 256 else 1e-4)
   got = {t.key: (v.verdict, " ".join(v.lines)) for t, v in R.family(rows)}
@@ -83,7 +92,7 @@ def test_an_unlocated_optimum_or_a_plateau_makes_a_claim_inconclusive():
   assert got["transfer"][0] == "Inconclusive" and "d256: pre+mup does not learn" in got["transfer"][1]
 
 
-def test_leave_one_seed_out_is_reported_from_five_seeds():
+def test_leave_one_seed_out_is_reported_from_five_seeds(all_powered):
   judged = R.judge(synthetic(seeds=range(300, 305)))
   assert all("survives leaving out any one seed" in v.robustness for v in judged), [v.robustness for v in judged]
   few = R.judge(synthetic(seeds=range(300, 304)))
@@ -134,7 +143,47 @@ def test_the_report_page_gives_the_rates_the_command_and_the_table(tmp_path):
   assert "--config.model.parametrization=mup --config.model.base_width=32" in text
   assert "--config.model.readout_multiplier=4 " in text and "--config.train.learning_rate=0.01" in text
   assert text.count("| yes |") == len([t for t in page.results["table"]]) == 9  # 4 + 4 + qk at 128
-  assert [v.verdict for v in page.verdicts] == ["Reproduced"] * 5
+  assert [v.verdict for v in page.verdicts] == ["Reproduced"] * 4 + ["Not powered"]  # qk: the plan's
+  assert "## Pre-registered plan" in text and "Not powered (declared before the run" in text
+
+
+def test_the_frozen_plan_is_the_plan():
+  # The grid's seeds, widths and rates and the rules' NOT_POWERED are what the plan computes
+  # from the committed base stage and proxies ladder.
+  p = plan_lib.compute()
+  assert p.total_minutes <= plan_lib.BUDGET_MINUTES
+  ladder = set(plan_lib.LADDER_SP + plan_lib.LADDER_MUP)
+  assert {g: n for g, n in p.seeds.items() if g in ladder} == dict.fromkeys(ladder, len(grid.LADDER_SEEDS))
+  assert p.seeds.get(plan_lib.QK_GROUPS[1], 0) == len(grid.QK_SEEDS)
+  assert set(p.not_powered) == set(R.NOT_POWERED) == {"qk"}
+  assert grid.RATES == plan_lib.RATES and grid.SCALES["cpu"]["widths"] == plan_lib.WIDTHS
+  assert grid.SCALES["cpu"]["steps"] == plan_lib.STEPS
+  assert all(c.seeds >= plan_lib.MIN_SEEDS for c in p.claims if c.powered)
+  # Each powered claim's seeds reach 80 % power at the family's level (the ladder's 9 >= each).
+  assert all(c.seeds <= len(grid.LADDER_SEEDS) for c in p.claims if c.powered)
+  sweep = grid.get_sweep("cpu")
+  per_group = {}
+  for c in sweep.cells:
+    per_group.setdefault(c.group.split(".")[0], set()).add(c.seed)
+  assert per_group == {g: set(grid.QK_SEEDS if g == plan_lib.QK_GROUPS[1] else grid.LADDER_SEEDS)
+                       for g in p.seeds}
+  text = "\n".join(plan_lib.lines(p))
+  assert "Not powered (declared before the run; their figures are reported, not judged): qk." in text
+
+
+def test_the_plan_admits_cheapest_first_and_never_readmits():
+  # A budget that powers nothing, one that powers the muP-only claims (flat, wider), and the
+  # frozen one (all but qk).
+  assert plan_lib.make(budget=5).not_powered == ("transfer", "flat", "no_cost", "wider", "qk")
+  small = plan_lib.make(budget=60)
+  assert set(small.not_powered) == {"transfer", "no_cost", "qk"}
+  assert set(plan_lib.make().not_powered) == {"qk"}
+  # At the issue's 86 minutes the family at 0.05 / 4 admits flat and wider only, and at
+  # 0.05 / 2 transfer would fit again, but a dropped claim is not readmitted (the two
+  # families would alternate): the plan ends with the two.
+  assert set(plan_lib.make(budget=86).not_powered) == {"transfer", "no_cost", "qk"}
+  # At the first pre-registered margin (0.05 nats) no_cost needs 15+ seeds: not powered.
+  assert "no_cost" in plan_lib.make(cost_margin=0.05).not_powered
 
 
 def test_a_claim_the_plan_declares_not_powered_is_reported_not_judged(monkeypatch):

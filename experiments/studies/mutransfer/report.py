@@ -10,6 +10,7 @@ from __future__ import annotations
 from experiments import curves
 from experiments import reporting
 from experiments import stats
+from experiments.studies.mutransfer import plan as plan_lib
 from experiments.studies.mutransfer import rules
 from experiments.studies.proxies import report as proxies
 
@@ -55,6 +56,11 @@ def page(index: dict, cells: list[dict], out: str) -> reporting.Page:
             "by per-seed differences; intervals are 95 % t intervals; one multiplicity rule, Holm "
             f"over the family of the claims (family-wise error {stats.ALPHA}), for and, apart, "
             "against them. A diverged model counts at the loss at initialisation.")
-  sections = [*rate_lines(rates, cells), "## Per arm and width", "", *proxies.table_lines(tab), ""]
+  planned = plan_lib.compute()
+  sections = ["## Pre-registered plan", "", *plan_lib.lines(planned), *rate_lines(rates, cells),
+              "## Per arm and width", "", *proxies.table_lines(tab), ""]
   return reporting.Page(verdicts=judged, method=method, sections=sections, plots=plots,
-                        results={"table": tab, "verdicts": judged, "rates": rates})
+                        results={"table": tab, "verdicts": judged, "rates": rates,
+                                 "plan": {"seeds": planned.seeds, "not_powered": list(planned.not_powered),
+                                          "minutes": planned.total_minutes,
+                                          "budget_minutes": planned.budget_minutes}})

@@ -32,16 +32,7 @@ POWER = 0.8
 MIN_SEEDS = 5  # every judged arm gets at least this many: leave-one-seed-out is informative from 5
 
 
-@dataclasses.dataclass(frozen=True)
-class ClaimPlan:
-  key: str
-  claim: str
-  quantity: str  # the per-seed value its test is on
-  test: str  # "directed" (the mean lies beyond a bound) or "equivalent" (within +-margin)
-  effect: float  # the planned true distance from the bound (directed) or true mean (equivalent)
-  margin: float | None  # equivalence margin
-  source: str  # where the effect (or margin) comes from
-  arms: tuple[str, ...]  # the sweep groups it needs
+ClaimPlan, Planned, upper_sd = power.ClaimPlan, power.Planned, power.upper_sd
 
 
 # The claims, the effect each is planned for, and the groups it needs (grid.py's names).
@@ -161,27 +152,6 @@ def seconds_per_init_member(cells: list[dict]) -> float:
 
 
 @dataclasses.dataclass
-class Planned:
-  plan: ClaimPlan
-  sd: float
-  n_exploratory: int
-  exploratory_mean: float
-  seeds: int | None  # needed at the family's level (None: more than power.MAX_SEEDS)
-  seeds_sd_upper: int | None  # the same with the sd at its one-sided 80 % upper bound
-  minutes: float  # its arms at its seeds, alone
-  powered: bool = False
-
-  def row(self) -> str:
-    p = self.plan
-    eff = (f"{p.effect:+.3f} beyond the bound" if p.test == "directed"
-           else f"true {p.effect:g} within ±{p.margin:.3f}")
-    seeds = self.seeds if self.seeds is not None else f">{power.MAX_SEEDS}"
-    return (f"| {p.claim} | {self.sd:.3f} ({self.n_exploratory} seeds) | {eff} | {seeds} "
-            f"({self.seeds_sd_upper or f'>{power.MAX_SEEDS}'}) | {self.minutes:.0f} | "
-            f"{'powered' if self.powered else '**not powered**'} |")
-
-
-@dataclasses.dataclass
 class Plan:
   claims: list[Planned]
   alpha: float  # each claim's planned level (ALPHA / family size)
@@ -201,12 +171,6 @@ class Plan:
     return sum(self.minutes.values())
 
 
-def upper_sd(sd: float, n: int, level: float = 0.8) -> float:
-  from scipy import stats as sps  # pylint: disable=import-outside-toplevel
-  df = n - 1
-  return sd * math.sqrt(df / sps.chi2.ppf(1 - level, df)) if df > 0 else float("nan")
-
-
 def make(runs: list[curves.Run], cells: list[dict], budget: float = BUDGET_MINUTES) -> Plan:
   """The plan: each claim's seeds at the family's level, admitted cheapest first within
   ``budget`` minutes; the family shrinks to the admitted claims and the seeds are
@@ -215,31 +179,9 @@ def make(runs: list[curves.Run], cells: list[dict], budget: float = BUDGET_MINUT
   values = exploratory_values(runs)
   sps_, spi = seconds_per_model_step(cells), seconds_per_init_member(cells)
   per_seed = grid.minutes_per_seed(sps_, spi)
-  family = [p.key for p in CLAIMS]
-  while True:
-    alpha = stats.ALPHA / len(family)
-    planned = []
-    for p in CLAIMS:
-      v = list(values[p.key].values())
-      sd = power.sd_of(v)
-      need = lambda s: power.seeds_needed(p.effect, s, alpha, POWER, p.margin)
-      n = need(sd)
-      seeds = None if n is None else max(n, MIN_SEEDS)
-      minutes = sum(per_seed[a] for a in p.arms) * seeds if seeds else float("inf")
-      planned.append(Planned(p, sd, len(v), sum(v) / len(v), seeds, need(upper_sd(sd, len(v))), minutes))
-    group_seeds: dict[str, int] = {}
-    for c in sorted(planned, key=lambda c: c.minutes):
-      if c.seeds is None:
-        continue
-      trial = dict(group_seeds)
-      for a in c.plan.arms:
-        trial[a] = max(trial.get(a, 0), c.seeds)
-      if sum(per_seed[a] * n for a, n in trial.items()) <= budget:
-        group_seeds, c.powered = trial, True
-    admitted = [c.plan.key for c in planned if c.powered]
-    if admitted == family or not admitted:
-      break
-    family = admitted
+  spreads = {p.key: power.Spread.of(list(values[p.key].values())) for p in CLAIMS}
+  planned, group_seeds, _, family = power.admit(CLAIMS, spreads, per_seed, budget, MIN_SEEDS,
+                                                POWER, stats.ALPHA)
   # The comparisons of claims without power still exist (reported, not judged): their own
   # arms, all at one number of seeds, the most the rest of the budget allows (at most the
   # norm arms', at least 3; else not run). Depth is out whatever is left (its cost is stated).
@@ -252,7 +194,7 @@ def make(runs: list[curves.Run], cells: list[dict], budget: float = BUDGET_MINUT
   if n >= 3:
     group_seeds.update({a: n for a in own})
   minutes = {a: per_seed[a] * n for a, n in group_seeds.items()}
-  return Plan(planned, stats.ALPHA / len(family), len(family), group_seeds, minutes, sps_, spi, budget)
+  return Plan(planned, stats.ALPHA / family, family, group_seeds, minutes, sps_, spi, budget)
 
 
 def compute() -> Plan:
