@@ -76,16 +76,29 @@ def kernel_for_platform(impl: str, platform: str) -> str:
   return impl
 
 
+_COMPILED: dict[tuple, tuple] = {}  # one program per (model, train config, batch, seq)
+
+
 def compiled_step(cfg: model.ModelConfig, t, batch: int, seq: int, seed: int = 0):
-  """The jitted, donated train step compiled for ``cfg``: (step, state, compile seconds)."""
-  optimizer = step_lib.make_optimizer(step_lib.TrainConfig(**t))
-  state = jax.jit(step_lib.init_state, static_argnums=(0, 1))(cfg, optimizer, jax.random.key(seed))
-  step = jax.jit(functools.partial(step_lib.train_step, cfg=cfg, optimizer=optimizer),
-                 donate_argnums=0)
-  shape = jax.ShapeDtypeStruct((1, batch, seq + 1), np.int32)
-  start = time.perf_counter()
-  compiled = step.lower(state, shape).compile()
-  return compiled, state, time.perf_counter() - start
+  """The jitted, donated train step compiled for ``cfg``: (step, fresh state, compile seconds).
+
+  Compiled once per (model, train config, batch, seq) in a process: a second caller (the
+  bf16 agreement at the smoke's shape is the first variant's program) gets the same
+  executable, a fresh state and the first compile's seconds."""
+  key = (cfg, json.dumps(t.to_dict(), sort_keys=True, default=str), batch, seq)
+  if key not in _COMPILED:
+    optimizer = step_lib.make_optimizer(step_lib.TrainConfig(**t))
+    init = jax.jit(step_lib.init_state, static_argnums=(0, 1))
+    step = jax.jit(functools.partial(step_lib.train_step, cfg=cfg, optimizer=optimizer),
+                   donate_argnums=0)
+    start = time.perf_counter()
+    state = init(cfg, optimizer, jax.random.key(0))
+    shape = jax.ShapeDtypeStruct((1, batch, seq + 1), np.int32)
+    compiled = step.lower(state, shape).compile()
+    _COMPILED[key] = (compiled, lambda s: init(cfg, optimizer, jax.random.key(s)),
+                      time.perf_counter() - start)
+  compiled, init_at, compile_s = _COMPILED[key]
+  return compiled, init_at(seed), compile_s
 
 
 def random_batch(cfg: model.ModelConfig, batch: int, seq: int, seed: int) -> jax.Array:
@@ -211,12 +224,17 @@ def main(argv=None) -> int:
   print(f"peer (torch.compile + SDPA, bf16): {fmt(results['peer'])}", flush=True)
 
   config = shapes.load_config(s["config"])
+  # One train config for every program: the agreement's, without warmup (full-size updates
+  # from the first step); the schedule does not change what a step costs, and at the
+  # smoke's shape the agreement's bf16 program is then the first variant's, compiled once.
+  agree = config.train.copy_and_resolve_references()
+  agree.warmup_steps = 0
   measured: dict[tuple, dict] = {}  # a stand-in kernel's program is the one it stands in for
   for impl, remat in VARIANTS:
     cfg = model_cfg(config, s["seq"], kernel_for_platform(impl, platform), remat, "bfloat16")
     key = (cfg.attention_impl, remat)
     if key not in measured:
-      measured[key] = guarded(time_variant, cfg, config.train, s["batch"], s["seq"], s["steps"])
+      measured[key] = guarded(time_variant, cfg, agree, s["batch"], s["seq"], s["steps"])
     row = {"attention_impl": impl, "ran_as": cfg.attention_impl, "remat_policy": remat,
            **measured[key]}
     results["variants"].append(row)
@@ -228,8 +246,6 @@ def main(argv=None) -> int:
     print(f"fastest ({best['attention_impl']}, remat {best['remat_policy']}) against the peer: "
           f"{best['tokens_per_s'] / peer_rate:.2f}x")
 
-  agree = config.train.copy_and_resolve_references()
-  agree.warmup_steps = 0  # updates of the full size from the first step
   cfg16 = model_cfg(config, s["seq"], kernel_for_platform("cudnn", platform), "none", "bfloat16")
   cfg32 = model_cfg(config, s["seq"], "xla_flash", "none", "float32")
   run = lambda cfg: guarded(lambda: {"losses": losses(cfg, agree, s["agree_batch"], s["seq"],

@@ -22,7 +22,11 @@ def peer_model(cfg: model.ModelConfig, device: str = "cpu"):
                   activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0,
                   attn_pdrop=0.0, layer_norm_epsilon=cfg.ln_eps, tie_word_embeddings=True)
   hf._attn_implementation = "sdpa"  # PyTorch's fused scaled_dot_product_attention
-  return GPT2LMHeadModel(hf).to(device).train()
+  net = GPT2LMHeadModel(hf)
+  # Named, so that transformers does not warn inside the compiled forward: its logger call
+  # is a torch.compile graph break, and the loss and backward ran outside the graph.
+  net.loss_type = "ForCausalLM"
+  return net.to(device).train()
 
 
 def peer_step(cfg: model.ModelConfig, t, batch: int, seq: int, accelerator: bool,
