@@ -178,3 +178,20 @@ def admit(claims: Sequence[ClaimPlan], spreads: Mapping[str, Spread],
     if admitted == family or not admitted:
       return planned, group_seeds, level, len(family)
     family = admitted
+
+
+def table_lines(claims: Sequence[Planned], seeds: Mapping[str, int], minutes: Mapping[str, float],
+                budget: float, sd_label: str) -> list[str]:
+  """A plan's markdown after its method paragraph: the table per claim (``sd_label`` names
+  where the spreads come from), the planned effects' sources, the seeds per group with their
+  minutes, and the claims declared not powered."""
+  total = sum(minutes.values())
+  not_powered = [c.plan.key for c in claims if not c.powered]
+  return ["| claim | per-seed SD (" + sd_label + ") | planned effect | seeds needed (SD upper) | "
+          "minutes | plan |", "|---|---|---|---|---|---|",
+          *[c.row() for c in claims], "",
+          "Planned effects: " + " ".join(f"*{c.plan.claim}*: {c.plan.source}." for c in claims), "",
+          "Seeds per group: " + ", ".join(f"{g} {n} ({minutes[g]:.1f} min)" for g, n in seeds.items())
+          + f"; total {total:.0f} minutes of {budget:.0f}.", "",
+          f"Not powered (declared before the run; their figures are reported, not judged): "
+          f"{', '.join(not_powered) or 'none'}.", ""]

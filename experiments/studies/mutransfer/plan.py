@@ -245,12 +245,4 @@ def lines(plan: Plan) -> list[str]:
           f"{plan.budget_minutes:.0f} minutes (issue 29's {TOTAL_BUDGET_MINUTES:.0f} for both "
           f"stages, less the base stage's {BASE_STAGE_TIME_MINUTES:.0f}); refinement rounds at "
           f"an edge optimum come on top.", "",
-          "| claim | per-seed SD (planned) | planned effect | seeds needed (SD upper) | "
-          "minutes | plan |", "|---|---|---|---|---|---|",
-          *[c.row() for c in plan.claims], "",
-          "Planned effects: " + " ".join(f"*{c.plan.claim}*: {c.plan.source}." for c in plan.claims), "",
-          "Seeds per group: " + ", ".join(f"{g} {n} ({plan.minutes[g]:.1f} min)"
-                                          for g, n in plan.seeds.items())
-          + f"; total {plan.total_minutes:.0f} minutes of {plan.budget_minutes:.0f}.", "",
-          f"Not powered (declared before the run; their figures are reported, not judged): "
-          f"{', '.join(plan.not_powered) or 'none'}.", ""]
+          *power.table_lines(plan.claims, plan.seeds, plan.minutes, plan.budget_minutes, "planned")]

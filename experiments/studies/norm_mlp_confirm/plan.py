@@ -216,15 +216,7 @@ def lines(plan: Plan) -> list[str]:
          f"from the exploratory cells' wall times; 'minutes' is the claim's arms at its seeds "
          f"alone (arms are shared between claims). Budget {plan.budget_minutes:.0f} minutes; "
          f"every judged arm has at least {MIN_SEEDS} seeds.", "",
-         "| claim | per-seed SD (exploratory) | planned effect | seeds needed (SD upper) | "
-         "minutes | plan |", "|---|---|---|---|---|---|",
-         *[c.row() for c in plan.claims], "",
-         "Planned effects: " + " ".join(f"*{c.plan.claim}*: {c.plan.source}." for c in plan.claims), "",
-         "Seeds per group: " + ", ".join(f"{a} {n} ({plan.minutes[a]:.1f} min)"
-                                         for a, n in plan.seeds.items())
-         + f"; total {plan.total_minutes:.0f} minutes of {plan.budget_minutes:.0f}.", "",
-         f"Not powered (declared before the run; their figures are reported, not judged): "
-         f"{', '.join(plan.not_powered) or 'none'}.", ""]
+         *power.table_lines(plan.claims, plan.seeds, plan.minutes, plan.budget_minutes, "exploratory")]
   deep = per_seed["deep-post"] + per_seed["deep-pre"]
   base6 = per_seed["post-long"] + per_seed["pre-long"]
   d = next(c for c in plan.claims if c.plan.key == "depth")
