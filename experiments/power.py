@@ -195,3 +195,17 @@ def table_lines(claims: Sequence[Planned], seeds: Mapping[str, int], minutes: Ma
           + f"; total {total:.0f} minutes of {budget:.0f}.", "",
           f"Not powered (declared before the run; their figures are reported, not judged): "
           f"{', '.join(not_powered) or 'none'}.", ""]
+
+
+class Totals:
+  """What a plan (a dataclass with ``claims`` and ``minutes`` per group) reports of itself."""
+  claims: list[Planned]
+  minutes: dict[str, float]
+
+  @property
+  def not_powered(self) -> tuple[str, ...]:
+    return tuple(c.plan.key for c in self.claims if not c.powered)
+
+  @property
+  def total_minutes(self) -> float:
+    return sum(self.minutes.values())

@@ -181,7 +181,7 @@ def minutes_per_seed(per_program: float) -> dict[str, float]:
 
 
 @dataclasses.dataclass
-class Plan:
+class Plan(power.Totals):
   claims: list[power.Planned]
   alpha: float
   family: int
@@ -189,14 +189,6 @@ class Plan:
   minutes: dict[str, float]  # per group
   seconds_per_program: float
   budget_minutes: float
-
-  @property
-  def not_powered(self) -> tuple[str, ...]:
-    return tuple(c.plan.key for c in self.claims if not c.powered)
-
-  @property
-  def total_minutes(self) -> float:
-    return sum(self.minutes.values())
 
   def ladder_seeds(self) -> int:
     """The seeds of the sp and muP ladder (one number: they are paired by seed)."""

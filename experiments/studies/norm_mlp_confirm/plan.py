@@ -152,7 +152,7 @@ def seconds_per_init_member(cells: list[dict]) -> float:
 
 
 @dataclasses.dataclass
-class Plan:
+class Plan(power.Totals):
   claims: list[Planned]
   alpha: float  # each claim's planned level (ALPHA / family size)
   family: int
@@ -161,14 +161,6 @@ class Plan:
   seconds_per_model_step: float
   seconds_per_init_member: float
   budget_minutes: float
-
-  @property
-  def not_powered(self) -> tuple[str, ...]:
-    return tuple(c.plan.key for c in self.claims if not c.powered)
-
-  @property
-  def total_minutes(self) -> float:
-    return sum(self.minutes.values())
 
 
 def make(runs: list[curves.Run], cells: list[dict], budget: float = BUDGET_MINUTES) -> Plan:
