@@ -3,7 +3,7 @@
   python -m experiments.coord_check                       # sp and mup, widths 32 .. 512
   python -m experiments.coord_check --widths=32,64,128 --parametrizations=mup
   python -m experiments.coord_check --norm=post --qk_norm --json=runs/coord_check.json
-  python -m experiments.coord_check --readout_multiplier=4 --attention_multiplier=1   # a tuned base
+  python -m experiments.coord_check --readout_multiplier=1 --attention_multiplier=1   # the untuned base
 
 For each parametrisation it prints, per quantity (the residual stream after the embedding
 and each sublayer, each branch's output, the attention and output logits, at init and as
@@ -12,8 +12,9 @@ slope in log-log and muP's predicted slope, then the verdict: ``flat`` (no slope
 0.25 above muP's, muP's promise), ``grows`` (one more than 0.5 above, the standard
 parametrisation at a fixed learning rate) or ``unclear``. ``--json`` also writes
 every number to a file. The muP base width is the narrowest width unless ``--base_width``;
-``--readout_multiplier`` and ``--attention_multiplier`` set the base model's multipliers (the
-muP base stage's choice, ``docs/results/mup_base-cpu/results.json``), the same at every width.
+``--readout_multiplier`` and ``--attention_multiplier`` set the base model's multipliers, the
+same at every width; by default the muP base stage's choice (``choice`` in
+``docs/results/mup_base-cpu/results.json``: readout 8, attention 1), 1 where that file has none.
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ from absl import flags, logging
 
 from andrea_jax import coord_check
 from andrea_jax import errors
+from andrea_jax.files import read_json
 from experiments import cli
 from experiments.configs import common
+from experiments.studies.mutransfer import grid
 
 _WIDTHS = flags.DEFINE_list("widths", ["32", "64", "128", "256", "512"], "d_model of each rung")
 _PARAMETRIZATIONS = flags.DEFINE_list("parametrizations", ["sp", "mup"], "sp and/or mup")
@@ -38,8 +41,10 @@ _N_LAYER = flags.DEFINE_integer("n_layer", 2, "blocks at every width")
 _N_HEAD = flags.DEFINE_integer("n_head", 4, "heads at every width (d_head grows with width)")
 _NORM = flags.DEFINE_enum("norm", "pre", ["pre", "post"], "norm placement")
 _QK_NORM = flags.DEFINE_bool("qk_norm", False, "LayerNorm on queries and keys")
-_READOUT = flags.DEFINE_float("readout_multiplier", 1.0, "the base model's readout multiplier (mup.py)")
-_ATTENTION = flags.DEFINE_float("attention_multiplier", 1.0, "the base model's attention multiplier")
+_READOUT = flags.DEFINE_float("readout_multiplier", None, "the base model's readout multiplier "
+                              "(mup.py; default: the muP base stage's choice)")
+_ATTENTION = flags.DEFINE_float("attention_multiplier", None, "the base model's attention "
+                                "multiplier (default: the muP base stage's choice)")
 _JSON = flags.DEFINE_string("json", None, "write every size and slope to this JSON file")
 
 
@@ -65,6 +70,15 @@ def parse_widths(raw: list[str]) -> list[int]:
   return widths
 
 
+def base_multipliers(readout: float | None, attention: float | None,
+                     path: str = grid.BASE_RESULTS) -> dict[str, float]:
+  """The base model's multipliers: those given, else the muP base stage's choice in ``path``
+  (1 where it has made none)."""
+  choice = (read_json(path) or {}).get("choice") or {}
+  return {name: value if value is not None else float(choice.get(name, 1.0))
+          for name, value in (("readout_multiplier", readout), ("attention_multiplier", attention))}
+
+
 def main(argv):
   del argv
   if not flags.FLAGS["verbosity"].present:
@@ -73,12 +87,13 @@ def main(argv):
   t.update(steps=_STEPS.value, learning_rate=_LR.value, batch_size=_BATCH.value, seed=_SEED.value)
   ladder = coord_check.Ladder(n_layer=_N_LAYER.value, n_head=_N_HEAD.value)
   widths = parse_widths(_WIDTHS.value)
+  multipliers = base_multipliers(_READOUT.value, _ATTENTION.value)
+  print("base multipliers: " + ", ".join(f"{k} {v:g}" for k, v in multipliers.items()), flush=True)
   results = {}
   for p in _PARAMETRIZATIONS.value:
     results[p] = coord_check.coord_check(widths, p, t, _BASE_WIDTH.value, ladder,
                                          norm=_NORM.value, qk_norm=_QK_NORM.value,
-                                         readout_multiplier=_READOUT.value,
-                                         attention_multiplier=_ATTENTION.value)
+                                         **multipliers)
     print(table(p, results[p]), flush=True)
   if _JSON.value:
     with open(_JSON.value, "w", encoding="utf-8") as f:

@@ -71,6 +71,19 @@ def test_the_command_prints_slopes_predictions_and_the_verdict():
     command.parse_widths(["32", "32"])
 
 
+def test_the_command_defaults_to_the_base_stages_multipliers(tmp_path):
+  from experiments import coord_check as command  # pylint: disable=import-outside-toplevel
+  committed = command.base_multipliers(None, None)
+  assert committed == {"readout_multiplier": 8.0, "attention_multiplier": 1.0}  # docs/results/mup_base-cpu
+  assert command.base_multipliers(2.0, None) == {"readout_multiplier": 2.0, "attention_multiplier": 1.0}
+  choice = tmp_path / "results.json"
+  choice.write_text('{"choice": {"readout_multiplier": 4, "attention_multiplier": 0.5}}')
+  assert command.base_multipliers(None, None, str(choice)) == {"readout_multiplier": 4.0,
+                                                                "attention_multiplier": 0.5}
+  assert command.base_multipliers(None, 3.0, str(tmp_path / "none.json")) == {
+      "readout_multiplier": 1.0, "attention_multiplier": 3.0}
+
+
 def test_the_base_multipliers_reach_every_rung():
   # At init the output logits are linear in the readout multiplier, at every width.
   t = common.train_group()
