@@ -1,12 +1,29 @@
-"""The machine's limit for a training step, measured in the same run: the step's own dense
-float32 matmuls, forward and backward, timed one by one in XLA and in PyTorch
-(``matmul_limit``), give each side's FLOP/s ceiling; each step is then a fraction of the
-faster ceiling (``limit_fields``; FLOPs counted as ``PCT_COUNTS`` says).
+"""The machine's limit for a training step, measured in the same run.
+
+Two limits:
+
+- the **libraries' ceiling**: the step's own dense float32 matmuls, forward and backward,
+  timed one by one in XLA and in PyTorch, give each library's FLOP/s; each step is a
+  fraction of the faster one. ``matmul_limit`` (``benchmarks/train_step.py``, one process,
+  both libraries taking turns) times every product, the attention's whole ``T x T``
+  squares included, and counts the step as ``PCT_COUNTS`` says (``limit_fields``).
+  ``library_ceiling`` (``benchmarks/separate.py --limit``, one fresh process per library,
+  settled between calls) times the weight matmuls alone: no attention kernel here runs a
+  whole-square product, so the step is counted with causal attention FLOPs
+  (``model.flops_per_token(..., causal=True)``, the pairs a causal kernel computes) and
+  held against the dense products' rate;
+- the **machine's FMA peak** (``fma_peak``): ``benchmarks/fma_peak.c``, compiled here with
+  the system's C compiler, runs independent vector FMAs on every core, nothing from
+  memory: the most float32 FLOP/s these cores do, whatever the library.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import statistics
+import subprocess
+import tempfile
 import time
 
 import jax
@@ -42,6 +59,12 @@ def matmul_forms(cfg: model.ModelConfig, batch: int, seq: int) -> list[tuple]:
   forms += [((BH,), T, Q, T, False, True, 2 * L), ((BH,), T, T, Q, False, False, 2 * L),
             ((BH,), T, T, Q, True, False, 2 * L)]
   return forms
+
+
+def dense_forms(cfg: model.ModelConfig, batch: int, seq: int) -> list[tuple]:
+  """The weight matmuls of ``matmul_forms`` (no batch dimensions): the products that run as
+  whole dense GEMMs in both libraries' steps."""
+  return [f for f in matmul_forms(cfg, batch, seq) if not f[0]]
 
 
 def form_flops(form: tuple) -> float:
@@ -88,11 +111,58 @@ def matmul_limit(cfg: model.ModelConfig, batch: int, seq: int, reps: int, warmup
   for form in forms:
     fns = {"xla": xla_matmul(form), "torch": torch_matmul(form)} if torch_too else \
         {"xla": xla_matmul(form)}
-    times = timing.interleave(fns, reps, warmup, settle_s=0.0, clock=clock)
+    # Settled: libgomp's workers spin on after a PyTorch call and cost the next XLA product
+    # 15-18 % (issue 31); a 50 ms pause lets them sleep.
+    times = timing.interleave(fns, reps, warmup, settle_s=0.05, clock=clock)
     for side, ts in times.items():
       seconds[side] += form[-1] * statistics.median(ts)
   total = sum(form_flops(f) for f in forms)
   return {f"{side}_matmul_flops_per_s": total / s for side, s in seconds.items()}
+
+
+def library_ceiling(cfg: model.ModelConfig, batch: int, seq: int, library: str, reps: int = 3,
+                    warmup: int = 1, settle_s: float = 0.05, clock=time.perf_counter) -> float:
+  """One library's float32 FLOP/s over the step's weight matmuls (``dense_forms``), each
+  product timed alone (median of ``reps``, ``settle_s`` after the call before: a library's
+  spinning workers from the previous call do not slow the next), counted as often as a step
+  runs it. ``library``: ``"xla"`` or ``"torch"``; call it in a process that runs no other."""
+  make = {"xla": xla_matmul, "torch": torch_matmul}[library]
+  forms = dense_forms(cfg, batch, seq)
+  seconds = 0.0
+  for form in forms:
+    times = timing.interleave({library: make(form)}, reps, warmup, settle_s=settle_s, clock=clock)
+    seconds += form[-1] * statistics.median(times[library])
+  return sum(form_flops(f) for f in forms) / seconds
+
+
+FMA_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fma_peak.c")
+
+
+def fma_peak(seconds: float = 0.3, reps: int = 5, compiler: str | None = None) -> dict:
+  """The machine's float32 FMA peak: ``fma_peak.c`` compiled (``-O3 -march=native
+  -fopenmp``) and run on every core, each timing about ``seconds`` long, the best of
+  ``reps``. ``{"fma_peak_flops_per_s", "fma_lanes", "fma_threads"}``, or
+  ``{"fma_peak_skipped": why}`` where no C compiler or OpenMP is at hand."""
+  cc = compiler or os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+  if not cc or not shutil.which(cc):
+    return {"fma_peak_skipped": "no C compiler (cc or $CC) to build benchmarks/fma_peak.c"}
+  with tempfile.TemporaryDirectory() as tmp:
+    exe = os.path.join(tmp, "fma_peak")
+    built = subprocess.run([cc, "-O3", "-march=native", "-fopenmp", FMA_SOURCE, "-o", exe],
+                           capture_output=True, text=True, check=False)
+    if built.returncode:
+      return {"fma_peak_skipped": f"{cc} could not build fma_peak.c: "
+                                  f"{(built.stderr.strip().splitlines() or [''])[-1][:200]}"}
+
+    def measure(iters: int, times: int) -> dict:
+      out = subprocess.run([exe, str(iters), str(times)], capture_output=True, text=True, check=True)
+      return {k: float(v) for k, v in (line.split() for line in out.stdout.splitlines())}
+
+    probe = measure(1_000_000, 1)  # about how fast: the real timings last ``seconds`` each
+    per_iter = 2 * probe["LANES"] * probe["ACC"] * probe["THREADS"] / probe["FLOPS"]
+    got = measure(max(1_000_000, int(seconds / per_iter)), reps)
+  return {"fma_peak_flops_per_s": got["FLOPS"], "fma_lanes": int(got["LANES"]),
+          "fma_threads": int(got["THREADS"])}
 
 
 def limit_fields(times: dict[str, list[float]], tokens: int, limit: dict, flops_per_token: float,

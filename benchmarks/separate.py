@@ -23,6 +23,14 @@ the CPU model. Per side: the median over rounds of the rounds' medians, and the 
 the peer's in the same round), given as the median and the range over rounds. Results go
 into ``docs/`` only from an idle machine (``results.refusal``), and a table says
 "spread over the limit" beside any side whose rounds differ by more than ``--max_spread``.
+
+The limits (``matmul_limit.py``; ``--no-limit`` leaves them out): once per run, the
+machine's float32 FMA peak (``fma_peak.c``, every core); per shape, after its rounds, each
+library's ceiling over the step's weight matmuls, XLA and PyTorch each in a fresh process
+of its own, settled between calls. Each side's step is given as a fraction of both
+(``pct_of_fma_peak``, ``pct_of_ceiling``: the faster library's), its FLOPs counted with
+causal attention (``model.flops_per_token(..., causal=True)``: the pairs a causal kernel
+computes, as both sides' kernels run them).
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIDES = ("andrea_jax", "peer")
+CEILINGS = ("ceiling_xla", "ceiling_torch")  # a library's dense-matmul ceiling, in its own process
 
 
 def cpu_model() -> str:
@@ -69,6 +78,8 @@ def child(side: str, shape: str, batch: int, seq: int, warmup: int, steps: int) 
   """Build one side's step, warm it up, time ``steps`` steps (runs in the fresh process)."""
   from benchmarks import shapes  # pylint: disable=import-outside-toplevel
   config = shapes.load_config(shape)
+  if side in CEILINGS:
+    return ceiling_child(side[len("ceiling_"):], shapes.model_config(config, seq), batch, seq)
   if side == "andrea_jax":
     from benchmarks import ours  # pylint: disable=import-outside-toplevel
     run, _ = ours.ours_step(config, batch, seq)
@@ -90,6 +101,50 @@ def child(side: str, shape: str, batch: int, seq: int, warmup: int, steps: int) 
           "minor_faults_per_step": (after.ru_minflt - before.ru_minflt) / steps,
           "cpu_s_per_step": ((after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)) / steps,
           "peak_rss_mb": peak_rss_mb(), "cpu": cpu_model()}
+
+
+def ceiling_child(library: str, cfg, batch: int, seq: int) -> dict:
+  """One library's ceiling over the step's weight matmuls (``matmul_limit.library_ceiling``)."""
+  from benchmarks import matmul_limit  # pylint: disable=import-outside-toplevel
+  if library == "torch":
+    from benchmarks import peer  # pylint: disable=import-outside-toplevel
+    missing = peer.peer_available()
+    if missing:
+      return {"skipped": missing}
+  return {"flops_per_s": matmul_limit.library_ceiling(cfg, batch, seq, library)}
+
+
+def shape_limits(name: str, batch: int, seq: int, fma: dict, run=None) -> dict:
+  """A shape's limits: the FMA peak (``fma``, measured once per run), each library's ceiling
+  (``ceiling_xla``, ``ceiling_torch``: fresh processes) and the step's causal FLOPs per token."""
+  from andrea_jax import model  # pylint: disable=import-outside-toplevel
+  from benchmarks import shapes  # pylint: disable=import-outside-toplevel
+  run = run or run_child
+  cfg = shapes.model_config(shapes.load_config(name), seq)
+  limits = {"flops_per_token_causal": model.flops_per_token(cfg, seq, causal=True), **fma}
+  for kind in CEILINGS:
+    got = run(kind, name, batch, seq, 0, 1)  # warmup and steps: the ceiling has its own
+    limits[f"{kind}_flops_per_s" if "flops_per_s" in got else f"{kind}_skipped"] = \
+        got.get("flops_per_s", got.get("skipped") or got.get("error"))
+  return limits
+
+
+def with_limits(row: dict, limits: dict) -> dict:
+  """Each side's step FLOP/s (causal count) as a fraction of the FMA peak and of the faster
+  library's ceiling."""
+  ceilings = [limits[f"{k}_flops_per_s"] for k in CEILINGS if f"{k}_flops_per_s" in limits]
+  row["limits"] = {**limits, **({"ceiling_flops_per_s": max(ceilings)} if ceilings else {})}
+  for side in SIDES:
+    d = row.get(side, {})
+    if "tokens_per_s" not in d:
+      continue
+    flops = d["tokens_per_s"] * limits["flops_per_token_causal"]
+    d["flops_per_s"] = flops
+    if "fma_peak_flops_per_s" in limits:
+      d["pct_of_fma_peak"] = flops / limits["fma_peak_flops_per_s"]
+    if ceilings:
+      d["pct_of_ceiling"] = flops / max(ceilings)
+  return row
 
 
 def run_child(side: str, shape: str, batch: int, seq: int, warmup: int, steps: int,
@@ -146,7 +201,8 @@ def markdown(results: dict) -> str:
            f"Command: `{results['command']}`", "",
            f"Date: {results['date']}; 1-minute load average before starting: {results['load_at_start']:.2f}", "",
            "| shape | batch x seq | andrea_jax step (spread) | peer step (spread) | ratio, median [range over rounds] | "
-           "minor faults per step ours / peer | peak RSS MB ours / peer |", "|---" * 7 + "|"]
+           "minor faults per step ours / peer | peak RSS MB ours / peer | "
+           "% of FMA peak ours / peer | % of ceiling ours / peer |", "|---" * 9 + "|"]
   for s in results["shapes"]:
     o, p = s.get("andrea_jax", {}), s.get("peer", {})
     side = lambda d: (f"{d['step_s']:.3f} s ({100 * d['spread']:.0f} %" + ("" if d["agrees"] else
@@ -155,8 +211,28 @@ def markdown(results: dict) -> str:
              if "ratio" in s else "n/a")
     faults = " / ".join(f"{d['minor_faults_per_step']:,.0f}" if "step_s" in d else "n/a" for d in (o, p))
     rss = " / ".join(f"{d['peak_rss_mb']:,.0f}" if "step_s" in d else "n/a" for d in (o, p))
-    lines.append(f"| {s['shape']} | {s['batch']} x {s['seq']} | {side(o)} | {side(p)} | {ratio} | {faults} | {rss} |")
+    pct = lambda key: " / ".join(f"{100 * d[key]:.0f} %" if key in d else "n/a" for d in (o, p))
+    lines.append(f"| {s['shape']} | {s['batch']} x {s['seq']} | {side(o)} | {side(p)} | {ratio} | {faults} "
+                 f"| {rss} | {pct('pct_of_fma_peak')} | {pct('pct_of_ceiling')} |")
+  lines += ["", *limit_lines(results)]
   return "\n".join(lines) + "\n"
+
+
+def limit_lines(results: dict) -> list[str]:
+  """What the limits were, per shape, and how the FLOPs were counted."""
+  g = lambda x: f"{x / 1e9:,.0f} GFLOP/s"
+  fma = results.get("fma") or {}
+  out = [("FMA peak: " + (f"{g(fma['fma_peak_flops_per_s'])} ({fma['fma_threads']} threads, "
+                          f"{fma['fma_lanes']} float32 lanes: benchmarks/fma_peak.c)"
+                          if "fma_peak_flops_per_s" in fma else fma.get("fma_peak_skipped", "not measured")))]
+  for s in results["shapes"]:
+    lim = s.get("limits")
+    if lim:
+      side = lambda k: g(lim[f"{k}_flops_per_s"]) if f"{k}_flops_per_s" in lim else f"n/a ({lim.get(k + '_skipped')})"
+      out.append(f"- {s['shape']}: weight-matmul ceiling XLA {side('ceiling_xla')}, PyTorch "
+                 f"{side('ceiling_torch')}; a step counts {lim['flops_per_token_causal'] / 1e6:,.1f} "
+                 f"MFLOP per token (causal attention)")
+  return out
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -174,7 +250,9 @@ def parse_args(argv=None) -> argparse.Namespace:
   p.add_argument("--preload", default="", help="'tcmalloc' (andrea_jax/allocator.py finds it) or a "
                  "library path: both sides' processes run with it in LD_PRELOAD; default: none")
   p.add_argument("--out", default="")
-  p.add_argument("--child", choices=SIDES, default=None, help=argparse.SUPPRESS)
+  p.add_argument("--limit", action=argparse.BooleanOptionalAction, default=True,
+                 help="measure the FMA peak and each library's ceiling (--no-limit: skip them)")
+  p.add_argument("--child", choices=SIDES + CEILINGS, default=None, help=argparse.SUPPRESS)
   args = p.parse_args(argv)
   for name in ("rounds", "steps"):
     if getattr(args, name) < 1:
@@ -209,6 +287,9 @@ def main(argv=None, sleep=time.sleep) -> int:
          "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
          "command": "python -m benchmarks.separate " + " ".join(argv if argv is not None else sys.argv[1:]),
          "shapes": []}
+  if args.limit:
+    from benchmarks import matmul_limit  # pylint: disable=import-outside-toplevel
+    out["fma"] = matmul_limit.fma_peak()
   for name in args.shapes.split(","):
     batch, seq = shapes.SHAPE_DEFAULTS.get(name, (16, 128))
     batch, seq = args.batch or batch, args.seq or seq
@@ -221,8 +302,11 @@ def main(argv=None, sleep=time.sleep) -> int:
       rounds.append(rnd)
       print(f"{name} round {i + 1}/{args.rounds}: " + ", ".join(
           f"{s} {rnd[s]['step_s']:.3f} s" if "step_s" in rnd[s] else f"{s} {rnd[s]}" for s in SIDES), flush=True)
-    out["shapes"].append({"shape": name, "batch": batch, "seq": seq, "per_round": rounds,
-                          **summarise(rounds, batch * seq, args.max_spread)})
+    row = {"shape": name, "batch": batch, "seq": seq, "per_round": rounds,
+           **summarise(rounds, batch * seq, args.max_spread)}
+    if args.limit:
+      row = with_limits(row, shape_limits(name, batch, seq, out["fma"]))
+    out["shapes"].append(row)
   out["load_at_end"] = os.getloadavg()[0]
   text = markdown(out)
   print(text)

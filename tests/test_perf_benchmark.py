@@ -266,3 +266,25 @@ def test_hlo_sources_reads_shape_and_op_name():
   sources = components.hlo_sources(text)
   assert sources["dot.25"] == "f32[768,3072]{1,0}  jit(loss_fn)/transpose(jvp())/dot_general"
   assert sources["tuple.1"] == "(f32[2]{0})"
+
+
+def test_the_fma_peak_is_measured_or_says_why_not():
+  got = limit_lib.fma_peak(seconds=0.02, reps=2)
+  if "fma_peak_skipped" in got:  # no C compiler on this machine: the reason names it
+    assert "compiler" in got["fma_peak_skipped"] or "could not build" in got["fma_peak_skipped"]
+  else:
+    assert got["fma_lanes"] in (4, 8, 16) and got["fma_threads"] >= 1
+    assert 1e9 < got["fma_peak_flops_per_s"] < 1e14
+  assert "no C compiler" in limit_lib.fma_peak(compiler="/no/such/cc")["fma_peak_skipped"]
+
+
+def test_the_library_ceiling_times_the_weight_matmuls_alone():
+  cfg = model.ModelConfig(vocab_size=64, block_size=16, d_model=32, n_layer=2, n_head=2)
+  dense = limit_lib.dense_forms(cfg, 2, 16)
+  assert len(dense) == 15 and all(not f[0] for f in dense)  # 5 weights x (y, dx, dw); no attention square
+  assert len(limit_lib.matmul_forms(cfg, 2, 16)) == len(dense) + 3
+  ticks = iter(range(10_000))
+  clock = lambda: next(ticks) * 0.5  # every call lasts 0.5 s
+  ceiling = limit_lib.library_ceiling(cfg, 2, 16, "xla", reps=1, warmup=0, settle_s=0.0, clock=clock)
+  calls = sum(f[-1] for f in dense)
+  assert ceiling == pytest.approx(sum(limit_lib.form_flops(f) for f in dense) / (0.5 * calls))

@@ -47,3 +47,34 @@ def test_docs_take_figures_from_an_idle_machine_only(monkeypatch, capsys):
   assert "busy before starting" in capsys.readouterr().err
   with pytest.raises(SystemExit):
     separate.parse_args(["--rounds=0"])
+
+
+def test_each_side_is_held_against_the_fma_peak_and_the_faster_librarys_ceiling():
+  row = separate.summarise([rnd(1.0, 0.5)], tokens=1000, max_spread=0.10)
+  limits = {"flops_per_token_causal": 1e6, "fma_peak_flops_per_s": 4e9, "fma_lanes": 8, "fma_threads": 2,
+            "ceiling_xla_flops_per_s": 2.5e9, "ceiling_torch_flops_per_s": 3e9}
+  row = separate.with_limits(row, limits)
+  # ours: 1000 tokens/s x 1 MFLOP = 1 GFLOP/s; the peer twice that.
+  assert row["andrea_jax"]["pct_of_fma_peak"] == pytest.approx(0.25)
+  assert row["andrea_jax"]["pct_of_ceiling"] == pytest.approx(1 / 3)  # the faster library's, PyTorch's
+  assert row["peer"]["pct_of_fma_peak"] == pytest.approx(0.5) and row["limits"]["ceiling_flops_per_s"] == 3e9
+  results = {"cpu": "c", "cores": 2, "versions": "v", "command": "x", "date": "d", "load_at_start": 0.1,
+             "fma": {k: limits[k] for k in ("fma_peak_flops_per_s", "fma_lanes", "fma_threads")},
+             "shapes": [{"shape": "tiny", "batch": 16, "seq": 128, **row}]}
+  text = separate.markdown(results)
+  assert "| 25 % / 50 % | 33 % / 67 % |" in text
+  assert "FMA peak: 4 GFLOP/s (2 threads, 8 float32 lanes" in text
+  assert "ceiling XLA 2 GFLOP/s, PyTorch 3 GFLOP/s; a step counts 1.0 MFLOP per token (causal" in text
+
+
+def test_a_missing_library_leaves_its_ceiling_out_and_says_why():
+  def run(kind, *_):
+    return {"flops_per_s": 2e9} if kind == "ceiling_xla" else {"skipped": "torch is not installed"}
+  limits = separate.shape_limits("tiny", 2, 16, {"fma_peak_skipped": "no C compiler"}, run=run)
+  assert limits["ceiling_xla_flops_per_s"] == 2e9 and "not installed" in limits["ceiling_torch_skipped"]
+  row = separate.with_limits(separate.summarise([rnd(1.0, 0.5)], 32, 0.1), limits)
+  assert "pct_of_ceiling" in row["andrea_jax"] and "pct_of_fma_peak" not in row["andrea_jax"]
+  text = separate.markdown({"cpu": "c", "cores": 2, "versions": "v", "command": "x", "date": "d",
+                            "load_at_start": 0.1, "fma": limits, "shapes": [{"shape": "tiny", "batch": 2,
+                                                                             "seq": 16, **row}]})
+  assert "FMA peak: no C compiler" in text and "PyTorch n/a (torch is not installed)" in text
