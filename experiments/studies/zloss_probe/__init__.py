@@ -2,7 +2,7 @@
 
 Issue 29: a z-loss rule must be judged where the output logits do diverge, and in the
 committed proxies study they did not (log Z between 5.7 and 6.9 at every rate and width,
-weight decay 0.1). Wortsman et al. 2023 (section 3.2) see log Z drift far from its start
+weight decay 0.1). Wortsman et al. 2023 (section 3.2) see log Z run far from a uniform softmax's
 without weight decay at high rates. This probe finds that setting, if this shape has one,
 before any z-loss rule is fixed; the rule and its confirmatory run come after, on other
 seeds. The account is ``docs/study.md``.
