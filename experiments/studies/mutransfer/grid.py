@@ -92,13 +92,19 @@ def cells_of(s: dict, choice: dict) -> list[Cell]:
   return cells
 
 
-def get_sweep(scale: str = "cpu", choice: dict | None = None) -> Sweep:
-  if scale not in SCALES:
-    raise errors.ConfigError(f"--scale={scale!r}: expected one of {sorted(SCALES)}")
-  s = SCALES[scale]
+def scale_and_choice(scales: dict, scale: str, choice: dict | None) -> tuple[dict, dict]:
+  """``scales[scale]`` and the base multipliers a study on the tuned base trains with:
+  ``choice``, else the base stage's (multipliers 1 at the smoke scale)."""
+  if scale not in scales:
+    raise errors.ConfigError(f"--scale={scale!r}: expected one of {sorted(scales)}")
   if choice is None:
     choice = ({"readout_multiplier": 1.0, "attention_multiplier": 1.0} if scale == "smoke"
               else base_choice())
+  return scales[scale], choice
+
+
+def get_sweep(scale: str = "cpu", choice: dict | None = None) -> Sweep:
+  s, choice = scale_and_choice(SCALES, scale, choice)
   cells = split_groups(cells_of(s, choice), s["members_per_program"])
   text = (f"The muTransfer ladder: widths {', '.join(map(str, s['widths']))} ({s['n_layer']} layers, "
           f"{s['n_head']} heads, context {s['block_size']}, batch {s['batch_size']}, vocabulary "

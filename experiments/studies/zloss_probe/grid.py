@@ -15,7 +15,6 @@ output softmax's mean log Z is probed at step 0 and every 50 steps.
 
 from __future__ import annotations
 
-from andrea_jax import errors
 from experiments.studies.base import Cell, Sweep
 from experiments.studies.mutransfer import grid as mutransfer
 from experiments.studies.proxies import grid as ladder
@@ -56,12 +55,7 @@ def cells_of(s: dict, choice: dict) -> list[Cell]:
 
 
 def get_sweep(scale: str = "cpu", choice: dict | None = None) -> Sweep:
-  if scale not in SCALES:
-    raise errors.ConfigError(f"--scale={scale!r}: expected one of {sorted(SCALES)}")
-  s = SCALES[scale]
-  if choice is None:
-    choice = ({"readout_multiplier": 1.0, "attention_multiplier": 1.0} if scale == "smoke"
-              else mutransfer.base_choice())
+  s, choice = mutransfer.scale_and_choice(SCALES, scale, choice)
   cells = cells_of(s, choice)
   text = (f"The z-loss probe: the muTransfer ladder's shape ({s['n_layer']} layers, {s['n_head']} "
           f"heads, context {s['block_size']}, batch {s['batch_size']}, vocabulary {s['vocab']}, "
