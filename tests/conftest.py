@@ -27,19 +27,6 @@ if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
   os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip()
 
 
-# Under -n 2 with --dist=loadgroup, xdist hands out the groups first (largest first), then
-# the other tests one at a time in collection order: a long test collected late starts
-# when the other worker has nothing left, and the run waits for it alone. These modules'
-# tests (each a long single test: a notebook, the GPU check's smoke run, the coordinate
-# check) are collected first among the ungrouped ones, so the short ones fill the tail.
-LONG_FIRST = ("test_notebooks.py", "test_perf_gpu_check.py", "test_coord_check.py")
-
-
-def pytest_collection_modifyitems(items):
-  rank = {name: i for i, name in enumerate(LONG_FIRST)}
-  items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FIRST)))  # stable: the rest keep their order
-
-
 @pytest.fixture(scope="session")
 def data_cache(tmp_path_factory):
   """One ``data.cache_dir`` for the session's training runs (per xdist worker): a corpus
