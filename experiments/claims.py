@@ -13,15 +13,21 @@ shares is here, written once:
   not reproduced when the test against it holds (or the effect is equivalent to none),
   inconclusive otherwise: what the seeds cannot decide is never "not reproduced";
 - ``robustness``: whether the verdict survives leaving out any one seed; ``judge_all`` runs a
-  study's claims with it.
+  study's claims with it;
+- ``decide_family``: a family of ``Test`` records decided together under Holm (for the
+  claims and, apart, against them), for a study that judges its claims as one family (the
+  z-loss study; the confirmatory norm x MLP study and the muTransfer ladder each wrote theirs
+  in their own rules before this existed, and keep them as they were judged).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Callable, Iterable, Sequence
 
 from experiments import curves
+from experiments import stats
 from experiments.stats import Effect
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "Reproduced", "Not reproduced", "Inconclusive"
@@ -130,4 +136,30 @@ def judge_all(claims: Sequence[Callable[[list], Verdict]], runs: list, robust: b
     if robust:
       v.robustness = robustness(claim, runs, v.verdict)
     out.append(v)
+  return out
+
+
+def decide_family(tests: Sequence[Test]) -> list[tuple[Test, Verdict]]:
+  """Each test with its verdict, the family decided together. A test with a ``missing``
+  verdict keeps it and is out of the family; one whose guard holds is inconclusive
+  (``decide``) and out of it; the rest are the family: Holm's step-down correction over their
+  ``p_for`` and, apart, over their ``p_against``; reproduced when the adjusted p for lies below
+  ``stats.ALPHA``, not reproduced when it does not and the adjusted p against does,
+  inconclusive otherwise."""
+  live = [t for t in tests if t.missing is None and not any(h for h, _ in t.guards)]
+  p_for = dict(zip((t.key for t in live), stats.holm([t.p_for for t in live])))
+  p_against = dict(zip((t.key for t in live), stats.holm([t.p_against for t in live])))
+  out = []
+  for t in tests:
+    if t.missing is not None:
+      out.append((t, t.missing))
+      continue
+    lines = list(t.lines)
+    pf, pa = p_for.get(t.key, stats.NAN), p_against.get(t.key, stats.NAN)
+    verdict = decide(lines, t.guards, reproduced=pf < stats.ALPHA,
+                     not_reproduced=not pf < stats.ALPHA and pa < stats.ALPHA)
+    if math.isfinite(pf):  # the test was in the family and had a p
+      lines.append(f"Holm over the family of {len(live)} tests: adjusted p for {pf:.3g}, "
+                   f"against {pa:.3g}.")
+    out.append((t, Verdict(t.claim, verdict, lines, t.rule, t.effect, t.effect_name)))
   return out
