@@ -164,7 +164,8 @@ def test_no_models_is_inconclusive():
 
 def earlier_seeds() -> set[int]:
   """Every seed another study's grid trains at any of its scales, and every seed of a
-  committed cell (``docs/results/*``)."""
+  committed cell (``docs/results/*``), this study's own committed results
+  (``docs/results/zloss-*``) apart."""
   seen = set()
   for name in sorted(os.listdir(studies.HERE)):
     if name == "zloss" or not os.path.exists(os.path.join(studies.HERE, name, "grid.py")):
@@ -175,6 +176,8 @@ def earlier_seeds() -> set[int]:
         seen |= {c.seed, c.overrides.get("train.seed"), c.overrides.get("data.shuffle_seed")}
   for path in glob.glob(os.path.join(ROOT, "docs", "results", "*", "**", "*.json"), recursive=True):
     if os.path.basename(path) not in ("cell.json", "results.json", "sweep.json"):
+      continue
+    if os.path.relpath(path, os.path.join(ROOT, "docs", "results")).startswith("zloss-"):
       continue
     record = json.load(open(path))
     for c in record.get("cells", [record]):
