@@ -99,12 +99,13 @@ def torch_matmul(form: tuple):
 
 
 def matmul_limit(cfg: model.ModelConfig, batch: int, seq: int, reps: int, warmup: int,
-                 torch_too: bool, clock=time.perf_counter) -> dict:
+                 torch_too: bool, clock=time.perf_counter, sleep=time.sleep) -> dict:
   """Each side's float32 FLOP/s over the step's matmuls (``matmul_forms``), run one by one.
 
   Each product is timed (median of ``reps``, XLA and PyTorch taking turns) and counted as
   often as a step runs it: the ceiling is all their FLOPs over all their seconds, what a
-  step made of nothing but these matmuls would reach on this machine today.
+  step made of nothing but these matmuls would reach on this machine today. ``clock`` and
+  ``sleep`` are the timing pair (tests pass a fake one: no real settle then).
   """
   forms = matmul_forms(cfg, batch, seq)
   seconds = {"xla": 0.0, "torch": 0.0} if torch_too else {"xla": 0.0}
@@ -113,7 +114,7 @@ def matmul_limit(cfg: model.ModelConfig, batch: int, seq: int, reps: int, warmup
         {"xla": xla_matmul(form)}
     # Settled: libgomp's workers spin on after a PyTorch call and cost the next XLA product
     # 15-18 % (issue 31); a 50 ms pause lets them sleep.
-    times = timing.interleave(fns, reps, warmup, settle_s=0.05, clock=clock)
+    times = timing.interleave(fns, reps, warmup, settle_s=0.05, clock=clock, sleep=sleep)
     for side, ts in times.items():
       seconds[side] += form[-1] * statistics.median(ts)
   total = sum(form_flops(f) for f in forms)
@@ -121,7 +122,8 @@ def matmul_limit(cfg: model.ModelConfig, batch: int, seq: int, reps: int, warmup
 
 
 def library_ceiling(cfg: model.ModelConfig, batch: int, seq: int, library: str, reps: int = 3,
-                    warmup: int = 1, settle_s: float = 0.05, clock=time.perf_counter) -> float:
+                    warmup: int = 1, settle_s: float = 0.05, clock=time.perf_counter,
+                    sleep=time.sleep) -> float:
   """One library's float32 FLOP/s over the step's weight matmuls (``dense_forms``), each
   product timed alone (median of ``reps``, ``settle_s`` after the call before: a library's
   spinning workers from the previous call do not slow the next), counted as often as a step
@@ -130,7 +132,8 @@ def library_ceiling(cfg: model.ModelConfig, batch: int, seq: int, library: str, 
   forms = dense_forms(cfg, batch, seq)
   seconds = 0.0
   for form in forms:
-    times = timing.interleave({library: make(form)}, reps, warmup, settle_s=settle_s, clock=clock)
+    times = timing.interleave({library: make(form)}, reps, warmup, settle_s=settle_s, clock=clock,
+                              sleep=sleep)
     seconds += form[-1] * statistics.median(times[library])
   return sum(form_flops(f) for f in forms) / seconds
 

@@ -71,7 +71,7 @@ def bench_shape(name: str, batch: int, seq: int, reps: int, warmup: int, acceler
     times["andrea_jax"] = own["andrea_jax"]
   del mine
   limit = limit_lib.matmul_limit(cfg, batch, seq, reps, warmup, torch_too=missing is None,
-                                 clock=clock)
+                                 clock=clock, sleep=sleep)
   row = {"shape": name, "batch": batch, "seq": seq, "params": model.count_params(cfg),
          "compute_dtype": cfg.compute_dtype, "attention_impl": cfg.attention_impl,
          **timing.load_between(before, timing.load_snapshot(loadavg)),
