@@ -24,6 +24,12 @@ the peer's in the same round), given as the median and the range over rounds. Re
 into ``docs/`` only from an idle machine (``results.refusal``), and a table says
 "spread over the limit" beside any side whose rounds differ by more than ``--max_spread``.
 
+The allocators (``--allocators=system,tcmalloc``): each round runs both sides under each
+allocator named (``LD_PRELOAD`` in the child's environment; ``system`` preloads nothing),
+the order rotating by one each round, so the allocators are alternated in one run; the table
+has a row per allocator, and our step's time under the system allocator over its time under
+each other one, paired by round (``allocator_ab``).
+
 The limits (``matmul_limit.py``; ``--no-limit`` leaves them out): once per run, the
 machine's float32 FMA peak (``fma_peak.c``, every core); per shape, after its rounds, each
 library's ceiling over the step's weight matmuls, XLA and PyTorch each in a fresh process
@@ -166,9 +172,42 @@ def run_child(side: str, shape: str, batch: int, seq: int, warmup: int, steps: i
 # ----------------------------------------------------------------------------- the rounds
 
 
-def order(round_index: int) -> tuple[str, str]:
-  """Ours first in even rounds, the peer first in odd ones."""
-  return SIDES if round_index % 2 == 0 else SIDES[::-1]
+def order(round_index: int, runs: tuple = SIDES) -> tuple:
+  """The round's runs, rotated by one each round: every run goes first equally often (two
+  sides: ours first in even rounds, the peer first in odd ones), and, with several
+  allocators, every side under every allocator after every other in turn."""
+  k = round_index % len(runs)
+  return tuple(runs[k:]) + tuple(runs[:k])
+
+
+def allocator_paths(names: str) -> dict[str, str]:
+  """``--allocators`` (``system``, ``tcmalloc`` or a library path, comma-separated) as
+  {name: the library to preload, "" for the system's}; ValueError naming one not found."""
+  from andrea_jax import allocator  # pylint: disable=import-outside-toplevel
+  out = {}
+  for name in (n.strip() for n in names.split(",") if n.strip()):
+    path = "" if name == "system" else (allocator.find({}) if name == "tcmalloc" else name)
+    if path is None or (path and not os.path.exists(path)):
+      raise ValueError(f"--allocators: {name!r} is not installed here (tcmalloc: apt-get install "
+                       f"libtcmalloc-minimal4, or give the library's path)")
+    out[name] = path
+  if not out:
+    raise ValueError(f"--allocators={names!r}: expected one or more of system, tcmalloc or a path")
+  return out
+
+
+def allocator_ab(rounds: dict[str, list[dict]], base: str = "system") -> dict[str, dict]:
+  """Per allocator other than ``base``: our step's time under ``base`` over its time under
+  that allocator, paired by round (above 1: that allocator is faster), with the range."""
+  out = {}
+  for name, its in rounds.items():
+    if name == base or base not in rounds:
+      continue
+    paired = [b["andrea_jax"]["step_s"] / r["andrea_jax"]["step_s"] for b, r in zip(rounds[base], its)
+              if "step_s" in b.get("andrea_jax", {}) and "step_s" in r.get("andrea_jax", {})]
+    if paired:
+      out[name] = {"speedup": statistics.median(paired), "range": (min(paired), max(paired))}
+  return out
 
 
 def summarise(rounds: list[dict], tokens: int, max_spread: float) -> dict:
@@ -196,13 +235,12 @@ def summarise(rounds: list[dict], tokens: int, max_spread: float) -> dict:
 
 
 def markdown(results: dict) -> str:
-  lines = [f"CPU: {results['cpu']} ({results['cores']} cores); {results['versions']}; "
-           f"allocator: {os.path.basename(results.get('preload') or '') or 'system'}", "",
+  lines = [f"CPU: {results['cpu']} ({results['cores']} cores); {results['versions']}", "",
            f"Command: `{results['command']}`", "",
            f"Date: {results['date']}; 1-minute load average before starting: {results['load_at_start']:.2f}", "",
-           "| shape | batch x seq | andrea_jax step (spread) | peer step (spread) | ratio, median [range over rounds] | "
+           "| shape | allocator | batch x seq | andrea_jax step (spread) | peer step (spread) | ratio, median [range over rounds] | "
            "minor faults per step ours / peer | peak RSS MB ours / peer | "
-           "% of FMA peak ours / peer | % of ceiling ours / peer |", "|---" * 9 + "|"]
+           "% of FMA peak ours / peer | % of ceiling ours / peer |", "|---" * 10 + "|"]
   for s in results["shapes"]:
     o, p = s.get("andrea_jax", {}), s.get("peer", {})
     side = lambda d: (f"{d['step_s']:.3f} s ({100 * d['spread']:.0f} %" + ("" if d["agrees"] else
@@ -212,8 +250,13 @@ def markdown(results: dict) -> str:
     faults = " / ".join(f"{d['minor_faults_per_step']:,.0f}" if "step_s" in d else "n/a" for d in (o, p))
     rss = " / ".join(f"{d['peak_rss_mb']:,.0f}" if "step_s" in d else "n/a" for d in (o, p))
     pct = lambda key: " / ".join(f"{100 * d[key]:.0f} %" if key in d else "n/a" for d in (o, p))
-    lines.append(f"| {s['shape']} | {s['batch']} x {s['seq']} | {side(o)} | {side(p)} | {ratio} | {faults} "
-                 f"| {rss} | {pct('pct_of_fma_peak')} | {pct('pct_of_ceiling')} |")
+    lines.append(f"| {s['shape']} | {s.get('allocator', 'system')} | {s['batch']} x {s['seq']} | {side(o)} "
+                 f"| {side(p)} | {ratio} | {faults} | {rss} | {pct('pct_of_fma_peak')} | {pct('pct_of_ceiling')} |")
+  ab = [f"- {s['shape']}: our step under {name} against the system allocator, paired by round: "
+        f"{a['speedup']:.2f}x faster [{a['range'][0]:.2f}, {a['range'][1]:.2f}]"
+        for s in results["shapes"] for name, a in s.get("allocator_ab", {}).items()]
+  if ab:
+    lines += ["", "The allocators, alternated in one run:", *ab]
   lines += ["", *limit_lines(results)]
   return "\n".join(lines) + "\n"
 
@@ -247,8 +290,10 @@ def parse_args(argv=None) -> argparse.Namespace:
   p.add_argument("--max_spread", type=float, default=0.10)
   p.add_argument("--max_load", type=float, default=0.5)
   p.add_argument("--force", action="store_true", help="measure on a busy machine (never into docs/)")
-  p.add_argument("--preload", default="", help="'tcmalloc' (andrea_jax/allocator.py finds it) or a "
-                 "library path: both sides' processes run with it in LD_PRELOAD; default: none")
+  p.add_argument("--allocators", default="system",
+                 help="comma-separated: 'system', 'tcmalloc' (andrea_jax/allocator.py finds it) or a "
+                      "library path; each round runs both sides under each (in LD_PRELOAD), rotating "
+                      "the order, and the table has a row per allocator")
   p.add_argument("--out", default="")
   p.add_argument("--limit", action=argparse.BooleanOptionalAction, default=True,
                  help="measure the FMA peak and each library's ceiling (--no-limit: skip them)")
@@ -273,16 +318,13 @@ def main(argv=None, sleep=time.sleep) -> int:
   if why:
     print(f"error: {why}", file=sys.stderr)
     return 2
-  preload = args.preload
-  if preload == "tcmalloc":
-    from andrea_jax import allocator  # pylint: disable=import-outside-toplevel
-    preload = allocator.find({}) or ""
-    if not preload:
-      print("error: --preload=tcmalloc: no TCMalloc installed (apt-get install libtcmalloc-minimal4)",
-            file=sys.stderr)
-      return 2
+  try:
+    allocators = allocator_paths(args.allocators)
+  except ValueError as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
   import jax  # pylint: disable=import-outside-toplevel
-  out = {"cpu": cpu_model(), "cores": os.cpu_count(), "load_at_start": load, "preload": preload,
+  out = {"cpu": cpu_model(), "cores": os.cpu_count(), "load_at_start": load, "allocators": allocators,
          "versions": f"jax {jax.__version__}, python {platform.python_version()}",
          "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
          "command": "python -m benchmarks.separate " + " ".join(argv if argv is not None else sys.argv[1:]),
@@ -293,20 +335,25 @@ def main(argv=None, sleep=time.sleep) -> int:
   for name in args.shapes.split(","):
     batch, seq = shapes.SHAPE_DEFAULTS.get(name, (16, 128))
     batch, seq = args.batch or batch, args.seq or seq
-    rounds = []
+    rounds = {a: [] for a in allocators}
+    runs = tuple((a, side) for a in allocators for side in SIDES)
     for i in range(args.rounds):
-      rnd = {}
-      for side in order(i):
-        rnd[side] = run_child(side, name, batch, seq, args.warmup, args.steps, preload)
+      rnd = {a: {} for a in allocators}
+      for a, side in order(i, runs):
+        rnd[a][side] = run_child(side, name, batch, seq, args.warmup, args.steps, allocators[a])
         sleep(args.settle_s)
-      rounds.append(rnd)
+      for a in allocators:
+        rounds[a].append(rnd[a])
       print(f"{name} round {i + 1}/{args.rounds}: " + ", ".join(
-          f"{s} {rnd[s]['step_s']:.3f} s" if "step_s" in rnd[s] else f"{s} {rnd[s]}" for s in SIDES), flush=True)
-    row = {"shape": name, "batch": batch, "seq": seq, "per_round": rounds,
-           **summarise(rounds, batch * seq, args.max_spread)}
-    if args.limit:
-      row = with_limits(row, shape_limits(name, batch, seq, out["fma"]))
-    out["shapes"].append(row)
+          f"{s}/{a} {rnd[a][s]['step_s']:.3f} s" if "step_s" in rnd[a][s] else f"{s}/{a} {rnd[a][s]}"
+          for a, s in runs), flush=True)
+    limits = shape_limits(name, batch, seq, out["fma"]) if args.limit else None
+    ab = allocator_ab(rounds)
+    for a in allocators:
+      row = {"shape": name, "allocator": a, "batch": batch, "seq": seq, "per_round": rounds[a],
+             **summarise(rounds[a], batch * seq, args.max_spread),
+             **({"allocator_ab": {a: ab[a]}} if a in ab else {})}
+      out["shapes"].append(with_limits(row, limits) if limits else row)
   out["load_at_end"] = os.getloadavg()[0]
   text = markdown(out)
   print(text)

@@ -32,7 +32,7 @@ def test_the_table_names_the_cpu_and_flags_a_spread_over_the_limit():
                                                **separate.summarise(rounds, 2048, 0.10)}]}
   text = separate.markdown(results)
   assert "CPU: Some CPU 9000 (2 cores)" in text and "over the limit" in text
-  assert "| tiny | 16 x 128 |" in text and "1.20x [1.20, 1.20]" in text and "1,000 / 200" in text
+  assert "| tiny | system | 16 x 128 |" in text and "1.20x [1.20, 1.20]" in text and "1,000 / 200" in text
 
 
 def test_a_side_runs_in_its_own_process_and_reports_faults_and_memory():
@@ -78,3 +78,38 @@ def test_a_missing_library_leaves_its_ceiling_out_and_says_why():
                             "load_at_start": 0.1, "fma": limits, "shapes": [{"shape": "tiny", "batch": 2,
                                                                              "seq": 16, **row}]})
   assert "FMA peak: no C compiler" in text and "PyTorch n/a (torch is not installed)" in text
+
+
+def test_allocators_alternate_in_one_run_and_each_gets_its_row(monkeypatch, tmp_path):
+  runs = (("system", "andrea_jax"), ("system", "peer"), ("tcmalloc", "andrea_jax"), ("tcmalloc", "peer"))
+  orders = [separate.order(i, runs) for i in range(4)]
+  assert [o[0] for o in orders] == list(runs)  # each run goes first once every four rounds
+  assert all(sorted(o) == sorted(runs) for o in orders)
+  # Ours 10 % faster under the second allocator in every round, whatever the round's speed.
+  rounds = {"system": [rnd(1.1, 1.0), rnd(2.2, 2.0)], "tcmalloc": [rnd(1.0, 1.0), rnd(2.0, 2.0)]}
+  ab = separate.allocator_ab(rounds)
+  assert set(ab) == {"tcmalloc"} and ab["tcmalloc"]["speedup"] == pytest.approx(1.1)
+  assert separate.allocator_ab({"tcmalloc": rounds["tcmalloc"]}) == {}  # no base: nothing paired
+  # The real loop, its children faked: a row per allocator, the A/B beside the second.
+  lib = tmp_path / "libfake.so"
+  lib.write_bytes(b"")
+  seen = []
+
+  def fake_child(side, shape, batch, seq, warmup, steps, preload=""):
+    seen.append((side, preload))
+    return rnd(1.1 if preload == "" else 1.0, 1.0)[side]
+  monkeypatch.setattr(separate, "run_child", fake_child)
+  out = tmp_path / "sep.json"
+  assert separate.main(["--shapes=tiny", "--rounds=2", "--no-limit", "--force", f"--out={out}",
+                        f"--allocators=system,{lib}"], sleep=lambda s: None) == 0
+  assert seen[:4] == [("andrea_jax", ""), ("peer", ""), ("andrea_jax", str(lib)), ("peer", str(lib))]
+  assert seen[4] == ("peer", "")  # the second round starts one run later
+  text = (tmp_path / "sep_tables.md").read_text()
+  assert "| tiny | system | 16 x 128 |" in text and f"| tiny | {lib} | 16 x 128 |" in text
+  assert f"our step under {lib} against the system allocator, paired by round: 1.10x faster" in text
+
+
+def test_an_allocator_that_is_not_there_is_one_line_naming_it(capsys):
+  assert separate.main(["--shapes=tiny", "--allocators=system,/no/such/libtcmalloc.so", "--force"]) == 2
+  err = capsys.readouterr().err
+  assert "'/no/such/libtcmalloc.so' is not installed" in err and "apt-get install" in err
