@@ -1,6 +1,5 @@
 """The confirmatory norm x MLP study before its run: unseen seeds, the one grid, the frozen plan, and every rule on synthetic results (reproduced, not reproduced, inconclusive, not powered)."""
 
-import glob
 import json
 import math
 import os
@@ -20,27 +19,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 R, NR, INC, NP = "Reproduced", "Not reproduced", "Inconclusive", rules.NOT_POWERED_VERDICT
 
 
-def used_seeds() -> set[int]:
-  """Every seed (cell seed, train.seed, a group's batch seed) any committed study used,
-  this study's own committed results (``docs/results/norm_mlp_confirm-*``) apart."""
-  seen = set()
-  for d in glob.glob(os.path.join(ROOT, "docs", "results", "*")):
-    if os.path.basename(d).startswith("norm_mlp_confirm-"):
-      continue
-    rows = []
-    for p in glob.glob(os.path.join(d, "**", "cell.json"), recursive=True):
-      rows.append(json.load(open(p)))
-    for name in ("results.json", "sweep.json"):
-      if os.path.exists(os.path.join(d, name)):
-        rows += json.load(open(os.path.join(d, name))).get("cells", [])
-    for r in rows:
-      seen |= {r.get("seed"), r.get("overrides", {}).get("train.seed"),
-               r.get("overrides", {}).get("data.shuffle_seed")}
-  return {s for s in seen if s is not None}
-
-
 def test_no_seed_of_an_earlier_study():
-  used = used_seeds()
+  used = studies.used_seeds("norm_mlp_confirm")
   assert {0, 1, 2} <= used  # the check reads the committed studies
   for scale in grid.SCALES:
     sweep = grid.get_sweep(scale)

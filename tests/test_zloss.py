@@ -3,10 +3,8 @@ not reproduced, inconclusive and cannot-be-judged on synthetic models, its grid 
 study used, its frozen power plan, its rules' recorded identity, and its report page."""
 
 import dataclasses
-import glob
 import json
 import math
-import os
 
 import numpy as np
 import pytest
@@ -19,7 +17,6 @@ from experiments.studies.zloss import plan as plan_lib
 from experiments.studies.zloss import report
 from experiments.studies.zloss import rules as R
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 V = 512
 LOG_V = math.log(V)
 REP, NR, INC = claims.REPRODUCED, claims.NOT_REPRODUCED, claims.INCONCLUSIVE
@@ -162,32 +159,8 @@ def test_no_models_is_inconclusive():
 # ----------------------------------------------------------------------------- the grid
 
 
-def earlier_seeds() -> set[int]:
-  """Every seed another study's grid trains at any of its scales, and every seed of a
-  committed cell (``docs/results/*``), this study's own committed results
-  (``docs/results/zloss-*``) apart."""
-  seen = set()
-  for name in sorted(os.listdir(studies.HERE)):
-    if name == "zloss" or not os.path.exists(os.path.join(studies.HERE, name, "grid.py")):
-      continue
-    module = studies.grid(name)
-    for scale in getattr(module, "SCALES", {"cpu": None}):
-      for c in module.get_sweep(scale).cells:
-        seen |= {c.seed, c.overrides.get("train.seed"), c.overrides.get("data.shuffle_seed")}
-  for path in glob.glob(os.path.join(ROOT, "docs", "results", "*", "**", "*.json"), recursive=True):
-    if os.path.basename(path) not in ("cell.json", "results.json", "sweep.json"):
-      continue
-    if os.path.relpath(path, os.path.join(ROOT, "docs", "results")).startswith("zloss-"):
-      continue
-    record = json.load(open(path))
-    for c in record.get("cells", [record]):
-      seen |= {c.get("seed"), c.get("overrides", {}).get("train.seed"),
-               c.get("overrides", {}).get("data.shuffle_seed")}
-  return {s for s in seen if s is not None}
-
-
 def test_the_grid_trains_seeds_no_study_used():
-  used = earlier_seeds()
+  used = studies.used_seeds("zloss")
   assert {0, 1, 2, 100, 118, 200, 202, 300, 308, 400, 401} <= used  # it reads them all
   for scale in grid.SCALES:
     cells = grid.get_sweep(scale).cells

@@ -10,12 +10,15 @@ report skeleton).
 
 from __future__ import annotations
 
+import glob
 import importlib
+import json
 import os
 
 from andrea_jax import errors
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(os.path.dirname(os.path.dirname(HERE)), "docs", "results")
 # The study that judges a sweep naming none of its own: the records of the first study
 # (a results.json without sweep.json) are the norm x MLP study's.
 DEFAULT = "norm_mlp"
@@ -64,3 +67,30 @@ def rules(name: str):
 def report(name: str):
   """The module of ``name``'s report page (``page(index, cells, out)``)."""
   return importlib.import_module(f"experiments.studies.{name}.report")
+
+
+def used_seeds(but: str, results: str = RESULTS) -> set[int]:
+  """Every seed (a cell's seed, ``train.seed``, ``data.shuffle_seed``) that another study's
+  grid trains at any of its scales or that a committed cell under ``results`` used, study
+  ``but``'s own grid and committed results (``<but>-*``) apart: what a confirmatory study's
+  seeds are checked against before it runs."""
+  seen = set()
+  for name in sorted(os.listdir(HERE)):
+    if name == but or not os.path.exists(os.path.join(HERE, name, "grid.py")):
+      continue
+    module = grid(name)
+    for scale in getattr(module, "SCALES", {"cpu": None}):
+      for c in module.get_sweep(scale).cells:
+        seen |= {c.seed, c.overrides.get("train.seed"), c.overrides.get("data.shuffle_seed")}
+  for study in glob.glob(os.path.join(results, "*")):
+    if os.path.basename(study).startswith(f"{but}-"):
+      continue
+    for path in glob.glob(os.path.join(study, "**", "*.json"), recursive=True):
+      if os.path.basename(path) not in ("cell.json", "results.json", "sweep.json"):
+        continue
+      with open(path, encoding="utf-8") as f:
+        record = json.load(f)
+      for c in record.get("cells", [record]):
+        seen |= {c.get("seed"), c.get("overrides", {}).get("train.seed"),
+                 c.get("overrides", {}).get("data.shuffle_seed")}
+  return {s for s in seen if s is not None}
