@@ -80,10 +80,11 @@ def peak_rss_mb() -> float:
 # ----------------------------------------------------------------------------- one side, one process
 
 
-def child(side: str, shape: str, batch: int, seq: int, warmup: int, steps: int) -> dict:
+def child(side: str, shape: str, batch: int, seq: int, warmup: int, steps: int,
+          settings: str = "") -> dict:
   """Build one side's step, warm it up, time ``steps`` steps (runs in the fresh process)."""
   from benchmarks import shapes  # pylint: disable=import-outside-toplevel
-  config = shapes.load_config(shape)
+  config = shapes.load_config(shape, settings)  # the model's settings: both sides build from it
   if side in CEILINGS:
     return ceiling_child(side[len("ceiling_"):], shapes.model_config(config, seq), batch, seq)
   if side == "andrea_jax":
@@ -154,11 +155,12 @@ def with_limits(row: dict, limits: dict) -> dict:
 
 
 def run_child(side: str, shape: str, batch: int, seq: int, warmup: int, steps: int,
-              preload: str = "") -> dict:
+              preload: str = "", settings: str = "") -> dict:
   """``child`` in a fresh process (with ``preload`` in ``LD_PRELOAD``, if given); its
   result, or the error it ended with."""
   args = [sys.executable, "-m", "benchmarks.separate", f"--child={side}", f"--shapes={shape}",
-          f"--batch={batch}", f"--seq={seq}", f"--warmup={warmup}", f"--steps={steps}"]
+          f"--batch={batch}", f"--seq={seq}", f"--warmup={warmup}", f"--steps={steps}",
+          f"--settings={settings}"]
   env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
   if preload:
     env["LD_PRELOAD"] = preload
@@ -294,6 +296,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                  help="comma-separated: 'system', 'tcmalloc' (andrea_jax/allocator.py finds it) or a "
                       "library path; each round runs both sides under each (in LD_PRELOAD), rotating "
                       "the order, and the table has a row per allocator")
+  p.add_argument("--settings", default="", help="the configs' overrides for this run, e.g. "
+                 "'model.remat_policy=full' (benchmarks/shapes.py: load_config)")
   p.add_argument("--out", default="")
   p.add_argument("--limit", action=argparse.BooleanOptionalAction, default=True,
                  help="measure the FMA peak and each library's ceiling (--no-limit: skip them)")
@@ -309,7 +313,7 @@ def main(argv=None, sleep=time.sleep) -> int:
   args = parse_args(argv)
   if args.child:
     print("RESULT " + json.dumps(child(args.child, args.shapes, args.batch, args.seq, args.warmup,
-                                        args.steps)), flush=True)
+                                        args.steps, args.settings)), flush=True)
     return 0
   from benchmarks import results as results_lib  # pylint: disable=import-outside-toplevel
   from benchmarks import shapes  # pylint: disable=import-outside-toplevel
@@ -340,7 +344,8 @@ def main(argv=None, sleep=time.sleep) -> int:
     for i in range(args.rounds):
       rnd = {a: {} for a in allocators}
       for a, side in order(i, runs):
-        rnd[a][side] = run_child(side, name, batch, seq, args.warmup, args.steps, allocators[a])
+        rnd[a][side] = run_child(side, name, batch, seq, args.warmup, args.steps, allocators[a],
+                                 args.settings)
         sleep(args.settle_s)
       for a in allocators:
         rounds[a].append(rnd[a])

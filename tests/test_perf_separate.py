@@ -95,7 +95,7 @@ def test_allocators_alternate_in_one_run_and_each_gets_its_row(monkeypatch, tmp_
   lib.write_bytes(b"")
   seen = []
 
-  def fake_child(side, shape, batch, seq, warmup, steps, preload=""):
+  def fake_child(side, shape, batch, seq, warmup, steps, preload="", settings=""):
     seen.append((side, preload))
     return rnd(1.1 if preload == "" else 1.0, 1.0)[side]
   monkeypatch.setattr(separate, "run_child", fake_child)
