@@ -42,7 +42,7 @@ NORMS = ("pre", "post")
 INITS = ("gpt2", "xavier")
 ACTIVATIONS = ("gelu_tanh", "gelu", "relu", "swiglu")
 DTYPES = ("float32", "bfloat16", "float16", "float64")
-AUTO = "auto"  # compute_dtype / attention_impl chosen from the platform (resolve_auto)
+AUTO = "auto"  # compute_dtype / attention_impl / remat_policy chosen from the platform (resolve_auto)
 REMAT_POLICIES = ("none", "full", "dots_saveable", "dots_with_no_batch_dims_saveable")
 ATTENTION_IMPLS = ("xla", "xla_flash", "cudnn", "auto")
 
@@ -66,7 +66,7 @@ class ModelConfig:
   ln_eps: float = 1e-5
   param_dtype: str = "float32"
   compute_dtype: str = "float32"
-  remat_policy: str = "none"
+  remat_policy: str = "auto"
   scan_unroll: int = 1
   attention_impl: str = "auto"
   attention_block: int = 128
@@ -100,7 +100,7 @@ class ModelConfig:
       raise errors.ConfigError(f"ModelConfig.ln_eps={self.ln_eps!r}: expected a positive number "
                                f"like 1e-5")
     for name, allowed in (("norm", NORMS), ("activation", ACTIVATIONS), ("param_dtype", DTYPES),
-                          ("compute_dtype", DTYPES + (AUTO,)), ("remat_policy", REMAT_POLICIES),
+                          ("compute_dtype", DTYPES + (AUTO,)), ("remat_policy", REMAT_POLICIES + (AUTO,)),
                           ("attention_impl", ATTENTION_IMPLS), ("init", INITS),
                           ("parametrization", mup.PARAMETRIZATIONS),
                           ("mup_attention", mup.MUP_ATTENTION), ("mup_decay", mup.MUP_DECAY)):
@@ -157,11 +157,15 @@ def resolve_auto(cfg: ModelConfig, platform: str | None = None, verbose: bool = 
   """``cfg`` with ``"auto"`` settings resolved for ``platform`` (default: JAX's backend).
 
   NVIDIA GPUs: bfloat16 compute and cuDNN's flash attention (cuDNN needs 16-bit inputs,
-  so an explicit float32 there gets the XLA flash path). CPUs (and anything else):
-  float32 and ``xla_flash``, the fastest kernel there. Explicit values are kept.
-  ``verbose`` prints what was chosen.
+  so an explicit float32 there gets the XLA flash path), no rematerialisation. CPUs (and
+  anything else): float32, ``xla_flash``, the fastest kernel there, and the remat policy
+  ``dots_with_no_batch_dims_saveable``: the backward recomputes each block's elementwise work
+  and attention core from the saved weight-matmul outputs instead of keeping every
+  activation, which on a CPU is as fast or faster and holds a quarter of the memory
+  (andrea120m at 1 x 1024: XLA's temporaries 0.5 GB instead of 1.8; docs/performance.md).
+  Explicit values are kept. ``verbose`` prints what was chosen.
   """
-  if AUTO not in (cfg.compute_dtype, cfg.attention_impl):
+  if AUTO not in (cfg.compute_dtype, cfg.attention_impl, cfg.remat_policy):
     return cfg
   platform = (platform or jax.default_backend()).lower()
   gpu = platform in ("gpu", "cuda")
@@ -171,12 +175,16 @@ def resolve_auto(cfg: ModelConfig, platform: str | None = None, verbose: bool = 
   impl = cfg.attention_impl
   if impl == AUTO:
     impl = "cudnn" if gpu and dtype in ("bfloat16", "float16") else "xla_flash"
+  remat = cfg.remat_policy
+  if remat == AUTO:
+    remat = "none" if gpu or platform == "tpu" else "dots_with_no_batch_dims_saveable"
   if verbose:
     chosen = [f"{name}={value}" for name, value, was in
-              (("compute_dtype", dtype, cfg.compute_dtype), ("attention_impl", impl, cfg.attention_impl))
+              (("compute_dtype", dtype, cfg.compute_dtype), ("attention_impl", impl, cfg.attention_impl),
+               ("remat_policy", remat, cfg.remat_policy))
               if was == AUTO]
     print(f"model: {', '.join(chosen)} (\"auto\" on platform {platform})")
-  return dataclasses.replace(cfg, compute_dtype=dtype, attention_impl=impl)
+  return dataclasses.replace(cfg, compute_dtype=dtype, attention_impl=impl, remat_policy=remat)
 
 
 def compute_dtype(cfg: ModelConfig) -> jnp.dtype:
@@ -405,11 +413,13 @@ def check_tokens(tokens: Any, cfg: ModelConfig) -> None:
 
 
 def _remat(fn, policy: str):
+  # prevent_cse=False: under lax.scan the barriers it adds against common-subexpression
+  # elimination are not needed (jax.checkpoint's docs), as in flax_model's nn.remat.
   if policy == "none":
     return fn
   if policy == "full":
-    return jax.checkpoint(fn)
-  return jax.checkpoint(fn, policy=getattr(jax.checkpoint_policies, policy))
+    return jax.checkpoint(fn, prevent_cse=False)
+  return jax.checkpoint(fn, prevent_cse=False, policy=getattr(jax.checkpoint_policies, policy))
 
 
 def embed(params: Params, tokens_BT: jax.Array, cfg: ModelConfig) -> jax.Array:
@@ -457,8 +467,8 @@ def _blocks(params: Params, tokens_BT: jax.Array, cfg: ModelConfig, stats: bool 
   x_BTD = embed(params, tokens_BT, cfg)
   step = lambda x, block: block_forward(block, x, cfg, stats) if stats else (
       block_forward(block, x, cfg), None)
-  return jax.lax.scan(_remat(step, cfg.remat_policy), x_BTD, params["blocks"],
-                      unroll=cfg.scan_unroll)
+  policy = resolve_auto(cfg, verbose=False).remat_policy
+  return jax.lax.scan(_remat(step, policy), x_BTD, params["blocks"], unroll=cfg.scan_unroll)
 
 
 def forward(params: Params, tokens_BT: jax.Array, cfg: ModelConfig) -> jax.Array:

@@ -89,13 +89,32 @@ def test_auto_resolves_to_bfloat16_and_cudnn_on_gpu():
 
 @pytest.mark.parametrize("platform", ["cpu", "gpu"])
 def test_explicit_values_win_over_auto(platform, capsys):
-  cfg = small(compute_dtype="float16", attention_impl="xla")
+  cfg = small(compute_dtype="float16", attention_impl="xla", remat_policy="full")
   assert model.resolve_auto(cfg, platform=platform) is cfg
   assert capsys.readouterr().out == ""  # nothing resolved, nothing printed
   cfg = model.resolve_auto(small(compute_dtype="bfloat16", attention_impl="auto"), platform=platform)
   assert cfg.compute_dtype == "bfloat16"
   cfg = model.resolve_auto(small(compute_dtype="auto", attention_impl="xla"), platform=platform)
   assert cfg.attention_impl == "xla"
+
+
+def test_auto_remat_keeps_the_weight_matmuls_on_cpu_and_recomputes_nothing_on_gpu(capsys):
+  # On a CPU the backward recomputes each block's elementwise work and attention from the
+  # saved weight-matmul outputs (docs/performance.md: as fast, a quarter of the memory).
+  cpu = model.resolve_auto(small(), platform="cpu")
+  assert cpu.remat_policy == "dots_with_no_batch_dims_saveable"
+  assert "remat_policy=dots_with_no_batch_dims_saveable" in capsys.readouterr().out
+  assert model.resolve_auto(small(), platform="gpu").remat_policy == "none"
+  assert model.resolve_auto(small(remat_policy="none"), platform="cpu").remat_policy == "none"
+  assert common.model_group(vocab_size=37, block_size=16, d_model=16, n_layer=1,
+                            n_head=2).remat_policy == "auto"
+  # It reaches the traced model: the layer scan's body is a checkpoint with that policy.
+  cfg = small(attention_impl="xla_flash")
+  params = model.init_params(cfg, jax.random.key(0))
+  tokens = jnp.zeros((1, 8), jnp.int32)
+  jaxpr = str(jax.make_jaxpr(jax.grad(lambda p: model.loss_fn(p, tokens, tokens, cfg)))(params))
+  if jax.default_backend() == "cpu":
+    assert "remat" in jaxpr and "DotsSaveable(only_if_no_batch_dims=True)" in jaxpr
 
 
 def test_one_attention_default_and_auto_in_the_gpu_configs():

@@ -621,10 +621,12 @@ def test_chunked_cross_entropy_gradients_in_float64(x64, padded, z_loss):
   np.testing.assert_allclose(f(x, w), jnp.sum(weight * (nll + z_loss * lse ** 2)), rtol=1e-12)
 
 
-def test_check_grads_full_loss_through_both_custom_gradients(x64):
+# "auto" on a CPU rematerialises all but the weight matmuls (model.resolve_auto); "none" keeps all.
+@pytest.mark.parametrize("remat_policy", ["none", "dots_with_no_batch_dims_saveable"])
+def test_check_grads_full_loss_through_both_custom_gradients(x64, remat_policy):
   cfg = ModelConfig(vocab_size=17, block_size=8, d_model=8, n_layer=2, n_head=2,
                     param_dtype="float64", compute_dtype="float64", attention_impl="xla_flash",
-                    attention_block=4, loss_chunk=5)
+                    attention_block=4, loss_chunk=5, remat_policy=remat_policy)
   p = f64(model.init_params(cfg, jax.random.key(0)))
   p = jax.tree.map(lambda a: a * 10 if a.ndim > 2 else a, p)  # the blocks' matrices: a non-trivial check
   tokens = random_tokens(cfg, (2, 6))
