@@ -45,9 +45,7 @@ def model_group(*, vocab_size: int, block_size: int, d_model: int, n_layer: int,
   m.param_dtype = "float32"
   # Dtype of matmuls and activations (norms, softmax: float32); "auto": bf16 on GPUs, else f32.
   m.compute_dtype = "float32"
-  # Rematerialise each block in the backward pass ("none", "full", "dots_saveable",
-  # "dots_with_no_batch_dims_saveable") or "auto" (none on GPUs; on CPUs the weight matmuls'
-  # outputs are kept and the rest recomputed: faster there, a quarter of the memory).
+  # Recompute in the backward ("none", "full", "dots_saveable", "dots_with_no_batch_dims_saveable"); "auto": none on GPUs, the last on CPUs.
   m.remat_policy = "auto"
   # Layers unrolled per lax.scan iteration (1 = pure scan).
   m.scan_unroll = 1
