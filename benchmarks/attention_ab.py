@@ -8,9 +8,9 @@ per-rep ratios, and each side's CPU seconds per wall second (how many of the cor
 busy: a kernel that keeps fewer busy loses less to other work on a shared machine, so
 compare ratios only between runs where the base's figure is near the core count):
 
-  python -m benchmarks.attention_ab --shape=andrea12m --batch=4 --reps=12 --variants=kt,kt_h12
-  python -m benchmarks.attention_ab --shape=andrea120m --batch=1 --reps=12 --variants=kt
-  python -m benchmarks.attention_ab --shape=tiny --batch=16 --seq=128 --reps=12 --variants=kt
+  python -m benchmarks.attention_ab --shape=andrea12m --batch=4 --reps=12 --variants=kt_f128,kt
+  python -m benchmarks.attention_ab --shape=andrea120m --batch=1 --reps=12 --variants=kt_f128,kt
+  python -m benchmarks.attention_ab --shape=tiny --batch=16 --seq=128 --reps=12 --variants=kt_f128
 
 Variants: ``block64``, ``block256`` (``xla_flash`` at other query blocks) and ``kt...``, the
 key-tiled candidate of ``benchmarks/attention_candidates.py`` with a ``TilePlan`` (see

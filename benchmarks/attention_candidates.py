@@ -1,5 +1,6 @@
-"""A candidate causal attention kernel for CPUs, kept for ``benchmarks.attention_ab``; not
-used by the model (issue 31: it did not win clearly on an idle machine, docs/performance.md).
+"""A candidate causal attention kernel for CPUs, timed by ``benchmarks.attention_ab``; not
+used by the model (issue 31: measured on a shared machine only, not yet switched in:
+docs/performance.md).
 
 FlashAttention tiled by query block and key tile, over groups of heads (``lax.map``): an
 online-softmax forward, the hand-written backward (P recomputed from the saved
@@ -98,12 +99,13 @@ def _gather_tiles(parts: dict, T: int) -> jax.Array:
   return jnp.concatenate(tiles, axis=1)
 
 
-def _by_head_groups(fn, group: int, *arrays):
-  """``fn`` over ``arrays`` ``(N, ...)`` in groups of ``group`` of the N heads, one group at a
-  time (``lax.map``), so that a group's score tiles stay in the CPU's caches; all at once
-  when ``group`` is 0 or does not divide N."""
-  N = arrays[0].shape[0]
-  if not group or group >= N or N % group:
+def _by_head_groups(fn, group: int, query_block: int, *arrays):
+  """``fn`` over ``arrays`` ``(N, T, ...)`` in groups of ``group`` of the N heads, one group
+  at a time (``lax.map``), so that a group's score tiles stay in the CPU's caches; all at
+  once when ``group`` is 0 or does not divide N, or when T is one query block (there the
+  loop only added time: tiny, docs/performance.md)."""
+  N, T = arrays[0].shape[:2]
+  if not group or group >= N or N % group or T <= query_block:
     return fn(*arrays)
   split = lambda a: a.reshape(N // group, group, *a.shape[1:])
   out = jax.lax.map(lambda xs: fn(*xs), tuple(split(a) for a in arrays))
@@ -124,13 +126,13 @@ class TilePlan(NamedTuple):
 def _key_tiled_fwd(q, k, v, plan: TilePlan):
   fwd = functools.partial(_tiled_forward, query_block=plan.query_block,
                           key_block=plan.fwd_key_block)
-  o, lse = _by_head_groups(fwd, plan.fwd_group, q, k, v)
+  o, lse = _by_head_groups(fwd, plan.fwd_group, plan.query_block, q, k, v)
   return o, (q, k, v, o, lse)
 
 
 def _key_tiled_bwd(plan: TilePlan, residuals, do):
   bwd = functools.partial(_tiled_backward, query_block=plan.query_block, key_block=plan.key_block)
-  return _by_head_groups(bwd, plan.bwd_group, *residuals, do)
+  return _by_head_groups(bwd, plan.bwd_group, plan.query_block, *residuals, do)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
