@@ -236,6 +236,11 @@ def summarise(rounds: list[dict], tokens: int, max_spread: float) -> dict:
   return row
 
 
+def allocator_name(name: str) -> str:
+  """An allocator as the table names it: ``system``, ``tcmalloc``, or a library's file name."""
+  return os.path.basename(name) if os.sep in name else name
+
+
 def markdown(results: dict) -> str:
   lines = [f"CPU: {results['cpu']} ({results['cores']} cores); {results['versions']}", "",
            f"Command: `{results['command']}`", "",
@@ -252,9 +257,9 @@ def markdown(results: dict) -> str:
     faults = " / ".join(f"{d['minor_faults_per_step']:,.0f}" if "step_s" in d else "n/a" for d in (o, p))
     rss = " / ".join(f"{d['peak_rss_mb']:,.0f}" if "step_s" in d else "n/a" for d in (o, p))
     pct = lambda key: " / ".join(f"{100 * d[key]:.0f} %" if key in d else "n/a" for d in (o, p))
-    lines.append(f"| {s['shape']} | {s.get('allocator', 'system')} | {s['batch']} x {s['seq']} | {side(o)} "
+    lines.append(f"| {s['shape']} | {allocator_name(s.get('allocator', 'system'))} | {s['batch']} x {s['seq']} | {side(o)} "
                  f"| {side(p)} | {ratio} | {faults} | {rss} | {pct('pct_of_fma_peak')} | {pct('pct_of_ceiling')} |")
-  ab = [f"- {s['shape']}: our step under {name} against the system allocator, paired by round: "
+  ab = [f"- {s['shape']}: our step under {allocator_name(name)} against the system allocator, paired by round: "
         f"{a['speedup']:.2f}x faster [{a['range'][0]:.2f}, {a['range'][1]:.2f}]"
         for s in results["shapes"] for name, a in s.get("allocator_ab", {}).items()]
   if ab:
@@ -270,9 +275,11 @@ def limit_lines(results: dict) -> list[str]:
   out = [("FMA peak: " + (f"{g(fma['fma_peak_flops_per_s'])} ({fma['fma_threads']} threads, "
                           f"{fma['fma_lanes']} float32 lanes: benchmarks/fma_peak.c)"
                           if "fma_peak_flops_per_s" in fma else fma.get("fma_peak_skipped", "not measured")))]
+  shown = set()
   for s in results["shapes"]:
     lim = s.get("limits")
-    if lim:
+    if lim and s["shape"] not in shown:  # one line a shape: its allocators' rows share the limits
+      shown.add(s["shape"])
       side = lambda k: g(lim[f"{k}_flops_per_s"]) if f"{k}_flops_per_s" in lim else f"n/a ({lim.get(k + '_skipped')})"
       out.append(f"- {s['shape']}: weight-matmul ceiling XLA {side('ceiling_xla')}, PyTorch "
                  f"{side('ceiling_torch')}; a step counts {lim['flops_per_token_causal'] / 1e6:,.1f} "

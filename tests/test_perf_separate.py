@@ -1,5 +1,7 @@
 """benchmarks/separate.py: each side in its own process, alternating; the rounds' summary."""
 
+import json
+
 import pytest
 
 from benchmarks import separate
@@ -105,8 +107,13 @@ def test_allocators_alternate_in_one_run_and_each_gets_its_row(monkeypatch, tmp_
   assert seen[:4] == [("andrea_jax", ""), ("peer", ""), ("andrea_jax", str(lib)), ("peer", str(lib))]
   assert seen[4] == ("peer", "")  # the second round starts one run later
   text = (tmp_path / "sep_tables.md").read_text()
-  assert "| tiny | system | 16 x 128 |" in text and f"| tiny | {lib} | 16 x 128 |" in text
-  assert f"our step under {lib} against the system allocator, paired by round: 1.10x faster" in text
+  assert "| tiny | system | 16 x 128 |" in text and "| tiny | libfake.so | 16 x 128 |" in text
+  assert "our step under libfake.so against the system allocator, paired by round: 1.10x faster" in text
+  # The limits are the shape's, measured once: one line however many allocators' rows.
+  results = json.loads(out.read_text())
+  for row in results["shapes"]:
+    row["limits"] = {"flops_per_token_causal": 1e6, "ceiling_xla_flops_per_s": 2e9}
+  assert separate.markdown(results).count("- tiny: weight-matmul ceiling") == 1
 
 
 def test_an_allocator_that_is_not_there_is_one_line_naming_it(capsys):
