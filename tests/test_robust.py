@@ -87,8 +87,11 @@ def damage(path, how):
     os.remove(path)
   elif how == "empty":
     open(path, "wb").close()
-  else:  # cut short, as a copy or a write that stopped halfway leaves it
-    os.truncate(path, os.path.getsize(path) // 2)
+  else:  # cut short, as a copy or a write that stopped early leaves it: at half its size, and
+    # at most 64 bytes kept, so no array's chunk can survive whole wherever orbax's concurrent
+    # writes placed it (cut at half, the data-file case failed once in a full-suite run,
+    # likely a chunk that lay in the kept half; not reproduced alone)
+    os.truncate(path, min(os.path.getsize(path) // 2, 64))
 
 
 def damaged_copy(saved, where, steps=(4,), pattern="default/ocdbt.process_0/d/*", how="truncate"):
