@@ -7,8 +7,17 @@
 Why: timing JAX and PyTorch in one process lets their thread pools and allocators meet (a
 PyTorch call's spinning OpenMP workers slow the next XLA product; the two allocators share
 one heap), and a ratio that moves with the method cannot carry a claim. Here, per shape,
-``--rounds`` rounds; each round starts one fresh Python process per side, ours first in
-even rounds and the peer first in odd ones, ``--settle_s`` apart:
+``--rounds`` rounds; each round starts one fresh Python process per side:
+
+- ``--interleave=steps`` (the default): every side's process is built and warmed up (one
+  after another, the others waiting), then they take turns one timed step at a time, the
+  order rotating by one each step, ``--step_settle_s`` apart (``lockstep_round``). A shared
+  machine's speed moves over seconds (on the 2-core EPYC of issue 31 a side's step moved by
+  up to 40 % within one round): taking turns by step puts those moves on both sides alike,
+  where whole rounds one after the other put them on one. The waiting process takes no CPU
+  (measured: ``waiting_cpu_s_per_step``, from ``/proc``), so the sides still do not meet.
+- ``--interleave=processes``: one side's whole round, then the other's, ``--settle_s``
+  apart, ours first in even rounds and the peer first in odd ones.
 
 - ours: ``step.train_step`` with ``step.make_optimizer``, jitted, donated state
   (``benchmarks/ours.py``);
@@ -20,7 +29,8 @@ times ``--steps`` steps and reports their median, the minor page faults and CPU 
 of the timed steps (``getrusage`` before and after), its peak resident memory (VmHWM) and
 the CPU model. Per side: the median over rounds of the rounds' medians, and the spread,
 ``(max - min) / median`` over rounds. The ratio is paired by round (ours' tokens/s over
-the peer's in the same round), given as the median and the range over rounds. Results go
+the peer's in the same round), given as the median, the range over rounds and its own
+spread, flagged like a side's. Results go
 into ``docs/`` only from an idle machine (``results.refusal``), and a table says
 "spread over the limit" beside any side whose rounds differ by more than ``--max_spread``.
 
@@ -49,6 +59,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -80,34 +91,77 @@ def peak_rss_mb() -> float:
 # ----------------------------------------------------------------------------- one side, one process
 
 
+def side_step(side: str, shape: str, batch: int, seq: int, settings: str = ""):
+  """One side's step as a function running one step, or ``{"skipped": why}``."""
+  from benchmarks import shapes  # pylint: disable=import-outside-toplevel
+  config = shapes.load_config(shape, settings)  # the model's settings: both sides build from it
+  if side == "andrea_jax":
+    from benchmarks import ours  # pylint: disable=import-outside-toplevel
+    return ours.ours_step(config, batch, seq)[0]
+  from benchmarks import peer  # pylint: disable=import-outside-toplevel
+  missing = peer.peer_available()
+  if missing:
+    return {"skipped": missing}
+  return peer.peer_step(shapes.model_config(config, seq), config.train, batch, seq, False)
+
+
+def timed(run) -> dict:
+  """One step of ``run``: its wall seconds, CPU seconds and minor page faults."""
+  before = resource.getrusage(resource.RUSAGE_SELF)
+  start = time.perf_counter()
+  run()
+  wall = time.perf_counter() - start
+  after = resource.getrusage(resource.RUSAGE_SELF)
+  return {"s": wall, "faults": after.ru_minflt - before.ru_minflt,
+          "cpu_s": (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)}
+
+
+def side_result(steps: list[dict]) -> dict:
+  """A side's round from its timed steps (``timed``): the median step, faults and CPU
+  seconds per step, its peak resident memory and the CPU model."""
+  n = len(steps)
+  return {"step_s": statistics.median(t["s"] for t in steps), "times": [t["s"] for t in steps],
+          "minor_faults_per_step": sum(t["faults"] for t in steps) / n,
+          "cpu_s_per_step": sum(t["cpu_s"] for t in steps) / n,
+          "peak_rss_mb": peak_rss_mb(), "cpu": cpu_model()}
+
+
 def child(side: str, shape: str, batch: int, seq: int, warmup: int, steps: int,
           settings: str = "") -> dict:
   """Build one side's step, warm it up, time ``steps`` steps (runs in the fresh process)."""
   from benchmarks import shapes  # pylint: disable=import-outside-toplevel
-  config = shapes.load_config(shape, settings)  # the model's settings: both sides build from it
   if side in CEILINGS:
+    config = shapes.load_config(shape, settings)
     return ceiling_child(side[len("ceiling_"):], shapes.model_config(config, seq), batch, seq)
-  if side == "andrea_jax":
-    from benchmarks import ours  # pylint: disable=import-outside-toplevel
-    run, _ = ours.ours_step(config, batch, seq)
-  else:
-    from benchmarks import peer  # pylint: disable=import-outside-toplevel
-    missing = peer.peer_available()
-    if missing:
-      return {"skipped": missing}
-    run = peer.peer_step(shapes.model_config(config, seq), config.train, batch, seq, False)
+  run = side_step(side, shape, batch, seq, settings)
+  if isinstance(run, dict):
+    return run
   for _ in range(warmup):
     run()
-  before, times = resource.getrusage(resource.RUSAGE_SELF), []
-  for _ in range(steps):
-    start = time.perf_counter()
+  return side_result([timed(run) for _ in range(steps)])
+
+
+def serve(side: str, shape: str, batch: int, seq: int, warmup: int, settings: str = "",
+          stdin=sys.stdin, stdout=sys.stdout) -> None:
+  """The lockstep child: build and warm up one side's step, say ``READY``, then run one timed
+  step for each ``step`` line on stdin (answering ``STEP {...}``) until ``end`` (answering
+  ``RESULT {...}``, the round's figures); a skipped side answers ``RESULT`` at once."""
+  run = side_step(side, shape, batch, seq, settings)
+  if isinstance(run, dict):
+    print("RESULT " + json.dumps(run), file=stdout, flush=True)
+    return
+  for _ in range(warmup):
     run()
-    times.append(time.perf_counter() - start)
-  after = resource.getrusage(resource.RUSAGE_SELF)
-  return {"step_s": statistics.median(times), "times": times,
-          "minor_faults_per_step": (after.ru_minflt - before.ru_minflt) / steps,
-          "cpu_s_per_step": ((after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)) / steps,
-          "peak_rss_mb": peak_rss_mb(), "cpu": cpu_model()}
+  print("READY", file=stdout, flush=True)
+  steps = []
+  for line in stdin:
+    if line.strip() == "step":
+      steps.append(timed(run))
+      print("STEP " + json.dumps(steps[-1]), file=stdout, flush=True)
+    elif line.strip() == "end":
+      break
+  print("RESULT " + json.dumps(side_result(steps) if steps else {"error": "no steps timed"}),
+        file=stdout, flush=True)
 
 
 def ceiling_child(library: str, cfg, batch: int, seq: int) -> dict:
@@ -154,21 +208,118 @@ def with_limits(row: dict, limits: dict) -> dict:
   return row
 
 
+def child_env(preload: str = "") -> dict:
+  """A child's environment: ours without ``LD_PRELOAD``, with ``preload`` there if given."""
+  env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+  if preload:
+    env["LD_PRELOAD"] = preload
+  return env
+
+
+def child_args(side: str, shape: str, batch: int, seq: int, warmup: int, steps: int,
+               settings: str = "") -> list[str]:
+  return [sys.executable, "-m", "benchmarks.separate", f"--child={side}", f"--shapes={shape}",
+          f"--batch={batch}", f"--seq={seq}", f"--warmup={warmup}", f"--steps={steps}",
+          f"--settings={settings}"]
+
+
+def last_line(text: str) -> str:
+  return (text.strip().splitlines() or [""])[-1][:300]
+
+
 def run_child(side: str, shape: str, batch: int, seq: int, warmup: int, steps: int,
               preload: str = "", settings: str = "") -> dict:
   """``child`` in a fresh process (with ``preload`` in ``LD_PRELOAD``, if given); its
   result, or the error it ended with."""
-  args = [sys.executable, "-m", "benchmarks.separate", f"--child={side}", f"--shapes={shape}",
-          f"--batch={batch}", f"--seq={seq}", f"--warmup={warmup}", f"--steps={steps}",
-          f"--settings={settings}"]
-  env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-  if preload:
-    env["LD_PRELOAD"] = preload
-  out = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, check=False, env=env)
+  out = subprocess.run(child_args(side, shape, batch, seq, warmup, steps, settings),
+                       capture_output=True, text=True, cwd=ROOT, check=False, env=child_env(preload))
   for line in out.stdout.splitlines():
     if line.startswith("RESULT "):
       return json.loads(line[len("RESULT "):])
-  return {"error": f"exit {out.returncode}: {(out.stderr.strip().splitlines() or [''])[-1][:300]}"}
+  return {"error": f"exit {out.returncode}: {last_line(out.stderr)}"}
+
+
+class Live:
+  """One side's lockstep process (``serve``): started, built and warmed up, then asked for
+  one timed step at a time."""
+
+  def __init__(self, side: str, shape: str, batch: int, seq: int, warmup: int,
+               preload: str = "", settings: str = ""):
+    self.err = tempfile.TemporaryFile(mode="w+")
+    self.proc = subprocess.Popen(child_args(side, shape, batch, seq, warmup, 1, settings) + ["--serve"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
+                                 text=True, cwd=ROOT, env=child_env(preload))
+    self.result = None  # set once the process has answered RESULT (or died)
+    self.ready()
+
+  def _answer(self, prefix: str | None):
+    """The payload of the next line starting with ``prefix``; on ``RESULT`` or on the
+    process's end, ``self.result`` is set and None returned (``prefix`` None: wait for it)."""
+    for line in self.proc.stdout:
+      if prefix and line.startswith(prefix):
+        return json.loads(line[len(prefix):]) if line[len(prefix):].strip() else True
+      if line.startswith("RESULT "):
+        self.result = json.loads(line[len("RESULT "):])
+        self.proc.wait()
+        return None
+    self.proc.wait()
+    self.err.seek(0)
+    self.result = {"error": f"exit {self.proc.returncode}: {last_line(self.err.read())}"}
+    return None
+
+  def ready(self) -> None:
+    self._answer("READY")
+
+  def step(self) -> dict | None:
+    self.proc.stdin.write("step\n")
+    self.proc.stdin.flush()
+    return self._answer("STEP ")
+
+  def end(self) -> dict:
+    if self.result is None:
+      self.proc.stdin.write("end\n")
+      self.proc.stdin.flush()
+      self._answer(None)
+    self.err.close()
+    return self.result
+
+  def cpu_s(self) -> float:
+    """The process's CPU seconds so far (``/proc/<pid>/stat``: user + system), 0 where
+    there is no /proc."""
+    try:
+      with open(f"/proc/{self.proc.pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+      return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def lockstep_round(runs: tuple, start: dict, steps: int, round_index: int, settle_s: float,
+                   sleep=time.sleep) -> dict:
+  """One round with every run's process alive at once, their steps interleaved: step k of
+  every run, in ``order(round_index + k)``, ``settle_s`` apart, so that whatever the machine
+  does over seconds falls on every side alike. ``start(run)`` starts a run's ``Live``
+  process (one after another, each warmed up while the others wait). Per run its
+  ``side_result``, plus ``waiting_cpu_s_per_step``: the CPU seconds all the other
+  processes used while one of its steps ran (near 0: the waiting ones take no CPU)."""
+  live = {run: start(run) for run in order(round_index, runs)}
+  waiting = {run: [] for run in runs}
+  for k in range(steps):
+    for run in order(round_index + k, runs):
+      if live[run].result is not None:
+        continue
+      others = [live[r] for r in runs if r != run and live[r].result is None]
+      before = sum(o.cpu_s() for o in others)
+      live[run].step()
+      waiting[run].append(sum(o.cpu_s() for o in others) - before)
+      sleep(settle_s)
+  out = {}
+  for run in runs:
+    got = live[run].end()
+    if "step_s" in got and waiting[run]:
+      got["waiting_cpu_s_per_step"] = sum(waiting[run]) / len(waiting[run])
+    out[run] = got
+  return out
 
 
 # ----------------------------------------------------------------------------- the rounds
@@ -228,11 +379,15 @@ def summarise(rounds: list[dict], tokens: int, max_spread: float) -> dict:
                  "cpu_s_per_step": statistics.median(g["cpu_s_per_step"] for g in got),
                  "peak_rss_mb": max(g["peak_rss_mb"] for g in got), "round_step_s": med}
     row[side]["agrees"] = row[side]["spread"] < max_spread
+    if all("waiting_cpu_s_per_step" in g for g in got):
+      row[side]["waiting_cpu_s_per_step"] = max(g["waiting_cpu_s_per_step"] for g in got)
   paired = [r["peer"]["step_s"] / r["andrea_jax"]["step_s"] for r in rounds
             if "step_s" in r.get("andrea_jax", {}) and "step_s" in r.get("peer", {})]
   if paired:
     row["ratio"] = statistics.median(paired)
     row["ratio_range"] = (min(paired), max(paired))
+    row["ratio_spread"] = (max(paired) - min(paired)) / row["ratio"]
+    row["ratio_agrees"] = row["ratio_spread"] < max_spread
   return row
 
 
@@ -241,10 +396,18 @@ def allocator_name(name: str) -> str:
   return os.path.basename(name) if os.sep in name else name
 
 
+INTERLEAVE_LINES = {
+    "steps": "Interleaved by step: every side's process alive at once, one timed step of each in "
+             "turn (the order rotating), so the ratio is paired within seconds; the ratio's spread "
+             "is (max - min) / median of its rounds' ratios.",
+    "processes": "Interleaved by process: each side's round in a fresh process after the other's."}
+
+
 def markdown(results: dict) -> str:
   lines = [f"CPU: {results['cpu']} ({results['cores']} cores); {results['versions']}", "",
            f"Command: `{results['command']}`", "",
            f"Date: {results['date']}; 1-minute load average before starting: {results['load_at_start']:.2f}", "",
+           INTERLEAVE_LINES.get(results.get("interleave", "processes"), ""), "",
            "| shape | allocator | batch x seq | andrea_jax step (spread) | peer step (spread) | ratio, median [range over rounds] | "
            "minor faults per step ours / peer | peak RSS MB ours / peer | "
            "% of FMA peak ours / peer | % of ceiling ours / peer |", "|---" * 10 + "|"]
@@ -253,7 +416,8 @@ def markdown(results: dict) -> str:
     side = lambda d: (f"{d['step_s']:.3f} s ({100 * d['spread']:.0f} %" + ("" if d["agrees"] else
                       ", over the limit") + ")") if "step_s" in d else (d.get("skipped") or d.get("error") or "n/a")
     ratio = (f"{s['ratio']:.2f}x [{s['ratio_range'][0]:.2f}, {s['ratio_range'][1]:.2f}]"
-             if "ratio" in s else "n/a")
+             + (f" ({100 * s['ratio_spread']:.0f} %" + ("" if s["ratio_agrees"] else ", over the limit") + ")"
+                if "ratio_spread" in s else "") if "ratio" in s else "n/a")
     faults = " / ".join(f"{d['minor_faults_per_step']:,.0f}" if "step_s" in d else "n/a" for d in (o, p))
     rss = " / ".join(f"{d['peak_rss_mb']:,.0f}" if "step_s" in d else "n/a" for d in (o, p))
     pct = lambda key: " / ".join(f"{100 * d[key]:.0f} %" if key in d else "n/a" for d in (o, p))
@@ -264,6 +428,12 @@ def markdown(results: dict) -> str:
         for s in results["shapes"] for name, a in s.get("allocator_ab", {}).items()]
   if ab:
     lines += ["", "The allocators, alternated in one run:", *ab]
+  waits = [f"{s['shape']}/{allocator_name(s.get('allocator', 'system'))} {side} "
+           f"{s[side]['waiting_cpu_s_per_step']:.3f} s (its step {s[side]['step_s']:.3f} s)"
+           for s in results["shapes"] for side in SIDES if "waiting_cpu_s_per_step" in s.get(side, {})]
+  if waits:
+    lines += ["", "The waiting processes' CPU seconds during one timed step (most in any round; "
+              "near 0: a waiting side took nothing from the one timed): " + "; ".join(waits)]
   lines += ["", *limit_lines(results)]
   return "\n".join(lines) + "\n"
 
@@ -296,6 +466,11 @@ def parse_args(argv=None) -> argparse.Namespace:
   p.add_argument("--batch", type=int, default=0, help="0: the shape's default (benchmarks/shapes.py)")
   p.add_argument("--seq", type=int, default=0, help="0: the shape's default")
   p.add_argument("--settle_s", type=float, default=2.0, help="pause between processes")
+  p.add_argument("--interleave", choices=("steps", "processes"), default="steps",
+                 help="steps: every side's process alive at once, their timed steps taking turns "
+                      "(lockstep_round); processes: one side's whole round after the other's")
+  p.add_argument("--step_settle_s", type=float, default=0.2,
+                 help="with --interleave=steps, the pause between two sides' steps")
   p.add_argument("--max_spread", type=float, default=0.10)
   p.add_argument("--max_load", type=float, default=0.5)
   p.add_argument("--force", action="store_true", help="measure on a busy machine (never into docs/)")
@@ -309,6 +484,7 @@ def parse_args(argv=None) -> argparse.Namespace:
   p.add_argument("--limit", action=argparse.BooleanOptionalAction, default=True,
                  help="measure the FMA peak and each library's ceiling (--no-limit: skip them)")
   p.add_argument("--child", choices=SIDES + CEILINGS, default=None, help=argparse.SUPPRESS)
+  p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
   args = p.parse_args(argv)
   for name in ("rounds", "steps"):
     if getattr(args, name) < 1:
@@ -318,6 +494,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None, sleep=time.sleep) -> int:
   args = parse_args(argv)
+  if args.child and args.serve:
+    serve(args.child, args.shapes, args.batch, args.seq, args.warmup, args.settings)
+    return 0
   if args.child:
     print("RESULT " + json.dumps(child(args.child, args.shapes, args.batch, args.seq, args.warmup,
                                         args.steps, args.settings)), flush=True)
@@ -336,6 +515,7 @@ def main(argv=None, sleep=time.sleep) -> int:
     return 2
   import jax  # pylint: disable=import-outside-toplevel
   out = {"cpu": cpu_model(), "cores": os.cpu_count(), "load_at_start": load, "allocators": allocators,
+         "interleave": args.interleave,
          "versions": f"jax {jax.__version__}, python {platform.python_version()}",
          "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
          "command": "python -m benchmarks.separate " + " ".join(argv if argv is not None else sys.argv[1:]),
@@ -348,9 +528,16 @@ def main(argv=None, sleep=time.sleep) -> int:
     batch, seq = args.batch or batch, args.seq or seq
     rounds = {a: [] for a in allocators}
     runs = tuple((a, side) for a in allocators for side in SIDES)
+    start = lambda run, name=name, batch=batch, seq=seq: Live(
+        run[1], name, batch, seq, args.warmup, allocators[run[0]], args.settings)
     for i in range(args.rounds):
       rnd = {a: {} for a in allocators}
-      for a, side in order(i, runs):
+      if args.interleave == "steps":
+        for (a, side), got in lockstep_round(runs, start, args.steps, i, args.step_settle_s,
+                                             sleep).items():
+          rnd[a][side] = got
+        sleep(args.settle_s)
+      for a, side in order(i, runs) if args.interleave == "processes" else ():
         rnd[a][side] = run_child(side, name, batch, seq, args.warmup, args.steps, allocators[a],
                                  args.settings)
         sleep(args.settle_s)

@@ -37,10 +37,81 @@ def test_the_table_names_the_cpu_and_flags_a_spread_over_the_limit():
   assert "| tiny | system | 16 x 128 |" in text and "1.20x [1.20, 1.20]" in text and "1,000 / 200" in text
 
 
-def test_a_side_runs_in_its_own_process_and_reports_faults_and_memory():
-  got = separate.run_child("andrea_jax", "tiny", 1, 8, 1, 2)
-  assert got["step_s"] > 0 and len(got["times"]) == 2 and got["peak_rss_mb"] > 50
-  assert got["minor_faults_per_step"] >= 0 and got["cpu"] == separate.cpu_model()
+def test_a_side_runs_in_its_own_process_one_step_at_a_time_and_reports_faults_and_memory():
+  live = separate.Live("andrea_jax", "tiny", 1, 8, 1)
+  assert live.result is None and live.proc.pid != separate.os.getpid()
+  steps = [live.step() for _ in range(2)]
+  assert all(s["s"] > 0 and s["cpu_s"] >= 0 and s["faults"] >= 0 for s in steps)
+  assert live.cpu_s() > 0  # its CPU seconds so far: building, compiling, three steps
+  got = live.end()
+  assert got["times"] == [s["s"] for s in steps] and got["peak_rss_mb"] > 50
+  assert got["cpu"] == separate.cpu_model() and live.proc.returncode == 0
+
+
+def test_a_side_that_fails_says_why_whichever_way_it_runs():
+  got = separate.run_child("andrea_jax", "no_such_shape", 1, 8, 1, 1)
+  assert got["error"].startswith("exit 1") and "no_such_shape" in got["error"]
+
+
+class FakeLive:
+  """A lockstep process without a process: steps take ``s`` seconds; the ones waiting burn
+  ``burn`` CPU seconds per step of another (a spinning thread pool); ``dies_after`` steps
+  it ends with an error."""
+  log = []
+
+  def __init__(self, name, s, burn=0.0, dies_after=None):
+    self.name, self.s, self.burn, self.dies_after = name, s, burn, dies_after
+    self.steps, self.result, self.cpu = [], None, 0.0
+
+  def cpu_s(self):
+    return self.cpu
+
+  def step(self):
+    FakeLive.log.append(self.name)
+    if self.dies_after is not None and len(self.steps) == self.dies_after:
+      self.result = {"error": "exit 1: killed"}
+      return None
+    for other in FakeLive.all:
+      if other is not self:
+        other.cpu += other.burn
+    self.steps.append({"s": self.s, "faults": 10, "cpu_s": 2 * self.s})
+    return self.steps[-1]
+
+  def end(self):
+    if self.result is None:
+      self.result = {**separate.side_result(self.steps), "n": len(self.steps)}
+    return self.result
+
+
+def test_lockstep_takes_turns_by_step_rotating_who_goes_first():
+  FakeLive.log, FakeLive.all = [], []
+  runs = (("system", "andrea_jax"), ("system", "peer"))
+  made = {"andrea_jax": dict(s=1.0), "peer": dict(s=2.0, burn=0.25)}
+
+  def start(run):
+    FakeLive.all.append(FakeLive(run[1], **made[run[1]]))
+    return FakeLive.all[-1]
+  slept = []
+  got = separate.lockstep_round(runs, start, steps=3, round_index=1, settle_s=0.2, sleep=slept.append)
+  assert [f.name for f in FakeLive.all] == ["peer", "andrea_jax"]  # round 1 starts the peer first
+  assert FakeLive.log == ["peer", "andrea_jax", "andrea_jax", "peer", "peer", "andrea_jax"]
+  assert slept == [0.2] * 6 and got[runs[0]]["n"] == got[runs[1]]["n"] == 3
+  # The peer burns CPU while ours steps: it shows on ours' row, not the peer's.
+  assert got[runs[0]]["waiting_cpu_s_per_step"] == 0.25 and got[runs[1]]["waiting_cpu_s_per_step"] == 0.0
+
+
+def test_a_side_that_dies_mid_round_leaves_the_others_stepping_and_says_why():
+  FakeLive.log, FakeLive.all = [], []
+  runs = (("system", "andrea_jax"), ("system", "peer"))
+
+  def start(run):
+    FakeLive.all.append(FakeLive(run[1], 1.0, dies_after=1 if run[1] == "peer" else None))
+    return FakeLive.all[-1]
+  got = separate.lockstep_round(runs, start, steps=3, round_index=0, settle_s=0.0, sleep=lambda s: None)
+  assert got[runs[1]] == {"error": "exit 1: killed"} and got[runs[0]]["n"] == 3
+  assert FakeLive.log == ["andrea_jax", "peer", "peer", "andrea_jax", "andrea_jax"]
+  row = separate.summarise([{"andrea_jax": got[runs[0]], "peer": got[runs[1]]}], 100, 0.1)
+  assert row["peer"] == {"error": "exit 1: killed"} and "ratio" not in row
 
 
 def test_docs_take_figures_from_an_idle_machine_only(monkeypatch, capsys):
@@ -103,12 +174,26 @@ def test_allocators_alternate_in_one_run_and_each_gets_its_row(monkeypatch, tmp_
   monkeypatch.setattr(separate, "run_child", fake_child)
   out = tmp_path / "sep.json"
   assert separate.main(["--shapes=tiny", "--rounds=2", "--no-limit", "--force", f"--out={out}",
-                        f"--allocators=system,{lib}"], sleep=lambda s: None) == 0
+                        f"--allocators=system,{lib}", "--interleave=processes"], sleep=lambda s: None) == 0
   assert seen[:4] == [("andrea_jax", ""), ("peer", ""), ("andrea_jax", str(lib)), ("peer", str(lib))]
   assert seen[4] == ("peer", "")  # the second round starts one run later
   text = (tmp_path / "sep_tables.md").read_text()
   assert "| tiny | system | 16 x 128 |" in text and "| tiny | libfake.so | 16 x 128 |" in text
   assert "our step under libfake.so against the system allocator, paired by round: 1.10x faster" in text
+  # The same by step (the default): each side's process under each allocator, stepping in turn.
+  FakeLive.log, FakeLive.all = [], []
+
+  def fake_live(side, shape, batch, seq, warmup, preload="", settings=""):
+    FakeLive.all.append(FakeLive((side, preload), 1.1 if preload == "" and side == "andrea_jax" else 1.0))
+    return FakeLive.all[-1]
+  monkeypatch.setattr(separate, "Live", fake_live)
+  assert separate.main(["--shapes=tiny", "--rounds=2", "--steps=2", "--no-limit", "--force",
+                        f"--out={out}", f"--allocators=system,{lib}"], sleep=lambda s: None) == 0
+  assert FakeLive.log[:5] == [("andrea_jax", ""), ("peer", ""), ("andrea_jax", str(lib)),
+                              ("peer", str(lib)), ("peer", "")]  # the second step starts one later
+  text = (tmp_path / "sep_tables.md").read_text()
+  assert "Interleaved by step" in text and "| tiny | libfake.so | 16 x 128 |" in text
+  assert "against the system allocator, paired by round: 1.10x faster" in text
   # The limits are the shape's, measured once: one line however many allocators' rows.
   results = json.loads(out.read_text())
   for row in results["shapes"]:
