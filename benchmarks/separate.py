@@ -9,15 +9,17 @@ PyTorch call's spinning OpenMP workers slow the next XLA product; the two alloca
 one heap), and a ratio that moves with the method cannot carry a claim. Here, per shape,
 ``--rounds`` rounds; each round starts one fresh Python process per side:
 
-- ``--interleave=steps`` (the default): every side's process is built and warmed up (one
-  after another, the others waiting), then they take turns one timed step at a time, the
-  order rotating by one each step, ``--step_settle_s`` apart (``lockstep_round``). A shared
-  machine's speed moves over seconds (on the 2-core EPYC of issue 31 a side's step moved by
-  up to 40 % within one round): taking turns by step puts those moves on both sides alike,
-  where whole rounds one after the other put them on one. The waiting process takes no CPU
-  (measured: ``waiting_cpu_s_per_step``, from ``/proc``), so the sides still do not meet.
-- ``--interleave=processes``: one side's whole round, then the other's, ``--settle_s``
-  apart, ours first in even rounds and the peer first in odd ones.
+- ``--interleave=processes`` (the default): one side's whole round, then the other's,
+  ``--settle_s`` apart, ours first in even rounds and the peer first in odd ones.
+- ``--interleave=steps``: every side's process is built and warmed up (one after another,
+  the others waiting), then they take turns one timed step at a time, the order rotating by
+  one each step, ``--step_settle_s`` apart (``lockstep_round``). Tried as a cure for the
+  noise, and not the default: the waiting process takes no CPU (``waiting_cpu_s_per_step``,
+  from ``/proc``), but a step right after the other process's step ran 3-7 % slower than one
+  after its own, more for ours than the peer's, and the rounds agreed no better
+  (docs/performance.md).
+
+The sides:
 
 - ours: ``step.train_step`` with ``step.make_optimizer``, jitted, donated state
   (``benchmarks/ours.py``);
@@ -30,15 +32,21 @@ of the timed steps (``getrusage`` before and after), its peak resident memory (V
 the CPU model. Per side: the median over rounds of the rounds' medians, and the spread,
 ``(max - min) / median`` over rounds. The ratio is paired by round (ours' tokens/s over
 the peer's in the same round), given as the median, the range over rounds and its own
-spread, flagged like a side's. Results go
+spread, flagged like a side's, and as the geometric mean with its 95 % t interval
+(``ratio_interval``), "too wide" when the interval spans more than ``--max_spread`` of the
+mean: the range only widens as rounds are added, the interval narrows, so on a noisy
+machine a figure is published when its interval is narrow enough. Results go
 into ``docs/`` only from an idle machine (``results.refusal``), and a table says
 "spread over the limit" beside any side whose rounds differ by more than ``--max_spread``.
 
-The allocators (``--allocators=system,tcmalloc``): each round runs both sides under each
-allocator named (``LD_PRELOAD`` in the child's environment; ``system`` preloads nothing),
-the order rotating by one each round, so the allocators are alternated in one run; the table
-has a row per allocator, and our step's time under the system allocator over its time under
-each other one, paired by round (``allocator_ab``).
+The arms (``arms``): each round runs both sides under each allocator named in
+``--allocators=system,tcmalloc`` (``LD_PRELOAD`` in the child's environment; ``system``
+preloads nothing), and ours once more in each ``--variant NAME:SETTINGS`` (config settings
+added, e.g. ``tiled:model.attention_impl=xla_tiled``; the variant's ratio is paired with its
+allocator's peer in the same round), all in the rotating order, so every arm is alternated
+with every other in one run. The table has a row per arm (``system``, ``system+tiled``, ...),
+and our step's time in the first arm over its time in each other one, paired by round
+(``arm_ab``).
 
 The limits (``matmul_limit.py``; ``--no-limit`` leaves them out): once per run, the
 machine's float32 FMA peak (``fma_peak.c``, every core); per shape, after its rounds, each
@@ -53,6 +61,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import resource
@@ -61,6 +70,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import NamedTuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIDES = ("andrea_jax", "peer")
@@ -349,9 +359,38 @@ def allocator_paths(names: str) -> dict[str, str]:
   return out
 
 
-def allocator_ab(rounds: dict[str, list[dict]], base: str = "system") -> dict[str, dict]:
-  """Per allocator other than ``base``: our step's time under ``base`` over its time under
-  that allocator, paired by round (above 1: that allocator is faster), with the range."""
+def variant_settings(specs: list[str]) -> dict[str, str]:
+  """``--variant NAME:SETTINGS`` (repeatable) as {name: settings}, the default ("") first;
+  ValueError naming a malformed or repeated one."""
+  out = {"": ""}
+  for spec in specs or ():
+    name, sep, settings = spec.partition(":")
+    if not sep or not name or not settings or "+" in name or name in out:
+      raise ValueError(f"--variant={spec!r}: expected NAME:SETTINGS with a new name without '+', "
+                       f"e.g. tiled:model.attention_impl=xla_tiled")
+    out[name] = settings
+  return out
+
+
+class Arm(NamedTuple):
+  """What one arm of a run changes: the library preloaded ("": the system's), the config
+  settings, and whether the peer runs in it (a variant of ours shares its allocator's peer)."""
+  preload: str
+  settings: str
+  peer: bool
+
+
+def arms(allocators: dict[str, str], variants: dict[str, str], settings: str = "") -> dict[str, Arm]:
+  """Every allocator with every variant: ``system``, ``system+tiled``, ``tcmalloc``, ...; a
+  variant's settings are added to ``settings`` (ours only: the peer runs in the default arm
+  of each allocator)."""
+  return {(a if not v else f"{a}+{v}"): Arm(path, ",".join(filter(None, (settings, extra))), not v)
+          for a, path in allocators.items() for v, extra in variants.items()}
+
+
+def arm_ab(rounds: dict[str, list[dict]], base: str) -> dict[str, dict]:
+  """Per arm other than ``base``: our step's time in ``base`` over its time in that arm,
+  paired by round (above 1: that arm is faster), with the range."""
   out = {}
   for name, its in rounds.items():
     if name == base or base not in rounds:
@@ -359,7 +398,8 @@ def allocator_ab(rounds: dict[str, list[dict]], base: str = "system") -> dict[st
     paired = [b["andrea_jax"]["step_s"] / r["andrea_jax"]["step_s"] for b, r in zip(rounds[base], its)
               if "step_s" in b.get("andrea_jax", {}) and "step_s" in r.get("andrea_jax", {})]
     if paired:
-      out[name] = {"speedup": statistics.median(paired), "range": (min(paired), max(paired))}
+      out[name] = {"speedup": statistics.median(paired), "range": (min(paired), max(paired)),
+                   "base": base}
   return out
 
 
@@ -377,7 +417,8 @@ def summarise(rounds: list[dict], tokens: int, max_spread: float) -> dict:
                  "spread": (max(med) - min(med)) / centre,
                  "minor_faults_per_step": statistics.median(g["minor_faults_per_step"] for g in got),
                  "cpu_s_per_step": statistics.median(g["cpu_s_per_step"] for g in got),
-                 "peak_rss_mb": max(g["peak_rss_mb"] for g in got), "round_step_s": med}
+                 "peak_rss_mb": max(g["peak_rss_mb"] for g in got), "round_step_s": med,
+                 **({"shared_with": got[0]["shared_with"]} if "shared_with" in got[0] else {})}
     row[side]["agrees"] = row[side]["spread"] < max_spread
     if all("waiting_cpu_s_per_step" in g for g in got):
       row[side]["waiting_cpu_s_per_step"] = max(g["waiting_cpu_s_per_step"] for g in got)
@@ -388,18 +429,32 @@ def summarise(rounds: list[dict], tokens: int, max_spread: float) -> dict:
     row["ratio_range"] = (min(paired), max(paired))
     row["ratio_spread"] = (max(paired) - min(paired)) / row["ratio"]
     row["ratio_agrees"] = row["ratio_spread"] < max_spread
+    row.update(ratio_interval(paired, max_spread))
   return row
 
 
+def ratio_interval(paired: list[float], max_width: float) -> dict:
+  """The rounds' paired ratios as a geometric mean with its 95 % t interval (over the
+  rounds' log ratios: ``experiments.stats.one_sample``), and whether the interval is
+  narrower than ``max_width`` of the mean (``ratio_decided``). Unlike the range, the interval
+  narrows as rounds are added: more rounds is how a noisy machine reaches a figure."""
+  from experiments import stats  # pylint: disable=import-outside-toplevel
+  e = stats.one_sample([math.log(r) for r in paired])
+  if not e.defined:
+    return {"ratio_mean": math.exp(e.diff), "ratio_decided": False}
+  mean, lo, hi = math.exp(e.diff), math.exp(e.lo), math.exp(e.hi)
+  return {"ratio_mean": mean, "ratio_ci95": (lo, hi), "ratio_decided": (hi - lo) / mean < max_width}
+
+
 def allocator_name(name: str) -> str:
-  """An allocator as the table names it: ``system``, ``tcmalloc``, or a library's file name."""
+  """An arm as the table names it: ``system``, ``tcmalloc``, a library's file name, each with
+  ``+variant`` if it is one."""
   return os.path.basename(name) if os.sep in name else name
 
 
 INTERLEAVE_LINES = {
     "steps": "Interleaved by step: every side's process alive at once, one timed step of each in "
-             "turn (the order rotating), so the ratio is paired within seconds; the ratio's spread "
-             "is (max - min) / median of its rounds' ratios.",
+             "turn (the order rotating).",
     "processes": "Interleaved by process: each side's round in a fresh process after the other's."}
 
 
@@ -408,9 +463,10 @@ def markdown(results: dict) -> str:
            f"Command: `{results['command']}`", "",
            f"Date: {results['date']}; 1-minute load average before starting: {results['load_at_start']:.2f}", "",
            INTERLEAVE_LINES.get(results.get("interleave", "processes"), ""), "",
-           "| shape | allocator | batch x seq | andrea_jax step (spread) | peer step (spread) | ratio, median [range over rounds] | "
+           "| shape | arm | batch x seq | andrea_jax step (spread) | peer step (spread) | ratio, median [range over rounds] (spread) | "
+           "ratio, geometric mean [95 % CI] | "
            "minor faults per step ours / peer | peak RSS MB ours / peer | "
-           "% of FMA peak ours / peer | % of ceiling ours / peer |", "|---" * 10 + "|"]
+           "% of FMA peak ours / peer | % of ceiling ours / peer |", "|---" * 11 + "|"]
   for s in results["shapes"]:
     o, p = s.get("andrea_jax", {}), s.get("peer", {})
     side = lambda d: (f"{d['step_s']:.3f} s ({100 * d['spread']:.0f} %" + ("" if d["agrees"] else
@@ -418,19 +474,22 @@ def markdown(results: dict) -> str:
     ratio = (f"{s['ratio']:.2f}x [{s['ratio_range'][0]:.2f}, {s['ratio_range'][1]:.2f}]"
              + (f" ({100 * s['ratio_spread']:.0f} %" + ("" if s["ratio_agrees"] else ", over the limit") + ")"
                 if "ratio_spread" in s else "") if "ratio" in s else "n/a")
+    mean = (f"{s['ratio_mean']:.2f}x [{s['ratio_ci95'][0]:.2f}, {s['ratio_ci95'][1]:.2f}]"
+            + ("" if s["ratio_decided"] else ", too wide") if "ratio_ci95" in s else "n/a")
     faults = " / ".join(f"{d['minor_faults_per_step']:,.0f}" if "step_s" in d else "n/a" for d in (o, p))
     rss = " / ".join(f"{d['peak_rss_mb']:,.0f}" if "step_s" in d else "n/a" for d in (o, p))
     pct = lambda key: " / ".join(f"{100 * d[key]:.0f} %" if key in d else "n/a" for d in (o, p))
-    lines.append(f"| {s['shape']} | {allocator_name(s.get('allocator', 'system'))} | {s['batch']} x {s['seq']} | {side(o)} "
-                 f"| {side(p)} | {ratio} | {faults} | {rss} | {pct('pct_of_fma_peak')} | {pct('pct_of_ceiling')} |")
-  ab = [f"- {s['shape']}: our step under {allocator_name(name)} against the system allocator, paired by round: "
-        f"{a['speedup']:.2f}x faster [{a['range'][0]:.2f}, {a['range'][1]:.2f}]"
-        for s in results["shapes"] for name, a in s.get("allocator_ab", {}).items()]
+    lines.append(f"| {s['shape']} | {allocator_name(s.get('arm', 'system'))} | {s['batch']} x {s['seq']} | {side(o)} "
+                 f"| {side(p)} | {ratio} | {mean} | {faults} | {rss} | {pct('pct_of_fma_peak')} | {pct('pct_of_ceiling')} |")
+  ab = [f"- {s['shape']}: our step in {allocator_name(name)} against {allocator_name(a['base'])}, paired by "
+        f"round: {a['speedup']:.2f}x faster [{a['range'][0]:.2f}, {a['range'][1]:.2f}]"
+        for s in results["shapes"] for name, a in s.get("arm_ab", {}).items()]
   if ab:
-    lines += ["", "The allocators, alternated in one run:", *ab]
-  waits = [f"{s['shape']}/{allocator_name(s.get('allocator', 'system'))} {side} "
+    lines += ["", "The arms, alternated in one run:", *ab]
+  waits = [f"{s['shape']}/{allocator_name(s.get('arm', 'system'))} {side} "
            f"{s[side]['waiting_cpu_s_per_step']:.3f} s (its step {s[side]['step_s']:.3f} s)"
-           for s in results["shapes"] for side in SIDES if "waiting_cpu_s_per_step" in s.get(side, {})]
+           for s in results["shapes"] for side in SIDES
+           if "waiting_cpu_s_per_step" in s.get(side, {}) and not s[side].get("shared_with")]
   if waits:
     lines += ["", "The waiting processes' CPU seconds during one timed step (most in any round; "
               "near 0: a waiting side took nothing from the one timed): " + "; ".join(waits)]
@@ -466,7 +525,7 @@ def parse_args(argv=None) -> argparse.Namespace:
   p.add_argument("--batch", type=int, default=0, help="0: the shape's default (benchmarks/shapes.py)")
   p.add_argument("--seq", type=int, default=0, help="0: the shape's default")
   p.add_argument("--settle_s", type=float, default=2.0, help="pause between processes")
-  p.add_argument("--interleave", choices=("steps", "processes"), default="steps",
+  p.add_argument("--interleave", choices=("steps", "processes"), default="processes",
                  help="steps: every side's process alive at once, their timed steps taking turns "
                       "(lockstep_round); processes: one side's whole round after the other's")
   p.add_argument("--step_settle_s", type=float, default=0.2,
@@ -478,6 +537,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                  help="comma-separated: 'system', 'tcmalloc' (andrea_jax/allocator.py finds it) or a "
                       "library path; each round runs both sides under each (in LD_PRELOAD), rotating "
                       "the order, and the table has a row per allocator")
+  p.add_argument("--variant", action="append", default=[], metavar="NAME:SETTINGS",
+                 help="a variant of our step, e.g. tiled:model.attention_impl=xla_tiled (repeatable): "
+                      "an arm per allocator in which only ours runs, with these settings added, its "
+                      "ratio paired with that allocator's peer and its time with the default arm's")
   p.add_argument("--settings", default="", help="the configs' overrides for this run, e.g. "
                  "'model.remat_policy=full' (benchmarks/shapes.py: load_config)")
   p.add_argument("--out", default="")
@@ -509,12 +572,13 @@ def main(argv=None, sleep=time.sleep) -> int:
     print(f"error: {why}", file=sys.stderr)
     return 2
   try:
-    allocators = allocator_paths(args.allocators)
+    setup = arms(allocator_paths(args.allocators), variant_settings(args.variant), args.settings)
   except ValueError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
   import jax  # pylint: disable=import-outside-toplevel
-  out = {"cpu": cpu_model(), "cores": os.cpu_count(), "load_at_start": load, "allocators": allocators,
+  out = {"cpu": cpu_model(), "cores": os.cpu_count(), "load_at_start": load,
+         "arms": {a: arm._asdict() for a, arm in setup.items()},
          "interleave": args.interleave,
          "versions": f"jax {jax.__version__}, python {platform.python_version()}",
          "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -526,32 +590,35 @@ def main(argv=None, sleep=time.sleep) -> int:
   for name in args.shapes.split(","):
     batch, seq = shapes.SHAPE_DEFAULTS.get(name, (16, 128))
     batch, seq = args.batch or batch, args.seq or seq
-    rounds = {a: [] for a in allocators}
-    runs = tuple((a, side) for a in allocators for side in SIDES)
+    rounds = {a: [] for a in setup}
+    runs = tuple((a, side) for a in setup for side in SIDES if side != "peer" or setup[a].peer)
     start = lambda run, name=name, batch=batch, seq=seq: Live(
-        run[1], name, batch, seq, args.warmup, allocators[run[0]], args.settings)
+        run[1], name, batch, seq, args.warmup, setup[run[0]].preload, setup[run[0]].settings)
     for i in range(args.rounds):
-      rnd = {a: {} for a in allocators}
+      rnd = {a: {} for a in setup}
       if args.interleave == "steps":
         for (a, side), got in lockstep_round(runs, start, args.steps, i, args.step_settle_s,
                                              sleep).items():
           rnd[a][side] = got
         sleep(args.settle_s)
       for a, side in order(i, runs) if args.interleave == "processes" else ():
-        rnd[a][side] = run_child(side, name, batch, seq, args.warmup, args.steps, allocators[a],
-                                 args.settings)
+        rnd[a][side] = run_child(side, name, batch, seq, args.warmup, args.steps, setup[a].preload,
+                                 setup[a].settings)
         sleep(args.settle_s)
-      for a in allocators:
+      for a in setup:
+        if not setup[a].peer:  # a variant of ours: paired with its allocator's peer, same round
+          base = a.rsplit("+", 1)[0]
+          rnd[a]["peer"] = {**rnd[base]["peer"], "shared_with": base}
         rounds[a].append(rnd[a])
       print(f"{name} round {i + 1}/{args.rounds}: " + ", ".join(
           f"{s}/{a} {rnd[a][s]['step_s']:.3f} s" if "step_s" in rnd[a][s] else f"{s}/{a} {rnd[a][s]}"
           for a, s in runs), flush=True)
     limits = shape_limits(name, batch, seq, out["fma"]) if args.limit else None
-    ab = allocator_ab(rounds)
-    for a in allocators:
-      row = {"shape": name, "allocator": a, "batch": batch, "seq": seq, "per_round": rounds[a],
+    ab = arm_ab(rounds, base=next(iter(setup)))
+    for a in setup:
+      row = {"shape": name, "arm": a, "batch": batch, "seq": seq, "per_round": rounds[a],
              **summarise(rounds[a], batch * seq, args.max_spread),
-             **({"allocator_ab": {a: ab[a]}} if a in ab else {})}
+             **({"arm_ab": {a: ab[a]}} if a in ab else {})}
       out["shapes"].append(with_limits(row, limits) if limits else row)
   out["load_at_end"] = os.getloadavg()[0]
   text = markdown(out)

@@ -1,6 +1,8 @@
 """benchmarks/separate.py: each side in its own process, alternating; the rounds' summary."""
 
 import json
+import math
+import statistics
 
 import pytest
 
@@ -25,6 +27,25 @@ def test_the_sides_alternate_and_the_ratio_is_paired_by_round():
   quiet = separate.summarise([rnd(1.0, 1.2), rnd(1.05, 1.25), rnd(1.02, 1.22)], 1000, 0.10)
   assert quiet["andrea_jax"]["agrees"] and quiet["peer"]["agrees"]
   assert quiet["andrea_jax"]["minor_faults_per_step"] == 1000 and quiet["peer"]["peak_rss_mb"] == 101.25
+
+
+def test_the_ratio_gets_a_t_interval_that_narrows_with_rounds_where_its_range_does_not():
+  ratios = [0.93, 1.0, 0.96, 1.03, 0.94, 1.02] * 4  # a noisy machine: rounds 10 % apart
+  few = separate.ratio_interval(ratios[:4], 0.10)
+  many = separate.ratio_interval(ratios, 0.10)
+  width = lambda r: r["ratio_ci95"][1] - r["ratio_ci95"][0]
+  assert few["ratio_ci95"][0] < few["ratio_mean"] < few["ratio_ci95"][1] and not few["ratio_decided"]
+  assert width(many) < width(few) / 3 and many["ratio_decided"]
+  assert many["ratio_mean"] == pytest.approx(math.exp(statistics.mean(math.log(r) for r in ratios)))
+  # With 4 rounds the t quantile (3.18), not 1.96: a z interval would call it decided.
+  logs = [math.log(r) for r in ratios[:4]]
+  z_width = 2 * 1.96 * statistics.stdev(logs) / 2
+  assert z_width / few["ratio_mean"] < 0.10 and not few["ratio_decided"]
+  assert separate.ratio_interval([1.0], 0.1) == {"ratio_mean": 1.0, "ratio_decided": False}
+  row = separate.summarise([rnd(1.0, 0.9), rnd(1.0, 1.1)], 100, 0.1)
+  text = separate.markdown({"cpu": "c", "cores": 2, "versions": "v", "command": "x", "date": "d",
+                            "load_at_start": 0.1, "shapes": [{"shape": "tiny", "batch": 2, "seq": 16, **row}]})
+  assert "| 0.99x [" in text and ", too wide |" in text
 
 
 def test_the_table_names_the_cpu_and_flags_a_spread_over_the_limit():
@@ -160,9 +181,9 @@ def test_allocators_alternate_in_one_run_and_each_gets_its_row(monkeypatch, tmp_
   assert all(sorted(o) == sorted(runs) for o in orders)
   # Ours 10 % faster under the second allocator in every round, whatever the round's speed.
   rounds = {"system": [rnd(1.1, 1.0), rnd(2.2, 2.0)], "tcmalloc": [rnd(1.0, 1.0), rnd(2.0, 2.0)]}
-  ab = separate.allocator_ab(rounds)
+  ab = separate.arm_ab(rounds, base="system")
   assert set(ab) == {"tcmalloc"} and ab["tcmalloc"]["speedup"] == pytest.approx(1.1)
-  assert separate.allocator_ab({"tcmalloc": rounds["tcmalloc"]}) == {}  # no base: nothing paired
+  assert separate.arm_ab({"tcmalloc": rounds["tcmalloc"]}, base="system") == {}  # no base: nothing paired
   # The real loop, its children faked: a row per allocator, the A/B beside the second.
   lib = tmp_path / "libfake.so"
   lib.write_bytes(b"")
@@ -179,7 +200,7 @@ def test_allocators_alternate_in_one_run_and_each_gets_its_row(monkeypatch, tmp_
   assert seen[4] == ("peer", "")  # the second round starts one run later
   text = (tmp_path / "sep_tables.md").read_text()
   assert "| tiny | system | 16 x 128 |" in text and "| tiny | libfake.so | 16 x 128 |" in text
-  assert "our step under libfake.so against the system allocator, paired by round: 1.10x faster" in text
+  assert "our step in libfake.so against system, paired by round: 1.10x faster" in text
   # The same by step (the default): each side's process under each allocator, stepping in turn.
   FakeLive.log, FakeLive.all = [], []
 
@@ -187,13 +208,13 @@ def test_allocators_alternate_in_one_run_and_each_gets_its_row(monkeypatch, tmp_
     FakeLive.all.append(FakeLive((side, preload), 1.1 if preload == "" and side == "andrea_jax" else 1.0))
     return FakeLive.all[-1]
   monkeypatch.setattr(separate, "Live", fake_live)
-  assert separate.main(["--shapes=tiny", "--rounds=2", "--steps=2", "--no-limit", "--force",
-                        f"--out={out}", f"--allocators=system,{lib}"], sleep=lambda s: None) == 0
+  assert separate.main(["--shapes=tiny", "--rounds=2", "--steps=2", "--no-limit", "--force", f"--out={out}",
+                        f"--allocators=system,{lib}", "--interleave=steps"], sleep=lambda s: None) == 0
   assert FakeLive.log[:5] == [("andrea_jax", ""), ("peer", ""), ("andrea_jax", str(lib)),
                               ("peer", str(lib)), ("peer", "")]  # the second step starts one later
   text = (tmp_path / "sep_tables.md").read_text()
   assert "Interleaved by step" in text and "| tiny | libfake.so | 16 x 128 |" in text
-  assert "against the system allocator, paired by round: 1.10x faster" in text
+  assert "in libfake.so against system, paired by round: 1.10x faster" in text
   # The limits are the shape's, measured once: one line however many allocators' rows.
   results = json.loads(out.read_text())
   for row in results["shapes"]:
@@ -205,3 +226,29 @@ def test_an_allocator_that_is_not_there_is_one_line_naming_it(capsys):
   assert separate.main(["--shapes=tiny", "--allocators=system,/no/such/libtcmalloc.so", "--force"]) == 2
   err = capsys.readouterr().err
   assert "'/no/such/libtcmalloc.so' is not installed" in err and "apt-get install" in err
+
+
+def test_a_variant_of_ours_runs_beside_the_default_and_shares_its_peer(monkeypatch, tmp_path, capsys):
+  made = []
+
+  def fake_child(side, shape, batch, seq, warmup, steps, preload="", settings=""):
+    made.append((side, settings))
+    return rnd(0.8 if "xla_tiled" in settings else 1.0, 1.0)[side]
+  monkeypatch.setattr(separate, "run_child", fake_child)
+  out = tmp_path / "v.json"
+  assert separate.main(["--shapes=tiny", "--rounds=2", "--steps=2", "--no-limit", "--force", f"--out={out}",
+                        "--settings=model.scan_unroll=1", "--variant=tiled:model.attention_impl=xla_tiled"],
+                       sleep=lambda s: None) == 0
+  # Three processes a round: ours, the peer, ours tiled (the peer does not run twice).
+  assert made[:3] == [("andrea_jax", "model.scan_unroll=1"), ("peer", "model.scan_unroll=1"),
+                      ("andrea_jax", "model.scan_unroll=1,model.attention_impl=xla_tiled")]
+  rows = {r["arm"]: r for r in json.loads(out.read_text())["shapes"]}
+  assert rows["system+tiled"]["peer"]["shared_with"] == "system"
+  assert rows["system+tiled"]["ratio"] == pytest.approx(1.25) and rows["system"]["ratio"] == pytest.approx(1.0)
+  text = (tmp_path / "v_tables.md").read_text()
+  assert "| tiny | system+tiled | 16 x 128 |" in text
+  assert "our step in system+tiled against system, paired by round: 1.25x faster [1.25, 1.25]" in text
+  with pytest.raises(ValueError, match="NAME:SETTINGS"):
+    separate.variant_settings(["model.attention_impl=xla_tiled"])
+  assert separate.main(["--shapes=tiny", "--force", "--variant=a:x=1", "--variant=a:x=2"]) == 2
+  assert "'a:x=2'" in capsys.readouterr().err
