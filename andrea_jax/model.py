@@ -44,8 +44,7 @@ ACTIVATIONS = ("gelu_tanh", "gelu", "relu", "swiglu")
 DTYPES = ("float32", "bfloat16", "float16", "float64")
 AUTO = "auto"  # compute_dtype / attention_impl / remat_policy chosen from the platform (resolve_auto)
 REMAT_POLICIES = ("none", "full", "dots_saveable", "dots_with_no_batch_dims_saveable")
-# The kernels of attention.causal_attention; "xla_tiled" is opt-in ("auto" never picks it).
-ATTENTION_IMPLS = ("xla", "xla_flash", "xla_tiled", "cudnn", "auto")
+ATTENTION_IMPLS = ("xla", "xla_flash", "cudnn", "auto")
 
 
 # ----------------------------------------------------------------------------- config
@@ -159,7 +158,7 @@ def resolve_auto(cfg: ModelConfig, platform: str | None = None, verbose: bool = 
 
   NVIDIA GPUs: bfloat16 compute and cuDNN's flash attention (cuDNN needs 16-bit inputs,
   so an explicit float32 there gets the XLA flash path), no rematerialisation. CPUs (and
-  anything else): float32, ``xla_flash`` (``xla_tiled`` is opt-in), and the remat policy
+  anything else): float32, ``xla_flash``, the fastest kernel there, and the remat policy
   ``dots_with_no_batch_dims_saveable``: the backward recomputes each block's elementwise work
   and attention core from the saved weight-matmul outputs instead of keeping every
   activation, which on a CPU is as fast or faster and holds a quarter of the memory

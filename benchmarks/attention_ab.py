@@ -12,11 +12,10 @@ compare ratios only between runs where the base's figure is near the core count)
   python -m benchmarks.attention_ab --shape=andrea120m --batch=1 --reps=12 --variants=kt_f128,kt
   python -m benchmarks.attention_ab --shape=tiny --batch=16 --seq=128 --reps=12 --variants=kt_f128
 
-Variants: ``block64``, ``block256`` (``xla_flash`` at other query blocks) and ``kt...``,
-``attention.key_tiled_causal_attention`` with a ``TilePlan`` (see ``variant``; ``kt_f128`` is
-the model's ``attention_impl="xla_tiled"`` at ``attention_block=128``). ``--forward_only``
-times the forward pass alone; ``--check`` prints each variant's largest gradient difference
-from the base first.
+Variants: ``block64``, ``block256`` (``xla_flash`` at other query blocks) and ``kt...``, the
+key-tiled candidate of ``benchmarks/attention_candidates.py`` with a ``TilePlan`` (see
+``variant``). ``--forward_only`` times the forward pass alone; ``--check`` prints each
+variant's largest gradient difference from the base first.
 """
 
 from __future__ import annotations
@@ -32,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from andrea_jax import attention
+from benchmarks import attention_candidates as candidates
 from benchmarks import shapes
 from benchmarks import timing
 
@@ -45,7 +45,7 @@ PLAN_FIELDS = {"q": "query_block", "k": "key_block", "f": "fwd_key_block", "g": 
 
 
 def variant(name: str):
-  """A kernel by name: one of ``VARIANTS``, or ``kt`` followed by ``attention.TilePlan``
+  """A kernel by name: one of ``VARIANTS``, or ``kt`` followed by ``candidates.TilePlan``
   fields to change, e.g. ``kt_q128_k128_f1024_g4_h12`` (query blocks of 128, key tiles of
   128 in the backward and 1024 in the forward, heads in groups of 4 in the forward and 12
   in the backward; 0: no groups)."""
@@ -55,8 +55,8 @@ def variant(name: str):
   if kind != "kt":
     raise ValueError(f"variant {name!r}: expected one of {sorted(VARIANTS)} or "
                      f"kt followed by TilePlan fields, e.g. kt_q128_k128_f1024_g4_h12")
-  plan = attention.TilePlan(**{PLAN_FIELDS[f[0]]: int(f[1:]) for f in fields})
-  return lambda q, k, v: attention.key_tiled_causal_attention(q, k, v, plan)
+  plan = candidates.TilePlan(**{PLAN_FIELDS[f[0]]: int(f[1:]) for f in fields})
+  return lambda q, k, v: candidates.key_tiled_causal_attention(q, k, v, plan)
 
 
 def timed(fn, q, k, v, cpu_s: list, forward_only: bool = False):

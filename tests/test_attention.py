@@ -7,7 +7,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax.test_util import check_grads
 
 from andrea_jax import attention
 from andrea_jax import model
@@ -19,97 +18,22 @@ def small(**kw):
   return model.ModelConfig(**{**base, **kw})
 
 
-KERNELS = ["xla", "xla_flash", "xla_tiled"]  # the XLA kernels of attention.causal_attention
-
-
-def qkv(shape, dtype=jnp.float32):
-  return tuple(jax.random.normal(jax.random.key(i), shape, dtype) for i in range(3))
-
-
-def causal_reference(T: int):
-  mask = jnp.broadcast_to(jnp.tril(jnp.ones((T, T), bool)), (2, T, T))
-  return lambda q, k, v: attention.causal_attend(q, k, v, mask[:q.shape[0]])
-
-
-def assert_kernel_equals_reference(kernel, q, k, v):
-  """``kernel``'s values and gradients (of a non-linear function of the output) are the
-  masked full softmax's. Jitted: one compile each instead of one per operation of the
-  kernels' loops."""
-  full = jax.jit(causal_reference(q.shape[1]))
-  kernel = jax.jit(kernel)
-  np.testing.assert_allclose(kernel(q, k, v), full(q, k, v), atol=1e-6)
+@pytest.mark.parametrize("block", [3, 5, 13, 128])
+def test_blocked_and_flash_kernels_equal_the_masked_full_softmax_values_and_grads(block):
+  # T = 13: blocks that do not divide it (3, 5), one as long (13), one longer (128).
+  B, T, H, K = 2, 13, 3, 4
+  q, k, v = (jax.random.normal(jax.random.key(i), (B, T, H, K)) for i in range(3))
+  mask = jnp.broadcast_to(jnp.tril(jnp.ones((T, T), bool)), (B, T, T))
+  # Jitted: one compile each instead of one per operation of the blocks' loops.
+  full = jax.jit(lambda q, k, v: attention.causal_attend(q, k, v, mask))
+  blocked = jax.jit(lambda q, k, v: attention.blocked_causal_attention(q, k, v, block))
+  flash = jax.jit(lambda q, k, v: attention.flash_causal_attention(q, k, v, block))
+  np.testing.assert_allclose(blocked(q, k, v), full(q, k, v), atol=1e-6)
+  np.testing.assert_allclose(flash(q, k, v), full(q, k, v), atol=1e-6)
   grad = lambda f: jax.jit(jax.grad(lambda *a: jnp.sum(jnp.sin(f(*a))), argnums=(0, 1, 2)))(q, k, v)
-  for g_kernel, g_full in zip(grad(kernel), grad(full)):
-    np.testing.assert_allclose(g_kernel, g_full, atol=1e-5)
-
-
-# T = 13: blocks that do not divide it (3, 5), one as long (13), one longer (128); T = 300:
-# several blocks of 128 and a partial last one (xla_tiled: masked diagonal tiles, unmasked
-# tiles below them, a short last key tile).
-@pytest.mark.parametrize("T, block", [(13, 3), (13, 5), (13, 13), (13, 128), (300, 128)])
-@pytest.mark.parametrize("impl", KERNELS)
-def test_the_xla_kernels_equal_the_masked_full_softmax_values_and_grads(impl, T, block):
-  # B x H = 8 heads: xla_tiled's lax.map over groups of 4 runs whenever T > block.
-  q, k, v = qkv((2, T, 4, 4))
-  assert_kernel_equals_reference(
-      lambda q, k, v: attention.causal_attention(q, k, v, impl, block), q, k, v)
-
-
-def test_the_key_tiled_kernel_is_exact_past_its_1024_key_forward_tile():
-  # TilePlan()'s forward key tile of 1024 ("kt"): at T > 1024 a query block past key 1024
-  # sees an unmasked tile of 1024 keys and a masked one after it, joined by the online softmax.
-  plan = attention.TilePlan(query_block=512, key_block=512)
-  assert plan.fwd_key_block == 1024
-  q, k, v = qkv((1, 1100, 2, 4))
-  assert_kernel_equals_reference(
-      lambda q, k, v: attention.key_tiled_causal_attention(q, k, v, plan), q, k, v)
-
-
-def test_xla_tiled_is_the_square_tile_plan_of_the_block():
-  assert attention.TilePlan.square(128) == attention.TilePlan(128, 128, 128, 4, 4)
-  assert attention.TilePlan.square(64)._replace(fwd_key_block=1024) == \
-      attention.TilePlan(query_block=64, key_block=64)
-
-
-def test_xla_tiled_gradients_in_float64():
-  # check_grads in reverse mode (a custom_vjp), several tiles of 4 over groups of 4 heads.
-  with jax.enable_x64(True):
-    q, k, v = qkv((2, 11, 4, 3), jnp.float64)
-    check_grads(jax.jit(lambda q, k, v: attention.causal_attention(q, k, v, "xla_tiled", 4)),
-                (q, k, v), order=1, modes=("rev",))
-
-
-@pytest.mark.parametrize("T", [14, 4])  # several blocks of 4 and a partial one; one block
-def test_xla_tiled_gives_the_model_the_loss_and_gradients_of_xla_flash(T, monkeypatch):
-  ran = []
-  kernel = attention.key_tiled_causal_attention
-  monkeypatch.setattr(attention, "key_tiled_causal_attention",
-                      lambda *a: ran.append(a[3]) or kernel(*a))
-  cfgs = {impl: small(attention_impl=impl, n_head=4) for impl in ("xla_flash", "xla_tiled")}
-  params = model.init_params(cfgs["xla_flash"], jax.random.key(0))
-  tokens = jax.random.randint(jax.random.key(1), (2, T), 0, 37)
-  targets = jnp.roll(tokens, -1, 1)
-  loss_and_grad = lambda cfg: jax.jit(jax.value_and_grad(model.loss_fn), static_argnums=3)(
-      params, tokens, targets, cfg)
-  flash_loss, flash_grads = loss_and_grad(cfgs["xla_flash"])
-  assert not ran
-  tiled_loss, tiled_grads = loss_and_grad(cfgs["xla_tiled"])
-  assert ran and set(ran) == {attention.TilePlan.square(4)}, ran
-  np.testing.assert_allclose(tiled_loss, flash_loss, rtol=1e-6)
-  for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(tiled_grads),
-                          jax.tree.leaves(flash_grads)):
-    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6, err_msg=jax.tree_util.keystr(path))
-
-
-def test_auto_never_picks_xla_tiled_and_unknown_kernels_name_it():
-  for platform in ("cpu", "gpu", "tpu"):
-    for dtype in ("auto", "float32", "bfloat16"):
-      cfg = model.resolve_auto(small(compute_dtype=dtype, attention_impl="auto"),
-                               platform=platform, verbose=False)
-      assert cfg.attention_impl != "xla_tiled"
-  assert small(attention_impl="xla_tiled").attention_impl == "xla_tiled"
-  with pytest.raises(ValueError, match="'xla_tiled'"):
-    attention.causal_attention(*qkv((1, 4, 1, 2)), "tiled", 4)
+  for g_blocked, g_flash, g_full in zip(grad(blocked), grad(flash), grad(full)):
+    np.testing.assert_allclose(g_blocked, g_full, atol=1e-5)
+    np.testing.assert_allclose(g_flash, g_full, atol=1e-5)
 
 
 def dot_flops(fn, *args) -> float:
@@ -126,7 +50,7 @@ def dot_flops(fn, *args) -> float:
   return total
 
 
-@pytest.mark.parametrize("impl", KERNELS)
+@pytest.mark.parametrize("impl", ["xla", "xla_flash"])
 def test_the_kernels_skip_the_key_blocks_above_the_diagonal(impl):
   """Forward and backward: query block i multiplies key blocks 0..i only, so with n blocks
   the matmuls do n(n+1)/2 of the n^2 blocks of one block as wide as the sequence."""

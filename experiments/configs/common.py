@@ -49,9 +49,9 @@ def model_group(*, vocab_size: int, block_size: int, d_model: int, n_layer: int,
   m.remat_policy = "auto"
   # Layers unrolled per lax.scan iteration (1 = pure scan).
   m.scan_unroll = 1
-  # "xla_flash", "xla", "xla_tiled" (opt-in), "cudnn" (see attention.py) or "auto" (cudnn on NVIDIA GPUs, else xla_flash).
+  # "xla_flash", "xla", "cudnn" (see attention.py) or "auto" (cudnn on NVIDIA GPUs, else xla_flash).
   m.attention_impl = "auto"
-  # Queries per block in the XLA kernels' blocked causal attention (skips the masked half; xla_tiled: also keys per tile).
+  # Queries per block in the XLA path's blocked causal attention (skips the masked half).
   m.attention_block = 128
   # Pad the vocabulary to a multiple of this (128 aligns GPU matmuls; 1 = none); never sampled.
   m.vocab_pad_multiple = 1
