@@ -15,7 +15,7 @@ one heap), and a ratio that moves with the method cannot carry a claim. Here, pe
   the others waiting), then they take turns one timed step at a time, the order rotating by
   one each step, ``--step_settle_s`` apart (``lockstep_round``). Tried as a cure for the
   noise, and not the default: the waiting process takes no CPU (``waiting_cpu_s_per_step``,
-  from ``/proc``), but a step right after the other process's step ran 3-7 % slower than one
+  from ``/proc``), but a step right after the other process's step ran 1-7 % slower than one
   after its own, more for ours than the peer's, and the rounds agreed no better
   (docs/performance.md).
 
@@ -42,9 +42,9 @@ into ``docs/`` only from an idle machine (``results.refusal``), and a table says
 The arms (``arms``): each round runs both sides under each allocator named in
 ``--allocators=system,tcmalloc`` (``LD_PRELOAD`` in the child's environment; ``system``
 preloads nothing), and ours once more in each ``--variant NAME:SETTINGS`` (config settings
-added, e.g. ``tiled:model.attention_impl=xla_tiled``; the variant's ratio is paired with its
+added, e.g. ``noremat:model.remat_policy=none``; the variant's ratio is paired with its
 allocator's peer in the same round), all in the rotating order, so every arm is alternated
-with every other in one run. The table has a row per arm (``system``, ``system+tiled``, ...),
+with every other in one run. The table has a row per arm (``system``, ``system+noremat``, ...),
 and our step's time in the first arm over its time in each other one, paired by round
 (``arm_ab``).
 
@@ -367,7 +367,7 @@ def variant_settings(specs: list[str]) -> dict[str, str]:
     name, sep, settings = spec.partition(":")
     if not sep or not name or not settings or "+" in name or name in out:
       raise ValueError(f"--variant={spec!r}: expected NAME:SETTINGS with a new name without '+', "
-                       f"e.g. tiled:model.attention_impl=xla_tiled")
+                       f"e.g. noremat:model.remat_policy=none")
     out[name] = settings
   return out
 
@@ -381,7 +381,7 @@ class Arm(NamedTuple):
 
 
 def arms(allocators: dict[str, str], variants: dict[str, str], settings: str = "") -> dict[str, Arm]:
-  """Every allocator with every variant: ``system``, ``system+tiled``, ``tcmalloc``, ...; a
+  """Every allocator with every variant: ``system``, ``system+noremat``, ``tcmalloc``, ...; a
   variant's settings are added to ``settings`` (ours only: the peer runs in the default arm
   of each allocator)."""
   return {(a if not v else f"{a}+{v}"): Arm(path, ",".join(filter(None, (settings, extra))), not v)
@@ -399,7 +399,7 @@ def arm_ab(rounds: dict[str, list[dict]], base: str) -> dict[str, dict]:
               if "step_s" in b.get("andrea_jax", {}) and "step_s" in r.get("andrea_jax", {})]
     if paired:
       out[name] = {"speedup": statistics.median(paired), "range": (min(paired), max(paired)),
-                   "base": base}
+                   "base": base, **ratio_interval(paired, float("inf"))}
   return out
 
 
@@ -482,7 +482,9 @@ def markdown(results: dict) -> str:
     lines.append(f"| {s['shape']} | {allocator_name(s.get('arm', 'system'))} | {s['batch']} x {s['seq']} | {side(o)} "
                  f"| {side(p)} | {ratio} | {mean} | {faults} | {rss} | {pct('pct_of_fma_peak')} | {pct('pct_of_ceiling')} |")
   ab = [f"- {s['shape']}: our step in {allocator_name(name)} against {allocator_name(a['base'])}, paired by "
-        f"round: {a['speedup']:.2f}x faster [{a['range'][0]:.2f}, {a['range'][1]:.2f}]"
+        f"round (above 1: faster): {a['speedup']:.2f}x [{a['range'][0]:.2f}, {a['range'][1]:.2f}]"
+        + (f"; geometric mean {a['ratio_mean']:.2f}x [95 % CI {a['ratio_ci95'][0]:.2f}, {a['ratio_ci95'][1]:.2f}]"
+           if "ratio_ci95" in a else "")
         for s in results["shapes"] for name, a in s.get("arm_ab", {}).items()]
   if ab:
     lines += ["", "The arms, alternated in one run:", *ab]
@@ -538,7 +540,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                       "library path; each round runs both sides under each (in LD_PRELOAD), rotating "
                       "the order, and the table has a row per allocator")
   p.add_argument("--variant", action="append", default=[], metavar="NAME:SETTINGS",
-                 help="a variant of our step, e.g. tiled:model.attention_impl=xla_tiled (repeatable): "
+                 help="a variant of our step, e.g. noremat:model.remat_policy=none (repeatable): "
                       "an arm per allocator in which only ours runs, with these settings added, its "
                       "ratio paired with that allocator's peer and its time with the default arm's")
   p.add_argument("--settings", default="", help="the configs' overrides for this run, e.g. "

@@ -200,7 +200,7 @@ def test_allocators_alternate_in_one_run_and_each_gets_its_row(monkeypatch, tmp_
   assert seen[4] == ("peer", "")  # the second round starts one run later
   text = (tmp_path / "sep_tables.md").read_text()
   assert "| tiny | system | 16 x 128 |" in text and "| tiny | libfake.so | 16 x 128 |" in text
-  assert "our step in libfake.so against system, paired by round: 1.10x faster" in text
+  assert "our step in libfake.so against system, paired by round (above 1: faster): 1.10x [1.10, 1.10]; geometric mean 1.10x [95 % CI 1.10, 1.10]" in text
   # The same by step (the default): each side's process under each allocator, stepping in turn.
   FakeLive.log, FakeLive.all = [], []
 
@@ -214,7 +214,7 @@ def test_allocators_alternate_in_one_run_and_each_gets_its_row(monkeypatch, tmp_
                               ("peer", str(lib)), ("peer", "")]  # the second step starts one later
   text = (tmp_path / "sep_tables.md").read_text()
   assert "Interleaved by step" in text and "| tiny | libfake.so | 16 x 128 |" in text
-  assert "in libfake.so against system, paired by round: 1.10x faster" in text
+  assert "in libfake.so against system, paired by round (above 1: faster): 1.10x [1.10, 1.10]; geometric mean 1.10x [95 % CI 1.10, 1.10]" in text
   # The limits are the shape's, measured once: one line however many allocators' rows.
   results = json.loads(out.read_text())
   for row in results["shapes"]:
@@ -233,22 +233,22 @@ def test_a_variant_of_ours_runs_beside_the_default_and_shares_its_peer(monkeypat
 
   def fake_child(side, shape, batch, seq, warmup, steps, preload="", settings=""):
     made.append((side, settings))
-    return rnd(0.8 if "xla_tiled" in settings else 1.0, 1.0)[side]
+    return rnd(0.8 if "remat_policy=none" in settings else 1.0, 1.0)[side]
   monkeypatch.setattr(separate, "run_child", fake_child)
   out = tmp_path / "v.json"
   assert separate.main(["--shapes=tiny", "--rounds=2", "--steps=2", "--no-limit", "--force", f"--out={out}",
-                        "--settings=model.scan_unroll=1", "--variant=tiled:model.attention_impl=xla_tiled"],
+                        "--settings=model.scan_unroll=1", "--variant=noremat:model.remat_policy=none"],
                        sleep=lambda s: None) == 0
-  # Three processes a round: ours, the peer, ours tiled (the peer does not run twice).
+  # Three processes a round: ours, the peer, ours without remat (the peer does not run twice).
   assert made[:3] == [("andrea_jax", "model.scan_unroll=1"), ("peer", "model.scan_unroll=1"),
-                      ("andrea_jax", "model.scan_unroll=1,model.attention_impl=xla_tiled")]
+                      ("andrea_jax", "model.scan_unroll=1,model.remat_policy=none")]
   rows = {r["arm"]: r for r in json.loads(out.read_text())["shapes"]}
-  assert rows["system+tiled"]["peer"]["shared_with"] == "system"
-  assert rows["system+tiled"]["ratio"] == pytest.approx(1.25) and rows["system"]["ratio"] == pytest.approx(1.0)
+  assert rows["system+noremat"]["peer"]["shared_with"] == "system"
+  assert rows["system+noremat"]["ratio"] == pytest.approx(1.25) and rows["system"]["ratio"] == pytest.approx(1.0)
   text = (tmp_path / "v_tables.md").read_text()
-  assert "| tiny | system+tiled | 16 x 128 |" in text
-  assert "our step in system+tiled against system, paired by round: 1.25x faster [1.25, 1.25]" in text
+  assert "| tiny | system+noremat | 16 x 128 |" in text
+  assert "our step in system+noremat against system, paired by round (above 1: faster): 1.25x [1.25, 1.25]" in text
   with pytest.raises(ValueError, match="NAME:SETTINGS"):
-    separate.variant_settings(["model.attention_impl=xla_tiled"])
+    separate.variant_settings(["model.remat_policy=none"])
   assert separate.main(["--shapes=tiny", "--force", "--variant=a:x=1", "--variant=a:x=2"]) == 2
   assert "'a:x=2'" in capsys.readouterr().err
