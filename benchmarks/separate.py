@@ -452,6 +452,13 @@ def allocator_name(name: str) -> str:
   return os.path.basename(name) if os.sep in name else name
 
 
+def code_line(code: dict | None) -> str:
+  """The commit that ran (``experiments.sweep.code_version``), and whether its tree was clean."""
+  if not code or not code.get("commit"):
+    return "Code: not known (not a git checkout)"
+  return f"Code: commit {code['commit'][:12]}" + ("" if code.get("clean") else ", with uncommitted changes")
+
+
 INTERLEAVE_LINES = {
     "steps": "Interleaved by step: every side's process alive at once, one timed step of each in "
              "turn (the order rotating).",
@@ -460,7 +467,7 @@ INTERLEAVE_LINES = {
 
 def markdown(results: dict) -> str:
   lines = [f"CPU: {results['cpu']} ({results['cores']} cores); {results['versions']}", "",
-           f"Command: `{results['command']}`", "",
+           f"Command: `{results['command']}`", "", code_line(results.get("code")), "",
            f"Date: {results['date']}; 1-minute load average before starting: {results['load_at_start']:.2f}", "",
            INTERLEAVE_LINES.get(results.get("interleave", "processes"), ""), "",
            "| shape | arm | batch x seq | andrea_jax step (spread) | peer step (spread) | ratio, median [range over rounds] (spread) | "
@@ -579,7 +586,8 @@ def main(argv=None, sleep=time.sleep) -> int:
     print(f"error: {e}", file=sys.stderr)
     return 2
   import jax  # pylint: disable=import-outside-toplevel
-  out = {"cpu": cpu_model(), "cores": os.cpu_count(), "load_at_start": load,
+  from experiments import sweep  # pylint: disable=import-outside-toplevel
+  out = {"cpu": cpu_model(), "code": sweep.code_version(ROOT), "cores": os.cpu_count(), "load_at_start": load,
          "arms": {a: arm._asdict() for a, arm in setup.items()},
          "interleave": args.interleave,
          "versions": f"jax {jax.__version__}, python {platform.python_version()}",

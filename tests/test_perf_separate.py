@@ -217,6 +217,7 @@ def test_allocators_alternate_in_one_run_and_each_gets_its_row(monkeypatch, tmp_
   assert "in libfake.so against system, paired by round (above 1: faster): 1.10x [1.10, 1.10]; geometric mean 1.10x [95 % CI 1.10, 1.10]" in text
   # The limits are the shape's, measured once: one line however many allocators' rows.
   results = json.loads(out.read_text())
+  assert len(results["code"]["commit"]) == 40 and f"Code: commit {results['code']['commit'][:12]}" in text
   for row in results["shapes"]:
     row["limits"] = {"flops_per_token_causal": 1e6, "ceiling_xla_flops_per_s": 2e9}
   assert separate.markdown(results).count("- tiny: weight-matmul ceiling") == 1
