@@ -280,17 +280,26 @@ class Live:
   def ready(self) -> None:
     self._answer("READY")
 
+  def _send(self, command: str) -> None:
+    try:
+      self.proc.stdin.write(command + "\n")
+      self.proc.stdin.flush()
+    except BrokenPipeError:  # it died: _answer reads its end and its error
+      pass
+
   def step(self) -> dict | None:
-    self.proc.stdin.write("step\n")
-    self.proc.stdin.flush()
+    self._send("step")
     return self._answer("STEP ")
 
   def end(self) -> dict:
     if self.result is None:
-      self.proc.stdin.write("end\n")
-      self.proc.stdin.flush()
+      self._send("end")
       self._answer(None)
-    self.err.close()
+    for f in (self.proc.stdin, self.proc.stdout, self.err):
+      try:
+        f.close()
+      except BrokenPipeError:
+        pass
     return self.result
 
   def cpu_s(self) -> float:

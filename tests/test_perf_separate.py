@@ -67,6 +67,11 @@ def test_a_side_runs_in_its_own_process_one_step_at_a_time_and_reports_faults_an
   got = live.end()
   assert got["times"] == [s["s"] for s in steps] and got["peak_rss_mb"] > 50
   assert got["cpu"] == separate.cpu_model() and live.proc.returncode == 0
+  # A process that dies mid-round answers its error, not a broken pipe.
+  dead = separate.Live("andrea_jax", "tiny", 1, 8, 0)
+  dead.proc.kill()
+  dead.proc.wait()
+  assert dead.step() is None and dead.end()["error"].startswith("exit -9")
 
 
 def test_a_side_that_fails_says_why_whichever_way_it_runs():
