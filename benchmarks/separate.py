@@ -574,6 +574,15 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def main(argv=None, sleep=time.sleep) -> int:
+  try:
+    return measure(argv, sleep)
+  except KeyboardInterrupt:  # the children, in our process group, got the same Ctrl-C
+    print("interrupted: nothing written (--out is written only when every shape is done)",
+          file=sys.stderr, flush=True)
+    return 130
+
+
+def measure(argv=None, sleep=time.sleep) -> int:
   args = parse_args(argv)
   if args.child and args.serve:
     serve(args.child, args.shapes, args.batch, args.seq, args.warmup, args.settings)

@@ -258,3 +258,12 @@ def test_a_variant_of_ours_runs_beside_the_default_and_shares_its_peer(monkeypat
     separate.variant_settings(["model.remat_policy=none"])
   assert separate.main(["--shapes=tiny", "--force", "--variant=a:x=1", "--variant=a:x=2"]) == 2
   assert "'a:x=2'" in capsys.readouterr().err
+
+
+def test_ctrl_c_stops_the_run_in_one_line_and_writes_nothing(monkeypatch, tmp_path, capsys):
+  def interrupted(*a, **k):
+    raise KeyboardInterrupt
+  monkeypatch.setattr(separate, "run_child", interrupted)
+  out = tmp_path / "x.json"
+  assert separate.main(["--shapes=tiny", "--no-limit", "--force", f"--out={out}"], sleep=lambda s: None) == 130
+  assert capsys.readouterr().err.startswith("interrupted: nothing written") and not out.exists()
