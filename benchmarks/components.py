@@ -7,6 +7,16 @@ time, andrea_jax's jitted function against the same computation in eager PyTorch
   python -m benchmarks.components --shape=andrea120m --reps=5
   python -m benchmarks.components --unit_axis          # the XLA:CPU effect behind model-on-rows
   python -m benchmarks.components --shape=andrea12m --batch=4 --ops   # XLA's own ops, ranked
+  python -m benchmarks.components --separate --shape=tiny,andrea12m,andrea120m --rounds=8 \
+      --reps=3 --out=docs/performance_components.json
+
+``--separate`` is the profile docs/ publishes: each side's rows (the components, and the
+step's two parts: the whole model's forward + backward and the AdamW update) in a fresh
+process of its own (ours never imports PyTorch), the sides alternating round by round as
+in ``benchmarks/separate.py``; per row the ratio paired by round with its 95 % t interval,
+and the gap per training step (ours - peer, times the runs of the row in one step). The
+default mode times both sides in one process, where PyTorch's spinning OpenMP workers and
+the shared heap slow whichever side runs next (issue 31): use it to look, not to publish.
 
 Components: LayerNorm; the attention core (causal softmax attention on (B, T, H, K):
 ``attention_impl`` against ``scaled_dot_product_attention``); the whole attention branch
@@ -28,7 +38,9 @@ import json
 import os
 import re
 import statistics
+import sys
 import tempfile
+import time
 
 import jax
 import jax.numpy as jnp
@@ -115,16 +127,17 @@ def peer(cfg: model.ModelConfig, batch: int, seq: int) -> dict:
   return {name: (lambda loss=loss: run(loss)) for name, loss in losses.items()}
 
 
-def step_parts(cfg: model.ModelConfig, batch: int, seq: int, t) -> dict:
-  """The training step split in two, each side: the whole model's forward + backward, and
-  the AdamW update of all parameters (name -> {"ours": fn, "peer": fn})."""
-  import torch  # pylint: disable=import-outside-toplevel
+PARTS = ("model forward + backward", "AdamW update of every parameter")
+
+
+def ours_parts(cfg: model.ModelConfig, batch: int, seq: int, t) -> dict:
+  """Our training step in two parts: the whole model's forward + backward, and the AdamW
+  update of every parameter (name -> a function running it once)."""
   rng = np.random.default_rng(0)
-  ids = rng.integers(0, cfg.vocab_size, (batch, seq + 1))
-  tokens = jnp.asarray(ids, jnp.int32)
+  tokens = jnp.asarray(rng.integers(0, cfg.vocab_size, (batch, seq + 1)), jnp.int32)
   holder = {"params": model.init_params(cfg, jax.random.key(0))}
   value_and_grad = jax.jit(jax.value_and_grad(functools.partial(model.loss_fn, cfg=cfg)))
-  # Not step.make_optimizer: the AdamW update alone at torch_opt's constant rate, no schedule.
+  # Not step.make_optimizer: the AdamW update alone at the peer's constant rate, no schedule.
   opt = optax.adamw(t.learning_rate, b1=t.b1, b2=t.b2, eps=t.eps, weight_decay=t.weight_decay,
                     mask=step_lib.decay_mask)
   holder["opt_state"] = opt.init(holder["params"])
@@ -139,6 +152,15 @@ def step_parts(cfg: model.ModelConfig, batch: int, seq: int, t) -> dict:
     holder["params"], holder["opt_state"] = update(holder["params"], holder["opt_state"])
     jax.block_until_ready(holder["params"])
 
+  return {PARTS[0]: lambda: jax.block_until_ready(value_and_grad(holder["params"], tokens[:, :-1],
+                                                                 tokens[:, 1:])),
+          PARTS[1]: ours_update}
+
+
+def peer_parts(cfg: model.ModelConfig, batch: int, seq: int, t) -> dict:
+  """The peer's step in the same two parts (``benchmarks/peer.py``'s model, ``torch.optim.AdamW``)."""
+  import torch  # pylint: disable=import-outside-toplevel
+  ids = np.random.default_rng(0).integers(0, cfg.vocab_size, (batch, seq + 1))
   net = peer_lib.peer_model(cfg)
   torch_opt = torch.optim.AdamW(net.parameters(), lr=t.learning_rate, betas=(t.b1, t.b2),
                                 eps=t.eps, weight_decay=t.weight_decay)
@@ -154,13 +176,151 @@ def step_parts(cfg: model.ModelConfig, batch: int, seq: int, t) -> dict:
         p.grad = torch.ones_like(p)
     torch_opt.step()
 
-  return {
-      "model forward + backward": {
-          "ours": lambda: jax.block_until_ready(value_and_grad(holder["params"], tokens[:, :-1],
-                                                               tokens[:, 1:])),
-          "peer": peer_forward_backward},
-      "AdamW update of every parameter": {"ours": ours_update, "peer": peer_update},
-  }
+  return {PARTS[0]: peer_forward_backward, PARTS[1]: peer_update}
+
+
+def step_parts(cfg: model.ModelConfig, batch: int, seq: int, t) -> dict:
+  """The training step split in two, each side: the whole model's forward + backward, and
+  the AdamW update of all parameters (name -> {"ours": fn, "peer": fn})."""
+  a, b = ours_parts(cfg, batch, seq, t), peer_parts(cfg, batch, seq, t)
+  return {name: {"ours": a[name], "peer": b[name]} for name in PARTS}
+
+
+# ----------------------------------------------------------------------------- each side in its own process
+
+SIDES = ("ours", "peer")
+# How many times one step runs each row: LayerNorm twice a block, the block's parts once
+# per layer, the tail and the step's parts once.
+PER_STEP = {"layer_norm": lambda cfg: 2 * cfg.n_layer, "attention_core": lambda cfg: cfg.n_layer,
+            "attention_branch": lambda cfg: cfg.n_layer, "mlp": lambda cfg: cfg.n_layer}
+
+
+def side_rows(side: str, cfg: model.ModelConfig, batch: int, seq: int, t) -> dict:
+  """One side's rows (the components and the step's two parts): name -> a function. Ours
+  never imports PyTorch, so its process has only XLA's threads and allocator."""
+  if side == "ours":
+    return {**ours(cfg, batch, seq), **ours_parts(cfg, batch, seq, t)}
+  return {**peer(cfg, batch, seq), **peer_parts(cfg, batch, seq, t)}
+
+
+def child(side: str, shape: str, batch: int, seq: int, reps: int, warmup: int = 1) -> dict:
+  """One side's round, in a fresh process: every row ``warmup`` times untimed, then ``reps``
+  times, the rows taking turns (``timing.interleave``); the median ms per row."""
+  from benchmarks import separate  # pylint: disable=import-outside-toplevel
+  if side == "peer":
+    missing = peer_lib.peer_available()
+    if missing:
+      return {"skipped": missing}
+  config = shapes.load_config(shape)
+  cfg = shapes.model_config(config, seq)
+  fns = side_rows(side, cfg, batch, seq, step_lib.TrainConfig(**config.train))
+  times = timing.interleave(fns, reps, warmup, settle_s=0.05)
+  return {"ms": {name: 1e3 * statistics.median(ts) for name, ts in times.items()},
+          "peak_rss_mb": separate.peak_rss_mb(), "cpu": separate.cpu_model(),
+          "torch_loaded": "torch" in sys.modules}
+
+
+def child_argv(side: str, shape: str, batch: int, seq: int, reps: int) -> list[str]:
+  return [sys.executable, "-m", "benchmarks.components", f"--child={side}", f"--shape={shape}",
+          f"--batch={batch}", f"--seq={seq}", f"--reps={reps}"]
+
+
+def separate_rounds(shape: str, batch: int, seq: int, rounds: int, reps: int, run=None,
+                    sleep=time.sleep, settle_s: float = 2.0, progress=print) -> list[dict]:
+  """``rounds`` rounds, each side's rows in a fresh process of its own, the sides' order
+  alternating (``separate.order``); ``run(side)`` (tests pass a fake) returns a side's round."""
+  from benchmarks import separate  # pylint: disable=import-outside-toplevel
+  run = run or (lambda side: separate.result_of(child_argv(side, shape, batch, seq, reps)))
+  out = []
+  for i in range(rounds):
+    rnd = {}
+    for side in separate.order(i, SIDES):
+      rnd[side] = run(side)
+      sleep(settle_s)
+    out.append(rnd)
+    progress(f"{shape} round {i + 1}/{rounds}: " + ", ".join(
+        f"{side} {sum(rnd[side]['ms'].values()):,.0f} ms over all rows" if "ms" in rnd[side]
+        else f"{side} {rnd[side]}" for side in SIDES), flush=True)
+  return out
+
+
+def separate_summary(rounds: list[dict], cfg: model.ModelConfig, max_width: float = 0.10) -> list[dict]:
+  """Per row: each side's median ms over rounds, the ratio peer / ours paired by round (above
+  1: ours faster) as its median, range and geometric mean with the 95 % t interval
+  (``separate.ratio_interval``), and the gap per training step, ``(ours - peer) x`` the times
+  a step runs the row (``PER_STEP``): where the step's remaining time is."""
+  from benchmarks import separate  # pylint: disable=import-outside-toplevel
+  good = [r for r in rounds if all("ms" in r.get(side, {}) for side in SIDES)]
+  rows = []
+  for name in (good[0]["ours"]["ms"] if good else ()):
+    o = [r["ours"]["ms"][name] for r in good]
+    p = [r["peer"]["ms"][name] for r in good]
+    paired = [b / a for a, b in zip(o, p)]
+    ours_ms, peer_ms = statistics.median(o), statistics.median(p)
+    times = PER_STEP.get(name, lambda cfg: 1)(cfg)
+    rows.append({"row": name, "ours_ms": ours_ms, "peer_ms": peer_ms, "per_step": times,
+                 "gap_ms_per_step": times * (ours_ms - peer_ms), "ratio": statistics.median(paired),
+                 "ratio_range": (min(paired), max(paired)), **separate.ratio_interval(paired, max_width)})
+  return rows
+
+
+def separate_markdown(results: dict) -> str:
+  """The separate-process profile as a table per shape, the machine and command beside it."""
+  from benchmarks import separate  # pylint: disable=import-outside-toplevel
+  lines = [f"CPU: {results['cpu']} ({results['cores']} cores); {results['versions']}", "",
+           f"Command: `{results['command']}`", "", separate.code_line(results.get("code")), "",
+           f"Date: {results['date']}; 1-minute load average before starting: {results['load_at_start']:.2f}"]
+  for s in results["shapes"]:
+    lines += ["", f"{s['shape']} ({s['batch']} x {s['seq']}), {s['rounds']} rounds "
+              f"({s['good_rounds']} with both sides), each side in its own process, medians of "
+              f"{s['reps']} reps a round:", "",
+              "| row | ours (ms) | peer (ms) | peer / ours, median [range] | geometric mean [95 % CI] "
+              "| runs per step | ours - peer per step (ms) |", "|---" * 7 + "|"]
+    for r in s["rows"]:
+      ci = (f"{r['ratio_mean']:.2f} [{r['ratio_ci95'][0]:.2f}, {r['ratio_ci95'][1]:.2f}]"
+            + ("" if r["ratio_decided"] else ", too wide") if "ratio_ci95" in r else "n/a")
+      lines.append(f"| {r['row']} | {r['ours_ms']:,.1f} | {r['peer_ms']:,.1f} | {r['ratio']:.2f} "
+                   f"[{r['ratio_range'][0]:.2f}, {r['ratio_range'][1]:.2f}] | {ci} | {r['per_step']} "
+                   f"| {r['gap_ms_per_step']:+,.0f} |")
+    errors = {side: r[side] for r in s["per_round"] for side in SIDES if "ms" not in r.get(side, {})}
+    if errors:
+      lines += ["", "Rounds without a side: " + "; ".join(f"{k}: {v}" for k, v in errors.items())]
+  return "\n".join(lines) + "\n"
+
+
+def run_separate(args, argv) -> int:
+  """``--separate``: the profile with each side in its own process (what docs/ publishes)."""
+  from benchmarks import results as results_lib  # pylint: disable=import-outside-toplevel
+  from benchmarks import separate  # pylint: disable=import-outside-toplevel
+  from experiments import sweep  # pylint: disable=import-outside-toplevel
+  load = os.getloadavg()[0]
+  why = results_lib.refusal(args.out, load, args.max_load, args.force)
+  if why:
+    print(f"error: {why}", file=sys.stderr)
+    return 2
+  out = {"cpu": separate.cpu_model(), "cores": os.cpu_count(), "code": sweep.code_version(separate.ROOT),
+         "versions": f"jax {jax.__version__}", "load_at_start": load,
+         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+         "command": "python -m benchmarks.components " + " ".join(argv if argv is not None else sys.argv[1:]),
+         "shapes": []}
+  for name in args.shape.split(","):
+    batch, seq = shapes.SHAPE_DEFAULTS.get(name, (1, 1024))
+    batch, seq = args.batch or batch, args.seq or seq
+    cfg = shapes.model_config(shapes.load_config(name), seq)
+    rounds = separate_rounds(name, batch, seq, args.rounds, args.reps)
+    out["shapes"].append({"shape": name, "batch": batch, "seq": seq, "reps": args.reps,
+                          "rounds": len(rounds), "per_round": rounds,
+                          "good_rounds": sum(all("ms" in r.get(s, {}) for s in SIDES) for r in rounds),
+                          "rows": separate_summary(rounds, cfg, args.max_spread)})
+  out["load_at_end"] = os.getloadavg()[0]
+  text = separate_markdown(out)
+  print(text)
+  if args.out:
+    with open(args.out, "w", encoding="utf-8") as f:
+      json.dump(out, f, indent=2)
+    with open(os.path.splitext(args.out)[0] + "_tables.md", "w", encoding="utf-8") as f:
+      f.write(text)
+  return 0
 
 
 def unit_axis(batch: int, seq: int, d: int, reps: int) -> list[str]:
@@ -246,8 +406,10 @@ def compare_table(what: str, rows: dict, reps: int) -> None:
 def main(argv=None) -> int:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--shape", default="andrea120m")
-  p.add_argument("--batch", type=int, default=1)
-  p.add_argument("--seq", type=int, default=1024)
+  p.add_argument("--batch", type=int, default=None,
+                 help="1; with --separate, each shape's own (benchmarks/shapes.py)")
+  p.add_argument("--seq", type=int, default=None,
+                 help="1024; with --separate, each shape's own")
   p.add_argument("--reps", type=int, default=5)
   p.add_argument("--unit_axis", action="store_true",
                  help="time reductions on (1, T, D) against (T, D) rows instead")
@@ -256,7 +418,24 @@ def main(argv=None) -> int:
   p.add_argument("--ops", action="store_true",
                  help="rank the ops of our whole model's forward + backward by time instead")
   p.add_argument("--top", type=int, default=25, help="ops listed by --ops")
+  p.add_argument("--separate", action="store_true",
+                 help="each side's rows in its own fresh process, alternating, --rounds rounds "
+                      "(--shape may list several, comma-separated): the profile docs/ publishes")
+  p.add_argument("--rounds", type=int, default=8, help="with --separate")
+  p.add_argument("--max_spread", type=float, default=0.10,
+                 help="with --separate: an interval wider than this share of its mean is 'too wide'")
+  p.add_argument("--max_load", type=float, default=0.5)
+  p.add_argument("--force", action="store_true", help="measure on a busy machine (never into docs/)")
+  p.add_argument("--out", default="", help="with --separate: the JSON (and its _tables.md beside it)")
+  p.add_argument("--child", choices=SIDES, default=None, help=argparse.SUPPRESS)
   args = p.parse_args(argv)
+  if args.child:
+    print("RESULT " + json.dumps(child(args.child, args.shape, args.batch, args.seq, args.reps)),
+          flush=True)
+    return 0
+  if args.separate:
+    return run_separate(args, argv)
+  args.batch, args.seq = args.batch or 1, args.seq or 1024
   if args.ops:  # read when the CPU backend starts, so before the first computation
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_enable_xprof_traceme=true").strip()
   config = shapes.load_config(args.shape)

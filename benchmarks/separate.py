@@ -241,8 +241,15 @@ def run_child(side: str, shape: str, batch: int, seq: int, warmup: int, steps: i
               preload: str = "", settings: str = "") -> dict:
   """``child`` in a fresh process (with ``preload`` in ``LD_PRELOAD``, if given); its
   result, or the error it ended with."""
-  out = subprocess.run(child_args(side, shape, batch, seq, warmup, steps, settings),
-                       capture_output=True, text=True, cwd=ROOT, check=False, env=child_env(preload))
+  return result_of(child_args(side, shape, batch, seq, warmup, steps, settings), preload)
+
+
+def result_of(argv: list[str], preload: str = "") -> dict:
+  """Run ``argv`` (a benchmark's child mode) in a fresh process from the repository root
+  (``preload`` in ``LD_PRELOAD``, if given): the JSON of its ``RESULT`` line, or the error it
+  ended with. ``benchmarks.components --separate`` runs its sides through it too."""
+  out = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, check=False,
+                       env=child_env(preload))
   for line in out.stdout.splitlines():
     if line.startswith("RESULT "):
       return json.loads(line[len("RESULT "):])
