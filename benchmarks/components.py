@@ -434,7 +434,12 @@ def main(argv=None) -> int:
           flush=True)
     return 0
   if args.separate:
-    return run_separate(args, argv)
+    try:
+      return run_separate(args, argv)
+    except KeyboardInterrupt:  # the child processes, in our process group, got the same Ctrl-C
+      print("interrupted: nothing written (--out is written only when every shape is done)",
+            file=sys.stderr, flush=True)
+      return 130
   args.batch, args.seq = args.batch or 1, args.seq or 1024
   if args.ops:  # read when the CPU backend starts, so before the first computation
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_enable_xprof_traceme=true").strip()

@@ -71,3 +71,16 @@ def test_a_real_separate_run_times_every_row_in_two_processes(tmp_path):
   assert s["per_round"][0]["ours"]["torch_loaded"] is False
   assert s["per_round"][0]["peer"]["torch_loaded"] is True
   assert "| model forward + backward |" in got and (tmp_path / "components_tables.md").exists()
+
+
+def test_ctrl_c_stops_a_separate_run_in_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys):
+  def interrupted(*args, **kwargs):
+    raise KeyboardInterrupt
+  monkeypatch.setattr(components, "separate_rounds", interrupted)
+  out = tmp_path / "c.json"
+  try:
+    code = components.main(["--separate", "--shape=tiny", "--rounds=2", f"--out={out}"])
+  except KeyboardInterrupt:
+    pytest.fail("Ctrl-C escaped main as a traceback")
+  assert code == 130
+  assert "interrupted: nothing written" in capsys.readouterr().err and not out.exists()
