@@ -143,13 +143,17 @@ def ours_parts(cfg: model.ModelConfig, batch: int, seq: int, t) -> dict:
   holder["opt_state"] = opt.init(holder["params"])
   grads = jax.tree.map(jnp.ones_like, holder["params"])
 
+  # The gradients are an argument, as in a training step. Closed over (JAX then passes
+  # them as hidden constant arguments, 370 MB at andrea120m) the same update took 5x as
+  # long, 331 against 62 ms in one process (why is not pinned down): a gap to the peer
+  # that the training step does not have, and that earlier tables reported as ours.
   @functools.partial(jax.jit, donate_argnums=(0, 1))
-  def update(params, opt_state):
+  def update(params, opt_state, grads):
     updates, opt_state = opt.update(grads, opt_state, params)
     return optax.apply_updates(params, updates), opt_state
 
   def ours_update():
-    holder["params"], holder["opt_state"] = update(holder["params"], holder["opt_state"])
+    holder["params"], holder["opt_state"] = update(holder["params"], holder["opt_state"], grads)
     jax.block_until_ready(holder["params"])
 
   return {PARTS[0]: lambda: jax.block_until_ready(value_and_grad(holder["params"], tokens[:, :-1],
