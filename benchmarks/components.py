@@ -271,9 +271,7 @@ def separate_summary(rounds: list[dict], cfg: model.ModelConfig, max_width: floa
 def separate_markdown(results: dict) -> str:
   """The separate-process profile as a table per shape, the machine and command beside it."""
   from benchmarks import separate  # pylint: disable=import-outside-toplevel
-  lines = [f"CPU: {results['cpu']} ({results['cores']} cores); {results['versions']}", "",
-           f"Command: `{results['command']}`", "", separate.code_line(results.get("code")), "",
-           f"Date: {results['date']}; 1-minute load average before starting: {results['load_at_start']:.2f}"]
+  lines = separate.header_lines(results)
   for s in results["shapes"]:
     lines += ["", f"{s['shape']} ({s['batch']} x {s['seq']}), {s['rounds']} rounds "
               f"({s['good_rounds']} with both sides), each side in its own process, medians of "

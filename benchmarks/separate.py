@@ -481,10 +481,16 @@ INTERLEAVE_LINES = {
     "processes": "Interleaved by process: each side's round in a fresh process after the other's."}
 
 
+def header_lines(results: dict) -> list[str]:
+  """What a results table opens with: the CPU, the command, the commit and the load at the
+  start (``benchmarks.components --separate`` opens its tables with them too)."""
+  return [f"CPU: {results['cpu']} ({results['cores']} cores); {results['versions']}", "",
+          f"Command: `{results['command']}`", "", code_line(results.get("code")), "",
+          f"Date: {results['date']}; 1-minute load average before starting: {results['load_at_start']:.2f}"]
+
+
 def markdown(results: dict) -> str:
-  lines = [f"CPU: {results['cpu']} ({results['cores']} cores); {results['versions']}", "",
-           f"Command: `{results['command']}`", "", code_line(results.get("code")), "",
-           f"Date: {results['date']}; 1-minute load average before starting: {results['load_at_start']:.2f}", "",
+  lines = [*header_lines(results), "",
            INTERLEAVE_LINES.get(results.get("interleave", "processes"), ""), "",
            "| shape | arm | batch x seq | andrea_jax step (spread) | peer step (spread) | ratio, median [range over rounds] (spread) | "
            "ratio, geometric mean [95 % CI] | "
