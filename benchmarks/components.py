@@ -295,8 +295,13 @@ def run_separate(args, argv) -> int:
   from benchmarks import results as results_lib  # pylint: disable=import-outside-toplevel
   from benchmarks import separate  # pylint: disable=import-outside-toplevel
   from experiments import sweep  # pylint: disable=import-outside-toplevel
+  from andrea_jax import errors  # pylint: disable=import-outside-toplevel
   load = os.getloadavg()[0]
   why = results_lib.refusal(args.out, load, args.max_load, args.force)
+  try:  # every shape read before the first round: a bad name fails at once, not an hour in
+    configs = {name: shapes.load_config(name) for name in args.shape.split(",")}
+  except errors.ConfigError as e:
+    why = why or f"--shape: {e}"
   if why:
     print(f"error: {why}", file=sys.stderr)
     return 2
@@ -305,10 +310,10 @@ def run_separate(args, argv) -> int:
          "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
          "command": "python -m benchmarks.components " + " ".join(argv if argv is not None else sys.argv[1:]),
          "shapes": []}
-  for name in args.shape.split(","):
+  for name, config in configs.items():
     batch, seq = shapes.SHAPE_DEFAULTS.get(name, (1, 1024))
     batch, seq = args.batch or batch, args.seq or seq
-    cfg = shapes.model_config(shapes.load_config(name), seq)
+    cfg = shapes.model_config(config, seq)
     rounds = separate_rounds(name, batch, seq, args.rounds, args.reps)
     out["shapes"].append({"shape": name, "batch": batch, "seq": seq, "reps": args.reps,
                           "rounds": len(rounds), "per_round": rounds,
@@ -431,6 +436,9 @@ def main(argv=None) -> int:
   p.add_argument("--out", default="", help="with --separate: the JSON (and its _tables.md beside it)")
   p.add_argument("--child", choices=SIDES, default=None, help=argparse.SUPPRESS)
   args = p.parse_args(argv)
+  for name in ("rounds", "reps"):
+    if getattr(args, name) < 1:
+      p.error(f"--{name}={getattr(args, name)}: expected at least 1")
   if args.child:
     print("RESULT " + json.dumps(child(args.child, args.shape, args.batch, args.seq, args.reps)),
           flush=True)

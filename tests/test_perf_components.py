@@ -84,3 +84,12 @@ def test_ctrl_c_stops_a_separate_run_in_one_line_and_writes_nothing(tmp_path, mo
     pytest.fail("Ctrl-C escaped main as a traceback")
   assert code == 130
   assert "interrupted: nothing written" in capsys.readouterr().err and not out.exists()
+
+
+def test_a_bad_shape_or_round_count_is_refused_before_any_round(capsys):
+  assert components.main(["--separate", "--shape=tiny,no_such_shape", "--rounds=1"]) == 2
+  got = capsys.readouterr()
+  assert "no_such_shape" in got.err and "names are" in got.err and "round" not in got.out
+  with pytest.raises(SystemExit):
+    components.main(["--separate", "--shape=tiny", "--rounds=0"])
+  assert "--rounds=0: expected at least 1" in capsys.readouterr().err
