@@ -323,10 +323,7 @@ def run_separate(args, argv) -> int:
   text = separate_markdown(out)
   print(text)
   if args.out:
-    with open(args.out, "w", encoding="utf-8") as f:
-      json.dump(out, f, indent=2)
-    with open(os.path.splitext(args.out)[0] + "_tables.md", "w", encoding="utf-8") as f:
-      f.write(text)
+    results_lib.write_results(out, args.out, text)
   return 0
 
 

@@ -86,9 +86,11 @@ def refusal(out: str, load_at_start: float, max_load: float, force: bool) -> str
   return None
 
 
-def write_results(results: dict, out: str) -> None:
-  """The JSON results, and their Markdown tables beside them (same name, ``.md``)."""
+def write_results(results: dict, out: str, tables: str | None = None) -> None:
+  """The JSON results, and their Markdown tables beside them (``<name>_tables.md``):
+  ``tables``, or this module's ``markdown`` of them (``separate.py`` and ``components.py``
+  pass their own)."""
   with open(out, "w", encoding="utf-8") as f:
     json.dump(results, f, indent=2)
   with open(os.path.splitext(out)[0] + "_tables.md", "w", encoding="utf-8") as f:
-    f.write(markdown(results))
+    f.write(markdown(results) if tables is None else tables)
