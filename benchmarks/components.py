@@ -294,7 +294,6 @@ def run_separate(args, argv) -> int:
   """``--separate``: the profile with each side in its own process (what docs/ publishes)."""
   from benchmarks import results as results_lib  # pylint: disable=import-outside-toplevel
   from benchmarks import separate  # pylint: disable=import-outside-toplevel
-  from experiments import sweep  # pylint: disable=import-outside-toplevel
   from andrea_jax import errors  # pylint: disable=import-outside-toplevel
   load = os.getloadavg()[0]
   why = results_lib.refusal(args.out, load, args.max_load, args.force)
@@ -305,11 +304,7 @@ def run_separate(args, argv) -> int:
   if why:
     print(f"error: {why}", file=sys.stderr)
     return 2
-  out = {"cpu": separate.cpu_model(), "cores": os.cpu_count(), "code": sweep.code_version(separate.ROOT),
-         "versions": f"jax {jax.__version__}", "load_at_start": load,
-         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-         "command": "python -m benchmarks.components " + " ".join(argv if argv is not None else sys.argv[1:]),
-         "shapes": []}
+  out = separate.run_record("benchmarks.components", argv, load)
   for name, config in configs.items():
     batch, seq = shapes.SHAPE_DEFAULTS.get(name, (1, 1024))
     batch, seq = args.batch or batch, args.seq or seq
@@ -319,12 +314,7 @@ def run_separate(args, argv) -> int:
                           "rounds": len(rounds), "per_round": rounds,
                           "good_rounds": sum(all("ms" in r.get(s, {}) for s in SIDES) for r in rounds),
                           "rows": separate_summary(rounds, cfg, args.max_spread)})
-  out["load_at_end"] = os.getloadavg()[0]
-  text = separate_markdown(out)
-  print(text)
-  if args.out:
-    results_lib.write_results(out, args.out, text)
-  return 0
+  return separate.finish_run(out, separate_markdown(out), args.out)
 
 
 def unit_axis(batch: int, seq: int, d: int, reps: int) -> list[str]:

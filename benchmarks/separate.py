@@ -481,6 +481,30 @@ INTERLEAVE_LINES = {
     "processes": "Interleaved by process: each side's round in a fresh process after the other's."}
 
 
+def run_record(module: str, argv, load: float) -> dict:
+  """What a run's results open with (``header_lines`` prints it): the CPU, the commit
+  (``experiments.sweep.code_version``), the versions, the date, the command and the load
+  at the start. ``benchmarks.components --separate`` records its runs with it too."""
+  import jax  # pylint: disable=import-outside-toplevel
+  from experiments import sweep  # pylint: disable=import-outside-toplevel
+  return {"cpu": cpu_model(), "code": sweep.code_version(ROOT), "cores": os.cpu_count(),
+          "load_at_start": load, "versions": f"jax {jax.__version__}, python {platform.python_version()}",
+          "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+          "command": f"python -m {module} " + " ".join(argv if argv is not None else sys.argv[1:]),
+          "shapes": []}
+
+
+def finish_run(results: dict, text: str, out: str) -> int:
+  """The end of a run: the load then, the tables printed, and the JSON and tables written
+  to ``out`` (if given, ``results.write_results``)."""
+  from benchmarks import results as results_lib  # pylint: disable=import-outside-toplevel
+  results["load_at_end"] = os.getloadavg()[0]
+  print(text)
+  if out:
+    results_lib.write_results(results, out, text)
+  return 0
+
+
 def header_lines(results: dict) -> list[str]:
   """What a results table opens with: the CPU, the command, the commit and the load at the
   start (``benchmarks.components --separate`` opens its tables with them too)."""
@@ -616,15 +640,8 @@ def measure(argv=None, sleep=time.sleep) -> int:
   except ValueError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
-  import jax  # pylint: disable=import-outside-toplevel
-  from experiments import sweep  # pylint: disable=import-outside-toplevel
-  out = {"cpu": cpu_model(), "code": sweep.code_version(ROOT), "cores": os.cpu_count(), "load_at_start": load,
-         "arms": {a: arm._asdict() for a, arm in setup.items()},
-         "interleave": args.interleave,
-         "versions": f"jax {jax.__version__}, python {platform.python_version()}",
-         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-         "command": "python -m benchmarks.separate " + " ".join(argv if argv is not None else sys.argv[1:]),
-         "shapes": []}
+  out = {**run_record("benchmarks.separate", argv, load),
+         "arms": {a: arm._asdict() for a, arm in setup.items()}, "interleave": args.interleave}
   if args.limit:
     from benchmarks import matmul_limit  # pylint: disable=import-outside-toplevel
     out["fma"] = matmul_limit.fma_peak()
@@ -661,12 +678,7 @@ def measure(argv=None, sleep=time.sleep) -> int:
              **summarise(rounds[a], batch * seq, args.max_spread),
              **({"arm_ab": {a: ab[a]}} if a in ab else {})}
       out["shapes"].append(with_limits(row, limits) if limits else row)
-  out["load_at_end"] = os.getloadavg()[0]
-  text = markdown(out)
-  print(text)
-  if args.out:
-    results_lib.write_results(out, args.out, text)
-  return 0
+  return finish_run(out, markdown(out), args.out)
 
 
 if __name__ == "__main__":
