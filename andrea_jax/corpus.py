@@ -21,19 +21,24 @@ escape (``0x0080: 0x00c7,``, ``'\\u20ac'``). On Python 3.11 rule 3 drops
 
 from __future__ import annotations
 
+import codecs
+import contextlib
+import dataclasses
+import functools
 import glob
+import gzip
 import hashlib
+import io
 import json
 import os
 import pathlib
 import re
 import sys
 import sysconfig
-from typing import Sequence
-
-from tqdm import tqdm
+from typing import Iterator, Sequence
 
 from andrea_jax import errors
+from andrea_jax import files as files_lib
 
 # Built-in corpus: files whose code lines are more than this share table lines are dropped.
 MAX_TABLE_SHARE = 0.5
@@ -41,15 +46,7 @@ MAX_TABLE_SHARE = 0.5
 EXCLUDED_STDLIB = ("site-packages", "encodings", "pydoc_data")
 
 
-def _decode(raw: bytes, path: str, utf8_errors: str) -> str:
-  try:
-    # data.utf8_errors "error" is Python's "strict" handler.
-    return raw.decode("utf-8", errors="strict" if utf8_errors == "error" else utf8_errors)
-  except UnicodeDecodeError as e:
-    raise errors.DataError(f"{path}: not valid UTF-8 at byte offset {e.start} ({e.reason}); "
-                           f"fix the file or set data.utf8_errors='replace'") from None
-
-
+@functools.lru_cache(maxsize=2)  # read by the fingerprint, the size and the pieces: once
 def builtin_documents(max_docs: int = 0) -> list[str]:
   """The Python stdlib's pydoc topics, then its ``.py`` files, in a fixed order.
 
@@ -117,9 +114,66 @@ def builtin_corpus_summary(max_docs: int = 0) -> str:
           f"{mb:.1f} MB UTF-8")
 
 
-def path_documents(path: str, extensions: str = ".txt,.md,.rst", utf8_errors: str = "error",
-                   doc_separator: str = "") -> list[str]:
-  """Documents of a text file, a directory of files (recursive) or a ``.jsonl`` file."""
+# ----------------------------------------------------------------------------- your files
+
+# What a file may hold, named in every refusal.
+ACCEPTED = ("UTF-8 text, JSONL (.jsonl, or .json with one object a line), a JSON array of "
+            "records (.json), Parquet, Arrow (a Hugging Face save_to_disk folder), the text "
+            "and JSON ones also gzip- (.gz) or zstd-compressed (.zst)")
+# Bytes read from a file's start to tell its format: magic numbers, a NUL byte in "text".
+SNIFF_BYTES = 8192
+# A long text document streams in pieces of about this many characters, cut at a line break.
+PIECE_CHARS = 1 << 20
+# Rows of a Parquet or Arrow file converted to Python at a time.
+ROW_BATCH = 1024
+# A .json file holding one array of records is read whole, so only up to this size.
+MAX_JSON_ARRAY_BYTES = 256 << 20
+# Formats that are refused by their magic bytes, never decoded as text.
+REFUSED = {b"PK\x03\x04": "a ZIP archive", b"BZh": "bzip2-compressed", b"\xfd7zXZ\x00": "xz-compressed",
+           b"7z\xbc\xaf\x27\x1c": "a 7-Zip archive", b"%PDF": "a PDF document",
+           b"\x89PNG": "a PNG image", b"\xff\xd8\xff": "a JPEG image", b"GIF8": "a GIF image",
+           b"SQLite format 3\x00": "an SQLite database", b"\x93NUMPY": "a NumPy array",
+           b"\x7fELF": "an executable", (20240520).to_bytes(4, "little"): "an llm.c token shard "
+           "(already tokenized: train on a folder of them with data.shards=FOLDER and "
+           "data.tokenizer_path)"}
+GZIP, ZSTD = b"\x1f\x8b", b"\x28\xb5\x2f\xfd"
+# Default data.extensions of a folder: every format above.
+EXTENSIONS = ".txt,.md,.rst,.jsonl,.json,.parquet,.arrow,.gz,.zst"
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+  """Where the documents come from: files in order, a ``datasets`` dataset, or the built-in corpus."""
+  name: str  # for messages: "data.path='...'", "data.hf_dataset='...'", "the built-in corpus"
+  files: tuple[str, ...] = ()
+  total_bytes: int = 0  # bytes on disk (compressed as they are): progress is counted in them
+
+
+@dataclasses.dataclass(frozen=True)
+class FileFormat:
+  kind: str  # "text", "jsonl", "json_array", "parquet", "arrow" (IPC stream) or "arrow_file"
+  compression: str = ""  # "", "gzip" or "zstd"
+
+
+def source_of(data) -> Source:
+  """The documents' ``Source`` for ``data`` (files listed, nothing read yet)."""
+  if data.utf8_errors not in ("error", "replace"):
+    raise errors.DataError(f"data.utf8_errors={data.utf8_errors!r}; expected 'error' or 'replace'")
+  if data.get("hf_dataset") and data.path:
+    raise errors.DataError(f"both data.path={data.path!r} and data.hf_dataset="
+                           f"{data.hf_dataset!r} are set; keep one of them")
+  if data.get("hf_dataset"):
+    return Source(f"data.hf_dataset={data.hf_dataset!r}")
+  if not data.path:  # its size: the progress bar's total and the split's block size
+    return Source("the built-in corpus", total_bytes=sum(
+        len(d.encode("utf-8")) for d in builtin_documents(data.max_docs)))
+  found = list_files(data.path, data.extensions, data.get("hf_split", "train"))
+  return Source(f"data.path={data.path!r}", tuple(map(str, found)),
+                sum(os.path.getsize(f) for f in found))
+
+
+def list_files(path: str, extensions: str = EXTENSIONS, split: str = "train") -> list[pathlib.Path]:
+  """The files of ``path``: itself, a glob's matches or a folder's (recursive, sorted)."""
   p = pathlib.Path(path)
   if path and glob.has_magic(path):
     files = sorted(pathlib.Path(f) for f in glob.glob(path, recursive=True)
@@ -127,15 +181,30 @@ def path_documents(path: str, extensions: str = ".txt,.md,.rst", utf8_errors: st
     if not files:
       raise errors.DataNotFoundError(f"data.path {path!r} matches no file; check the pattern "
                                      f"(** matches folders at any depth)")
-  elif not path or not p.exists():
+    return files
+  if not path or not p.exists():
     raise errors.DataNotFoundError(f"data.path {path!r} does not exist; point data.path at a text "
-                                   f"file, a directory of text files, a glob or a .jsonl file")
-  else:
-    files = _directory_files(p, extensions) if p.is_dir() else [p]
-  docs = []
-  for f in tqdm(files, desc="reading", unit="file", disable=None, leave=False):
-    docs.extend(_file_documents(f, utf8_errors, doc_separator))
-  return docs
+                                   f"file, a folder of files, a glob, a .jsonl or Parquet file")
+  if not p.is_dir():
+    return [p]
+  return _saved_dataset_files(p, split) or _directory_files(p, extensions)
+
+
+def _saved_dataset_files(root: pathlib.Path, split: str) -> list[pathlib.Path]:
+  """The ``.arrow`` files of a Hugging Face ``save_to_disk`` folder (a split's, for a
+  DatasetDict), in their order; [] for any other folder."""
+  splits = root / "dataset_dict.json"
+  if splits.is_file():
+    names = (files_lib.read_json(splits) or {}).get("splits", [])
+    if split not in names:
+      raise errors.DataError(f"{str(root)!r} is a saved DatasetDict with splits {names}, not "
+                             f"data.hf_split={split!r}; set data.hf_split to one of them")
+    root = root / split
+  state = root / "state.json"
+  if not state.is_file():
+    return []
+  listed = (files_lib.read_json(state) or {}).get("_data_files", [])
+  return [root / f["filename"] for f in listed]
 
 
 def _directory_files(root: pathlib.Path, extensions: str) -> list[pathlib.Path]:
@@ -160,58 +229,318 @@ def _directory_files(root: pathlib.Path, extensions: str) -> list[pathlib.Path]:
   return files
 
 
-def _file_documents(path: pathlib.Path, utf8_errors: str, doc_separator: str) -> list[str]:
-  text = _decode(path.read_bytes(), str(path), utf8_errors)
-  if path.suffix == ".jsonl":
-    return _jsonl_documents(text, str(path))
-  parts = text.split(doc_separator) if doc_separator else [text]
-  return [t for t in parts if t]
+def file_format(path: str) -> FileFormat:
+  """What ``path`` holds, from its first bytes (and its name for the text kinds).
+
+  A format we do not read is refused by its magic number, and a "text" file with a NUL byte
+  is refused as binary: nothing is ever decoded as text that is not text.
+  """
+  with open(path, "rb") as f:
+    head = f.read(SNIFF_BYTES)
+  if head.startswith(b"PAR1"):
+    return FileFormat("parquet")
+  if head.startswith(b"ARROW1"):
+    return FileFormat("arrow_file")
+  if head.startswith(b"\xff\xff\xff\xff") and path.endswith(".arrow"):
+    return FileFormat("arrow")
+  compression = {GZIP: "gzip", ZSTD: "zstd"}.get(head[:4] if head[:4] == ZSTD else head[:2], "")
+  if compression:
+    with _open(path, compression) as (_, stream):
+      head = _read_head(stream, path, compression)
+  for magic, what in REFUSED.items():
+    if head.startswith(magic):
+      raise errors.DataError(f"{path} is {what}{' inside ' + compression if compression else ''}, "
+                             f"a format data.path does not read; accepted: {ACCEPTED}")
+  if b"\x00" in head:
+    raise errors.DataError(f"{path} is a binary file (a NUL byte in its first "
+                           f"{len(head):,} bytes), not text; accepted: {ACCEPTED}")
+  name = re.sub(r"\.(gz|zst)$", "", os.path.basename(path))
+  if name.endswith(".jsonl"):
+    return FileFormat("jsonl", compression)
+  if name.endswith(".json"):
+    return FileFormat("json_array" if head.lstrip()[:1] == b"[" else "jsonl", compression)
+  return FileFormat("text", compression)
 
 
-def _jsonl_documents(text: str, path: str) -> list[str]:
-  docs = []
-  for number, line in enumerate(text.splitlines(), start=1):
-    if not line.strip():
+def _read_head(stream, path: str, compression: str) -> bytes:
+  try:
+    return stream.read(SNIFF_BYTES)
+  except (OSError, EOFError, ValueError) as e:  # gzip: BadGzipFile; zstd: ZstdError
+    raise errors.DataError(f"{path} is not a readable {compression} file ({e}); fix or "
+                           f"remove it") from None
+
+
+@contextlib.contextmanager
+def _open(path: str, compression: str):
+  """``(raw, stream)``: the file on disk (its ``tell`` counts progress) and its bytes."""
+  with open(path, "rb") as raw:
+    if compression == "gzip":
+      stream = gzip.GzipFile(fileobj=raw)
+    elif compression == "zstd":
+      import zstandard  # pylint: disable=import-outside-toplevel
+      stream = io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(
+          raw, read_across_frames=True), buffer_size=1 << 20)
+    else:
+      stream = raw
+    yield raw, stream
+
+
+def pieces(source: Source, data, progress=None) -> Iterator[tuple[str, bool]]:
+  """The documents of ``source`` as ``(text, starts_document)`` pieces, in a fixed order.
+
+  Most documents are one piece; a document longer than ``PIECE_CHARS`` (a large text file)
+  comes in pieces cut at line breaks, so nothing holds more than a piece of it. Empty
+  documents are dropped. ``progress(n)`` is told each ``n`` bytes of the source read.
+  """
+  progress = progress or (lambda n: None)
+  if source.files:
+    for path in source.files:
+      yield from _file_pieces(path, data, progress)
+  elif data.get("hf_dataset"):
+    yield from _hf_pieces(data, progress)
+  else:
+    for doc in builtin_documents(data.max_docs):
+      yield doc, True
+      progress(len(doc.encode("utf-8")))
+
+
+def documents(data) -> Iterator[str]:
+  """Whole documents of ``data``'s source (pieces joined): for tests and small corpora."""
+  source, doc = source_of(data), None
+  for text, new in pieces(source, data):
+    if new and doc is not None:
+      yield doc
+    doc = text if new else doc + text
+  if doc is None:
+    raise no_documents(source)
+  yield doc
+
+
+def no_documents(source: Source) -> errors.DataError:
+  return errors.DataError(f"{source.name} has no non-empty documents; add text or point "
+                          f"data.path elsewhere")
+
+
+def _file_pieces(path: str, data, progress) -> Iterator[tuple[str, bool]]:
+  fmt = file_format(path)
+  if fmt.kind in ("parquet", "arrow", "arrow_file"):
+    yield from _table_pieces(path, fmt.kind, data.get("text_field", "text"), progress)
+    return
+  reader = {"text": _text_pieces, "jsonl": _jsonl_pieces, "json_array": _json_array_pieces}
+  with _open(path, fmt.compression) as (raw, stream):
+    done, count = 0, 0
+    try:
+      for piece in reader[fmt.kind](stream, path, data):
+        yield piece
+        count += 1
+        if count % 64 == 0:
+          done = _advance(raw, done, progress)
+    except (OSError, EOFError) as e:
+      if isinstance(e, FileNotFoundError):
+        raise
+      raise errors.DataError(f"{path}: cannot read past byte {raw.tell():,} ({e}); the file "
+                             f"is truncated or corrupt: fix or remove it") from None
+    _advance(raw, done, progress, os.path.getsize(path))
+
+
+def _advance(raw, done: int, progress, at: int | None = None) -> int:
+  at = raw.tell() if at is None else at
+  if at > done:
+    progress(at - done)
+  return max(at, done)
+
+
+def _decode(raw: bytes, where: str, utf8_errors: str, offset: int = 0) -> str:
+  try:
+    # data.utf8_errors "error" is Python's "strict" handler.
+    return raw.decode("utf-8", errors="strict" if utf8_errors == "error" else utf8_errors)
+  except UnicodeDecodeError as e:
+    raise errors.DataError(f"{where}: not valid UTF-8 at byte offset {offset + e.start} "
+                           f"({e.reason}); fix the file or set data.utf8_errors='replace'") from None
+
+
+def _text_pieces(stream, path: str, data) -> Iterator[tuple[str, bool]]:
+  """A text file's documents (split at ``data.doc_separator``), in pieces of a bounded size."""
+  handler = "strict" if data.utf8_errors == "error" else data.utf8_errors
+  decoder = codecs.getincrementaldecoder("utf-8")(handler)
+  sep, carry, new, offset = data.doc_separator, "", True, 0
+  while True:
+    chunk = stream.read(PIECE_CHARS)
+    try:
+      carry += decoder.decode(chunk, final=not chunk)
+    except UnicodeDecodeError as e:  # e.object: bytes held from the last chunk, then chunk
+      _decode(e.object, path, "error", offset - (len(e.object) - len(chunk)))
+    offset += len(chunk)
+    if sep:
+      *done, carry = carry.split(sep)
+      for part in done:
+        if part:
+          yield part, new
+        new = True
+    keep = len(sep)  # a separator may be arriving: its head stays in carry
+    while len(carry) > PIECE_CHARS + keep or (not chunk and carry):
+      cut = len(carry) if not chunk else carry.rfind("\n", 0, PIECE_CHARS) + 1 or PIECE_CHARS
+      yield carry[:cut], new
+      carry, new = carry[cut:], False
+    if not chunk:
+      return
+
+
+def _jsonl_pieces(stream, path: str, data) -> Iterator[tuple[str, bool]]:
+  """One document a line. Lines end at b"\\n" only: U+2028 and U+0085, which JSON may hold
+  unescaped inside a string, do not end a line."""
+  field = data.get("text_field", "text")
+  for number, raw in enumerate(stream, start=1):
+    if not raw.strip():
       continue
+    line = _decode(raw, f"{path}:{number}", data.utf8_errors)
     try:
       record = json.loads(line)
     except json.JSONDecodeError as e:
       raise errors.DataError(
           f"{path}:{number}: not valid JSON ({e.msg} at column {e.colno}); each line must be "
-          f"a JSON object like {{\"text\": \"...\"}}") from None
-    if not isinstance(record, dict) or not isinstance(record.get("text"), str):
-      raise errors.DataError(f"{path}:{number}: expected a JSON object with a string \"text\" "
-                             f"field, found {line[:80]!r}; add the field or drop the line")
-    _check_encodable(record["text"], f"{path}:{number}")
-    if record["text"]:
-      docs.append(record["text"])
-  return docs
+          f"a JSON object like {{\"{field}\": \"...\"}}") from None
+    text = _field(record, field, f"{path}:{number}", line)
+    if text:
+      yield text, True
 
 
-def _check_encodable(text: str, where: str) -> None:
+def _json_array_pieces(stream, path: str, data) -> Iterator[tuple[str, bool]]:
+  size = os.path.getsize(path)
+  if size > MAX_JSON_ARRAY_BYTES:
+    raise errors.DataError(f"{path} is one JSON array of {size / 1e6:,.0f} MB, which is read "
+                           f"whole; write it as JSONL (one object a line) to stream it")
+  try:
+    records = json.loads(_decode(stream.read(), path, data.utf8_errors))
+  except json.JSONDecodeError as e:
+    raise errors.DataError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}); fix the "
+                           f"file") from None
+  field = data.get("text_field", "text")
+  for number, record in enumerate(records if isinstance(records, list) else [records]):
+    text = _field(record, field, f"{path}[{number}]", json.dumps(record)[:80])
+    if text:
+      yield text, True
+
+
+def _field(record, field: str, where: str, shown: str) -> str:
+  if not isinstance(record, dict) or not isinstance(record.get(field), str):
+    raise errors.DataError(f"{where}: expected a JSON object with a string {field!r} field, "
+                           f"found {shown[:80]!r}; add the field, drop the record or set "
+                           f"data.text_field")
+  _check_encodable(record[field], where, field)
+  return record[field]
+
+
+def _check_encodable(text: str, where: str, field: str = "text") -> None:
   # JSON escapes can smuggle in lone surrogates, which no UTF-8 tokenizer can encode.
   try:
     text.encode("utf-8")
   except UnicodeEncodeError as e:
-    raise errors.DataError(f"{where}: \"text\" has a lone surrogate {text[e.start]!r} at "
+    raise errors.DataError(f"{where}: {field!r} has a lone surrogate {text[e.start]!r} at "
                            f"character {e.start}, which is not valid Unicode; fix the "
-                           f"line") from None
+                           f"record") from None
 
 
-def read_documents(data) -> list[str]:
-  """The documents of ``data.path``, or of the built-in corpus when it is empty."""
-  if data.utf8_errors not in ("error", "replace"):
-    raise errors.DataError(f"data.utf8_errors={data.utf8_errors!r}; expected 'error' or 'replace'")
-  if data.path:
-    docs = path_documents(data.path, data.extensions, data.utf8_errors, data.doc_separator)
-    where = f"data.path={data.path!r}"
-  else:
-    docs = builtin_documents(data.max_docs)
-    where = "the built-in corpus"
-  if not docs:
-    raise errors.DataError(f"{where} has no non-empty documents; add text or point data.path "
-                           f"elsewhere")
-  return docs
+def _table_pieces(path: str, kind: str, field: str, progress) -> Iterator[tuple[str, bool]]:
+  """The ``field`` column of a Parquet or Arrow file, a batch of rows at a time."""
+  import pyarrow as pa  # pylint: disable=import-outside-toplevel
+  import pyarrow.parquet as pq  # pylint: disable=import-outside-toplevel
+  with open(path, "rb") as raw:
+    try:
+      if kind == "parquet":
+        table = pq.ParquetFile(raw)
+        schema = table.schema_arrow
+        batches = table.iter_batches(batch_size=ROW_BATCH, columns=[field] if field in
+                                     schema.names else None)
+      else:
+        table = (pa.ipc.open_stream if kind == "arrow" else pa.ipc.open_file)(raw)
+        schema = table.schema
+        batches = (iter(table) if kind == "arrow" else
+                   (table.get_batch(i) for i in range(table.num_record_batches)))
+      _check_column(schema, field, path)
+      done = 0
+      for batch in batches:
+        for text in batch.column(batch.schema.get_field_index(field)).to_pylist():
+          if text:
+            yield text, True
+        done = _advance(raw, done, progress)
+    except (pa.ArrowException, OSError) as e:
+      raise errors.DataError(f"{path}: cannot read it as {kind.replace('_', ' ')} ({e}); the "
+                             f"file is truncated or corrupt: fix or remove it") from None
+    _advance(raw, done, progress, os.path.getsize(path))
+
+
+def _check_column(schema, field: str, path: str) -> None:
+  import pyarrow as pa  # pylint: disable=import-outside-toplevel
+  if field not in schema.names:
+    raise errors.DataError(f"{path} has no column {field!r} (its columns: "
+                           f"{', '.join(schema.names)}); set data.text_field to the text column")
+  kind = schema.field(field).type
+  if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+    raise errors.DataError(f"{path}: column {field!r} holds {kind}, not text; set "
+                           f"data.text_field to the text column")
+
+
+def _hf_pieces(data, progress) -> Iterator[tuple[str, bool]]:
+  """A ``datasets`` dataset (a hub name, or a local folder or script), streamed."""
+  dataset = load_hf(data)
+  field = data.get("text_field", "text")
+  for number, row in enumerate(dataset):
+    text = _field(row, field, f"data.hf_dataset={data.hf_dataset!r} row {number}", str(row))
+    if text:
+      yield text, True
+      progress(len(text))  # characters: a hub stream's size on disk is unknown
+
+
+def load_hf(data):
+  """``datasets.load_dataset(data.hf_dataset, data.hf_config, split=..., streaming=True)``,
+  with one line for what goes wrong (no network, no such dataset or split)."""
+  try:
+    import datasets  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    raise errors.DataError(f"data.hf_dataset={data.hf_dataset!r} needs Hugging Face datasets: "
+                           f"pip install datasets") from None
+  try:
+    return datasets.load_dataset(data.hf_dataset, data.hf_config or None, split=data.hf_split,
+                                 streaming=True)
+  except Exception as e:  # pylint: disable=broad-except  # network, hub and format errors
+    reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+    raise errors.DataError(
+        f"data.hf_dataset={data.hf_dataset!r} (config {data.hf_config or 'default'!r}, split "
+        f"{data.hf_split!r}) could not be loaded: {type(e).__name__}: {reason}. A hub name needs "
+        f"the network; offline, point data.hf_dataset at a local folder of the dataset's files, "
+        f"or data.path at them") from None
+
+
+def source_fingerprint(source: Source, data) -> str:
+  """A name for the source's content that reads little of it: for files, each file's
+  path, size and a sample of its bytes (all of a file up to 1 MB, else its first, middle
+  and last MB); for the built-in corpus, every document (``fingerprint``); for a hub
+  dataset, its name, config and split."""
+  h = hashlib.sha256()
+  if source.files:
+    root = os.path.commonpath([os.path.abspath(f) for f in source.files])
+    for path in source.files:
+      rel = os.path.relpath(os.path.abspath(path), root if len(source.files) > 1 else
+                            os.path.dirname(os.path.abspath(path)))
+      size = os.path.getsize(path)
+      h.update(f"{rel}\0{size}\0".encode())
+      with open(path, "rb") as f:
+        for at in ([0] if size <= SAMPLE_BYTES else [0, size // 2, size - SAMPLE_BYTES]):
+          f.seek(at)
+          h.update(f.read(SAMPLE_BYTES))
+    return h.hexdigest()
+  if data.get("hf_dataset"):
+    if os.path.exists(data.hf_dataset):
+      local = Source("", tuple(str(p) for p in list_files(data.hf_dataset, "*")))
+      return source_fingerprint(local, data)
+    h.update(json.dumps([data.hf_dataset, data.hf_config, data.hf_split]).encode())
+    return h.hexdigest()
+  return fingerprint(builtin_documents(data.max_docs))
+
+
+# A file's bytes that its fingerprint reads: all of a small file, three samples of a large one.
+SAMPLE_BYTES = 1 << 20
 
 
 def fingerprint(docs: Sequence[str]) -> str:

@@ -1,5 +1,6 @@
-"""Batches from a token shard: ``batch_at`` (a pure function of seed and step, the train
-batches), ``eval_batches`` (a fixed evaluation set) and ``Loader`` (prefetching).
+"""Batches from token shards: ``batch_at`` (a pure function of seed and step, the train
+batches), ``eval_batches`` (a fixed evaluation set) and ``Loader`` (prefetching, over one
+shard or many read as one stream: ``shards.TokenStream``; a window may cross shards).
 
 Each process takes its rows of the global batch, so all processes together see exactly
 the global batch whatever their number.
@@ -7,6 +8,7 @@ the global batch whatever their number.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from typing import Iterator
@@ -94,13 +96,15 @@ class Loader:
   thread are re-raised by ``next``. Use as a context manager or call ``close()``.
   """
 
-  def __init__(self, shard_path: str, batch_size: int, block_size: int, seed: int,
+  def __init__(self, shard_paths, batch_size: int, block_size: int, seed: int,
                start_step: int = 0, process_index: int | None = None,
                process_count: int | None = None, prefetch: int = 2):
-    self.tokens = shards.read_shard(shard_path)
+    paths = [shard_paths] if isinstance(shard_paths, (str, os.PathLike)) else list(shard_paths)
+    self.tokens = shards.TokenStream(paths)
     p, n = _process_defaults(process_index, process_count)
+    name = f"token shard {paths[0]!r}" if len(paths) == 1 else f"{len(paths)} token shards"
     self._args = dict(batch_size=batch_size, block_size=block_size, seed=seed,
-                      process_index=p, process_count=n, name=f"token shard {shard_path!r}")
+                      process_index=p, process_count=n, name=name)
     # Fail here, in the caller, rather than later in the worker thread.
     check_batch_fits(self.tokens, batch_size, block_size, self._args["name"])
     _local_slice(batch_size, p, n)

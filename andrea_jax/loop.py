@@ -34,7 +34,6 @@ from andrea_jax import loader as loader_lib
 from andrea_jax import metrics as metrics_lib
 from andrea_jax import model
 from andrea_jax import prepare as prepare_lib
-from andrea_jax import shards
 from andrea_jax import sharding
 from andrea_jax import signals as signals_lib
 from andrea_jax import step as step_lib
@@ -92,10 +91,10 @@ class EvalSet:
 def make_eval_set(t: step_lib.TrainConfig, cfg: model.ModelConfig,
                   prepared: prepare_lib.PreparedData, mesh) -> EvalSet:
   """``t.eval_batches`` batches of ``t.batch_size`` rows from the validation shard."""
-  train_tokens = shards.read_shard(prepared.train_path)
-  val_tokens = shards.read_shard(prepared.val_path)
+  train_tokens = prepared.stream("train")
+  val_tokens = prepared.stream("val")
   eval_set = loader_lib.eval_batches(val_tokens, t.eval_batches, t.batch_size, cfg.block_size,
-                                     name=f"validation shard {prepared.val_path!r}")
+                                     name=f"the validation shards in {prepared.directory!r}")
   # Each process holds its own rows of every eval batch, like the loader's train batches.
   local = loader_lib.eval_batches(val_tokens, t.eval_batches, t.batch_size, cfg.block_size,
                                   process_index=jax.process_index(),
@@ -109,9 +108,16 @@ def make_eval_set(t: step_lib.TrainConfig, cfg: model.ModelConfig,
                  first_batch=eval_set[0])
 
 
-def unigram_loss(train_tokens: np.ndarray, eval_set: np.ndarray, vocab_size: int) -> float:
-  """Cross-entropy (nats) of the add-one-smoothed token frequencies of the training split."""
-  counts = np.bincount(np.asarray(train_tokens), minlength=vocab_size).astype(np.float64) + 1.0
+# The unigram baseline counts at most this many training tokens (the first shard's 100 M
+# of a large corpus: its frequencies are those of the whole to well under a per cent).
+UNIGRAM_TOKENS = 100_000_000
+
+
+def unigram_loss(train_tokens, eval_set: np.ndarray, vocab_size: int) -> float:
+  """Cross-entropy (nats) of the add-one-smoothed token frequencies of the training split
+  (its first ``UNIGRAM_TOKENS``: a start reads a bounded share of a large corpus)."""
+  head = np.asarray(train_tokens[:min(UNIGRAM_TOKENS, len(train_tokens))])
+  counts = np.bincount(head, minlength=vocab_size).astype(np.float64) + 1.0
   log_p = np.log(counts / counts.sum())
   return float(-log_p[eval_set[..., 1:]].mean())
 
@@ -252,14 +258,14 @@ class Logger:
 class Batches:
   """The next training batch of every member: one prefetching loader per distinct seed."""
 
-  def __init__(self, models: Models, train_path: str, t: step_lib.TrainConfig,
+  def __init__(self, models: Models, train_paths, t: step_lib.TrainConfig,
                block_size: int, start_step: int, prefetch: int):
     self.models = models
     # This process's rows as A microbatches; the microbatches of all processes together
     # hold the global batch's rows (grouped differently than with one process, which
     # leaves the averaged gradient unchanged: every microbatch has B/A rows).
     self.shape = (t.grad_accum_steps, -1, block_size + 1)
-    self.loaders = {seed: loader_lib.Loader(train_path, t.batch_size, block_size, seed,
+    self.loaders = {seed: loader_lib.Loader(train_paths, t.batch_size, block_size, seed,
                                             start_step=start_step, prefetch=prefetch)
                     for seed in sorted(set(models.batch_seeds))}
 

@@ -1,141 +1,205 @@
-"""Preparing a corpus for training: the train/val split, the tokenizer, the token shards
-and their cache (``prepare(config)``).
+"""Preparing a corpus for training: the split, the tokenizer, the token shards and their
+cache (``prepare(config)``), streamed: memory does not grow with the corpus.
 
-Pipeline: read the documents (``corpus.read_documents``) -> fingerprint them -> split them
-into train/val with ``data.split_seed`` -> train a tokenizer on the train split (or load
-``data.tokenizer_path``) -> encode -> write one train and one val token shard
-(``shards.py``) into ``data.cache_dir/<key>/``, ``meta.json`` last. In the token stream
-every document is preceded by the EOT id, so EOT separates documents (as in GPT-2 and
-llm.c). The batch order is ``data.shuffle_seed``'s (``loader.py``), outside the cache key:
-runs that differ only in it share one tokenizer and one validation set.
+Pipeline (``docs/corpus.md``):
+
+1. The source (``corpus.py``) is named by a fingerprint that reads little of it (each
+   file's path, size and a sample of its bytes); it keys the cache directory
+   ``data.cache_dir/<key>/``. A complete directory (``manifest.json``) is reused at once.
+2. The split, per block without a global pass: documents are cut at line breaks into
+   blocks of about ``SPLIT_BLOCK_CHARS``; a block is held out when a keyed hash of its
+   text and ``data.split_seed`` falls below ``data.val_fraction``, until the validation
+   side holds ``data.val_max_bytes``. Most web documents are one block, so this is the
+   per-document hash split; a long file is split inside. Consecutive blocks of a document
+   on one side form a run, and each side's stream is ``EOT run EOT run ...``.
+3. The tokenizer trains on a seeded sample of the training runs, at most
+   ``data.tokenizer_sample_bytes`` (or loads ``data.tokenizer_path``).
+4. Encoding: a reader thread reads and splits, batches are encoded on every core (the
+   tokenizer's own threads, or ``data.workers`` processes), and fixed-size llm.c shards
+   (``data.shard_tokens``) are written as they fill. ``progress.json`` records the whole
+   shards and where in the stream they end: an interrupted preparation (Ctrl-C, SIGTERM,
+   a kill) resumes after its last whole shard. ``manifest.json``, written last, lists
+   every shard with its token count and sha256.
+
+The batch order is ``data.shuffle_seed``'s (``loader.py``), outside the cache key: runs that
+differ only in it share one tokenizer and one validation set.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
+import multiprocessing
 import os
+import queue
 import re
 import shutil
-from typing import Sequence
+import signal
+import threading
+from typing import Iterator
 
 import numpy as np
-from tqdm import tqdm
 
 from andrea_jax import corpus
 from andrea_jax import errors
 from andrea_jax import files
+from andrea_jax import progress as progress_lib
 from andrea_jax import shards
+from andrea_jax import signals as signals_lib
 from andrea_jax import tokenizer as tokenizer_lib
 
 # Bump when the shard contents or cache layout change, so old caches are not reused.
 # 2: generated tables left out of the built-in corpus, split by bytes, split_seed.
-CACHE_FORMAT = 2
+# 3: streamed: the block hash split, sampled tokenizer, fixed-size shards, manifest.json.
+CACHE_FORMAT = 3
+# The split's unit: a document longer than this many characters is cut at line breaks ...
+SPLIT_BLOCK_CHARS = 8192
+# ... or, in a small corpus, than its size over this (at least SPLIT_MIN_CHARS): a corpus of
+# a few files still holds out about data.val_fraction, in about this many blocks.
+SPLIT_MIN_BLOCKS = 256
+SPLIT_MIN_CHARS = 64
+# Characters of text sent to the tokenizer at once (a batch's runs).
+ENCODE_BATCH_CHARS = 4 << 20
+# Batches read ahead of the encoder.
+READ_AHEAD = 4
+SIDES = ("train", "val")
 
 
-def split_documents(docs: Sequence[str], val_fraction: float,
-                    seed: int) -> tuple[list[str], list[str]]:
-  """Hold out ``val_fraction`` of the corpus's UTF-8 bytes: ``(train, val)`` documents.
+# ----------------------------------------------------------------------------- the split
 
-  Documents join the validation side in a seeded order until they reach the fraction;
-  the one that crosses the mark is cut at its line break nearest to it (at a character
-  if it has none), its head held out and its tail kept for training. So one large file
-  cannot take 40 % of the corpus, and a single document can be split too.
+
+def block_chars(total_bytes: int) -> int:
+  """The split's block size for a source of ``total_bytes`` (0: unknown, the largest)."""
+  if not total_bytes:
+    return SPLIT_BLOCK_CHARS
+  return int(min(SPLIT_BLOCK_CHARS, max(SPLIT_MIN_CHARS, total_bytes // SPLIT_MIN_BLOCKS)))
+
+
+def blocks(text: str, size: int = SPLIT_BLOCK_CHARS) -> list[str]:
+  """``text`` cut into blocks of about ``size`` characters, each ending at a line break
+  (a block with no line break within ``2 * size`` is cut at ``size``)."""
+  if len(text) <= size:
+    return [text]
+  out, at = [], 0
+  while len(text) - at > size:
+    cut = text.find("\n", at + size, at + 2 * size) + 1 or at + size
+    out.append(text[at:cut])
+    at = cut
+  if at < len(text):
+    out.append(text[at:])
+  return out
+
+
+def _unit(raw: bytes, key: bytes) -> float:
+  """A keyed hash of ``raw`` as a number uniform in [0, 1)."""
+  digest = hashlib.blake2b(raw, digest_size=8, key=key).digest()
+  return int.from_bytes(digest, "little") / 2.0**64
+
+
+@dataclasses.dataclass
+class Run:
+  """Consecutive blocks of one document on one side: encoded together."""
+  side: str  # "train" or "val"
+  text: str
+  starts: bool  # an EOT comes before it: a document begins on this side
+  index: int = -1  # its number among its side's runs (the resume position counts them)
+
+
+class Splitter:
+  """Turns ``(text, starts_document)`` pieces into ``Run``s, in order, counting as it goes.
+
+  Every decision is a function of the block and the settings read so far in the stream's
+  fixed order, so a rerun (a resume) makes the same runs.
   """
-  if not 0.0 < val_fraction < 1.0:
-    raise errors.DataError(f"data.val_fraction={val_fraction}; expected a fraction strictly "
-                           f"between 0 and 1, e.g. 0.05")
-  sizes = [len(d.encode("utf-8")) for d in docs]
-  order = np.random.default_rng(seed).permutation(len(docs))
-  need, held = val_fraction * sum(sizes), 0
-  val_ids, cut = [], None
-  for i in order:
-    if held + sizes[i] > need:
-      cut = i
-      break
-    val_ids.append(i)
-    held += sizes[i]
-  in_val = set(val_ids)
-  val = [docs[i] for i in val_ids]
-  train = [d for i, d in enumerate(docs) if i not in in_val and i != cut]
-  if cut is not None:
-    head, tail = _cut_near(docs[cut], round(need - held))
-    val += [head] if head else []
-    train += [tail] if tail else []
-  if not train or not val:
-    raise errors.DataError(f"the corpus ({len(docs)} document(s), {sum(sizes)} bytes) is too small "
-                           f"to hold out data.val_fraction={val_fraction} and keep text to train "
-                           f"on; add text or change data.val_fraction")
-  return train, val
+
+  def __init__(self, data, block_chars: int = SPLIT_BLOCK_CHARS):
+    self.block_chars = block_chars
+    if not 0.0 < data.val_fraction < 1.0:
+      raise errors.DataError(f"data.val_fraction={data.val_fraction}; expected a fraction "
+                             f"strictly between 0 and 1, e.g. 0.05")
+    self.fraction, self.cap = data.val_fraction, data.val_max_bytes
+    self.key = f"andrea-split-{data.split_seed}".encode()
+    self.content = hashlib.sha256()  # of every block, with document starts marked
+    self.bytes = {side: 0 for side in SIDES}
+    self.runs = {side: 0 for side in SIDES}
+    self.docs = {side: 0 for side in SIDES}
+    self._side = None  # the side of the current document's last block
+
+  def split(self, text: str, new_doc: bool) -> Iterator[Run]:
+    if new_doc:
+      self._side = None
+      self.content.update(b"\x00doc\x00")
+    run = None
+    for block in blocks(text, self.block_chars):
+      raw = block.encode("utf-8")
+      self.content.update(raw)
+      side = "val" if (_unit(raw, self.key) < self.fraction
+                       and self.bytes["val"] + len(raw) <= self.cap) else "train"
+      self.bytes[side] += len(raw)
+      if run is not None and side == run.side:
+        run.text += block
+      else:
+        if run is not None:
+          yield run
+        starts = side != self._side
+        run = Run(side, block, starts, self.runs[side])
+        self.runs[side] += 1
+        self.docs[side] += starts
+      self._side = side
+    if run is not None:
+      yield run
 
 
-def _cut_near(doc: str, at: int) -> tuple[str, str]:
-  """``doc`` cut in two at the line break nearest byte ``at`` (else the character there)."""
-  raw = doc.encode("utf-8")
-  if not 0 < at < len(raw):
-    return (doc, "") if at > 0 else ("", doc)
-  before, after = raw.rfind(b"\n", 0, at) + 1, raw.find(b"\n", at) + 1
-  breaks = [b for b in (before, after) if 0 < b < len(raw)]
-  if breaks:
-    at = min(breaks, key=lambda b: abs(b - at))
-  else:
-    while 0 < at < len(raw) and raw[at] & 0xC0 == 0x80:  # not inside a UTF-8 sequence
-      at += 1
-  return raw[:at].decode("utf-8"), raw[at:].decode("utf-8")
+def _runs(source: corpus.Source, data, splitter: Splitter, bar=None) -> Iterator[Run]:
+  for text, new_doc in corpus.pieces(source, data, bar.update if bar else None):
+    yield from splitter.split(text, new_doc)
 
 
-
-def encode_documents(tok, docs: Sequence[str], desc: str = "encoding",
-                     chunk: int = 256) -> np.ndarray:
-  """One uint16 stream: ``EOT doc0 EOT doc1 ...``, encoded in parallel chunks."""
-  eot = np.array([tokenizer_lib.eot_id(tok)], dtype=np.uint16)
-  parts = []
-  with tqdm(total=len(docs), desc=desc, unit="doc", disable=None, leave=False) as bar:
-    for i in range(0, len(docs), chunk):
-      for ids in tokenizer_lib.encode_batch(tok, docs[i:i + chunk]):
-        parts += [eot, np.asarray(ids, dtype=np.uint16)]
-      bar.update(len(docs[i:i + chunk]))
-  return np.concatenate(parts) if parts else np.zeros(0, np.uint16)
-
+# ----------------------------------------------------------------------------- the result
 
 
 @dataclasses.dataclass(frozen=True)
 class PreparedData:
-  """A prepared dataset in ``directory``: tokenizer, token shards and their metadata."""
+  """Prepared data: a tokenizer and token shards (train and validation) with their counts."""
   directory: str
-  train_path: str
-  val_path: str
+  train_paths: tuple[str, ...]
+  val_paths: tuple[str, ...]
   tokenizer_path: str
   fingerprint: str
   train_tokens: int
   val_tokens: int
-  train_docs: int
-  val_docs: int
-  # Share of the corpus held out for validation, in UTF-8 bytes (what the split aims at,
-  # data.val_fraction) and in tokens (what the validation loss is measured on).
-  val_share_bytes: float
+  # Documents on each side (a document split by a held-out block counts on both); None
+  # for shards prepared elsewhere (data.shards), whose documents are not counted.
+  train_docs: int | None
+  val_docs: int | None
+  # Share held out, in UTF-8 bytes (None for data.shards) and in tokens.
+  val_share_bytes: float | None
   val_share_tokens: float
   vocab_size: int
   eot_id: int
   # True when the cache was complete and nothing was trained or encoded.
   reused: bool
 
+  def stream(self, side: str) -> shards.TokenStream:
+    """The ``"train"`` or ``"val"`` shards as one token stream."""
+    return shards.TokenStream(self.train_paths if side == "train" else self.val_paths)
 
-_file_sha256 = files.sha256
 
-
-def cache_key(corpus_fingerprint: str, data, vocab_size: int | None = None) -> str:
+def cache_key(fingerprint: str, data, vocab_size: int | None = None) -> str:
   """Hash of everything that determines the cached files (``vocab_size``: a fitted one)."""
   if data.tokenizer_path and not os.path.isfile(data.tokenizer_path):
     raise tokenizer_lib.TokenizerNotFoundError(
         f"data.tokenizer_path={data.tokenizer_path!r} does not exist; point it at a "
         f"tokenizer.json or leave it empty to train one")
-  source = _file_sha256(data.tokenizer_path) if data.tokenizer_path else "trained"
+  source = files.sha256(data.tokenizer_path) if data.tokenizer_path else "trained"
   # data.shuffle_seed is left out on purpose: the batch order does not touch these files.
-  spec = dict(format=CACHE_FORMAT, corpus=corpus_fingerprint,
-              vocab_size=vocab_size or data.vocab_size, val_fraction=data.val_fraction,
-              split_seed=data.split_seed, tokenizer=source)
+  spec = dict(format=CACHE_FORMAT, corpus=fingerprint, vocab_size=vocab_size or data.vocab_size,
+              val_fraction=data.val_fraction, split_seed=data.split_seed, tokenizer=source,
+              val_max_bytes=data.val_max_bytes, shard_tokens=data.shard_tokens,
+              sample_bytes=data.tokenizer_sample_bytes, text_field=data.text_field,
+              read=[data.extensions, data.doc_separator, data.utf8_errors, data.max_docs])
   return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:20]
 
 
@@ -154,19 +218,25 @@ def say(message: str) -> None:
   print(message, flush=True)
 
 
+# ----------------------------------------------------------------------------- prepare
+
+
 def prepare(config, fit_vocab: bool = False, check=None) -> PreparedData:
   """Tokenizer and train/val shards for ``config``, from the cache when they are there.
 
   With ``fit_vocab``, a corpus too small to learn ``vocab_size`` tokens gets the
   vocabulary it fills instead of an error (``PreparedData.vocab_size`` says which); the
-  cache is then keyed by that size. A failed preparation leaves no cache directory. ``check(fingerprint)``, when
-  given, is called once the corpus is read, before any tokenizer is trained (a run refuses
-  text other than what it trained on: ``resume.check_same_data``).
+  cache is then keyed by that size. ``check(fingerprint)``, when given, is called before
+  any text is read past the fingerprint (a run refuses other text than it trained on:
+  ``resume.check_same_data``). An error leaves no new cache directory; an interrupt keeps
+  every whole shard for the rerun to resume from.
   """
   data = config.data
   vocab_size = _check_vocab(config)
-  docs = corpus.read_documents(data)
-  fp = corpus.fingerprint(docs)
+  if data.shards:
+    return existing_shards(data, vocab_size, check)
+  source = corpus.source_of(data)
+  fp = corpus.source_fingerprint(source, data)
   if check is not None:
     check(fp)
   directory = os.path.join(data.cache_dir, cache_key(fp, data))
@@ -174,71 +244,44 @@ def prepare(config, fit_vocab: bool = False, check=None) -> PreparedData:
   if cached is not None:
     return cached
   _make_directory(data.cache_dir, "data.cache_dir", data.cache_dir)  # fail before the work
-  mb = sum(len(d.encode("utf-8")) for d in docs) / 1e6
-  say(f"data: preparing {len(docs):,} documents ({mb:.1f} MB) at vocabulary {vocab_size}; "
-      f"the result is cached in {data.cache_dir}")
-  splits = dict(zip(("train", "val"), split_documents(docs, data.val_fraction, data.split_seed)))
-  if not data.tokenizer_path:  # before the tokenizer is trained (a given one loads at once)
-    _check_batch_bound(config, splits["train"])
-  tok = _get_tokenizer(data, splits["train"], vocab_size, fit_vocab)
-  fitted = tok.get_vocab_size(with_added_tokens=True)
-  if fitted != vocab_size:
-    say(f"data: this corpus fills a vocabulary of {fitted} tokens, not model.vocab_size="
-        f"{vocab_size} ({fitted - 1 - tokenizer_lib.N_BYTES} merges); using {fitted}")
-    directory = os.path.join(data.cache_dir, cache_key(fp, data, fitted))
-    cached = load_prepared(directory)
-    if cached is not None:
-      return cached
-  return _write_prepared(directory, data, fp, splits, tok)
-
-
-def _check_batch_bound(config, train_docs: list[str]) -> None:
-  """Refuse a batch that cannot fit the training split whatever the tokenizer: a token is
-  at least one byte, plus one EOT per document (``loader.check_batch_fits`` checks the
-  exact count once the split is encoded)."""
-  t, m = config.get("train"), config.get("model")
-  if t is None or m is None:
-    return
-  most = sum(len(d.encode("utf-8")) for d in train_docs) + len(train_docs)
-  need = t.batch_size * (m.block_size + 1)
-  if need > most:
-    raise errors.DataError(
-        f"one batch of train.batch_size={t.batch_size} windows of block_size + 1 = "
-        f"{m.block_size + 1} tokens is {need:,} tokens, more than the training split can "
-        f"hold (at most {most:,} tokens: {len(train_docs)} document(s), a token is at least "
-        f"a byte); use a batch_size of at most {max(most // (m.block_size + 1), 1)} (or a "
-        f"smaller model.block_size), or more data")
-
-
-def _write_prepared(directory: str, data, fp: str, splits: dict, tok) -> PreparedData:
-  """Write the tokenizer, the shards and meta.json (last) into a new ``directory``."""
-  created = not os.path.isdir(directory)
-  _make_directory(directory, "data.cache_dir", data.cache_dir)
+  size = f"{source.total_bytes / 1e6:,.1f} MB" if source.total_bytes else "size unknown"
+  say(f"data: preparing {source.name} ({size}) at vocabulary {vocab_size}; the result is "
+      f"cached in {data.cache_dir}")
+  where = [directory]
   try:
-    tok_path = os.path.join(directory, "tokenizer.json")
-    vocab_size = tok.get_vocab_size(with_added_tokens=True)
-    tokenizer_lib.save(tok, tok_path)
-    tok = tokenizer_lib.load(tok_path, vocab_size)
-    meta = dict(format=CACHE_FORMAT, fingerprint=fp, vocab_size=vocab_size,
-                eot_id=tokenizer_lib.eot_id(tok), corpus=data.path or "builtin",
-                max_docs=data.max_docs, val_fraction=data.val_fraction,
-                split_seed=data.split_seed, tokenizer_source=data.tokenizer_path or "trained")
-    say("data: encoding the train and validation splits into token shards")
-    for name, split in splits.items():
-      tokens = encode_documents(tok, split, desc=f"encoding {name}")
-      shards.write_shard(os.path.join(directory, f"{name}.bin"), tokens)
-      meta.update({f"{name}_docs": len(split), f"{name}_tokens": int(tokens.size),
-                   f"{name}_bytes": sum(len(d.encode("utf-8")) for d in split)})
-    total = {unit: meta[f"train_{unit}"] + meta[f"val_{unit}"] for unit in ("bytes", "tokens")}
-    meta.update(val_share_bytes=meta["val_bytes"] / total["bytes"],
-                val_share_tokens=meta["val_tokens"] / total["tokens"])
-    # meta.json is written last: its presence marks a complete cache directory.
-    files.write_json(os.path.join(directory, "meta.json"), meta)
-  except BaseException:
-    if created:  # a failed preparation leaves nothing behind
-      shutil.rmtree(directory, ignore_errors=True)
+    tok, sample = _tokenizer(directory, config, source, fit_vocab)
+    fitted = tok.get_vocab_size(with_added_tokens=True)
+    if fitted != vocab_size:
+      say(f"data: this corpus fills a vocabulary of {fitted} tokens, not model.vocab_size="
+          f"{vocab_size} ({fitted - 1 - tokenizer_lib.N_BYTES} merges); using {fitted}")
+      where.append(os.path.join(data.cache_dir, cache_key(fp, data, fitted)))
+      cached = load_prepared(where[-1])
+      if cached is not None:
+        return cached
+      _move_tokenizer(directory, where[-1])
+    return _encode(where[-1], data, source, fp, tok, sample)
+  except BaseException as e:
+    if not isinstance(e, (signals_lib.Interrupted, KeyboardInterrupt)):
+      _clean_up(where)
     raise
-  return _prepared(directory, meta, reused=False)
+  finally:
+    if len(where) > 1:
+      shutil.rmtree(directory, ignore_errors=True)
+
+
+def _move_tokenizer(directory: str, to: str) -> None:
+  """The fitted tokenizer's files, to the directory keyed by its size."""
+  os.makedirs(to, exist_ok=True)
+  for name in ("tokenizer.json", "sample.json"):
+    os.replace(os.path.join(directory, name), os.path.join(to, name))
+
+
+def _clean_up(directories: list[str]) -> None:
+  """After an error: a cache directory that holds no whole shard yet is removed (nothing
+  to resume); one with shards is kept for the rerun (a full disk loses no hour of work)."""
+  for d in directories:
+    if not os.path.exists(os.path.join(d, "progress.json")):
+      shutil.rmtree(d, ignore_errors=True)
 
 
 def _make_directory(directory: str, field: str, value: str) -> None:
@@ -249,41 +292,353 @@ def _make_directory(directory: str, field: str, value: str) -> None:
                            f"{field} at a writable directory") from None
 
 
-def _get_tokenizer(data, train_docs: list[str], vocab_size: int, fit: bool = False):
+# ----------------------------------------------------------------------------- the tokenizer
+
+
+def _tokenizer(directory: str, config, source, fit: bool):
+  """``(tokenizer, sample record)``: the one an interrupted preparation saved, the given
+  ``data.tokenizer_path``, or one trained on a seeded sample of the training runs."""
+  data, vocab_size = config.data, config.data.vocab_size
+  path = os.path.join(directory, "tokenizer.json")
+  saved = files.read_json(os.path.join(directory, "sample.json"))
+  if saved is not None and os.path.isfile(path):
+    say(f"data: resuming in {directory} with its tokenizer")
+    return tokenizer_lib.load(path, saved["vocab_size"]), saved
   if data.tokenizer_path:
-    return tokenizer_lib.load(data.tokenizer_path, vocab_size)
-  mb = sum(len(d.encode("utf-8")) for d in train_docs) / 1e6
-  say(f"data: training a byte-level BPE tokenizer of {vocab_size} tokens on the training "
-      f"split ({mb:.1f} MB)")
-  texts = tqdm(train_docs, desc="training tokenizer", unit="doc", disable=None, leave=False)
-  return tokenizer_lib.train_tokenizer(texts, vocab_size, show_progress=False, fit=fit)
+    tok = tokenizer_lib.load(data.tokenizer_path, vocab_size)
+    sample = {"bytes": 0, "block_chars": block_chars(source.total_bytes)}
+  else:
+    tok, sample = _train_on_sample(config, source, fit)
+  _make_directory(directory, "data.cache_dir", data.cache_dir)
+  tokenizer_lib.save(tok, path)
+  sample["vocab_size"] = tok.get_vocab_size(with_added_tokens=True)
+  files.write_json(os.path.join(directory, "sample.json"), sample)
+  return tokenizer_lib.load(path, sample["vocab_size"]), sample
 
 
-def _prepared(directory: str, meta: dict, reused: bool) -> PreparedData:
+def _train_on_sample(config, source, fit: bool):
+  """A tokenizer trained on training runs drawn by a keyed hash at the rate that fills
+  ``data.tokenizer_sample_bytes`` from the source's size on disk (all of a small corpus)."""
+  data, limit = config.data, config.data.tokenizer_sample_bytes
+  if limit < 1:
+    raise errors.DataError(f"data.tokenizer_sample_bytes={limit}; expected a positive size, "
+                           f"e.g. 200_000_000")
+  rate = min(1.0, limit / source.total_bytes) if source.total_bytes else 1.0
+  key = f"andrea-sample-{data.split_seed}".encode()
+  sample = {"limit": limit, "rate": rate, "bytes": 0, "runs": 0, "complete": False,
+            "block_chars": block_chars(source.total_bytes)}
+  splitter = Splitter(data, sample["block_chars"])
+
+  def texts():
+    total = min(limit, source.total_bytes) if source.total_bytes else limit
+    with progress_lib.Progress("sampling text for the tokenizer", total) as bar:
+      for run in _runs(source, data, splitter):
+        signals_lib.check()
+        raw = run.text.encode("utf-8")
+        if run.side == "train" and (rate == 1.0 or _unit(raw, key) < rate):
+          sample["bytes"] += len(raw)
+          sample["runs"] += 1
+          bar.update(len(raw))
+          yield run.text
+          if sample["bytes"] >= limit:
+            return
+      sample["complete"] = True  # the stream ended first: the whole training split
+      _check_batch_bound(config, splitter)
+      _check_split(splitter, source)
+
+  say(f"data: training a byte-level BPE tokenizer of {data.vocab_size} tokens on a sample of "
+      f"the training split (at most {limit / 1e6:,.0f} MB, data.tokenizer_sample_bytes)")
+  signals_lib.set_phase("training the tokenizer")
+  tok = tokenizer_lib.train_tokenizer(texts(), data.vocab_size, show_progress=False, fit=fit)
+  signals_lib.check()
+  return tok, sample
+
+
+def _check_split(splitter: Splitter, source) -> None:
+  if not sum(splitter.bytes.values()):
+    raise corpus.no_documents(source)
+  if not splitter.runs["train"] or not splitter.runs["val"]:
+    total = sum(splitter.bytes.values())
+    raise errors.DataError(
+        f"{source.name} ({total:,} bytes) left the "
+        f"{'training' if not splitter.runs['train'] else 'validation'} side empty: held out by "
+        f"blocks of about {splitter.block_chars:,} characters, it is too small to hold out "
+        f"data.val_fraction={splitter.fraction} and keep text to train on; add text, or change "
+        f"data.val_fraction or data.split_seed")
+
+
+def _check_batch_bound(config, splitter: Splitter) -> None:
+  """Refuse a batch that cannot fit the training split whatever the tokenizer: a token is
+  at least one byte, plus one EOT per document (``loader.check_batch_fits`` checks the
+  exact count once the split is encoded)."""
+  t, m = config.get("train"), config.get("model")
+  if t is None or m is None:
+    return
+  most = splitter.bytes["train"] + splitter.docs["train"]
+  need = t.batch_size * (m.block_size + 1)
+  if need > most:
+    raise errors.DataError(
+        f"one batch of train.batch_size={t.batch_size} windows of block_size + 1 = "
+        f"{m.block_size + 1} tokens is {need:,} tokens, more than the training split can "
+        f"hold (at most {most:,} tokens: {splitter.docs['train']} document(s), a token is at "
+        f"least a byte); use a batch_size of at most {max(most // (m.block_size + 1), 1)} (or "
+        f"a smaller model.block_size), or more data")
+
+
+# ----------------------------------------------------------------------------- encoding
+
+
+_worker_tok = None
+
+
+def _worker_init(path: str) -> None:
+  global _worker_tok
+  signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops; the pool ends with it
+  _worker_tok = tokenizer_lib.load(path)
+
+
+def _worker_encode(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+  return encode_runs(_worker_tok, texts)
+
+
+def encode_runs(tok, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+  """``(ids, lengths)``: the texts' token ids end to end (uint16) and each one's count."""
+  encoded = tokenizer_lib.encode_batch(tok, texts)
+  lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+  ids = np.fromiter(itertools.chain.from_iterable(encoded), dtype=np.uint16,
+                    count=int(lengths.sum()))
+  return ids, lengths
+
+
+def _batches(runs: Iterator[Run], wanted) -> Iterator[tuple[list[Run], list[str]]]:
+  """Runs in batches of about ``ENCODE_BATCH_CHARS``, with the texts to encode (``wanted``)."""
+  batch, texts, chars = [], [], 0
+  for run in runs:
+    batch.append(run)
+    if wanted(run):
+      texts.append(run.text)
+      chars += len(run.text)
+    if chars >= ENCODE_BATCH_CHARS or len(batch) >= 1 << 16:
+      yield batch, texts
+      batch, texts, chars = [], [], 0
+  if batch:
+    yield batch, texts
+
+
+def _read_ahead(items: Iterator, size: int = READ_AHEAD) -> Iterator:
+  """``items`` produced by a thread, ``size`` ahead: reading and splitting overlap encoding."""
+  q: queue.Queue = queue.Queue(maxsize=size)
+  stop = threading.Event()
+  done = object()
+
+  def fill():
+    try:
+      for item in items:
+        while not stop.is_set():
+          try:
+            q.put((item, None), timeout=0.1)
+            break
+          except queue.Full:
+            continue
+        if stop.is_set():
+          return
+      q.put((done, None))
+    except BaseException as e:  # pylint: disable=broad-except  # re-raised by the consumer
+      q.put((done, e))
+
+  thread = threading.Thread(target=fill, name="andrea-prepare-reader", daemon=True)
+  thread.start()
+  try:
+    while True:
+      item, error = q.get()
+      if error is not None:
+        raise error
+      if item is done:
+        return
+      yield item
+  finally:
+    stop.set()
+
+
+def _encoded(batches: Iterator, tok_path: str, tok, workers: int) -> Iterator:
+  """``(batch, (ids, lengths))`` in order: in this process (the tokenizer's threads use every
+  core) or in ``workers`` processes."""
+  if workers <= 0:
+    for batch, texts in batches:
+      yield batch, encode_runs(tok, texts)
+    return
+  slots = threading.Semaphore(2 * workers + 2)  # bounds what waits for the workers
+
+  def bounded():
+    for batch, texts in batches:
+      slots.acquire()
+      pending.put(batch)
+      yield texts
+
+  pending: queue.Queue = queue.Queue()
+  context = multiprocessing.get_context("spawn")  # never fork a process that runs JAX
+  with context.Pool(workers, initializer=_worker_init, initargs=(tok_path,)) as pool:
+    for result in pool.imap(_worker_encode, bounded()):
+      slots.release()
+      yield pending.get(), result
+
+
+@dataclasses.dataclass
+class _Progress:
+  """``progress.json``: the whole train shards and where in the stream they end."""
+  train: list
+  run: int = 0  # the train run the last whole shard ends in ...
+  taken: int = 0  # ... after this many of its tokens (EOT included)
+
+
+def _encode(directory: str, data, source, fp: str, tok, sample: dict) -> PreparedData:
+  """Encode the corpus into shards in ``directory``, resuming from ``progress.json``."""
+  path = os.path.join(directory, "progress.json")
+  done = _Progress(**(files.read_json(path) or {"train": []}))
+  done.train = [s for s in done.train if _whole(directory, s)]
+  if done.train:
+    say(f"data: resuming after {len(done.train)} whole train shard(s), "
+        f"{sum(s['tokens'] for s in done.train):,} tokens")
+  else:
+    done = _Progress([])
+  writers = {"train": shards.ShardWriter(directory, "train", data.shard_tokens, done.train),
+             "val": shards.ShardWriter(directory, "val", data.shard_tokens)}
+  eot = np.array([tokenizer_lib.eot_id(tok)], dtype=np.uint16)
+  splitter = Splitter(data, sample.get("block_chars", block_chars(source.total_bytes)))
+  skip = lambda run: run.side == "train" and run.index < done.run  # whole shards hold it
+  say(f"data: encoding {source.name} into shards of {data.shard_tokens:,} tokens"
+      f"{f' with {data.workers} worker processes' if data.workers > 0 else ''}")
+  signals_lib.set_phase("encoding the corpus")
+  with progress_lib.Progress("encoding", source.total_bytes) as bar:
+    runs = _runs(source, data, splitter, bar)
+    batches = _read_ahead(_batches(runs, lambda run: not skip(run)))
+    for batch, (ids, lengths) in _encoded(batches, os.path.join(directory, "tokenizer.json"),
+                                          tok, data.workers):
+      kept = [run for run in batch if not skip(run)]
+      for side in SIDES:
+        _write_side(writers[side], [(r, i) for i, r in enumerate(kept) if r.side == side],
+                    ids, lengths, eot, done if side == "train" else None, path)
+      bar.note = f"{len(writers['train'].shards)} train shard(s) written"
+      signals_lib.check()
+  _check_split(splitter, source)
+  for writer in writers.values():
+    writer.close()
+  return _finish(directory, data, fp, tok, sample, splitter, writers)
+
+
+def _write_side(writer: shards.ShardWriter, runs: list, ids: np.ndarray, lengths: np.ndarray,
+                eot: np.ndarray, done: _Progress | None, path: str) -> None:
+  """One side's runs of a batch into its writer; a train shard that fills is recorded."""
+  if not runs:
+    return
+  ends = np.cumsum(lengths)
+  parts, bounds = [], []
+  for run, i in runs:
+    part = ids[ends[i] - lengths[i]:ends[i]]
+    part = np.concatenate([eot, part]) if run.starts else part
+    if done is not None and run.index == done.run and done.taken:  # resumed inside this run
+      part = part[done.taken:]
+    parts.append(part)
+    bounds.append(len(part))
+  before = len(writer.shards)
+  taken = writer.add(np.concatenate(parts))
+  if done is not None and len(writer.shards) > before:
+    starts = np.cumsum([0] + bounds)
+    k = int(np.searchsorted(starts, taken, side="right")) - 1  # the run the shard ended in
+    run = runs[min(k, len(runs) - 1)][0]
+    offset = taken - starts[k] if k < len(runs) else bounds[-1]
+    if run.index == done.run:
+      offset += done.taken  # its first tokens were written before this start
+    done.train, done.run, done.taken = list(writer.shards), run.index, int(offset)
+    files.write_json(path, dataclasses.asdict(done))
+
+
+def _whole(directory: str, entry: dict) -> bool:
+  try:
+    return shards.shard_count(os.path.join(directory, entry["file"])) == entry["tokens"]
+  except errors.DataError:
+    return False
+
+
+def _finish(directory: str, data, fp: str, tok, sample: dict, splitter: Splitter,
+            writers: dict) -> PreparedData:
+  """``manifest.json`` (written last: its presence marks a complete directory)."""
+  manifest = dict(
+      format=CACHE_FORMAT, fingerprint=fp, content_sha256=splitter.content.hexdigest(),
+      vocab_size=tok.get_vocab_size(with_added_tokens=True), eot_id=tokenizer_lib.eot_id(tok),
+      corpus=data.path or data.hf_dataset or "builtin", max_docs=data.max_docs,
+      val_fraction=data.val_fraction, val_max_bytes=data.val_max_bytes,
+      split_seed=data.split_seed, split_block_chars=splitter.block_chars,
+      shard_tokens=data.shard_tokens, tokenizer_source=data.tokenizer_path or "trained",
+      tokenizer_sample=sample)
+  for side in SIDES:
+    manifest[side] = dict(shards=writers[side].shards, tokens=writers[side].tokens,
+                          docs=splitter.docs[side], bytes=splitter.bytes[side])
+  total_bytes = sum(splitter.bytes.values())
+  total_tokens = writers["train"].tokens + writers["val"].tokens
+  manifest.update(val_share_bytes=splitter.bytes["val"] / total_bytes,
+                  val_share_tokens=writers["val"].tokens / total_tokens)
+  files.write_json(os.path.join(directory, "manifest.json"), manifest)
+  if os.path.exists(os.path.join(directory, "progress.json")):
+    os.remove(os.path.join(directory, "progress.json"))
+  return _prepared(directory, manifest, reused=False)
+
+
+def _prepared(directory: str, manifest: dict, reused: bool) -> PreparedData:
+  paths = {side: tuple(os.path.join(directory, s["file"]) for s in manifest[side]["shards"])
+           for side in SIDES}
   return PreparedData(
-      directory=directory, train_path=os.path.join(directory, "train.bin"),
-      val_path=os.path.join(directory, "val.bin"),
+      directory=directory, train_paths=paths["train"], val_paths=paths["val"],
       tokenizer_path=os.path.join(directory, "tokenizer.json"),
-      fingerprint=meta["fingerprint"], train_tokens=meta["train_tokens"],
-      val_tokens=meta["val_tokens"], train_docs=meta["train_docs"],
-      val_docs=meta["val_docs"], val_share_bytes=meta["val_share_bytes"],
-      val_share_tokens=meta["val_share_tokens"], vocab_size=meta["vocab_size"],
-      eot_id=meta["eot_id"], reused=reused)
+      fingerprint=manifest["fingerprint"], train_tokens=manifest["train"]["tokens"],
+      val_tokens=manifest["val"]["tokens"], train_docs=manifest["train"]["docs"],
+      val_docs=manifest["val"]["docs"], val_share_bytes=manifest["val_share_bytes"],
+      val_share_tokens=manifest["val_share_tokens"], vocab_size=manifest["vocab_size"],
+      eot_id=manifest["eot_id"], reused=reused)
 
 
 def load_prepared(directory: str) -> PreparedData | None:
-  """The complete prepared data in ``directory``, or None if it is missing or partial."""
-  meta_path = os.path.join(directory, "meta.json")
-  if not os.path.isfile(meta_path):
+  """The complete prepared data in ``directory``, or None if it is missing or partial.
+
+  Each shard's header and size are checked against the manifest, not its contents: a
+  start reads no token (the manifest's sha256 are there to verify a copy)."""
+  path = os.path.join(directory, "manifest.json")
+  if not os.path.isfile(path):
     return None
   try:
-    prepared = _prepared(directory, files.read_json(meta_path), reused=True)
-    ok = (len(shards.read_shard(prepared.train_path)) == prepared.train_tokens
-          and len(shards.read_shard(prepared.val_path)) == prepared.val_tokens
+    manifest = files.read_json(path)
+    prepared = _prepared(directory, manifest, reused=True)
+    ok = (all(_whole(directory, s) for side in SIDES for s in manifest[side]["shards"])
           and os.path.isfile(prepared.tokenizer_path))
-  except (ValueError, KeyError):  # unreadable meta.json or shards: rebuild
+  except (errors.AndreaError, ValueError, KeyError, TypeError):  # unreadable: rebuild
     return None
   return prepared if ok else None
+
+
+# ----------------------------------------------------------------------------- given shards
+
+
+def existing_shards(data, vocab_size: int, check=None) -> PreparedData:
+  """Token shards prepared elsewhere (llm.c, modded-nanogpt: ``data.shards``), with the
+  tokenizer they were made with (``data.tokenizer_path``), read where they are."""
+  found = shards.find_shards(data.shards)
+  if not data.tokenizer_path:
+    raise errors.DataError(
+        f"data.shards={data.shards!r} needs data.tokenizer_path: the tokenizer.json the shards "
+        f"were made with (for llm.c's GPT-2 shards, GPT-2's tokenizer.json, with "
+        f"--config.model.vocab_size=50257)")
+  tok = tokenizer_lib.load(data.tokenizer_path, vocab_size)
+  paths = found["train"] + found["val"]
+  fp = corpus.source_fingerprint(corpus.Source(f"data.shards={data.shards!r}", tuple(paths)), data)
+  if check is not None:
+    check(fp)
+  counts = {side: sum(shards.shard_count(p) for p in found[side]) for side in SIDES}
+  return PreparedData(
+      directory=os.path.dirname(os.path.abspath(paths[0])), train_paths=tuple(found["train"]),
+      val_paths=tuple(found["val"]), tokenizer_path=data.tokenizer_path, fingerprint=fp,
+      train_tokens=counts["train"], val_tokens=counts["val"], train_docs=None, val_docs=None,
+      val_share_bytes=None, val_share_tokens=counts["val"] / sum(counts.values()),
+      vocab_size=vocab_size, eot_id=tokenizer_lib.eot_id(tok), reused=True)
 
 
 def opening_words(prepared: PreparedData, words: int = 5) -> str:
@@ -292,11 +647,10 @@ def opening_words(prepared: PreparedData, words: int = 5) -> str:
   The validation split is held out, so samples from it continue text the model never saw.
   """
   tok = tokenizer_lib.load(prepared.tokenizer_path, prepared.vocab_size)
-  val = np.asarray(shards.read_shard(prepared.val_path)[:256], dtype=np.int64)
+  val = np.asarray(prepared.stream("val")[:256], dtype=np.int64)
   starts = np.flatnonzero(val != prepared.eot_id)
   ids = val[starts[0]:] if starts.size else val[:0]
   ends = np.flatnonzero(ids == prepared.eot_id)
   text = tokenizer_lib.decode(tok, ids[:ends[0]] if ends.size else ids)
   match = re.match(rf"\s*(\S+(?:[ \t]+\S+){{0,{words - 1}}})", text)
   return match[1] if match else ""
-

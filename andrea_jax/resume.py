@@ -343,6 +343,7 @@ def record_start(workdir: str, config, plan: ResumePlan, data: dict) -> None:
   files.write_json(os.path.join(workdir, "config.json"), current)
   with open(data["tokenizer_path"], "rb") as f:
     files.atomic_write(os.path.join(workdir, history.TOKENIZER), f.read())
-  paths = {k: os.path.abspath(data[k]) for k in ("directory", "train_path", "val_path",
-                                                 "tokenizer_path") if k in data}
+  paths = {k: os.path.abspath(data[k]) for k in ("directory", "tokenizer_path") if k in data}
+  paths.update({k: [os.path.abspath(p) for p in data[k]] for k in ("train_paths", "val_paths")
+                if k in data})
   files.write_json(os.path.join(workdir, "data.json"), {**data, **paths})

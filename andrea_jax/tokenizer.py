@@ -133,14 +133,21 @@ def check_vocab_size(vocab_size: int) -> None:
                          f"store ids as uint16); pick a vocab_size in that range")
 
 
-def check_layout(tok: Tokenizer, vocab_size: int, where: str = "tokenizer") -> None:
-  """Fail unless ``tok`` has ``vocab_size`` ids, bytes at 0..255 and EOT last."""
+def check_layout(tok: Tokenizer, vocab_size: int, where: str = "tokenizer",
+                 bytes_first: bool = True) -> None:
+  """Fail unless ``tok`` has ``vocab_size`` ids, EOT last and (``bytes_first``) bytes at
+  0..255. Without ``bytes_first``: every byte has some id (a byte-level BPE such as GPT-2's,
+  whose llm.c token shards train here through ``data.shards``)."""
   found = tok.get_vocab_size(with_added_tokens=True)
   if found != vocab_size:
     raise TokenizerError(f"{where} has {found} tokens, expected vocab_size={vocab_size}; "
                          f"train a new one or set data.vocab_size/model.vocab_size to {found}")
   table = byte_to_unicode()
-  wrong = [b for b in range(N_BYTES) if tok.token_to_id(table[b]) != b]
+  wrong = [b for b in range(N_BYTES) if (tok.token_to_id(table[b]) != b if bytes_first
+                                        else tok.token_to_id(table[b]) is None)]
+  if wrong and not bytes_first:
+    raise TokenizerError(f"{where} has no token for byte {wrong[0]}: it is not a byte-level "
+                         f"BPE (GPT-2's or one trained by andrea_jax.tokenizer)")
   if wrong:
     raise TokenizerError(f"{where} does not map byte b to id b (first wrong byte: {wrong[0]}); "
                          f"expected a byte-level BPE trained by andrea_jax.tokenizer")
@@ -154,8 +161,11 @@ def save(tok: Tokenizer, path: str | os.PathLike) -> None:
   files.atomic_write(path, tok.to_str(pretty=False).encode("utf-8"))
 
 
-def load(path: str | os.PathLike, vocab_size: int | None = None) -> Tokenizer:
-  """Load a ``tokenizer.json``; with ``vocab_size`` also check the id layout."""
+def load(path: str | os.PathLike, vocab_size: int | None = None,
+         bytes_first: bool = False) -> Tokenizer:
+  """Load a ``tokenizer.json``; with ``vocab_size`` also check the id layout: its size, EOT
+  last, every byte encodable (and with ``bytes_first`` byte b at id b, as ``prepare`` trains
+  them; GPT-2's own tokenizer, for llm.c's shards, has its bytes in another order)."""
   if not os.path.isfile(path):
     raise TokenizerNotFoundError(f"tokenizer file {os.fspath(path)!r} does not exist; train "
                                  f"one with `python -m experiments.prepare` or fix "
@@ -167,7 +177,7 @@ def load(path: str | os.PathLike, vocab_size: int | None = None) -> Tokenizer:
                          f"point data.tokenizer_path at a file written by "
                          f"andrea_jax.tokenizer.save, or delete it and re-prepare") from None
   if vocab_size is not None:
-    check_layout(tok, vocab_size, where=f"tokenizer {os.fspath(path)!r}")
+    check_layout(tok, vocab_size, where=f"tokenizer {os.fspath(path)!r}", bytes_first=bytes_first)
   return _configure(tok)
 
 

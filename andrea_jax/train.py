@@ -49,7 +49,6 @@ from andrea_jax import plots
 from andrea_jax import prepare as prepare_lib
 from andrea_jax import resume
 from andrea_jax import runs
-from andrea_jax import shards
 from andrea_jax import sharding
 from andrea_jax import signals as signals_lib
 from andrea_jax import step as step_lib
@@ -200,8 +199,8 @@ def run(config, workdir: str,
     signals_lib.check()
     signals_lib.set_phase("preparing the evaluation and the model")
     # Before the workdir is the run's: a batch too large for the data leaves nothing behind.
-    loader_lib.check_batch_fits(shards.read_shard(prepared.train_path), t.batch_size,
-                                cfg.block_size, f"token shard {prepared.train_path!r}")
+    loader_lib.check_batch_fits(prepared.stream("train"), t.batch_size, cfg.block_size,
+                                f"the training shards in {prepared.directory!r}")
     eval_set = loop.make_eval_set(t, cfg, prepared, mesh)
     models = build(cfg, t, mesh)
     clock = history.Clock(workdir, models.dirs, started)
@@ -221,7 +220,7 @@ def run(config, workdir: str,
     if config.diagnostics.enabled:
       out.diagnostics = diagnostics.Recorder(config.diagnostics, cfg, eval_set.first_batch,
                                              models.dirs, models.stacked, last_step=t.steps)
-    with loop.Batches(models, prepared.train_path, t, cfg.block_size, plan.start_step,
+    with loop.Batches(models, prepared.train_paths, t, cfg.block_size, plan.start_step,
                       config.data.prefetch) as batches:
       outcome = loop.train_loop(models, state, t, plan.start_step, batches, eval_set, out)
     out.log.close()

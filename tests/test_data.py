@@ -10,6 +10,7 @@ import pytest
 
 from andrea_jax import corpus as corpus_lib
 from andrea_jax import errors
+from andrea_jax import files as files_lib
 from andrea_jax import loader as loader_lib
 from andrea_jax import prepare as prepare_lib
 from andrea_jax import shards
@@ -21,6 +22,8 @@ from experiments.configs import tiny
 pytestmark = pytest.mark.xdist_group("test_data")
 
 SMALL_VOCAB = 256 + 64 + 1
+# Shards this small make the prepared fixture write several (andrea120m's hold 100 M tokens).
+SHARD_TOKENS = 50_000
 
 
 def data_config(**overrides):
@@ -29,14 +32,23 @@ def data_config(**overrides):
   return data
 
 
+def read_all(data) -> list[str]:
+  return list(corpus_lib.documents(data))
+
+
+def read(path, **overrides) -> list[str]:
+  """The documents of ``path`` as the pipeline reads them (pieces joined)."""
+  return list(corpus_lib.documents(data_config(path=str(path), **overrides)))
+
+
 # ---------------------------------------------------------------------------- readers
 
 
 def test_text_file_is_one_document_or_split_by_separator(tmp_path):
   f = tmp_path / "a.txt"
   f.write_text("one\n\n\ntwo\n\n\n\n\nthree", encoding="utf-8")
-  assert corpus_lib.path_documents(str(f)) == [f.read_text(encoding="utf-8")]
-  assert corpus_lib.path_documents(str(f), doc_separator="\n\n\n") == ["one", "two", "\n\nthree"]
+  assert read(f) == [f.read_text(encoding="utf-8")]
+  assert read(f, doc_separator="\n\n\n") == ["one", "two", "\n\nthree"]
 
 
 def test_directory_reads_matching_extensions_recursively_sorted(tmp_path):
@@ -45,28 +57,28 @@ def test_directory_reads_matching_extensions_recursively_sorted(tmp_path):
   (tmp_path / "a.txt").write_text("txt", encoding="utf-8")
   (tmp_path / "c.py").write_text("ignored", encoding="utf-8")
   (tmp_path / "empty.txt").write_text("", encoding="utf-8")
-  assert corpus_lib.path_documents(str(tmp_path), ".txt,.md") == ["txt", "md"]
-  assert corpus_lib.path_documents(str(tmp_path), "py") == ["ignored"]
+  assert read(tmp_path, extensions=".txt,.md") == ["txt", "md"]
+  assert read(tmp_path, extensions="py") == ["ignored"]
 
 
 def test_jsonl_reads_text_fields_and_skips_blank_lines(tmp_path):
   f = tmp_path / "d.jsonl"
   f.write_text('{"text": "a\\nb"}\n\n{"text": "c", "id": 2}\n{"text": ""}\n', encoding="utf-8")
-  assert corpus_lib.path_documents(str(f)) == ["a\nb", "c"]
+  assert read(f) == ["a\nb", "c"]
 
 
 def test_jsonl_inside_a_directory(tmp_path):
   (tmp_path / "x.jsonl").write_text('{"text": "j1"}\n{"text": "j2"}\n', encoding="utf-8")
   (tmp_path / "y.txt").write_text("t", encoding="utf-8")
-  assert corpus_lib.path_documents(str(tmp_path), ".jsonl,.txt") == ["j1", "j2", "t"]
+  assert read(tmp_path, extensions=".jsonl,.txt") == ["j1", "j2", "t"]
 
 
 def test_missing_path(tmp_path):
   missing = str(tmp_path / "nope")
   with pytest.raises(FileNotFoundError, match="nope.*does not exist"):
-    corpus_lib.read_documents(data_config(path=missing))
+    read_all(data_config(path=missing))
   with pytest.raises(errors.DataNotFoundError):
-    corpus_lib.path_documents("")
+    corpus_lib.list_files("")
 
 
 def test_data_errors_are_the_projects_data_error():
@@ -80,8 +92,8 @@ def test_data_path_alone_selects_it(tmp_path):
   (tmp_path / "a.txt").write_text("mine", encoding="utf-8")
   data = data_config(path=str(tmp_path))
   assert "source" not in data  # data.path decides: empty = the built-in corpus
-  assert corpus_lib.read_documents(data) == ["mine"]
-  assert (corpus_lib.read_documents(data_config(path="", max_docs=3))
+  assert read_all(data) == ["mine"]
+  assert (read_all(data_config(path="", max_docs=3))
           == corpus_lib.builtin_documents(3))
 
 
@@ -91,21 +103,21 @@ def test_empty_corpus(tmp_path, files):
     (tmp_path / name).write_text(text, encoding="utf-8")
   target = tmp_path if len(files) > 1 else tmp_path / next(iter(files))
   with pytest.raises(errors.DataError, match="no non-empty documents"):
-    corpus_lib.read_documents(data_config(path=str(target)))
+    read_all(data_config(path=str(target)))
 
 
 def test_directory_without_matching_files(tmp_path):
   (tmp_path / "a.py").write_text("x", encoding="utf-8")
   with pytest.raises(errors.DataError, match=r"no files ending in \.txt, \.md"):
-    corpus_lib.path_documents(str(tmp_path), ".txt,.md")
+    read(tmp_path, extensions=".txt,.md")
 
 
 def test_bad_utf8_names_file_and_offset_and_replace_mode(tmp_path):
   f = tmp_path / "bad.txt"
   f.write_bytes(b"abc\xffdef")
   with pytest.raises(errors.DataError, match=r"bad\.txt: not valid UTF-8 at byte offset 3"):
-    corpus_lib.read_documents(data_config(path=str(f)))
-  docs = corpus_lib.read_documents(data_config(path=str(f), utf8_errors="replace"))
+    read_all(data_config(path=str(f)))
+  docs = read_all(data_config(path=str(f), utf8_errors="replace"))
   assert docs == ["abc\ufffddef"]
 
 
@@ -113,28 +125,28 @@ def test_jsonl_line_without_text(tmp_path):
   f = tmp_path / "d.jsonl"
   f.write_text('{"text": "ok"}\n{"body": "x"}\n', encoding="utf-8")
   with pytest.raises(errors.DataError, match=r"d\.jsonl:2: expected a JSON object with a string"):
-    corpus_lib.path_documents(str(f))
+    read(f)
 
 
 def test_jsonl_line_not_json(tmp_path):
   f = tmp_path / "d.jsonl"
   f.write_text('{"text": "ok"}\n\n{"text": oops}\n', encoding="utf-8")
   with pytest.raises(errors.DataError, match=r"d\.jsonl:3: not valid JSON"):
-    corpus_lib.path_documents(str(f))
+    read(f)
 
 
 def test_jsonl_lone_surrogate(tmp_path):
   f = tmp_path / "d.jsonl"
   f.write_text('{"text": "a\\ud800"}\n', encoding="utf-8")
   with pytest.raises(errors.DataError, match=r"d\.jsonl:1: .*lone surrogate"):
-    corpus_lib.path_documents(str(f))
+    read(f)
 
 
 @pytest.mark.parametrize("field,value,match", [("utf8_errors", "ignore", "utf8_errors"),
                                                ("path", "x.txt", "'x.txt' does not exist")])
 def test_bad_settings(field, value, match):
   with pytest.raises(errors.DataError, match=match):
-    corpus_lib.read_documents(data_config(**{field: value}))
+    read_all(data_config(**{field: value}))
 
 
 def test_builtin_corpus_capped_deterministically():
@@ -170,7 +182,11 @@ def test_generated_table_rule(tmp_path, monkeypatch):
     files[-1].write_text(text, encoding="utf-8")
   monkeypatch.setattr(corpus_lib, "builtin_source_files", lambda: files)
   from pydoc_data.topics import topics  # pylint: disable=import-outside-toplevel
-  assert corpus_lib.builtin_documents()[len([t for t in topics.values() if t]):] == [CODE]
+  corpus_lib.builtin_documents.cache_clear()  # read once a process: read these instead
+  try:
+    assert corpus_lib.builtin_documents()[len([t for t in topics.values() if t]):] == [CODE]
+  finally:
+    corpus_lib.builtin_documents.cache_clear()
 
 
 # ---------------------------------------------------------------------------- split, fingerprint
@@ -184,42 +200,68 @@ def _lines(n, tag):
   return "".join(f"{tag} line {i}: some text, é and more text\n" for i in range(n))
 
 
-# Uneven documents: 60 %, 20 %, 8 %, 6 %, 4 % and 2 % of the corpus.
-UNEVEN = [_lines(n, f"doc{k}") for k, n in enumerate((600, 200, 80, 60, 40, 20))]
+def split_config(**overrides):
+  return data_config(**{"val_fraction": 0.1, "val_max_bytes": 10**9, **overrides})
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2, 3])
-@pytest.mark.parametrize("fraction", [0.05, 0.1, 0.3])
-def test_split_holds_out_the_asked_share_of_bytes(seed, fraction):
-  train, val = prepare_lib.split_documents(UNEVEN, fraction, seed)
-  assert _nbytes(val) / _nbytes(UNEVEN) == pytest.approx(fraction, abs=0.002)
-  # Nothing lost or invented: each document is whole on one side, or its head in val
-  # and its tail in train, cut at a line break.
-  assert _nbytes(train) + _nbytes(val) == _nbytes(UNEVEN)
-  heads = [d for d in val if d not in UNEVEN]
-  tails = [d for d in train if d not in UNEVEN]
-  assert len(heads) == len(tails) == 1 and heads[0].endswith("\n")
-  assert heads[0] + tails[0] in UNEVEN
-  assert sorted([d for d in train + val if d in UNEVEN] + [heads[0] + tails[0]]) == sorted(UNEVEN)
+def split(docs, **overrides):
+  """``{side: [(text, starts), ...]}``: the runs of ``docs`` as the pipeline splits them."""
+  splitter = prepare_lib.Splitter(split_config(**overrides))
+  out = {"train": [], "val": []}
+  for d in docs:
+    for run in splitter.split(d, True):
+      out[run.side].append((run.text, run.starts))
+  return out, splitter
 
 
-def test_split_is_deterministic_and_follows_the_seed():
-  docs = [f"doc {i}\n" * (i + 1) for i in range(100)]
-  train, val = prepare_lib.split_documents(docs, 0.1, seed=3)
-  assert (train, val) == prepare_lib.split_documents(docs, 0.1, seed=3)
-  assert prepare_lib.split_documents(docs, 0.1, seed=4)[1] != val
-  assert _nbytes(val) / _nbytes(docs) == pytest.approx(0.1, abs=0.002)
+MANY = [_lines(int(n), f"doc{k}") for k, n in enumerate(np.random.default_rng(0).integers(1, 60, 3000))]
 
 
-def test_split_one_document_and_bad_settings():
-  train, val = prepare_lib.split_documents([_lines(100, "only")], 0.1, 0)
-  assert val == [_lines(10, "only")] and "".join(val + train) == _lines(100, "only")
-  assert prepare_lib.split_documents(["abcdefghij"], 0.3, 0) == (["defghij"], ["abc"])
-  assert prepare_lib.split_documents(["é" * 10], 0.25, 0) == (["é" * 7], ["é" * 3])  # 5 bytes -> 6
-  with pytest.raises(errors.DataError, match="too small to hold out"):
-    prepare_lib.split_documents(["a"], 0.1, 0)
-  with pytest.raises(errors.DataError, match="val_fraction=1.0"):
-    prepare_lib.split_documents(["a", "b"], 1.0, 0)
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("fraction", [0.05, 0.3])
+def test_split_holds_out_about_the_asked_share_by_document(seed, fraction):
+  runs, splitter = split(MANY, val_fraction=fraction, split_seed=seed)
+  share = splitter.bytes["val"] / (splitter.bytes["val"] + splitter.bytes["train"])
+  # 3000 documents of under 8k characters: each is one block, held out with probability
+  # `fraction`; the share's binomial spread is under 0.01 at these sizes.
+  assert share == pytest.approx(fraction, abs=0.03)
+  assert all(starts for side in runs.values() for _, starts in side)  # whole documents
+  assert sorted(t for side in runs.values() for t, _ in side) == sorted(MANY)  # nothing lost
+  assert splitter.docs == {side: len(r) for side, r in runs.items()}
+
+
+def test_split_is_deterministic_follows_the_seed_and_sends_duplicates_together():
+  first, _ = split(MANY, split_seed=3)
+  assert split(MANY, split_seed=3)[0] == first
+  assert split(MANY, split_seed=4)[0]["val"] != first["val"]
+  doubled, _ = split(MANY[:500] + MANY[:500], split_seed=3)
+  held = [t for t, _ in doubled["val"]]
+  assert all(held.count(t) % 2 == 0 for t in held)  # a copy never lands on the other side
+
+
+def test_a_long_document_is_split_in_blocks_at_line_breaks():
+  doc = _lines(20000, "only")  # about 850 k characters, one document
+  assert prepare_lib.blocks(doc) and all(b.endswith("\n") for b in prepare_lib.blocks(doc))
+  assert "".join(prepare_lib.blocks(doc)) == doc
+  assert max(map(len, prepare_lib.blocks(doc))) < 2 * prepare_lib.SPLIT_BLOCK_CHARS
+  runs, splitter = split([doc])
+  assert 0.05 < splitter.bytes["val"] / len(doc.encode()) < 0.15
+  # Consecutive blocks on one side are one run; each side's first run of it starts a document
+  # there, and a run after a held-out block starts one again (an EOT in that side's stream).
+  assert all(starts for _, starts in runs["train"]) and all(starts for _, starts in runs["val"])
+  assert prepare_lib.blocks("x" * 20000) == ["x" * 8192, "x" * 8192, "x" * 3616]  # no line break
+
+
+def test_the_validation_side_stops_at_its_cap():
+  runs, splitter = split(MANY, val_fraction=0.5, val_max_bytes=20_000)
+  assert 19_000 < splitter.bytes["val"] <= 20_000
+  assert sum(len(t.encode()) for t, _ in runs["val"]) == splitter.bytes["val"]
+
+
+def test_bad_val_fraction():
+  for bad in (0.0, 1.0):
+    with pytest.raises(errors.DataError, match=f"val_fraction={bad}"):
+      prepare_lib.Splitter(split_config(val_fraction=bad))
 
 
 def test_fingerprint_changes_with_any_document():
@@ -287,7 +329,7 @@ def prep_config(tmp_path, **data_overrides):
   config = tiny.get_config()
   config.model.vocab_size = SMALL_VOCAB
   config.data.update(dict(vocab_size=SMALL_VOCAB, max_docs=40, val_fraction=0.1,
-                          cache_dir=str(tmp_path / "cache")))
+                          cache_dir=str(tmp_path / "cache"), shard_tokens=SHARD_TOKENS))
   config.data.update(data_overrides)
   return config
 
@@ -298,22 +340,38 @@ def prepared(tmp_path_factory):
   return tmp, prepare_lib.prepare(prep_config(tmp))
 
 
-def test_prepare_writes_streams_of_eot_separated_documents(prepared):
+def expected_streams(config):
+  """``({side: text}, splitter)``: each side's stream as text, ``EOT run EOT run ...``."""
+  data = config.data
+  source = corpus_lib.source_of(data)
+  splitter = prepare_lib.Splitter(data, prepare_lib.block_chars(source.total_bytes))
+  out = {"train": "", "val": ""}
+  for text, new in corpus_lib.pieces(source, data):
+    for run in splitter.split(text, new):
+      out[run.side] += (T.EOT if run.starts else "") + run.text
+  return out, splitter
+
+
+def test_prepare_writes_streams_of_eot_separated_documents_in_fixed_size_shards(prepared):
   tmp, p = prepared
   assert not p.reused and p.vocab_size == SMALL_VOCAB and p.eot_id == SMALL_VOCAB - 1
-  train_docs, val_docs = prepare_lib.split_documents(corpus_lib.builtin_documents(40), 0.1, 0)
-  assert (p.train_docs, p.val_docs) == (len(train_docs), len(val_docs))
-  assert p.fingerprint == corpus_lib.fingerprint(corpus_lib.builtin_documents(40))
+  streams, splitter = expected_streams(prep_config(tmp))
+  assert (p.train_docs, p.val_docs) == (splitter.docs["train"], splitter.docs["val"])
   tok = T.load(p.tokenizer_path, SMALL_VOCAB)
-  for path, docs, count in ((p.train_path, train_docs, p.train_tokens),
-                            (p.val_path, val_docs, p.val_tokens)):
-    tokens = shards.read_shard(path)
-    assert len(tokens) == count and tokens[0] == p.eot_id
-    assert T.decode(tok, tokens.tolist()) == "".join(T.EOT + d for d in docs)
-  meta = json.loads(pathlib.Path(p.directory, "meta.json").read_text())
-  assert meta["fingerprint"] == p.fingerprint and meta["train_tokens"] == p.train_tokens
-  assert meta["val_share_tokens"] == p.val_share_tokens == pytest.approx(
+  for side, count in (("train", p.train_tokens), ("val", p.val_tokens)):
+    tokens = p.stream(side)
+    assert len(tokens) == count and tokens[0:1][0] == p.eot_id
+    assert T.decode(tok, tokens[:len(tokens)].tolist()) == streams[side]
+  sizes = [shards.shard_count(f) for f in p.train_paths]
+  assert len(sizes) > 2 and set(sizes[:-1]) == {SHARD_TOKENS} and 0 < sizes[-1] <= SHARD_TOKENS
+  manifest = json.loads(pathlib.Path(p.directory, "manifest.json").read_text())
+  assert manifest["fingerprint"] == p.fingerprint and manifest["train"]["tokens"] == p.train_tokens
+  assert [s["file"] for s in manifest["train"]["shards"]] == [os.path.basename(f) for f in p.train_paths]
+  assert all(s["sha256"] == files_lib.sha256(os.path.join(p.directory, s["file"]))
+             for s in manifest["train"]["shards"] + manifest["val"]["shards"])
+  assert manifest["val_share_tokens"] == p.val_share_tokens == pytest.approx(
       p.val_tokens / (p.train_tokens + p.val_tokens))
+  assert not os.path.exists(os.path.join(p.directory, "progress.json"))
 
 
 def test_shuffle_seed_moves_batches_not_the_split(prepared):
@@ -325,22 +383,22 @@ def test_shuffle_seed_moves_batches_not_the_split(prepared):
   assert other.reused and dataclasses_equal_except_reused(other, p)
   assert T.load(other.tokenizer_path).to_str() == T.load(p.tokenizer_path).to_str()
   kw = dict(batch_size=4, block_size=16, process_index=0, process_count=1)
-  with (loader_lib.Loader(p.train_path, seed=0, **kw) as a,
-        loader_lib.Loader(other.train_path, seed=5, **kw) as b):
+  with (loader_lib.Loader(p.train_paths, seed=0, **kw) as a,
+        loader_lib.Loader(other.train_paths, seed=5, **kw) as b):
     assert not np.array_equal(next(a), next(b))
   resplit = prepare_lib.prepare(prep_config(tmp, split_seed=5))
   assert resplit.directory != p.directory
-  assert not np.array_equal(shards.read_shard(resplit.val_path), shards.read_shard(p.val_path))
+  assert not np.array_equal(resplit.stream("val")[:1000], p.stream("val")[:1000])
 
 
 def test_prepare_holds_out_the_asked_share_of_tokens(tmp_path):
   corpus = tmp_path / "corpus"
   corpus.mkdir()
-  for k, doc in enumerate(UNEVEN):
-    (corpus / f"{k}.txt").write_text(doc, encoding="utf-8")
+  for k, doc in enumerate(MANY[:1000]):
+    (corpus / f"{k:04d}.txt").write_text(doc, encoding="utf-8")
   p = prepare_lib.prepare(prep_config(tmp_path, path=str(corpus), val_fraction=0.1))
-  assert p.val_share_bytes == pytest.approx(0.1, abs=0.002)
-  assert p.val_share_tokens == pytest.approx(0.1, abs=0.01)
+  assert p.val_share_bytes == pytest.approx(0.1, abs=0.03)  # 1000 documents, by hash
+  assert p.val_share_tokens == pytest.approx(p.val_share_bytes, abs=0.01)
   assert p.val_share_tokens == pytest.approx(p.val_tokens / (p.train_tokens + p.val_tokens))
 
 
@@ -399,24 +457,26 @@ def test_prepare_user_corpus_change_gives_a_new_key(tmp_path):
     (corpus / f"{i:02d}.txt").write_text(d, encoding="utf-8")
   config = prep_config(tmp_path, path=str(corpus), extensions=".txt")
   first = prepare_lib.prepare(config)
-  assert first.fingerprint == corpus_lib.fingerprint(docs)
-  (corpus / "05.txt").write_text(docs[5] + "!", encoding="utf-8")
+  (corpus / "05.txt").write_text(docs[5] + "!", encoding="utf-8")  # a new size
   second = prepare_lib.prepare(config)
   assert second.fingerprint != first.fingerprint and second.directory != first.directory
+  (corpus / "05.txt").write_text("?" + docs[5], encoding="utf-8")  # the same size, other bytes
+  third = prepare_lib.prepare(config)
+  assert third.fingerprint not in (first.fingerprint, second.fingerprint)
 
 
 def test_incomplete_cache_is_rebuilt(tmp_path):
   config = prep_config(tmp_path, max_docs=30)
   first = prepare_lib.prepare(config)
-  os.remove(os.path.join(first.directory, "meta.json"))
+  os.remove(os.path.join(first.directory, "manifest.json"))
   assert not prepare_lib.prepare(config).reused
-  path = pathlib.Path(first.train_path)
+  path = pathlib.Path(first.train_paths[1])
   path.write_bytes(path.read_bytes()[:-2])
   assert prepare_lib.load_prepared(first.directory) is None
-  pathlib.Path(first.directory, "meta.json").write_text("{not json")
+  pathlib.Path(first.directory, "manifest.json").write_text("{not json")
   assert prepare_lib.load_prepared(first.directory) is None
   rebuilt = prepare_lib.prepare(config)
-  assert not rebuilt.reused and len(shards.read_shard(rebuilt.train_path)) == first.train_tokens
+  assert not rebuilt.reused and len(rebuilt.stream("train")) == first.train_tokens
 
 
 WORDS = ("the a old young quiet river house garden road morning evening light rain letter "
@@ -446,7 +506,7 @@ def test_a_small_corpus_gets_the_vocabulary_it_fills_or_a_clean_error(tmp_path):
   fitted = prepare_lib.prepare(config, fit_vocab=True)
   assert T.N_BYTES + 1 < fitted.vocab_size < 2305
   tok = T.load(fitted.tokenizer_path, fitted.vocab_size)  # the layout holds at the fitted size
-  assert max(shards.read_shard(fitted.train_path)) == fitted.vocab_size - 1 == T.eot_id(tok)
+  assert max(fitted.stream("train")[:fitted.train_tokens]) == fitted.vocab_size - 1 == T.eot_id(tok)
   again = prepare_lib.prepare(config, fit_vocab=True)
   assert again.reused and again.directory == fitted.directory
   assert os.listdir(tmp_path / "cache") == [os.path.basename(fitted.directory)]
@@ -462,7 +522,7 @@ def test_a_failed_preparation_leaves_no_cache_directory(tmp_path, monkeypatch):
 
 def test_opening_words_come_from_the_first_validation_document(prepared):
   _, p = prepared
-  val = shards.read_shard(p.val_path)
+  val = p.stream("val")[:20000]
   eots = np.flatnonzero(val == p.eot_id)
   first = T.decode(T.load(p.tokenizer_path), val[eots[0] + 1:eots[1]])
   line = first.lstrip().splitlines()[0].rstrip()  # a prompt never spans lines
@@ -474,7 +534,7 @@ def test_prepare_with_a_given_tokenizer(prepared):
   tmp, p = prepared
   other = prepare_lib.prepare(prep_config(tmp, tokenizer_path=p.tokenizer_path))
   assert not other.reused and other.directory != p.directory
-  np.testing.assert_array_equal(shards.read_shard(other.val_path), shards.read_shard(p.val_path))
+  np.testing.assert_array_equal(other.stream("val")[:p.val_tokens], p.stream("val")[:p.val_tokens])
 
 
 def test_prepare_vocab_mismatch(tmp_path):
@@ -620,7 +680,7 @@ def test_prepare_command_line_with_overrides(tmp_path):
          f"--config.model.vocab_size={SMALL_VOCAB}", f"--config.data.cache_dir={tmp_path}"]
   out = subprocess.run(cmd, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(repo)},
                        capture_output=True, text=True, check=True).stdout
-  assert out.startswith("data: preparing 30 documents") and "data: training a byte-level BPE" in out
+  assert out.startswith("data: preparing the built-in corpus") and "data: training a byte-level BPE" in out
   assert "\nprepared in" in out and f"vocab {SMALL_VOCAB}" in out
   again = subprocess.run(cmd, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(repo)},
                          capture_output=True, text=True, check=True).stdout
@@ -669,17 +729,17 @@ def test_every_file_of_a_folder_with_extensions_star_and_a_glob(tmp_path):
     (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / name).write_text(name, encoding="utf-8")
   with pytest.raises(errors.DataError, match=r"no files ending in .*'\*' reads every file"):
-    corpus_lib.path_documents(str(tmp_path / "sub"))  # README has no extension
+    read(tmp_path / "sub")  # README has no extension
   # "*": every file, extensionless ones too, hidden folders left out, in path order.
-  assert corpus_lib.path_documents(str(tmp_path), extensions="*") == [
+  assert read(tmp_path, extensions="*") == [
       "COPYING", "LICENSE", "notes.txt", "sub/README"]
-  assert corpus_lib.path_documents(str(tmp_path / "LICENSE")) == ["LICENSE"]  # a file: any name
-  assert corpus_lib.path_documents(str(tmp_path / "**" / "*README*")) == ["sub/README"]
+  assert read(tmp_path / "LICENSE") == ["LICENSE"]  # a file: any name
+  assert read(tmp_path / "**" / "*README*") == ["sub/README"]
   with pytest.raises(errors.DataNotFoundError, match=r"matches no file"):
-    corpus_lib.path_documents(str(tmp_path / "*.rst"))
+    read(tmp_path / "*.rst")
   (tmp_path / "sub" / "blob").write_bytes(b"\x00\xff\xfe binary")
-  with pytest.raises(errors.DataError, match=r"sub/blob: not valid UTF-8"):  # refused by name
-    corpus_lib.path_documents(str(tmp_path), extensions="*")
+  with pytest.raises(errors.DataError, match=r"sub/blob is a binary file"):  # by its content
+    read(tmp_path, extensions="*")
 
 
 def test_a_batch_larger_than_the_text_is_refused_before_the_tokenizer_is_trained(tmp_path):

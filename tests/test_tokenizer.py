@@ -133,8 +133,9 @@ def test_round_trip_empty_string(tok):
 def test_round_trip_whole_tiny_validation_split(tok):
   from experiments.configs import tiny  # pylint: disable=import-outside-toplevel
   data = tiny.get_config().data
-  _, val = prepare_lib.split_documents(corpus_lib.read_documents(data), data.val_fraction,
-                                       data.split_seed)
+  splitter = prepare_lib.Splitter(data)
+  val = [run.text for doc in corpus_lib.documents(data) for run in splitter.split(doc, True)
+         if run.side == "val"]
   assert len(val) > 50
   for doc, ids in zip(val, T.encode_batch(tok, val)):
     assert T.decode(tok, ids) == doc

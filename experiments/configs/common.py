@@ -12,6 +12,7 @@ import re
 
 import ml_collections
 
+from andrea_jax import corpus
 from andrea_jax import errors
 
 
@@ -209,23 +210,41 @@ def sample_group() -> ml_collections.ConfigDict:
 def data_group(vocab_size: int) -> ml_collections.ConfigDict:
   """The ``data`` group: corpus source, split, tokenizer and cache locations."""
   d = ml_collections.ConfigDict()
-  # A text file, a glob, a directory of text files or a JSONL file ("text" field); "" = built-in.
+  # A text, JSONL or Parquet file (also .gz/.zst), a glob or a folder of them, a save_to_disk folder; "" = built-in.
   d.path = ""
-  # File extensions read when data.path is a directory ("*": every file, extensionless too).
-  d.extensions = ".txt,.md,.rst"
+  # A Hugging Face datasets name or local folder, streamed by load_dataset ("" = data.path or built-in).
+  d.hf_dataset = ""
+  # The datasets configuration (e.g. "sample-10BT" of HuggingFaceFW/fineweb-edu; "" = default).
+  d.hf_config = ""
+  # The datasets split read (and the split folder of a saved DatasetDict).
+  d.hf_split = "train"
+  # The field (JSONL) or column (Parquet, Arrow, datasets) that holds a document's text.
+  d.text_field = "text"
+  # Existing llm.c token shards to train on (a folder or glob; names with "val" validate); needs tokenizer_path.
+  d.shards = ""
+  # File extensions read when data.path is a folder ("*": every file, extensionless too).
+  d.extensions = corpus.EXTENSIONS
   # At most this many documents from the built-in corpus (0 = all of them).
   d.max_docs = 0
-  # Share of the corpus (UTF-8 bytes) held out for validation: whole documents, one cut.
+  # Share of the corpus held out for validation, by a hash of each block of text (about 8k characters).
   d.val_fraction = 0.05
-  # Seed of the train/val split; the tokenizer and validation set follow it (cache key).
+  # The validation side stops growing at this many bytes of text: small and fixed at any corpus size.
+  d.val_max_bytes = 20_000_000
+  # Seed of the train/val split and the tokenizer's sample (cache key).
   d.split_seed = 0
   # Seed of the batch order only: runs differing in it share tokenizer and validation set.
   d.shuffle_seed = 0
-  # A tokenizer.json to use; empty = train one of model.vocab_size on the training split.
+  # A tokenizer.json to use; empty = train one of model.vocab_size on a sample of the training split.
   d.tokenizer_path = ""
+  # The tokenizer trains on at most this many bytes of training text, a seeded sample.
+  d.tokenizer_sample_bytes = 200_000_000
   # Tokenizer vocabulary size; must equal model.vocab_size.
   d.vocab_size = vocab_size
-  # Prepared tokenizer and token shards are cached here, keyed by corpus fingerprint.
+  # Tokens per shard file (llm.c's 100 M: no header count overflows, whatever the corpus).
+  d.shard_tokens = 100_000_000
+  # Encoding processes (0 = this process, the tokenizer's threads on every core).
+  d.workers = 0
+  # Prepared tokenizer and token shards are cached here, keyed by the corpus's fingerprint.
   d.cache_dir = "runs/cache"
   # What to do with bytes that are not UTF-8: "error" (name file and offset) or "replace".
   d.utf8_errors = "error"
