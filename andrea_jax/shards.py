@@ -27,13 +27,13 @@ HEADER_BYTES = HEADER_INTS * 4
 def write_shard(path: str | os.PathLike, tokens: np.ndarray) -> None:
   """Write tokens in llm.c's format (int32 header, uint16 little-endian tokens)."""
   tokens = np.asarray(tokens)
-  if tokens.size and (tokens.min() < 0 or tokens.max() >= 65536):
-    raise errors.DataError(f"token ids must be in 0..65535 for a uint16 shard, found "
-                           f"{tokens.min()}..{tokens.max()}; use a vocab_size <= 65536")
   if tokens.size >= 2**31:
     raise errors.DataError(f"{tokens.size:,} tokens do not fit one llm.c shard (its header "
                            f"counts in int32); write shards of at most 2**31 - 1 tokens "
                            f"(data.shard_tokens)")
+  if tokens.size and tokens.dtype != np.uint16 and (tokens.min() < 0 or tokens.max() >= 65536):
+    raise errors.DataError(f"token ids must be in 0..65535 for a uint16 shard, found "
+                           f"{tokens.min()}..{tokens.max()}; use a vocab_size <= 65536")
   header = np.zeros(HEADER_INTS, dtype="<i4")
   header[:3] = (SHARD_MAGIC, SHARD_VERSION, tokens.size)
   files.atomic_write(path, header.tobytes(), tokens.astype("<u2").tobytes())

@@ -3,6 +3,8 @@
 import json
 import os
 import pathlib
+import shutil
+import signal
 
 import ml_collections
 import numpy as np
@@ -14,6 +16,7 @@ from andrea_jax import files as files_lib
 from andrea_jax import loader as loader_lib
 from andrea_jax import prepare as prepare_lib
 from andrea_jax import shards
+from andrea_jax import signals as signals_lib
 from andrea_jax import tokenizer as T
 from experiments.configs import tiny
 
@@ -750,3 +753,144 @@ def test_a_batch_larger_than_the_text_is_refused_before_the_tokenizer_is_trained
                      r"at most \d+"):
     prepare_lib.prepare(config)
   assert not os.listdir(tmp_path / "cache")  # nothing trained, nothing cached
+
+
+# ---------------------------------------------------------------------------- streaming at scale
+
+
+def test_an_interrupted_preparation_resumes_after_its_last_whole_shard(tmp_path, monkeypatch):
+  """Stopped after its third train shard, the rerun keeps those three (not rewritten) and
+  ends with the shards an uninterrupted preparation writes, byte for byte."""
+  monkeypatch.setattr(prepare_lib, "ENCODE_BATCH_CHARS", 5_000)  # several batches a shard
+  whole = prepare_lib.prepare(prep_config(tmp_path / "whole", shard_tokens=20_000))
+  config = prep_config(tmp_path / "cut", shard_tokens=20_000)
+
+  def stop_after_three_shards():  # a SIGTERM seen at the loop's check after the third shard
+    progress = list((tmp_path / "cut" / "cache").glob("*/progress.json"))
+    if progress and len(json.loads(progress[0].read_text())["train"]) >= 3:
+      raise signals_lib.Interrupted(signal.SIGTERM, "encoding the corpus")
+  monkeypatch.setattr(signals_lib, "check", stop_after_three_shards)
+  with pytest.raises(signals_lib.Interrupted):
+    prepare_lib.prepare(config)
+  monkeypatch.undo()
+  (directory,) = (tmp_path / "cut" / "cache").iterdir()
+  done = json.loads((directory / "progress.json").read_text())["train"]
+  assert 3 <= len(done) < len(whole.train_paths)
+  kept = {s["file"]: os.stat(directory / s["file"]).st_mtime_ns for s in done}
+  resumed = prepare_lib.prepare(config)
+  assert {f: os.stat(directory / f).st_mtime_ns for f in kept} == kept  # not encoded again
+  assert [files_lib.sha256(p) for p in resumed.train_paths + resumed.val_paths] == [
+      files_lib.sha256(p) for p in whole.train_paths + whole.val_paths]
+  assert (resumed.train_tokens, resumed.train_docs) == (whole.train_tokens, whole.train_docs)
+
+
+def test_a_killed_and_an_interrupted_command_resume(tmp_path):
+  """A real process: SIGKILL mid-encoding keeps its whole shards; Ctrl-C (SIGINT) stops in
+  one line with exit 4 within seconds; the reruns finish what an uninterrupted run writes."""
+  import subprocess  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
+  import time  # pylint: disable=import-outside-toplevel
+  write_prose(tmp_path / "prose", files=60, sentences=400)
+  args = [f"--config.data.path={tmp_path / 'prose'}", "--config.data.shard_tokens=5000",
+          f"--config.data.cache_dir={tmp_path / 'cache'}", "--config.model.vocab_size=300"]
+  # Small encoding batches, so a shard is written every moment (the module's constant).
+  code = ("import sys; from andrea_jax import prepare; prepare.ENCODE_BATCH_CHARS = 3000; "
+          "import runpy; sys.argv = ['prepare', '--config=tiny', *sys.argv[1:]]; "
+          "runpy.run_module('experiments.prepare', run_name='__main__')")
+  repo = pathlib.Path(__file__).resolve().parents[1]
+  env = {**os.environ, "PYTHONPATH": str(repo), "JAX_PLATFORMS": "cpu"}
+
+  def start():
+    return subprocess.Popen([sys.executable, "-c", code, *args], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+  def wait_for_shards(proc, more_than=0):
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+      progress = list((tmp_path / "cache").glob("*/progress.json"))
+      if progress and len(json.loads(progress[0].read_text())["train"]) > more_than:
+        return len(json.loads(progress[0].read_text())["train"])
+      time.sleep(0.05)
+    raise AssertionError(f"no shard written: {proc.communicate()}")
+
+  proc = start()
+  first = wait_for_shards(proc)
+  proc.kill()
+  proc.communicate()
+  proc = start()
+  wait_for_shards(proc, more_than=first + 1)
+  proc.send_signal(signal.SIGINT)
+  at = time.monotonic()
+  out, err = proc.communicate(timeout=30)
+  assert time.monotonic() - at < 10 and proc.returncode == errors.EXIT_INTERRUPTED, (out, err)
+  assert f"resuming after {first} whole train shard(s)" in out
+  assert "interrupted while encoding the corpus: every whole shard is kept" in out
+  assert "Traceback" not in err
+  done = subprocess.run([sys.executable, "-c", code, *args], env=env, text=True,
+                        capture_output=True, check=True)
+  assert "data: resuming after" in done.stdout and "prepared in" in done.stdout
+  (directory,) = (tmp_path / "cache").iterdir()
+  fresh = prepare_lib.prepare(prep_config(tmp_path / "fresh", path=str(tmp_path / "prose"),
+                                          shard_tokens=5000, vocab_size=300, max_docs=0,
+                                          val_fraction=0.05))
+  assert fresh.train_tokens == json.loads((directory / "manifest.json").read_text())["train"]["tokens"]
+  assert [files_lib.sha256(p) for p in fresh.train_paths] == [
+      files_lib.sha256(directory / os.path.basename(p)) for p in fresh.train_paths]
+
+
+def test_no_shard_header_overflows_past_two_to_the_31_tokens(tmp_path):
+  """llm.c's header counts in int32: a corpus of any size is cut into shards of at most
+  data.shard_tokens; one array of 2**31 tokens is refused by name, not by an OverflowError."""
+  writer = shards.ShardWriter(str(tmp_path), "train", shard_tokens=1000)
+  taken = writer.add(np.arange(2500, dtype=np.uint16))
+  writer.close()
+  assert taken == 2000 and [s["tokens"] for s in writer.shards] == [1000, 1000, 500]
+  assert np.array_equal(shards.TokenStream([tmp_path / s["file"] for s in writer.shards])[990:1010],
+                        np.arange(990, 1010))
+  with pytest.raises(errors.DataError, match=r"data.shard_tokens=2147483648; expected"):
+    shards.ShardWriter(str(tmp_path), "train", shard_tokens=2**31)
+
+  huge = np.lib.stride_tricks.as_strided(np.zeros(1, np.uint16), shape=(2**31,), strides=(0,))
+  with pytest.raises(errors.DataError, match=r"2,147,483,648 tokens do not fit one llm.c shard"):
+    shards.write_shard(tmp_path / "x.bin", huge)  # 2**31 tokens that take no memory
+
+
+def test_windows_cross_shard_boundaries(tmp_path):
+  paths = []
+  for k, n in enumerate((7, 1, 30)):
+    paths.append(tmp_path / f"s{k}.bin")
+    shards.write_shard(paths[-1], np.arange(sum((7, 1, 30)[:k]), sum((7, 1, 30)[:k + 1])))
+  stream = shards.TokenStream(paths)
+  assert len(stream) == 38 and np.array_equal(stream[5:12], np.arange(5, 12))
+  batch = loader_lib.batch_at(stream, 3, batch_size=16, block_size=9, seed=0)
+  assert all(np.array_equal(row, np.arange(row[0], row[0] + 10)) for row in batch)
+  one = tmp_path / "one.bin"
+  shards.write_shard(one, np.arange(38))
+  assert np.array_equal(batch, loader_lib.batch_at(shards.read_shard(one), 3, batch_size=16,
+                                                   block_size=9, seed=0))
+
+
+def test_a_folder_of_llm_c_shards_trains_as_it_is(prepared, tmp_path):
+  tmp, p = prepared
+  folder = tmp_path / "fineweb10B"
+  folder.mkdir()
+  for k, path in enumerate(p.val_paths):
+    shutil.copy(path, folder / f"fineweb_val_{k:06d}.bin")
+  for k, path in enumerate(p.train_paths):
+    shutil.copy(path, folder / f"fineweb_train_{k + 1:06d}.bin")
+  config = prep_config(tmp, shards=str(folder), tokenizer_path=p.tokenizer_path)
+  given = prepare_lib.prepare(config)
+  assert (given.train_tokens, given.val_tokens, given.eot_id) == (p.train_tokens, p.val_tokens,
+                                                                  p.eot_id)
+  assert [os.path.basename(f) for f in given.train_paths][:2] == ["fineweb_train_000001.bin",
+                                                                  "fineweb_train_000002.bin"]
+  assert np.array_equal(given.stream("train")[:p.train_tokens], p.stream("train")[:p.train_tokens])
+  with pytest.raises(errors.DataError, match=r"needs data.tokenizer_path"):
+    prepare_lib.prepare(prep_config(tmp, shards=str(folder)))
+  with pytest.raises(errors.DataError, match=r"is a file; point it at the folder"):
+    prepare_lib.prepare(prep_config(tmp, shards=str(given.train_paths[0]),
+                                    tokenizer_path=p.tokenizer_path))
+  for path in folder.glob("*val*"):
+    path.unlink()
+  with pytest.raises(errors.DataError, match=r"no val shard among its \d+ .bin file"):
+    prepare_lib.prepare(config)
