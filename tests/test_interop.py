@@ -354,8 +354,8 @@ def test_fine_tuning_starts_from_the_imported_params(pretrained, tmp_path):
   result = train.train_and_evaluate(config, str(tmp_path))
   assert result.status == "completed"
   cfg = ModelConfig(**config.model)
-  train_path = json.load(open(tmp_path / "data.json"))["train_path"]
-  first = loader_lib.batch_at(shards.read_shard(train_path), 0, batch_size=4,
+  train_paths = json.load(open(tmp_path / "data.json"))["train_paths"]
+  first = loader_lib.batch_at(shards.TokenStream(train_paths), 0, batch_size=4,
                               block_size=cfg.block_size, seed=config.data.shuffle_seed)
   want = float(model.loss_fn(params, first[:, :-1], first[:, 1:], cfg))
   first_loss = [r["loss"] for r in metrics_lib.read_metrics(str(tmp_path)) if "loss" in r][0]

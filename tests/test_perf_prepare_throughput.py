@@ -5,6 +5,7 @@ import json
 import os
 import signal
 import sys
+import time
 
 import pytest
 from absl import flags
@@ -86,11 +87,15 @@ def test_an_interrupt_kills_the_child_at_once(tmp_path):
   finally:
     signal.signal(signal.SIGALRM, previous)
   pid = int(pid_file.read_text())
-  try:  # gone, or a zombie waiting for init
-    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-      assert f.read().rsplit(")", 1)[1].split()[0] == "Z"
-  except FileNotFoundError:
-    pass
+  deadline, state = time.monotonic() + 5, "R"
+  while state != "Z" and time.monotonic() < deadline:  # SIGKILL lands within moments
+    try:  # gone, or a zombie waiting for init
+      with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        state = f.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+      state = "Z"
+    time.sleep(0.05)
+  assert state == "Z"
 
 
 def test_ours_is_the_andrea120m_prepare_command_on_the_corpus_and_a_fresh_cache():
