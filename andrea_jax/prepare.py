@@ -495,12 +495,12 @@ def _encode(directory: str, data, source, fp: str, tok, sample: dict) -> Prepare
   """Encode the corpus into shards in ``directory``, resuming from ``progress.json``."""
   path = os.path.join(directory, "progress.json")
   done = _Progress(**(files.read_json(path) or {"train": []}))
-  done.train = [s for s in done.train if _whole(directory, s)]
+  if not all(_whole(directory, s) for s in done.train):  # a damaged shard: from the start
+    say(f"data: a shard listed in {path} is damaged or missing; encoding from the start")
+    done = _Progress([])
   if done.train:
     say(f"data: resuming after {len(done.train)} whole train shard(s), "
         f"{sum(s['tokens'] for s in done.train):,} tokens")
-  else:
-    done = _Progress([])
   writers = {"train": shards.ShardWriter(directory, "train", data.shard_tokens, done.train),
              "val": shards.ShardWriter(directory, "val", data.shard_tokens)}
   eot = np.array([tokenizer_lib.eot_id(tok)], dtype=np.uint16)

@@ -39,7 +39,8 @@ from andrea_jax import history
 LOCK = ".lock"
 # Groups and fields that may change on a resume: they do not move the trajectory.
 FREE_GROUPS = ("checkpoint", "sample", "diagnostics", "mesh", "distributed")
-FREE_FIELDS = {"data.cache_dir", "data.prefetch", "train.log_every", "train.eval_every",
+FREE_FIELDS = {"data.cache_dir", "data.prefetch", "data.workers", "train.log_every",
+               "train.eval_every",
                "model.remat_policy", "model.scan_unroll"}
 # Groups whose fields fix the parameters' meaning or the text: never changed on a resume ...
 FROZEN_GROUPS = ("model", "data")
@@ -48,7 +49,8 @@ TRAJECTORY_FIELDS = {"model.compute_dtype", "model.attention_impl", "model.atten
                      "data.shuffle_seed"}
 # Fields that name files or directories: stored in config.json and compared on a resume as
 # absolute paths, so a run resumes from any directory (``absolute_paths``).
-PATH_FIELDS = ("data.path", "data.tokenizer_path", "train.init_from")
+PATH_FIELDS = ("data.path", "data.shards", "data.hf_dataset", "data.tokenizer_path",
+               "train.init_from")
 # Fields added after workdirs were saved: a saved config.json without one ran with the value
 # it had before the field existed, given here. For most that is the field's default
 # (experiments/configs/common.py); two muP rules changed their default when they became

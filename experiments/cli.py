@@ -113,8 +113,9 @@ def overridden_fields(flag_values: flags.FlagValues = flags.FLAGS, name: str = "
 
 def fit_vocab(config, overridden: dict) -> bool:
   """Whether preparation may shrink the vocabulary to what the corpus fills: own data
-  (``data.path``), a tokenizer trained on it, and no vocab_size on the command line."""
-  return bool(config.data.path and not config.data.tokenizer_path
+  (``data.path`` or ``data.hf_dataset``), a tokenizer trained on it, and no vocab_size on
+  the command line."""
+  return bool((config.data.path or config.data.hf_dataset) and not config.data.tokenizer_path
               and not {"model.vocab_size", "data.vocab_size"} & set(overridden))
 
 
@@ -122,7 +123,8 @@ def fit_to_data(config, overridden: dict, workdir: str | None = None) -> list[st
   """Settings the command left to their defaults, fitted to its run; one note each.
 
   A run no longer than its warmup gets a shorter one; a resume keeps the warmup its
-  workdir's run started with. With ``data.path``, the data is
+  workdir's run started with. With data of one's own (``data.path``, ``data.hf_dataset``,
+  ``data.shards``), the data is
   prepared first: a corpus too small for the vocabulary gets the one it fills, and the
   samples continue the opening words of a held-out document (not the built-in "def ").
   """
@@ -136,7 +138,7 @@ def fit_to_data(config, overridden: dict, workdir: str | None = None) -> list[st
       config.train.warmup_steps = saved["train"]["warmup_steps"]
     else:
       notes.append(common.fit_warmup(config))
-  if config.data.path:
+  if config.data.path or config.data.hf_dataset or config.data.shards:
     prepared = train.prepare_data(config, fit_vocab=fit_vocab(config, overridden),
                                   workdir=workdir)
     config.model.vocab_size = prepared.vocab_size  # data.vocab_size refers to it

@@ -758,9 +758,12 @@ def test_a_batch_larger_than_the_text_is_refused_before_the_tokenizer_is_trained
 # ---------------------------------------------------------------------------- streaming at scale
 
 
-def test_an_interrupted_preparation_resumes_after_its_last_whole_shard(tmp_path, monkeypatch):
+@pytest.mark.parametrize("damaged", [False, True])
+def test_an_interrupted_preparation_resumes_after_its_last_whole_shard(tmp_path, monkeypatch,
+                                                                      capsys, damaged):
   """Stopped after its third train shard, the rerun keeps those three (not rewritten) and
-  ends with the shards an uninterrupted preparation writes, byte for byte."""
+  ends with the shards an uninterrupted preparation writes, byte for byte; with one of them
+  damaged, it encodes from the start, to the same shards."""
   monkeypatch.setattr(prepare_lib, "ENCODE_BATCH_CHARS", 5_000)  # several batches a shard
   whole = prepare_lib.prepare(prep_config(tmp_path / "whole", shard_tokens=20_000))
   config = prep_config(tmp_path / "cut", shard_tokens=20_000)
@@ -777,8 +780,15 @@ def test_an_interrupted_preparation_resumes_after_its_last_whole_shard(tmp_path,
   done = json.loads((directory / "progress.json").read_text())["train"]
   assert 3 <= len(done) < len(whole.train_paths)
   kept = {s["file"]: os.stat(directory / s["file"]).st_mtime_ns for s in done}
+  if damaged:
+    os.truncate(directory / "train_000001.bin", 100)
+  capsys.readouterr()
   resumed = prepare_lib.prepare(config)
-  assert {f: os.stat(directory / f).st_mtime_ns for f in kept} == kept  # not encoded again
+  said = capsys.readouterr().out
+  assert ("damaged or missing; encoding from the start" in said) == damaged
+  assert (f"resuming after {len(done)} whole train shard(s)" in said) != damaged
+  if not damaged:
+    assert {f: os.stat(directory / f).st_mtime_ns for f in kept} == kept  # not encoded again
   assert [files_lib.sha256(p) for p in resumed.train_paths + resumed.val_paths] == [
       files_lib.sha256(p) for p in whole.train_paths + whole.val_paths]
   assert (resumed.train_tokens, resumed.train_docs) == (whole.train_tokens, whole.train_docs)
