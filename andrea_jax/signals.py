@@ -169,8 +169,8 @@ def check() -> None:
   evaluation batch) that the others are in; they agree on a stop in the training loop
   (``stop_requested``), and the watcher ends a blocked phase.
   """
-  import jax  # pylint: disable=import-outside-toplevel
-  if jax.process_count() > 1:
+  jax = sys.modules.get("jax")  # not imported (data preparation alone): one process
+  if jax is not None and jax.process_count() > 1:
     return
   if _active is not None and _active.received is not None:
     _active.acknowledge()
