@@ -520,9 +520,11 @@ def _encode(directory: str, data, source, fp: str, tok, sample: dict) -> Prepare
                     ids, lengths, eot, done if side == "train" else None, path)
       bar.note = f"{len(writers['train'].shards)} train shard(s) written"
       signals_lib.check()
-  _check_split(splitter, source)
-  for writer in writers.values():
-    writer.close()
+    _check_split(splitter, source)
+    for writer in writers.values():
+      writer.close()
+    bar.note = (f"{len(writers['train'].shards)} train and {len(writers['val'].shards)} "
+                f"validation shard(s) written")
   return _finish(directory, data, fp, tok, sample, splitter, writers)
 
 
