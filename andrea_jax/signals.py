@@ -133,7 +133,7 @@ class StopSignals:
 
   def _exit_now(self, why: str) -> None:
     _say(f"interrupted: {why}; stopped at once, nothing unsaved was kept (checkpoints "
-         f"already written are whole)")
+         f"and token shards already written are whole)")
     _say(f"to resume, run: {self.resume}" if self.resume else
          "to resume, run the same command again")
     os._exit(errors.EXIT_INTERRUPTED)  # pylint: disable=protected-access
