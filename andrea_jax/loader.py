@@ -8,10 +8,11 @@ the global batch whatever their number.
 
 from __future__ import annotations
 
+import itertools
 import os
 import queue
 import threading
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -89,11 +90,72 @@ def _process_defaults(process_index, process_count) -> tuple[int, int]:
   return process_index, process_count
 
 
-class Loader:
+class Prefetch:
+  """``items`` made by a background thread, up to ``size`` ahead of the consumer.
+
+  The one home of a producer thread in the project: the loader's batches, the data
+  preparation's reading and splitting. An error in the thread is re-raised by ``next``;
+  ``close()`` stops the thread, also one blocked on a full queue, and waits for it.
+  """
+
+  _END = object()
+
+  def __init__(self, items: Iterable, size: int = 2, name: str = "andrea-prefetch"):
+    self._queue: queue.Queue = queue.Queue(maxsize=max(size, 1))
+    self._stop = threading.Event()
+    self._thread = threading.Thread(target=self._fill, args=(iter(items),), name=name,
+                                    daemon=True)
+    self._thread.start()
+
+  def _fill(self, items: Iterator) -> None:
+    try:
+      for item in items:
+        self._put((item, None))
+        if self._stop.is_set():
+          return
+      self._put((self._END, None))
+    except BaseException as e:  # pylint: disable=broad-except  # re-raised by next()
+      self._put((self._END, e))
+
+  def _put(self, item) -> None:
+    # Poll so close() can stop a producer that is blocked on a full queue.
+    while not self._stop.is_set():
+      try:
+        self._queue.put(item, timeout=0.1)
+        return
+      except queue.Full:
+        continue
+
+  def __iter__(self) -> Iterator:
+    return self
+
+  def __next__(self):
+    if self._stop.is_set():
+      raise StopIteration
+    item, error = self._queue.get()
+    if item is self._END:
+      self.close()
+      if error is not None:
+        raise error
+      raise StopIteration
+    return item
+
+  def close(self) -> None:
+    self._stop.set()
+    self._thread.join()
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc) -> None:
+    self.close()
+
+
+class Loader(Prefetch):
   """Batches ``batch_at(step)`` for step = start_step, start_step+1, ..., prefetched.
 
-  A background thread fills a bounded queue of ``prefetch`` batches. Errors in the
-  thread are re-raised by ``next``. Use as a context manager or call ``close()``.
+  A background thread (``Prefetch``) fills a bounded queue of ``prefetch`` batches. Errors
+  in the thread are re-raised by ``next``. Use as a context manager or call ``close()``.
   """
 
   def __init__(self, shard_paths, batch_size: int, block_size: int, seed: int,
@@ -103,53 +165,17 @@ class Loader:
     self.tokens = shards.TokenStream(paths)
     p, n = _process_defaults(process_index, process_count)
     name = f"token shard {paths[0]!r}" if len(paths) == 1 else f"{len(paths)} token shards"
-    self._args = dict(batch_size=batch_size, block_size=block_size, seed=seed,
-                      process_index=p, process_count=n, name=name)
+    args = dict(batch_size=batch_size, block_size=block_size, seed=seed,
+                process_index=p, process_count=n, name=name)
     # Fail here, in the caller, rather than later in the worker thread.
-    check_batch_fits(self.tokens, batch_size, block_size, self._args["name"])
+    check_batch_fits(self.tokens, batch_size, block_size, name)
     _local_slice(batch_size, p, n)
     self.step = start_step
-    self._queue: queue.Queue = queue.Queue(maxsize=max(prefetch, 1))
-    self._stop = threading.Event()
-    self._thread = threading.Thread(target=self._fill, args=(start_step,), daemon=True)
-    self._thread.start()
-
-  def _fill(self, step: int) -> None:
-    try:
-      while not self._stop.is_set():
-        self._put((step, batch_at(self.tokens, step, **self._args)))
-        step += 1
-    except BaseException as e:  # pylint: disable=broad-except
-      self._put((None, e))
-
-  def _put(self, item) -> None:
-    # Poll so close() can stop a worker that is blocked on a full queue.
-    while not self._stop.is_set():
-      try:
-        self._queue.put(item, timeout=0.1)
-        return
-      except queue.Full:
-        continue
-
-  def __iter__(self) -> Iterator[np.ndarray]:
-    return self
+    # batch_at is looked up at each step (a module global), as a test replaces it.
+    super().__init__(((step, batch_at(self.tokens, step, **args))
+                      for step in itertools.count(start_step)), prefetch, "andrea-loader")
 
   def __next__(self) -> np.ndarray:
-    if self._stop.is_set():
-      raise StopIteration
-    step, item = self._queue.get()
-    if step is None:
-      self.close()
-      raise item
+    step, batch = super().__next__()
     self.step = step + 1
-    return item
-
-  def close(self) -> None:
-    self._stop.set()
-    self._thread.join()
-
-  def __enter__(self) -> "Loader":
-    return self
-
-  def __exit__(self, *exc) -> None:
-    self.close()
+    return batch

@@ -45,6 +45,7 @@ import numpy as np
 from andrea_jax import corpus
 from andrea_jax import errors
 from andrea_jax import files
+from andrea_jax import loader as loader_lib
 from andrea_jax import progress as progress_lib
 from andrea_jax import shards
 from andrea_jax import signals as signals_lib
@@ -425,41 +426,6 @@ def _batches(runs: Iterator[Run], wanted) -> Iterator[tuple[list[Run], list[str]
     yield batch, texts
 
 
-def _read_ahead(items: Iterator, size: int = READ_AHEAD) -> Iterator:
-  """``items`` produced by a thread, ``size`` ahead: reading and splitting overlap encoding."""
-  q: queue.Queue = queue.Queue(maxsize=size)
-  stop = threading.Event()
-  done = object()
-
-  def fill():
-    try:
-      for item in items:
-        while not stop.is_set():
-          try:
-            q.put((item, None), timeout=0.1)
-            break
-          except queue.Full:
-            continue
-        if stop.is_set():
-          return
-      q.put((done, None))
-    except BaseException as e:  # pylint: disable=broad-except  # re-raised by the consumer
-      q.put((done, e))
-
-  thread = threading.Thread(target=fill, name="andrea-prepare-reader", daemon=True)
-  thread.start()
-  try:
-    while True:
-      item, error = q.get()
-      if error is not None:
-        raise error
-      if item is done:
-        return
-      yield item
-  finally:
-    stop.set()
-
-
 def _encoded(batches: Iterator, tok_path: str, tok, workers: int) -> Iterator:
   """``(batch, (ids, lengths))`` in order: in this process (the tokenizer's threads use every
   core) or in ``workers`` processes."""
@@ -511,15 +477,17 @@ def _encode(directory: str, data, source, fp: str, tok, sample: dict) -> Prepare
   signals_lib.set_phase("encoding the corpus")
   with progress_lib.Progress("encoding", source.total_bytes) as bar:
     runs = _runs(source, data, splitter, bar)
-    batches = _read_ahead(_batches(runs, lambda run: not skip(run)))
-    for batch, (ids, lengths) in _encoded(batches, os.path.join(directory, "tokenizer.json"),
-                                          tok, data.workers):
-      kept = [run for run in batch if not skip(run)]
-      for side in SIDES:
-        _write_side(writers[side], [(r, i) for i, r in enumerate(kept) if r.side == side],
-                    ids, lengths, eot, done if side == "train" else None, path)
-      bar.note = f"{len(writers['train'].shards)} train shard(s) written"
-      signals_lib.check()
+    # Reading and splitting in a thread, READ_AHEAD batches ahead: they overlap encoding.
+    with loader_lib.Prefetch(_batches(runs, lambda run: not skip(run)), READ_AHEAD,
+                             "andrea-prepare-reader") as batches:
+      for batch, (ids, lengths) in _encoded(batches, os.path.join(directory, "tokenizer.json"),
+                                            tok, data.workers):
+        kept = [run for run in batch if not skip(run)]
+        for side in SIDES:
+          _write_side(writers[side], [(r, i) for i, r in enumerate(kept) if r.side == side],
+                      ids, lengths, eot, done if side == "train" else None, path)
+        bar.note = f"{len(writers['train'].shards)} train shard(s) written"
+        signals_lib.check()
     _check_split(splitter, source)
     for writer in writers.values():
       writer.close()
