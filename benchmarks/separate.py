@@ -451,10 +451,10 @@ def summarise(rounds: list[dict], tokens: int, max_spread: float) -> dict:
 
 def ratio_interval(paired: list[float], max_width: float) -> dict:
   """The rounds' paired ratios as a geometric mean with its 95 % t interval (over the
-  rounds' log ratios: ``experiments.stats.one_sample``), and whether the interval is
+  rounds' log ratios: ``research.stats.one_sample``), and whether the interval is
   narrower than ``max_width`` of the mean (``ratio_decided``). Unlike the range, the interval
   narrows as rounds are added: more rounds is how a noisy machine reaches a figure."""
-  from experiments import stats  # pylint: disable=import-outside-toplevel
+  from research import stats  # pylint: disable=import-outside-toplevel
   e = stats.one_sample([math.log(r) for r in paired])
   if not e.defined:
     return {"ratio_mean": math.exp(e.diff), "ratio_decided": False}
@@ -486,8 +486,8 @@ def run_record(module: str, argv, load: float) -> dict:
   (``experiments.sweep.code_version``), the versions, the date, the command and the load
   at the start. ``benchmarks.components --separate`` records its runs with it too."""
   import jax  # pylint: disable=import-outside-toplevel
-  from experiments import sweep  # pylint: disable=import-outside-toplevel
-  return {"cpu": cpu_model(), "code": sweep.code_version(ROOT), "cores": os.cpu_count(),
+  from research import provenance  # pylint: disable=import-outside-toplevel
+  return {"cpu": cpu_model(), "code": provenance.code_version(ROOT), "cores": os.cpu_count(),
           "load_at_start": load, "versions": f"jax {jax.__version__}, python {platform.python_version()}",
           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
           "command": f"python -m {module} " + " ".join(argv if argv is not None else sys.argv[1:]),

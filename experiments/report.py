@@ -1,10 +1,10 @@
 """Write a sweep's report: ``python -m experiments.report --sweep_dir=docs/results/norm_mlp-cpu``.
 
 The command, and its choice of study: a sweep's report is that of the study that judges it
-(``experiments.studies.study_of``: the study sweep.json records, else its name, else the
-norm x MLP study), written by the report skeleton (``experiments/reporting.py``) with the
+(``experiments.registry.study_of``: the study sweep.json records, else its name, else the
+norm x MLP study), written by the report skeleton (``research/report.py``) with the
 study's page (``experiments/studies/<study>/report.py``). Reads the per-cell files a sweep
-leaves (``experiments/cells.py``); writes ``REPORT.md``, ``results.json`` and PNG plots into
+leaves (``research/cells.py``); writes ``REPORT.md``, ``results.json`` and PNG plots into
 ``--out`` (default: the sweep directory).
 """
 
@@ -16,8 +16,8 @@ from absl import flags
 
 from andrea_jax.files import read_json
 from experiments import cli
-from experiments import reporting
-from experiments import studies
+from research import report as reporting
+from research import registry
 
 _SWEEP_DIR = flags.DEFINE_string("sweep_dir", None, "directory written by experiments.sweep")
 _OUT = flags.DEFINE_string("out", None, "where REPORT.md and plots go (default: sweep_dir)")
@@ -30,7 +30,7 @@ def write_report(sweep_dir: str, out: str | None = None, command: str = "",
                  copy: bool = False) -> str:
   """REPORT.md, results.json and the plots of a sweep, by the study that judges it."""
   index = read_json(os.path.join(sweep_dir, "sweep.json")) or {}
-  return reporting.write_report(studies.study_of(index), sweep_dir, out, command, copy)
+  return reporting.write_report(registry.study_of(index), sweep_dir, out, command, copy)
 
 
 def main(argv):

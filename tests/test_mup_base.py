@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from experiments import curves
-from experiments import reporting
-from experiments.studies import base
+from research import curves
+from research import report as reporting
+from research import sweep as base
 from experiments.studies.mup_base import grid
 from experiments.studies.mup_base import rules
 from experiments.studies.norm_mlp_confirm import grid as confirm_grid

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from andrea_jax import errors
-from experiments import curves
+from research import curves
 from experiments.studies.mup_base import grid as base_grid
 from experiments.studies.mutransfer import grid
 from experiments.studies.mutransfer import plan as plan_lib

@@ -7,10 +7,10 @@ import os
 import numpy as np
 import pytest
 
-from experiments import curves
-from experiments import rules as rules_identity
-from experiments import stats
-from experiments import studies
+from research import curves
+from research import identity as rules_identity
+from research import stats
+from research import registry
 from experiments.studies.norm_mlp_confirm import grid
 from experiments.studies.norm_mlp_confirm import plan as plan_lib
 from experiments.studies.norm_mlp_confirm import rules
@@ -20,7 +20,7 @@ R, NR, INC, NP = "Reproduced", "Not reproduced", "Inconclusive", rules.NOT_POWER
 
 
 def test_no_seed_of_an_earlier_study():
-  used = studies.used_seeds("norm_mlp_confirm")
+  used = registry.used_seeds("norm_mlp_confirm")
   assert {0, 1, 2} <= used  # the check reads the committed studies
   for scale in grid.SCALES:
     sweep = grid.get_sweep(scale)
@@ -43,7 +43,7 @@ def test_one_grid_for_both_norms_and_shared_rates_for_the_mlp_arms():
   for g in ("swiglu", "matched2", "matched8"):
     assert seeds(g) <= seeds("pre-long")  # paired by seed with GELU r = 4
   assert "mlp:gelu4" in next(c for c in sweep.cells if c.group == "pre-long").arms
-  assert studies.study_of({"name": "norm_mlp_confirm"}) == "norm_mlp_confirm"
+  assert registry.study_of({"name": "norm_mlp_confirm"}) == "norm_mlp_confirm"
 
 
 def test_the_grid_reaches_under_training_and_instability_in_the_exploratory_curves():
@@ -74,7 +74,7 @@ def test_the_frozen_plan_is_the_plan():
 
 
 def test_a_sweep_records_the_confirmatory_rules(tmp_path):
-  from experiments import sweep as sweep_lib
+  from research import runner as sweep_lib
   sweep_lib.write_index(grid.get_sweep("smoke"), str(tmp_path), {})
   index = json.load(open(tmp_path / "sweep.json"))
   assert index["study"] == "norm_mlp_confirm"
@@ -256,8 +256,8 @@ def write_cell(root, path, arms, lr, seed, norm, final, code):
 
 def test_the_report_prints_the_plan_beside_the_verdicts_and_the_code(tmp_path):
   from experiments import report
-  from experiments import sweep as sweep_lib
-  head = sweep_lib.code_version()
+  from research import runner as sweep_lib
+  head = sweep_lib.provenance.code_version()
   for i, r in enumerate(r for r in synthetic(n_seeds=2) if r.arms[0] in ("norm:pre/long", "norm:post/long")):
     code = head if i else {"commit": "f" * 40, "clean": False}
     write_cell(tmp_path / "sweep", f"{r.arms[0].split(':')[1].replace('/', '-')}/lr{r.lr:g}-s{r.seed}",
@@ -277,14 +277,14 @@ def test_the_report_prints_the_plan_beside_the_verdicts_and_the_code(tmp_path):
 def test_the_exploratory_report_names_itself_exploratory():
   text = open(os.path.join(ROOT, "docs", "results", "norm_mlp-cpu", "REPORT.md")).read()
   assert text.splitlines()[2].startswith("**Exploratory study.** Its rules were revised after its data")
-  assert studies.design("norm_mlp").startswith("**Exploratory study.**")
-  assert studies.design("proxies") == ""
+  assert registry.design("norm_mlp").startswith("**Exploratory study.**")
+  assert registry.design("proxies") == ""
 
 
 def test_the_overrides_are_the_configs_fields():
   from andrea_jax import model, step
-  from experiments import sweep as sweep_lib
-  from experiments.studies import base
+  from research import runner as sweep_lib
+  from research import sweep as base
   for scale in grid.SCALES:
     sweep = grid.get_sweep(scale)
     for members in base.groups(sweep.cells).values():

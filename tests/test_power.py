@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from experiments import power
+from research import power
 
 
 @pytest.mark.parametrize("d,n", [(0.3, 90), (0.5, 34), (0.8, 15), (1.0, 10), (2.0, 5)])

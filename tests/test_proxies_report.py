@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from experiments import cells
+from research import cells
 from experiments import report
-from experiments import rules
+from research import identity
 from experiments.studies.proxies import rules as pv
 
 # Its tests share module-scoped fixtures: on one xdist worker they are computed once
@@ -63,7 +63,7 @@ def sweep_dir(tmp_path_factory):
           write_cell(root, arm, width, lr, seed)
   (root / "sweep.json").write_text(json.dumps({
       "name": "proxies", "scale": "cpu", "base_config": "tiny", "description": "A synthetic ladder.",
-      "rules": rules.rules_version("proxies"), "cells": []}))
+      "rules": identity.rules_version("proxies"), "cells": []}))
   return root
 
 

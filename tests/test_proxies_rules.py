@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from experiments.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
-from experiments.curves import Run
+from research.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
+from research.curves import Run
 from experiments.studies.proxies import rules as pv
 
 RATES = (3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1)

@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from experiments import curves
-from experiments.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
+from research import curves
+from research.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
 from experiments.studies.norm_mlp import rules as v
 
 RATES = (3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
@@ -304,7 +304,8 @@ def write_cell(root, path, arms, lr, seed, status="completed", final=4.6, diag=T
 
 
 def test_report_on_partial_and_diverged_cells(tmp_path):
-  from experiments import report, reporting
+  from experiments import report
+  from research import report as reporting
   write_cell(tmp_path, "a/lr0.001-s0", ["norm:post/none"], 1e-3, 0)
   write_cell(tmp_path, "a/lr0.01-s0", ["norm:post/none"], 1e-2, 0, status="diverged")
   write_cell(tmp_path, "b/lr0.001-s0", ["norm:post/long"], 1e-3, 0, diag=False)

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from experiments import rules
+from research import identity
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -21,14 +21,14 @@ def test_a_definition_keeps_its_digest_when_moved_reformatted_or_redocumented():
   two = {"a.py": "import b\n\ndef judge(x):\n  return b.rule(x)\n",
          "b.py": "LIMIT = 3\n\ndef helper(x):\n    return 2 * x\n\n"
                  "def rule(x):\n    return helper(x) + LIMIT  # a comment\n"}
-  old, new = rules.definitions(one, ["rule"]), rules.definitions(two, ["rule"])
+  old, new = identity.definitions(one, ["rule"]), identity.definitions(two, ["rule"])
   assert set(old) == set(new) == {"rule", "helper", "LIMIT"}  # unused is not reached
   assert {k: d for k, (_, d) in old.items()} == {k: d for k, (_, d) in new.items()}
   assert old["rule"][0] == "a.py" and new["rule"][0] == "b.py"
-  assert rules.identity(old) == rules.identity(new)
-  changed = rules.definitions({**two, "b.py": two["b.py"].replace("LIMIT = 3", "LIMIT = 4")}, ["rule"])
+  assert identity.identity(old) == identity.identity(new)
+  changed = identity.definitions({**two, "b.py": two["b.py"].replace("LIMIT = 3", "LIMIT = 4")}, ["rule"])
   assert changed["LIMIT"][1] != new["LIMIT"][1] and changed["rule"][1] == new["rule"][1]
-  assert rules.identity(changed) != rules.identity(new)
+  assert identity.identity(changed) != identity.identity(new)
 
 
 def _joined_file_form() -> str:
@@ -36,7 +36,7 @@ def _joined_file_form() -> str:
   before the split: its rules.py, claims.py and curves.py in one module, their references
   to one another bare."""
   parts = []
-  for path in rules.study_modules("norm_mlp")[:3]:
+  for path in identity.study_modules("norm_mlp")[:3]:
     text = open(os.path.join(ROOT, path), encoding="utf-8").read()
     text = "\n".join(l for l in text.splitlines() if not l.startswith(("from ", "import ")))
     parts.append(re.sub(r"\b(curves|claims)\.(?=\w)", "", text))
@@ -56,20 +56,20 @@ def _file_form(sources: dict[str, str]) -> tuple[dict, callable]:
 
 
 def test_a_file_form_record_moved_without_change_is_recognised():
-  stats_now = open(os.path.join(ROOT, "experiments/stats.py"), encoding="utf-8").read()
+  stats_now = open(os.path.join(ROOT, "research/stats.py"), encoding="utf-8").read()
   record, show = _file_form({"experiments/verdicts.py": _joined_file_form(),
                              "experiments/stats.py": stats_now})
-  c = rules.compare(record, "norm_mlp", show)
+  c = identity.compare(record, "norm_mlp", show)
   assert c.checked and c.same and not (c.changed or c.added or c.removed)
   moved = {name: (old, new) for name, old, new in c.moved}
-  assert moved["fit_optimum"] == ("experiments/verdicts.py", "experiments/curves.py")
+  assert moved["fit_optimum"] == ("experiments/verdicts.py", "research/curves.py")
   assert moved["claim_warmup"] == ("experiments/verdicts.py", "experiments/studies/norm_mlp/rules.py")
-  assert moved["decide"] == ("experiments/verdicts.py", "experiments/claims.py")
-  assert "one_sample" in c.unchanged
-  line, = rules.rules_lines(record, "norm_mlp", show)
+  assert moved["decide"] == ("experiments/verdicts.py", "research/claims.py")
+  assert moved["one_sample"] == ("experiments/stats.py", "research/stats.py")
+  line, = identity.rules_lines(record, "norm_mlp", show)
   assert line.startswith("Rules: judged with the rules fixed before the run (commit c0ffee, content "
                          f"hash {record['sha256']}); moved since without change: ")
-  assert "`fit_optimum`" in line and "experiments/verdicts.py → experiments/curves.py" in line
+  assert "`fit_optimum`" in line and "experiments/verdicts.py → research/curves.py" in line
   assert "re-judged" not in line
 
 
@@ -80,47 +80,47 @@ def test_a_changed_rule_is_named_exactly():
       "return e.defined and e.hi < -LEARNS_BY", "return e.defined and e.hi < -2 * LEARNS_BY")
   text += "\n\ndef _gone(runs):\n  return runs\n"
   text = re.sub(r"def claim_warmup\(runs[^)]*\)[^:]*:", "def claim_warmup(runs):\n  _gone(runs)", text)
-  stats_now = open(os.path.join(ROOT, "experiments/stats.py"), encoding="utf-8").read()
+  stats_now = open(os.path.join(ROOT, "research/stats.py"), encoding="utf-8").read()
   record, show = _file_form({"experiments/verdicts.py": text, "experiments/stats.py": stats_now})
-  c = rules.compare(record, "norm_mlp", show)
+  c = identity.compare(record, "norm_mlp", show)
   assert c.checked and not c.same
   assert [n for n, _, _ in c.changed] == ["WARMUP_MARGIN", "claim_warmup", "learns"]
   assert c.removed == [("_gone", "experiments/verdicts.py")] and c.added == []
-  line, = rules.rules_lines(record, "norm_mlp", show)
+  line, = identity.rules_lines(record, "norm_mlp", show)
   assert "**re-judged with rules changed since the run.**" in line
   assert ("changed: `WARMUP_MARGIN`, `claim_warmup` (experiments/verdicts.py → "
           "experiments/studies/norm_mlp/rules.py); `learns` (experiments/verdicts.py → "
-          "experiments/curves.py); removed: `_gone` (experiments/verdicts.py); moved without change: ") in line
+          "research/curves.py); removed: `_gone` (experiments/verdicts.py); moved without change: ") in line
   assert "git diff c0ffee" in line
 
 
 def test_a_record_that_cannot_be_rebuilt_says_so():
   record, show = _file_form({"experiments/verdicts.py": "X = 1\n", "experiments/stats.py": ""})
-  bad = rules.compare({**record, "sha256": "0" * 16}, "norm_mlp", show)
+  bad = identity.compare({**record, "sha256": "0" * 16}, "norm_mlp", show)
   assert not bad.checked and "do not hash to the recorded" in bad.reason
-  line, = rules.rules_lines({**record, "sha256": "0" * 16}, "norm_mlp", show)
+  line, = identity.rules_lines({**record, "sha256": "0" * 16}, "norm_mlp", show)
   assert "re-judged" in line and "cannot be compared" in line
 
   def missing(commit, path):
     raise subprocess.CalledProcessError(128, "git show")
-  assert "not in this repository's history" in rules.compare(record, "norm_mlp", missing).reason
-  assert "predates" in rules.rules_lines(None, "norm_mlp")[0]
+  assert "not in this repository's history" in identity.compare(record, "norm_mlp", missing).reason
+  assert "predates" in identity.rules_lines(None, "norm_mlp")[0]
 
 
 def test_a_definitions_record_is_checked_against_the_rules_now():
   for study in ("norm_mlp", "proxies"):
-    now = rules.rules_version(study)
+    now = identity.rules_version(study)
     assert now["form"] == "definitions" and len(now["sha256"]) == 16
     assert now["modules"][0] == f"experiments/studies/{study}/rules.py"
-    line, = rules.rules_lines(json.loads(json.dumps(now)), study)  # as read back from sweep.json
+    line, = identity.rules_lines(json.loads(json.dumps(now)), study)  # as read back from sweep.json
     assert "fixed before the run" in line and "unchanged since" in line
     name = "claim_warmup" if study == "norm_mlp" else "claim_transfer"
     module, _ = now["definitions"][name]
     edited = {**now, "definitions": {**now["definitions"], name: [module, "0" * 12]}}
-    c = rules.compare(edited, study)
+    c = identity.compare(edited, study)
     assert [n for n, _, _ in c.changed] == [name] and not (c.added or c.removed or c.moved)
-    assert f"changed: `{name}`" in rules.rules_lines(edited, study)[0]
-  norm, proxies = rules.rules_version("norm_mlp"), rules.rules_version("proxies")
+    assert f"changed: `{name}`" in identity.rules_lines(edited, study)[0]
+  norm, proxies = identity.rules_version("norm_mlp"), identity.rules_version("proxies")
   assert "claim_warmup" not in proxies["definitions"] and "predict" not in norm["definitions"]
   assert norm["definitions"]["fit_optimum"] == proxies["definitions"]["fit_optimum"]
 
@@ -132,9 +132,9 @@ def test_the_committed_studies_records_are_rebuilt_from_git(study):
                          capture_output=True)
   if known.returncode:
     pytest.skip("the recorded commit is not in this clone's history (a shallow clone?)")
-  c = rules.compare(recorded, study.split("-")[0])
+  c = identity.compare(recorded, study.split("-")[0])
   assert c.checked, c.reason
   moved = {name: new for name, _, new in c.moved}
-  assert moved["fit_optimum"] == moved["sensitivity"] == "experiments/curves.py"
-  assert moved["robustness"] == "experiments/claims.py"
-  assert "one_sample" in c.unchanged
+  assert moved["fit_optimum"] == moved["sensitivity"] == "research/curves.py"
+  assert moved["robustness"] == "research/claims.py"
+  assert moved["one_sample"] == "research/stats.py"

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from experiments import stats
+from research import stats
 
 
 def test_interval_uses_the_t_quantile_for_its_degrees_of_freedom():

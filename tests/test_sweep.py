@@ -7,9 +7,9 @@ import os
 import pytest
 
 from experiments import report
-from experiments import sweep as sweep_lib
-from experiments import studies
-from experiments.studies import base
+from research import runner as sweep_lib
+from research import registry
+from research import sweep as base
 from experiments.studies.micro import grid as micro
 from experiments.studies.norm_mlp import grid as norm_mlp
 
@@ -45,7 +45,7 @@ def test_cells_run_and_divergence_is_recorded(swept):
     cell = json.load(open(os.path.join(workdir, path, "cell.json")))
     assert cell["path"] == path and cell["arms"]
     # The code that trained it: the checked-out commit and whether the tree was clean.
-    assert cell["code"] == sweep_lib.code_version() and len(cell["code"]["commit"]) == 40
+    assert cell["code"] == sweep_lib.provenance.code_version() and len(cell["code"]["commit"]) == 40
     assert isinstance(cell["code"]["clean"], bool)
 
 
@@ -124,13 +124,13 @@ def test_groups_must_share_their_shape():
 
 def test_unknown_sweep_and_scale_are_errors():
   with pytest.raises(ValueError, match="no study experiments/studies/nope/grid.py"):
-    studies.load("nope", "cpu")
+    registry.load("nope", "cpu")
   with pytest.raises(ValueError, match="--scale='tpu'"):
     norm_mlp.get_sweep("tpu")
 
 
 def test_refine_adds_a_round_around_each_learning_optimum():
-  from experiments import curves as v
+  from research import curves as v
   cells = [base.Cell(f"g-{lr}-{s}", {"train.learning_rate": lr, "train.seed": s, "model.d_model": 8},
                      ("a",), s, "g", 0, True) for lr in (1e-3, 3e-3, 1e-2) for s in (0, 1)]
   cells += [base.Cell("x-0", {"train.learning_rate": 1e-3, "train.seed": 0}, ("x",), 0, "x", 0, False),
@@ -195,12 +195,12 @@ def test_proxies_overrides_are_the_configs_fields():
 
 
 def test_a_sweep_records_the_version_of_its_own_rules(tmp_path):
-  from experiments import rules
+  from research import identity
   from experiments.studies.proxies import grid as proxies
   sweep_lib.write_index(proxies.get_sweep("smoke"), str(tmp_path), {})
   index = json.load(open(tmp_path / "sweep.json"))
   recorded = index["rules"]
-  assert index["study"] == "proxies" and recorded["sha256"] == rules.rules_version("proxies")["sha256"]
+  assert index["study"] == "proxies" and recorded["sha256"] == identity.rules_version("proxies")["sha256"]
   assert recorded["modules"][0] == "experiments/studies/proxies/rules.py"
   assert "claim_transfer" in recorded["definitions"]
 
@@ -240,10 +240,10 @@ def test_the_code_version_is_the_commit_and_the_trees_state(tmp_path):
   git("add", "a.py")
   git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a")
   head = git("rev-parse", "HEAD").strip()
-  assert sweep_lib.code_version(str(tmp_path)) == {"commit": head, "clean": True}
+  assert sweep_lib.provenance.code_version(str(tmp_path)) == {"commit": head, "clean": True}
   (tmp_path / "a.py").write_text("x = 2\n")
-  assert sweep_lib.code_version(str(tmp_path)) == {"commit": head, "clean": False}
-  assert sweep_lib.code_version(str(tmp_path / "nowhere")) == {"commit": None, "clean": None}
+  assert sweep_lib.provenance.code_version(str(tmp_path)) == {"commit": head, "clean": False}
+  assert sweep_lib.provenance.code_version(str(tmp_path / "nowhere")) == {"commit": None, "clean": None}
   # A cell resumed by other code keeps the earlier version.
   cell = base.Cell("c", {"train.learning_rate": 1e-3, "train.seed": 100}, ("a",), 100)
   sweep_lib.write_cell(cell, str(tmp_path / "w"), {"commit": "1" * 40, "clean": True})

@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from experiments import claims
-from experiments import rules as rules_identity
-from experiments import studies
+from research import claims
+from research import identity as rules_identity
+from research import registry
 from experiments.studies.zloss import grid
 from experiments.studies.zloss import plan as plan_lib
 from experiments.studies.zloss import report
@@ -160,7 +160,7 @@ def test_no_models_is_inconclusive():
 
 
 def test_the_grid_trains_seeds_no_study_used():
-  used = studies.used_seeds("zloss")
+  used = registry.used_seeds("zloss")
   assert {0, 1, 2, 100, 118, 200, 202, 300, 308, 400, 401} <= used  # it reads them all
   for scale in grid.SCALES:
     cells = grid.get_sweep(scale).cells
@@ -187,12 +187,12 @@ def test_the_grid_pairs_every_arm_at_the_probes_setting():
 
 def test_the_study_is_registered_and_its_cells_are_valid_configs():
   from andrea_jax import model, step as step_lib  # pylint: disable=import-outside-toplevel
-  from experiments import sweep as sweep_lib  # pylint: disable=import-outside-toplevel
-  from experiments.studies import base  # pylint: disable=import-outside-toplevel
-  assert studies.judges("zloss") and studies.study_of({"name": "zloss"}) == "zloss"
-  assert studies.design("zloss").startswith("**Confirmatory study.**")
+  from research import runner as sweep_lib  # pylint: disable=import-outside-toplevel
+  from research import sweep as base  # pylint: disable=import-outside-toplevel
+  assert registry.judges("zloss") and registry.study_of({"name": "zloss"}) == "zloss"
+  assert registry.design("zloss").startswith("**Confirmatory study.**")
   for scale in grid.SCALES:
-    sweep = studies.load("zloss", scale)
+    sweep = registry.load("zloss", scale)
     for members in base.groups(sweep.cells).values():
       config = sweep_lib.group_config(sweep.base_config, members[0].overrides)
       model.ModelConfig(**config.model)
@@ -202,7 +202,7 @@ def test_the_study_is_registered_and_its_cells_are_valid_configs():
 
 
 def test_the_dry_run_prints_the_groups_and_the_plan():
-  from experiments import sweep as sweep_lib  # pylint: disable=import-outside-toplevel
+  from research import runner as sweep_lib  # pylint: disable=import-outside-toplevel
   text = "\n".join(sweep_lib.plan_lines(grid.get_sweep("cpu"), "runs/x"))
   assert "| wd0-z0.0001-d128 | 20 | 0.17, 0.3 | 500..509 (10) |" in text
   assert "Power plan" in text and "Not powered (declared before the run" in text
@@ -230,7 +230,7 @@ def test_the_frozen_plan_is_the_plan():
 
 
 def test_a_sweep_records_the_rules_it_will_be_judged_by(tmp_path):
-  from experiments import sweep as sweep_lib  # pylint: disable=import-outside-toplevel
+  from research import runner as sweep_lib  # pylint: disable=import-outside-toplevel
   sweep_lib.write_index(grid.get_sweep("smoke"), str(tmp_path), {})
   index = json.load(open(tmp_path / "sweep.json"))
   recorded = index["rules"]

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from experiments import claims
+from research import claims
 from experiments.studies.mutransfer import grid as mutransfer_grid
 from experiments.studies.norm_mlp_confirm import grid as confirm_grid
 from experiments.studies.mup_base import grid as base_grid

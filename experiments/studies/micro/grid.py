@@ -6,7 +6,7 @@ to diverge) and two ordinary runs (one that trains, one forced to diverge).
 Judged and reported as the norm x MLP study (its arms are that study's names).
 """
 
-from experiments.studies.base import Cell, Sweep
+from research.sweep import Cell, Sweep
 
 # One small layer on a slice of the built-in corpus, a few steps.
 COMMON = {"model.n_layer": 1, "model.d_model": 32, "model.n_head": 2, "model.block_size": 32,

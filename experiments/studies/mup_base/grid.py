@@ -27,7 +27,7 @@ refinable: a seed whose optimum is at the rate grid's edge gets the next rate be
 from __future__ import annotations
 
 from andrea_jax import errors
-from experiments.studies.base import Cell, Sweep
+from research.sweep import Cell, Sweep
 from experiments.studies.mup_base import rules
 from experiments.studies.proxies import grid as ladder
 

@@ -11,9 +11,9 @@ import math
 
 import numpy as np
 
-from experiments import cells as cells_lib
-from experiments import curves
-from experiments import reporting
+from research import cells as cells_lib
+from research import curves
+from research import report as reporting
 from experiments.studies.mup_base import rules
 
 

@@ -27,10 +27,10 @@ import dataclasses
 import math
 from typing import Iterable
 
-from experiments import claims
-from experiments import curves
-from experiments import stats
-from experiments.claims import Verdict
+from research import claims
+from research import curves
+from research import stats
+from research.claims import Verdict
 
 READOUTS = (1.0, 2.0, 4.0, 8.0, 16.0)
 ATTENTIONS = (0.5, 1.0, 2.0)

@@ -35,7 +35,7 @@ import os
 
 from andrea_jax import errors
 from andrea_jax.files import read_json
-from experiments.studies.base import Cell, Sweep, split_groups
+from research.sweep import Cell, Sweep, split_groups
 from experiments.studies.proxies import grid as ladder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))

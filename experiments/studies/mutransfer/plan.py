@@ -3,7 +3,7 @@
 For each claim of ``rules.py``: the per-seed quantity its test is on, that quantity's planned
 standard deviation and where it comes from, the effect the plan sizes it for (the
 literature's, or the smallest the claim cares about, stated), and the seeds a test at the
-family's level needs for 80 % power (``experiments/power.py``: Holm over the family, planned
+family's level needs for 80 % power (``research/power.py``: Holm over the family, planned
 at ``alpha / m``, the first-ranked test's level; a one-sided test is planned as two-sided at
 that level, which is conservative). ``no_cost`` is an intersection-union test over the widths
 where muP and sp differ, so each width is planned at power ``0.8 ** (1 / widths)``.
@@ -42,11 +42,11 @@ import functools
 import math
 import os
 
-from experiments import cells as cells_lib
-from experiments import curves
-from experiments import power
-from experiments import stats
-from experiments.power import ClaimPlan
+from research import cells as cells_lib
+from research import curves
+from research import power
+from research import stats
+from research.power import ClaimPlan
 from experiments.studies.mutransfer import rules
 from experiments.studies.proxies import grid as ladder_grid
 

@@ -7,9 +7,9 @@ named ``mutransfer`` here. The table and figures are the proxies study's page fu
 
 from __future__ import annotations
 
-from experiments import curves
-from experiments import reporting
-from experiments import stats
+from research import curves
+from research import report as reporting
+from research import stats
 from experiments.studies.mutransfer import plan as plan_lib
 from experiments.studies.mutransfer import rules
 from experiments.studies.proxies import report as proxies

@@ -42,11 +42,11 @@ from collections import defaultdict
 
 import numpy as np
 
-from experiments import claims
-from experiments import curves
-from experiments import stats
-from experiments.claims import Test, Verdict
-from experiments.stats import Effect
+from research import claims
+from research import curves
+from research import stats
+from research.claims import Test, Verdict
+from research.stats import Effect
 from experiments.studies.proxies.rules import Row, ladder
 
 REFERENCE, MUP, QK = "pre", "pre+mup", "pre+qk"

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 
 from andrea_jax import errors
-from experiments.studies.base import Cell, Sweep, split_groups
+from research.sweep import Cell, Sweep, split_groups
 
 SCALES = {
     # A small ANDREA on the built-in corpus (vocabulary 2305): 6 layers, d_model 64 (2 heads:

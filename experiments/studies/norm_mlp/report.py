@@ -1,4 +1,4 @@
-"""The norm x MLP study's report page: its table per arm and its figures, in the frame of ``experiments/reporting.py``.
+"""The norm x MLP study's report page: its table per arm and its figures, in the frame of ``research/report.py``.
 
 ``python -m experiments.report --sweep_dir=docs/results/norm_mlp-cpu`` sends a sweep named
 ``norm_mlp`` here (and a sweep that names no study of its own, e.g. ``micro`` or the first
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from experiments import cells as cells_lib
-from experiments import curves
-from experiments import reporting
-from experiments import stats
+from research import cells as cells_lib
+from research import curves
+from research import report as reporting
+from research import stats
 from experiments.studies.norm_mlp import rules
 
 # Comparisons plotted as learning-rate curves: title and the arms' name prefixes.
@@ -195,8 +195,8 @@ def page(index: dict, cells: list[dict], out: str) -> reporting.Page:
            plot_best_curves(cells, runs, out)]
   method = (
       f"Each claim is judged by a rule in `experiments/studies/norm_mlp/rules.py` on the "
-      f"per-arm numbers of `experiments/curves.py` with the statistics of "
-      f"`experiments/stats.py` (tested on synthetic results in `tests/test_report.py` and "
+      f"per-arm numbers of `research/curves.py` with the statistics of "
+      f"`research/stats.py` (tested on synthetic results in `tests/test_report.py` and "
       f"`tests/test_stats.py`). Each seed's optimum is the vertex of a parabola in "
       f"log(rate) through its best rate tried and the two beside it; arms that share seeds "
       f"are compared by per-seed differences, others by Welch's test; intervals are 95 % "

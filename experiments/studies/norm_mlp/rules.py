@@ -3,9 +3,9 @@
 The rules see only ``curves.Run`` records (one per trained model: its arms, learning rate,
 seed, final validation loss and a few diagnostics), so they are tested on synthetic numbers
 (tests/test_report.py) and re-judge a committed study without retraining. An arm's
-optimum, best loss, sensitivity and whether it learns are ``experiments/curves.py``'s; the
-statistics (paired t intervals, Welch, Holm, equivalence) ``experiments/stats.py``'s; the
-verdict skeleton (guards, decision, leave-one-seed-out) ``experiments/claims.py``'s.
+optimum, best loss, sensitivity and whether it learns are ``research/curves.py``'s; the
+statistics (paired t intervals, Welch, Holm, equivalence) ``research/stats.py``'s; the
+verdict skeleton (guards, decision, leave-one-seed-out) ``research/claims.py``'s.
 
 Comparisons between arms pair the seeds they share (``stats.compare``); a claim's several
 comparisons are Holm-corrected; every verdict carries its effect with a 95 % interval and
@@ -20,12 +20,12 @@ import math
 
 import numpy as np
 
-from experiments import claims
-from experiments import curves
-from experiments import stats
-from experiments.claims import INCONCLUSIVE, Verdict
-from experiments.curves import RATE_FACTOR, SENSITIVITY_MARGIN
-from experiments.stats import Effect
+from research import claims
+from research import curves
+from research import stats
+from research.claims import INCONCLUSIVE, Verdict
+from research.curves import RATE_FACTOR, SENSITIVITY_MARGIN
+from research.stats import Effect
 
 # A per-layer ratio (last / first) counts as growth above this, as flat within its inverse.
 GROWTH = 1.5
@@ -360,5 +360,5 @@ def judge(runs: list[curves.Run], robust: bool = True) -> list[Verdict]:
   return claims.judge_all(CLAIMS, runs, robust)
 
 
-# What "the rules" of this study are (``experiments/rules.py``): the definitions these reach.
+# What "the rules" of this study are (``research/identity.py``): the definitions these reach.
 RULE_ROOTS = ("judge", "refine_rates")

@@ -34,7 +34,7 @@ The model is the exploratory study's cpu shape (6 layers, d_model 64, 450 steps;
 from __future__ import annotations
 
 from andrea_jax import errors
-from experiments.studies.base import Cell, Sweep
+from research.sweep import Cell, Sweep
 from experiments.studies.norm_mlp.grid import base_overrides
 
 # The first seed of this study; earlier studies used 0, 1, 2.

@@ -4,7 +4,7 @@ For each confirmatory claim: the per-seed quantity it tests, that quantity's sta
 deviation over the exploratory study's seeds (``docs/results/norm_mlp-cpu``, 3 seeds: a
 rough figure, stated as such), the effect the plan sizes it for (the literature's, or the
 smallest the claim cares about, with its source), the seeds a test at the family's level
-needs for 80 % power (``experiments/power.py``; Holm over the family, planned at
+needs for 80 % power (``research/power.py``; Holm over the family, planned at
 ``alpha / m``, the first-ranked test's level), and what those seeds cost: the arms the claim
 needs, at the measured seconds per base-shape model-step (the exploratory cells' wall
 times). Claims are admitted cheapest first while the union of the arms they need fits the
@@ -20,10 +20,10 @@ import functools
 import math
 import os
 
-from experiments import cells as cells_lib
-from experiments import curves
-from experiments import power
-from experiments import stats
+from research import cells as cells_lib
+from research import curves
+from research import power
+from research import stats
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 EXPLORATORY = os.path.join("docs", "results", "norm_mlp-cpu")

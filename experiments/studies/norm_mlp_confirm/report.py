@@ -13,9 +13,9 @@ import subprocess
 
 import numpy as np
 
-from experiments import cells as cells_lib
-from experiments import reporting
-from experiments import stats
+from research import cells as cells_lib
+from research import report as reporting
+from research import stats
 from experiments.studies.norm_mlp import report as exploratory
 from experiments.studies.norm_mlp_confirm import plan as plan_lib
 from experiments.studies.norm_mlp_confirm import rules

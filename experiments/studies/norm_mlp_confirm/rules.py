@@ -29,12 +29,12 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from experiments import claims
-from experiments import curves
-from experiments import stats
-from experiments.claims import INCONCLUSIVE, Test, Verdict
-from experiments.curves import RATE_FACTOR, SENSITIVITY_MARGIN
-from experiments.stats import Effect
+from research import claims
+from research import curves
+from research import stats
+from research.claims import INCONCLUSIVE, Test, Verdict
+from research.curves import RATE_FACTOR, SENSITIVITY_MARGIN
+from research.stats import Effect
 
 NOT_POWERED_VERDICT = "Not powered"
 # Declared by the power plan before the run (plan.py; the tests recompute it).
@@ -495,5 +495,5 @@ def judge(runs: list[curves.Run], robust: bool = True) -> list[Verdict]:
   return [v for _, v in pairs]
 
 
-# What "the rules" of this study are (``experiments/rules.py``): the definitions these reach.
+# What "the rules" of this study are (``research/identity.py``): the definitions these reach.
 RULE_ROOTS = ("judge", "REVISIONS")

@@ -31,7 +31,7 @@ half-decade grid brackets an optimum within 10x, what ``curves.fit_optimum`` fit
 from __future__ import annotations
 
 from andrea_jax import errors
-from experiments.studies.base import Cell, Sweep, split_groups
+from research.sweep import Cell, Sweep, split_groups
 
 ARMS = {
     "pre": {},

@@ -1,10 +1,10 @@
-"""The proxies study's report page: the predicted rates, its table per arm and width and its figures, in the frame of ``experiments/reporting.py``.
+"""The proxies study's report page: the predicted rates, its table per arm and width and its figures, in the frame of ``research/report.py``.
 
   python -m experiments.report --sweep_dir=runs/sweeps/proxies-cpu --out=docs/results/proxies-cpu --copy_cells
 
 ``experiments.report`` sends a sweep named ``proxies`` here; the loading and the copy of the
-per-cell files are ``experiments/cells.py``'s, the frame (title, commands, the rules line,
-the measured time, results.json) and the figure helpers ``experiments/reporting.py``'s. The
+per-cell files are ``research/cells.py``'s, the frame (title, commands, the rules line,
+the measured time, results.json) and the figure helpers ``research/report.py``'s. The
 page: the verdicts of ``rules.py``, the predicted rates for andrea120m (printed as well), a
 table per arm and width, the figures.
 """
@@ -15,11 +15,11 @@ import math
 
 import numpy as np
 
-from experiments import cells as cells_lib
-from experiments import curves
-from experiments import reporting
-from experiments import rules as rules_identity
-from experiments import stats
+from research import cells as cells_lib
+from research import curves
+from research import report as reporting
+from research import identity as rules_identity
+from research import stats
 from experiments.studies.proxies import rules as PV
 
 NAN = float("nan")
@@ -249,7 +249,7 @@ def page(index: dict, cells: list[dict], out: str) -> reporting.Page:
   predicted = prediction_lines(preds, _base_width(cells))
   method = ("Each claim is judged by a rule in `experiments/studies/proxies/rules.py` (tested on "
             "synthetic results in `tests/test_proxies_rules.py`) with the per-arm numbers of "
-            "`experiments/curves.py` and the statistics of `experiments/stats.py`: a diverged "
+            "`research/curves.py` and the statistics of `research/stats.py`: a diverged "
             "model counts at the loss at initialisation; a seed's optimum is the vertex of a "
             "parabola in log(rate) through its best rate and the two beside it; arms are "
             "compared by per-seed differences (shared seeds); intervals are 95 % t intervals; "

@@ -9,13 +9,13 @@ arm (so arms are compared by per-seed differences).
 The rules see only ``Row`` records (a ``curves.Run`` with its arm and width), so they are
 tested on synthetic numbers (tests/test_proxies_rules.py) and re-judge a committed study
 without retraining. One model's numbers, one arm's optimum and its learning-rate
-sensitivity are ``experiments/curves.py``'s (a diverged model counts at the loss at
+sensitivity are ``research/curves.py``'s (a diverged model counts at the loss at
 initialisation; each seed's optimum is the vertex of a parabola in log(rate) through its
 best rate and the two beside it, unbracketed at the grid's edge; sensitivity is Wortsman
 et al.'s mean over the grid of ``min(final, initial) - best``); the statistics are
-``experiments/stats.py``'s (t intervals for the degrees of freedom, Holm over a claim's
+``research/stats.py``'s (t intervals for the degrees of freedom, Holm over a claim's
 comparisons, TOST for equivalence); the verdict skeleton (guards, decision,
-leave-one-seed-out) ``experiments/claims.py``'s. Every constant below was fixed before the
+leave-one-seed-out) ``research/claims.py``'s. Every constant below was fixed before the
 study ran.
 
 The claims (each reproduced, not reproduced or inconclusive):
@@ -42,12 +42,12 @@ from typing import Iterable
 
 import numpy as np
 
-from experiments import claims
-from experiments import curves
-from experiments import stats
-from experiments.claims import INCONCLUSIVE, Verdict
-from experiments.curves import RATE_FACTOR, SENSITIVITY_MARGIN
-from experiments.stats import Effect
+from research import claims
+from research import curves
+from research import stats
+from research.claims import INCONCLUSIVE, Verdict
+from research.curves import RATE_FACTOR, SENSITIVITY_MARGIN
+from research.stats import Effect
 
 # The arms of the study (``grid.py``): pre-LN under the standard
 # parametrisation is the reference; each other arm changes one thing.
@@ -343,5 +343,5 @@ def judge(rows: list[Row], robust: bool = True) -> list[Verdict]:
   return claims.judge_all(CLAIMS, rows, robust)
 
 
-# What "the rules" of this study are (``experiments/rules.py``): the definitions these reach.
+# What "the rules" of this study are (``research/identity.py``): the definitions these reach.
 RULE_ROOTS = ("judge", "predict")

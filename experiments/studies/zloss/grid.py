@@ -43,7 +43,7 @@ every arm on the same seeds (a seed sets the init and the batch order): paired.
 
 from __future__ import annotations
 
-from experiments.studies.base import Sweep
+from research.sweep import Sweep
 from experiments.studies.mutransfer import grid as mutransfer
 from experiments.studies.proxies import grid as ladder
 from experiments.studies.zloss import rules

@@ -5,7 +5,7 @@ The family is each claim of ``rules.py`` at each rate of the grid (``holds`` and
 level; the one-sided ``holds`` test is planned as two-sided at that level, which is
 conservative). For each: the per-seed quantity, its planned standard deviation and where it
 comes from, the effect the plan sizes it for, and the seeds a test needs for 80 % power
-(``experiments/power.py``). The plan assumes the plain model runs away in every seed at both
+(``research/power.py``). The plan assumes the plain model runs away in every seed at both
 rates, as the probe's did at 0.3; at 0.17 the probe has no look, and a seed whose plain model
 does not run away there is not judged, so the grid carries a reserve of seeds beyond the
 plan's need.
@@ -35,10 +35,10 @@ import functools
 import math
 import os
 
-from experiments import cells as cells_lib
-from experiments import power
-from experiments import stats
-from experiments.power import ClaimPlan
+from research import cells as cells_lib
+from research import power
+from research import stats
+from research.power import ClaimPlan
 from experiments.studies.proxies import grid as ladder
 from experiments.studies.zloss import grid
 from experiments.studies.zloss import rules

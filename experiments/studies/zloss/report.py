@@ -7,8 +7,8 @@ per-setting table and figure are the probe's.
 
 from __future__ import annotations
 
-from experiments import reporting
-from experiments import stats
+from research import report as reporting
+from research import stats
 from experiments.studies.zloss import plan as plan_lib
 from experiments.studies.zloss import rules
 from experiments.studies.zloss_probe import report as probe

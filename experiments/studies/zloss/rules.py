@@ -51,9 +51,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from experiments import claims
-from experiments import stats
-from experiments.claims import Test, Verdict
+from research import claims
+from research import stats
+from research.claims import Test, Verdict
 from experiments.studies.zloss_probe.rules import Row
 
 PLAIN = 0.0

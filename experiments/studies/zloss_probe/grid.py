@@ -15,7 +15,7 @@ output softmax's mean log Z is probed at step 0 and every 50 steps.
 
 from __future__ import annotations
 
-from experiments.studies.base import Cell, Sweep
+from research.sweep import Cell, Sweep
 from experiments.studies.mutransfer import grid as mutransfer
 from experiments.studies.proxies import grid as ladder
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from experiments import reporting
+from research import report as reporting
 from experiments.studies.zloss_probe import rules
 
 NAN = float("nan")

@@ -30,7 +30,7 @@ import dataclasses
 import math
 import statistics
 
-from experiments import claims
+from research import claims
 
 GROWS_NATS = 2.0
 FOUND, NOT_FOUND = "Found", "Not found"

@@ -3,7 +3,7 @@
 The maths sees only ``Run`` records (one per trained model: its arms, learning rate, seed,
 final validation loss and a few diagnostics), so it is tested on synthetic numbers
 (tests/test_report.py) and re-judges a committed study without retraining. The statistics
-(t intervals, pairing, Holm, equivalence) are ``experiments/stats.py``'s; the claims built
+(t intervals, pairing, Holm, equivalence) are ``research/stats.py``'s; the claims built
 on this are each study's (``experiments/studies/<name>/rules.py``).
 
 How an arm is summarised:
@@ -34,7 +34,7 @@ from typing import Iterable
 
 import numpy as np
 
-from experiments import stats
+from research import stats
 
 # An arm learns when its best loss lies decisively this far below the unigram baseline.
 LEARNS_BY = 0.1  # nats

@@ -21,7 +21,7 @@ import numpy as np
 from andrea_jax import errors
 from andrea_jax.files import read_json
 from andrea_jax.metrics import read_jsonl
-from experiments import curves
+from research import curves
 
 # What a cell record keeps of a probe (diagnostics.jsonl): per-layer lists, and log Z.
 PROBED = ("grad_attn", "grad_mlp", "residual_norm", "attn_logit_max", "log_z")

@@ -12,7 +12,7 @@ import dataclasses
 from typing import Any
 
 from andrea_jax import errors
-from experiments import curves
+from research import curves
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Power planning before a run: how many seeds a paired or one-sample t test needs to decide a claim at a given effect, spread and level.
 
 A claim compared by seed is a one-sample t test on the per-seed values (for a paired
-comparison, the per-seed differences), as in ``experiments/stats.py``. Two kinds of test:
+comparison, the per-seed differences), as in ``research/stats.py``. Two kinds of test:
 
 - ``directed``: a two-sided t test at level ``alpha`` of "the mean equals ``bound``" (the
   rule's claim is that it lies on one side; ``stats``' intervals exclude the bound exactly

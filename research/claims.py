@@ -26,9 +26,9 @@ import dataclasses
 import math
 from typing import Callable, Iterable, Sequence
 
-from experiments import curves
-from experiments import stats
-from experiments.stats import Effect
+from research import curves
+from research import stats
+from research.stats import Effect
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "Reproduced", "Not reproduced", "Inconclusive"
 

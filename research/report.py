@@ -4,10 +4,10 @@ A study's ``report.py`` has ``page(index, cells, out) -> Page``: its verdicts, t
 paragraph above them, its own sections (tables, predictions), the figures it drew into
 ``out`` and the numbers for ``results.json``. ``write_report`` reads the sweep
 (``cells.load``), asks the study for its page and writes the frame around it, the same for
-every study: the title, the study's design line (exploratory or confirmatory, ``studies.design``),
+every study: the title, the study's design line (exploratory or confirmatory, ``registry.design``),
 the commands that produced and regenerate it, where it was read
 from, the sweep's description, the models and the measured time, the verdicts with the
-rules line (``rules.rules_lines``), then the study's sections and the plots.
+rules line (``identity.rules_lines``), then the study's sections and the plots.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import json
 import os
 from typing import Any
 
-from experiments import cells as cells_lib
-from experiments import rules
-from experiments import studies
+from research import cells as cells_lib
+from research import identity
+from research import registry
 
 
 @dataclasses.dataclass
@@ -85,17 +85,17 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   (``experiments/studies/<study>/report.py``) in the frame; returns REPORT.md's path."""
   sweep_dir, out, command = prepare_out(sweep_dir, out, command, copy)
   index, cells, source = cells_lib.load(sweep_dir)
-  page = studies.report(study).page(index, cells, out)
+  page = registry.report(study).page(index, cells, out)
   regenerate = f"python -m experiments.report --sweep_dir={sweep_dir}" + (
       f" --out={out}" if out != sweep_dir else "")
-  design = studies.design(study)
+  design = registry.design(study)
   lines = [f"# Sweep `{index['name']}` at scale `{index['scale']}`", "", *([design, ""] if design else []),
            "Produced by:", "", "```bash", *([command] if command else []), regenerate, "```", "",
            f"Read from {source}.", "", index.get("description", ""), "",
            f"{len(cells)} models, {sum(c['status'] == 'diverged' for c in cells)} diverged. "
            f"{measured_time(cells)}", "",
            *page.notes,
-           "## Verdicts", "", page.method, "", *rules.rules_lines(index.get("rules"), study), ""]
+           "## Verdicts", "", page.method, "", *identity.rules_lines(index.get("rules"), study), ""]
   for verdict in page.verdicts:
     lines += [f"### {verdict.claim}", "", *verdict.markdown(), ""]
   lines += [*page.sections, "## Plots", "", *[f"![{p}]({p})" for p in page.plots if p]]

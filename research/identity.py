@@ -28,11 +28,11 @@ import os
 import subprocess
 from typing import Iterable
 
-from experiments import studies
+from research import registry
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The rule modules every study shares, after its own rules.py (repository-relative).
-SHARED_MODULES = ("experiments/claims.py", "experiments/curves.py", "experiments/stats.py")
+SHARED_MODULES = ("research/claims.py", "research/curves.py", "research/stats.py")
 # The files a file-form record hashed when it names none (the norm x MLP study's first record).
 FILE_FORM_FILES = ("experiments/verdicts.py", "experiments/stats.py")
 
@@ -43,7 +43,7 @@ def study_modules(study: str) -> tuple[str, ...]:
 
 
 def study_roots(study: str) -> tuple[str, ...]:
-  return tuple(studies.rules(study).RULE_ROOTS)
+  return tuple(registry.rules(study).RULE_ROOTS)
 
 
 # ----------------------------------------------------------------------------- one module

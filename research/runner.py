@@ -1,0 +1,214 @@
+"""Running a study's sweep: its cells as jobs, each in a subprocess, resumable, with the code that trained each cell recorded.
+
+A *group* (cells of one shape that differ only in learning rate and seed) is one vmapped
+program of many models (``andrea_jax/multi.py``, in ``<workdir>/<group>/<member>/``); a cell
+without a group is an ordinary ``python -m experiments.run`` in ``<workdir>/<cell>/``. Every
+cell directory gets a ``cell.json`` (its name, arms, seed, overrides and the commit that
+trains it) next to the run's ``summary.json``, ``metrics.jsonl`` and ``diagnostics.jsonl``:
+what ``research.cells`` reads. The command is ``python -m experiments.sweep``.
+
+A job whose cells all say completed or diverged is skipped, an interrupted one resumes from
+its checkpoint. Diverged and failed cells are recorded and the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import importlib
+import os
+import subprocess
+import sys
+import time
+
+from andrea_jax import errors
+from andrea_jax import files
+from research import cells as cells_lib
+from research import identity
+from research import provenance
+from research import registry
+from research import sweep as base
+
+FINISHED = ("completed", "diverged")
+
+
+def cell_status(cell_dir: str) -> str | None:
+  return (files.read_json(os.path.join(cell_dir, "summary.json")) or {}).get("status")
+
+
+def write_cell(cell: base.Cell, workdir: str, code: dict | None = None) -> str:
+  """``cell.json``: the cell, and ``code`` (``provenance.code_version``) that trains it; a cell resumed
+  by other code keeps the earlier versions in ``code_earlier``."""
+  d = os.path.join(workdir, cell.path)
+  os.makedirs(d, exist_ok=True)
+  path = os.path.join(d, "cell.json")
+  record = {**dataclasses.asdict(cell), "path": cell.path}
+  if code is not None:
+    old = files.read_json(path) or {}
+    earlier = list(old.get("code_earlier", []))
+    if old.get("code") and old["code"] != code:
+      earlier.append(old["code"])
+    record.update({"code": code, **({"code_earlier": earlier} if earlier else {})})
+  files.write_json(path, record)
+  return d
+
+
+# ----------------------------------------------------------------------------- jobs
+
+
+@dataclasses.dataclass
+class Job:
+  """One subprocess: a vmapped group of cells, or a single cell."""
+  name: str
+  cells: list[base.Cell]
+  directory: str
+  command: list[str]
+
+
+def jobs(sweep: base.Sweep, workdir: str, only: str = "") -> list[Job]:
+  cells = [c for c in sweep.cells if only in c.path]
+  out = []
+  for group, members in base.groups(cells).items():
+    d = os.path.join(workdir, group)
+    out.append(Job(group, members, d, [sys.executable, "-m", "experiments.sweep", f"--run_group={d}"]))
+  for cell in (c for c in cells if not c.group):
+    d = os.path.join(workdir, cell.path)
+    out.append(Job(cell.name, [cell], d, [sys.executable, "-m", "experiments.run",
+                                          f"--config={sweep.base_config}", f"--workdir={d}", *cell.args()]))
+  return out
+
+
+def prepare_job(sweep: base.Sweep, job: Job, workdir: str, code: dict | None = None) -> None:
+  """Write each cell's ``cell.json`` (with the ``code`` that trains it), and a group's
+  ``group.json`` (what ``--run_group`` reads)."""
+  for cell in job.cells:
+    write_cell(cell, workdir, code)
+  if job.cells[0].group:
+    files.write_json(os.path.join(job.directory, "group.json"), {
+        "base_config": sweep.base_config, "overrides": job.cells[0].shared(),
+        "members": [{"name": c.member, "learning_rate": c.learning_rate, "seed": c.seed,
+                     "batch_seed": c.seed} for c in job.cells]})
+
+
+def run_job(sweep: base.Sweep, job: Job, workdir: str, worker: int, gpus: int,
+            code: dict | None = None) -> list[dict]:
+  """Run (or skip) one job; returns its cells' records for sweep.json."""
+  record = lambda c, **kw: {**dataclasses.asdict(c), "path": c.path, **kw}
+  dirs = [os.path.join(workdir, c.path) for c in job.cells]
+  if all(cell_status(d) in FINISHED for d in dirs):
+    return [record(c, status=cell_status(d), skipped=True) for c, d in zip(job.cells, dirs)]
+  prepare_job(sweep, job, workdir, code)
+  env = dict(os.environ)
+  if gpus:
+    env["CUDA_VISIBLE_DEVICES"] = str(worker % gpus)
+  started = time.time()
+  with open(os.path.join(job.directory, "run.log"), "a", encoding="utf-8") as log:
+    exit_code = subprocess.call(job.command, stdout=log, stderr=subprocess.STDOUT, env=env)
+  seconds = time.time() - started
+  return [record(c, status=(cell_status(d) or "failed") if exit_code in (0, 3, 4) else "failed",
+                 exit_code=exit_code, seconds=seconds, command=" ".join(job.command),
+                 **({"code": code} if code else {}))
+          for c, d in zip(job.cells, dirs)]
+
+
+def finished_runs(workdir: str, cells: list[base.Cell]) -> dict:
+  """``{cell path: curves.Run}`` of the cells that completed or diverged."""
+  out = {}
+  for c in cells:
+    record = cells_lib.cell_record(os.path.join(workdir, c.path))
+    if record is not None:
+      out[c.path] = cells_lib.to_run(record)
+  return out
+
+
+def run_sweep(sweep: base.Sweep, workdir: str, parallel: int = 1, only: str = "",
+              gpus: int = 0) -> list[dict]:
+  """Run the sweep's cells, then up to ``base.REFINE_ROUNDS`` rounds of the rates that
+  ``base.refine`` adds around each refinable arm's optimum (the same on a rerun: the rounds
+  follow from the finished cells, so a resumed sweep finds and skips them)."""
+  os.makedirs(workdir, exist_ok=True)
+  records: dict = {}
+  code = provenance.code_version()  # the code that trains this invocation's jobs, in each cell.json
+  for rnd in range(base.REFINE_ROUNDS + 1):
+    if rnd:
+      known = {c.path for c in sweep.cells}
+      new = [c for c in base.refine(sweep.cells, finished_runs(workdir, sweep.cells), rnd)
+             if c.path not in known and only in c.path]
+      if not new:
+        break
+      print(f"round {rnd}: {len(new)} cells added around the optima", flush=True)
+      sweep = dataclasses.replace(sweep, cells=sweep.cells + new)
+    run_jobs(sweep, jobs(sweep, workdir, only), workdir, records, parallel, gpus, code)
+  return [records[c.path] for c in sweep.cells if c.path in records]
+
+
+def run_jobs(sweep: base.Sweep, todo: list[Job], workdir: str, records: dict, parallel: int,
+             gpus: int, code: dict | None = None) -> None:
+  with concurrent.futures.ThreadPoolExecutor(max(parallel, 1)) as pool:
+    futures = [pool.submit(run_job, sweep, j, workdir, i % max(parallel, 1), gpus, code)
+               for i, j in enumerate(todo)]
+    for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
+      recs = future.result()
+      records.update({r["path"]: r for r in recs})
+      statuses = sorted({r["status"] for r in recs})
+      if not recs[0].get("skipped"):
+        print(f"[{done}/{len(todo)}] {os.path.dirname(recs[0]['path']) or recs[0]['path']} "
+              f"({len(recs)} cells): {', '.join(statuses)} in {recs[0].get('seconds', 0):.0f} s",
+              flush=True)
+      write_index(sweep, workdir, records)
+
+
+def write_index(sweep: base.Sweep, workdir: str, records: dict) -> None:
+  """``sweep.json``: the definition and each cell's status (merged with earlier runs)."""
+  path = os.path.join(workdir, "sweep.json")
+  old = {c.get("path", c["name"]): c for c in (files.read_json(path) or {}).get("cells", [])}
+  old.update(records)
+  recorded = (files.read_json(path) or {}).get("rules") or identity.rules_version(sweep.judged_by)
+  files.write_json(path, {"name": sweep.name, "scale": sweep.scale, "base_config": sweep.base_config,
+                          "description": sweep.description, "study": sweep.judged_by, "rules": recorded,
+                    "cells": [old.get(c.path, {**dataclasses.asdict(c), "path": c.path, "status": "pending"})
+                              for c in sweep.cells]})
+
+
+def plan_lines(sweep: base.Sweep, workdir: str) -> list[str]:
+  """What ``--dry_run`` prints: the sweep's groups (models, rates, seeds), the code that
+  would train it, and the study's own plan (its grid's ``plan_lines(scale)``, if any)."""
+  out = [f"Sweep {sweep.name} at scale {sweep.scale} (judged by {sweep.judged_by}), into {workdir}:",
+         "", sweep.description, "", "| group | models | rates | seeds |", "|---|---|---|---|"]
+  members: dict[str, list[base.Cell]] = {}
+  for c in sweep.cells:
+    members.setdefault(c.group or c.name, []).append(c)
+  for g, cs in members.items():
+    rates = sorted({c.learning_rate for c in cs})
+    seeds = sorted({c.seed for c in cs})
+    out.append(f"| {g} | {len(cs)} | {', '.join(f'{r:g}' for r in rates)} | "
+               f"{seeds[0]}..{seeds[-1]} ({len(seeds)}) |")
+  code = provenance.code_version()
+  out += ["", f"{len(sweep.cells)} models in {len(members)} programs. Code: commit {code['commit']}"
+          f" ({'clean tree' if code['clean'] else '**uncommitted changes**: commit before running'}).", ""]
+  grid = registry.grid(sweep.judged_by) if os.path.exists(
+      os.path.join(registry.HERE, sweep.judged_by, "grid.py")) else None
+  if grid is not None and hasattr(grid, "plan_lines"):
+    out += grid.plan_lines(sweep.scale)
+  return out
+
+
+# ----------------------------------------------------------------------------- a group, in its subprocess
+
+
+def group_config(base_config: str, overrides: dict):
+  from experiments.configs import common  # pylint: disable=import-outside-toplevel
+  module = importlib.import_module(f"experiments.configs.{base_config}")
+  return common.apply_overrides(module.get_config(), overrides)
+
+
+def run_group(directory: str) -> int:
+  """Train the members described by ``<directory>/group.json``; 0 when they all finished."""
+  from andrea_jax import multi  # pylint: disable=import-outside-toplevel
+  spec = files.read_json(os.path.join(directory, "group.json"))
+  config = group_config(spec["base_config"], spec["overrides"])
+  members = [multi.Member(**m) for m in spec["members"]]
+  summaries = multi.train_members(config, members, directory)
+  statuses = [s["status"] for s in summaries]
+  print(f"{directory}: " + ", ".join(f"{m.name} {s}" for m, s in zip(members, statuses)))
+  return errors.EXIT_INTERRUPTED if "interrupted" in statuses else 0
