@@ -37,12 +37,24 @@ SHARED_MODULES = ("research/claims.py", "research/curves.py", "research/stats.py
 FILE_FORM_FILES = ("experiments/verdicts.py", "experiments/stats.py")
 
 
+# A one-file study's definition is hashed with the framework that builds, judges and
+# plans it (research/study.py), its claim kinds and the ladder its grids share.
+FRAMEWORK_MODULES = ("research/study.py", "research/kinds.py", "research/ladder.py")
+# What a one-file study's identity starts from: its STUDY record and the judging.
+FILE_ROOTS = ("STUDY", "judge", "decide")
+
+
 def study_modules(study: str) -> tuple[str, ...]:
-  """The rule modules of ``study``: its own rules.py first, then ``SHARED_MODULES``."""
+  """The rule modules of ``study``: its own file (a one-file study, with
+  ``FRAMEWORK_MODULES``) or its rules.py first, then ``SHARED_MODULES``."""
+  if registry.is_file(study):
+    return (f"experiments/studies/{study}.py", *FRAMEWORK_MODULES, *SHARED_MODULES)
   return (f"experiments/studies/{study}/rules.py", *SHARED_MODULES)
 
 
 def study_roots(study: str) -> tuple[str, ...]:
+  if registry.is_file(study):
+    return FILE_ROOTS
   return tuple(registry.rules(study).RULE_ROOTS)
 
 

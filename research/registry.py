@@ -23,21 +23,58 @@ RESULTS = os.path.join(ROOT, "docs", "results")
 DEFAULT = "norm_mlp"
 
 
+def is_file(name: str) -> bool:
+  """Whether ``name`` is a study of one file, ``experiments/studies/<name>.py`` (``STUDY``)."""
+  return bool(name) and os.path.exists(os.path.join(HERE, f"{name}.py"))
+
+
+def study(name: str):
+  """The ``research.study.Study`` that ``experiments/studies/<name>.py`` defines."""
+  return importlib.import_module(f"experiments.studies.{name}").STUDY
+
+
+def names() -> list[str]:
+  """Every study defined: the one-file studies and the packages with a grid.py."""
+  out = []
+  for entry in sorted(os.listdir(HERE)):
+    name = entry[:-3] if entry.endswith(".py") else entry
+    if (entry.endswith(".py") and entry != "__init__.py") or os.path.exists(os.path.join(HERE, entry, "grid.py")):
+      out.append(name)
+  return out
+
+
 def grid(name: str):
   """The module of ``name``'s sweep definition (``get_sweep(scale)``); unknown names are an error."""
   if not os.path.exists(os.path.join(HERE, name, "grid.py")):
-    raise errors.ConfigError(f"--sweep={name!r}: no study experiments/studies/{name}/grid.py")
+    raise errors.ConfigError(f"--sweep={name!r}: no study experiments/studies/{name}.py or "
+                             f"experiments/studies/{name}/grid.py; studies: {', '.join(names())}")
   return importlib.import_module(f"experiments.studies.{name}.grid")
 
 
 def load(name: str, scale: str):
-  """``name``'s sweep (a ``base.Sweep``) at ``scale``."""
-  return grid(name).get_sweep(scale)
+  """``name``'s sweep (a ``research.sweep.Sweep``) at ``scale``."""
+  return study(name).sweep(scale) if is_file(name) else grid(name).get_sweep(scale)
+
+
+def scales(name: str) -> list[str]:
+  """The scales ``name`` defines."""
+  if is_file(name):
+    return list(study(name).scales)
+  return list(getattr(grid(name), "SCALES", {"cpu": None}))
+
+
+def plan_lines(name: str, scale: str) -> list[str]:
+  """The study's power plan at ``scale`` (what ``--dry_run`` prints after the groups)."""
+  if is_file(name):
+    return study(name).plan_lines(scale)
+  module = grid(name)
+  return module.plan_lines(scale) if hasattr(module, "plan_lines") else []
 
 
 def judges(name: str) -> bool:
   """Whether ``name`` is a study with rules and a report of its own."""
-  return all(os.path.exists(os.path.join(HERE, name, f)) for f in ("rules.py", "report.py"))
+  return is_file(name) or all(os.path.exists(os.path.join(HERE, name, f))
+                              for f in ("rules.py", "report.py"))
 
 
 def study_of(index: dict) -> str:
@@ -52,6 +89,8 @@ def study_of(index: dict) -> str:
 def design(name: str) -> str:
   """The line a study's report opens with on how its rules relate to its data
   (``DESIGN`` in its package: exploratory, confirmatory); empty when it states none."""
+  if is_file(name):
+    return f"**{study(name).design}**"
   try:
     return getattr(importlib.import_module(f"experiments.studies.{name}"), "DESIGN", "")
   except ImportError:
@@ -64,7 +103,10 @@ def rules(name: str):
 
 
 def report(name: str):
-  """The module of ``name``'s report page (``page(index, cells, out)``)."""
+  """What writes ``name``'s report page (``page(index, cells, out)``): its ``STUDY``, or
+  its package's report.py."""
+  if is_file(name):
+    return study(name)
   return importlib.import_module(f"experiments.studies.{name}.report")
 
 
@@ -74,12 +116,11 @@ def used_seeds(but: str, results: str = RESULTS) -> set[int]:
   ``but``'s own grid and committed results (``<but>-*``) apart: what a confirmatory study's
   seeds are checked against before it runs."""
   seen = set()
-  for name in sorted(os.listdir(HERE)):
-    if name == but or not os.path.exists(os.path.join(HERE, name, "grid.py")):
+  for name in names():
+    if name == but:
       continue
-    module = grid(name)
-    for scale in getattr(module, "SCALES", {"cpu": None}):
-      for c in module.get_sweep(scale).cells:
+    for scale in scales(name):
+      for c in load(name, scale).cells:
         seen |= {c.seed, c.overrides.get("train.seed"), c.overrides.get("data.shuffle_seed")}
   for study in glob.glob(os.path.join(results, "*")):
     if os.path.basename(study).startswith(f"{but}-"):

@@ -95,7 +95,9 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
            f"{len(cells)} models, {sum(c['status'] == 'diverged' for c in cells)} diverged. "
            f"{measured_time(cells)}", "",
            *page.notes,
-           "## Verdicts", "", page.method, "", *identity.rules_lines(index.get("rules"), study), ""]
+           "## Verdicts", "", page.method, "",
+           *reexpressed(read_json_file(os.path.join(sweep_dir, BEFORE)), page.verdicts,
+                        identity.rules_lines(index.get("rules"), study)), ""]
   for verdict in page.verdicts:
     lines += [f"### {verdict.claim}", "", *verdict.markdown(), ""]
   lines += [*page.sections, "## Plots", "", *[f"![{p}]({p})" for p in page.plots if p]]
@@ -106,6 +108,48 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   if page.printed:
     print("\n".join(page.printed))
   return path
+
+
+# The verdicts a study's earlier rules gave its committed cells, kept when the study is
+# re-expressed in other code (``{"commit", "rules", "verdicts": [{claim, verdict, effect}]}``).
+BEFORE = "verdicts_before.json"
+
+
+def read_json_file(path: str):
+  if not os.path.exists(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
+def _figures(v) -> tuple:
+  """A verdict as compared across a re-expression: its claim, verdict and effect to the
+  printed digits (3 decimals)."""
+  e = v["effect"] if isinstance(v, dict) else (dataclasses.asdict(v.effect) if v.effect else None)
+  claim, verdict = (v["claim"], v["verdict"]) if isinstance(v, dict) else (v.claim, v.verdict)
+  return claim, verdict, None if not e else tuple(round(e[k], 3) for k in ("diff", "lo", "hi"))
+
+
+def reexpressed(before: dict | None, verdicts: list, rules_lines: list[str]) -> list[str]:
+  """The rules line of a study re-expressed since its run: where its verdicts and figures
+  on the committed cells are those its earlier rules gave (``before``), it says so; where
+  they differ, the usual "rules changed" line and each difference. Without ``before``, or
+  when the rules did not change, ``rules_lines`` as they are."""
+  if not before or "re-judged" not in " ".join(rules_lines):
+    return rules_lines
+  old, now = [_figures(v) for v in before["verdicts"]], [_figures(v) for v in verdicts]
+  where = (f"commit {before['commit']}: `git show {before['commit']}:{before['rules']}` has "
+           f"their text")
+  if old == now:
+    return [f"Rules: **re-expressed, same verdicts.** The rules fixed before the run ({where}) "
+            f"are re-expressed on the study framework; on the committed cells the re-expression "
+            f"gives the same {len(now)} verdicts and effects, to the printed digits, as they "
+            f"gave ({BEFORE})."]
+  diffs = [f"{o[0]!r}: {o[1]} {o[2]} before, {n[1]} {n[2]} now" for o, n in zip(old, now) if o != n]
+  if len(old) != len(now):
+    diffs.append(f"{len(old)} verdicts before, {len(now)} now")
+  return rules_lines + [f"Re-expressed since the run ({where}); on the committed cells it differs "
+                        f"from the verdicts recorded before ({BEFORE}): " + "; ".join(diffs) + "."]
 
 
 def _plain(x):

@@ -186,10 +186,9 @@ def plan_lines(sweep: base.Sweep, workdir: str) -> list[str]:
   code = provenance.code_version()
   out += ["", f"{len(sweep.cells)} models in {len(members)} programs. Code: commit {code['commit']}"
           f" ({'clean tree' if code['clean'] else '**uncommitted changes**: commit before running'}).", ""]
-  grid = registry.grid(sweep.judged_by) if os.path.exists(
-      os.path.join(registry.HERE, sweep.judged_by, "grid.py")) else None
-  if grid is not None and hasattr(grid, "plan_lines"):
-    out += grid.plan_lines(sweep.scale)
+  if registry.is_file(sweep.judged_by) or os.path.exists(
+      os.path.join(registry.HERE, sweep.judged_by, "grid.py")):
+    out += registry.plan_lines(sweep.judged_by, sweep.scale)
   return out
 
 

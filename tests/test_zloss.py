@@ -220,7 +220,7 @@ def test_the_frozen_plan_is_the_plan():
   assert p.seeds == dict.fromkeys(plan_lib.JUDGED + plan_lib.REPORTED, len(grid.SEEDS))
   assert p.total_minutes <= plan_lib.BUDGET_MINUTES
   # The plan's cost is the grid's description's (one cost table).
-  from experiments.studies.proxies import grid as ladder  # pylint: disable=import-outside-toplevel
+  from research import ladder  # pylint: disable=import-outside-toplevel
   assert p.total_minutes == pytest.approx(ladder.minutes_cpu(grid.get_sweep("cpu").cells))
   # At a budget that buys nothing, nothing is powered.
   assert set(plan_lib.make(budget=3).not_powered) == set(KEYS)

@@ -36,7 +36,7 @@ import os
 from andrea_jax import errors
 from andrea_jax.files import read_json
 from research.sweep import Cell, Sweep, split_groups
-from experiments.studies.proxies import grid as ladder
+from research import ladder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BASE_RESULTS = os.path.join(ROOT, "docs", "results", "mup_base-cpu", "results.json")

@@ -31,6 +31,8 @@ half-decade grid brackets an optimum within 10x, what ``curves.fit_optimum`` fit
 from __future__ import annotations
 
 from andrea_jax import errors
+from research.ladder import (SECONDS_PER_GROUP_CPU, SECONDS_PER_MODEL_STEP_CPU, group_name,
+                             ladder_overrides, minutes_cpu)
 from research.sweep import Cell, Sweep, split_groups
 
 ARMS = {
@@ -68,37 +70,6 @@ SCALES = {
                 log_every=50, extra={"model.compute_dtype": "auto"}, members_per_program=6),
 }
 
-# Seconds per model-step of one group member at the cpu scale on the 2-core CPU, by width,
-# and the fixed cost of one program (process start, data, compiles, the first and last
-# evaluation and probes, the checkpoint): measured in the cpu study's own run (all 20
-# programs, the mean over its five arms of each width; the machine was shared with other
-# jobs), from each program's metrics (the step time between its logged steps) and its
-# wall time. 256: a 7-member, 40-step program on the same machine, before the study.
-SECONDS_PER_MODEL_STEP_CPU = {16: 0.0084, 32: 0.0108, 64: 0.0231, 128: 0.0529, 256: 0.19}
-SECONDS_PER_GROUP_CPU = 32.0
-
-
-def group_name(arm: str, width: int) -> str:
-  """``pre+qk`` at 64 -> ``pre-qk-d64`` (a directory name; ``--only`` matches on it)."""
-  return f"{arm.replace('+', '-')}-d{width}"
-
-
-def ladder_overrides(s: dict) -> dict:
-  """The overrides every cell of a width ladder at scale ``s`` shares (the proxies study's,
-  and the muP base stage's and muTransfer ladder's, which train the same shape)."""
-  return {"model.n_layer": s["n_layer"], "model.n_head": s["n_head"],
-            "model.block_size": s["block_size"], "model.vocab_size": s["vocab"],
-            "model.norm": "pre", "model.init": "gpt2", "model.mlp_ratio": 4.0,
-            "model.activation": "gelu_tanh",
-            "train.batch_size": s["batch_size"], "train.steps": s["steps"],
-            "train.warmup_steps": s["steps"] // 10, "train.eval_every": s["steps"],
-            "train.eval_batches": s["eval_batches"], "train.log_every": s["log_every"],
-            "checkpoint.every": s["steps"], "checkpoint.keep": 1,
-            # Probes at step 0 and at the end: attention-logit maxima and log Z.
-            "diagnostics.enabled": True, "diagnostics.every": s["steps"],
-            "diagnostics.early_steps": 0, "sample.num_samples": 0, **s["extra"]}
-
-
 def cells_of(s: dict) -> list[Cell]:
   common = ladder_overrides(s)
   cells = []
@@ -113,14 +84,6 @@ def cells_of(s: dict) -> list[Cell]:
                      (arm,), seed, group, 0, False)
                 for lr in s["rates"] for seed in s["seeds"]]
   return cells
-
-
-def minutes_cpu(cells: list[Cell]) -> float:
-  """The cpu scale's estimated time: each group's fixed cost plus its model-steps."""
-  groups = {c.group for c in cells}
-  steps = sum(c.overrides["train.steps"] * SECONDS_PER_MODEL_STEP_CPU[c.overrides["model.d_model"]]
-              for c in cells)
-  return (len(groups) * SECONDS_PER_GROUP_CPU + steps) / 60
 
 
 def get_sweep(scale: str = "cpu") -> Sweep:

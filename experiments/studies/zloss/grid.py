@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from research.sweep import Sweep
 from experiments.studies.mutransfer import grid as mutransfer
-from experiments.studies.proxies import grid as ladder
+from research import ladder
 from experiments.studies.zloss import rules
 from experiments.studies.zloss_probe import grid as probe
 

@@ -39,7 +39,7 @@ from research import cells as cells_lib
 from research import power
 from research import stats
 from research.power import ClaimPlan
-from experiments.studies.proxies import grid as ladder
+from research import ladder
 from experiments.studies.zloss import grid
 from experiments.studies.zloss import rules
 from experiments.studies.zloss_probe import grid as probe

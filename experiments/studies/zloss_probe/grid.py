@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from research.sweep import Cell, Sweep
 from experiments.studies.mutransfer import grid as mutransfer
-from experiments.studies.proxies import grid as ladder
+from research import ladder
 
 SCALES = {
     "cpu": dict(base="tiny", n_layer=2, n_head=2, block_size=64, batch_size=16, vocab=512,
