@@ -184,7 +184,8 @@ class Study:
               f"family are decided together under Holm's correction at level 0.05, each verdict "
               f"with its leave-one-seed-out check. {self.design}")
     rows, table = optimum_lines(data)
-    return reporting.Page(verdicts=verdicts, method=method, sections=table,
+    plan = ["## Power plan", "", *self.plan_lines(index["scale"])] if index.get("scale") in self.scales else []
+    return reporting.Page(verdicts=verdicts, method=method, sections=plan + table,
                           plots=[plot_curves(data, out)], results={"table": rows})
 
 

@@ -35,7 +35,7 @@ STUDY = Study(
     arms=(Arm("pre", label="pre-LN, the reference"),
           Arm("pre+qk", {"model.qk_norm": True}, label="with qk-LayerNorm")),
     scales={
-        "cpu": Grid(rates=(1e-3, 3e-3, 1e-2, 3e-2, 1e-1), seeds=(700, 701, 702, 703),
+        "cpu": Grid(rates=(1e-3, 3e-3, 1e-2, 3e-2, 1e-1), seeds=(700, 701, 702, 703, 704),
                     shared=ladder.ladder_overrides(CPU), axes={"model.d_model": (64,)},
                     seconds_per_model_step=ladder.SECONDS_PER_MODEL_STEP_CPU[64]),
         "smoke": Grid(rates=(1e-3, 1e-2, 1e-1), seeds=(700, 701), smoke=True,

@@ -1,0 +1,208 @@
+"""The study framework (research/study.py) and its claim kinds (research/kinds.py): each kind comes out each way on synthetic cells, a study's sweep and pre-registration, its report."""
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+from andrea_jax import errors
+from research import identity
+from research import kinds
+from research import registry
+from research import report as reporting
+from research.study import Arm, Grid, Study
+
+RATES = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def record(arm, lr, seed, final, width=64, grad_mlp=(1.0, 1.0)):
+  """A finished cell as research/cells.py records it."""
+  return {"name": f"{arm}-d{width}-lr{lr:g}-s{seed}", "arms": [arm], "seed": seed, "round": 0,
+          "group": f"{arm}-d{width}", "learning_rate": lr, "status": "completed",
+          "final_val_loss": final, "initial_val_loss": 6.3, "unigram_val_loss": 5.5,
+          "overrides": {"model.d_model": width, "train.learning_rate": lr, "train.seed": seed},
+          "init": {"grad_mlp": list(grad_mlp)}, "end": {}, "steps": 10, "n_params": 1,
+          "wall_time_s": 1.0, "train_curve": [], "val_curve": [], "group_size": 1}
+
+
+def basin(arm, seeds, offset=0.0, noise=0.0, optimum=1e-2, width=64, curvature=0.05, rng=None):
+  """A parabola in log rate around ``optimum``, shifted by ``offset``, with per-cell noise."""
+  rng = rng or np.random.default_rng(0)
+  return [record(arm, lr, s, 4.0 + offset + curvature * math.log(lr / optimum) ** 2
+                 + noise * rng.standard_normal(), width)
+          for lr in RATES for s in seeds]
+
+
+def judge(claim, cells, axes=("model.d_model",)):
+  study = Study("t", "q", "exploratory", (Arm("a"), Arm("b")),
+                {"cpu": Grid(RATES, (0, 1, 2, 3), axes={a: (32, 64, 128, 256) for a in axes})}, (claim,))
+  return study.judge(cells, robust=False)[0]
+
+
+SEEDS = range(6)
+
+
+@pytest.mark.parametrize("offset,noise,expected", [
+    (-0.1, 0.01, "Reproduced"), (0.1, 0.01, "Not reproduced"), (0.0, 0.2, "Inconclusive")])
+def test_a_difference_comes_out_each_way(offset, noise, expected):
+  claim = kinds.Difference("b is lower", arm="b", reference="a", predict="lower")
+  v = judge(claim, basin("a", SEEDS) + basin("b", SEEDS, offset, noise, rng=np.random.default_rng(1)))
+  assert v.verdict == expected, v.lines
+  assert v.effect is not None and (v.effect.diff < 0) == (offset < 0 or (offset == 0 and v.effect.diff < 0))
+
+
+def test_a_difference_is_inconclusive_at_the_grids_edge_and_without_seeds():
+  claim = kinds.Difference("b is lower", arm="b", reference="a", predict="lower")
+  edge = basin("a", SEEDS) + basin("b", SEEDS, -0.1, 0.01, optimum=1.0)  # optimum beyond the top
+  v = judge(claim, edge)
+  assert v.verdict == "Inconclusive" and any("edge" in l for l in v.lines)
+  v = judge(claim, basin("a", SEEDS) + basin("b", [0], -0.1))
+  assert v.verdict == "Inconclusive" and "Not enough runs" in v.lines[0]
+
+
+@pytest.mark.parametrize("offset,noise,expected", [
+    (0.002, 0.001, "Reproduced"), (0.2, 0.005, "Not reproduced"), (0.0, 0.3, "Inconclusive")])
+def test_an_equivalence_comes_out_each_way(offset, noise, expected):
+  claim = kinds.Equivalent("b is a", arm="b", reference="a", margin=0.05)
+  v = judge(claim, basin("a", SEEDS) + basin("b", SEEDS, offset, noise, rng=np.random.default_rng(2)))
+  assert v.verdict == expected, v.lines
+
+
+def ladder(arm, drift, seeds=SEEDS, noise=0.0):
+  """Optimal rate times ``2 ** drift`` per doubling of width, widths 32..256."""
+  rng = np.random.default_rng(3)
+  return [c for i, w in enumerate((32, 64, 128, 256))
+          for c in basin(arm, seeds, optimum=1e-2 * 2 ** (drift * i) * math.exp(noise * rng.standard_normal()),
+                         width=w)]
+
+
+@pytest.mark.parametrize("drift,predict,expected", [
+    (-0.5, "falls", "Reproduced"), (0.0, "flat", "Reproduced"), (-0.5, "flat", "Not reproduced"),
+    (0.5, "falls", "Not reproduced")])
+def test_a_slope_over_an_axis_comes_out_each_way(drift, predict, expected):
+  claim = kinds.Slope("the optimum moves", arm="a", axis="model.d_model", predict=predict,
+                      quantity="log_optimum", margin=0.1)
+  cells = [c for c in ladder("a", drift)]
+  # Seeds of one curve are identical here: give each seed its own small shift of the optimum.
+  for c in cells:
+    c["final_val_loss"] += 1e-4 * c["seed"] * math.log(c["learning_rate"])
+  assert judge(claim, cells).verdict == expected
+
+
+def test_a_slope_needs_enough_points():
+  claim = kinds.Slope("the optimum moves", arm="a", axis="model.d_model", predict="falls", min_points=5)
+  v = judge(claim, ladder("a", -0.5))
+  assert v.verdict == "Inconclusive" and "Not enough runs" in v.lines[0]
+
+
+@pytest.mark.parametrize("last,predict,expected", [
+    (1.05, "flat", "Reproduced"), (3.0, "flat", "Not reproduced"), (3.0, "grows", "Reproduced"),
+    (0.5, "grows", "Not reproduced")])
+def test_a_profile_at_init_comes_out_each_way(last, predict, expected):
+  cells = [record("a", 1e-2, s, 4.0, grad_mlp=(1.0, last * (1 + 0.01 * s))) for s in SEEDS]
+  claim = kinds.Profile("flat at init", arm="a", probe="grad_mlp", predict=predict, factor=1.5)
+  assert judge(claim, cells).verdict == expected
+
+
+def test_a_family_is_decided_together_under_holm():
+  """A p that passes alone fails when its family is larger."""
+  # Per-seed differences -0.02, -0.03, -0.01, -0.025: p about 0.016 alone, above 0.05 / 6.
+  cells = basin("a", range(4)) + [c for s, d in enumerate((-0.02, -0.03, -0.01, -0.025))
+                                  for c in basin("b", [s], d)]
+  one = kinds.Difference("b lower", arm="b", reference="a", predict="lower", family="f")
+  alone = judge(one, cells)
+  others = tuple(kinds.Difference(f"b lower {i}", arm="b", reference="a", predict="lower",
+                                  family="f", quantity="best_loss") for i in range(5))
+  study = Study("t", "q", "exploratory", (Arm("a"), Arm("b")), {"cpu": Grid(RATES, (0,))}, (one,) + others)
+  together = study.judge(cells, robust=False)[0]
+  assert alone.verdict == "Reproduced" and together.verdict == "Inconclusive"
+  assert any("Holm over the family of 6 tests" in l for l in together.lines)
+
+
+def test_a_studys_sweep_is_its_arms_at_every_point_and_rate_and_seed():
+  study = Study("t", "q", "confirmatory", (Arm("a"), Arm("b", {"model.qk_norm": True, "model.n_head": 4})),
+                {"cpu": Grid((1e-3, 1e-2), (7, 8), shared={"model.n_head": 2, "train.steps": 10},
+                             axes={"model.d_model": (32, 64), "model.n_layer": (2,)})}, ())
+  cells = study.sweep("cpu").cells
+  assert len(cells) == 2 * 2 * 2 * 2 and len({c.name for c in cells}) == len(cells)
+  b = [c for c in cells if c.arms == ("b",)]
+  assert all(c.overrides["model.n_head"] == 4 and c.overrides["model.qk_norm"] for c in b)
+  assert {c.overrides["model.d_model"] for c in b} == {32, 64}
+  assert len({c.group for c in cells}) == 4  # one program per (arm, point)
+  with pytest.raises(errors.ConfigError, match="scales"):
+    study.sweep("gpu")
+
+
+def test_a_study_refuses_an_unknown_design_or_arm():
+  with pytest.raises(errors.ConfigError, match="design"):
+    Study("t", "q", "a hunch", (Arm("a"),), {}, ())
+  with pytest.raises(errors.ConfigError, match=r"\['c'\]"):
+    Study("t", "q", "exploratory", (Arm("a"),), {},
+          (kinds.Difference("x", arm="c", reference="a"),))
+
+
+def test_the_power_plan_declares_what_its_seeds_cannot_decide():
+  study = registry.study("template")
+  plan = {c.key: (need, have, powered) for c, need, have, powered in study.plan("cpu")}
+  best, sens = plan.values()
+  assert best[1] == 5 and best[0] > 5 and not best[2]  # 0.02 nats at sd 0.02 needs 13 seeds
+  assert sens[0] <= 5 and sens[2]
+  assert "**not powered**" in "\n".join(study.plan_lines("cpu"))
+
+
+def test_the_template_pre_registers_its_definition():
+  """The rules hash covers the grid and claims (a seed or a margin changed changes it),
+  not the prose."""
+  modules = identity.study_modules("template")
+  assert modules[0] == "experiments/studies/template.py" and "research/kinds.py" in modules
+  sources = {p: open(os.path.join(ROOT, p), encoding="utf-8").read() for p in modules}
+  now = identity.identity(identity.definitions(sources, identity.FILE_ROOTS))
+  assert now == identity.rules_version("template")["sha256"]
+  path = modules[0]
+  edit = lambda a, b: identity.identity(identity.definitions({**sources, path: sources[path].replace(a, b)},
+                                                             identity.FILE_ROOTS))
+  assert edit("(700, 701, 702, 703, 704)", "(700, 701, 702, 703, 705)") != now
+  assert edit("effect=0.05", "effect=0.06") != now
+  assert edit("The template study: copy", "The template: copy") == now
+  kinds_text = sources["research/kinds.py"].replace("return e.defined and e.hi", "return e.hi")
+  assert identity.identity(identity.definitions({**sources, "research/kinds.py": sources["research/kinds.py"].replace(
+      "len(shared) < 2", "len(shared) < 3")}, identity.FILE_ROOTS)) != now
+  del kinds_text
+
+
+def test_the_template_reports_through_the_framework(tmp_path):
+  sweep = registry.load("template", "smoke")
+  d = tmp_path / "sweep"
+  for c in sweep.cells:
+    cell = d / c.path
+    cell.mkdir(parents=True)
+    (cell / "cell.json").write_text(json.dumps({"name": c.name, "arms": list(c.arms), "seed": c.seed,
+                                                "group": c.group, "overrides": c.overrides}))
+    loss = 4.0 + 0.05 * math.log(c.learning_rate / 1e-2) ** 2 - 0.1 * ("pre+qk" in c.arms) + 0.01 * (c.seed - 700)
+    (cell / "summary.json").write_text(json.dumps({
+        "status": "completed", "steps": 12, "final_val_loss": loss, "unigram_val_loss": 5.5,
+        "initial_val_loss": 6.0, "n_params": 1, "wall_time_s": 1.0}))
+  (d / "sweep.json").write_text(json.dumps({"name": "template", "scale": "smoke", "study": "template",
+                                            "rules": identity.rules_version("template")}))
+  path = reporting.write_report("template", str(d), str(tmp_path / "out"))
+  text = open(path, encoding="utf-8").read()
+  assert "### qk-LayerNorm lowers the best loss" in text and "**Reproduced.**" in text
+  assert "Rules: judged with the rules fixed before the run" in text and "| pre+qk | d_model 32 |" in text
+  assert (tmp_path / "out" / "loss_vs_rate.png").exists()
+
+
+def test_a_reexpression_says_same_verdicts_only_when_they_are():
+  from research import claims, stats
+  e = stats.Effect(-0.1, -0.2, -0.05, 0.01, 3, 4, "paired")
+  now = [claims.Verdict("c", "Reproduced", [], "r", e)]
+  before = {"commit": "abc", "rules": "x/rules.py",
+            "verdicts": [{"claim": "c", "verdict": "Reproduced", "effect": {"diff": -0.1, "lo": -0.2, "hi": -0.0501}}]}
+  changed = ["Rules: **re-judged with rules changed since the run.** ..."]
+  assert "re-expressed, same verdicts" in reporting.reexpressed(before, now, changed)[0]
+  before["verdicts"][0]["verdict"] = "Inconclusive"
+  lines = reporting.reexpressed(before, now, changed)
+  assert lines[0] == changed[0] and "'c': Inconclusive" in lines[1]
+  assert reporting.reexpressed(None, now, changed) == changed
