@@ -7,7 +7,7 @@
 
 For each parametrisation it prints, per quantity (the residual stream after the embedding
 and each sublayer, each branch's output, the attention and output logits, at init and as
-the updates moved them: see ``andrea_jax/coord_check.py``), its size at every width, its
+the updates moved them: see ``andrea_jax/tools/coord_check.py``), its size at every width, its
 slope in log-log and muP's predicted slope, then the verdict: ``flat`` (no slope more than
 0.25 above muP's, muP's promise), ``grows`` (one more than 0.5 above, the standard
 parametrisation at a fixed learning rate) or ``unclear``. ``--json`` also writes
@@ -23,9 +23,9 @@ import json
 
 from absl import flags, logging
 
-from andrea_jax import coord_check
 from andrea_jax import errors
 from andrea_jax.files import read_json
+from andrea_jax.tools import coord_check
 from experiments import cli
 from experiments.configs import common
 from experiments.studies.mutransfer import grid

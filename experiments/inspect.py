@@ -28,8 +28,9 @@ import numpy as np
 from absl import flags, logging
 from matplotlib.figure import Figure
 
-from andrea_jax import errors, lens, model, runs
+from andrea_jax import errors, model, runs
 from andrea_jax import tokenizer as tokenizer_lib
+from andrea_jax.tools import lens
 from experiments import cli
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "run directory written by experiments.run")

@@ -20,7 +20,7 @@ import pytest
 # 2-layer train step compiles in 1.4 s instead of 4.4 s on jaxlib 0.10.2, and
 # tests/test_model.py ran in 139 s instead of 255 s (2-core AMD EPYC, loaded alike).
 # Importing JAX here is early enough: it reads XLA_FLAGS when its CPU backend starts.
-from andrea_jax.coord_check import FAST_COMPILE as _OPTIONS  # noqa: E402
+from andrea_jax.tools.coord_check import FAST_COMPILE as _OPTIONS  # noqa: E402
 
 FAST_COMPILE = " ".join(f"--{name}={str(value).lower()}" for name, value in _OPTIONS.items())
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from andrea_jax import coord_check
+from andrea_jax.tools import coord_check
 from andrea_jax import mup
 from experiments.configs import common
 

@@ -9,8 +9,9 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from andrea_jax import diagnostics, errors, lens, model
+from andrea_jax import diagnostics, errors, model
 from andrea_jax.model import ModelConfig
+from andrea_jax.tools import lens
 
 ATOL = 2e-5
 

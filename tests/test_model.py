@@ -17,9 +17,9 @@ from andrea_jax import errors
 from andrea_jax import model
 from andrea_jax import mup as mup_lib
 from andrea_jax import step as step_lib
-from andrea_jax import toy
-from andrea_jax.flax_model import AndreaLM, from_flax, to_flax
 from andrea_jax.model import ModelConfig
+from andrea_jax.tools import toy
+from andrea_jax.tools.flax_model import AndreaLM, from_flax, to_flax
 from experiments.configs import andrea12m, andrea120m, andrea480m, common, tiny
 
 SMALL = ModelConfig(vocab_size=61, block_size=16, d_model=32, n_layer=3, n_head=4)

@@ -47,7 +47,7 @@ import numpy as np
 import optax
 
 from andrea_jax import diagnostics
-from andrea_jax import lens
+from andrea_jax.tools import lens
 from andrea_jax import model
 from andrea_jax import step as step_lib
 
