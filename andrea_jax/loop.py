@@ -29,7 +29,6 @@ from tqdm.auto import tqdm
 from andrea_jax import checkpoint as ckpt
 from andrea_jax import diagnostics
 from andrea_jax import forecast
-from andrea_jax import history
 from andrea_jax import loader as loader_lib
 from andrea_jax import metrics as metrics_lib
 from andrea_jax import model
@@ -38,6 +37,7 @@ from andrea_jax import sharding
 from andrea_jax import signals as signals_lib
 from andrea_jax import step as step_lib
 from andrea_jax import tokenizer as tokenizer_lib
+from andrea_jax import workdir as workdir_lib
 
 
 @dataclasses.dataclass
@@ -174,7 +174,7 @@ class Logger:
   """Rows of each member still training: ``metrics.jsonl``, the bar, stdout, the ``Record``."""
 
   def __init__(self, models: Models, cfg: model.ModelConfig, t: step_lib.TrainConfig,
-               eval_set: EvalSet, start_step: int, clock: history.Clock):
+               eval_set: EvalSet, start_step: int, clock: workdir_lib.Clock):
     lead = sharding.is_lead()
     self.models, self.eval_set, self.clock, self.steps = models, eval_set, clock, t.steps
     self.writers = [metrics_lib.Writer(d, enabled=lead, tensorboard=models.tensorboard)

@@ -42,11 +42,11 @@ import optax
 
 from andrea_jax import errors
 from andrea_jax import files
-from andrea_jax import history
 from andrea_jax import loop
 from andrea_jax import model
 from andrea_jax import step as step_lib
 from andrea_jax import train
+from andrea_jax import workdir as workdir_lib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,6 +193,6 @@ def train_members(config, members: Sequence[Member], workdir: str,
   result = train.run(config, workdir, build, devices=jax.local_devices()[:1])
   dirs = [os.path.join(workdir, m.name) for m in members]
   if result.already_complete:
-    return [history.read_summary(d) for d in dirs]
-  history.write_summary(workdir, result.summary)  # the group's own (``train.group_summary``)
+    return [workdir_lib.read_summary(d) for d in dirs]
+  workdir_lib.write_summary(workdir, result.summary)  # the group's own (``train.group_summary``)
   return result.members

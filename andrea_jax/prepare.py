@@ -229,7 +229,7 @@ def prepare(config, fit_vocab: bool = False, check=None) -> PreparedData:
   vocabulary it fills instead of an error (``PreparedData.vocab_size`` says which); the
   cache is then keyed by that size. ``check(fingerprint)``, when given, is called before
   any text is read past the fingerprint (a run refuses other text than it trained on:
-  ``resume.check_same_data``). An error leaves no new cache directory; an interrupt keeps
+  ``workdir.check_same_data``). An error leaves no new cache directory; an interrupt keeps
   every whole shard for the rerun to resume from.
   """
   data = config.data

@@ -92,7 +92,7 @@ def make_schedule(t: TrainConfig, segments: list | None = None) -> optax.Schedul
   is the first at the peak. (optax's linear warmup from ``peak / (warmup + 1)`` is exactly
   this line.)
 
-  ``segments`` (``resume.schedule_segments``: ``[(start_step, train group), ...]``, the
+  ``segments`` (``workdir.schedule_segments``: ``[(start_step, train group), ...]``, the
   last one ``t``'s) is a run resumed with other settings. Resuming never changes the
   schedule of the steps already planned: each segment keeps its predecessor's shape up to
   its start (or up to the end of the warmup, when it starts inside it), then decays by a

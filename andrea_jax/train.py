@@ -2,7 +2,7 @@
 
 ``run``: check the config (``check_config``: the frozen ``model.ModelConfig`` and
 ``step.TrainConfig`` and the device mesh), claim the workdir, plan the resume
-(``resume.py``), prepare the data and the evaluation set, restore or initialise the state,
+(``workdir.py``), prepare the data and the evaluation set, restore or initialise the state,
 then ``loop.train_loop`` and each member's summary, loss plot (and a single model's
 samples). It trains ``loop.Models``: one model (``single_run``) or a group's members
 (``multi.group``), each member with its own directory of metrics, diagnostics, summary and
@@ -41,17 +41,15 @@ from andrea_jax import checkpoint as ckpt
 from andrea_jax import diagnostics
 from andrea_jax import errors
 from andrea_jax import files
-from andrea_jax import history
 from andrea_jax import loader as loader_lib
 from andrea_jax import loop
 from andrea_jax import model
 from andrea_jax import plots
 from andrea_jax import prepare as prepare_lib
-from andrea_jax import resume
-from andrea_jax import runs
 from andrea_jax import sharding
 from andrea_jax import signals as signals_lib
 from andrea_jax import step as step_lib
+from andrea_jax import workdir as workdir_lib
 
 EXIT_COMPLETED, EXIT_DIVERGED, EXIT_INTERRUPTED = (
     errors.EXIT_COMPLETED, errors.EXIT_DIVERGED, errors.EXIT_INTERRUPTED)
@@ -65,7 +63,7 @@ EXIT_CODES = {"completed": EXIT_COMPLETED, "diverged": EXIT_DIVERGED,
 def single_run(config, cfg: model.ModelConfig, t: step_lib.TrainConfig, mesh,
                workdir: str) -> loop.Models:
   """One model on ``mesh``: state, steps and batches sharded, checkpoints on any mesh."""
-  segments = resume.schedule_segments(workdir, config)  # a resume keeps what was planned
+  segments = workdir_lib.schedule_segments(workdir, config)  # a resume keeps what was planned
   optimizer = step_lib.make_optimizer(t, cfg, segments)
   schedule = step_lib.make_schedule(t, segments)
   abstract = step_lib.abstract_state(cfg, optimizer, t.seed)
@@ -142,16 +140,17 @@ def prepare_data(config, fit_vocab: bool = False,
   """Process 0 prepares (or finds) the cached data first; the others then read its cache.
 
   With ``workdir``, the text and the tokenizer must be those its run trained on
-  (``resume.check_same_data``): other text is refused before a tokenizer is trained.
+  (``workdir.check_same_data``): other text is refused before a tokenizer is trained.
   """
-  check = None if workdir is None else functools.partial(resume.check_same_data, workdir)
+  check = None if workdir is None else functools.partial(workdir_lib.check_same_data, workdir)
   if sharding.is_lead():
     prepared = prepare_lib.prepare(config, fit_vocab, check=check)
   sharding.barrier("andrea_jax: data prepared")
   if not sharding.is_lead():
     prepared = prepare_lib.prepare(config, fit_vocab, check=check)
   if workdir is not None:
-    resume.check_same_data(workdir, prepared.fingerprint, files.sha256(prepared.tokenizer_path))
+    workdir_lib.check_same_data(workdir, prepared.fingerprint,
+                                files.sha256(prepared.tokenizer_path))
   return prepared
 
 
@@ -173,15 +172,15 @@ def run(config, workdir: str,
   """The lifecycle of a run in ``workdir``: train ``build(cfg, t, mesh)``'s models, resuming.
 
   A resume that changes training settings is refused unless ``allow_resume_changes``
-  (``resume.py``); a workdir whose run already finished is left untouched. Each member's
+  (``workdir.py``); a workdir whose run already finished is left untouched. Each member's
   summary and loss plot are written to its directory (a single model's samples too).
   """
   cfg, t, mesh = check_config(config, devices)
   lead = sharding.is_lead()  # every process trains; process 0 alone writes the run's files
-  with signals_lib.StopSignals(), resume.claim(workdir, enabled=lead) as claim:
-    plan = resume.plan_resume(workdir, config, allow_resume_changes)
+  with signals_lib.StopSignals(), workdir_lib.claim(workdir, enabled=lead) as claim:
+    plan = workdir_lib.plan_resume(workdir, config, allow_resume_changes)
     if plan.changes and lead:
-      print(resume.describe_changes(plan), flush=True)
+      print(workdir_lib.describe_changes(plan), flush=True)
     if plan.complete:
       print(f"already complete at step {plan.start_step}: {workdir} is left as it is. To "
             f"train again, pass a new --workdir (or raise train.steps with "
@@ -189,7 +188,7 @@ def run(config, workdir: str,
       return RunResult("completed", plan.summary, already_complete=True)
     if plan.diverged:  # the same settings would diverge again, at the same step
       if lead:
-        print(resume.diverged_advice(plan, workdir, t.learning_rate), flush=True)
+        print(workdir_lib.diverged_advice(plan, workdir, t.learning_rate), flush=True)
       return RunResult("diverged", plan.summary, already_complete=True)
     started = time.time()
     if lead and allocator.note():
@@ -203,7 +202,7 @@ def run(config, workdir: str,
                                 f"the training shards in {prepared.directory!r}")
     eval_set = loop.make_eval_set(t, cfg, prepared, mesh)
     models = build(cfg, t, mesh)
-    clock = history.Clock(workdir, models.dirs, started)
+    clock = workdir_lib.Clock(workdir, models.dirs, started)
     mngr = ckpt.manager(f"{workdir}/checkpoints", config.checkpoint.every, config.checkpoint.keep)
     try:
       state, plan.start_step = restore_or_init(models, mngr, workdir, plan.start_step)
@@ -213,7 +212,7 @@ def run(config, workdir: str,
       raise
     claim.started()  # from here on the workdir is the run's, whatever happens
     if lead:
-      resume.record_start(workdir, config, plan, {
+      workdir_lib.record_start(workdir, config, plan, {
           **dataclasses.asdict(prepared),
           "tokenizer_sha256": files.sha256(prepared.tokenizer_path)})
     out = loop.Outputs(loop.Logger(models, cfg, t, eval_set, plan.start_step, clock), mngr)
@@ -227,7 +226,7 @@ def run(config, workdir: str,
     mngr.close()
     if out.diagnostics:
       out.diagnostics.close()
-    state, latest = outcome.state, resume.latest_checkpoint(workdir)
+    state, latest = outcome.state, workdir_lib.latest_checkpoint(workdir)
     steps = loop.per_member(state["step"])
     if outcome.status == "diverged" and lead:
       tqdm.write(f"diverged: non-finite loss, gradient or parameters at update "
@@ -235,18 +234,18 @@ def run(config, workdir: str,
     shared = {"wall_time_s": clock.seconds(), "n_params": model.count_params(cfg),
               "tokens_per_step": t.batch_size * cfg.block_size,
               "corpus_fingerprint": prepared.fingerprint, "latest_checkpoint": latest,
-              "config_segments": history.config_segments(workdir)}
+              "config_segments": workdir_lib.config_segments(workdir)}
     members = [{**summary(outcome, i, eval_set, steps[i]), **shared, **models.summary_fields[i]}
                for i in range(models.n)]
     if outcome.status == "completed" and config.sample.num_samples > 0 and not models.stacked:
       params = sharding.gather(state["params"])  # every process takes part in the gather
       if lead:  # (a group's members write none: a sweep compares their losses)
-        members[0]["samples"] = runs.write_samples(params, cfg, prepared.tokenizer_path,
+        members[0]["samples"] = workdir_lib.write_samples(params, cfg, prepared.tokenizer_path,
                                                    config.sample, workdir, t.seed)
     if lead:
       for d, member in zip(models.dirs, members):
         plots.plot_losses(d, eval_set.unigram)
-        history.write_summary(d, member)
+        workdir_lib.write_summary(d, member)
     own = members[0] if not models.stacked else group_summary(models, outcome.status, members,
                                                               latest, shared["wall_time_s"])
     return RunResult(outcome.status, own, state, members=members)
@@ -284,6 +283,6 @@ def train_and_evaluate(config, workdir: str, allow_resume_changes: bool = False)
   result = run(config, workdir, lambda cfg, t, mesh: single_run(config, cfg, t, mesh, workdir),
                allow_resume_changes)
   if result.already_complete:
-    params = runs.load_run(workdir)[0]  # read only: callers may sample from the result
+    params = workdir_lib.load_run(workdir)[0]  # read only: callers may sample from the result
     result.state = {"step": result.summary["steps"], "params": params}
   return result

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from andrea_jax import history
+from andrea_jax import workdir as workdir_lib
 from benchmarks import results as results_lib
 from experiments import run as run_lib
 
@@ -46,7 +46,7 @@ def run_command(command: str, cwd: str) -> dict:
     raise SystemExit(f"error: {command} exited with {done.returncode}:\n{done.stdout}")
   (config,) = [a.removeprefix("--config=") for a in args if a.startswith("--config=")]
   workdir = run_lib.default_workdir(config)  # train overrides do not change the name
-  summary = history.read_summary(os.path.join(cwd, workdir))
+  summary = workdir_lib.read_summary(os.path.join(cwd, workdir))
   return {"command": command, "load_before": load_before, "load_after": os.getloadavg()[0],
           "wall_s": wall, "output": done.stdout, "summary": summary}
 

@@ -129,9 +129,9 @@ def fit_to_data(config, overridden: dict, workdir: str | None = None) -> list[st
   samples continue the opening words of a held-out document (not the built-in "def ").
   """
   # Imported here: report and the other light commands share this module without JAX.
-  from andrea_jax import history, train  # pylint: disable=import-outside-toplevel
+  from andrea_jax import train, workdir as workdir_lib  # pylint: disable=import-outside-toplevel
   from andrea_jax import prepare as prepare_lib  # pylint: disable=import-outside-toplevel
-  saved = history.load_config_dict(workdir) if workdir else None
+  saved = workdir_lib.load_config_dict(workdir) if workdir else None
   notes = []
   if "train.warmup_steps" not in overridden:
     if saved is not None:  # a resume keeps the warmup of the first start (fitted or not)

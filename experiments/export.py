@@ -13,7 +13,7 @@ needed to export.
 from absl import flags, logging
 
 from andrea_jax import model
-from andrea_jax import runs
+from andrea_jax import workdir as workdir_lib
 from andrea_jax.interop import hf_gpt2
 from experiments import cli
 
@@ -26,7 +26,7 @@ def main(argv):
   del argv
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
-  params, cfg, tok, _ = runs.load_run(_WORKDIR.value, _STEP.value)
+  params, cfg, tok, _ = workdir_lib.load_run(_WORKDIR.value, _STEP.value)
   hf_gpt2.export_gpt2(params, cfg, _OUT.value, tokenizer=tok)
   print(f"exported {_WORKDIR.value} ({model.count_params(cfg):,} parameters, "
         f"{cfg.n_layer} layers, d_model {cfg.d_model}, vocab {cfg.vocab_size}) to {_OUT.value}")

@@ -28,8 +28,9 @@ import numpy as np
 from absl import flags, logging
 from matplotlib.figure import Figure
 
-from andrea_jax import errors, model, runs
+from andrea_jax import errors, model
 from andrea_jax import tokenizer as tokenizer_lib
+from andrea_jax import workdir as workdir_lib
 from andrea_jax.tools import lens
 from experiments import cli
 
@@ -60,7 +61,7 @@ RANDOM_SHAPES = {
 def load_model(workdir=None, hf_dir=None, random=None, step=None):
   """``(name, params, cfg, tokenizer or None)`` from a run, a transformers dir or a shape."""
   if workdir:
-    params, cfg, tok, _ = runs.load_run(workdir, step)
+    params, cfg, tok, _ = workdir_lib.load_run(workdir, step)
     return os.path.basename(os.path.normpath(workdir)), params, cfg, tok
   if hf_dir:
     from andrea_jax.interop import hf_gpt2  # pylint: disable=import-outside-toplevel

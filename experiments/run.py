@@ -28,10 +28,9 @@ if __name__ == "__main__":  # a Ctrl-C while the libraries load is a stop reques
 import jax  # pylint: disable=wrong-import-position
 
 from andrea_jax import forecast
-from andrea_jax import history
-from andrea_jax import resume
 from andrea_jax import sharding
 from andrea_jax import train
+from andrea_jax import workdir as workdir_lib
 from experiments import cli
 from experiments.configs import common
 
@@ -56,7 +55,7 @@ def default_workdir(config_arg: str, overridden: dict | None = None) -> str:
   parts = [os.path.basename(target).removesuffix(".py"), variants]
   named = {k if "." in k else f"model.{k}" for k in common.parse_variants(variants)}
   for field, value in (overridden or {}).items():
-    if resume.field_kind(field) == "frozen" and field not in named:
+    if workdir_lib.field_kind(field) == "frozen" and field not in named:
       value = os.path.basename(str(value).rstrip("/")) if field.endswith("path") else value
       parts.append(f"{'data' if field == 'data.path' else field.split('.')[-1]}={value}")
   name = "_".join(p for p in parts if p)
@@ -93,7 +92,7 @@ def main(argv):
       print(f"to resume, run: {stop.resume}", flush=True)
       sys.exit(train.EXIT_INTERRUPTED)
   if result.summary:
-    print(history.describe(result.summary, workdir))
+    print(workdir_lib.describe(result.summary, workdir))
   if result.status == "interrupted":
     print(f"to resume, run: {resume_command(workdir)}")
   sys.exit(result.exit_code)

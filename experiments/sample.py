@@ -10,8 +10,8 @@ refused with the numbers (no sliding window).
 import jax
 from absl import flags, logging
 
-from andrea_jax import runs
 from andrea_jax import sample
+from andrea_jax import workdir as workdir_lib
 from experiments import cli
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "run directory written by experiments.run")
@@ -29,7 +29,7 @@ def main(argv):
   del argv
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
-  params, cfg, tok, _ = runs.load_run(_WORKDIR.value, _STEP.value)
+  params, cfg, tok, _ = workdir_lib.load_run(_WORKDIR.value, _STEP.value)
   for i, key in enumerate(jax.random.split(jax.random.key(_SEED.value), _NUM.value)):
     text = sample.generate_text(params, cfg, tok, _PROMPT.value, _MAX_NEW.value, key,
                                 temperature=_TEMPERATURE.value, top_k=_TOP_K.value,

@@ -19,9 +19,9 @@ import pytest
 from andrea_jax import checkpoint as ckpt
 from andrea_jax import metrics as metrics_lib
 from andrea_jax import model
-from andrea_jax import runs
 from andrea_jax import step as step_lib
 from andrea_jax import train
+from andrea_jax import workdir as workdir_lib
 from experiments.configs import common, tiny
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -141,14 +141,14 @@ def test_restore_falls_back_to_the_newest_step_that_reads_whole(
   step, state = ckpt.restore_newest(mngr, saved.abstract)
   assert step == full_step
   assert_same(state, saved.states[full_step])
-  params, *_ = runs.load_run(str(workdir))  # what sample, export and inspect read
+  params, *_ = workdir_lib.load_run(str(workdir))  # what sample, export and inspect read
   assert_same(params, saved.states[params_step]["params"])
   notes = capsys.readouterr().err
   if 2 in (full_step, params_step):
     assert "note: checkpoint step 4 in" in notes and "skipped it and restored step 2" in notes
   if params_step == 2:  # asked for by --step: one line naming the files and the step that works
     with pytest.raises(ckpt.CheckpointError) as e:
-      runs.load_run(str(workdir), 4)
+      workdir_lib.load_run(str(workdir), 4)
     message = str(e.value)
     assert message.startswith("checkpoint step 4 in") and "is damaged (" in message
     assert named in message and message.endswith(
@@ -171,10 +171,10 @@ def test_no_step_that_reads_is_one_line_naming_each(saved, tmp_path):
                      match=r"no checkpoint in .* reads whole, all are damaged: step 4 \(default/"
                            r"_METADATA empty.*\); step 2 \(default/_METADATA empty.*No --step "
                            r"works"):
-    runs.load_run(str(workdir))
+    workdir_lib.load_run(str(workdir))
   with pytest.raises(ckpt.CheckpointError, match=r"step 4 .* damaged .*no other step reads "
                                                  r"whole either \(tried 2\)"):
-    runs.load_run(str(workdir), 4)
+    workdir_lib.load_run(str(workdir), 4)
 
 
 def test_a_resume_past_a_damaged_checkpoint_and_a_torn_log_line_redoes_the_steps_exactly(
@@ -283,7 +283,7 @@ def test_a_moved_workdir_loads_from_any_directory(saved, tmp_path, monkeypatch):
   shutil.move(tmp_path / "copy", tmp_path / "moved")
   (tmp_path / "elsewhere").mkdir()
   monkeypatch.chdir(tmp_path / "elsewhere")
-  params, _, tok, config = runs.load_run("../moved")
+  params, _, tok, config = workdir_lib.load_run("../moved")
   assert_same(params, saved.states[4]["params"])
   assert tok.get_vocab_size() == 321
   assert config.data.path == str(saved.home / "corpus")  # stored absolute
@@ -298,13 +298,13 @@ def test_an_old_workdir_with_a_cwd_relative_tokenizer_loads_from_where_it_ran(sa
   data["tokenizer_path"] = os.path.relpath(data["tokenizer_path"], saved.home)
   (workdir / "data.json").write_text(json.dumps(data))
   monkeypatch.chdir(saved.home)
-  runs.load_run("old")
+  workdir_lib.load_run("old")
   monkeypatch.chdir(tmp_path)
   with pytest.raises(ckpt.CheckpointError,
                      match=r"holds no copy of its tokenizer .* relative to the directory the run "
                            r"was started in .*: run the command from the directory the run was "
                            r"started in, or copy that tokenizer.json into"):
-    runs.load_run(str(workdir))
+    workdir_lib.load_run(str(workdir))
   shutil.rmtree(workdir)
 
 

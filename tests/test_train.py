@@ -18,9 +18,9 @@ from andrea_jax import errors
 from andrea_jax import loop
 from andrea_jax import metrics as metrics_lib
 from andrea_jax import model
-from andrea_jax import runs
 from andrea_jax import step as step_lib
 from andrea_jax import train
+from andrea_jax import workdir as workdir_lib
 from experiments.configs import common, tiny
 
 # Its tests share module-scoped fixtures: on one xdist worker they are computed once
@@ -163,10 +163,10 @@ def test_load_run_restores_the_parameters_alone(full_run, monkeypatch):
   monkeypatch.setattr(step_lib, "make_optimizer", refuse)
   monkeypatch.setattr(step_lib, "init_state", refuse)
   monkeypatch.setattr(optax, "adamw", refuse)
-  params, cfg, tok, config = runs.load_run(str(workdir))
+  params, cfg, tok, config = workdir_lib.load_run(str(workdir))
   jax.tree.map(np.testing.assert_array_equal, params, result.state["params"])
   assert cfg.d_model == 32 and config.train.steps == 24 and tok.get_vocab_size() == 321
-  older, *_ = runs.load_run(str(workdir), 12)
+  older, *_ = workdir_lib.load_run(str(workdir), 12)
   assert not np.array_equal(older["wte"], params["wte"])
 
 
@@ -174,7 +174,7 @@ def test_a_step_that_does_not_exist_lists_the_available_ones(full_run):
   workdir, _ = full_run
   with pytest.raises(ckpt.CheckpointError,
                      match=r"step 5 does not exist .*available steps: 12, 18, 24"):
-    runs.load_run(str(workdir), 5)
+    workdir_lib.load_run(str(workdir), 5)
 
 
 def test_a_failed_start_leaves_no_workdir(data_cache, tmp_path):
@@ -266,7 +266,7 @@ def test_a_diverging_run_stops_at_its_first_non_finite_step_and_keeps_the_last_f
   assert all(np.isfinite(r["loss"]) for r in rows if "loss" in r)
   # Every good step was saved; the diverged one was not: the newest is the last finite state.
   assert s["latest_checkpoint"] == s["steps"] >= 1
-  params = runs.load_run(str(tmp_path))[0]
+  params = workdir_lib.load_run(str(tmp_path))[0]
   for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(result.state["params"])):
     assert np.all(np.isfinite(a))
     np.testing.assert_array_equal(a, b)

@@ -1,10 +1,24 @@
-"""Holding a workdir and resuming it: one run at a time (the lock), what a resume may
-change, and what a start records.
+"""A run's workdir and its record: the lock, the resume rules, the config history, the
+clock, the summary, and the trained run read back.
 
 A workdir holds ``config.json`` (the config in force), ``data.json``, ``tokenizer.json``
-(the run's copy of its tokenizer), ``metrics.jsonl``, ``checkpoints/``, ``summary.json``,
-``loss.png``, ``samples.txt`` and ``.lock`` (held by the running process); ``history.py`` reads its record back. Resume rules (README, Training,
-"Resume"):
+(the run's copy of its tokenizer), ``metrics.jsonl``, ``checkpoints/`` (the train state,
+saved and restored with orbax by ``checkpoint.py``), ``summary.json``, ``loss.png``,
+``samples.txt`` and ``.lock`` (held by the running process). A workdir is self-contained:
+it holds a copy of its tokenizer, and its files name paths absolute, so it reads back from
+any directory and after it was moved. This module is the one home of that record:
+
+* holding it: one run at a time (``claim``, the lock); a failed start leaves nothing;
+* resuming it: what a resume may change (``plan_resume``, the rules below), and what a
+  start records (``record_start``: ``config.json``, its segments in
+  ``config_history.json``, ``data.json`` and the tokenizer's copy);
+* reading it back: the config in force and its segments, the data it trained on, its
+  tokenizer, its summary (``summary.json`` written and read); its wall time over all
+  segments (``Clock``) and what a run's end prints (``describe``);
+* the trained run read back: its model, config and tokenizer (``load_run``, to sample,
+  inspect or export it), and the samples its end writes (``write_samples``).
+
+Resume rules (README, Training, "Resume"):
 
 * ``FREE`` fields may change on any resume (where caches live, logging, checkpoint and
   sample settings, the device mesh, recompute settings);
@@ -29,13 +43,24 @@ import glob
 import json
 import os
 import shutil
+import time
 from typing import Iterator
+
+import jax
 
 from andrea_jax import checkpoint as ckpt
 from andrea_jax import errors
 from andrea_jax import files
-from andrea_jax import history
+from andrea_jax import metrics
+from andrea_jax import model
+from andrea_jax import tokenizer as tokenizer_lib
 
+# The run's copy of its tokenizer (``record_start``): a workdir reads back without
+# the data cache, from anywhere.
+TOKENIZER = "tokenizer.json"
+# What to do about a workdir file that is not valid JSON.
+_FIX = "restore it or use a fresh --workdir"
+# Held by the running process (``claim``).
 LOCK = ".lock"
 # Groups and fields that may change on a resume: they do not move the trajectory.
 FREE_GROUPS = ("checkpoint", "sample", "diagnostics", "mesh", "distributed")
@@ -67,9 +92,72 @@ ADDED_FIELDS = {"model.qk_norm": False, "model.parametrization": "sp", "model.ba
 MUP_RULES = frozenset({"model.mup_attention", "model.mup_decay"})
 
 
+# ----------------------------------------------------------------------------- reading the record
+
+
+def _read(workdir: str, name: str):
+  return files.read_json(os.path.join(workdir, name), _FIX, errors.CheckpointError)
+
+
+def load_config_dict(workdir: str) -> dict | None:
+  """The config in force (``config.json``), or None in a fresh workdir."""
+  return _read(workdir, "config.json")
+
+
+def config_history(workdir: str) -> list[dict] | None:
+  """The segments of a resumed-with-changes run: ``[{start_step, changes, config}, ...]``."""
+  return _read(workdir, "config_history.json")
+
+
+def config_segments(workdir: str) -> list[dict]:
+  """``[{start_step, changes}]`` for the summary: one segment unless a resume changed settings."""
+  history = config_history(workdir) or [{"start_step": 0, "changes": []}]
+  return [{"start_step": s["start_step"], "changes": s["changes"]} for s in history]
+
+
+def read_data(workdir: str) -> dict | None:
+  """What the run trained on (``data.json``: its tokenizer, shards and their sizes)."""
+  return _read(workdir, "data.json")
+
+
+def tokenizer_file(workdir: str) -> str:
+  """The run's tokenizer: its copy in the workdir (``tokenizer.json``), else (a workdir
+  written before the copy) the path ``data.json`` names, absolute or relative to the
+  directory the run started in."""
+  copy = os.path.join(workdir, TOKENIZER)
+  if os.path.isfile(copy):
+    return copy
+  data = read_data(workdir)
+  if data is None:
+    raise errors.CheckpointError(f"{workdir} has neither {TOKENIZER} nor data.json (which "
+                                 f"names the run's tokenizer): is it a run directory of "
+                                 f"python -m experiments.run?")
+  named = data["tokenizer_path"]
+  if os.path.isfile(named):
+    return named
+  where = ("" if os.path.isabs(named) else
+           f", relative to the directory the run was started in (not {os.getcwd()})")
+  raise errors.CheckpointError(
+      f"{workdir} holds no copy of its tokenizer ({TOKENIZER}: written by runs since it was "
+      f"added) and its data.json names {named!r}{where}, which does not exist: run the "
+      f"command from the directory the run was started in, or copy that tokenizer.json "
+      f"into {workdir}")
+
+
+def read_summary(workdir: str) -> dict | None:
+  return _read(workdir, "summary.json")
+
+
+def write_summary(workdir: str, summary: dict) -> None:
+  files.write_json(os.path.join(workdir, "summary.json"), summary)
+
+
+# -------------------------------------------------------------------------- holding and resuming it
+
+
 def with_added_fields(saved: dict) -> dict:
   """A saved config (nested dicts) with each missing ``ADDED_FIELDS`` entry at the value the
-  run trained with: what rebuilds its model (``runs.load_run``)."""
+  run trained with: what rebuilds its model (``load_run``)."""
   out = {group: dict(fields) if isinstance(fields, dict) else fields
          for group, fields in saved.items()}
   for name, value in ADDED_FIELDS.items():
@@ -89,7 +177,6 @@ def latest_checkpoint(workdir: str) -> int | None:
     return mngr.latest_step()
   finally:
     mngr.close()
-
 
 
 class Claim:
@@ -140,7 +227,6 @@ def claim(workdir: str, enabled: bool = True) -> Iterator[Claim]:
   finally:
     fcntl.flock(fd, fcntl.LOCK_UN)
     os.close(fd)
-
 
 
 def field_kind(name: str) -> str:
@@ -217,7 +303,7 @@ def absolute_paths(config_dict: dict) -> dict:
 def plan_resume(workdir: str, config, allow_changes: bool = False) -> ResumePlan:
   """Check ``config`` against the run in ``workdir``; refuse changes the rules forbid."""
   current = absolute_paths(json.loads(config.to_json_best_effort()))
-  saved, step = history.load_config_dict(workdir), latest_checkpoint(workdir)
+  saved, step = load_config_dict(workdir), latest_checkpoint(workdir)
   if saved is None:
     if step is not None:
       raise errors.CheckpointError(f"{workdir} holds checkpoints but no config.json: restore "
@@ -243,7 +329,7 @@ def plan_resume(workdir: str, config, allow_changes: bool = False) -> ResumePlan
     raise errors.ConfigError(f"{workdir} holds a checkpoint at step {step}, beyond "
                              f"train.steps={steps}: set train.steps >= {step} (with "
                              f"--allow_resume_changes), or pass a new --workdir")
-  summary = history.read_summary(workdir)
+  summary = read_summary(workdir)
   complete = (step == steps and summary is not None and summary.get("status") == "completed"
               and summary.get("steps") == steps)
   return ResumePlan(saved, step, changes["trajectory"], complete, summary)
@@ -270,9 +356,9 @@ def check_same_data(workdir: str, fingerprint: str, tokenizer_sha256: str | None
   nothing yet, and takes any data. Called before any tokenizer is trained
   (``prepare.prepare``'s ``check``), then with the prepared tokenizer.
   """
-  if history.load_config_dict(workdir) is None or latest_checkpoint(workdir) is None:
+  if load_config_dict(workdir) is None or latest_checkpoint(workdir) is None:
     return
-  data = history.read_data(workdir) or {}
+  data = read_data(workdir) or {}
   new_run = (f"restore what the run trained on to resume it, or pass a new --workdir to "
              f"train on this data (the checkpoint's weights would read other token ids)")
   old = data.get("fingerprint")
@@ -314,8 +400,8 @@ def schedule_segments(workdir: str, config) -> list[tuple[int, dict]]:
   the last one's: what the schedule keeps and extends (``step.make_schedule``).
   """
   current = json.loads(config.train.to_json_best_effort())
-  segments_ = history.config_history(workdir)
-  saved = history.load_config_dict(workdir)
+  segments_ = config_history(workdir)
+  saved = load_config_dict(workdir)
   if segments_:
     segments = [(s["start_step"], s["config"]["train"]) for s in segments_]
   elif saved is not None:
@@ -334,18 +420,105 @@ def record_start(workdir: str, config, plan: ResumePlan, data: dict) -> None:
   changes, a new history segment.
 
   The workdir is self-contained and can move: the tokenizer is copied into it
-  (``history.TOKENIZER``), and the paths in ``config.json`` and ``data.json`` are absolute.
+  (``TOKENIZER``), and the paths in ``config.json`` and ``data.json`` are absolute.
   """
   current = absolute_paths(json.loads(config.to_json_best_effort()))
   if plan.changes:
-    segments = (history.config_history(workdir)
+    segments = (config_history(workdir)
                 or [{"start_step": 0, "changes": [], "config": plan.saved}])
     segments.append({"start_step": plan.start_step, "changes": plan.changes, "config": current})
     files.write_json(os.path.join(workdir, "config_history.json"), segments)
   files.write_json(os.path.join(workdir, "config.json"), current)
   with open(data["tokenizer_path"], "rb") as f:
-    files.atomic_write(os.path.join(workdir, history.TOKENIZER), f.read())
+    files.atomic_write(os.path.join(workdir, TOKENIZER), f.read())
   paths = {k: os.path.abspath(data[k]) for k in ("directory", "tokenizer_path") if k in data}
   paths.update({k: [os.path.abspath(p) for p in data[k]] for k in ("train_paths", "val_paths")
                 if k in data})
   files.write_json(os.path.join(workdir, "data.json"), {**data, **paths})
+
+
+# ------------------------------------------------------------------------ the clock and the summary
+
+
+class Clock:
+  """A run's wall time over all its segments: what earlier segments recorded (their
+  summaries and metrics rows, the newest of them) plus this segment's, from its start."""
+
+  def __init__(self, workdir: str, dirs=(), start: float | None = None):
+    earlier = [0.0]
+    for d in (workdir, *dirs):
+      rows = [read_summary(d) or {}, *metrics.read_metrics(d)]
+      earlier += [r["wall_time_s"] for r in rows if r.get("wall_time_s") is not None]
+    self.earlier, self.start = max(earlier), time.time() if start is None else start
+
+  def seconds(self) -> float:
+    return self.earlier + time.time() - self.start
+
+
+def describe(summary: dict, workdir: str) -> str:
+  """What a run's end prints: the outcome, the losses and what they mean, where files are."""
+  s = summary
+  lines = [f"{s['status']}: {s['steps']} steps, {s['wall_time_s']:.0f} s; workdir {workdir}"]
+  val, uni = s.get("final_val_loss"), s.get("unigram_val_loss")
+  if val is not None and uni is not None:
+    bpb = f" = {s['val_bpb']:.3f} bits/byte" if s.get("val_bpb") is not None else ""
+    verdict = (f"{uni - val:.3f} nats/token better than token frequencies alone"
+               if val < uni else "no better than token frequencies alone: nothing learned "
+               "beyond them yet")
+    lines.append(f"validation loss {val:.3f} nats/token{bpb}; unigram baseline {uni:.3f} "
+                 f"(the loss of predicting each token from its training frequency): {verdict}."
+                 f" Lower is better.")
+  for name, what in (("summary.json", "summary"), ("loss.png", "loss curve"),
+                     ("samples.txt", "samples"), ("metrics.jsonl", "metrics")):
+    if os.path.exists(os.path.join(workdir, name)):
+      lines.append(f"  {what}: {os.path.join(workdir, name)}")
+  return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------ the trained run read back
+
+
+def write_samples(params, cfg, tokenizer_path: str, s, workdir: str, seed: int) -> list[str]:
+  """A few samples from the trained model, printed and saved to ``samples.txt``."""
+  from andrea_jax import sample  # pylint: disable=import-outside-toplevel
+  from tqdm.auto import tqdm  # pylint: disable=import-outside-toplevel
+  tok = tokenizer_lib.load(tokenizer_path, cfg.vocab_size)
+  keys = jax.random.split(jax.random.key(seed), s.num_samples)
+  texts = [s.prompt + sample.generate_text(params, cfg, tok, s.prompt, s.max_new_tokens, key,
+                                           temperature=s.temperature, top_k=s.top_k,
+                                           top_p=s.top_p) for key in keys]
+  with open(os.path.join(workdir, "samples.txt"), "w", encoding="utf-8") as f:
+    f.write("\n\n-----\n\n".join(texts) + "\n")
+  for text in texts:
+    tqdm.write(f"--- sample ---\n{text}")
+  return texts
+
+
+def load_run(workdir: str, step: int | None = None):
+  """A finished or stopped run's ``(params, ModelConfig, tokenizer, config)`` from its workdir.
+
+  Only the parameters are read from the checkpoint (orbax restores that sub-tree), onto
+  this process's first device, whichever mesh wrote them; no optimizer state is built.
+  By default the newest checkpoint that reads whole (a damaged newer one is skipped with a
+  note); from any directory, and after the workdir was moved.
+  """
+  import ml_collections  # pylint: disable=import-outside-toplevel
+  saved = load_config_dict(workdir)
+  if saved is None:
+    raise errors.CheckpointError(f"{workdir} has no config.json: is it a run directory of "
+                                 f"python -m experiments.run?")
+  config = ml_collections.ConfigDict(with_added_fields(saved))
+  cfg = model.resolve_auto(model.ModelConfig(**config.model), verbose=False)
+  abstract = jax.eval_shape(lambda key: model.init_params(cfg, key), jax.random.key(0))
+  one_device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+  abstract = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=one_device),
+                          abstract)
+  directory = os.path.join(workdir, "checkpoints")
+  if not os.path.isdir(directory):
+    raise errors.CheckpointError(f"{workdir} has no checkpoints/ directory: the run saved none")
+  mngr = ckpt.manager(directory, config.checkpoint.every, config.checkpoint.keep)
+  try:
+    params = ckpt.restore_params(mngr, abstract, step)
+  finally:
+    mngr.close()
+  return params, cfg, tokenizer_lib.load(tokenizer_file(workdir), cfg.vocab_size), config
