@@ -1,9 +1,11 @@
-"""Where the studies are: finding a study's definition by name, the study that judges a sweep, and the seeds earlier studies used.
+"""Where the studies are: finding a study's definition by name, the study that judges a sweep,
+the seeds earlier studies used, and a group's config built from its base config by name.
 
 A study is defined under ``experiments/studies/<name>/`` (what it trains, ``grid.py``; its
 claims, ``rules.py``; its report page, ``report.py``). ``python -m experiments.sweep
 --sweep=<name>`` runs its sweep; ``python -m experiments.report`` gives a sweep the report
-of the study that judges it (``study_of``)."""
+of the study that judges it (``study_of``). This is the one module of the research framework
+that reaches into ``experiments/`` (its studies and its configs, by name)."""
 
 from __future__ import annotations
 
@@ -108,6 +110,14 @@ def report(name: str):
   if is_file(name):
     return study(name)
   return importlib.import_module(f"experiments.studies.{name}.report")
+
+
+def group_config(base_config: str, overrides: dict):
+  """``experiments/configs/<base_config>.py``'s config with ``overrides`` applied: what a
+  group's subprocess trains (``runner.run_group``)."""
+  from experiments.configs import common  # pylint: disable=import-outside-toplevel
+  module = importlib.import_module(f"experiments.configs.{base_config}")
+  return common.apply_overrides(module.get_config(), overrides)
 
 
 def used_seeds(but: str, results: str = RESULTS) -> set[int]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import importlib
 import os
 import subprocess
 import sys
@@ -195,17 +194,11 @@ def plan_lines(sweep: base.Sweep, workdir: str) -> list[str]:
 # ----------------------------------------------------------------------------- a group, in its subprocess
 
 
-def group_config(base_config: str, overrides: dict):
-  from experiments.configs import common  # pylint: disable=import-outside-toplevel
-  module = importlib.import_module(f"experiments.configs.{base_config}")
-  return common.apply_overrides(module.get_config(), overrides)
-
-
 def run_group(directory: str) -> int:
   """Train the members described by ``<directory>/group.json``; 0 when they all finished."""
   from andrea_jax import multi  # pylint: disable=import-outside-toplevel
   spec = files.read_json(os.path.join(directory, "group.json"))
-  config = group_config(spec["base_config"], spec["overrides"])
+  config = registry.group_config(spec["base_config"], spec["overrides"])
   members = [multi.Member(**m) for m in spec["members"]]
   summaries = multi.train_members(config, members, directory)
   statuses = [s["status"] for s in summaries]

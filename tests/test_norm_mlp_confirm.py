@@ -288,7 +288,7 @@ def test_the_overrides_are_the_configs_fields():
   for scale in grid.SCALES:
     sweep = grid.get_sweep(scale)
     for members in base.groups(sweep.cells).values():
-      config = sweep_lib.group_config(sweep.base_config, members[0].overrides)
+      config = registry.group_config(sweep.base_config, members[0].overrides)
       model.ModelConfig(**config.model)
       step.TrainConfig(**config.train)
 

@@ -189,7 +189,7 @@ def test_proxies_overrides_are_the_configs_fields():
   for scale in ("smoke", "cpu", "gpu"):
     sweep = proxies.get_sweep(scale)
     for members in base.groups(sweep.cells).values():
-      config = sweep_lib.group_config(sweep.base_config, members[0].overrides)
+      config = registry.group_config(sweep.base_config, members[0].overrides)
       model.ModelConfig(**config.model)  # its own checks: mup needs a base width, ...
       step_lib.TrainConfig(**config.train)
 

@@ -194,7 +194,7 @@ def test_the_study_is_registered_and_its_cells_are_valid_configs():
   for scale in grid.SCALES:
     sweep = registry.load("zloss", scale)
     for members in base.groups(sweep.cells).values():
-      config = sweep_lib.group_config(sweep.base_config, members[0].overrides)
+      config = registry.group_config(sweep.base_config, members[0].overrides)
       model.ModelConfig(**config.model)
       step_lib.TrainConfig(**config.train)
   smoke = grid.get_sweep("smoke")
