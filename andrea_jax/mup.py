@@ -27,7 +27,7 @@ appendix F.4): ``model.readout_multiplier`` (on the output logits),
 ``model.embedding_multiplier`` (on the token plus position embeddings). They multiply the
 same places under sp and muP, and default to 1, so that **muP at ``base_width`` is the sp
 model with the same multipliers**, exactly: the same init, the same function, the same
-updates (tests/test_model.py, tests/test_train_step.py).
+updates (tests/test_model.py, tests/test_step.py).
 
 **Weight decay.** AdamW's decoupled decay shrinks a weight by ``lr x weight_decay`` per
 step. ``mup.MuAdamW`` (its default ``decoupled_wd=False``) divides a hidden matrix's

@@ -2,7 +2,7 @@
 
 Compiling dominates the suite's tiny models (a step runs in milliseconds and compiles in
 seconds). XLA's CPU backend at optimisation level 0 compiles about twice as fast (the
-train step of tests/test_train_step.py: 17-19 s instead of 37-43 s, on a 2-core machine
+train step of tests/test_step.py: 17-19 s instead of 37-43 s, on a 2-core machine
 at load 11-12) and runs slower (a 1-layer d_model-32 step 26 ms instead of 7 ms; the
 `tiny` config's about 3x slower), which the suite's runs of a few steps do not feel
 (tests/test_sharding.py's workers used these flags before). The flags are set here, before JAX starts, so they reach

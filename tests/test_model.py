@@ -524,7 +524,7 @@ def test_the_base_multipliers_scale_the_logits_the_scores_and_the_embeddings():
 
 def test_mup_at_its_base_width_is_sp_with_the_same_multipliers():
   # The same init and the same function, to the last bit (the learning rates and decay:
-  # tests/test_train_step.py). The rule of runs made before mup_attention existed is not.
+  # tests/test_step.py). The rule of runs made before mup_attention existed is not.
   sp = small(attention_impl="xla", **MULTIPLIERS)
   mup = dataclasses.replace(sp, parametrization="mup", base_width=sp.d_model)
   params = model.init_params(sp, jax.random.key(0))

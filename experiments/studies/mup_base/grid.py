@@ -8,7 +8,7 @@ The base of the width ladder that follows: the proxies study's shape (2 layers, 
 context 64, 16 sequences per step, a 512-token vocabulary, 200 steps, warmup a tenth, cosine
 decay to a tenth) at ``d_model`` = ``base_width`` = 32 (``d_head`` 16), under muP, which at
 its base width is the sp model with the same multipliers, to the bit (tests/test_model.py,
-tests/test_train_step.py), so the choice is the tuned sp base model's. With the rules of
+tests/test_step.py), so the choice is the tuned sp base model's. With the rules of
 ``andrea_jax/mup.py``'s defaults: attention ``sqrt(d_head_base) / d_head`` and the
 decay with ``lr x weight_decay`` constant across width.
 

@@ -1,4 +1,5 @@
-"""SIGINT in every phase of a run: exit 4 within seconds, the resume line, no traceback.
+"""SIGINT in every phase of a run (``andrea_jax/signals.py``): exit 4 within seconds, the resume
+line, no traceback.
 
 Real processes (``python -m experiments.run``): the signal is sent when the run prints the
 line of the phase (compilation, the step-0 evaluation). The shrunk config is

@@ -17,7 +17,7 @@ from experiments.configs import common
 
 # Its tests share module-scoped fixtures: on one xdist worker they are computed once
 # (pyproject.toml: --dist=loadgroup).
-pytestmark = pytest.mark.xdist_group("test_train_step")
+pytestmark = pytest.mark.xdist_group("test_step")
 
 CFG = model.ModelConfig(vocab_size=64, block_size=8, d_model=16, n_layer=2, n_head=2,
                         attention_impl="xla_flash", attention_block=4)
