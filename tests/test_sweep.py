@@ -253,8 +253,8 @@ def test_the_code_version_is_the_commit_and_the_trees_state(tmp_path):
 
 
 def test_dry_run_prints_the_plan():
-  from experiments.studies.norm_mlp_confirm import grid as confirm
-  text = "\n".join(sweep_lib.plan_lines(confirm.get_sweep("cpu"), "runs/x"))
+  from research import registry
+  text = "\n".join(sweep_lib.plan_lines(registry.load("norm_mlp_confirm", "cpu"), "runs/x"))
   assert "| pre-long | 48 |" in text and "100..107 (8)" in text
-  assert "Power plan" in text and "Not powered" in text and "swiglu, matched, depth" in text
+  assert "Power plan" in text and "Not powered" in text and "SwiGLU beats GELU at equal size" in text
   assert "minutes" in text and "Code: commit" in text
