@@ -34,6 +34,7 @@ from research import claims
 from research import curves
 from research import kinds
 from research import power
+from research import provenance
 from research import report as reporting
 from research.sweep import Cell, Sweep, split_groups
 
@@ -280,8 +281,13 @@ class Study:
     verdicts = self.judge(cells)
     method = (f"Each claim's rule is stated under it (`research/kinds.py`); the claims of one "
               f"family are decided together under Holm's correction at level 0.05, each verdict "
-              f"with its leave-one-seed-out check. {self.design}")
+              f"with its leave-one-seed-out check"
+              + (f" (from {self.loso_min_seeds} seeds)" if self.loso_min_seeds > 2 else "") + ". "
+              + (f"The {len(self.not_powered)} claims declared not powered before the run are "
+                 f"outside every family: their figures are reported, not judged. " if self.not_powered else "")
+              + self.design)
     rows, table = optimum_lines(data)
+    table = provenance.code_lines(cells) + table
     scale = index.get("scale")
     notes = ["## Power plan", "", *self.plan_lines(scale)] if scale in self.scales else []
     return reporting.Page(verdicts=verdicts, method=method, sections=table,
