@@ -323,6 +323,11 @@ class Profile(Claim):
             else f"above {self.beyond:g} (grows with depth)")
     return f"per seed, {self.quantity_text()}; reproduced when the ratio lies {want}, not reproduced when it lies decisively on the other side"
 
+  @staticmethod
+  def figures(profiles: list["Profile"], data: Data, out: str) -> list[str]:
+    """Its report figures (``Study.page`` asks each kind with ``figures`` for its claims')."""
+    return profile_figure(profiles, data, out)
+
   def ratios(self, data: Data, arm: str) -> dict[int, float]:
     """Per seed, log of the probe's last layer over layer ``first`` (the first record of a seed)."""
     per_seed: dict[int, float] = {}
@@ -349,6 +354,30 @@ class Profile(Claim):
     return claims.Test(self.key, self.claim, self.rule(), lines, e, self.quantity_text()
                        + (f" - log {self.beyond:g}" if self.predict != "flat" and self.beyond != 1 else ""),
                        p_for, p_against, [], tuple(sorted(per_seed)))
+
+
+def profile_figure(profiles: list["Profile"], data: Data, out: str) -> list[str]:
+  """A report's figure per probe the ``Profile`` claims judge: the mean of each arm's
+  per-layer profile at initialisation (its arm and the ones it reports), on a log scale."""
+  from research import report as reporting  # pylint: disable=import-outside-toplevel
+  names = []
+  for probe in dict.fromkeys(p.probe for p in profiles):
+    arms = dict.fromkeys(a for p in profiles if p.probe == probe for a in (p.arm, *p.report))
+    fig = reporting.figure(figsize=(6, 4))
+    ax = fig.add_subplot(1, 1, 1)
+    for i, arm in enumerate(arms):
+      rows = [(rec.get("init") or {}).get(probe) for rec in data.records(arm)]
+      rows = [r for r in rows if r and len(r) == len(rows[0] or ())]
+      if rows:
+        ax.plot(range(len(rows[0])), np.exp(np.log(np.asarray(rows, float)).mean(0)), "o-",
+                color=f"C{i}", label=f"{arm} ({len(rows)} cells)")
+    if not ax.get_legend_handles_labels()[0]:
+      continue
+    ax.set(yscale="log", xlabel="layer" + (" (0: the embedding)" if probe == "residual_norm" else ""),
+           ylabel=f"{probe} at initialisation (geometric mean)")
+    ax.legend(fontsize=7)
+    names.append(reporting.save(fig, out, f"init_{probe}.png"))
+  return names
 
 
 def ratio_text(logs: Mapping[int, float]) -> str:

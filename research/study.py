@@ -286,12 +286,17 @@ class Study:
               + (f"The {len(self.not_powered)} claims declared not powered before the run are "
                  f"outside every family: their figures are reported, not judged. " if self.not_powered else "")
               + self.design)
-    rows, table = optimum_lines(data)
+    # The table and the plot by arm: the names an arm's cells also carry (``Arm.also``) apart.
+    own = kinds.Data(tuple(r for r in data.rows if r[0] in {a.name for a in self.arms}))
+    rows, table = optimum_lines(own)
     table = provenance.code_lines(cells) + table
     scale = index.get("scale")
     notes = ["## Power plan", "", *self.plan_lines(scale)] if scale in self.scales else []
-    return reporting.Page(verdicts=verdicts, method=method, sections=table,
-                          plots=[plot_curves(data, out)], results={"table": rows}, notes=notes)
+    plots = [plot_curves(own, out)]
+    for kind in dict.fromkeys(type(c) for c in self.claims if hasattr(c, "figures")):
+      plots += kind.figures([c for c in self.claims if type(c) is kind], data, out)
+    return reporting.Page(verdicts=verdicts, method=method, sections=table, plots=plots,
+                          results={"table": rows}, notes=notes)
 
 
 def judge(study: Study, data: kinds.Data, robust: bool = True) -> list[claims.Verdict]:
