@@ -23,7 +23,11 @@ The kinds:
   (the optimal rate's drift with width, depth, horizon...), predicted falling, rising, or
   flat within ``+-margin``;
 - ``Profile``: a probe at initialisation (``init`` in a cell record: a per-layer profile,
-  last layer over first), predicted flat within a factor, or growing.
+  last layer over first), predicted flat within a factor, or growing (beyond a factor);
+- ``Contrast``: a signed sum of arms' per-seed quantity (a difference, a difference of
+  differences), "none" within a margin an outcome; ``AllEquivalent``: several arms each
+  within a margin of one reference; ``NotRun``: a claim the plan sized and its budget cut
+  (these three first for the confirmatory norm x MLP study).
 """
 
 from __future__ import annotations

@@ -5,15 +5,20 @@ A study is one file, ``experiments/studies/<name>.py``, that defines ``STUDY = S
 it). From that record:
 
 - ``sweep(scale)``: the cells (``research.sweep``): every arm at every point of the grid's
-  axes, over its rates and seeds, one vmapped program per (arm, point);
+  axes, over its rates and seeds (an arm's own where its grid gives them: ``Grid.arm_rates``,
+  ``arm_seeds``, ``arm_overrides``), one vmapped program per (arm, point);
 - ``plan_lines(scale)``: per claim, the seeds its test needs at its family's Holm level for
   the effect it states, from the study's stated per-seed spread, against the seeds the grid
   gives it: powered or **not powered**, declared before the run
-  (``python -m experiments.sweep --sweep=<name> --dry_run``);
+  (``python -m experiments.sweep --sweep=<name> --dry_run``); with a ``Budget``, the plan
+  that sized the grid (``budget_plan``: claims admitted cheapest first within the budget,
+  ``research.power.admit``) and whether the grid and ``Study.not_powered`` are still it;
 - ``judge(cells)``: each claim's test (``research/kinds.py``), each family decided
-  together under Holm (``research/claims.py``), with the leave-one-seed-out check;
-- ``page(index, cells, out)``: the report page: verdicts, the optimum of every arm at every
-  point, the loss against the rate, and a plot of it.
+  together under Holm (``research/claims.py``), with the leave-one-seed-out check; a claim
+  declared not powered is outside every family, its figures reported;
+- ``page(index, cells, out)``: the report page: the plan, the verdicts, the code that
+  trained the cells, the optimum of every arm at every point, the loss against the rate
+  and a plot of it, and the figures of the kinds that draw their own (``figures``).
 
 Pre-registration: the study's rules identity (``research/identity.py``) hashes ``STUDY``
 and everything it reaches in its file, ``research/kinds.py`` and the shared rule modules
