@@ -66,8 +66,8 @@ CLAIMS = (
 )
 # Per claim: the exploratory study's per-seed SD over its 3 seeds (depth: the interaction's).
 SD = (0.178106, 0.0355935, 0.0907736, 0.143265, 0.0214171, 0.135699, 0.0400403, 0.283788, 0.0606081, 0.102941, 0.135699)
-# Minutes per seed of each arm: 0.0660 s per base-shape model-step (layers x width^2, the MLP
-# half a block) and 4.5 s per Xavier member, measured on the exploratory cells' wall times.
+MEASURED = ("0.0660 s per base-shape model-step (layers x width^2, the MLP half a block), 4.5 s per "
+            "Xavier member, from the exploratory cells' wall times")
 COST = {POST0: 2.970229, POST: 2.970229, PRE0: 2.970229, PRE: 2.970229, "swiglu": 1.760136, M2: 2.451019,
         M8: 1.611452, "deep-post": 5.940458, "deep-pre": 5.940458, XPOST: 0.0755918, XPRE: 0.0755918}
 
@@ -86,7 +86,7 @@ STUDY = Study(
           Arm(XPRE, XAVIER, "pre-LN, Xavier, step 0", "xavier-pre"),
           Arm(XPOST, {**XAVIER, "model.norm": "post"}, "post-LN, Xavier, step 0", "xavier-post")),
     scales={"cpu": grid(6, 64, 64, 16, 450, 90, 90, 15, 150, {}, {a: tuple(range(100, 100 + n)) for a, n in
-                        SEEDS.items()}, RATES, SHARED, budget=Budget(120.0, COST, source="COST in the study")),
+                        SEEDS.items()}, RATES, SHARED, budget=Budget(120.0, COST, source=MEASURED)),
             "smoke": grid(2, 32, 32, 8, 20, 6, 10, 5, 10, {"model.vocab_size": 321, "data.max_docs": 40,
                           "train.eval_batches": 2}, dict.fromkeys(SEEDS, (100, 101)), (1e-3, 1e-2, 1e-1),
                           (1e-2, 1e-1), smoke=True)},
