@@ -47,7 +47,7 @@ def test_one_grid_for_both_norms_and_shared_rates_for_the_mlp_arms():
 
 
 def test_the_grid_reaches_under_training_and_instability_in_the_exploratory_curves():
-  # The exploratory curves (docs/results/norm_mlp-cpu): at the grid's top both norm arms are
+  # The exploratory curves (results/norm_mlp-cpu): at the grid's top both norm arms are
   # far above their optimum, and post-LN is on the unigram plateau; the bottom is below
   # every exploratory optimum by a factor 3 or more.
   runs, _ = plan_lib.exploratory_runs()
@@ -270,12 +270,12 @@ def test_the_report_prints_the_plan_beside_the_verdicts_and_the_code(tmp_path):
   assert "Rules: judged with the rules fixed before the run" in text
   assert f"commit `{head['commit']}`" in text
   assert "**uncommitted changes at run time**, **not in this repository's history**" in text
-  results = json.load(open(tmp_path / "out" / "results.json"))
+  results = json.load(open(tmp_path / "sweep" / "results.json"))
   assert results["plan"]["not_powered"] == list(rules.NOT_POWERED)
 
 
 def test_the_exploratory_report_names_itself_exploratory():
-  text = open(os.path.join(ROOT, "docs", "results", "norm_mlp-cpu", "REPORT.md")).read()
+  text = open(os.path.join(ROOT, "docs", "studies", "norm_mlp-cpu", "REPORT.md")).read()
   assert text.splitlines()[2].startswith("**Exploratory study.** Its rules were revised after its data")
   assert registry.design("norm_mlp").startswith("**Exploratory study.**")
   assert registry.design("proxies") == ""

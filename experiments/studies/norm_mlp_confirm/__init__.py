@@ -1,7 +1,7 @@
 """The confirmatory norm x MLP study, in one place: ``grid.py`` (what is trained: one rate grid for both norms, unseen seeds, seeds per arm from the plan), ``plan.py`` (the power plan from the exploratory study's spread and costs), ``rules.py`` (its claims, frozen before the run) and ``report.py`` (the plan beside the verdicts).
 
 It tests what the exploratory study (``experiments/studies/norm_mlp/``,
-``docs/results/norm_mlp-cpu``) found, with rules committed before its seeds were run; the
+``docs/studies/norm_mlp-cpu``) found, with rules committed before its seeds were run; the
 account is ``docs/study.md`` ("The confirmatory study").
 """
 

@@ -3,13 +3,13 @@
   python -m experiments.sweep --sweep=norm_mlp_confirm --scale=cpu --dry_run   # the plan
   python -m experiments.sweep --sweep=norm_mlp_confirm --scale=cpu             # ~2 hours
   python -m experiments.report --sweep_dir=runs/sweeps/norm_mlp_confirm-cpu \\
-      --out=docs/results/norm_mlp_confirm-cpu --copy_cells
+      --pack=results/norm_mlp_confirm-cpu --out=docs/studies/norm_mlp_confirm-cpu
 
 The model is the exploratory study's cpu shape (6 layers, d_model 64, 450 steps; its
 ``experiments/studies/norm_mlp/grid.py``). What is fixed here, before the run, and why:
 
 - **One rate grid, the same for both norm arms**, half-decade steps 1e-4 ... 3e-2, chosen from
-  the exploratory curves (``docs/results/norm_mlp-cpu``): at 1e-4 both norms are
+  the exploratory curves (``results/norm_mlp-cpu``): at 1e-4 both norms are
   under-trained (the 300- and 450-step studies: 6.6+ nats, above the 6.27 unigram plateau);
   at the top both are unstable (post-LN sits on the unigram plateau from 3e-3, 6.23-6.29;
   pre-LN's loss rises from its 5.5e-3 optimum, 4.68, to 5.54 at 3.3e-2, and its seeds split at
@@ -20,7 +20,7 @@ The model is the exploratory study's cpu shape (6 layers, d_model 64, 450 steps;
   at 4e-3 ... 8e-3), so they are compared paired by seed at each shared rate as well as at
   optima fitted over the same rates.
 - **Seeds no earlier study used**: from ``SEED_BASE`` up (every committed study in
-  ``docs/results/`` used 0, 1, 2; tests/test_norm_mlp_confirm.py checks them all).
+  ``results/`` used 0, 1, 2; tests/test_norm_mlp_confirm.py checks them all).
 - **Seeds per arm** from the power plan (``plan.py``; ``tests/test_norm_mlp_confirm.py``
   recomputes it and checks these numbers), the claims the plan cannot power are named in
   ``rules.NOT_POWERED``.

@@ -1,7 +1,7 @@
 """The confirmatory study's power plan, computed before its run from the exploratory study's per-seed spread and measured costs.
 
 For each confirmatory claim: the per-seed quantity it tests, that quantity's standard
-deviation over the exploratory study's seeds (``docs/results/norm_mlp-cpu``, 3 seeds: a
+deviation over the exploratory study's seeds (``results/norm_mlp-cpu``, 3 seeds: a
 rough figure, stated as such), the effect the plan sizes it for (the literature's, or the
 smallest the claim cares about, with its source), the seeds a test at the family's level
 needs for 80 % power (``research/power.py``; Holm over the family, planned at
@@ -26,7 +26,7 @@ from research import power
 from research import stats
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-EXPLORATORY = os.path.join("docs", "results", "norm_mlp-cpu")
+EXPLORATORY = os.path.join("results", "norm_mlp-cpu")
 BUDGET_MINUTES = 120.0  # of training on an idle 2-core CPU
 POWER = 0.8
 MIN_SEEDS = 5  # every judged arm gets at least this many: leave-one-seed-out is informative from 5

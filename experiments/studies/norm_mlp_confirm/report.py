@@ -1,6 +1,6 @@
 """The confirmatory norm x MLP study's report page: the pre-registered plan beside the verdicts, what was revised after the exploratory data, the code that trained each cell, and the exploratory study's table and figures.
 
-``python -m experiments.report --sweep_dir=docs/results/norm_mlp_confirm-cpu`` sends a sweep
+``python -m experiments.report --sweep_dir=results/norm_mlp_confirm-cpu --out=docs/studies/norm_mlp_confirm-cpu`` sends a sweep
 named ``norm_mlp_confirm`` here. The verdicts are ``rules.py``'s (frozen before the run);
 the plan is ``plan.py``'s, recomputed from the committed exploratory study (it is a function
 of committed data alone, so it is the plan the run was made with); the table and figures are
