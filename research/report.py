@@ -20,6 +20,7 @@ import json
 import os
 from typing import Any
 
+from andrea_jax.files import read_json
 from research import cells as cells_lib
 from research import identity
 from research import registry
@@ -75,12 +76,14 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   page (``experiments/studies/<study>/report.py``) in the frame, and results.json beside
   the data; returns REPORT.md's path. With ``pack`` (a study's ``results/<study>-<scale>``),
   the sweep's cells are packed there first (``cells.pack``) and the report read from there:
-  only what will be committed."""
+  only what will be committed. Without ``command``, the one results.json recorded is kept,
+  so the regenerate line rebuilds the same REPORT.md."""
   if pack:
     cells_lib.pack(sweep_dir, pack)
     command = " && ".join(filter(None, [command, f"python -m experiments.report --sweep_dir={sweep_dir} "
                                         f"--pack={pack}" + (f" --out={out}" if out else "")]))
     sweep_dir = pack
+  command = command or produced_by(sweep_dir)
   out = out or sweep_dir
   os.makedirs(out, exist_ok=True)
   index, cells, source = cells_lib.load(sweep_dir)
@@ -102,7 +105,7 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   with open(path, "w", encoding="utf-8") as f:
     f.write("\n".join(lines) + "\n")
   if source != cells_lib.LEGACY:  # an older study's results.json is its data: left as it is
-    write_results(index, cells, page, sweep_dir)
+    write_results(index, cells, page, sweep_dir, command)
   if page.printed:
     print("\n".join(page.printed))
   return path
@@ -119,10 +122,17 @@ def _plain(x):
   return x
 
 
-def write_results(index: dict, cells: list[dict], page: Page, out: str) -> str:
-  """``results.json``: the numbers behind the report, beside the cells (the notebooks read it)."""
+def produced_by(data_dir: str) -> str:
+  """The command that produced a study's data, as its last report recorded it (results.json)."""
+  return (read_json(os.path.join(data_dir, "results.json")) or {}).get("produced_by") or ""
+
+
+def write_results(index: dict, cells: list[dict], page: Page, out: str, command: str = "") -> str:
+  """``results.json``: the numbers behind the report, beside the cells (the notebooks read it),
+  and the command that produced the data (``produced_by``)."""
   path = os.path.join(out, "results.json")
-  body = {k: index.get(k) for k in page.index_keys} | _plain(page.results) | {"cells": cells}
+  body = ({k: index.get(k) for k in page.index_keys} | ({"produced_by": command} if command else {})
+          | _plain(page.results) | {"cells": cells})
   with open(path, "w", encoding="utf-8") as f:
     json.dump(body, f, indent=1, allow_nan=True)
   return path

@@ -346,6 +346,10 @@ def test_the_command_packs_the_cells_and_puts_the_report_apart(tmp_path):
   assert f"python -m experiments.report --sweep_dir={data} --out={docs}\n" in text  # regenerates it
   assert "Read from the 2 cells of cells.jsonl." in text and "2 models, 1 diverged" in text
   assert [c["name"] for c in json.load(open(data / "results.json"))["cells"]] == ["a/lr0.001-s0", "a/lr0.01-s0"]
+  # The regenerate line rebuilds the same REPORT.md, the command that produced the data kept.
+  from experiments import report
+  os.remove(docs / "REPORT.md")
+  assert open(report.write_report(str(data), str(docs))).read() == text
 
 
 def test_no_parabola_over_a_wide_bracket():
