@@ -21,7 +21,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # (docs/studies/<study>-<scale>/: REPORT.md and its plots).
 HERE = os.path.join(ROOT, "experiments", "studies")
 RESULTS = os.path.join(ROOT, "results")
-REPORTS = os.path.join(ROOT, "docs", "studies")
 # The study that judges a sweep naming none of its own: the records of the first study
 # (a results.json without sweep.json) are the norm x MLP study's.
 DEFAULT = "norm_mlp"
