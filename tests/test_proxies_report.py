@@ -68,8 +68,8 @@ def sweep_dir(tmp_path_factory):
 
 
 def test_report_of_a_synthetic_ladder(sweep_dir, tmp_path, capsys):
-  out = tmp_path / "out"
-  path = report.write_report(str(sweep_dir), str(out), copy=True)  # dispatched on sweep.json's name
+  out, packed = tmp_path / "out", tmp_path / "results"
+  path = report.write_report(str(sweep_dir), str(out), pack=str(packed))  # dispatched on sweep.json's name
   text = open(path).read()
   assert "A synthetic ladder." in text and "360 models, 12 diverged" in text
   assert "judged with the rules fixed before the run" in text and "unchanged since" in text
@@ -85,19 +85,19 @@ def test_report_of_a_synthetic_ladder(sweep_dir, tmp_path, capsys):
     assert (out / png).stat().st_size > 1000 and f"![{png}]({png})" in text
   printed = capsys.readouterr().out
   assert "- standard parametrisation, arm `pre`: 0.0013" in printed and "- muP" in printed
-  results = json.load(open(out / "results.json"))
+  results = json.load(open(packed / "results.json"))
   assert len(results["table"]) == 20 and len(results["verdicts"]) == 4
   sp = next(p for p in results["predictions"] if p["arm"] == "pre")
   assert sp["lr"] == pytest.approx(3e-2 * 32 / 768, rel=0.05) and sp["seeds"] == 3
   row = next(t for t in results["table"] if t["arm"] == "pre" and t["width"] == 256)
   assert row["attn_logit_max"] == pytest.approx(5.0 * 7 * 8) and row["non_embedding_params"] == 24 * 256 ** 2
-  assert (out / "sweep.json").exists() and (out / "pre-qk-d32" / "lr0.001-s0" / "cell.json").exists()
+  assert (packed / "sweep.json").exists() and len((packed / "cells.jsonl").read_text().splitlines()) == 360
 
 
 def test_report_says_when_the_rules_changed_since_the_run(sweep_dir, tmp_path):
   index = json.loads((sweep_dir / "sweep.json").read_text())
   changed = tmp_path / "changed"
-  cells.copy_cells(str(sweep_dir), str(changed))
+  cells.pack(str(sweep_dir), str(changed))
   (changed / "sweep.json").write_text(json.dumps({**index, "rules": {
       "sha256": "0" * 16, "commit": "abc123", "uncommitted_changes": False}}))
   text = open(report.write_report(str(changed))).read()

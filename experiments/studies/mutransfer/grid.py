@@ -3,7 +3,7 @@
   python -m experiments.sweep --sweep=mup_base --scale=cpu      # first: the base stage, then commit its report
   python -m experiments.sweep --sweep=mutransfer --scale=cpu --dry_run
   python -m experiments.sweep --sweep=mutransfer --scale=cpu    # about 97 minutes planned, idle 2-core CPU
-  python -m experiments.report --sweep_dir=runs/sweeps/mutransfer-cpu --out=docs/results/mutransfer-cpu --copy_cells
+  python -m experiments.report --sweep_dir=runs/sweeps/mutransfer-cpu --pack=results/mutransfer-cpu --out=docs/studies/mutransfer-cpu
 
 The proxies study's shape (2 layers, 2 heads so ``d_head`` grows with width, context 64,
 16 sequences per step, 512-token vocabulary, 200 steps, warmup a tenth, cosine decay to a
@@ -39,7 +39,7 @@ from research.sweep import Cell, Sweep, split_groups
 from research import ladder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-BASE_RESULTS = os.path.join(ROOT, "docs", "results", "mup_base-cpu", "results.json")
+BASE_RESULTS = os.path.join(ROOT, "results", "mup_base-cpu", "results.json")
 REFERENCE, MUP, QK = "pre", "pre+mup", "pre+qk"
 # Frozen from the power plan (plan.py; a test checks them against it).
 RATES = (3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
@@ -65,7 +65,7 @@ def base_choice(path: str = BASE_RESULTS) -> dict:
         f"{path}: no base-stage choice{' (its rule chose none)' if results else ''}. Run the "
         f"base stage first: python -m experiments.sweep --sweep=mup_base --scale=cpu, then "
         f"python -m experiments.report --sweep_dir=runs/sweeps/mup_base-cpu "
-        f"--out=docs/results/mup_base-cpu --copy_cells, and commit it")
+        f"--pack=results/mup_base-cpu --out=docs/studies/mup_base-cpu, and commit it")
   return choice
 
 

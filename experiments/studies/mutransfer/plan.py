@@ -10,8 +10,8 @@ where muP and sp differ, so each width is planned at power ``0.8 ** (1 / widths)
 
 **The spreads** (rough: 3 seeds each, the seeds needed at their one-sided 80 % upper bound
 printed beside): the tuned muP has been trained only at its base width (the base stage,
-``docs/results/mup_base-cpu``: readout 8, attention 1, seeds 200-202); the earlier proxies
-ladder (``docs/results/proxies-cpu``, seeds 0-2) trained sp across widths, and its muP arm
+``results/mup_base-cpu``: readout 8, attention 1, seeds 200-202); the earlier proxies
+ladder (``results/proxies-cpu``, seeds 0-2) trained sp across widths, and its muP arm
 (base readout 1) left the unigram plateau at different steps in different seeds, a spread the
 tuned base does not have (0.03 nats of best loss at the base against 0.25-0.36 there), so it
 is not used:
@@ -51,8 +51,8 @@ from experiments.studies.mutransfer import rules
 from experiments.studies.proxies import grid as ladder_grid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-PROXIES = os.path.join("docs", "results", "proxies-cpu")
-BASE_STAGE = os.path.join("docs", "results", "mup_base-cpu")
+PROXIES = os.path.join("results", "proxies-cpu")
+BASE_STAGE = os.path.join("results", "mup_base-cpu")
 BASE_STAGE_TIME_MINUTES = 33.9  # the base stage's measured wall time (its REPORT.md)
 TOTAL_BUDGET_MINUTES = 120.0  # issue 29's guide: the base stage and the ladder together
 # The ladder's budget: at the guide's 86 minutes left after the base stage, neither transfer

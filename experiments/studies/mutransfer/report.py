@@ -1,6 +1,6 @@
 """The muTransfer ladder's report page: the verdicts, andrea120m's rates (with the command that trains it under muP), the table per arm and width, and the figures.
 
-``python -m experiments.report --sweep_dir=docs/results/mutransfer-cpu`` sends a sweep
+``python -m experiments.report --sweep_dir=results/mutransfer-cpu --out=docs/studies/mutransfer-cpu`` sends a sweep
 named ``mutransfer`` here. The table and figures are the proxies study's page functions
 (``experiments/studies/proxies/report.py``): the same ladder, other arms.
 """

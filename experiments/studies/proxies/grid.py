@@ -2,7 +2,7 @@
 
   python -m experiments.sweep --sweep=proxies --scale=cpu     # see the budget below
   python -m experiments.sweep --sweep=proxies --scale=gpu     # the andrea120m depth family
-  python -m experiments.report --sweep_dir=runs/sweeps/proxies-cpu --out=docs/results/proxies-cpu --copy_cells
+  python -m experiments.report --sweep_dir=runs/sweeps/proxies-cpu --pack=results/proxies-cpu --out=docs/studies/proxies-cpu
 
 Wortsman et al. 2023 judge an architecture by its final loss over a grid of learning rates
 at each of several widths; Yang et al. 2022 ask whether the optimal rate moves with width.

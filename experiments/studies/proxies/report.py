@@ -1,8 +1,8 @@
 """The proxies study's report page: the predicted rates, its table per arm and width and its figures, in the frame of ``research/report.py``.
 
-  python -m experiments.report --sweep_dir=runs/sweeps/proxies-cpu --out=docs/results/proxies-cpu --copy_cells
+  python -m experiments.report --sweep_dir=runs/sweeps/proxies-cpu --pack=results/proxies-cpu --out=docs/studies/proxies-cpu
 
-``experiments.report`` sends a sweep named ``proxies`` here; the loading and the copy of the
+``experiments.report`` sends a sweep named ``proxies`` here; the loading and the packing of the
 per-cell files are ``research/cells.py``'s, the frame (title, commands, the rules line,
 the measured time, results.json) and the figure helpers ``research/report.py``'s. The
 page: the verdicts of ``rules.py``, the predicted rates for andrea120m (printed as well), a
