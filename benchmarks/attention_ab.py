@@ -20,8 +20,6 @@ variant's largest gradient difference from the base first.
 
 from __future__ import annotations
 
-import argparse
-import functools
 import os
 import statistics
 import time
@@ -29,6 +27,8 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+from absl import app
+from absl import flags
 
 from andrea_jax import attention
 from benchmarks import attention_candidates as candidates
@@ -74,33 +74,38 @@ def timed(fn, q, k, v, cpu_s: list, forward_only: bool = False):
   return run
 
 
-def main(argv=None) -> int:
-  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument("--shape", default="andrea12m")
-  p.add_argument("--batch", type=int, default=4)
-  p.add_argument("--seq", type=int, default=1024)
-  p.add_argument("--reps", type=int, default=6)
-  p.add_argument("--variants", default="kt", help="comma-separated names (see variant())")
-  p.add_argument("--forward_only", action="store_true", help="time the forward pass alone")
-  p.add_argument("--check", action="store_true", help="compare each variant's grads with base")
-  args = p.parse_args(argv)
-  cfg = shapes.model_config(shapes.load_config(args.shape), args.seq)
-  shape = (args.batch, args.seq, cfg.n_head, cfg.head_dim)
+def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
+  """The command's flags: defined when it runs, so importing the module defines none."""
+  d = dict(flag_values=fv)
+  flags.DEFINE_string("shape", "andrea12m", "named config whose heads and head size are timed", **d)
+  flags.DEFINE_integer("batch", 4, "sequences", lower_bound=1, **d)
+  flags.DEFINE_integer("seq", 1024, "tokens per sequence", lower_bound=1, **d)
+  flags.DEFINE_integer("reps", 6, "interleaved reps", lower_bound=1, **d)
+  flags.DEFINE_list("variants", ["kt"], "kernels against the base (see variant())", **d)
+  flags.DEFINE_bool("forward_only", False, "time the forward pass alone", **d)
+  flags.DEFINE_bool("check", False, "compare each variant's grads with base", **d)
+
+
+def main(argv: list[str], fv: flags.FlagValues = flags.FLAGS) -> int:
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments {argv[1:]}; every setting is a --flag")
+  cfg = shapes.model_config(shapes.load_config(fv.shape), fv.seq)
+  shape = (fv.batch, fv.seq, cfg.n_head, cfg.head_dim)
   rng = np.random.default_rng(0)
   q, k, v = (jnp.asarray(rng.standard_normal(shape), jnp.float32) for _ in range(3))
-  names = ["base"] + [n for n in args.variants.split(",") if n and n != "base"]
+  names = ["base"] + [n for n in fv.variants if n and n != "base"]
   cpu = {n: [] for n in names}
-  fns = {n: timed(variant(n), q, k, v, cpu[n], args.forward_only) for n in names}
-  if args.check:
+  fns = {n: timed(variant(n), q, k, v, cpu[n], fv.forward_only) for n in names}
+  if fv.check:
     ref = jax.grad(lambda *a: VARIANTS["base"](*a).sum(), argnums=(0, 1, 2))(q, k, v)
     for n in names[1:]:
       got = jax.grad(lambda *a, n=n: variant(n)(*a).sum(), argnums=(0, 1, 2))(q, k, v)
       err = max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(got, ref))
       print(f"{n}: max |grad - base grad| = {err:.2e}")
-  print(f"{args.shape} attention core {shape} (B, T, H, K), "
-        f"{'forward only' if args.forward_only else 'forward + backward'}; "
+  print(f"{fv.shape} attention core {shape} (B, T, H, K), "
+        f"{'forward only' if fv.forward_only else 'forward + backward'}; "
         f"load {os.getloadavg()[0]:.2f} before")
-  times = timing.interleave(fns, args.reps, 2, settle_s=0.2)
+  times = timing.interleave(fns, fv.reps, 2, settle_s=0.2)
   base = times["base"]
   print("| kernel | median (ms) | base / kernel | per-rep ratios min-max | CPU s / wall s |\n"
         "|---|---|---|---|---|")
@@ -109,10 +114,12 @@ def main(argv=None) -> int:
     print(f"| {n} | {1e3 * statistics.median(times[n]):.1f} | "
           f"{statistics.median(base) / statistics.median(times[n]):.2f} | "
           f"{min(ratios):.2f}-{max(ratios):.2f} | "
-          f"{sum(cpu[n][-args.reps:]) / sum(times[n]):.2f} |", flush=True)
+          f"{sum(cpu[n][-fv.reps:]) / sum(times[n]):.2f} |", flush=True)
   print(f"load {os.getloadavg()[0]:.2f} after")
   return 0
 
 
 if __name__ == "__main__":
-  raise SystemExit(main())
+  define_flags()
+  from experiments import cli  # pylint: disable=ungrouped-imports
+  cli.run(main)

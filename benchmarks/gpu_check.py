@@ -13,10 +13,13 @@ At 64 x 1024 tokens in bf16 with the vocabulary padded to a multiple of 128, it 
    ``dots_saveable``;
 3. bf16-vs-float32 loss agreement over a few updates from the same initialisation.
 
-A variant that fails (out of memory, a kernel missing) prints its error and the check
-goes on. ``--smoke`` runs the same code at the ``tiny`` shape; on a machine without an
-NVIDIA GPU, cuDNN attention falls back to ``xla_flash`` (a note says so) and the peer
-uses ``torch.compile``'s eager backend (no C++ toolchain or minutes of compiling).
+The timing is the step benchmark's (``benchmarks/step.py``): the peer is its child process
+(``step.run_child``), each of our variants its ``measure_side`` in this process, one after
+another (a warm-up step, then the timed ones, their median). A variant that fails (out of
+memory, a kernel missing) prints its error and the check goes on. ``--smoke`` runs the same
+code at the ``tiny`` shape; on a machine without an NVIDIA GPU, cuDNN attention falls back
+to ``xla_flash`` (a note says so) and the peer uses ``torch.compile``'s eager backend (no
+C++ toolchain or minutes of compiling).
 Without a GPU, ``tests/test_export_gpu.py`` lowers the run's step with these settings
 (``model_cfg``) for CUDA on an 8-device mesh and checks the StableHLO; cuDNN's attention,
 compiling and speed need this check on a GPU.
@@ -24,13 +27,8 @@ compiling and speed need this check on a GPU.
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-import functools
 import json
 import os
-import statistics
-import subprocess
 import sys
 import time
 
@@ -38,15 +36,17 @@ import time
 # subprocess runs first, and a failed variant must not starve the next one.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
+from absl import app  # pylint: disable=wrong-import-position
+from absl import flags  # pylint: disable=wrong-import-position
+from absl import logging  # pylint: disable=wrong-import-position
 import jax  # pylint: disable=wrong-import-position
-import numpy as np  # pylint: disable=wrong-import-position
 
 from andrea_jax import metrics  # pylint: disable=wrong-import-position
 from andrea_jax import model  # pylint: disable=wrong-import-position
-from andrea_jax import step as step_lib  # pylint: disable=wrong-import-position
-from benchmarks import peer as peer_lib  # pylint: disable=wrong-import-position
+from benchmarks import ours  # pylint: disable=wrong-import-position
 from benchmarks import results as results_lib  # pylint: disable=wrong-import-position
 from benchmarks import shapes  # pylint: disable=wrong-import-position
+from benchmarks import step as step_bench  # pylint: disable=wrong-import-position
 
 FULL = {"config": "andrea120m", "batch": 64, "seq": 1024, "steps": 10, "agree_batch": 8,
         "agree_steps": 5, "peer_backend": "inductor"}
@@ -60,11 +60,24 @@ PAD = 128
 AGREEMENT_NATS = 0.05  # bf16 vs float32 loss, per step, over the first few updates
 
 
-# ----------------------------------------------------------------------------- ours
+def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
+  """The command's flags: defined when it runs, so importing the module defines none."""
+  flags.DEFINE_bool("smoke", False, "tiny shapes: every path, any machine", flag_values=fv)
+  flags.DEFINE_bool("skip_peer", False, "do not time the PyTorch peer", flag_values=fv)
+  flags.DEFINE_string("out", "", "also write the results as JSON here", flag_values=fv)
+
+
+def settings(attention_impl: str, remat: str, dtype: str) -> str:
+  """A variant as the step benchmark's ``--settings``: the kernel, remat policy and dtype,
+  the vocabulary padded to ``PAD``, and no warmup (full-size updates from the first step:
+  the schedule does not change what a step costs, and the agreement wants them)."""
+  return (f"model.attention_impl={attention_impl},model.remat_policy={remat},"
+          f"model.compute_dtype={dtype},model.vocab_pad_multiple={PAD},train.warmup_steps=0")
 
 
 def model_cfg(config, seq: int, attention_impl: str, remat: str, dtype: str) -> model.ModelConfig:
-  """The config's model at ``seq`` tokens with the given kernel, remat policy and dtype."""
+  """The config's model at ``seq`` tokens with the given kernel, remat policy and dtype
+  (what ``settings`` gives the step benchmark; ``tests/test_export_gpu.py`` lowers it)."""
   return model.ModelConfig(**{**config.model, "block_size": max(seq, config.model.block_size),
                               "attention_impl": attention_impl, "remat_policy": remat,
                               "compute_dtype": dtype, "vocab_pad_multiple": PAD})
@@ -78,67 +91,6 @@ def kernel_for_platform(impl: str, platform: str) -> str:
   return impl
 
 
-_COMPILED: dict[tuple, tuple] = {}  # one program per (model, train config, batch, seq)
-
-
-def compiled_step(cfg: model.ModelConfig, t, batch: int, seq: int, seed: int = 0):
-  """The jitted, donated train step compiled for ``cfg``: (step, fresh state, compile seconds).
-
-  Compiled once per (model, train config, batch, seq) in a process: a second caller (the
-  bf16 agreement at the smoke's shape is the first variant's program) gets the same
-  executable, a fresh state and the first compile's seconds."""
-  key = (cfg, json.dumps(t.to_dict(), sort_keys=True, default=str), batch, seq)
-  if key not in _COMPILED:
-    optimizer = step_lib.make_optimizer(step_lib.TrainConfig(**t))
-    init = jax.jit(step_lib.init_state, static_argnums=(0, 1))
-    step = jax.jit(functools.partial(step_lib.train_step, cfg=cfg, optimizer=optimizer),
-                   donate_argnums=0)
-    start = time.perf_counter()
-    state = init(cfg, optimizer, jax.random.key(0))
-    shape = jax.ShapeDtypeStruct((1, batch, seq + 1), np.int32)
-    compiled = step.lower(state, shape).compile()
-    _COMPILED[key] = (compiled, lambda s: init(cfg, optimizer, jax.random.key(s)),
-                      time.perf_counter() - start)
-  compiled, init_at, compile_s = _COMPILED[key]
-  return compiled, init_at(seed), compile_s
-
-
-def random_batch(cfg: model.ModelConfig, batch: int, seq: int, seed: int) -> jax.Array:
-  ids = np.random.default_rng(seed).integers(0, cfg.vocab_size, (1, batch, seq + 1), np.int32)
-  return jax.device_put(ids)
-
-
-def time_variant(cfg: model.ModelConfig, t, batch: int, seq: int, steps: int) -> dict:
-  """Compile time, median step time, tokens/s and MFU of ``step.train_step``."""
-  step, state, compile_s = compiled_step(cfg, t, batch, seq)
-  tokens = random_batch(cfg, batch, seq, 0)
-  state, m = step(state, tokens)  # warm-up
-  jax.block_until_ready(m["loss"])
-  times = []
-  for _ in range(steps):
-    start = time.perf_counter()
-    state, m = step(state, tokens)
-    jax.block_until_ready(m["loss"])
-    times.append(time.perf_counter() - start)
-  step_s = statistics.median(times)
-  row = {"compile_s": compile_s, "step_s": step_s, "tokens_per_s": batch * seq / step_s,
-         "loss": float(m["loss"])}
-  peak = metrics.peak_flops(jax.devices()[0])
-  if peak:
-    row["mfu"] = row["tokens_per_s"] * model.flops_per_token(cfg, seq) / peak
-  return row
-
-
-def losses(cfg: model.ModelConfig, t, batch: int, seq: int, steps: int) -> list[float]:
-  """Training losses of ``steps`` updates from seed 0 on fixed batches."""
-  step, state, _ = compiled_step(cfg, t, batch, seq)
-  out = []
-  for i in range(steps):
-    state, m = step(state, random_batch(cfg, batch, seq, 100 + i))
-    out.append(float(m["loss"]))
-  return out
-
-
 def guarded(fn, *args) -> dict:
   """``fn(*args)``, or the error it raised (out of memory, a missing kernel) as a row."""
   try:
@@ -147,54 +99,23 @@ def guarded(fn, *args) -> dict:
     return {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"}
 
 
-# ----------------------------------------------------------------------------- the peer
+def time_variant(s: dict, setting: str, device: str) -> dict:
+  """Our step with ``setting`` (``settings``), timed by the step benchmark in this process:
+  compile time, median step time, tokens/s, loss and MFU."""
+  config = shapes.load_config(s["config"], setting)
+  row = step_bench.measure_side("andrea_jax", config, s["batch"], s["seq"], 1, s["steps"], device)
+  peak = metrics.peak_flops(jax.devices()[0])
+  if peak:
+    cfg = shapes.model_config(config, s["seq"])
+    row["mfu"] = row["tokens_per_s"] * model.flops_per_token(cfg, s["seq"]) / peak
+  return row
 
 
-def peer_measure(name: str, batch: int, seq: int, steps: int, backend: str, smoke: bool) -> dict:
-  """tokens/s of the ``torch.compile`` + SDPA peer, bf16 autocast (runs in the subprocess)."""
-  missing = peer_lib.peer_available()
-  if missing:
-    return {"skipped": missing}
-  import torch  # pylint: disable=import-outside-toplevel
-  device = "cuda" if torch.cuda.is_available() else "cpu"
-  if device == "cpu" and not smoke:
-    return {"skipped": f"torch {torch.__version__} sees no CUDA device (a CPU build?)"}
-  config = shapes.load_config(name)
-  t = config.train
-  cfg = model_cfg(config, seq, "xla_flash", "none", "bfloat16")
-  # The same padded vocabulary as ours, so both multiply the same matrix shapes.
-  cfg = dataclasses.replace(cfg, vocab_size=cfg.padded_vocab)
-  run = peer_lib.peer_step(cfg, t, batch, seq, accelerator=(device == "cuda"),
-                           compile_backend=backend, autocast=True)
-  start = time.perf_counter()
-  run()
-  run()  # compiles on the first call(s)
-  compile_s = time.perf_counter() - start
-  times = []
-  for _ in range(steps):
-    start = time.perf_counter()
-    run()
-    times.append(time.perf_counter() - start)
-  step_s = statistics.median(times)
-  return {"device": device, "backend": backend, "warmup_s": compile_s, "step_s": step_s,
-          "tokens_per_s": batch * seq / step_s, "torch": torch.__version__}
-
-
-def peer_in_subprocess(s: dict, smoke: bool) -> dict:
-  code = (f"import json, benchmarks.gpu_check as g; print('PEER ' + json.dumps(g.peer_measure("
-          f"{s['config']!r}, {s['batch']}, {s['seq']}, {s.get('peer_steps', s['steps'])}, {s['peer_backend']!r}, "
-          f"{smoke})))")
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,
-                       check=False)
-  for line in out.stdout.splitlines():
-    if line.startswith("PEER "):
-      return json.loads(line[5:])
-  return {"error": f"the peer's process exited with {out.returncode}: "
-                   f"{(out.stderr.strip().splitlines() or [''])[-1][:300]}"}
-
-
-# ----------------------------------------------------------------------------- report
+def losses(s: dict, setting: str) -> list[float]:
+  """Training losses of ``agree_steps`` updates from seed 0 on fixed batches."""
+  st = ours.ours_step(shapes.load_config(s["config"], setting), s["agree_batch"], s["seq"])
+  return [st.run(ours.random_tokens(st.cfg, s["agree_batch"], s["seq"], 100 + i))
+          for i in range(s["agree_steps"])]
 
 
 def fmt(row: dict) -> str:
@@ -205,40 +126,39 @@ def fmt(row: dict) -> str:
   return f"{compile_s}step {row['step_s'] * 1e3:.1f} ms, {row['tokens_per_s']:,.0f} tokens/s{mfu}"
 
 
-def main(argv=None) -> int:
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  p.add_argument("--smoke", action="store_true", help="tiny shapes: every path, any machine")
-  p.add_argument("--skip_peer", action="store_true", help="do not time the PyTorch peer")
-  p.add_argument("--out", default="", help="also write the results as JSON here")
-  args = p.parse_args(argv)
-  s = SMOKE if args.smoke else FULL
+def main(argv: list[str], fv: flags.FlagValues = flags.FLAGS) -> int:
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments {argv[1:]}; every setting is a --flag")
+  if "verbosity" in fv and not fv["verbosity"].present:
+    logging.set_verbosity(logging.WARNING)  # JAX logs every backend it could not start at INFO
+  s = SMOKE if fv.smoke else FULL
   platform = jax.devices()[0].platform
-  if platform != "gpu" and not args.smoke:
+  if platform != "gpu" and not fv.smoke:
     print(f"error: no GPU here (JAX sees {platform}): run this on the GPU machine, or pass "
           f"--smoke for the tiny CPU run of the same paths", file=sys.stderr)
     return 2
+  device = "auto" if fv.smoke else "gpu"
   started = time.perf_counter()
   print(f"gpu_check: {results_lib.machine()}; {s['config']} at {s['batch']} x {s['seq']}, bf16, "
         f"vocabulary padded to a multiple of {PAD}", flush=True)
-  results = {"machine": results_lib.machine(), "settings": s, "variants": []}
-  results["peer"] = ({"skipped": "--skip_peer"} if args.skip_peer
-                     else peer_in_subprocess(s, args.smoke))
+  given = [f.serialize() for f in fv.get_flags_for_module(fv.find_module_defining_flag("smoke"))
+           if f.present]
+  results = {**results_lib.run_record("benchmarks.gpu_check", given, os.getloadavg()[0]),
+             "machine": results_lib.machine(), "settings": s, "variants": []}
+  results.pop("shapes")
+  # The peer first, in a process of its own: it and JAX never hold the GPU's memory at once.
+  results["peer"] = ({"skipped": "--skip_peer"} if fv.skip_peer else step_bench.run_child(
+      "peer", s["config"], s["batch"], s["seq"], 2, s.get("peer_steps", s["steps"]),
+      settings=settings("xla_flash", "none", "bfloat16"), device=device,
+      peer_backend=s["peer_backend"]))
   print(f"peer (torch.compile + SDPA, bf16): {fmt(results['peer'])}", flush=True)
 
-  config = shapes.load_config(s["config"])
-  # One train config for every program: the agreement's, without warmup (full-size updates
-  # from the first step); the schedule does not change what a step costs, and at the
-  # smoke's shape the agreement's bf16 program is then the first variant's, compiled once.
-  agree = config.train.copy_and_resolve_references()
-  agree.warmup_steps = 0
   measured: dict[tuple, dict] = {}  # a stand-in kernel's program is the one it stands in for
   for impl, remat in VARIANTS:
-    cfg = model_cfg(config, s["seq"], kernel_for_platform(impl, platform), remat, "bfloat16")
-    key = (cfg.attention_impl, remat)
-    if key not in measured:
-      measured[key] = guarded(time_variant, cfg, agree, s["batch"], s["seq"], s["steps"])
-    row = {"attention_impl": impl, "ran_as": cfg.attention_impl, "remat_policy": remat,
-           **measured[key]}
+    ran_as = kernel_for_platform(impl, platform)
+    if (ran_as, remat) not in measured:
+      measured[ran_as, remat] = guarded(time_variant, s, settings(ran_as, remat, "bfloat16"), device)
+    row = {"attention_impl": impl, "ran_as": ran_as, "remat_policy": remat, **measured[ran_as, remat]}
     results["variants"].append(row)
     print(f"ours, attention {impl:9s} remat {remat:13s}: {fmt(row)}", flush=True)
   fastest = [r for r in results["variants"] if "tokens_per_s" in r]
@@ -248,11 +168,8 @@ def main(argv=None) -> int:
     print(f"fastest ({best['attention_impl']}, remat {best['remat_policy']}) against the peer: "
           f"{best['tokens_per_s'] / peer_rate:.2f}x")
 
-  cfg16 = model_cfg(config, s["seq"], kernel_for_platform("cudnn", platform), "none", "bfloat16")
-  cfg32 = model_cfg(config, s["seq"], "xla_flash", "none", "float32")
-  run = lambda cfg: guarded(lambda: {"losses": losses(cfg, agree, s["agree_batch"], s["seq"],
-                                                      s["agree_steps"])})
-  bf16, f32 = run(cfg16), run(cfg32)
+  run = lambda impl, dtype: guarded(lambda: {"losses": losses(s, settings(impl, "none", dtype))})
+  bf16, f32 = run(kernel_for_platform("cudnn", platform), "bfloat16"), run("xla_flash", "float32")
   results["agreement"] = {"bfloat16": bf16, "float32": f32}
   if "losses" in bf16 and "losses" in f32:
     diff = max(abs(a - b) for a, b in zip(bf16["losses"], f32["losses"]))
@@ -265,11 +182,13 @@ def main(argv=None) -> int:
     print(f"bf16 vs float32 losses: {bf16.get('error', '')} {f32.get('error', '')}")
   results["wall_s"] = time.perf_counter() - started
   print(f"gpu_check took {results['wall_s']:.0f} s", flush=True)
-  if args.out:
-    with open(args.out, "w", encoding="utf-8") as f:
+  if fv.out:
+    with open(fv.out, "w", encoding="utf-8") as f:
       json.dump(results, f, indent=2)
   return 0
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  define_flags()
+  from experiments import cli  # pylint: disable=wrong-import-position
+  cli.run(main)

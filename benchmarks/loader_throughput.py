@@ -1,6 +1,6 @@
 """Loader throughput (tokens/s, with prefetch) against what andrea120m training consumes.
 
-  python -m benchmarks.loader_throughput [--batch_size 64] [--block_size 1024]
+  python -m benchmarks.loader_throughput [--batch_size=64] [--block_size=1024]
 
 Writes a random token shard (--tokens of them) to a temp dir, then times the prefetching
 ``Loader`` and bare ``batch_at``. Not a test.
@@ -12,12 +12,13 @@ Assumed consumption of andrea120m: an H100 (989 TFLOP/s dense bf16) at 40% MFU w
 
 from __future__ import annotations
 
-import argparse
 import os
 import tempfile
 import time
 
 import numpy as np
+from absl import app
+from absl import flags
 
 from andrea_jax import loader as loader_lib
 from andrea_jax import shards
@@ -33,25 +34,29 @@ def tokens_per_s(make_batch, n_batches: int, tokens_per_batch: int) -> float:
   return n_batches * tokens_per_batch / (time.perf_counter() - start)
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--batch_size", type=int, default=64)
-  parser.add_argument("--block_size", type=int, default=1024)
-  parser.add_argument("--tokens", type=int, default=100_000_000)
-  parser.add_argument("--batches", type=int, default=200)
-  args = parser.parse_args()
+def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
+  """The command's flags: defined when it runs, so importing the module defines none."""
+  flags.DEFINE_integer("batch_size", 64, "sequences per batch", lower_bound=1, flag_values=fv)
+  flags.DEFINE_integer("block_size", 1024, "tokens per sequence", lower_bound=1, flag_values=fv)
+  flags.DEFINE_integer("tokens", 100_000_000, "tokens in the random shard", lower_bound=1, flag_values=fv)
+  flags.DEFINE_integer("batches", 200, "batches timed", lower_bound=1, flag_values=fv)
+
+
+def main(argv: list[str], fv: flags.FlagValues = flags.FLAGS) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments {argv[1:]}; every setting is a --flag")
   with tempfile.TemporaryDirectory() as tmp:
     path = os.path.join(tmp, "bench.bin")
     rng = np.random.default_rng(0)
-    shards.write_shard(path, rng.integers(0, 8449, size=args.tokens, dtype=np.uint16))
-    kw = dict(batch_size=args.batch_size, block_size=args.block_size, seed=0)
-    per_batch = args.batch_size * args.block_size
+    shards.write_shard(path, rng.integers(0, 8449, size=fv.tokens, dtype=np.uint16))
+    kw = dict(batch_size=fv.batch_size, block_size=fv.block_size, seed=0)
+    per_batch = fv.batch_size * fv.block_size
     tokens = shards.read_shard(path)
-    bare = tokens_per_s(lambda: loader_lib.batch_at(tokens, 0, **kw), args.batches, per_batch)
+    bare = tokens_per_s(lambda: loader_lib.batch_at(tokens, 0, **kw), fv.batches, per_batch)
     with loader_lib.Loader(path, process_index=0, process_count=1, prefetch=4, **kw) as loader:
-      fed = tokens_per_s(lambda: next(loader), args.batches, per_batch)
+      fed = tokens_per_s(lambda: next(loader), fv.batches, per_batch)
   need = CONSUMPTION_TOKENS_PER_S
-  print(f"batch {args.batch_size} x {args.block_size + 1} tokens, shard of {args.tokens:,} "
+  print(f"batch {fv.batch_size} x {fv.block_size + 1} tokens, shard of {fv.tokens:,} "
         f"tokens, {os.cpu_count()} CPU cores")
   print(f"{'batch_at (no prefetch)':<32}{bare / 1e6:>8.2f} M tokens/s  ({bare / need:.1f}x need)")
   print(f"{'Loader (prefetch=4)':<32}{fed / 1e6:>8.2f} M tokens/s  ({fed / need:.1f}x need)")
@@ -60,4 +65,6 @@ def main():
 
 
 if __name__ == "__main__":
-  main()
+  define_flags()
+  from experiments import cli  # pylint: disable=ungrouped-imports
+  cli.run(main)

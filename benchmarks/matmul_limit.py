@@ -4,11 +4,11 @@ Two limits:
 
 - the **libraries' ceiling**: the step's own dense float32 matmuls, forward and backward,
   timed one by one in XLA and in PyTorch, give each library's FLOP/s; each step is a
-  fraction of the faster one. ``matmul_limit`` (``benchmarks/train_step.py``, one process,
-  both libraries taking turns) times every product, the attention's whole ``T x T``
+  fraction of the faster one. ``matmul_limit`` (``benchmarks.step --processes=one``: one
+  process, both libraries taking turns) times every product, the attention's whole ``T x T``
   squares included, and counts the step as ``PCT_COUNTS`` says (``limit_fields``).
-  ``library_ceiling`` (``benchmarks/separate.py --limit``, one fresh process per library,
-  settled between calls) times the weight matmuls alone: no attention kernel here runs a
+  ``library_ceiling`` (``benchmarks.step --processes=separate``: one fresh process per
+  library, settled between calls) times the weight matmuls alone: no attention kernel here runs a
   whole-square product, so the step is counted with causal attention FLOPs
   (``model.flops_per_token(..., causal=True)``, the pairs a causal kernel computes) and
   held against the dense products' rate;

@@ -2,7 +2,8 @@
 timed functions, and the engine step's compile time.
 
 The engine's step is ``step.train_step`` with ``step.make_optimizer`` (clipping,
-divergence guard, accumulation, donated state). The bare model step is ``value_and_grad``
+divergence guard, accumulation, donated state), compiled ahead of its first call so that
+the compile's seconds are known (``Step.compile_s``). The bare model step is ``value_and_grad``
 of the loss and the engine's AdamW without its clipping, nothing else, so the engine's
 overhead shows beside it.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -41,24 +43,41 @@ def model_only_step(state: dict, batch_ABT, cfg, optimizer):
           "opt_state": opt_state}, {"loss": loss}
 
 
-def ours_step(config, batch: int, seq: int, bare: bool = False):
-  """A function running one jitted, donated step: ``step.train_step``, or the bare one."""
+class Step(NamedTuple):
+  """One side's step, ready to time: ``run(tokens=None)`` runs one step (on ``tokens``, a
+  ``(1, batch, seq + 1)`` array, or the fixed random batch) and returns its loss; ``cfg`` is
+  the model it runs; ``compile_s`` the seconds its program took to compile."""
+  run: Callable
+  cfg: model.ModelConfig
+  compile_s: float
+
+
+def ours_step(config, batch: int, seq: int, bare: bool = False) -> Step:
+  """One jitted, donated step, compiled ahead of its first call: ``step.train_step``, or
+  the bare one."""
   cfg = shapes.model_config(config, seq)
   t = step_lib.TrainConfig(**config.train)
   optimizer = model_only_optimizer(t) if bare else step_lib.make_optimizer(t)
+  start = time.perf_counter()
   state = jax.jit(step_lib.init_state, static_argnums=(0, 1))(cfg, optimizer, jax.random.key(0))
   step = jax.jit(functools.partial(model_only_step if bare else step_lib.train_step, cfg=cfg,
                                    optimizer=optimizer), donate_argnums=0)
-  tokens = np.random.default_rng(0).integers(0, cfg.vocab_size, (1, batch, seq + 1), np.int32)
-  tokens = jnp.asarray(tokens)
+  fixed = random_tokens(cfg, batch, seq, 0)
+  step = step.lower(state, fixed).compile()
+  compile_s = time.perf_counter() - start
   holder = {"state": state}
 
-  def run():
-    holder["state"], m = step(holder["state"], tokens)
-    jax.block_until_ready(m["loss"])
-    return float(m["loss"])
+  def run(tokens=None):
+    holder["state"], m = step(holder["state"], fixed if tokens is None else tokens)
+    return float(jax.block_until_ready(m["loss"]))
 
-  return run, cfg
+  return Step(run, cfg, compile_s)
+
+
+def random_tokens(cfg, batch: int, seq: int, seed: int) -> jax.Array:
+  """A ``(1, batch, seq + 1)`` batch of random token ids (one microbatch)."""
+  ids = np.random.default_rng(seed).integers(0, cfg.vocab_size, (1, batch, seq + 1), np.int32)
+  return jax.device_put(ids)
 
 
 def compile_seconds(config, n_layer: int, seq: int, scan: bool) -> float:

@@ -57,7 +57,7 @@ def peer_step(cfg: model.ModelConfig, t, batch: int, seq: int, accelerator: bool
     opt.zero_grad(set_to_none=True)
     if accelerator:
       torch.cuda.synchronize()
-    return float(loss)
+    return float(loss.detach())
 
   return run
 

@@ -2,7 +2,7 @@
 reference streaming pipeline, each side in a fresh process of its own.
 
   python -m benchmarks.prepare_throughput --sizes=0.1,1,10 --reference_sizes=0.1,1 \
-      --out=docs/prepare_throughput.json
+      --out=results/benchmarks/prepare_throughput.json
 
 Corpora (``build_corpus``): ``--sizes`` GB (decimal) of JSONL, each document a seeded pick of
 1-20 paragraphs of the standard library's text (GBs of web-sized documents, not one file
@@ -212,11 +212,11 @@ def run_side(side: str, meta: dict, corpus_dir: str) -> dict:
 
 def ratios(rounds: list[dict]) -> dict:
   """Ours over the reference's MB/s paired by round; from two rounds, their geometric mean
-  with its 95 % t interval, "too wide" over 10 % of the mean (as ``separate``'s default)."""
-  from benchmarks import separate  # pylint: disable=import-outside-toplevel
+  with its 95 % t interval, "too wide" over 10 % of the mean (as ``benchmarks.step``'s default)."""
+  from benchmarks import rounds as rounds_lib  # pylint: disable=import-outside-toplevel
   paired = [r["ours"]["mb_per_s"] / r["reference"]["mb_per_s"] for r in rounds
             if "mb_per_s" in r.get("ours", {}) and "mb_per_s" in r.get("reference", {})]
-  return {"ratios": paired, **(separate.ratio_interval(paired, 0.10) if len(paired) > 1 else {})}
+  return {"ratios": paired, **(rounds_lib.ratio_interval(paired, 0.10) if len(paired) > 1 else {})}
 
 
 def growth(rows: list[dict], side: str) -> dict | None:
@@ -240,8 +240,8 @@ def table_row(gb: float, round_number: int, side: str, d: dict) -> str:
 
 
 def markdown(results: dict) -> str:
-  from benchmarks import separate  # pylint: disable=import-outside-toplevel
-  lines = [*separate.header_lines(results), "", *TABLE_HEAD]
+  from benchmarks import results as results_lib  # pylint: disable=import-outside-toplevel
+  lines = [*results_lib.header_lines(results), "", *TABLE_HEAD]
   lines += [table_row(row["gb"], i, side, d) for row in results["sizes"]
             for i, rnd in enumerate(row["rounds"], 1) for side, d in rnd.items()]
   lines.append("")
@@ -266,8 +266,10 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_integer("seed", 0, "seed of the corpora's documents", flag_values=fv)
   flags.DEFINE_string("corpus_dir", "runs/bench_corpus", "where corpora and shards go", flag_values=fv)
   flags.DEFINE_string("out", "", "results JSON (tables beside it)", flag_values=fv)
-  flags.DEFINE_float("max_load", 0.5, "busiest 1-minute load for results in docs/", flag_values=fv)
-  flags.DEFINE_bool("force", False, "measure on a busy machine (never into docs/)", flag_values=fv)
+  flags.DEFINE_float("max_load", 0.5, "busiest 1-minute load for results in results/benchmarks/",
+                     flag_values=fv)
+  flags.DEFINE_bool("force", False, "measure on a busy machine (never into results/benchmarks/)",
+                    flag_values=fv)
   flags.DEFINE_bool("reference", False, "run the reference pipeline (child mode)", flag_values=fv)
   flags.DEFINE_string("corpus", "", "--reference: the JSONL corpus", flag_values=fv)
   flags.DEFINE_string("out_dir", "", "--reference: where its shards go", flag_values=fv)
@@ -291,16 +293,15 @@ def plan(fv: flags.FlagValues) -> tuple[list[float], set[float], list[str]]:
 
 def measure(fv: flags.FlagValues) -> int:
   from benchmarks import results as results_lib  # pylint: disable=import-outside-toplevel
-  from benchmarks import separate  # pylint: disable=import-outside-toplevel
   sizes, ref_sizes, sides = plan(fv)
   load = os.getloadavg()[0]
   why = results_lib.refusal(fv.out, load, fv.max_load, fv.force)
   if why:
     raise ValueError(why)
-  out = separate.run_record("benchmarks.prepare_throughput", sys.argv[1:], load)  # argv: absl's rest
+  out = results_lib.run_record("benchmarks.prepare_throughput", sys.argv[1:], load)  # argv: absl's rest
   out.pop("shapes")
   out["sizes"] = []
-  print("\n".join([*separate.header_lines(out), "", *TABLE_HEAD]), flush=True)
+  print("\n".join([*results_lib.header_lines(out), "", *TABLE_HEAD]), flush=True)
   for gb in sizes:
     meta = build_corpus(gb, fv.corpus_dir, fv.seed)
     row = {"gb": gb, "bytes": meta["bytes"], "docs": meta["docs"], "rounds": []}
@@ -313,7 +314,7 @@ def measure(fv: flags.FlagValues) -> int:
       row["rounds"].append(rnd)
     out["sizes"].append({**row, **ratios(row["rounds"])})
   out["growth"] = {side: growth(out["sizes"], side) for side in sides}
-  return separate.finish_run(out, markdown(out), fv.out)
+  return results_lib.finish_run(out, markdown(out), fv.out)
 
 
 def main(argv: list[str], fv: flags.FlagValues = flags.FLAGS) -> int:

@@ -1,6 +1,6 @@
 """The README's training commands, run as a newcomer runs them, with what they print and take.
 
-  python -m benchmarks.quickstart                       # writes docs/quickstart.json
+  python -m benchmarks.quickstart                       # writes results/benchmarks/quickstart.json
   python -m benchmarks.quickstart --out=/tmp/qs.json    # anywhere else
 
 Runs the quick start (``python -m experiments.run --config=tiny``) and the README's
@@ -14,7 +14,6 @@ are copied from this file; rerun it on an idle machine to refresh them.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import pathlib
@@ -23,6 +22,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from absl import app
+from absl import flags
 
 from andrea_jax import workdir as workdir_lib
 from benchmarks import results as results_lib
@@ -51,10 +53,15 @@ def run_command(command: str, cwd: str) -> dict:
           "wall_s": wall, "output": done.stdout, "summary": summary}
 
 
-def main(argv=None) -> None:
-  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  p.add_argument("--out", default=str(REPO / "docs" / "quickstart.json"))
-  args = p.parse_args(argv)
+def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
+  """The command's flag: defined when it runs, so importing the module defines none."""
+  flags.DEFINE_string("out", str(REPO / "results" / "benchmarks" / "quickstart.json"),
+                      "where the JSON goes (written after each command)", flag_values=fv)
+
+
+def main(argv: list[str], fv: flags.FlagValues = flags.FLAGS) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments {argv[1:]}; every setting is a --flag")
   result = {"machine": results_lib.machine(),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
   with tempfile.TemporaryDirectory() as tmp:
@@ -62,11 +69,13 @@ def main(argv=None) -> None:
     for command in COMMANDS:
       result["runs"].append(run_command(command, tmp))
       done = result["runs"][-1]
-      with open(args.out, "w", encoding="utf-8") as f:  # after each command: a long job
+      with open(fv.out, "w", encoding="utf-8") as f:  # after each command: a long job
         json.dump(result, f, indent=2)
       print(f"{command}: {done['wall_s']:.0f} s (load {done['load_before']:.2f} -> "
-            f"{done['load_after']:.2f}); wrote {args.out}", flush=True)
+            f"{done['load_after']:.2f}); wrote {fv.out}", flush=True)
 
 
 if __name__ == "__main__":
-  main()
+  define_flags()
+  from experiments import cli  # pylint: disable=ungrouped-imports
+  cli.run(main)

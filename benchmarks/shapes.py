@@ -31,7 +31,9 @@ def load_config(name: str, settings: str = ""):
   return config
 
 
-def model_config(config, seq: int) -> model.ModelConfig:
-  """``config``'s model with room for ``seq`` tokens, its ``"auto"`` settings resolved."""
+def model_config(config, seq: int, platform: str | None = None) -> model.ModelConfig:
+  """``config``'s model with room for ``seq`` tokens, its ``"auto"`` settings resolved for
+  ``platform`` (default: JAX's backend; the peer's process names its own, so JAX does not
+  start on a GPU there)."""
   cfg = model.ModelConfig(**{**config.model, "block_size": max(seq, config.model.block_size)})
-  return model.resolve_auto(cfg, verbose=False)
+  return model.resolve_auto(cfg, platform, verbose=False)

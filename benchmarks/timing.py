@@ -1,14 +1,73 @@
-"""Timing sides against each other: interleaved rounds after warm-up, their medians as
-speed figures (tokens/s, our step's overhead, the ratio to the peer), and the machine's
-load and this process's CPU time around them.
+"""Timing a step: one side's steps after warm-up (``time_steps``: wall and CPU seconds and
+page faults of each, ``side_result``: their median and what the process held), sides
+interleaved in one process (``interleave``), their medians as speed figures (tokens/s, our
+step's overhead, the ratio to the peer), and the machine's load and this process's CPU
+time around them. Every mode of ``benchmarks/step.py`` and ``benchmarks/gpu_check.py``
+times through these.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import platform
+import resource
 import statistics
 import time
+
+
+def cpu_model() -> str:
+  """The CPU's model name (Linux ``/proc/cpuinfo``), else what ``platform`` knows."""
+  try:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+      for line in f:
+        if line.startswith("model name"):
+          return line.split(":", 1)[1].strip()
+  except OSError:
+    pass
+  return platform.processor() or platform.machine()
+
+
+def peak_rss_mb() -> float:
+  """This process's peak resident memory (VmHWM: ru_maxrss carries the parent's over exec)."""
+  try:
+    with open("/proc/self/status", encoding="utf-8") as f:
+      for line in f:
+        if line.startswith("VmHWM"):
+          return int(line.split()[1]) / 1024
+  except OSError:
+    pass
+  return float("nan")
+
+
+def timed(run) -> dict:
+  """One call of ``run``: its wall seconds, CPU seconds and minor page faults."""
+  before = resource.getrusage(resource.RUSAGE_SELF)
+  start = time.perf_counter()
+  run()
+  wall = time.perf_counter() - start
+  after = resource.getrusage(resource.RUSAGE_SELF)
+  return {"s": wall, "faults": after.ru_minflt - before.ru_minflt,
+          "cpu_s": (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)}
+
+
+def time_steps(run, warmup: int, steps: int) -> tuple[float, list[dict]]:
+  """``warmup`` untimed calls of ``run`` (a compile, if any, falls there), then ``steps``
+  timed ones: the warm-up's wall seconds and each timed call (``timed``)."""
+  start = time.perf_counter()
+  for _ in range(warmup):
+    run()
+  return time.perf_counter() - start, [timed(run) for _ in range(steps)]
+
+
+def side_result(steps: list[dict]) -> dict:
+  """A side's timed steps (``timed``) as its figures: the median step, faults and CPU
+  seconds per step, the process's peak resident memory and the CPU model."""
+  n = len(steps)
+  return {"step_s": statistics.median(t["s"] for t in steps), "times": [t["s"] for t in steps],
+          "minor_faults_per_step": sum(t["faults"] for t in steps) / n,
+          "cpu_s_per_step": sum(t["cpu_s"] for t in steps) / n,
+          "peak_rss_mb": peak_rss_mb(), "cpu": cpu_model()}
 
 
 def interleave(fns: dict, reps: int, warmup: int, settle_s: float = 0.5,

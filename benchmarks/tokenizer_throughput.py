@@ -1,6 +1,6 @@
 """Tokenizer encode throughput on the built-in corpus: one text at a time vs batched.
 
-  python -m benchmarks.tokenizer_throughput [--vocab_size 2305] [--max_docs 0]
+  python -m benchmarks.tokenizer_throughput [--vocab_size=2305] [--max_docs=0]
 
 Trains a byte-level BPE of --vocab_size on the corpus (timed too), then encodes every
 document with ``tokenizer.encode`` in a loop and with ``encode_batch`` (the library's
@@ -9,9 +9,11 @@ parallel batch encoder, all cores). Prints a small table. Not a test.
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
+
+from absl import app
+from absl import flags
 
 from andrea_jax import corpus
 from andrea_jax import tokenizer as tokenizer_lib
@@ -39,16 +41,23 @@ def run(vocab_size: int, max_docs: int) -> list[tuple[str, float, str]]:
           ("encode_batch (parallel)", t_batch, f"{mb / t_batch:.1f} MB/s")]
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--vocab_size", type=int, default=2305)
-  parser.add_argument("--max_docs", type=int, default=0, help="0 = whole built-in corpus")
-  args = parser.parse_args()
-  rows = run(args.vocab_size, args.max_docs)
+def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
+  """The command's flags: defined when it runs, so importing the module defines none."""
+  flags.DEFINE_integer("vocab_size", 2305, "the tokenizer's vocabulary", lower_bound=257, flag_values=fv)
+  flags.DEFINE_integer("max_docs", 0, "documents of the built-in corpus (0: all)", lower_bound=0,
+                       flag_values=fv)
+
+
+def main(argv: list[str], fv: flags.FlagValues = flags.FLAGS) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments {argv[1:]}; every setting is a --flag")
+  rows = run(fv.vocab_size, fv.max_docs)
   print(f"{'step':<28}{'seconds':>9}  {'throughput':>12}")
   for what, seconds, rate in rows:
     print(f"{what:<28}{seconds:>9.2f}  {rate:>12}")
 
 
 if __name__ == "__main__":
-  main()
+  define_flags()
+  from experiments import cli  # pylint: disable=ungrouped-imports
+  cli.run(main)

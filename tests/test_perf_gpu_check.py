@@ -2,15 +2,25 @@
 
 import json
 
+from absl import flags
+
 from benchmarks import gpu_check
 from benchmarks import peer as peer_lib
+from benchmarks import shapes
+
+
+def run(*args):
+  fv = flags.FlagValues()
+  gpu_check.define_flags(fv)
+  fv(["gpu_check", *args])
+  return gpu_check.main(["gpu_check"], fv)
 
 
 def test_smoke_runs_every_path_and_reports_each(tmp_path, capsys, monkeypatch):
   # A CPU has no peak FLOP/s entry: pretend one, so the MFU path runs too.
   monkeypatch.setattr(gpu_check.metrics, "peak_flops", lambda device: 1e12)
   out = tmp_path / "gpu_check.json"
-  assert gpu_check.main(["--smoke", f"--out={out}"]) == 0
+  assert run("--smoke", f"--out={out}") == 0
   text = capsys.readouterr().out
   results = json.loads(out.read_text())
   assert [(r["attention_impl"], r["remat_policy"]) for r in results["variants"]] == \
@@ -18,6 +28,7 @@ def test_smoke_runs_every_path_and_reports_each(tmp_path, capsys, monkeypatch):
   for row in results["variants"]:
     assert "error" not in row, row
     assert row["tokens_per_s"] > 0 and row["compile_s"] > 0 and 0 < row["mfu"] < 1
+    assert len(row["times"]) == gpu_check.SMOKE["steps"]  # the step benchmark's timing
     # No GPU here: cuDNN's kernel is replaced by the XLA flash kernel, and a note says so.
     assert row["ran_as"] == ("xla_flash" if row["attention_impl"] == "cudnn" else row["attention_impl"])
   assert "xla_flash stands in" in text
@@ -31,16 +42,25 @@ def test_smoke_runs_every_path_and_reports_each(tmp_path, capsys, monkeypatch):
   peer = results["peer"]
   if peer_lib.peer_available() is None:
     assert peer["tokens_per_s"] > 0 and peer["backend"] == "eager", peer
+    assert len(peer["times"]) == gpu_check.SMOKE["peer_steps"] and peer["warmup_s"] > 0
   else:  # without torch the check still runs, and says why the peer is missing
     assert "not installed" in peer["skipped"]
   assert "peer (torch.compile + SDPA, bf16):" in text
 
 
 def test_without_a_gpu_the_full_check_refuses_and_says_what_to_do(capsys):
-  assert gpu_check.main([]) == 2
+  assert run() == 2
   assert "--smoke" in capsys.readouterr().err
 
 
 def test_cudnn_is_kept_on_a_gpu():
   assert gpu_check.kernel_for_platform("cudnn", "gpu") == "cudnn"
   assert gpu_check.kernel_for_platform("xla_flash", "cpu") == "xla_flash"
+
+
+def test_a_variants_settings_give_the_model_the_gpu_check_describes():
+  config = shapes.load_config("andrea120m")
+  for impl, remat in gpu_check.VARIANTS:
+    got = shapes.model_config(shapes.load_config("andrea120m", gpu_check.settings(impl, remat, "bfloat16")),
+                              1024, platform="gpu")
+    assert got == gpu_check.model_cfg(config, 1024, impl, remat, "bfloat16")

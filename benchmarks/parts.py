@@ -1,35 +1,28 @@
-"""Where the training step's time goes: each component of one block, ours against PyTorch.
+"""The training step's parts, each side's: where the step's time goes, ours against PyTorch.
 
-Times forward + backward (gradients of every input and weight) of one component at a
-time, andrea_jax's jitted function against the same computation in eager PyTorch (the
-``benchmarks/peer.py``), interleaved in one process, medians of ``--reps``:
+What ``python -m benchmarks.step --measure=parts`` times (``--measure=ops`` and
+``--measure=unit_axis`` are here too):
 
-  python -m benchmarks.components --shape=andrea120m --reps=5
-  python -m benchmarks.components --unit_axis          # the XLA:CPU effect behind model-on-rows
-  python -m benchmarks.components --shape=andrea12m --batch=4 --ops   # XLA's own ops, ranked
-  python -m benchmarks.components --separate --shape=tiny,andrea12m,andrea120m --rounds=8 \
-      --reps=3 --out=docs/performance_components.json
+- the components of one block, forward + backward (gradients of every input and weight)
+  of one at a time (``ROWS``): LayerNorm; the attention core (causal softmax attention on
+  (B, T, H, K): ``attention_impl`` against ``scaled_dot_product_attention``); the whole
+  attention branch (QKV projection, core, output projection); the MLP (GELU-tanh); the
+  logits (tied head) plus cross-entropy;
+- the step in its two parts (``PARTS``): the whole model's forward + backward, and the
+  AdamW update of every parameter.
 
-``--separate`` is the profile docs/ publishes: each side's rows (the components, and the
-step's two parts: the whole model's forward + backward and the AdamW update) in a fresh
-process of its own (ours never imports PyTorch), the sides alternating round by round as
-in ``benchmarks/separate.py``; per row the ratio paired by round with its 95 % t interval,
-and the gap per training step (ours - peer, times the runs of the row in one step). The
-default mode times both sides in one process, where PyTorch's spinning OpenMP workers and
-the shared heap slow whichever side runs next (issue 31): use it to look, not to publish.
-
-Components: LayerNorm; the attention core (causal softmax attention on (B, T, H, K):
-``attention_impl`` against ``scaled_dot_product_attention``); the whole attention branch
-(QKV projection, core, output projection); the MLP (GELU-tanh); the logits (tied head)
-plus cross-entropy. ``--ops`` instead ranks the ops XLA compiled the whole model's
-forward + backward into (the profiler's trace of two steps), each with its output shape
-and the JAX operation it came from. Figures for docs/ only from an idle machine
-(``uptime`` first).
+Ours is jitted, the peer eager PyTorch (``benchmarks/peer.py``'s model). In separate
+processes (``side_round``: ours never imports PyTorch) the sides alternate round by round
+and each row's ratio is paired by round, with the gap per training step (``summary``): the
+profile docs/performance.md publishes. In one process (``in_process``) PyTorch's spinning
+OpenMP workers and the shared heap slow whichever side runs next (issue 31): use it to look,
+not to publish. ``ranked_ops`` ranks the ops XLA compiled the whole model's forward +
+backward into (the profiler's trace of two steps), each with its output shape and the JAX
+operation it came from; ``unit_axis`` is the XLA:CPU effect behind computing on rows.
 """
 
 from __future__ import annotations
 
-import argparse
 import collections
 import functools
 import glob
@@ -40,7 +33,6 @@ import re
 import statistics
 import sys
 import tempfile
-import time
 
 import jax
 import jax.numpy as jnp
@@ -51,6 +43,7 @@ from andrea_jax import attention as kernels
 from andrea_jax import model
 from andrea_jax import step as step_lib
 from benchmarks import peer as peer_lib
+from benchmarks import rounds as rounds_lib
 from benchmarks import shapes
 from benchmarks import timing
 
@@ -183,13 +176,6 @@ def peer_parts(cfg: model.ModelConfig, batch: int, seq: int, t) -> dict:
   return {PARTS[0]: peer_forward_backward, PARTS[1]: peer_update}
 
 
-def step_parts(cfg: model.ModelConfig, batch: int, seq: int, t) -> dict:
-  """The training step split in two, each side: the whole model's forward + backward, and
-  the AdamW update of all parameters (name -> {"ours": fn, "peer": fn})."""
-  a, b = ours_parts(cfg, batch, seq, t), peer_parts(cfg, batch, seq, t)
-  return {name: {"ours": a[name], "peer": b[name]} for name in PARTS}
-
-
 # ----------------------------------------------------------------------------- each side in its own process
 
 SIDES = ("ours", "peer")
@@ -207,53 +193,26 @@ def side_rows(side: str, cfg: model.ModelConfig, batch: int, seq: int, t) -> dic
   return {**peer(cfg, batch, seq), **peer_parts(cfg, batch, seq, t)}
 
 
-def child(side: str, shape: str, batch: int, seq: int, reps: int, warmup: int = 1) -> dict:
+def side_round(side: str, config, batch: int, seq: int, reps: int, warmup: int = 1) -> dict:
   """One side's round, in a fresh process: every row ``warmup`` times untimed, then ``reps``
   times, the rows taking turns (``timing.interleave``); the median ms per row."""
-  from benchmarks import separate  # pylint: disable=import-outside-toplevel
   if side == "peer":
     missing = peer_lib.peer_available()
     if missing:
       return {"skipped": missing}
-  config = shapes.load_config(shape)
   cfg = shapes.model_config(config, seq)
   fns = side_rows(side, cfg, batch, seq, step_lib.TrainConfig(**config.train))
   times = timing.interleave(fns, reps, warmup, settle_s=0.05)
   return {"ms": {name: 1e3 * statistics.median(ts) for name, ts in times.items()},
-          "peak_rss_mb": separate.peak_rss_mb(), "cpu": separate.cpu_model(),
+          "peak_rss_mb": timing.peak_rss_mb(), "cpu": timing.cpu_model(),
           "torch_loaded": "torch" in sys.modules}
 
 
-def child_argv(side: str, shape: str, batch: int, seq: int, reps: int) -> list[str]:
-  return [sys.executable, "-m", "benchmarks.components", f"--child={side}", f"--shape={shape}",
-          f"--batch={batch}", f"--seq={seq}", f"--reps={reps}"]
-
-
-def separate_rounds(shape: str, batch: int, seq: int, rounds: int, reps: int, run=None,
-                    sleep=time.sleep, settle_s: float = 2.0, progress=print) -> list[dict]:
-  """``rounds`` rounds, each side's rows in a fresh process of its own, the sides' order
-  alternating (``separate.order``); ``run(side)`` (tests pass a fake) returns a side's round."""
-  from benchmarks import separate  # pylint: disable=import-outside-toplevel
-  run = run or (lambda side: separate.result_of(child_argv(side, shape, batch, seq, reps)))
-  out = []
-  for i in range(rounds):
-    rnd = {}
-    for side in separate.order(i, SIDES):
-      rnd[side] = run(side)
-      sleep(settle_s)
-    out.append(rnd)
-    progress(f"{shape} round {i + 1}/{rounds}: " + ", ".join(
-        f"{side} {sum(rnd[side]['ms'].values()):,.0f} ms over all rows" if "ms" in rnd[side]
-        else f"{side} {rnd[side]}" for side in SIDES), flush=True)
-  return out
-
-
-def separate_summary(rounds: list[dict], cfg: model.ModelConfig, max_width: float = 0.10) -> list[dict]:
+def summary(rounds: list[dict], cfg: model.ModelConfig, max_width: float = 0.10) -> list[dict]:
   """Per row: each side's median ms over rounds, the ratio peer / ours paired by round (above
   1: ours faster) as its median, range and geometric mean with the 95 % t interval
-  (``separate.ratio_interval``), and the gap per training step, ``(ours - peer) x`` the times
+  (``rounds.ratio_interval``), and the gap per training step, ``(ours - peer) x`` the times
   a step runs the row (``PER_STEP``): where the step's remaining time is."""
-  from benchmarks import separate  # pylint: disable=import-outside-toplevel
   good = [r for r in rounds if all("ms" in r.get(side, {}) for side in SIDES)]
   rows = []
   for name in (good[0]["ours"]["ms"] if good else ()):
@@ -264,57 +223,8 @@ def separate_summary(rounds: list[dict], cfg: model.ModelConfig, max_width: floa
     times = PER_STEP.get(name, lambda cfg: 1)(cfg)
     rows.append({"row": name, "ours_ms": ours_ms, "peer_ms": peer_ms, "per_step": times,
                  "gap_ms_per_step": times * (ours_ms - peer_ms), "ratio": statistics.median(paired),
-                 "ratio_range": (min(paired), max(paired)), **separate.ratio_interval(paired, max_width)})
+                 "ratio_range": (min(paired), max(paired)), **rounds_lib.ratio_interval(paired, max_width)})
   return rows
-
-
-def separate_markdown(results: dict) -> str:
-  """The separate-process profile as a table per shape, the machine and command beside it."""
-  from benchmarks import separate  # pylint: disable=import-outside-toplevel
-  lines = separate.header_lines(results)
-  for s in results["shapes"]:
-    lines += ["", f"{s['shape']} ({s['batch']} x {s['seq']}), {s['rounds']} rounds "
-              f"({s['good_rounds']} with both sides), each side in its own process, medians of "
-              f"{s['reps']} reps a round:", "",
-              "| row | ours (ms) | peer (ms) | peer / ours, median [range] | geometric mean [95 % CI] "
-              "| runs per step | ours - peer per step (ms) |", "|---" * 7 + "|"]
-    for r in s["rows"]:
-      ci = (f"{r['ratio_mean']:.2f} [{r['ratio_ci95'][0]:.2f}, {r['ratio_ci95'][1]:.2f}]"
-            + ("" if r["ratio_decided"] else ", too wide") if "ratio_ci95" in r else "n/a")
-      lines.append(f"| {r['row']} | {r['ours_ms']:,.1f} | {r['peer_ms']:,.1f} | {r['ratio']:.2f} "
-                   f"[{r['ratio_range'][0]:.2f}, {r['ratio_range'][1]:.2f}] | {ci} | {r['per_step']} "
-                   f"| {r['gap_ms_per_step']:+,.0f} |")
-    errors = {side: r[side] for r in s["per_round"] for side in SIDES if "ms" not in r.get(side, {})}
-    if errors:
-      lines += ["", "Rounds without a side: " + "; ".join(f"{k}: {v}" for k, v in errors.items())]
-  return "\n".join(lines) + "\n"
-
-
-def run_separate(args, argv) -> int:
-  """``--separate``: the profile with each side in its own process (what docs/ publishes)."""
-  from benchmarks import results as results_lib  # pylint: disable=import-outside-toplevel
-  from benchmarks import separate  # pylint: disable=import-outside-toplevel
-  from andrea_jax import errors  # pylint: disable=import-outside-toplevel
-  load = os.getloadavg()[0]
-  why = results_lib.refusal(args.out, load, args.max_load, args.force)
-  try:  # every shape read before the first round: a bad name fails at once, not an hour in
-    configs = {name: shapes.load_config(name) for name in args.shape.split(",")}
-  except errors.ConfigError as e:
-    why = why or f"--shape: {e}"
-  if why:
-    print(f"error: {why}", file=sys.stderr)
-    return 2
-  out = separate.run_record("benchmarks.components", argv, load)
-  for name, config in configs.items():
-    batch, seq = shapes.SHAPE_DEFAULTS.get(name, (1, 1024))
-    batch, seq = args.batch or batch, args.seq or seq
-    cfg = shapes.model_config(config, seq)
-    rounds = separate_rounds(name, batch, seq, args.rounds, args.reps)
-    out["shapes"].append({"shape": name, "batch": batch, "seq": seq, "reps": args.reps,
-                          "rounds": len(rounds), "per_round": rounds,
-                          "good_rounds": sum(all("ms" in r.get(s, {}) for s in SIDES) for r in rounds),
-                          "rows": separate_summary(rounds, cfg, args.max_spread)})
-  return separate.finish_run(out, separate_markdown(out), args.out)
 
 
 def unit_axis(batch: int, seq: int, d: int, reps: int) -> list[str]:
@@ -359,8 +269,8 @@ def hlo_sources(hlo_text: str) -> dict[str, str]:
 def ranked_ops(cfg: model.ModelConfig, batch: int, seq: int, top: int = 25, steps: int = 2) -> list[str]:
   """The whole model's forward + backward as XLA runs it: its ops by time per step.
 
-  Needs ``--xla_cpu_enable_xprof_traceme=true`` in ``XLA_FLAGS`` before JAX starts (``main``
-  sets it), so the CPU runtime records each op in the profiler's trace.
+  Needs ``--xla_cpu_enable_xprof_traceme=true`` in ``XLA_FLAGS`` before JAX starts
+  (``benchmarks.step --measure=ops`` sets it), so the CPU runtime records each op in the profiler's trace.
   """
   tokens = jnp.asarray(np.random.default_rng(0).integers(0, cfg.vocab_size, (batch, seq + 1)), jnp.int32)
   params = model.init_params(cfg, jax.random.key(0))
@@ -388,76 +298,15 @@ def ranked_ops(cfg: model.ModelConfig, batch: int, seq: int, top: int = 25, step
   return lines
 
 
-def compare_table(what: str, rows: dict, reps: int) -> None:
-  """Print ``| row | ours (ms) | peer (ms) | peer / ours |``: each row's two sides interleaved."""
-  print(f"| {what} | andrea_jax (ms) | peer (ms) | peer / ours |\n|---|---|---|---|")
-  for name, fns in rows.items():
-    times = timing.interleave(fns, reps, 1)
-    o, t = (1e3 * statistics.median(times[k]) for k in ("ours", "peer"))
-    print(f"| {name} | {o:.1f} | {t:.1f} | {t / o:.2f} |", flush=True)
-
-
-def main(argv=None) -> int:
-  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument("--shape", default="andrea120m")
-  p.add_argument("--batch", type=int, default=None,
-                 help="1; with --separate, each shape's own (benchmarks/shapes.py)")
-  p.add_argument("--seq", type=int, default=None,
-                 help="1024; with --separate, each shape's own")
-  p.add_argument("--reps", type=int, default=5)
-  p.add_argument("--unit_axis", action="store_true",
-                 help="time reductions on (1, T, D) against (T, D) rows instead")
-  p.add_argument("--step_parts", action="store_true",
-                 help="time the whole model's forward + backward and the AdamW update instead")
-  p.add_argument("--ops", action="store_true",
-                 help="rank the ops of our whole model's forward + backward by time instead")
-  p.add_argument("--top", type=int, default=25, help="ops listed by --ops")
-  p.add_argument("--separate", action="store_true",
-                 help="each side's rows in its own fresh process, alternating, --rounds rounds "
-                      "(--shape may list several, comma-separated): the profile docs/ publishes")
-  p.add_argument("--rounds", type=int, default=8, help="with --separate")
-  p.add_argument("--max_spread", type=float, default=0.10,
-                 help="with --separate: an interval wider than this share of its mean is 'too wide'")
-  p.add_argument("--max_load", type=float, default=0.5)
-  p.add_argument("--force", action="store_true", help="measure on a busy machine (never into docs/)")
-  p.add_argument("--out", default="", help="with --separate: the JSON (and its _tables.md beside it)")
-  p.add_argument("--child", choices=SIDES, default=None, help=argparse.SUPPRESS)
-  args = p.parse_args(argv)
-  for name in ("rounds", "reps"):
-    if getattr(args, name) < 1:
-      p.error(f"--{name}={getattr(args, name)}: expected at least 1")
-  if args.child:
-    print("RESULT " + json.dumps(child(args.child, args.shape, args.batch, args.seq, args.reps)),
-          flush=True)
-    return 0
-  if args.separate:
-    try:
-      return run_separate(args, argv)
-    except KeyboardInterrupt:  # the child processes, in our process group, got the same Ctrl-C
-      print("interrupted: nothing written (--out is written only when every shape is done)",
-            file=sys.stderr, flush=True)
-      return 130
-  args.batch, args.seq = args.batch or 1, args.seq or 1024
-  if args.ops:  # read when the CPU backend starts, so before the first computation
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_enable_xprof_traceme=true").strip()
-  config = shapes.load_config(args.shape)
-  cfg = shapes.model_config(config, args.seq)
-  print(f"{args.shape}: batch {args.batch} x {args.seq}, 1-minute load average "
-        f"{os.getloadavg()[0]:.2f} before starting")
-  if args.unit_axis:
-    print("\n".join(unit_axis(args.batch, args.seq, cfg.d_model, max(args.reps, 20))))
-    return 0
-  if args.ops:
-    print("\n".join(ranked_ops(model.resolve_auto(cfg, verbose=False), args.batch, args.seq, args.top)))
-    return 0
-  if args.step_parts:
-    compare_table("part of the step", step_parts(cfg, args.batch, args.seq, config.train),
-                  args.reps)
-    return 0
-  a, b = ours(cfg, args.batch, args.seq), peer(cfg, args.batch, args.seq)
-  compare_table("component", {name: {"ours": a[name], "peer": b[name]} for name in ROWS},
-                args.reps)
-  return 0
-
-if __name__ == "__main__":
-  raise SystemExit(main())
+def in_process(cfg: model.ModelConfig, batch: int, seq: int, t, reps: int,
+               settle_s: float = 0.5) -> list[dict]:
+  """Every row (``ROWS`` and ``PARTS``) with both sides in this one process, the two taking
+  turns (``timing.interleave``): per row the median ms of each and peer / ours."""
+  a = {**ours(cfg, batch, seq), **ours_parts(cfg, batch, seq, t)}
+  b = {**peer(cfg, batch, seq), **peer_parts(cfg, batch, seq, t)}
+  out = []
+  for name in ROWS + PARTS:
+    times = timing.interleave({"ours": a[name], "peer": b[name]}, reps, 1, settle_s=settle_s)
+    o, p = (1e3 * statistics.median(times[k]) for k in ("ours", "peer"))
+    out.append({"row": name, "ours_ms": o, "peer_ms": p, "ratio": p / o})
+  return out
