@@ -46,6 +46,11 @@ class Arm:
   name: str
   overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   label: str = ""  # what it is, for the report
+  group: str = ""  # its programs' name (a directory; default: the name, "+" as "-")
+
+  @property
+  def prefix(self) -> str:
+    return self.group or self.name.replace("+", "-")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +67,7 @@ class Grid:
   seconds_per_model_step: float | None = None  # measured cost, for the estimate
   seconds_per_program: float = 30.0
   smoke: bool = False  # toy models that prove the pipeline: their verdicts mean nothing
+  arms: tuple[str, ...] | None = None  # the study's arms this scale trains (None: all)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +83,14 @@ class Study:
   spread: Mapping[str, float] = dataclasses.field(default_factory=dict)
   spread_source: str = ""
   power: float = 0.8
+  # A budgeted plan (``power.admit``): claims admitted cheapest first while their arms, at the
+  # seeds they need (at least ``min_seeds``), fit this many minutes of the grid's measured cost.
+  budget_minutes: float | None = None
+  min_seeds: int = 2
+  # Short names of axes in program names (``{"model.d_model": "d"}``: ``pre-d64``).
+  tags: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  # Report items beside the claims (``research/kinds.py``: each ``section(data, out)``).
+  reports: tuple = ()
 
   def __post_init__(self):
     if self.design.split(" ", 1)[0].strip(".:*").lower() not in DESIGNS:
@@ -106,15 +120,19 @@ class Study:
   def sweep(self, scale: str) -> Sweep:
     g = self.grid(scale)
     cells = []
-    for arm in self.arms:
+    for arm in self.arms_at(scale):
       for point in self.points(scale):
-        group = arm.name.replace("+", "-") + "".join(f"-{k.split('.')[-1]}{v}" for k, v in point.items())
+        group = arm.prefix + "".join(f"-{self.tags.get(k, k.split('.')[-1])}{v}" for k, v in point.items())
         o = {**g.shared, **arm.overrides, **point}
         cells += [Cell(f"{group}-lr{lr:g}-seed{seed}", {**o, "train.learning_rate": lr, "train.seed": seed},
                        (arm.name,), seed, group, 0, g.refine)
                   for lr in g.rates for seed in g.seeds]
     cells = split_groups(cells, g.members_per_program)
     return Sweep(self.name, scale, g.base_config, cells, description=self.describe(scale, cells))
+
+  def arms_at(self, scale: str) -> tuple[Arm, ...]:
+    names = self.grid(scale).arms
+    return self.arms if names is None else tuple(a for a in self.arms if a.name in names)
 
   def minutes(self, scale: str, cells: list[Cell]) -> float | None:
     g = self.grid(scale)
@@ -126,7 +144,7 @@ class Study:
   def describe(self, scale: str, cells: list[Cell]) -> str:
     g = self.grid(scale)
     axes = "; ".join(f"{k} {', '.join(map(str, v))}" for k, v in g.axes.items())
-    arms = ", ".join(a.name + (f" ({a.label})" if a.label else "") for a in self.arms)
+    arms = ", ".join(a.name + (f" ({a.label})" if a.label else "") for a in self.arms_at(scale))
     minutes = self.minutes(scale, cells)
     text = (f"{self.question} Arms: {arms}. " + (f"Axes: {axes}. " if axes else "")
             + f"Rates {', '.join(f'{r:g}' for r in g.rates)}; seeds {', '.join(map(str, g.seeds))}; "
@@ -142,11 +160,13 @@ class Study:
     ``power.MAX_SEEDS`` or no stated spread), the seeds the grid gives, and whether powered."""
     g = self.grid(scale)
     families: dict[Any, int] = {}
-    for c in self.claims:
+    tested = [c for c in self.claims if c.test_kind != "finding"]
+    for c in tested:
       families[c.family or c.key] = families.get(c.family or c.key, 0) + 1
     out = []
-    for c in self.claims:
-      sd = self.spread.get(c.key, self.spread.get("*"))
+    for c in tested:
+      sd = self.spread_of(c)
+      sd = sd.sd if isinstance(sd, power.Spread) else sd
       p = c.plan()
       need = None
       if sd is not None and math.isfinite(p.effect):
@@ -154,7 +174,40 @@ class Study:
       out.append((c, need, len(g.seeds), need is not None and len(g.seeds) >= need))
     return out
 
+  def spread_of(self, claim: kinds.Claim) -> float | power.Spread | None:
+    return self.spread.get(claim.key, self.spread.get("*"))
+
+  def budget_plan(self, scale: str) -> tuple[list[power.Planned], dict[str, int], dict[str, float]]:
+    """``power.admit`` over the tested claims (one family) within ``budget_minutes``: one more
+    seed of an arm costs its cells' model-steps at one seed (the grid's seconds per
+    model-step), the programs' fixed cost comes off the budget first; with the seeds and the
+    minutes (its share of the fixed cost included) per arm at the grid's seeds."""
+    g = self.grid(scale)
+    cells = self.sweep(scale).cells
+    per_seed: dict[str, float] = {}
+    for c in cells:
+      if c.seed == g.seeds[0]:
+        for a in c.arms:
+          per_seed[a] = per_seed.get(a, 0.0) + int(c.overrides["train.steps"]) * g.seconds_per_model_step / 60
+    fixed = len({c.group for c in cells}) * g.seconds_per_program / 60
+    tested = [c for c in self.claims if c.test_kind != "finding"]
+    spreads = {c.key: (sp if isinstance(sp := self.spread_of(c), power.Spread) else power.Spread(sp, 0))
+               for c in tested}
+    planned, _, _, _ = power.admit([c.plan() for c in tested], spreads, per_seed,
+                                   self.budget_minutes - fixed, self.min_seeds, self.power)
+    return planned, dict.fromkeys(per_seed, len(g.seeds)), {
+        a: m * len(g.seeds) + fixed / len(per_seed) for a, m in per_seed.items()}
+
   def plan_lines(self, scale: str) -> list[str]:
+    if self.budget_minutes is not None:
+      planned, seeds, minutes = self.budget_plan(scale)
+      return [f"Power plan within {self.budget_minutes:g} minutes (per-seed spread: "
+              f"{self.spread_source or 'none stated'}; each test at 0.05 over the family's "
+              f"size, Holm's first-ranked level, power {self.power:g}; claims admitted "
+              f"cheapest first while their arms fit, at least {self.min_seeds} seeds):", "",
+              *power.table_lines(planned, seeds, minutes, self.budget_minutes, "stated; n")]
+    if not self.plan(scale):
+      return ["Power plan: no claim is a test (a finding or a choice), nothing to power.", ""]
     lines = [f"Power plan (per-seed spread: {self.spread_source or 'none stated'}; each claim at "
              f"its family's Holm level, power {self.power:g}):", "",
              "| claim | family | quantity | test | planned effect | seeds needed | seeds | plan |",
@@ -184,8 +237,15 @@ class Study:
               f"family are decided together under Holm's correction at level 0.05, each verdict "
               f"with its leave-one-seed-out check. {self.design}")
     rows, table = optimum_lines(data)
-    return reporting.Page(verdicts=verdicts, method=method, sections=table,
+    page = reporting.Page(verdicts=verdicts, method=method, sections=table,
                           plots=[plot_curves(data, out)], results={"table": rows})
+    for item in (*self.claims, *self.reports):
+      extra = item.section(data, out)
+      if extra is not None:
+        page.sections += extra.lines
+        page.plots += extra.plots
+        page.results.update(extra.results)
+    return page
 
 
 def judge(study: Study, data: kinds.Data, robust: bool = True) -> list[claims.Verdict]:
@@ -201,7 +261,9 @@ def judge(study: Study, data: kinds.Data, robust: bool = True) -> list[claims.Ve
       for v, w in zip(verdicts, decide(study, [c.test(held) for c in study.claims])):
         if w.verdict != v.verdict:
           flips[v.claim].append(f"without seed {s}: {w.verdict.lower()}")
-    for v in verdicts:
+    for c, v in zip(study.claims, verdicts):
+      if c.test_kind == "finding":  # a finding or a choice: not re-judged without a seed
+        continue
       v.robustness = ("Leave-one-seed-out: not applicable (one seed)." if len(seeds) < 2 else
                       "Leave-one-seed-out: the verdict survives leaving out any one seed."
                       if not flips[v.claim] else

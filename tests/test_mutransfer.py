@@ -11,7 +11,7 @@ import pytest
 
 from andrea_jax import errors
 from research import curves
-from experiments.studies.mup_base import grid as base_grid
+from research import registry
 from experiments.studies.mutransfer import grid
 from experiments.studies.mutransfer import plan as plan_lib
 from experiments.studies.mutransfer import rules as R
@@ -123,7 +123,7 @@ def test_the_grid_reads_the_base_choice_and_trains_unseen_seeds(tmp_path):
   qk = {c.overrides["model.d_model"] for c in sweep.cells if c.arms == (R.QK,)}
   assert qk == {128}
   earlier = ({c.seed for c in confirm_grid.get_sweep("cpu").cells}
-             | {c.seed for c in base_grid.get_sweep("cpu").cells} | {0, 1, 2})
+             | {c.seed for c in registry.load("mup_base", "cpu").cells} | {0, 1, 2})
   assert not {c.seed for c in sweep.cells} & earlier
   assert sweep.cells and all(c.refinable for c in sweep.cells)
 
