@@ -198,8 +198,12 @@ class Study:
     return planned, dict.fromkeys(per_seed, len(g.seeds)), {
         a: m * len(g.seeds) + fixed / len(per_seed) for a, m in per_seed.items()}
 
+  def budgeted(self, scale: str) -> bool:
+    """Whether ``scale``'s plan is budgeted: a budget, and the grid's measured cost."""
+    return self.budget_minutes is not None and self.grid(scale).seconds_per_model_step is not None
+
   def plan_lines(self, scale: str) -> list[str]:
-    if self.budget_minutes is not None:
+    if self.budgeted(scale):
       planned, seeds, minutes = self.budget_plan(scale)
       return [f"Power plan within {self.budget_minutes:g} minutes (per-seed spread: "
               f"{self.spread_source or 'none stated'}; each test at 0.05 over the family's "
@@ -237,6 +241,8 @@ class Study:
               f"family are decided together under Holm's correction at level 0.05, each verdict "
               f"with its leave-one-seed-out check. {self.design}")
     rows, table = optimum_lines(data)
+    if index.get("scale") in self.scales and self.budgeted(index["scale"]):
+      table = ["## Pre-registered plan", "", *self.plan_lines(index["scale"]), *table]
     page = reporting.Page(verdicts=verdicts, method=method, sections=table,
                           plots=[plot_curves(data, out)], results={"table": rows})
     for item in (*self.claims, *self.reports):
