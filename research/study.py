@@ -80,7 +80,8 @@ class Study:
   claims: tuple[kinds.Claim, ...]
   # The planned per-seed spread of each claim's quantity (by the claim's key, or "*"),
   # and where it comes from (an earlier study's cells, the literature).
-  spread: Mapping[str, float] = dataclasses.field(default_factory=dict)
+  # (a ``power.Spread`` also gives the seeds it comes from, for its upper bound in the plan)
+  spread: Mapping[str, float | power.Spread] = dataclasses.field(default_factory=dict)
   spread_source: str = ""
   power: float = 0.8
   # A budgeted plan (``power.admit``): claims admitted cheapest first while their arms, at the
@@ -102,6 +103,10 @@ class Study:
       if missing:
         raise errors.ConfigError(f"study {self.name!r}: claim {c.claim!r} names arms "
                                  f"{missing} that the study does not define ({names})")
+    for scale, g in self.scales.items():
+      if g.arms is not None and set(g.arms) - set(names):
+        raise errors.ConfigError(f"study {self.name!r}: scale {scale!r} trains arms "
+                                 f"{sorted(set(g.arms) - set(names))} that the study does not define ({names})")
 
   # --------------------------------------------------------------------------- the sweep
 
@@ -160,7 +165,7 @@ class Study:
     ``power.MAX_SEEDS`` or no stated spread), the seeds the grid gives, and whether powered."""
     g = self.grid(scale)
     families: dict[Any, int] = {}
-    tested = [c for c in self.claims if c.test_kind != "finding"]
+    tested = self.tested()
     for c in tested:
       families[c.family or c.key] = families.get(c.family or c.key, 0) + 1
     out = []
@@ -173,6 +178,10 @@ class Study:
         need = power.seeds_needed(p.effect, sd, 0.05 / families[c.family or c.key], self.power, p.margin)
       out.append((c, need, len(g.seeds), need is not None and len(g.seeds) >= need))
     return out
+
+  def tested(self) -> list[kinds.Claim]:
+    """The claims that are tests (not a finding or a choice): what a power plan sizes."""
+    return [c for c in self.claims if c.test_kind != "finding"]
 
   def spread_of(self, claim: kinds.Claim) -> float | power.Spread | None:
     return self.spread.get(claim.key, self.spread.get("*"))
@@ -190,10 +199,9 @@ class Study:
         for a in c.arms:
           per_seed[a] = per_seed.get(a, 0.0) + int(c.overrides["train.steps"]) * g.seconds_per_model_step / 60
     fixed = len({c.group for c in cells}) * g.seconds_per_program / 60
-    tested = [c for c in self.claims if c.test_kind != "finding"]
     spreads = {c.key: (sp if isinstance(sp := self.spread_of(c), power.Spread) else power.Spread(sp, 0))
-               for c in tested}
-    planned, _, _, _ = power.admit([c.plan() for c in tested], spreads, per_seed,
+               for c in self.tested()}
+    planned, _, _, _ = power.admit([c.plan() for c in self.tested()], spreads, per_seed,
                                    self.budget_minutes - fixed, self.min_seeds, self.power)
     return planned, dict.fromkeys(per_seed, len(g.seeds)), {
         a: m * len(g.seeds) + fixed / len(per_seed) for a, m in per_seed.items()}
