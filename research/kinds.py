@@ -733,7 +733,8 @@ class RunawaySeeds:
              + " | " + " | ".join(f"{a} loss" for a in names) + " |", "|---" * (3 + 2 * len(names)) + "|"]
     rows, reported = [], []
     for rate in sorted({m.lr for m in models(data, self.reference, self.at)}):
-      claim = lambda arm: Runaway("", None, arm=arm, reference=self.reference, rate=rate, at=self.at, bound=self.bound)
+      claim = lambda arm: Runaway("", None, arm=arm, reference=self.reference, rate=rate,
+                                  at=self.at, bound=self.bound)
       by = {a: claim(a).pairs(data).other for a in names}
       for seed, plain in claim(self.reference).pairs(data).plain.items():
         row = {"learning_rate": rate, "seed": seed, "runaway": runaway(plain, self.bound)}
@@ -822,12 +823,14 @@ class Choice(Claim):
   def distance(self, s: Setting) -> float:
     return sum(abs(math.log2(v / d)) for v, d in zip(s.values.values(), self.default))
 
-  def choose(self, data: Data) -> tuple[Setting | None, tuple | None, list[str], stats.Effect | None, list[Setting]]:
+  def choose(self, data: Data) -> tuple[Setting | None, tuple | None, list[str],
+                                         stats.Effect | None, list[Setting]]:
     """``(chosen, its rate's interval, lines, chosen minus default, every setting)``."""
     table = self.settings(data)
     eligible = [s for s in table if s.eligible]
     if not eligible:
-      return None, None, ["No arm is eligible: " + "; ".join(f"{s.arm}: {s.reason}" for s in table) + "."], None, table
+      why = "; ".join(f"{s.arm}: {s.reason}" for s in table)
+      return None, None, [f"No arm is eligible: {why}."], None, table
     lowest = min(eligible, key=lambda s: s.score)
     chosen = min([s for s in eligible if s.score <= lowest.score + self.tie],
                  key=lambda s: (self.distance(s), s.score))
@@ -836,7 +839,8 @@ class Choice(Claim):
     e = stats.one_sample(logs) if len(logs) > 1 else None
     interval = (math.exp(e.lo), math.exp(e.hi)) if e is not None and e.defined else None
     lines = [f"Chosen: {words(chosen.values)} (mean best loss {chosen.score:.3f} over {chosen.seeds} "
-             f"seeds), rate {chosen.lr:.3g}" + (f" [{interval[0]:.3g}, {interval[1]:.3g}]" if interval else "") + "."]
+             f"seeds), rate {chosen.lr:.3g}"
+             + (f" [{interval[0]:.3g}, {interval[1]:.3g}]" if interval else "") + "."]
     if chosen is not lowest:
       lines.append(f"The lowest score was {lowest.arm}'s ({lowest.score:.3f}), within {self.tie} "
                    f"nats: the arm nearer the default is kept.")
@@ -862,12 +866,16 @@ class Choice(Claim):
   def section(self, data: Data, out: str) -> Section:
     chosen, interval, _, _, table = self.choose(data)
     keys = [k.split(".")[-1] for k in self.by]
-    lines = [f"{self.carried} carries " + ", ".join(f"`{k}={v:g}`" for k, v in zip(self.by, chosen.values.values()))
-             + f" and the rate {chosen.lr:.3g} (results.json's `choice`)." if chosen else
-             f"No arm was eligible: {self.carried} has no choice (results.json's `choice` is null).", "",
+    if chosen:
+      values = ", ".join(f"`{k}={v:g}`" for k, v in zip(self.by, chosen.values.values()))
+      head = f"{self.carried} carries {values} and the rate {chosen.lr:.3g} (results.json's `choice`)."
+    else:
+      head = f"No arm was eligible: {self.carried} has no choice (results.json's `choice` is null)."
+    lines = [head, "",
              "## The choice's grid", "", "Per arm: the mean over seeds of the fitted best loss (the "
              "score), the optimum rate (exp of the mean log optimum), and whether the rule could "
-             "choose it.", "", "| " + " | ".join(keys) + " | score (nats) | optimum rate | seeds | eligible |",
+             "choose it.", "",
+             "| " + " | ".join(keys) + " | score (nats) | optimum rate | seeds | eligible |",
              "|---" * (len(keys) + 4) + "|"]
     for s in table:
       mark = "**chosen**" if s is chosen else ("yes" if s.eligible else f"no: {s.reason}")

@@ -36,7 +36,8 @@ RATES, SEEDS = (0.17, 0.3), tuple(range(500, 510))
 PLAIN, JUDGED, REPORTED = "wd0+z0", "wd0+z0.0001", "wd0+z0.001"
 HOLDS = ("Wortsman et al. 2023 (sec. 3.2): z-loss prevents the divergence; a held log Z planned at +1 "
          "nat over log V (the probe's largest median where log Z stayed at d128), 1 from the bound")
-LOSS = "smallest the claim cares about: 1 nat, a fifth of what the probe's runaway models lost against their init (5.3 nats)"
+LOSS = ("smallest the claim cares about: 1 nat, a fifth of what the probe's runaway models lost "
+        "against their init (5.3 nats)")
 
 CLAIMS = tuple(claim for rate in RATES for claim in (
     kinds.Holds(f"z-loss 0.0001 holds log Z where the plain model's runs away (rate {rate:g})",
