@@ -421,6 +421,12 @@ def named(data: Data, arm: str, keys: tuple[str, ...]) -> dict[str, Any]:
   return {k.split(".")[-1]: recs[0]["overrides"].get(k) for k in keys} if recs else {}
 
 
+def in_order(points) -> list[tuple]:
+  """Grid points by their values (numbers as numbers: d64 before d128)."""
+  num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+  return sorted(points, key=lambda p: [(not num(v), v if num(v) else repr(v)) for _, v in p])
+
+
 def words(values: Mapping[str, Any]) -> str:
   return ", ".join(f"{k.replace('_', ' ')} {v:g}" for k, v in values.items())
 
@@ -445,8 +451,8 @@ class ExcessTable:
              "| arm | point | rate | start | end | excess over log V (per seed) | state | final loss |",
              "|---" * 8 + "|"]
     curves_: dict[tuple, list[tuple[float, float]]] = {}
-    for arm in data.arms():
-      for point in data.points(arm):
+    for point in in_order({p for arm in data.arms() for p in data.points(arm)}):
+      for arm in [a for a in data.arms() if point in data.points(a)]:
         for lr, ms in by_rate(models(data, arm, point, self.probe)).items():
           fin = lambda f: [f(m) for m in ms if math.isfinite(f(m))]
           seeds = ", ".join("—" if not math.isfinite(m.excess) else f"{m.excess:+.2f}" for m in ms)
@@ -462,7 +468,7 @@ class ExcessTable:
       return None
     from research import report as reporting  # pylint: disable=import-outside-toplevel
     fig = reporting.figure(figsize=(5 * len(by_point), 3.8))
-    for i, point in enumerate(sorted(by_point, key=repr)):
+    for i, point in enumerate(in_order(by_point)):
       ax = fig.add_subplot(1, len(by_point), i + 1)
       for j, arm in enumerate(dict.fromkeys(a for a, _, _ in by_point[point])):
         pts = [(lr, x) for a, lr, x in by_point[point] if a == arm]
