@@ -9,7 +9,15 @@ base stage, the muTransfer ladder and the z-loss studies train the same shape.
 
 from __future__ import annotations
 
+import os
+
+from andrea_jax import errors
+from andrea_jax.files import read_json
 from research.sweep import Cell
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The muP base stage's results: its ``choice`` (readout and attention multipliers, base rate).
+BASE_RESULTS = os.path.join(ROOT, "results", "mup_base-cpu", "results.json")
 
 # Seconds per model-step of one group member at the cpu scale on the 2-core CPU, by width,
 # and the fixed cost of one program (process start, data, compiles, the first and last
@@ -48,3 +56,17 @@ def minutes_cpu(cells: list[Cell]) -> float:
   steps = sum(c.overrides["train.steps"] * SECONDS_PER_MODEL_STEP_CPU[c.overrides["model.d_model"]]
               for c in cells)
   return (len(groups) * SECONDS_PER_GROUP_CPU + steps) / 60
+
+
+def base_choice(path: str = BASE_RESULTS) -> dict:
+  """The base stage's choice (its results.json ``choice``: the tuned base's multipliers and
+  rate, which the studies on the tuned base train with); an error says how to make it."""
+  results = read_json(path)
+  choice = (results or {}).get("choice")
+  if not choice:
+    raise errors.ConfigError(
+        f"{path}: no base-stage choice{' (its rule chose none)' if results else ''}. Run the "
+        f"base stage first: python -m experiments.sweep --sweep=mup_base --scale=cpu, then "
+        f"python -m experiments.report --sweep_dir=runs/sweeps/mup_base-cpu "
+        f"--pack=results/mup_base-cpu --out=docs/studies/mup_base-cpu, and commit it")
+  return choice

@@ -4,21 +4,26 @@ A study is one file, ``experiments/studies/<name>.py``, that defines ``STUDY = S
 (``experiments/studies/template.py`` is the one to copy; ``docs/study.md`` walks through
 it). From that record:
 
-- ``sweep(scale)``: the cells (``research.sweep``): every arm at every point of the grid's
-  axes, over its rates and seeds (an arm's own where its grid gives them: ``Grid.arm_rates``,
-  ``arm_seeds``, ``arm_overrides``), one vmapped program per (arm, point);
-- ``plan_lines(scale)``: per claim, the seeds its test needs at its family's Holm level for
-  the effect it states, from the study's stated per-seed spread, against the seeds the grid
-  gives it: powered or **not powered**, declared before the run
-  (``python -m experiments.sweep --sweep=<name> --dry_run``); with a ``Budget``, the plan
-  that sized the grid (``budget_plan``: claims admitted cheapest first within the budget,
-  ``research.power.admit``) and whether the grid and ``Study.not_powered`` are still it;
+- ``sweep(scale)``: the cells (``research.sweep``): every arm the scale trains
+  (``Grid.arms``) at every point of the grid's axes, over its rates and seeds (an arm's own
+  where its grid gives them: ``Grid.arm_rates``, ``arm_seeds``, ``arm_overrides``), one
+  vmapped program per (arm, point), named by the arm's ``prefix`` and the point (``tags``);
+- ``plan_lines(scale)``: per tested claim, the seeds its test needs at its family's Holm
+  level for the effect it states, from the study's stated per-seed spread, against the seeds
+  the grid gives it: powered or **not powered**, declared before the run
+  (``python -m experiments.sweep --sweep=<name> --dry_run``); with the grid's ``Budget``, the
+  plan that sized the grid (``budget_plan``: claims admitted cheapest first within the
+  budget, ``research.power.admit``, at costs stated or measured) and whether the grid and
+  ``Study.not_powered`` still keep it. A finding or a choice (``test_kind = "finding"``) is
+  not a test: no plan sizes it;
 - ``judge(cells)``: each claim's test (``research/kinds.py``), each family decided
-  together under Holm (``research/claims.py``), with the leave-one-seed-out check; a claim
-  declared not powered is outside every family, its figures reported;
+  together under Holm (``research/claims.py``), with the leave-one-seed-out check where the
+  verdict is a test's outcome; a claim declared not powered, a finding and a claim whose
+  premise did not hold are outside every family;
 - ``page(index, cells, out)``: the report page: the plan, the verdicts, the code that
   trained the cells, the optimum of every arm at every point, the loss against the rate
-  and a plot of it, and the figures of the kinds that draw their own (``figures``).
+  and a plot of it, the figures of the kinds that draw their own (``figures``) and the
+  sections of the claims and report items that add one (``section``, ``Study.reports``).
 
 Pre-registration: the study's rules identity (``research/identity.py``) hashes ``STUDY``
 and everything it reaches in its file, ``research/kinds.py`` and the shared rule modules
@@ -54,8 +59,33 @@ class Arm:
   name: str
   overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   label: str = ""  # what it is, for the report
-  group: str = ""  # its programs' name (default: the name, ``+`` as ``-``)
+  group: str = ""  # its programs' name, a directory (default: the name, ``+`` as ``-``)
   also: tuple[str, ...] = ()  # other names its cells carry: the same cells in another role
+
+  @property
+  def prefix(self) -> str:
+    """Its programs' name before the grid point's."""
+    return self.group or self.name.replace("+", "-")
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+  """A budgeted power plan (``research.power.admit``): each tested claim's seeds at its
+  family's Holm level (at least ``min_seeds``), claims admitted cheapest first while the arms
+  they need fit ``minutes``; the rest are not powered. What one more seed of an arm costs:
+  ``minutes_per_seed`` (by name, arms the plan may cut included; ``source`` says how it was
+  measured), or with None the grid's measured cost (the arm's cells at one seed at
+  ``Grid.seconds_per_model_step``), the programs' fixed cost (``seconds_per_program`` each)
+  off the budget first. The study's arms that only claims not powered need get the most
+  seeds, the same for each, that the rest of the budget allows, at most those of the arms
+  they are paired with, and are not run below ``reported_min_seeds``. The grid keeps the
+  plan when it gives every arm at least the plan's seeds (more is a reserve) within
+  ``minutes``."""
+  minutes: float
+  minutes_per_seed: Mapping[str, float] | None = None
+  min_seeds: int = 5
+  reported_min_seeds: int = 3
+  source: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,27 +102,12 @@ class Grid:
   seconds_per_model_step: float | None = None  # measured cost, for the estimate
   seconds_per_program: float = 30.0
   smoke: bool = False  # toy models that prove the pipeline: their verdicts mean nothing
+  arms: tuple[str, ...] | None = None  # the study's arms this scale trains (None: all)
   # Per arm (by name), where it differs from the grid at this scale:
   arm_rates: Mapping[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
   arm_seeds: Mapping[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
   arm_overrides: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
-  budget: "Budget | None" = None  # a budgeted power plan (``Study.budget_plan``)
-
-
-@dataclasses.dataclass(frozen=True)
-class Budget:
-  """A budgeted power plan (``research.power.admit``): each claim's seeds at its family's
-  Holm level (at least ``min_seeds``), claims admitted cheapest first while the arms they
-  need fit ``minutes``; the rest are not powered. ``minutes_per_seed``: what one more seed of
-  each arm costs, arms the plan may cut included (by name; ``source`` says how it was
-  measured). The study's arms that only claims not powered need get the most seeds, the same
-  for each, that the rest of the budget allows, at most those of the arms they are paired
-  with, and are not run below ``reported_min_seeds``."""
-  minutes: float
-  minutes_per_seed: Mapping[str, float]
-  min_seeds: int = 5
-  reported_min_seeds: int = 3
-  source: str = ""
+  budget: Budget | None = None  # a budgeted power plan (``Study.budget_plan``)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,6 +130,10 @@ class Study:
   not_powered: tuple[str, ...] = ()
   # Leave-one-seed-out is reported for a claim with at least this many seeds of its own.
   loso_min_seeds: int = 2
+  # Short names of axes in program names (``{"model.d_model": "d"}``: ``pre-d64``).
+  tags: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  # Report items beside the claims (``research/kinds.py``: each ``section(data, out)``).
+  reports: tuple = ()
 
   def __post_init__(self):
     if self.design.split(" ", 1)[0].strip(".:*").lower() not in DESIGNS:
@@ -130,6 +149,15 @@ class Study:
     if unknown:
       raise errors.ConfigError(f"study {self.name!r}: not_powered names {sorted(unknown)}, "
                                f"which are not its claims")
+    for scale, g in self.scales.items():
+      unknown = set(g.arms or ()) - {a.name for a in self.arms}
+      if unknown:
+        raise errors.ConfigError(f"study {self.name!r}: scale {scale!r} trains arms {sorted(unknown)} "
+                                 f"that the study does not define ({[a.name for a in self.arms]})")
+      if g.budget and g.budget.minutes_per_seed is None and g.seconds_per_model_step is None:
+        raise errors.ConfigError(f"study {self.name!r}: scale {scale!r} has a Budget without "
+                                 f"minutes_per_seed and no measured cost: give the grid "
+                                 f"seconds_per_model_step, or the budget minutes_per_seed")
 
   # --------------------------------------------------------------------------- the sweep
 
@@ -148,15 +176,19 @@ class Study:
   def sweep(self, scale: str) -> Sweep:
     g = self.grid(scale)
     cells = []
-    for arm in self.arms:
+    for arm in self.arms_at(scale):
       for point in self.points(scale):
-        group = (arm.group or arm.name.replace("+", "-")) + "".join(f"-{k.split('.')[-1]}{v}" for k, v in point.items())
+        group = arm.prefix + "".join(f"-{self.tags.get(k, k.split('.')[-1])}{v}" for k, v in point.items())
         o = {**g.shared, **arm.overrides, **g.arm_overrides.get(arm.name, {}), **point}
         cells += [Cell(f"{group}-lr{lr:g}-seed{seed}", {**o, "train.learning_rate": lr, "train.seed": seed},
                        (arm.name, *arm.also), seed, group, 0, g.refine)
                   for lr in g.arm_rates.get(arm.name, g.rates) for seed in g.arm_seeds.get(arm.name, g.seeds)]
     cells = split_groups(cells, g.members_per_program)
     return Sweep(self.name, scale, g.base_config, cells, description=self.describe(scale, cells))
+
+  def arms_at(self, scale: str) -> tuple[Arm, ...]:
+    names = self.grid(scale).arms
+    return self.arms if names is None else tuple(a for a in self.arms if a.name in names)
 
   def minutes(self, scale: str, cells: list[Cell]) -> float | None:
     g = self.grid(scale)
@@ -168,7 +200,7 @@ class Study:
   def describe(self, scale: str, cells: list[Cell]) -> str:
     g = self.grid(scale)
     axes = "; ".join(f"{k} {', '.join(map(str, v))}" for k, v in g.axes.items())
-    arms = ", ".join(a.name + (f" ({a.label})" if a.label else "") for a in self.arms)
+    arms = ", ".join(a.name + (f" ({a.label})" if a.label else "") for a in self.arms_at(scale))
     minutes = self.minutes(scale, cells)
     own = "; ".join(f"{a} " + ", ".join(
         ([f"rates {', '.join(f'{r:g}' for r in g.arm_rates[a])}"] if a in g.arm_rates else [])
@@ -184,9 +216,13 @@ class Study:
 
   # --------------------------------------------------------------------------- the plan
 
-  def spread_of(self, key: str) -> power.Spread | None:
-    """The claim's stated per-seed spread (by its key, else ``"*"``)."""
-    sd = self.spread.get(key, self.spread.get("*"))
+  def tested(self) -> list[kinds.Claim]:
+    """The claims that are tests (not a finding or a choice): what a power plan sizes."""
+    return [c for c in self.claims if c.test_kind != "finding"]
+
+  def spread_of(self, claim: kinds.Claim) -> power.Spread | None:
+    """The claim's stated per-seed spread (by its key, else ``"*"``; a bare number has n 0)."""
+    sd = self.spread.get(claim.key, self.spread.get("*"))
     return sd if sd is None or isinstance(sd, power.Spread) else power.Spread(float(sd), 0)
 
   def arm_of(self, name: str) -> str:
@@ -194,18 +230,22 @@ class Study:
     return next((a.name for a in self.arms if name == a.name or name in a.also), name)
 
   def seeds_of(self, scale: str, arm: str) -> tuple[int, ...]:
-    g = self.grid(scale)
-    return g.arm_seeds.get(self.arm_of(arm), g.seeds)
+    """The seeds ``scale`` trains ``arm`` at (none where the scale does not train it)."""
+    g, name = self.grid(scale), self.arm_of(arm)
+    if name not in {a.name for a in self.arms_at(scale)}:
+      return ()
+    return g.arm_seeds.get(name, g.seeds)
 
   def plan(self, scale: str) -> list[tuple[kinds.Claim, int | None, int, bool]]:
-    """Per claim: the seeds its test needs at its family's Holm level (None: over
+    """Per tested claim: the seeds its test needs at its family's Holm level (None: over
     ``power.MAX_SEEDS`` or no stated spread), the seeds the grid gives its arms, and whether powered."""
     families: dict[Any, int] = {}
-    for c in self.claims:
+    tested = self.tested()
+    for c in tested:
       families[c.family or c.key] = families.get(c.family or c.key, 0) + 1
     out = []
-    for c in self.claims:
-      sp = self.spread_of(c.key)
+    for c in tested:
+      sp = self.spread_of(c)
       p = c.plan()
       need = None
       if sp is not None and math.isfinite(p.effect):
@@ -214,22 +254,41 @@ class Study:
       out.append((c, need, have, need is not None and have >= need))
     return out
 
+  def seed_costs(self, scale: str) -> tuple[dict[str, float], dict[str, float]]:
+    """What the grid's budget counts, in minutes per arm: one more seed, and its programs'
+    fixed cost (none where the budget states its costs, ``Budget.minutes_per_seed``)."""
+    g = self.grid(scale)
+    if g.budget.minutes_per_seed is not None:
+      return dict(g.budget.minutes_per_seed), {}
+    cells = self.sweep(scale).cells
+    per_seed: dict[str, float] = {}
+    fixed: dict[str, float] = {}
+    for c in cells:
+      arm = c.arms[0]
+      if c.seed == self.seeds_of(scale, arm)[0]:
+        per_seed[arm] = per_seed.get(arm, 0.0) + int(c.overrides["train.steps"]) * g.seconds_per_model_step / 60
+    for arm in {c.group: c.arms[0] for c in cells}.values():
+      fixed[arm] = fixed.get(arm, 0.0) + g.seconds_per_program / 60
+    return per_seed, fixed
+
   def budget_plan(self, scale: str) -> tuple[list[power.Planned], dict[str, int], float, int]:
     """With the grid's ``budget``: ``(planned claims, seeds per arm, each claim's level, family
-    size)`` from ``power.admit`` over the claims' plans (their arms as the study's arm names),
-    then the seeds of the arms only claims not powered need (``Budget``)."""
+    size)`` from ``power.admit`` over the tested claims' plans (their arms as the study's arm
+    names) within the budget less the programs' fixed cost, then the seeds of the arms only
+    claims not powered need (``Budget``)."""
     b = self.grid(scale).budget
+    per_seed, fixed = self.seed_costs(scale)
+    budget = b.minutes - sum(fixed.values())
     plans = [dataclasses.replace(c.plan(), arms=tuple(dict.fromkeys(self.arm_of(a) for a in c.plan().arms)))
-             for c in self.claims]
-    spreads = {p.key: self.spread_of(p.key) or power.Spread(math.nan, 0) for p in plans}
-    planned, seeds, level, family = power.admit(plans, spreads, b.minutes_per_seed, b.minutes,
-                                                b.min_seeds, self.power, 0.05)
+             for c in self.tested()]
+    spreads = {c.key: self.spread_of(c) or power.Spread(math.nan, 0) for c in self.tested()}
+    planned, seeds, level, family = power.admit(plans, spreads, per_seed, budget, b.min_seeds, self.power, 0.05)
     mine = {a.name for a in self.arms}
     unpowered = [c.plan.arms for c in planned if not c.powered]
     own = sorted({a for arms in unpowered for a in arms if a in mine and a not in seeds})
     paired = [seeds[a] for arms in unpowered if set(arms) & set(own) for a in arms if a in seeds]
-    left = b.minutes - sum(b.minutes_per_seed[a] * n for a, n in seeds.items())
-    cost = sum(b.minutes_per_seed[a] for a in own)
+    left = budget - sum(per_seed[a] * n for a, n in seeds.items())
+    cost = sum(per_seed[a] for a in own)
     n = min(min(paired, default=power.MAX_SEEDS), int(left // cost)) if cost else 0
     if n >= b.reported_min_seeds:
       seeds.update({a: n for a in own})
@@ -238,6 +297,8 @@ class Study:
   def plan_lines(self, scale: str) -> list[str]:
     if self.grid(scale).budget is not None:
       return self.budget_lines(scale)
+    if not self.tested():
+      return ["Power plan: no claim is a test (a finding or a choice), nothing to power.", ""]
     lines = [f"Power plan (per-seed spread: {self.spread_source or 'none stated'}; each claim at "
              f"its family's Holm level, power {self.power:g}):", "",
              "| claim | family | quantity | test | planned effect | seeds needed | seeds | plan |",
@@ -250,25 +311,37 @@ class Study:
     return lines + [""]
 
   def budget_lines(self, scale: str) -> list[str]:
-    """The budgeted plan as markdown, and whether the grid's seeds and the claims declared
-    not powered are the plan's."""
-    b = self.grid(scale).budget
+    """The budgeted plan as markdown: the grid's seeds per arm with what they cost, and
+    whether the grid keeps the plan (every arm at least the plan's seeds, within the budget)
+    and the claims declared not powered are the plan's."""
+    g, b = self.grid(scale), self.grid(scale).budget
     planned, seeds, level, family = self.budget_plan(scale)
-    minutes = {a: b.minutes_per_seed[a] * n for a, n in seeds.items()}
-    grid = {a.name: len(self.seeds_of(scale, a.name)) for a in self.arms}
+    per_seed, fixed = self.seed_costs(scale)
+    grid = {a.name: len(self.seeds_of(scale, a.name)) for a in self.arms_at(scale)}
+    minutes = {a: per_seed[a] * n + fixed.get(a, 0.0) for a, n in grid.items()}
     declared = {c.plan.claim for c in planned if not c.powered}
-    same = grid == seeds and declared == set(self.not_powered)
+    kept = (all(grid.get(a, 0) >= n for a, n in seeds.items()) and sum(minutes.values()) <= b.minutes
+            and declared == set(self.not_powered))
+    cost = b.source or "as stated"
+    if b.minutes_per_seed is None:
+      cost = (f"the grid's measured {g.seconds_per_model_step:g} s per model-step and "
+              f"{g.seconds_per_program:g} s per program" + (f" ({b.source})" if b.source else "")
+              + f"; the {len({c.group for c in self.sweep(scale).cells})} programs' fixed cost, "
+              f"{sum(fixed.values()):.1f} minutes, comes off the budget first (in each group's "
+              f"minutes below)")
     return [f"Power plan (budget {b.minutes:g} minutes): each claim's test at level 0.05 / "
             f"{family} = {level:.4f} (Holm over the family of the {family} powered claims, planned "
             f"at the first-ranked test's level) and power {self.power:.0%}, for the effect "
             f"stated; per-seed spread: {self.spread_source or 'none stated'} (in brackets the "
-            f"seeds needed at its one-sided 80 % upper bound). Cost: {b.source or 'as stated'}; "
-            f"'minutes' is the claim's arms at its seeds alone (arms are shared between claims). "
-            f"Every judged arm has at least {b.min_seeds} seeds.", "",
-            *power.table_lines(planned, seeds, minutes, b.minutes, "planned"),
-            "The grid's seeds per arm and the claims the study declares not powered are the "
-            "plan's." if same else f"**The grid differs from the plan**: seeds {grid} against "
-            f"{seeds}; declared not powered {sorted(self.not_powered)} against {sorted(declared)}.", ""]
+            f"seeds needed at its one-sided 80 % upper bound). Cost: {cost}; 'minutes' is the "
+            f"claim's arms at its seeds alone (arms are shared between claims). Every judged arm "
+            f"has at least {b.min_seeds} seeds.", "",
+            *power.table_lines(planned, grid, minutes, b.minutes, "planned"),
+            "The grid's seeds per arm keep the plan's (more is a reserve) within the budget, and "
+            "the claims the study declares not powered are the plan's." if kept else
+            f"**The grid differs from the plan**: seeds {grid} against the plan's {seeds} "
+            f"({sum(minutes.values()):.0f} minutes of {b.minutes:g}); declared not powered "
+            f"{sorted(self.not_powered)} against {sorted(declared)}.", ""]
 
   # --------------------------------------------------------------------------- the verdicts
 
@@ -284,30 +357,41 @@ class Study:
   def page(self, index: dict, cells: list[dict], out: str) -> reporting.Page:
     data = self.data(cells)
     verdicts = self.judge(cells)
+    findings = len(self.claims) - len(self.tested())
     method = (f"Each claim's rule is stated under it (`research/kinds.py`); the claims of one "
               f"family are decided together under Holm's correction at level 0.05, each verdict "
               f"with its leave-one-seed-out check"
               + (f" (from {self.loso_min_seeds} seeds)" if self.loso_min_seeds > 2 else "") + ". "
               + (f"The {len(self.not_powered)} claims declared not powered before the run are "
                  f"outside every family: their figures are reported, not judged. " if self.not_powered else "")
+              + (f"A finding or a choice ({findings} here) is not a test: no plan sizes it, it is in "
+                 f"no family and not re-judged without a seed. " if findings else "")
               + self.design)
     # The table and the plot by arm: the names an arm's cells also carry (``Arm.also``) apart.
     own = kinds.Data(tuple(r for r in data.rows if r[0] in {a.name for a in self.arms}))
     rows, table = optimum_lines(own)
     table = provenance.code_lines(cells) + table
     scale = index.get("scale")
-    notes = ["## Power plan", "", *self.plan_lines(scale)] if scale in self.scales else []
-    plots = [plot_curves(own, out)]
-    for kind in dict.fromkeys(type(c) for c in self.claims if hasattr(c, "figures")):
-      plots += kind.figures([c for c in self.claims if type(c) is kind], data, out)
-    return reporting.Page(verdicts=verdicts, method=method, sections=table, plots=plots,
+    notes = ["## Power plan", "", *self.plan_lines(scale)] if scale in self.scales and self.tested() else []
+    page = reporting.Page(verdicts=verdicts, method=method, sections=table, plots=[plot_curves(own, out)],
                           results={"table": rows}, notes=notes)
+    for kind in dict.fromkeys(type(c) for c in self.claims if hasattr(c, "figures")):
+      page.plots += kind.figures([c for c in self.claims if type(c) is kind], data, out)
+    for item in (*self.claims, *self.reports):
+      extra = item.section(data, out)
+      if extra is not None:
+        page.sections += extra.lines
+        page.plots += extra.plots
+        page.results.update(extra.results)
+    return page
 
 
 def judge(study: Study, data: kinds.Data, robust: bool = True) -> list[claims.Verdict]:
   """Each claim's verdict, families decided together under Holm; with ``robust``, whether
   it survives leaving out any one of its seeds (the whole family re-decided without it),
-  for a judged claim with at least ``study.loso_min_seeds`` seeds."""
+  for a claim with at least ``study.loso_min_seeds`` seeds whose verdict is a test's outcome:
+  not one declared not powered, nor a test's ``missing`` verdict (a finding or a choice, runs
+  that are missing, a premise that did not hold such as ``kinds.CANNOT_JUDGE``)."""
   tests = [c.test(data) for c in study.claims]
   verdicts = decide(study, tests)
   if not robust:
@@ -337,7 +421,8 @@ def judge(study: Study, data: kinds.Data, robust: bool = True) -> list[claims.Ve
 
 def decide(study: Study, tests: list[claims.Test]) -> list[claims.Verdict]:
   """The verdicts in the claims' order, each family's tests decided together; a claim
-  declared not powered is outside them, its figures reported."""
+  declared not powered is outside them, its figures reported, and so is a test's ``missing``
+  verdict (``claims.decide_family``: a finding's, a choice's)."""
   by_key = {}
   families: dict[Any, list[claims.Test]] = {}
   for c, t in zip(study.claims, tests):

@@ -12,7 +12,6 @@ import pytest
 from andrea_jax import errors
 from research import curves
 from research import registry
-from experiments.studies.mup_base import grid as base_grid
 from experiments.studies.mutransfer import grid
 from experiments.studies.mutransfer import plan as plan_lib
 from experiments.studies.mutransfer import rules as R
@@ -123,7 +122,7 @@ def test_the_grid_reads_the_base_choice_and_trains_unseen_seeds(tmp_path):
   qk = {c.overrides["model.d_model"] for c in sweep.cells if c.arms == (R.QK,)}
   assert qk == {128}
   earlier = ({c.seed for c in registry.load("norm_mlp_confirm", "cpu").cells}
-             | {c.seed for c in base_grid.get_sweep("cpu").cells} | {0, 1, 2})
+             | {c.seed for c in registry.load("mup_base", "cpu").cells} | {0, 1, 2})
   assert not {c.seed for c in sweep.cells} & earlier
   assert sweep.cells and all(c.refinable for c in sweep.cells)
 

@@ -1,5 +1,6 @@
 """The study framework (research/study.py) and its claim kinds (research/kinds.py): each kind comes out each way on synthetic cells, a study's sweep and pre-registration, its report."""
 
+import dataclasses
 import json
 import math
 import os
@@ -12,7 +13,7 @@ from research import identity
 from research import kinds
 from research import registry
 from research import report as reporting
-from research.study import Arm, Grid, Study
+from research.study import Arm, Budget, Grid, Study
 
 RATES = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -142,6 +143,37 @@ def test_a_study_refuses_an_unknown_design_or_arm():
   with pytest.raises(errors.ConfigError, match=r"\['c'\]"):
     Study("t", "q", "exploratory", (Arm("a"),), {},
           (kinds.Difference("x", arm="c", reference="a"),))
+
+
+def test_a_budget_costs_what_it_states_or_what_the_grid_measured():
+  arms = (Arm("a"), Arm("b", {"model.qk_norm": True}, group="qk"))
+  claim = kinds.Difference("b lowers the loss", arm="b", reference="a", effect=0.1)
+  grid = lambda **kw: Grid((1e-3, 1e-2), tuple(range(10)), shared={"train.steps": 100}, **kw)
+  with pytest.raises(errors.ConfigError, match="seconds_per_model_step"):
+    Study("t", "q", "exploratory", arms, {"cpu": grid(budget=Budget(10.0))}, (claim,))
+  # Measured: one seed of an arm is its 2 cells x 100 steps x 0.06 s; its program's 30 s is fixed.
+  measured = Study("t", "q", "exploratory", arms, {"cpu": grid(seconds_per_model_step=0.06, budget=Budget(
+      30.0, min_seeds=2))}, (claim,), spread={"*": 0.05})
+  assert measured.seed_costs("cpu") == ({"a": pytest.approx(0.2), "b": pytest.approx(0.2)},
+                                         {"a": 0.5, "b": 0.5})
+  planned, seeds, _, family = measured.budget_plan("cpu")
+  assert planned[0].powered and family == 1 and seeds == {"b": planned[0].seeds, "a": planned[0].seeds}
+  assert "keep the plan's" in "\n".join(measured.plan_lines("cpu"))  # 10 seeds: 5 minutes of 30
+  # Stated: the same plan from the costs the budget states, with no fixed cost.
+  stated = dataclasses.replace(measured, scales={"cpu": grid(budget=Budget(30.0, {"a": 0.2, "b": 0.2}, 2))})
+  assert stated.seed_costs("cpu") == ({"a": 0.2, "b": 0.2}, {})
+  assert stated.budget_plan("cpu")[1] == seeds
+
+
+def test_leave_one_seed_out_is_for_a_test_outcome_not_a_finding_or_a_premise():
+  finding = kinds.Departs("where it departs", arms=("a",))
+  study = Study("t", "q", "exploratory", (Arm("a"),), {"cpu": Grid((1e-2,), (1, 2, 3), axes={"model.d_model": (64,)})},
+                (finding,))
+  cells = [{**record("a", 1e-2, s, 4.0), "overrides": {"model.d_model": 64, "model.vocab_size": 512},
+            "end": {"log_z": math.log(512) + 5.0}} for s in (1, 2, 3)]
+  (v,) = study.judge(cells)
+  assert v.verdict == kinds.FOUND and v.robustness == "" and study.plan("cpu") == []
+  assert "nothing to power" in study.plan_lines("cpu")[0]
 
 
 def test_the_power_plan_declares_what_its_seeds_cannot_decide():
