@@ -9,7 +9,17 @@ base stage, the muTransfer ladder and the z-loss studies train the same shape.
 
 from __future__ import annotations
 
+import os
+
+from andrea_jax import errors
+from andrea_jax.files import read_json
 from research.sweep import Cell
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The muP base stage's committed results: its rule's choice of the base model's readout and
+# attention multipliers, which the studies on the tuned base (the muTransfer ladder, the
+# z-loss studies) carry to every width. Data read by path, not a study imported.
+BASE_RESULTS = os.path.join(ROOT, "docs", "results", "mup_base-cpu", "results.json")
 
 # Seconds per model-step of one group member at the cpu scale on the 2-core CPU, by width,
 # and the fixed cost of one program (process start, data, compiles, the first and last
@@ -48,3 +58,23 @@ def minutes_cpu(cells: list[Cell]) -> float:
   steps = sum(c.overrides["train.steps"] * SECONDS_PER_MODEL_STEP_CPU[c.overrides["model.d_model"]]
               for c in cells)
   return (len(groups) * SECONDS_PER_GROUP_CPU + steps) / 60
+
+
+def base_choice(path: str = BASE_RESULTS) -> dict:
+  """The base stage's choice (its results.json ``choice``); an error says how to make it."""
+  results = read_json(path)
+  choice = (results or {}).get("choice")
+  if not choice:
+    raise errors.ConfigError(
+        f"{path}: no base-stage choice{' (its rule chose none)' if results else ''}. Run the "
+        f"base stage first: python -m experiments.sweep --sweep=mup_base --scale=cpu, then "
+        f"python -m experiments.report --sweep_dir=runs/sweeps/mup_base-cpu "
+        f"--out=docs/results/mup_base-cpu --copy_cells, and commit it")
+  return choice
+
+
+def base_multipliers(path: str = BASE_RESULTS) -> dict:
+  """The base stage's multipliers as the overrides every arm on the tuned base shares."""
+  choice = base_choice(path)
+  return {"model.readout_multiplier": float(choice["readout_multiplier"]),
+          "model.attention_multiplier": float(choice["attention_multiplier"])}

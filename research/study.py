@@ -49,6 +49,15 @@ class Arm:
 
 
 @dataclasses.dataclass(frozen=True)
+class PerArm:
+  """What one arm trains differently at a scale: its own seeds, only some values of an axis
+  (``{axis: values}``), overrides of its own (e.g. a base width that is the scale's)."""
+  seeds: tuple[int, ...] | None = None
+  axes: Mapping[str, tuple] = dataclasses.field(default_factory=dict)
+  overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
 class Grid:
   """What a scale trains: every arm at every combination of ``axes`` (override -> values),
   over ``rates`` x ``seeds``, with ``shared`` overrides on every cell."""
@@ -62,6 +71,13 @@ class Grid:
   seconds_per_model_step: float | None = None  # measured cost, for the estimate
   seconds_per_program: float = 30.0
   smoke: bool = False  # toy models that prove the pipeline: their verdicts mean nothing
+  per_arm: Mapping[str, PerArm] = dataclasses.field(default_factory=dict)  # by arm name
+  # An axis' name in the group and cell names (default: its last part; "d": ``pre-d64``).
+  axis_names: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+  def arm_seeds(self, arm: str) -> tuple[int, ...]:
+    own = self.per_arm.get(arm)
+    return own.seeds if own is not None and own.seeds is not None else self.seeds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +93,12 @@ class Study:
   spread: Mapping[str, float] = dataclasses.field(default_factory=dict)
   spread_source: str = ""
   power: float = 0.8
+  # Claims (by text) the plan found the budget cannot decide, declared before the run: their
+  # figures are reported with the verdict "Not powered", out of their family.
+  not_powered: tuple[str, ...] = ()
+  # Report sections beyond the verdicts (e.g. ``kinds.RateAt``): ``title``, ``lines(data)``
+  # and ``result(data)`` each.
+  sections: tuple = ()
 
   def __post_init__(self):
     if self.design.split(" ", 1)[0].strip(".:*").lower() not in DESIGNS:
@@ -88,6 +110,10 @@ class Study:
       if missing:
         raise errors.ConfigError(f"study {self.name!r}: claim {c.claim!r} names arms "
                                  f"{missing} that the study does not define ({names})")
+    unknown = [k for k in self.not_powered if k not in {c.key for c in self.claims}]
+    if unknown:
+      raise errors.ConfigError(f"study {self.name!r}: not_powered names {unknown}, which are "
+                               f"not its claims' texts")
 
   # --------------------------------------------------------------------------- the sweep
 
@@ -96,23 +122,28 @@ class Study:
       raise errors.ConfigError(f"--scale={scale!r}: study {self.name} has scales {sorted(self.scales)}")
     return self.scales[scale]
 
-  def points(self, scale: str) -> list[dict[str, Any]]:
-    """Every combination of the grid's axes, in the order declared."""
+  def points(self, scale: str, arm: str | None = None) -> list[dict[str, Any]]:
+    """Every combination of the grid's axes, in the order declared (``arm``'s own values
+    where its ``PerArm`` names some)."""
+    g = self.grid(scale)
+    own = g.per_arm[arm].axes if arm in g.per_arm else {}
     out = [{}]
-    for axis, values in self.grid(scale).axes.items():
-      out = [{**p, axis: v} for p in out for v in values]
+    for axis, values in g.axes.items():
+      out = [{**p, axis: v} for p in out for v in own.get(axis, values)]
     return out
 
   def sweep(self, scale: str) -> Sweep:
     g = self.grid(scale)
     cells = []
     for arm in self.arms:
-      for point in self.points(scale):
-        group = arm.name.replace("+", "-") + "".join(f"-{k.split('.')[-1]}{v}" for k, v in point.items())
-        o = {**g.shared, **arm.overrides, **point}
+      own = g.per_arm[arm.name].overrides if arm.name in g.per_arm else {}
+      for point in self.points(scale, arm.name):
+        group = arm.name.replace("+", "-") + "".join(
+            f"-{g.axis_names.get(k, k.split('.')[-1])}{v}" for k, v in point.items())
+        o = {**g.shared, **arm.overrides, **own, **point}
         cells += [Cell(f"{group}-lr{lr:g}-seed{seed}", {**o, "train.learning_rate": lr, "train.seed": seed},
                        (arm.name,), seed, group, 0, g.refine)
-                  for lr in g.rates for seed in g.seeds]
+                  for lr in g.rates for seed in g.arm_seeds(arm.name)]
     cells = split_groups(cells, g.members_per_program)
     return Sweep(self.name, scale, g.base_config, cells, description=self.describe(scale, cells))
 
@@ -129,7 +160,9 @@ class Study:
     arms = ", ".join(a.name + (f" ({a.label})" if a.label else "") for a in self.arms)
     minutes = self.minutes(scale, cells)
     text = (f"{self.question} Arms: {arms}. " + (f"Axes: {axes}. " if axes else "")
-            + f"Rates {', '.join(f'{r:g}' for r in g.rates)}; seeds {', '.join(map(str, g.seeds))}; "
+            + f"Rates {', '.join(f'{r:g}' for r in g.rates)}; seeds {', '.join(map(str, g.seeds))}"
+            + "".join(f" ({a}: {', '.join(map(str, p.seeds))})" for a, p in g.per_arm.items() if p.seeds)
+            + "; "
             f"{len(cells)} models in {len({c.group for c in cells})} programs"
             + (f", about {minutes:.0f} minutes on the 2-core CPU" if minutes is not None else "") + ".")
     return ("**Smoke scale: toy models that prove the pipeline; they mean nothing.** " + text
@@ -143,15 +176,17 @@ class Study:
     g = self.grid(scale)
     families: dict[Any, int] = {}
     for c in self.claims:
-      families[c.family or c.key] = families.get(c.family or c.key, 0) + 1
+      if c.key not in self.not_powered:
+        families[c.family or c.key] = families.get(c.family or c.key, 0) + 1
     out = []
     for c in self.claims:
       sd = self.spread.get(c.key, self.spread.get("*"))
       p = c.plan()
       need = None
       if sd is not None and math.isfinite(p.effect):
-        need = power.seeds_needed(p.effect, sd, 0.05 / families[c.family or c.key], self.power, p.margin)
-      out.append((c, need, len(g.seeds), need is not None and len(g.seeds) >= need))
+        need = power.seeds_needed(p.effect, sd, 0.05 / families.get(c.family or c.key, 1), self.power, p.margin)
+      have = min(len(g.arm_seeds(a)) for a in c.needs())
+      out.append((c, need, have, c.key not in self.not_powered and need is not None and have >= need))
     return out
 
   def plan_lines(self, scale: str) -> list[str]:
@@ -185,8 +220,10 @@ class Study:
               f"with its leave-one-seed-out check. {self.design}")
     rows, table = optimum_lines(data)
     plan = ["## Power plan", "", *self.plan_lines(index["scale"])] if index.get("scale") in self.scales else []
-    return reporting.Page(verdicts=verdicts, method=method, sections=plan + table,
-                          plots=[plot_curves(data, out)], results={"table": rows})
+    extra = [line for s in self.sections for line in (f"## {s.title}", "", *s.lines(data), "")]
+    return reporting.Page(verdicts=verdicts, method=method, sections=plan + extra + table,
+                          plots=[plot_curves(data, out)],
+                          results={"table": rows, **{s.key: s.result(data) for s in self.sections}})
 
 
 def judge(study: Study, data: kinds.Data, robust: bool = True) -> list[claims.Verdict]:
@@ -200,9 +237,9 @@ def judge(study: Study, data: kinds.Data, robust: bool = True) -> list[claims.Ve
     for s in seeds:
       held = kinds.Data(tuple(r for r in data.rows if r[2].seed != s))
       for v, w in zip(verdicts, decide(study, [c.test(held) for c in study.claims])):
-        if w.verdict != v.verdict:
+        if w.verdict != v.verdict and v.verdict != NOT_POWERED:
           flips[v.claim].append(f"without seed {s}: {w.verdict.lower()}")
-    for v in verdicts:
+    for v in (v for v in verdicts if v.verdict != NOT_POWERED):
       v.robustness = ("Leave-one-seed-out: not applicable (one seed)." if len(seeds) < 2 else
                       "Leave-one-seed-out: the verdict survives leaving out any one seed."
                       if not flips[v.claim] else
@@ -210,11 +247,20 @@ def judge(study: Study, data: kinds.Data, robust: bool = True) -> list[claims.Ve
   return verdicts
 
 
+NOT_POWERED = "Not powered"
+
+
 def decide(study: Study, tests: list[claims.Test]) -> list[claims.Verdict]:
-  """The verdicts in the claims' order, each family's tests decided together."""
+  """The verdicts in the claims' order, each family's tests decided together; a claim the
+  study declares not powered is out of its family, its figures reported, not judged."""
   by_key = {}
   families: dict[Any, list[claims.Test]] = {}
   for c, t in zip(study.claims, tests):
+    if c.key in study.not_powered:
+      by_key[t.key] = claims.Verdict(t.claim, NOT_POWERED, list(t.lines) + [
+          "Not powered: the plan, before the run, found that the budget cannot decide it; "
+          "the figures are reported, not judged."], t.rule, t.effect, t.effect_name)
+      continue
     families.setdefault(c.family or c.key, []).append(t)
   for family in families.values():
     for t, v in claims.decide_family(family):
