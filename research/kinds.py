@@ -153,7 +153,8 @@ class Claim:
   def plan(self) -> power.ClaimPlan:
     return power.ClaimPlan(self.key, self.claim, self.quantity_text(), self.test_kind,
                            self.effect, getattr(self, "margin", None) if self.test_kind ==
-                           "equivalent" else None, self.source, self.needs())
+                           "equivalent" else None, self.source, self.needs(),
+                           getattr(self, "power", None))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -500,6 +501,9 @@ class NotWorseAtEvery(Claim):
   quantity: str = "best_loss"
   margin: float = NAN
   learns: str = "interval"
+  # Its power target per value (None: the study's): every value must pass, so with k values
+  # each is planned at power ** (1 / k).
+  power: float | None = None
 
   def needs(self) -> tuple[str, ...]:
     return (self.arm, self.reference)

@@ -78,3 +78,14 @@ def base_multipliers(path: str = BASE_RESULTS) -> dict:
   choice = base_choice(path)
   return {"model.readout_multiplier": float(choice["readout_multiplier"]),
           "model.attention_multiplier": float(choice["attention_multiplier"])}
+
+
+def scale_and_choice(scales: dict, scale: str, choice: dict | None) -> tuple[dict, dict]:
+  """``scales[scale]`` and the base multipliers a study on the tuned base trains with:
+  ``choice``, else the base stage's (multipliers 1 at the smoke scale)."""
+  if scale not in scales:
+    raise errors.ConfigError(f"--scale={scale!r}: expected one of {sorted(scales)}")
+  if choice is None:
+    choice = ({"readout_multiplier": 1.0, "attention_multiplier": 1.0} if scale == "smoke"
+              else base_choice())
+  return scales[scale], choice

@@ -184,7 +184,8 @@ class Study:
       p = c.plan()
       need = None
       if sd is not None and math.isfinite(p.effect):
-        need = power.seeds_needed(p.effect, sd, 0.05 / families.get(c.family or c.key, 1), self.power, p.margin)
+        need = power.seeds_needed(p.effect, sd, 0.05 / families.get(c.family or c.key, 1),
+                                  self.power if p.power is None else p.power, p.margin)
       have = min(len(g.arm_seeds(a)) for a in c.needs())
       out.append((c, need, have, c.key not in self.not_powered and need is not None and have >= need))
     return out

@@ -57,6 +57,7 @@ STUDY = Study(
                           arm="pre+mup", factor=2.0, **LADDER, effect=0.0, source="Yang et al. 2022"),
         kinds.NotWorseAtEvery("at every width muP's best loss is within 0.08 nats of sp's or better",
                               arm="pre+mup", reference="pre", margin=0.08, **LADDER, effect=0.08,
+                              power=0.8 ** (1 / 3),  # each of the 3 widths above the base
                               source="Yang et al. 2022: muP at least as good; 2 % of the loss"),
         kinds.FixedRateSlope("under muP a wider model is not worse at a fixed rate", arm="pre+mup",
                              margin=0.01, **LADDER, effect=0.06,

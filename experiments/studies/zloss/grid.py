@@ -44,7 +44,7 @@ every arm on the same seeds (a seed sets the init and the batch order): paired.
 from __future__ import annotations
 
 from research.sweep import Sweep
-from experiments.studies.mutransfer import grid as mutransfer
+from research import ladder as mutransfer  # the base stage's choice (was the muTransfer grid's)
 from research import ladder
 from experiments.studies.zloss import rules
 from experiments.studies.zloss_probe import grid as probe

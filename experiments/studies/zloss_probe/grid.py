@@ -16,7 +16,7 @@ output softmax's mean log Z is probed at step 0 and every 50 steps.
 from __future__ import annotations
 
 from research.sweep import Cell, Sweep
-from experiments.studies.mutransfer import grid as mutransfer
+from research import ladder as mutransfer  # the base stage's choice (was the muTransfer grid's)
 from research import ladder
 
 SCALES = {
