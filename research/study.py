@@ -96,8 +96,10 @@ class Study:
   # Claims (by text) the plan found the budget cannot decide, declared before the run: their
   # figures are reported with the verdict "Not powered", out of their family.
   not_powered: tuple[str, ...] = ()
-  # Report sections beyond the verdicts (e.g. ``kinds.RateAt``): ``title``, ``lines(data)``
-  # and ``result(data)`` each.
+  # Report sections beyond the verdicts (``kinds.Rates``, ``figures.AxisFigures``): ``title``
+  # (empty: no heading), ``key``, ``lines(data)`` and ``result(data)`` (None: not in
+  # results.json) each, and ``plots(data, out)`` where it draws (then they replace the
+  # default loss-against-rate plot).
   sections: tuple = ()
 
   def __post_init__(self):
@@ -221,10 +223,11 @@ class Study:
               f"with its leave-one-seed-out check. {self.design}")
     rows, table = optimum_lines(data)
     plan = ["## Power plan", "", *self.plan_lines(index["scale"])] if index.get("scale") in self.scales else []
-    extra = [line for s in self.sections for line in (f"## {s.title}", "", *s.lines(data), "")]
+    extra = [line for s in self.sections if s.title for line in (f"## {s.title}", "", *s.lines(data), "")]
+    plots = [p for s in self.sections if hasattr(s, "plots") for p in s.plots(data, out)]
+    results = {s.key: r for s in self.sections for r in [s.result(data)] if r is not None}
     return reporting.Page(verdicts=verdicts, method=method, sections=plan + extra + table,
-                          plots=[plot_curves(data, out)],
-                          results={"table": rows, **{s.key: s.result(data) for s in self.sections}})
+                          plots=plots or [plot_curves(data, out)], results={"table": rows, **results})
 
 
 def judge(study: Study, data: kinds.Data, robust: bool = True) -> list[claims.Verdict]:

@@ -14,6 +14,7 @@ declared not powered. Run at e5552a0's rules (``experiments/studies/mutransfer/r
 re-expressed here (``verdicts_before.json``).
 """
 
+from research import figures
 from research import kinds
 from research import ladder
 from research.study import Arm, Grid, PerArm, Study
@@ -26,6 +27,10 @@ SMOKE = dict(n_layer=1, n_head=2, block_size=32, vocab=321, batch_size=8, steps=
 ONES = {"model.readout_multiplier": 1.0, "model.attention_multiplier": 1.0}
 LADDER = dict(axis=W, learns="every_seed")  # every seed below the plateau: the ladder learns
 PROXIES = "the proxies ladder's per-seed spread"
+
+# andrea120m's rate: muP's optimum does not move (the mean); sp's line, checked on d256 held out.
+RATES = (kinds.RateAt("pre+mup", W, 768, method="mean", learns="every_seed", label="muP"),
+         kinds.RateAt("pre", W, 768, min_points=2, holdout=True, learns="every_seed", label="sp"))
 
 STUDY = Study(
     name="mutransfer",
@@ -74,9 +79,8 @@ STUDY = Study(
             "qk-LayerNorm lowers the learning-rate sensitivity at the widest rung": 0.185},
     spread_source=f"{PROXIES} (docs/results/proxies-cpu) and the base stage's (mup_base-cpu)",
     not_powered=("qk-LayerNorm lowers the learning-rate sensitivity at the widest rung",),
-    sections=(kinds.Rates("Learning rates for andrea120m (d_model 768)", (
-        kinds.RateAt("pre+mup", W, 768, method="mean", learns="every_seed", label="muP"),
-        kinds.RateAt("pre", W, 768, min_points=2, holdout=True, learns="every_seed", label="sp")),
+    sections=(kinds.Rates("Learning rates for andrea120m (d_model 768)", RATES,
         note="Caveats: the ladder's depth, heads, context, batch, steps and vocabulary are not "
-             "andrea120m's; the rate carries the width rule only."),),
+             "andrea120m's; the rate carries the width rule only."),
+              figures.AxisFigures(W, logit_arms=("pre", "pre+qk"), rates=RATES)),
 )

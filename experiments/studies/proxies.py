@@ -11,6 +11,7 @@ Each arm changes one thing from ``pre``. Run at c9c3aec's rules (then
 ``experiments/proxy_verdicts.py``); re-expressed here (``verdicts_before.json``).
 """
 
+from research import figures
 from research import kinds
 from research import ladder
 from research.study import Arm, Grid, PerArm, Study
@@ -24,6 +25,10 @@ SMOKE = dict(CPU, block_size=32, vocab=321, batch_size=8, steps=20, eval_batches
 # The andrea120m depth family on one GPU (d_head 96 at its width 768). Defined, not run.
 GPU = dict(n_layer=12, n_head=8, block_size=1024, vocab=8449, batch_size=32, steps=2000,
            eval_batches=16, log_every=50, extra={"model.compute_dtype": "auto"})
+
+# andrea120m's width, where the ladder's optima are extrapolated.
+RATES = (kinds.RateAt("pre", W, 768, label="standard parametrisation"),
+         kinds.RateAt("pre+mup", W, 768, label="muP"))
 
 STUDY = Study(
     name="proxies",
@@ -61,11 +66,10 @@ STUDY = Study(
         kinds.OptimumSlopeGap("under muP the optimal learning rate moves less with width than under sp",
                               arm="pre+mup", reference="pre", axis=W, same_first=True, family=None),
     ),
-    sections=(kinds.Rates("Predicted learning rates for andrea120m", (
-        kinds.RateAt("pre", W, 768, label="standard parametrisation"),
-        kinds.RateAt("pre+mup", W, 768, label="muP")),
+    sections=(kinds.Rates("Predicted learning rates for andrea120m", RATES,
         note="Caveats: the ladder's depth, context, batch, steps and vocabulary are not "
              "andrea120m's; the prediction carries the width rule only, and beyond the widest "
              "rung it is a straight line in log-log that the ladder cannot check.",
-        key="predictions"),),
+        key="predictions"),
+              figures.AxisFigures(W, logit_arms=("pre", "pre+qk"), rates=RATES)),
 )
