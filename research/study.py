@@ -227,7 +227,8 @@ class Study:
     plots = [p for s in self.sections if hasattr(s, "plots") for p in s.plots(data, out)]
     results = {s.key: r for s in self.sections for r in [s.result(data)] if r is not None}
     return reporting.Page(verdicts=verdicts, method=method, sections=plan + extra + table,
-                          plots=plots or [plot_curves(data, out)], results={"table": rows, **results})
+                          plots=plots or [plot_curves(data, out)],
+                          results={"table": rows, "verdicts": verdicts, **results})
 
 
 def judge(study: Study, data: kinds.Data, robust: bool = True) -> list[claims.Verdict]:
