@@ -68,7 +68,9 @@ class Grid:
   base_config: str = "tiny"
   refine: bool = False  # add rates around an optimum at the grid's edge (research.sweep.refine)
   members_per_program: int | None = None
-  seconds_per_model_step: float | None = None  # measured cost, for the estimate
+  # Measured cost, for the estimate: seconds per model-step, or per value of the first axis
+  # (a width ladder's cost grows with its width: ``ladder.SECONDS_PER_MODEL_STEP_CPU``).
+  seconds_per_model_step: float | Mapping[Any, float] | None = None
   seconds_per_program: float = 30.0
   smoke: bool = False  # toy models that prove the pipeline: their verdicts mean nothing
   per_arm: Mapping[str, PerArm] = dataclasses.field(default_factory=dict)  # by arm name
@@ -153,8 +155,10 @@ class Study:
     g = self.grid(scale)
     if g.seconds_per_model_step is None:
       return None
-    steps = sum(int(c.overrides.get("train.steps", 0)) for c in cells)
-    return (len({c.group for c in cells}) * g.seconds_per_program + steps * g.seconds_per_model_step) / 60
+    per, axis = g.seconds_per_model_step, next(iter(g.axes), None)
+    cost = lambda c: per[c.overrides[axis]] if isinstance(per, Mapping) else per
+    steps = sum(int(c.overrides.get("train.steps", 0)) * cost(c) for c in cells)
+    return (len({c.group for c in cells}) * g.seconds_per_program + steps) / 60
 
   def describe(self, scale: str, cells: list[Cell]) -> str:
     g = self.grid(scale)
@@ -163,7 +167,7 @@ class Study:
     minutes = self.minutes(scale, cells)
     text = (f"{self.question} Arms: {arms}. " + (f"Axes: {axes}. " if axes else "")
             + f"Rates {', '.join(f'{r:g}' for r in g.rates)}; seeds {', '.join(map(str, g.seeds))}"
-            + "".join(f" ({a}: {', '.join(map(str, p.seeds))})" for a, p in g.per_arm.items() if p.seeds)
+            + "".join(f" ({per_arm_text(a, p)})" for a, p in g.per_arm.items() if p.seeds or p.axes)
             + "; "
             f"{len(cells)} models in {len({c.group for c in cells})} programs"
             + (f", about {minutes:.0f} minutes on the 2-core CPU" if minutes is not None else "") + ".")
@@ -253,6 +257,12 @@ def judge(study: Study, data: kinds.Data, robust: bool = True) -> list[claims.Ve
 
 
 NOT_POWERED = "Not powered"
+
+
+def per_arm_text(arm: str, p: PerArm) -> str:
+  """``pre+qk: seeds 300, 301; d_model 128 only``."""
+  return f"{arm}: " + "; ".join(([f"seeds {', '.join(map(str, p.seeds))}"] if p.seeds else [])
+                                + [f"{k.split('.')[-1]} {', '.join(map(str, v))} only" for k, v in p.axes.items()])
 
 
 def decide(study: Study, tests: list[claims.Test]) -> list[claims.Verdict]:

@@ -46,7 +46,9 @@ STUDY = Study(
     scales={
         "cpu": Grid(rates=(3e-4, 1e-3, 3e-3, 1e-2, 3e-2), seeds=tuple(range(300, 309)),
                     shared={**ladder.ladder_overrides(CPU), **ladder.base_multipliers()},
-                    axes={W: (32, 64, 128, 256)}, axis_names={W: "d"}, refine=True,
+                    axes={W: (32, 64, 128, 256)}, axis_names={W: "d"},
+                    seconds_per_model_step=ladder.SECONDS_PER_MODEL_STEP_CPU,
+                    seconds_per_program=ladder.SECONDS_PER_GROUP_CPU, refine=True,
                     members_per_program=24,
                     per_arm={"pre+qk": PerArm(seeds=tuple(range(300, 305)), axes={W: (128,)})}),
         "smoke": Grid(rates=(1e-3, 1e-2, 1e-1), seeds=(300, 301, 302), smoke=True,

@@ -46,7 +46,9 @@ STUDY = Study(
                           "model.mup_decay": "with_rate", "model.base_width": 16}, label="muP")),
     scales={
         "cpu": Grid(rates=HALF_DECADES, seeds=(0, 1, 2), shared=ladder.ladder_overrides(CPU),
-                    axes={W: (16, 32, 64, 128)}, axis_names={W: "d"}),
+                    axes={W: (16, 32, 64, 128)}, axis_names={W: "d"},
+                    seconds_per_model_step=ladder.SECONDS_PER_MODEL_STEP_CPU,
+                    seconds_per_program=ladder.SECONDS_PER_GROUP_CPU),
         "smoke": Grid(rates=(1e-3, 1e-2, 1e-1), seeds=(0, 1), shared=ladder.ladder_overrides(SMOKE),
                       axes={W: (16, 32, 64)}, axis_names={W: "d"}, smoke=True),
         "gpu": Grid(rates=(1e-4,) + HALF_DECADES[:-1], seeds=(0, 1, 2), base_config="andrea120m",
