@@ -733,6 +733,17 @@ class RateAt:
   min_points: int = 3
   holdout: bool = False
   label: str = ""
+  # The command that trains ``config`` at the rate, carrying these overrides of the arm's
+  # cells (e.g. muP's base width and multipliers); no command without a config.
+  config: str = ""
+  carry: tuple[str, ...] = ()
+
+  def command(self, data: Data, lr: float) -> str:
+    rec = next(iter(data.records(self.arm)), {"overrides": {}})
+    return " ".join([f"python -m experiments.run --config={self.config}"]
+                    + [f"--config.{k}={rec['overrides'][k]:g}" if isinstance(rec["overrides"].get(k), float)
+                       else f"--config.{k}={rec['overrides'].get(k)}" for k in self.carry]
+                    + [f"--config.train.learning_rate={lr:.2g}"])
 
   def per_seed(self, points: dict, target: float) -> dict[int, float]:
     if self.method == "mean":
@@ -773,7 +784,8 @@ class RateAt:
            else "each seed's mean log optimum over the axis (an optimum that does not move)")
     return (f"- {self.label or self.arm}, arm `{self.arm}`: {r['lr']:.2g} ({ci}; {r['seeds']} seeds"
             f"{far}; {how})" + (f"; check: {r['check']}" if r["check"] else "")
-            + (f"; optima not located: {'; '.join(r['missing'])}" if r["missing"] else "") + ".")
+            + (f"; optima not located: {'; '.join(r['missing'])}" if r["missing"] else "") + "."
+            + (f" To train it: `{self.command(data, r['lr'])}`." if self.config else ""))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -107,6 +107,9 @@ def test_the_report_says_re_expressed_and_gives_the_rates(tmp_path):
   assert "**re-expressed, same verdicts.**" in text and "## Power plan" in text
   assert "- muP, arm `pre+mup`: 0.007 (95 % t interval over seeds 0.0066 .. 0.0075" in text
   assert "check: fitted without 256, the lines predict its optimum x0.75 of the fitted one [0.61, 0.94]" in text
+  assert ("`python -m experiments.run --config=andrea120m --config.model.parametrization=mup "
+          "--config.model.base_width=32 --config.model.readout_multiplier=8 "
+          "--config.model.attention_multiplier=1 --config.train.learning_rate=0.007`") in text
 
 
 def test_the_proxies_prediction_for_andrea120m():

@@ -29,7 +29,9 @@ LADDER = dict(axis=W, learns="every_seed")  # every seed below the plateau: the 
 PROXIES = "the proxies ladder's per-seed spread"
 
 # andrea120m's rate: muP's optimum does not move (the mean); sp's line, checked on d256 held out.
-RATES = (kinds.RateAt("pre+mup", W, 768, method="mean", learns="every_seed", label="muP"),
+MUP = ("model.parametrization", "model.base_width", "model.readout_multiplier", "model.attention_multiplier")
+RATES = (kinds.RateAt("pre+mup", W, 768, method="mean", learns="every_seed", label="muP",
+                      config="andrea120m", carry=MUP),
          kinds.RateAt("pre", W, 768, min_points=2, holdout=True, learns="every_seed", label="sp"))
 
 STUDY = Study(
