@@ -24,6 +24,10 @@ The kinds:
   flat within ``+-margin``;
 - ``Profile``: a probe at initialisation (``init`` in a cell record: a per-layer profile,
   last layer over first), predicted flat within a factor, or growing.
+- the width ladder's (the proxies study and the muTransfer ladder; the section below):
+  ``OptimumSlopeGap``, ``OptimumFlat``, ``NotWorseAtEvery``, ``FixedRateSlope``,
+  ``SensitivityGap``, ``SensitivitySlope``; and the report section ``Rates`` of ``RateAt``
+  (the rate the optima give at another value of the axis).
 """
 
 from __future__ import annotations
