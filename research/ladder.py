@@ -73,9 +73,10 @@ def base_choice(path: str = BASE_RESULTS) -> dict:
   return choice
 
 
-def base_multipliers(path: str = BASE_RESULTS) -> dict:
-  """The base stage's multipliers as the overrides every arm on the tuned base shares."""
-  choice = base_choice(path)
+def base_multipliers(path: str = BASE_RESULTS, ones: bool = False) -> dict:
+  """The base stage's multipliers as the overrides every arm on the tuned base shares
+  (``ones``: 1 and 1, the untuned base, for toy scales)."""
+  choice = {"readout_multiplier": 1.0, "attention_multiplier": 1.0} if ones else base_choice(path)
   return {"model.readout_multiplier": float(choice["readout_multiplier"]),
           "model.attention_multiplier": float(choice["attention_multiplier"])}
 

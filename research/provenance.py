@@ -22,3 +22,33 @@ def code_version(root: str = ROOT) -> dict:
     return {"commit": run("rev-parse", "HEAD").strip(), "clean": not run("status", "--porcelain").strip()}
   except (OSError, subprocess.SubprocessError):
     return {"commit": None, "clean": None}
+
+
+def in_history(commit: str, root: str = ROOT) -> bool:
+  """Whether ``commit`` is a commit of this repository's history."""
+  try:
+    subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=root, check=True,
+                   capture_output=True, timeout=10)
+    return True
+  except (OSError, subprocess.SubprocessError):
+    return False
+
+
+def code_lines(cells: list[dict]) -> list[str]:
+  """A report's section on which code trained the cells: each commit, how many cells,
+  whether the tree was clean, whether the commit is in the repository's history."""
+  seen: dict[tuple, int] = {}
+  for c in cells:
+    code = c.get("code") or {}
+    key = (code.get("commit"), code.get("clean"), bool(c.get("code_earlier")))
+    seen[key] = seen.get(key, 0) + 1
+  out = ["## The code that trained the cells", ""]
+  for (commit, clean, resumed), n in sorted(seen.items(), key=lambda kv: -kv[1]):
+    if commit is None:
+      out.append(f"- {n} cells: **no commit recorded**.")
+      continue
+    out.append(f"- {n} cells: commit `{commit}`, "
+               + ("clean tree" if clean else "**uncommitted changes at run time**")
+               + ("" if in_history(commit) else ", **not in this repository's history**")
+               + ("; resumed by other code (see code_earlier)" if resumed else "") + ".")
+  return out + [""]

@@ -5,15 +5,20 @@ A study is one file, ``experiments/studies/<name>.py``, that defines ``STUDY = S
 it). From that record:
 
 - ``sweep(scale)``: the cells (``research.sweep``): every arm at every point of the grid's
-  axes, over its rates and seeds, one vmapped program per (arm, point);
+  axes, over its rates and seeds (an arm's own where its grid gives them: ``Grid.arm_rates``,
+  ``arm_seeds``, ``arm_overrides``), one vmapped program per (arm, point);
 - ``plan_lines(scale)``: per claim, the seeds its test needs at its family's Holm level for
   the effect it states, from the study's stated per-seed spread, against the seeds the grid
   gives it: powered or **not powered**, declared before the run
-  (``python -m experiments.sweep --sweep=<name> --dry_run``);
+  (``python -m experiments.sweep --sweep=<name> --dry_run``); with a ``Budget``, the plan
+  that sized the grid (``budget_plan``: claims admitted cheapest first within the budget,
+  ``research.power.admit``) and whether the grid and ``Study.not_powered`` are still it;
 - ``judge(cells)``: each claim's test (``research/kinds.py``), each family decided
-  together under Holm (``research/claims.py``), with the leave-one-seed-out check;
-- ``page(index, cells, out)``: the report page: verdicts, the optimum of every arm at every
-  point, the loss against the rate, and a plot of it.
+  together under Holm (``research/claims.py``), with the leave-one-seed-out check; a claim
+  declared not powered is outside every family, its figures reported;
+- ``page(index, cells, out)``: the report page: the plan, the verdicts, the code that
+  trained the cells, the optimum of every arm at every point, the loss against the rate
+  and a plot of it, and the figures of the kinds that draw their own (``figures``).
 
 Pre-registration: the study's rules identity (``research/identity.py``) hashes ``STUDY``
 and everything it reaches in its file, ``research/kinds.py`` and the shared rule modules
@@ -34,10 +39,13 @@ from research import claims
 from research import curves
 from research import kinds
 from research import power
+from research import provenance
 from research import report as reporting
 from research.sweep import Cell, Sweep, split_groups
 
 DESIGNS = ("exploratory", "confirmatory")
+# The verdict of a claim its study declared not powered before the run: figures reported, not judged.
+NOT_POWERED = "Not powered"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,15 +54,8 @@ class Arm:
   name: str
   overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   label: str = ""  # what it is, for the report
-
-
-@dataclasses.dataclass(frozen=True)
-class PerArm:
-  """What one arm trains differently at a scale: its own seeds, only some values of an axis
-  (``{axis: values}``), overrides of its own (e.g. a base width that is the scale's)."""
-  seeds: tuple[int, ...] | None = None
-  axes: Mapping[str, tuple] = dataclasses.field(default_factory=dict)
-  overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  group: str = ""  # its programs' name (default: the name, ``+`` as ``-``)
+  also: tuple[str, ...] = ()  # other names its cells carry: the same cells in another role
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,13 +74,30 @@ class Grid:
   seconds_per_model_step: float | Mapping[Any, float] | None = None
   seconds_per_program: float = 30.0
   smoke: bool = False  # toy models that prove the pipeline: their verdicts mean nothing
-  per_arm: Mapping[str, PerArm] = dataclasses.field(default_factory=dict)  # by arm name
+  # Per arm (by name), where it differs from the grid at this scale:
+  arm_rates: Mapping[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
+  arm_seeds: Mapping[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+  arm_overrides: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+  arm_axes: Mapping[str, Mapping[str, tuple]] = dataclasses.field(default_factory=dict)  # values it runs at
   # An axis' name in the group and cell names (default: its last part; "d": ``pre-d64``).
   axis_names: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  budget: "Budget | None" = None  # a budgeted power plan (``Study.budget_plan``)
 
-  def arm_seeds(self, arm: str) -> tuple[int, ...]:
-    own = self.per_arm.get(arm)
-    return own.seeds if own is not None and own.seeds is not None else self.seeds
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+  """A budgeted power plan (``research.power.admit``): each claim's seeds at its family's
+  Holm level (at least ``min_seeds``), claims admitted cheapest first while the arms they
+  need fit ``minutes``; the rest are not powered. ``minutes_per_seed``: what one more seed of
+  each arm costs, arms the plan may cut included (by name; ``source`` says how it was
+  measured). The study's arms that only claims not powered need get the most seeds, the same
+  for each, that the rest of the budget allows, at most those of the arms they are paired
+  with, and are not run below ``reported_min_seeds``."""
+  minutes: float
+  minutes_per_seed: Mapping[str, float]
+  min_seeds: int = 5
+  reported_min_seeds: int = 3
+  source: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,32 +110,35 @@ class Study:
   claims: tuple[kinds.Claim, ...]
   # The planned per-seed spread of each claim's quantity (by the claim's key, or "*"),
   # and where it comes from (an earlier study's cells, the literature).
-  spread: Mapping[str, float] = dataclasses.field(default_factory=dict)
+  # A ``power.Spread`` also says from how many seeds (the plan then gives the seeds at its
+  # one-sided 80 % upper bound too).
+  spread: Mapping[str, float | power.Spread] = dataclasses.field(default_factory=dict)
   spread_source: str = ""
   power: float = 0.8
-  # Claims (by text) the plan found the budget cannot decide, declared before the run: their
-  # figures are reported with the verdict "Not powered", out of their family.
+  # Claims (by text) the plan could not power, declared before the run: their verdict is
+  # ``NOT_POWERED``, their figures reported; they are outside every family.
   not_powered: tuple[str, ...] = ()
+  # Leave-one-seed-out is reported for a claim with at least this many seeds of its own.
+  loso_min_seeds: int = 2
   # Report sections beyond the verdicts (``kinds.Rates``, ``figures.AxisFigures``): ``title``
   # (empty: no heading), ``key``, ``lines(data)`` and ``result(data)`` (None: not in
-  # results.json) each, and ``plots(data, out)`` where it draws (then they replace the
-  # default loss-against-rate plot).
+  # results.json) each, and ``plots(data, out)`` where it draws.
   sections: tuple = ()
 
   def __post_init__(self):
     if self.design.split(" ", 1)[0].strip(".:*").lower() not in DESIGNS:
       raise errors.ConfigError(f"study {self.name!r}: design {self.design[:40]!r} must start "
                                f"with one of {DESIGNS}")
-    names = [a.name for a in self.arms]
+    names = [n for a in self.arms for n in (a.name, *a.also)]
     for c in self.claims:
       missing = [a for a in c.needs() if a not in names]
       if missing:
         raise errors.ConfigError(f"study {self.name!r}: claim {c.claim!r} names arms "
                                  f"{missing} that the study does not define ({names})")
-    unknown = [k for k in self.not_powered if k not in {c.key for c in self.claims}]
+    unknown = set(self.not_powered) - {c.claim for c in self.claims}
     if unknown:
-      raise errors.ConfigError(f"study {self.name!r}: not_powered names {unknown}, which are "
-                               f"not its claims' texts")
+      raise errors.ConfigError(f"study {self.name!r}: not_powered names {sorted(unknown)}, "
+                               f"which are not its claims")
 
   # --------------------------------------------------------------------------- the sweep
 
@@ -128,9 +149,9 @@ class Study:
 
   def points(self, scale: str, arm: str | None = None) -> list[dict[str, Any]]:
     """Every combination of the grid's axes, in the order declared (``arm``'s own values
-    where its ``PerArm`` names some)."""
+    where ``Grid.arm_axes`` gives them)."""
     g = self.grid(scale)
-    own = g.per_arm[arm].axes if arm in g.per_arm else {}
+    own = g.arm_axes.get(arm, {})
     out = [{}]
     for axis, values in g.axes.items():
       out = [{**p, axis: v} for p in out for v in own.get(axis, values)]
@@ -140,14 +161,13 @@ class Study:
     g = self.grid(scale)
     cells = []
     for arm in self.arms:
-      own = g.per_arm[arm.name].overrides if arm.name in g.per_arm else {}
       for point in self.points(scale, arm.name):
-        group = arm.name.replace("+", "-") + "".join(
+        group = (arm.group or arm.name.replace("+", "-")) + "".join(
             f"-{g.axis_names.get(k, k.split('.')[-1])}{v}" for k, v in point.items())
-        o = {**g.shared, **arm.overrides, **own, **point}
+        o = {**g.shared, **arm.overrides, **g.arm_overrides.get(arm.name, {}), **point}
         cells += [Cell(f"{group}-lr{lr:g}-seed{seed}", {**o, "train.learning_rate": lr, "train.seed": seed},
-                       (arm.name,), seed, group, 0, g.refine)
-                  for lr in g.rates for seed in g.arm_seeds(arm.name)]
+                       (arm.name, *arm.also), seed, group, 0, g.refine)
+                  for lr in g.arm_rates.get(arm.name, g.rates) for seed in g.arm_seeds.get(arm.name, g.seeds)]
     cells = split_groups(cells, g.members_per_program)
     return Sweep(self.name, scale, g.base_config, cells, description=self.describe(scale, cells))
 
@@ -165,38 +185,76 @@ class Study:
     axes = "; ".join(f"{k} {', '.join(map(str, v))}" for k, v in g.axes.items())
     arms = ", ".join(a.name + (f" ({a.label})" if a.label else "") for a in self.arms)
     minutes = self.minutes(scale, cells)
+    own = "; ".join(f"{a} " + ", ".join(
+        ([f"rates {', '.join(f'{r:g}' for r in g.arm_rates[a])}"] if a in g.arm_rates else [])
+        + ([f"{len(g.arm_seeds[a])} seeds"] if a in g.arm_seeds else [])
+        + [f"{k.split('.')[-1]} {', '.join(map(str, v))} only" for k, v in g.arm_axes.get(a, {}).items()])
+        for a in dict.fromkeys([*g.arm_rates, *g.arm_seeds, *g.arm_axes]))
     text = (f"{self.question} Arms: {arms}. " + (f"Axes: {axes}. " if axes else "")
-            + f"Rates {', '.join(f'{r:g}' for r in g.rates)}; seeds {', '.join(map(str, g.seeds))}"
-            + "".join(f" ({per_arm_text(a, p)})" for a, p in g.per_arm.items() if p.seeds or p.axes)
-            + "; "
-            f"{len(cells)} models in {len({c.group for c in cells})} programs"
+            + f"Rates {', '.join(f'{r:g}' for r in g.rates)}; seeds {', '.join(map(str, g.seeds))}; "
+            + (f"per arm where it differs: {own}; " if own else "")
+            + f"{len(cells)} models in {len({c.group for c in cells})} programs"
             + (f", about {minutes:.0f} minutes on the 2-core CPU" if minutes is not None else "") + ".")
     return ("**Smoke scale: toy models that prove the pipeline; they mean nothing.** " + text
             if g.smoke else text)
 
   # --------------------------------------------------------------------------- the plan
 
+  def spread_of(self, key: str) -> power.Spread | None:
+    """The claim's stated per-seed spread (by its key, else ``"*"``)."""
+    sd = self.spread.get(key, self.spread.get("*"))
+    return sd if sd is None or isinstance(sd, power.Spread) else power.Spread(float(sd), 0)
+
+  def arm_of(self, name: str) -> str:
+    """The arm whose cells carry ``name`` (its name, or one of its ``also``)."""
+    return next((a.name for a in self.arms if name == a.name or name in a.also), name)
+
+  def seeds_of(self, scale: str, arm: str) -> tuple[int, ...]:
+    g = self.grid(scale)
+    return g.arm_seeds.get(self.arm_of(arm), g.seeds)
+
   def plan(self, scale: str) -> list[tuple[kinds.Claim, int | None, int, bool]]:
     """Per claim: the seeds its test needs at its family's Holm level (None: over
-    ``power.MAX_SEEDS`` or no stated spread), the seeds the grid gives, and whether powered."""
-    g = self.grid(scale)
+    ``power.MAX_SEEDS`` or no stated spread), the seeds the grid gives its arms, and whether powered."""
     families: dict[Any, int] = {}
     for c in self.claims:
-      if c.key not in self.not_powered:
-        families[c.family or c.key] = families.get(c.family or c.key, 0) + 1
+      families[c.family or c.key] = families.get(c.family or c.key, 0) + 1
     out = []
     for c in self.claims:
-      sd = self.spread.get(c.key, self.spread.get("*"))
+      sp = self.spread_of(c.key)
       p = c.plan()
       need = None
-      if sd is not None and math.isfinite(p.effect):
-        need = power.seeds_needed(p.effect, sd, 0.05 / families.get(c.family or c.key, 1),
+      if sp is not None and math.isfinite(p.effect):
+        need = power.seeds_needed(p.effect, sp.sd, 0.05 / families[c.family or c.key],
                                   self.power if p.power is None else p.power, p.margin)
-      have = min(len(g.arm_seeds(a)) for a in c.needs())
-      out.append((c, need, have, c.key not in self.not_powered and need is not None and have >= need))
+      have = min((len(self.seeds_of(scale, a)) for a in c.needs()), default=0)
+      out.append((c, need, have, need is not None and have >= need))
     return out
 
+  def budget_plan(self, scale: str) -> tuple[list[power.Planned], dict[str, int], float, int]:
+    """With the grid's ``budget``: ``(planned claims, seeds per arm, each claim's level, family
+    size)`` from ``power.admit`` over the claims' plans (their arms as the study's arm names),
+    then the seeds of the arms only claims not powered need (``Budget``)."""
+    b = self.grid(scale).budget
+    plans = [dataclasses.replace(c.plan(), arms=tuple(dict.fromkeys(self.arm_of(a) for a in c.plan().arms)))
+             for c in self.claims]
+    spreads = {p.key: self.spread_of(p.key) or power.Spread(math.nan, 0) for p in plans}
+    planned, seeds, level, family = power.admit(plans, spreads, b.minutes_per_seed, b.minutes,
+                                                b.min_seeds, self.power, 0.05)
+    mine = {a.name for a in self.arms}
+    unpowered = [c.plan.arms for c in planned if not c.powered]
+    own = sorted({a for arms in unpowered for a in arms if a in mine and a not in seeds})
+    paired = [seeds[a] for arms in unpowered if set(arms) & set(own) for a in arms if a in seeds]
+    left = b.minutes - sum(b.minutes_per_seed[a] * n for a, n in seeds.items())
+    cost = sum(b.minutes_per_seed[a] for a in own)
+    n = min(min(paired, default=power.MAX_SEEDS), int(left // cost)) if cost else 0
+    if n >= b.reported_min_seeds:
+      seeds.update({a: n for a in own})
+    return planned, seeds, level, family
+
   def plan_lines(self, scale: str) -> list[str]:
+    if self.grid(scale).budget is not None:
+      return self.budget_lines(scale)
     lines = [f"Power plan (per-seed spread: {self.spread_source or 'none stated'}; each claim at "
              f"its family's Holm level, power {self.power:g}):", "",
              "| claim | family | quantity | test | planned effect | seeds needed | seeds | plan |",
@@ -207,6 +265,27 @@ class Study:
                    f"{p.effect:g} ({p.source or 'no source'}) | {need if need is not None else '—'} | "
                    f"{have} | {'powered' if powered else '**not powered**'} |")
     return lines + [""]
+
+  def budget_lines(self, scale: str) -> list[str]:
+    """The budgeted plan as markdown, and whether the grid's seeds and the claims declared
+    not powered are the plan's."""
+    b = self.grid(scale).budget
+    planned, seeds, level, family = self.budget_plan(scale)
+    minutes = {a: b.minutes_per_seed[a] * n for a, n in seeds.items()}
+    grid = {a.name: len(self.seeds_of(scale, a.name)) for a in self.arms}
+    declared = {c.plan.claim for c in planned if not c.powered}
+    same = grid == seeds and declared == set(self.not_powered)
+    return [f"Power plan (budget {b.minutes:g} minutes): each claim's test at level 0.05 / "
+            f"{family} = {level:.4f} (Holm over the family of the {family} powered claims, planned "
+            f"at the first-ranked test's level) and power {self.power:.0%}, for the effect "
+            f"stated; per-seed spread: {self.spread_source or 'none stated'} (in brackets the "
+            f"seeds needed at its one-sided 80 % upper bound). Cost: {b.source or 'as stated'}; "
+            f"'minutes' is the claim's arms at its seeds alone (arms are shared between claims). "
+            f"Every judged arm has at least {b.min_seeds} seeds.", "",
+            *power.table_lines(planned, seeds, minutes, b.minutes, "planned"),
+            "The grid's seeds per arm and the claims the study declares not powered are the "
+            "plan's." if same else f"**The grid differs from the plan**: seeds {grid} against "
+            f"{seeds}; declared not powered {sorted(self.not_powered)} against {sorted(declared)}.", ""]
 
   # --------------------------------------------------------------------------- the verdicts
 
@@ -224,57 +303,68 @@ class Study:
     verdicts = self.judge(cells)
     method = (f"Each claim's rule is stated under it (`research/kinds.py`); the claims of one "
               f"family are decided together under Holm's correction at level 0.05, each verdict "
-              f"with its leave-one-seed-out check. {self.design}")
-    rows, table = optimum_lines(data)
-    plan = ["## Power plan", "", *self.plan_lines(index["scale"])] if index.get("scale") in self.scales else []
+              f"with its leave-one-seed-out check"
+              + (f" (from {self.loso_min_seeds} seeds)" if self.loso_min_seeds > 2 else "") + ". "
+              + (f"The {len(self.not_powered)} claims declared not powered before the run are "
+                 f"outside every family: their figures are reported, not judged. " if self.not_powered else "")
+              + self.design)
+    # The table and the plot by arm: the names an arm's cells also carry (``Arm.also``) apart.
+    own = kinds.Data(tuple(r for r in data.rows if r[0] in {a.name for a in self.arms}))
+    rows, table = optimum_lines(own)
+    table = provenance.code_lines(cells) + table
+    scale = index.get("scale")
+    notes = ["## Power plan", "", *self.plan_lines(scale)] if scale in self.scales else []
     extra = [line for s in self.sections if s.title for line in (f"## {s.title}", "", *s.lines(data), "")]
-    plots = [p for s in self.sections if hasattr(s, "plots") for p in s.plots(data, out)]
+    drawn = [p for s in self.sections if hasattr(s, "plots") for p in s.plots(data, out)]
+    plots = drawn or [plot_curves(own, out)]  # a section's figures replace the default plot
+    for kind in dict.fromkeys(type(c) for c in self.claims if hasattr(c, "figures")):
+      plots += kind.figures([c for c in self.claims if type(c) is kind], data, out)
     results = {s.key: r for s in self.sections for r in [s.result(data)] if r is not None}
-    return reporting.Page(verdicts=verdicts, method=method, sections=plan + extra + table,
-                          plots=plots or [plot_curves(data, out)],
-                          results={"table": rows, "verdicts": verdicts, **results})
+    return reporting.Page(verdicts=verdicts, method=method, sections=extra + table, plots=plots,
+                          results={"table": rows, "verdicts": verdicts, **results}, notes=notes)
 
 
 def judge(study: Study, data: kinds.Data, robust: bool = True) -> list[claims.Verdict]:
   """Each claim's verdict, families decided together under Holm; with ``robust``, whether
-  it survives leaving out any one seed (the whole family re-decided without it)."""
+  it survives leaving out any one of its seeds (the whole family re-decided without it),
+  for a judged claim with at least ``study.loso_min_seeds`` seeds."""
   tests = [c.test(data) for c in study.claims]
   verdicts = decide(study, tests)
-  if robust:
-    seeds = sorted({run.seed for _, _, run, _ in data.rows})
-    flips: dict[str, list[str]] = {v.claim: [] for v in verdicts}
-    for s in seeds:
-      held = kinds.Data(tuple(r for r in data.rows if r[2].seed != s))
-      for v, w in zip(verdicts, decide(study, [c.test(held) for c in study.claims])):
-        if w.verdict != v.verdict and v.verdict != NOT_POWERED:
-          flips[v.claim].append(f"without seed {s}: {w.verdict.lower()}")
-    for v in (v for v in verdicts if v.verdict != NOT_POWERED):
+  if not robust:
+    return verdicts
+  everyone = sorted({run.seed for _, _, run, _ in data.rows})
+  held: dict[int, list[claims.Verdict]] = {}
+  for i, (t, v) in enumerate(zip(tests, verdicts)):
+    if v.verdict == NOT_POWERED or t.missing is not None:
+      continue
+    seeds = list(t.seeds) or everyone
+    if len(seeds) < max(2, study.loso_min_seeds):
       v.robustness = ("Leave-one-seed-out: not applicable (one seed)." if len(seeds) < 2 else
-                      "Leave-one-seed-out: the verdict survives leaving out any one seed."
-                      if not flips[v.claim] else
-                      "Leave-one-seed-out: it does not survive (" + "; ".join(flips[v.claim]) + ").")
+                      f"Leave-one-seed-out: uninformative at {len(seeds)} seeds (reported from "
+                      f"{study.loso_min_seeds}).")
+      continue
+    flips = []
+    for s in seeds:
+      if s not in held:
+        rest = kinds.Data(tuple(r for r in data.rows if r[2].seed != s))
+        held[s] = decide(study, [c.test(rest) for c in study.claims])
+      if held[s][i].verdict != v.verdict:
+        flips.append(f"without seed {s}: {held[s][i].verdict.lower()}")
+    v.robustness = ("Leave-one-seed-out: the verdict survives leaving out any one seed."
+                    if not flips else "Leave-one-seed-out: it does not survive (" + "; ".join(flips) + ").")
   return verdicts
 
 
-NOT_POWERED = "Not powered"
-
-
-def per_arm_text(arm: str, p: PerArm) -> str:
-  """``pre+qk: seeds 300, 301; d_model 128 only``."""
-  return f"{arm}: " + "; ".join(([f"seeds {', '.join(map(str, p.seeds))}"] if p.seeds else [])
-                                + [f"{k.split('.')[-1]} {', '.join(map(str, v))} only" for k, v in p.axes.items()])
-
-
 def decide(study: Study, tests: list[claims.Test]) -> list[claims.Verdict]:
-  """The verdicts in the claims' order, each family's tests decided together; a claim the
-  study declares not powered is out of its family, its figures reported, not judged."""
+  """The verdicts in the claims' order, each family's tests decided together; a claim
+  declared not powered is outside them, its figures reported."""
   by_key = {}
   families: dict[Any, list[claims.Test]] = {}
   for c, t in zip(study.claims, tests):
-    if c.key in study.not_powered:
-      by_key[t.key] = claims.Verdict(t.claim, NOT_POWERED, list(t.lines) + [
-          "Not powered: the plan, before the run, found that the budget cannot decide it; "
-          "the figures are reported, not judged."], t.rule, t.effect, t.effect_name)
+    if c.claim in study.not_powered:
+      by_key[t.key] = claims.Verdict(t.claim, NOT_POWERED, t.lines + (t.missing.lines if t.missing else []) + [
+          "Not powered: the plan, before the run, found that the budget cannot decide it; the "
+          "figures above are reported, not judged."], t.rule, t.effect, t.effect_name)
       continue
     families.setdefault(c.family or c.key, []).append(t)
   for family in families.values():

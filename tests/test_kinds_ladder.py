@@ -13,7 +13,7 @@ from research import kinds
 from research import study as study_lib
 from research.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
 from research.curves import Run
-from research.study import Arm, Grid, PerArm, Study
+from research.study import Arm, Grid, Study
 
 W = "model.d_model"
 RATES = (3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
@@ -224,8 +224,8 @@ def test_partial_results_do_not_crash(rows):
 def test_an_arm_with_its_own_seeds_and_widths_and_the_axis_name():
   study = Study("t", "q", "exploratory", (Arm("pre"), Arm("pre+qk", {"model.qk_norm": True})),
                 {"cpu": Grid((1e-3, 1e-2), (0, 1, 2), axes={W: (32, 64)}, axis_names={W: "d"},
-                             per_arm={"pre+qk": PerArm(seeds=(0, 1), axes={W: (64,)},
-                                                       overrides={"model.base_width": 8})})}, ())
+                             arm_seeds={"pre+qk": (0, 1)}, arm_axes={"pre+qk": {W: (64,)}},
+                             arm_overrides={"pre+qk": {"model.base_width": 8}})}, ())
   cells = study.sweep("cpu").cells
   assert sorted({c.group for c in cells}) == ["pre-d32", "pre-d64", "pre-qk-d64"]
   qk = [c for c in cells if c.arms == ("pre+qk",)]

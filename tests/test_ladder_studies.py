@@ -4,6 +4,7 @@ cells gives the verdicts their earlier rules gave (verdicts_before.json), the ru
 refinement rounds come out as committed, the plan is the frozen one, the base choice is read
 from the base stage's results."""
 
+import dataclasses
 import json
 import os
 
@@ -93,12 +94,28 @@ def test_the_base_choice_is_read_or_its_absence_explained(tmp_path):
 
 
 def test_the_plan_is_the_frozen_one():
-  # Seeds each claim needs at Holm's level over the four powered claims, from the spreads
-  # the plan took before the run: the ladder's 9 seeds power all but qk (42 needed, 5 given).
-  plan = {c.key: (need, have, powered) for c, need, have, powered in registry.study("mutransfer").plan("cpu")}
-  assert [v for v in plan.values()] == [(9, 9, True), (6, 9, True), (9, 9, True), (7, 9, True),
-                                        (42, 5, False)]
-  assert "**not powered**" in "\n".join(registry.study("mutransfer").plan_lines("cpu"))
+  # The budgeted plan made before the run (0.05 / 4, the spreads and costs it stated): every
+  # claim but qk powered (qk needs 42 seeds), 9 seeds of sp and muP, 5 of sp+qk, 99 minutes.
+  study = registry.study("mutransfer")
+  planned, seeds, level, family = study.budget_plan("cpu")
+  assert [(c.seeds, c.powered) for c in planned] == [(9, True), (6, True), (9, True), (7, True), (42, False)]
+  assert seeds == {"pre": 9, "pre+mup": 9, "pre+qk": 5} and (level, family) == (0.0125, 4)
+  assert "The grid's seeds per arm and the claims the study declares not powered are the plan's." in (
+      study.plan_lines("cpu"))
+
+
+@pytest.mark.parametrize("budget, not_powered", [
+    (5, 5), (60, {"transfer", "no_cost", "qk"}), (86, {"transfer", "no_cost", "qk"})])
+def test_the_plan_admits_cheapest_first_and_never_readmits(budget, not_powered):
+  # At 86 minutes the family at 0.05 / 4 admits flat and wider only; at 0.05 / 2 transfer
+  # would fit again, but a dropped claim is not readmitted (the families would alternate).
+  study = registry.study("mutransfer")
+  g = study.grid("cpu")
+  study = dataclasses.replace(study, scales={"cpu": dataclasses.replace(
+      g, budget=dataclasses.replace(g.budget, minutes=budget))})
+  keys = ("transfer", "flat", "no_cost", "wider", "qk")
+  got = {k for k, c in zip(keys, study.budget_plan("cpu")[0]) if not c.powered}
+  assert got == (set(keys) if not_powered == 5 else not_powered)
 
 
 def test_the_report_says_re_expressed_and_gives_the_rates(tmp_path):

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from research import curves
+from research import registry
 from research import report as reporting
 from research import sweep as base
 from experiments.studies.mup_base import grid
 from experiments.studies.mup_base import rules
-from experiments.studies.norm_mlp_confirm import grid as confirm_grid
 
 RATES = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
 SEEDS = (200, 201, 202)
@@ -49,7 +49,7 @@ def test_the_grid_is_the_base_width_under_mup_on_unseen_seeds():
     assert c.refinable
   # No earlier study trained these seeds (the committed studies used 0-2; the confirmatory
   # norm x MLP study 100 and up).
-  confirm = {c.seed for c in confirm_grid.get_sweep("cpu").cells}
+  confirm = {c.seed for c in registry.load("norm_mlp_confirm", "cpu").cells}
   assert {c.seed for c in sweep.cells} == set(SEEDS) and not set(SEEDS) & (confirm | {0, 1, 2})
   with pytest.raises(Exception, match="--scale='big'"):
     grid.get_sweep("big")

@@ -123,8 +123,10 @@ def test_groups_must_share_their_shape():
 
 
 def test_unknown_sweep_and_scale_are_errors():
-  with pytest.raises(ValueError, match="no study experiments/studies/nope/grid.py"):
+  with pytest.raises(ValueError, match=r"no study experiments/studies/nope.py or .*; studies: .*template"):
     registry.load("nope", "cpu")
+  with pytest.raises(ValueError, match="--scale='tpu': study template has scales"):
+    registry.load("template", "tpu")
   with pytest.raises(ValueError, match="--scale='tpu'"):
     norm_mlp.get_sweep("tpu")
 
@@ -250,8 +252,8 @@ def test_the_code_version_is_the_commit_and_the_trees_state(tmp_path):
 
 
 def test_dry_run_prints_the_plan():
-  from experiments.studies.norm_mlp_confirm import grid as confirm
-  text = "\n".join(sweep_lib.plan_lines(confirm.get_sweep("cpu"), "runs/x"))
+  from research import registry
+  text = "\n".join(sweep_lib.plan_lines(registry.load("norm_mlp_confirm", "cpu"), "runs/x"))
   assert "| pre-long | 48 |" in text and "100..107 (8)" in text
-  assert "Power plan" in text and "Not powered" in text and "swiglu, matched, depth" in text
+  assert "Power plan" in text and "Not powered" in text and "SwiGLU beats GELU at equal size" in text
   assert "minutes" in text and "Code: commit" in text

@@ -7,7 +7,6 @@ import pytest
 
 from research import claims
 from research import registry
-from experiments.studies.norm_mlp_confirm import grid as confirm_grid
 from experiments.studies.mup_base import grid as base_grid
 from experiments.studies.zloss_probe import grid
 from experiments.studies.zloss_probe import report
@@ -69,7 +68,7 @@ def test_the_grid_runs_every_setting_on_unseen_seeds_with_the_base_multipliers()
     assert c.arms == (grid.arm_name(o["train.weight_decay"], o["train.z_loss"]),)
     assert o["model.readout_multiplier"] == 8.0 and o.get("model.parametrization", "sp") == "sp"
     assert o["diagnostics.enabled"] and o["diagnostics.every"] == 50
-  earlier = ({c.seed for c in confirm_grid.get_sweep("cpu").cells} | {0, 1, 2}
+  earlier = ({c.seed for c in registry.load("norm_mlp_confirm", "cpu").cells} | {0, 1, 2}
              | {c.seed for c in base_grid.get_sweep("cpu").cells} | {c.seed for c in registry.load("mutransfer", "cpu").cells})
   assert not {c.seed for c in sweep.cells} & earlier
 

@@ -5,28 +5,29 @@
   python -m experiments.report --sweep_dir=runs/sweeps/mutransfer-cpu
 
 The proxies ladder's shape (``research/ladder.py``); every arm carries the multipliers the
-base stage chose at the base width (``ladder.base_multipliers``: read from its committed
-results, data not an import), so at the base width sp and muP are one model. Rates refined
-where a seed's optimum lies at an edge. Seeds from 300 (none used before): 9 for sp and muP
-(the power plan made before the run, from the proxies ladder's and the base stage's spreads
-and the measured costs, budget 100 minutes), 5 for ``pre+qk``, whose claim needs 36-42 and is
-declared not powered. Run at e5552a0's rules (``experiments/studies/mutransfer/rules.py``);
-re-expressed here (``verdicts_before.json``).
+base stage chose (``ladder.base_multipliers``: its committed results, read as data), so at
+the base width sp and muP are one model. Seeds from 300 (none used before), as many as the
+budgeted plan made before the run gives. Run at e5552a0's rules
+(``experiments/studies/mutransfer/rules.py``), re-expressed here (``verdicts_before.json``).
 """
 
 from research import figures
 from research import kinds
 from research import ladder
-from research.study import Arm, Grid, PerArm, Study
+from research.power import Spread
+from research.study import Arm, Budget, Grid, Study
 
 W = "model.d_model"
 CPU = dict(n_layer=2, n_head=2, block_size=64, vocab=512, batch_size=16, steps=200,
            eval_batches=16, log_every=25, extra={})
-SMOKE = dict(n_layer=1, n_head=2, block_size=32, vocab=321, batch_size=8, steps=12,
-             eval_batches=2, log_every=4, extra={"data.max_docs": 40})
-ONES = {"model.readout_multiplier": 1.0, "model.attention_multiplier": 1.0}
+SMOKE = dict(CPU, n_layer=1, block_size=32, vocab=321, batch_size=8, steps=12, eval_batches=2,
+             log_every=4, extra={"data.max_docs": 40})
 LADDER = dict(axis=W, learns="every_seed")  # every seed below the plateau: the ladder learns
-PROXIES = "the proxies ladder's per-seed spread"
+# The plan's cost of one more seed of an arm, per width: 5 rates x 200 steps at the proxies
+# ladder's measured seconds per model-step, and 5/24 of a program's fixed cost, 43.4 s (the
+# base stage's 33.9 minutes less its modelled model-steps, over its programs).
+PER_SEED = {w: (5 * 200 * ladder.SECONDS_PER_MODEL_STEP_CPU[w] + 5 / 24 * 43.392) / 60
+            for w in (32, 64, 128, 256)}
 
 # andrea120m's rate: muP's optimum does not move (the mean); sp's line, checked on d256 held out.
 MUP = ("model.parametrization", "model.base_width", "model.readout_multiplier", "model.attention_multiplier")
@@ -51,12 +52,14 @@ STUDY = Study(
                     axes={W: (32, 64, 128, 256)}, axis_names={W: "d"},
                     seconds_per_model_step=ladder.SECONDS_PER_MODEL_STEP_CPU,
                     seconds_per_program=ladder.SECONDS_PER_GROUP_CPU, refine=True,
-                    members_per_program=24,
-                    per_arm={"pre+qk": PerArm(seeds=tuple(range(300, 305)), axes={W: (128,)})}),
+                    members_per_program=24, arm_seeds={"pre+qk": tuple(range(300, 305))},
+                    arm_axes={"pre+qk": {W: (128,)}},
+                    budget=Budget(100.0, {"pre": sum(PER_SEED.values()), "pre+mup": sum(PER_SEED.values()),
+                                          "pre+qk": PER_SEED[128]}, source="PER_SEED above")),
         "smoke": Grid(rates=(1e-3, 1e-2, 1e-1), seeds=(300, 301, 302), smoke=True,
-                      shared={**ladder.ladder_overrides(SMOKE), **ONES}, axes={W: (32, 64)},
-                      axis_names={W: "d"}, refine=True,
-                      per_arm={"pre+qk": PerArm(seeds=(300, 301), axes={W: (64,)})}),
+                      shared={**ladder.ladder_overrides(SMOKE), **ladder.base_multipliers(ones=True)}, axes={W: (32, 64)},
+                      axis_names={W: "d"}, refine=True, arm_seeds={"pre+qk": (300, 301)},
+                      arm_axes={"pre+qk": {W: (64,)}}),
     },
     claims=(
         kinds.OptimumSlopeGap("under muP the optimal rate moves less with width than under sp",
@@ -75,14 +78,17 @@ STUDY = Study(
                              arm="pre+qk", reference="pre", at="shared", **LADDER, effect=0.1,
                              source="twice the sensitivity margin"),
     ),
-    # The plan's spreads (3 seeds each): the proxies ladder's and the base stage's cells.
-    spread={"under muP the optimal rate moves less with width than under sp": 0.241,
-            "under muP the optimal rate moves by less than a factor 2 over the ladder": 0.311,
-            "at every width muP's best loss is within 0.08 nats of sp's or better": 0.046,
-            "under muP a wider model is not worse at a fixed rate": 0.031,
-            "qk-LayerNorm lowers the learning-rate sensitivity at the widest rung": 0.185},
-    spread_source=f"{PROXIES} (docs/results/proxies-cpu) and the base stage's (mup_base-cpu)",
+    # The plan's per-seed spreads (3 seeds each, their means), as computed before the run.
+    spread={"under muP the optimal rate moves less with width than under sp": Spread(0.2413, 3, 0.697),
+            "under muP the optimal rate moves by less than a factor 2 over the ladder": Spread(0.3106, 3),
+            "at every width muP's best loss is within 0.08 nats of sp's or better": Spread(0.04608, 3),
+            "under muP a wider model is not worse at a fixed rate": Spread(0.03075, 3, -0.0959),
+            "qk-LayerNorm lowers the learning-rate sensitivity at the widest rung": Spread(0.1848, 3, 0.234)},
+    spread_source=("the proxies ladder's sp slopes, its slope of the loss at a fixed rate and its "
+                   "sensitivity gap at d128 (docs/results/proxies-cpu); the base stage's per-seed "
+                   "log optimum and best loss, propagated to each claim's quantity (mup_base-cpu)"),
     not_powered=("qk-LayerNorm lowers the learning-rate sensitivity at the widest rung",),
+    loso_min_seeds=5,  # leave-one-seed-out is informative from 5 seeds
     sections=(kinds.Rates("Learning rates for andrea120m (d_model 768)", RATES,
         note="Caveats: the ladder's depth, heads, context, batch, steps and vocabulary are not "
              "andrea120m's; the rate carries the width rule only."),

@@ -14,7 +14,7 @@ Each arm changes one thing from ``pre``. Run at c9c3aec's rules (then
 from research import figures
 from research import kinds
 from research import ladder
-from research.study import Arm, Grid, PerArm, Study
+from research.study import Arm, Grid, Study
 
 W = "model.d_model"
 HALF_DECADES = (3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
@@ -54,7 +54,7 @@ STUDY = Study(
         "gpu": Grid(rates=(1e-4,) + HALF_DECADES[:-1], seeds=(0, 1, 2), base_config="andrea120m",
                     shared=ladder.ladder_overrides(GPU), axes={W: (128, 256, 512, 1024)},
                     axis_names={W: "d"}, members_per_program=6,
-                    per_arm={"pre+mup": PerArm(overrides={"model.base_width": 128})}),
+                    arm_overrides={"pre+mup": {"model.base_width": 128}}),
     },
     # Each claim alone (family None), as its rules judged it.
     claims=(
