@@ -77,17 +77,22 @@ def _summary_writer_class():
 
 
 def read_jsonl(path: str) -> list[dict]:
-  """The rows of a ``{"step": ..., ...}`` JSONL file, one merged row per step, by step.
+  """The rows of a ``{"step": ..., ...}`` JSONL file, one merged row per step, by step
+  (``merge_rows`` of ``read_rows``)."""
+  return merge_rows(read_rows(path))
 
-  Rows of the same step are merged (train and validation metrics, or several probes);
-  after a resume re-ran a step, its newest values win. The one reader of the project's
-  append-only logs (``metrics.jsonl``, ``diagnostics.jsonl``): a last line cut short (a
-  kill or a full disk during an append, no final newline) is left out; any other line
-  that is not a JSON object with a ``step`` is an error naming the file and the line.
+
+def read_rows(path: str) -> list[dict]:
+  """Every row of a ``{"step": ..., ...}`` JSONL file as written, in file order.
+
+  The one reader of the project's append-only logs (``metrics.jsonl``,
+  ``diagnostics.jsonl``): a last line cut short (a kill or a full disk during an append,
+  no final newline) is left out; any other line that is not a JSON object with a ``step``
+  is an error naming the file and the line.
   """
   if not os.path.exists(path):
     return []
-  rows: dict[int, dict] = {}
+  rows = []
   with open(path, "rb") as f:
     lines = f.read().split(b"\n")
   for n, raw in enumerate(lines, 1):
@@ -105,8 +110,17 @@ def read_jsonl(path: str) -> list[dict]:
       raise errors.CheckpointError(
           f"{path}, line {n}: expected an object with an integer \"step\", got "
           f"{_shown(raw)}; restore the file from a copy, or delete that line")
-    rows.setdefault(row["step"], {}).update(row)
-  return [rows[s] for s in sorted(rows)]
+    rows.append(row)
+  return rows
+
+
+def merge_rows(rows: list[dict]) -> list[dict]:
+  """One row per step, by step: rows of the same step merged (train and validation metrics,
+  or several probes); where a resume re-ran a step, its newest values win."""
+  merged: dict[int, dict] = {}
+  for row in rows:
+    merged.setdefault(row["step"], {}).update(row)
+  return [merged[s] for s in sorted(merged)]
 
 
 def _shown(raw: bytes, limit: int = 60) -> str:

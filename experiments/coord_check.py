@@ -14,7 +14,7 @@ parametrisation at a fixed learning rate) or ``unclear``. ``--json`` also writes
 every number to a file. The muP base width is the narrowest width unless ``--base_width``;
 ``--readout_multiplier`` and ``--attention_multiplier`` set the base model's multipliers, the
 same at every width; by default the muP base stage's choice (``choice`` in
-``docs/results/mup_base-cpu/results.json``: readout 8, attention 1), 1 where that file has none.
+``results/mup_base-cpu/results.json``: readout 8, attention 1), 1 where that file has none.
 """
 
 from __future__ import annotations

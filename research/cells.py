@@ -1,17 +1,20 @@
-"""A sweep's per-cell files as records: what each finished cell was and did, read back from disk alone.
+"""A study's cells as records: what each finished cell was and did, read back from disk alone.
 
 A sweep leaves, per cell (in ``<sweep_dir>/**/``), ``cell.json`` (what the cell is) and
-``summary.json``, ``metrics.jsonl`` and ``diagnostics.jsonl`` (what it did), so a committed
-study is re-judged from the repository alone, without checkpoints. ``load`` reads a sweep
-directory into one record per finished cell (a directory with no per-cell files but a
-``results.json``, an older committed study, is read from that instead); ``to_run`` is a
-record as the curve maths sees it (``curves.Run``); ``copy_cells`` copies what a commit
-keeps.
+``summary.json``, ``metrics.jsonl`` and ``diagnostics.jsonl`` (what it did): the right
+format while it trains. A committed study keeps the same four files of every cell packed
+into one compact ``results/<study>-<scale>/cells.jsonl`` (``pack``), one line per cell,
+``{"path", "cell", "summary", "metrics", "diagnostics"}``, beside its ``sweep.json``, so
+it is re-judged from the repository alone, without checkpoints. ``load`` reads either (or,
+for a directory with neither but a ``results.json``, an older study, that) into one record
+per finished cell; ``record`` builds a record from a cell's parts, whichever of the two
+supplied them; ``to_run`` is a record as the curve maths sees it (``curves.Run``).
 """
 
 from __future__ import annotations
 
 import glob
+import json
 import math
 import os
 import shutil
@@ -19,25 +22,42 @@ import shutil
 import numpy as np
 
 from andrea_jax import errors
-from andrea_jax.files import read_json
-from andrea_jax.metrics import read_jsonl
+from andrea_jax.files import atomic_write, read_json
+from andrea_jax.metrics import merge_rows, read_rows
 from research import curves
 
 # What a cell record keeps of a probe (diagnostics.jsonl): per-layer lists, and log Z.
 PROBED = ("grad_attn", "grad_mlp", "residual_norm", "attn_logit_max", "log_z")
 
-# What a committed study keeps of each cell (no checkpoints, TensorBoard files or logs).
-CELL_FILES = ("cell.json", "summary.json", "metrics.jsonl", "diagnostics.jsonl")
+# A committed study's cells, one line each, in its results directory.
+PACKED = "cells.jsonl"
+
+# Where a study was read from when it has no cells but its results.json (see ``legacy_cell``).
+LEGACY = ("results.json alone: this study has no per-cell files (it predates them), "
+          "so its report is regenerated from the numbers results.json kept; its arms "
+          "'warmup' and 'no-warmup' are called 'long' and 'none' here")
 
 
-def cell_record(d: str) -> dict | None:
-  """One cell's results.json row from its directory (None if it has not finished)."""
-  if not os.path.exists(os.path.join(d, "summary.json")):
+def cell_parts(sweep_dir: str, path: str) -> dict:
+  """The four files of the cell at ``<sweep_dir>/<path>`` as they read (a missing one: None, or
+  no rows), and the run's rate from its ``config.json`` where those four name none."""
+  d = os.path.join(sweep_dir, path)
+  parts = {"path": path, "cell": read_json(os.path.join(d, "cell.json")),
+           "summary": read_json(os.path.join(d, "summary.json")),
+           "metrics": read_rows(os.path.join(d, "metrics.jsonl")),
+           "diagnostics": read_rows(os.path.join(d, "diagnostics.jsonl"))}
+  config = os.path.join(d, "config.json")
+  if learning_rate(parts) is None and os.path.exists(config):
+    parts["config"] = {"train": {"learning_rate": read_json(config).get("train", {}).get("learning_rate")}}
+  return parts
+
+
+def record(parts: dict) -> dict | None:
+  """One cell's record (a results.json row) from its parts (None if it has not finished)."""
+  meta, summary = parts["cell"], parts["summary"]
+  if summary is None or summary.get("status") not in ("completed", "diverged"):
     return None
-  meta, summary = read_json(os.path.join(d, "cell.json")), read_json(os.path.join(d, "summary.json"))
-  if summary.get("status") not in ("completed", "diverged"):
-    return None
-  metrics, diag = (read_jsonl(os.path.join(d, name)) for name in ("metrics.jsonl", "diagnostics.jsonl"))
+  metrics, diag = merge_rows(parts["metrics"]), merge_rows(parts["diagnostics"])
   probes = [r for r in diag if "residual_norm" in r]
   pick = lambda r: {k: (r or {}).get(k) for k in PROBED}
   initial = summary.get("initial_val_loss")
@@ -46,7 +66,7 @@ def cell_record(d: str) -> dict | None:
   return {
       "name": meta["name"], "arms": meta["arms"], "seed": meta["seed"], "group": meta.get("group"),
       "round": meta.get("round", 0),
-      "overrides": meta["overrides"], "learning_rate": learning_rate(d, meta, summary),
+      "overrides": meta["overrides"], "learning_rate": learning_rate(parts),
       "status": summary["status"], "steps": summary["steps"],
       "diverged_at_step": summary.get("diverged_at_step"),
       "final_val_loss": summary["final_val_loss"], "initial_val_loss": initial,
@@ -63,52 +83,82 @@ def cell_record(d: str) -> dict | None:
   }
 
 
-def copy_cells(sweep_dir: str, out: str) -> int:
-  """Copy every cell's ``CELL_FILES`` (and ``sweep.json``) to the same paths under ``out``."""
-  copied = 0
-  for meta in glob.glob(os.path.join(sweep_dir, "**", "cell.json"), recursive=True):
-    d = os.path.dirname(meta)
-    target = os.path.join(out, os.path.relpath(d, sweep_dir))
-    os.makedirs(target, exist_ok=True)
-    for name in CELL_FILES:
-      if os.path.exists(os.path.join(d, name)):
-        shutil.copyfile(os.path.join(d, name), os.path.join(target, name))
-    copied += 1
-  if os.path.exists(os.path.join(sweep_dir, "sweep.json")):
-    shutil.copyfile(os.path.join(sweep_dir, "sweep.json"), os.path.join(out, "sweep.json"))
-  return copied
+def cell_record(d: str) -> dict | None:
+  """The record of the cell in directory ``d`` (None if it has not finished)."""
+  return record(cell_parts(os.path.dirname(d), os.path.basename(d)))
 
 
-def learning_rate(d: str, meta: dict, summary: dict) -> float | None:
+def learning_rate(parts: dict) -> float | None:
   """The cell's peak rate: its override, its summary, or the config.json its run saved."""
-  lr = meta["overrides"].get("train.learning_rate", summary.get("learning_rate"))
-  if lr is None and os.path.exists(os.path.join(d, "config.json")):
-    lr = read_json(os.path.join(d, "config.json")).get("train", {}).get("learning_rate")
-  return lr
+  lr = parts["cell"]["overrides"].get("train.learning_rate", (parts["summary"] or {}).get("learning_rate"))
+  return lr if lr is not None else parts.get("config", {}).get("train", {}).get("learning_rate")
+
+
+def read_parts(sweep_dir: str) -> tuple[list[dict], str] | None:
+  """``(parts, source)``: every cell's parts, by path, from ``cells.jsonl`` if the directory
+  has one, else from its per-cell directories; None when it has neither."""
+  packed = os.path.join(sweep_dir, PACKED)
+  if os.path.exists(packed):
+    with open(packed, encoding="utf-8") as f:
+      parts = [_line(packed, n, line) for n, line in enumerate(f, 1) if line.strip()]
+    return parts, f"the {len(parts)} cells of {PACKED}"
+  paths = sorted(os.path.relpath(os.path.dirname(p), sweep_dir)
+                 for p in glob.glob(os.path.join(sweep_dir, "**", "cell.json"), recursive=True))
+  if not paths:
+    return None
+  return [cell_parts(sweep_dir, p) for p in paths], f"the per-cell files of {len(paths)} cells"
+
+
+def _line(path: str, n: int, line: str) -> dict:
+  try:
+    parts = json.loads(line)
+  except ValueError as e:
+    raise errors.ConfigError(f"{path}, line {n}: not valid JSON ({e}); restore it from git "
+                             f"(git checkout -- {path}) or pack it again (cells.pack)") from None
+  if not isinstance(parts, dict) or not {"path", "cell", "summary", "metrics", "diagnostics"} <= set(parts):
+    raise errors.ConfigError(f"{path}, line {n}: expected a cell's path, cell, summary, metrics and "
+                             f"diagnostics, got keys {sorted(parts) if isinstance(parts, dict) else parts!r}")
+  return parts
+
+
+def pack(sweep_dir: str, results_dir: str) -> int:
+  """Every cell of ``sweep_dir`` into ``<results_dir>/cells.jsonl`` (one compact line per cell,
+  sorted by path, nothing of the four files left out), and its ``sweep.json`` beside it;
+  returns the number of cells. What a commit keeps of a sweep: no checkpoints, logs or
+  TensorBoard files."""
+  found = read_parts(sweep_dir)
+  if found is None:
+    raise errors.ConfigError(f"{sweep_dir} holds no cells (no */cell.json, no {PACKED}): is it a "
+                             f"directory written by python -m experiments.sweep?")
+  parts = sorted(found[0], key=lambda p: p["path"])
+  os.makedirs(results_dir, exist_ok=True)
+  lines = (json.dumps(p, separators=(",", ":")) + "\n" for p in parts)
+  atomic_write(os.path.join(results_dir, PACKED), *(line.encode("utf-8") for line in lines))
+  index = os.path.join(sweep_dir, "sweep.json")
+  if os.path.exists(index) and os.path.abspath(sweep_dir) != os.path.abspath(results_dir):
+    shutil.copyfile(index, os.path.join(results_dir, "sweep.json"))
+  return len(parts)
 
 
 def load(sweep_dir: str) -> tuple[dict, list[dict], str]:
   """``(index, cells, source)``: the sweep's description, its finished cells, and where from."""
   if not os.path.isdir(sweep_dir):
     raise errors.ConfigError(f"--sweep_dir={sweep_dir!r} is not a directory: pass a directory "
-                             f"written by python -m experiments.sweep")
+                             f"written by python -m experiments.sweep, or a study's results/<study>-<scale>")
   index_path = os.path.join(sweep_dir, "sweep.json")
   index = read_json(index_path) if os.path.exists(index_path) else {}
-  dirs = sorted({os.path.dirname(p) for p in glob.glob(os.path.join(sweep_dir, "**", "cell.json"),
-                                                       recursive=True)})
-  if dirs:
-    cells = [c for c in (cell_record(d) for d in dirs) if c]
-    source = f"the per-cell files of {len(dirs)} cells"
+  found = read_parts(sweep_dir)
+  if found:
+    cells = [c for c in map(record, found[0]) if c]
+    source = found[1]
   elif os.path.exists(os.path.join(sweep_dir, "results.json")):
     results = read_json(os.path.join(sweep_dir, "results.json"))
     index = {**results, **index}
     cells = [legacy_cell(c) for c in results["cells"]]
-    source = ("results.json alone: this study has no per-cell files (it predates them), "
-              "so its report is regenerated from the numbers results.json kept; its arms "
-              "'warmup' and 'no-warmup' are called 'long' and 'none' here")
+    source = LEGACY
   else:
-    raise errors.ConfigError(f"{sweep_dir} holds no cells (no */cell.json) and no results.json: "
-                             f"is it a directory written by python -m experiments.sweep?")
+    raise errors.ConfigError(f"{sweep_dir} holds no cells (no {PACKED}, no */cell.json) and no "
+                             f"results.json: is it a directory written by python -m experiments.sweep?")
   index.setdefault("name", os.path.basename(os.path.normpath(sweep_dir)))
   index.setdefault("scale", "?")
   index.setdefault("description", "")

@@ -19,7 +19,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The muP base stage's committed results: its rule's choice of the base model's readout and
 # attention multipliers, which the studies on the tuned base (the muTransfer ladder, the
 # z-loss studies) carry to every width. Data read by path, not a study imported.
-BASE_RESULTS = os.path.join(ROOT, "docs", "results", "mup_base-cpu", "results.json")
+BASE_RESULTS = os.path.join(ROOT, "results", "mup_base-cpu", "results.json")
 
 # Seconds per model-step of one group member at the cpu scale on the 2-core CPU, by width,
 # and the fixed cost of one program (process start, data, compiles, the first and last
@@ -69,7 +69,7 @@ def base_choice(path: str = BASE_RESULTS) -> dict:
         f"{path}: no base-stage choice{' (its rule chose none)' if results else ''}. Run the "
         f"base stage first: python -m experiments.sweep --sweep=mup_base --scale=cpu, then "
         f"python -m experiments.report --sweep_dir=runs/sweeps/mup_base-cpu "
-        f"--out=docs/results/mup_base-cpu --copy_cells, and commit it")
+        f"--pack=results/mup_base-cpu --out=docs/studies/mup_base-cpu, and commit it")
   return choice
 
 

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import glob
 import importlib
-import json
 import os
 
 from andrea_jax import errors
+from andrea_jax.files import read_json
+from research import cells as cells_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Where the studies are defined (a package each, for now) and where their results are committed.
+# Where the studies are defined (a package each, for now), where their data are committed
+# (results/<study>-<scale>/: cells.jsonl, sweep.json, results.json) and their reports
+# (docs/studies/<study>-<scale>/: REPORT.md and its plots).
 HERE = os.path.join(ROOT, "experiments", "studies")
-RESULTS = os.path.join(ROOT, "docs", "results")
+RESULTS = os.path.join(ROOT, "results")
 # The study that judges a sweep naming none of its own: the records of the first study
 # (a results.json without sweep.json) are the norm x MLP study's.
 DEFAULT = "norm_mlp"
@@ -133,14 +136,13 @@ def used_seeds(but: str, results: str = RESULTS) -> set[int]:
       for c in load(name, scale).cells:
         seen |= {c.seed, c.overrides.get("train.seed"), c.overrides.get("data.shuffle_seed")}
   for study in glob.glob(os.path.join(results, "*")):
-    if os.path.basename(study).startswith(f"{but}-"):
+    if os.path.basename(study).startswith(f"{but}-") or not os.path.isdir(study):
       continue
-    for path in glob.glob(os.path.join(study, "**", "*.json"), recursive=True):
-      if os.path.basename(path) not in ("cell.json", "results.json", "sweep.json"):
-        continue
-      with open(path, encoding="utf-8") as f:
-        record = json.load(f)
-      for c in record.get("cells", [record]):
-        seen |= {c.get("seed"), c.get("overrides", {}).get("train.seed"),
-                 c.get("overrides", {}).get("data.shuffle_seed")}
+    found = cells_lib.read_parts(study)
+    cells = [p["cell"] for p in found[0]] if found else []
+    for index in ("sweep.json", "results.json"):
+      cells += (read_json(os.path.join(study, index)) or {}).get("cells", [])
+    for c in cells:
+      seen |= {c.get("seed"), c.get("overrides", {}).get("train.seed"),
+               c.get("overrides", {}).get("data.shuffle_seed")}
   return {s for s in seen if s is not None}

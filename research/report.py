@@ -1,4 +1,4 @@
-"""The report skeleton every study fills: REPORT.md's frame, results.json, the rules line, the copy of the cells, the measured time and the figure helpers.
+"""The report skeleton every study fills: REPORT.md's frame, results.json, the rules line, the packing of the cells, the measured time and the figure helpers.
 
 A study's ``report.py`` has ``page(index, cells, out) -> Page``: its verdicts, the method
 paragraph above them, its own sections (tables, predictions), the figures it drew into
@@ -7,7 +7,10 @@ paragraph above them, its own sections (tables, predictions), the figures it dre
 every study: the title, the study's design line (exploratory or confirmatory, ``registry.design``),
 the commands that produced and regenerate it, where it was read
 from, the sweep's description, the models and the measured time, the verdicts with the
-rules line (``identity.rules_lines``), then the study's sections and the plots.
+rules line (``identity.rules_lines``), then the study's sections and the plots. A committed
+study's report and plots are in ``docs/studies/<study>-<scale>/`` (prose and figures a
+reader opens), its data (``cells.jsonl``, ``sweep.json``, ``results.json``) in
+``results/<study>-<scale>/``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import json
 import os
 from typing import Any
 
+from andrea_jax.files import read_json
 from research import cells as cells_lib
 from research import identity
 from research import registry
@@ -66,24 +70,22 @@ def measured_time(cells: list[dict]) -> str:
           f"compiles, evaluations and probes included, data preparation not).")
 
 
-def prepare_out(sweep_dir: str, out: str | None, command: str, copy: bool) -> tuple[str, str, str]:
-  """``(sweep_dir, out, command)`` to report from: with ``copy``, the cells copied into
-  ``out`` first and read from there (only what will be committed), the copy in the command."""
+def write_report(study: str, sweep_dir: str, out: str | None = None, command: str = "",
+                 pack: str | None = None) -> str:
+  """REPORT.md and the plots of a sweep into ``out`` (default: ``sweep_dir``), with ``study``'s
+  page (``experiments/studies/<study>/report.py``) in the frame, and results.json beside
+  the data; returns REPORT.md's path. With ``pack`` (a study's ``results/<study>-<scale>``),
+  the sweep's cells are packed there first (``cells.pack``) and the report read from there:
+  only what will be committed. Without ``command``, the one results.json recorded is kept,
+  so the regenerate line rebuilds the same REPORT.md."""
+  if pack:
+    cells_lib.pack(sweep_dir, pack)
+    command = " && ".join(filter(None, [command, f"python -m experiments.report --sweep_dir={sweep_dir} "
+                                        f"--pack={pack}" + (f" --out={out}" if out else "")]))
+    sweep_dir = pack
+  command = command or produced_by(sweep_dir)
   out = out or sweep_dir
   os.makedirs(out, exist_ok=True)
-  if copy and os.path.abspath(out) != os.path.abspath(sweep_dir):
-    cells_lib.copy_cells(sweep_dir, out)
-    command = " && ".join(filter(None, [command, f"python -m experiments.report "
-                                        f"--sweep_dir={sweep_dir} --out={out} --copy_cells"]))
-    sweep_dir = out
-  return sweep_dir, out, command
-
-
-def write_report(study: str, sweep_dir: str, out: str | None = None, command: str = "",
-                 copy: bool = False) -> str:
-  """REPORT.md, results.json and the plots of a sweep, with ``study``'s page
-  (``experiments/studies/<study>/report.py``) in the frame; returns REPORT.md's path."""
-  sweep_dir, out, command = prepare_out(sweep_dir, out, command, copy)
   index, cells, source = cells_lib.load(sweep_dir)
   page = registry.report(study).page(index, cells, out)
   regenerate = f"python -m experiments.report --sweep_dir={sweep_dir}" + (
@@ -104,7 +106,8 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   path = os.path.join(out, "REPORT.md")
   with open(path, "w", encoding="utf-8") as f:
     f.write("\n".join(lines) + "\n")
-  write_results(index, cells, page, out)
+  if source != cells_lib.LEGACY:  # an older study's results.json is its data: left as it is
+    write_results(index, cells, page, sweep_dir, command)
   if page.printed:
     print("\n".join(page.printed))
   return path
@@ -163,10 +166,17 @@ def _plain(x):
   return x
 
 
-def write_results(index: dict, cells: list[dict], page: Page, out: str) -> str:
-  """``results.json``: the numbers behind the report, small enough to commit (for the notebooks)."""
+def produced_by(data_dir: str) -> str:
+  """The command that produced a study's data, as its last report recorded it (results.json)."""
+  return (read_json(os.path.join(data_dir, "results.json")) or {}).get("produced_by") or ""
+
+
+def write_results(index: dict, cells: list[dict], page: Page, out: str, command: str = "") -> str:
+  """``results.json``: the numbers behind the report, beside the cells (the notebooks read it),
+  and the command that produced the data (``produced_by``)."""
   path = os.path.join(out, "results.json")
-  body = {k: index.get(k) for k in page.index_keys} | _plain(page.results) | {"cells": cells}
+  body = ({k: index.get(k) for k in page.index_keys} | ({"produced_by": command} if command else {})
+          | _plain(page.results) | {"cells": cells})
   with open(path, "w", encoding="utf-8") as f:
     json.dump(body, f, indent=1, allow_nan=True)
   return path

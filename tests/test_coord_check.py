@@ -74,7 +74,7 @@ def test_the_command_prints_slopes_predictions_and_the_verdict():
 def test_the_command_defaults_to_the_base_stages_multipliers(tmp_path):
   from experiments import coord_check as command  # pylint: disable=import-outside-toplevel
   committed = command.base_multipliers(None, None)
-  assert committed == {"readout_multiplier": 8.0, "attention_multiplier": 1.0}  # docs/results/mup_base-cpu
+  assert committed == {"readout_multiplier": 8.0, "attention_multiplier": 1.0}  # results/mup_base-cpu
   assert command.base_multipliers(2.0, None) == {"readout_multiplier": 2.0, "attention_multiplier": 1.0}
   choice = tmp_path / "results.json"
   choice.write_text('{"choice": {"readout_multiplier": 4, "attention_multiplier": 0.5}}')

@@ -128,7 +128,7 @@ def test_a_definitions_record_is_checked_against_the_rules_now():
 
 @pytest.mark.parametrize("study", ["norm_mlp-cpu", "proxies-cpu"])
 def test_the_committed_studies_records_are_rebuilt_from_git(study):
-  recorded = json.load(open(os.path.join(ROOT, "docs", "results", study, "sweep.json")))["rules"]
+  recorded = json.load(open(os.path.join(ROOT, "results", study, "sweep.json")))["rules"]
   known = subprocess.run(["git", "cat-file", "-e", f"{recorded['commit']}^{{commit}}"], cwd=ROOT,
                          capture_output=True)
   if known.returncode:

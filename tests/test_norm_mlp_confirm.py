@@ -20,8 +20,8 @@ from research import study as study_lib
 from experiments.studies import norm_mlp_confirm as S
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-COMMITTED = os.path.join(ROOT, "docs", "results", "norm_mlp_confirm-cpu")
-EXPLORATORY = os.path.join(ROOT, "docs", "results", "norm_mlp-cpu")
+COMMITTED = os.path.join(ROOT, "results", "norm_mlp_confirm-cpu")
+EXPLORATORY = os.path.join(ROOT, "results", "norm_mlp-cpu")
 R, NR, INC, NP = claims.REPRODUCED, claims.NOT_REPRODUCED, claims.INCONCLUSIVE, study_lib.NOT_POWERED
 STUDY = S.STUDY
 
@@ -330,6 +330,13 @@ def test_the_report_prints_the_plan_before_the_verdicts_and_the_code(tmp_path):
   assert "Rules: judged with the rules fixed before the run" in text
   assert f"commit `{head['commit']}`" in text
   assert "**uncommitted changes at run time**, **not in this repository's history**" in text
+
+
+def test_the_exploratory_report_names_itself_exploratory():
+  text = open(os.path.join(ROOT, "docs", "studies", "norm_mlp-cpu", "REPORT.md")).read()
+  assert text.splitlines()[2].startswith("**Exploratory study.** Its rules were revised after its data")
+  assert registry.design("norm_mlp").startswith("**Exploratory study.**")
+  assert registry.design("proxies") == ""
 
 
 def test_the_overrides_are_the_configs_fields():

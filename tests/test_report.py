@@ -2,6 +2,7 @@
 
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -319,12 +320,36 @@ def test_report_on_partial_and_diverged_cells(tmp_path):
                                   {"name": "c", "wall_time_s": 300.0}]).startswith(
       "Training time measured: 15 minutes in 2 programs")
   assert "| norm:post/none | 0.001 | 4.600 | 0/1 | no | 1.550 | 1/2 | 4.600 | 7.700 (1✕) |" in text
-  results = json.load(open(tmp_path / "out" / "results.json"))
+  results = json.load(open(tmp_path / "results.json"))  # beside the cells; the report in out
   assert {c["name"] for c in results["cells"]} == {"a/lr0.001-s0", "a/lr0.01-s0", "b/lr0.001-s0"}
   empty = tmp_path / "empty"
   empty.mkdir()
   with pytest.raises(ValueError, match="holds no cells"):
     report.write_report(str(empty))
+
+
+def test_the_command_packs_the_cells_and_puts_the_report_apart(tmp_path):
+  # python -m experiments.report --pack: the data in one place, REPORT.md and plots in --out.
+  import subprocess
+  import sys
+  sweep, data, docs = tmp_path / "runs" / "sweep", tmp_path / "results" / "s-cpu", tmp_path / "docs" / "s-cpu"
+  write_cell(sweep, "a/lr0.001-s0", ["norm:post/none"], 1e-3, 0)
+  write_cell(sweep, "a/lr0.01-s0", ["norm:post/none"], 1e-2, 0, status="diverged")
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  done = subprocess.run([sys.executable, "-m", "experiments.report", f"--sweep_dir={sweep}", f"--pack={data}",
+                         f"--out={docs}"], capture_output=True, text=True, timeout=300, cwd=root)
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert sorted(os.listdir(data)) == ["cells.jsonl", "results.json"]
+  assert "REPORT.md" in os.listdir(docs) and not {"cells.jsonl", "results.json"} & set(os.listdir(docs))
+  text = (docs / "REPORT.md").read_text()
+  assert f"python -m experiments.report --sweep_dir={sweep} --pack={data} --out={docs}\n" in text
+  assert f"python -m experiments.report --sweep_dir={data} --out={docs}\n" in text  # regenerates it
+  assert "Read from the 2 cells of cells.jsonl." in text and "2 models, 1 diverged" in text
+  assert [c["name"] for c in json.load(open(data / "results.json"))["cells"]] == ["a/lr0.001-s0", "a/lr0.01-s0"]
+  # The regenerate line rebuilds the same REPORT.md, the command that produced the data kept.
+  from experiments import report
+  os.remove(docs / "REPORT.md")
+  assert open(report.write_report(str(data), str(docs))).read() == text
 
 
 def test_no_parabola_over_a_wide_bracket():

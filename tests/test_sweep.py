@@ -55,33 +55,38 @@ def test_rerun_skips_finished_cells(swept):
   assert all(r.get("skipped") for r in records)
 
 
-def test_report_from_per_cell_files_alone(swept, tmp_path):
+def test_report_from_the_packed_cells_alone(swept, tmp_path):
   _, workdir, _ = swept
-  # What a commit keeps: the per-cell files, not checkpoints, logs or sweep.json.
-  kept = tmp_path / "study"
-  report.write_report(workdir, str(kept), command="python -m experiments.sweep --sweep=micro", copy=True)
-  assert not list(kept.glob("**/checkpoints")) and not list(kept.glob("**/*.log"))
+  # What a commit keeps: the cells packed into one file (no checkpoints or logs), the report apart.
+  kept, out = tmp_path / "results" / "micro-cpu", tmp_path / "docs" / "micro-cpu"
+  text = open(report.write_report(workdir, str(out), command="python -m experiments.sweep --sweep=micro",
+                                  pack=str(kept))).read()
+  assert f"--sweep_dir={workdir} --pack={kept} --out={out}" in text and "the 7 cells of cells.jsonl" in text
+  assert sorted(os.listdir(kept)) == ["cells.jsonl", "results.json", "sweep.json"]
   os.remove(kept / "sweep.json")
-  path = report.write_report(str(kept), str(tmp_path / "out"), command="python -m experiments.sweep --sweep=micro")
+  path = report.write_report(str(kept), str(out), command="python -m experiments.sweep --sweep=micro")
   text = open(path).read()
-  assert "python -m experiments.sweep --sweep=micro" in text and "per-cell files of 7 cells" in text
+  assert "python -m experiments.sweep --sweep=micro" in text and "the 7 cells of cells.jsonl" in text
+  assert f"python -m experiments.report --sweep_dir={kept} --out={out}\n" in text  # what regenerates it
   assert "| norm:pre/long | 0.0" in text  # fitted between 1e-3, 1e-2 and 1e30 (diverged)
   for verdict in ("post-LN needs warmup", "SwiGLU beats GELU", "parameter-matched"):
     assert verdict in text
-  results = json.load(open(tmp_path / "out" / "results.json"))
+  results = json.load(open(kept / "results.json"))
   arm = results["arms"]["norm:pre/long"]
   assert sorted(arm["rates"]) == ["0.001", "0.01", "1e+30"] and arm["rates"]["1e+30"]["diverged"] == 1
-  assert (tmp_path / "out" / "lr_norm.png").stat().st_size > 1000
-  assert (tmp_path / "out" / "init_profiles.png").stat().st_size > 1000
+  assert (out / "lr_norm.png").stat().st_size > 1000 and "![lr_norm.png](lr_norm.png)" in text
+  assert (out / "init_profiles.png").stat().st_size > 1000
+  assert sorted(p for p in os.listdir(out) if not p.endswith(".png")) == ["REPORT.md"]
 
 
 def test_report_of_a_study_without_per_cell_files(tmp_path):
   # The first, 300-step study kept only results.json (kept here as a fixture): its report
   # is regenerated from it.
-  path = report.write_report(os.path.join(os.path.dirname(__file__), "data", "study-300steps"),
-                             str(tmp_path))
-  text = open(path).read()
+  study = os.path.join(os.path.dirname(__file__), "data", "study-300steps")
+  before = open(os.path.join(study, "results.json")).read()
+  text = open(report.write_report(study, str(tmp_path))).read()
   assert "no per-cell files" in text and "### post-LN needs warmup" in text
+  assert open(os.path.join(study, "results.json")).read() == before  # its data: left as it is
 
 
 def test_norm_mlp_grid_covers_the_issue():

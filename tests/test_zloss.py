@@ -292,8 +292,8 @@ def test_the_report_command_sends_a_zloss_sweep_to_this_study(tmp_path):
         for s, z in ((0, c["init"]["log_z"]), (200, c["end"]["log_z"]))))
   (sweep / "sweep.json").write_text(json.dumps({"name": "zloss", "scale": "cpu", "study": "zloss",
                                                 "description": "synthetic"}))
-  path = report_cmd.write_report(str(sweep), str(tmp_path / "out"), copy=True)
+  path = report_cmd.write_report(str(sweep), str(tmp_path / "out"), pack=str(tmp_path / "results"))
   text = open(path).read()
   assert text.startswith("# Sweep `zloss` at scale `cpu`") and "**Confirmatory study.**" in text
   assert text.count("**Reproduced.**") == 4 and "### z-loss 0.0001 holds log Z" in text
-  assert json.load(open(tmp_path / "out" / "results.json"))["verdicts"][0]["verdict"] == REP
+  assert json.load(open(tmp_path / "results" / "results.json"))["verdicts"][0]["verdict"] == REP

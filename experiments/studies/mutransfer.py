@@ -2,7 +2,7 @@
 
   python -m experiments.sweep --sweep=mup_base --scale=cpu      # first: the base stage, committed
   python -m experiments.sweep --sweep=mutransfer --scale=cpu    # about 97 minutes before refinement
-  python -m experiments.report --sweep_dir=runs/sweeps/mutransfer-cpu
+  python -m experiments.report --sweep_dir=runs/sweeps/mutransfer-cpu --pack=results/mutransfer-cpu --out=docs/studies/mutransfer-cpu
 
 The proxies ladder's shape (``research/ladder.py``); every arm carries the multipliers the
 base stage chose (``ladder.base_multipliers``: its committed results, read as data), so at
@@ -85,7 +85,7 @@ STUDY = Study(
             "under muP a wider model is not worse at a fixed rate": Spread(0.03075, 3, -0.0959),
             "qk-LayerNorm lowers the learning-rate sensitivity at the widest rung": Spread(0.1848, 3, 0.234)},
     spread_source=("the proxies ladder's sp slopes, its slope of the loss at a fixed rate and its "
-                   "sensitivity gap at d128 (docs/results/proxies-cpu); the base stage's per-seed "
+                   "sensitivity gap at d128 (results/proxies-cpu); the base stage's per-seed "
                    "log optimum and best loss, propagated to each claim's quantity (mup_base-cpu)"),
     not_powered=("qk-LayerNorm lowers the learning-rate sensitivity at the widest rung",),
     loso_min_seeds=5,  # leave-one-seed-out is informative from 5 seeds

@@ -1,4 +1,4 @@
-"""The confirmatory norm x MLP study: the exploratory study's findings (docs/results/norm_mlp-cpu) on unseen seeds, with rules and a budgeted power plan committed before the run (``--dry_run`` prints it).
+"""The confirmatory norm x MLP study: the exploratory study's findings (results/norm_mlp-cpu; its report docs/studies/norm_mlp-cpu) on unseen seeds, with rules and a budgeted power plan committed before the run (``--dry_run`` prints it).
 
 Its cpu shape: 6 layers, d_model 64, 450 steps. One rate grid for both norms (under-trained at
 1e-4, unstable at 3e-2 in the exploratory curves), nothing added after the run; SwiGLU and the

@@ -1,7 +1,7 @@
 """Small-scale proxies across width (issue 23): learning-rate sensitivity and rate transfer on a width ladder.
 
   python -m experiments.sweep --sweep=proxies --scale=cpu     # about 44 minutes
-  python -m experiments.report --sweep_dir=runs/sweeps/proxies-cpu
+  python -m experiments.report --sweep_dir=runs/sweeps/proxies-cpu --pack=results/proxies-cpu --out=docs/studies/proxies-cpu
 
 Wortsman et al. 2023 judge an architecture by its final loss over a grid of rates at each of
 several widths; Yang et al. 2022 ask whether the optimal rate moves with width. A width

@@ -2,7 +2,7 @@
 
 μTransfer (Yang et al. 2022, section 3) tunes the base model's multipliers at the base
 width first, then carries them unchanged to every width; the width ladder that follows
-(issue 29) reads the choice from ``docs/results/mup_base-cpu/results.json``. The account
+(issue 29) reads the choice from ``results/mup_base-cpu/results.json``. The account
 is ``docs/study.md`` ("The muP base stage").
 """
 

@@ -2,7 +2,7 @@
 
   python -m experiments.sweep --sweep=mup_base --scale=cpu --dry_run   # the plan, trains nothing
   python -m experiments.sweep --sweep=mup_base --scale=cpu             # about 20 minutes, idle 2-core CPU
-  python -m experiments.report --sweep_dir=runs/sweeps/mup_base-cpu --out=docs/results/mup_base-cpu --copy_cells
+  python -m experiments.report --sweep_dir=runs/sweeps/mup_base-cpu --pack=results/mup_base-cpu --out=docs/studies/mup_base-cpu
 
 The base of the width ladder that follows: the proxies study's shape (2 layers, 2 heads,
 context 64, 16 sequences per step, a 512-token vocabulary, 200 steps, warmup a tenth, cosine

@@ -1,6 +1,6 @@
 """The muP base stage's report page: the base grid (each multiplier pair's score, optimum and eligibility), the choice and its rate, and where the ladder reads them.
 
-``python -m experiments.report --sweep_dir=docs/results/mup_base-cpu`` sends a sweep named
+``python -m experiments.report --sweep_dir=results/mup_base-cpu --out=docs/studies/mup_base-cpu`` sends a sweep named
 ``mup_base`` here. The choice is ``rules.choose``'s (fixed before the run); results.json's
 ``choice`` is what the width ladder's grid reads.
 """

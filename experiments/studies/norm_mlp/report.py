@@ -1,6 +1,6 @@
 """The norm x MLP study's report page: its table per arm and its figures, in the frame of ``research/report.py``.
 
-``python -m experiments.report --sweep_dir=docs/results/norm_mlp-cpu`` sends a sweep named
+``python -m experiments.report --sweep_dir=results/norm_mlp-cpu --out=docs/studies/norm_mlp-cpu`` sends a sweep named
 ``norm_mlp`` here (and a sweep that names no study of its own, e.g. ``micro`` or the first
 300-step study's ``results.json``). The verdicts are ``rules.py``'s; the table is each arm's
 learning-rate curve with ``curves.summary``; the figures are the learning-rate curves per

@@ -9,4 +9,4 @@ The account is ``docs/study.md`` ("The z-loss study").
 # The report's opening line (``studies.design``): how its rules relate to its data.
 DESIGN = ("**Confirmatory study.** Its grid, seeds (500-509, none an earlier study used), power "
           "plan and rules were committed before it ran, after the exploratory z-loss probe "
-          "(``docs/results/zloss_probe-cpu``) that chose its setting.")
+          "(``docs/studies/zloss_probe-cpu``) that chose its setting.")

@@ -2,7 +2,7 @@
 
   python -m experiments.sweep --sweep=zloss --scale=cpu --dry_run
   python -m experiments.sweep --sweep=zloss --scale=cpu     # 60 models, about 12 minutes planned, idle 2-core CPU
-  python -m experiments.report --sweep_dir=runs/sweeps/zloss-cpu --out=docs/results/zloss-cpu --copy_cells
+  python -m experiments.report --sweep_dir=runs/sweeps/zloss-cpu --pack=results/zloss-cpu --out=docs/studies/zloss-cpu
 
 The z-loss probe's setting (``experiments/studies/zloss_probe/``, whose cells this grid
 builds with its ``cells_of``): the muTransfer ladder's shape and settings (2 layers, 2 heads,

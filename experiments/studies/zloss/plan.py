@@ -10,7 +10,7 @@ rates, as the probe's did at 0.3; at 0.17 the probe has no look, and a seed whos
 does not run away there is not judged, so the grid carries a reserve of seeds beyond the
 plan's need.
 
-**The spreads** come from the probe (``docs/results/zloss_probe-cpu``, seeds 400-401), pooled
+**The spreads** come from the probe (``results/zloss_probe-cpu``, seeds 400-401), pooled
 over its d128 settings (weight decay x z-loss x rate) whose median log Z did not run away
 (14 settings of 2 seeds: 14 degrees of freedom), the state the claim says z-loss keeps a model
 in:
@@ -47,7 +47,7 @@ from experiments.studies.zloss_probe import report as probe_report
 from experiments.studies.zloss_probe import rules as probe_rules
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-PROBE = os.path.join("docs", "results", "zloss_probe-cpu")
+PROBE = os.path.join("results", "zloss_probe-cpu")
 BUDGET_MINUTES = 15.0  # issue 29's guide for this study, program time on the 2-core CPU
 POWER = 0.8
 MIN_SEEDS = 5  # leave-one-seed-out is informative from 5

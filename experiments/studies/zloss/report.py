@@ -1,6 +1,6 @@
 """The z-loss study's report page: the verdicts, the pre-registered plan, each seed's pair (plain, z-loss 1e-4 and 1e-3), the 1e-3 arm reported beside the claim, and the probe's table and figure of log Z.
 
-``python -m experiments.report --sweep_dir=docs/results/zloss-cpu`` sends a sweep named
+``python -m experiments.report --sweep_dir=results/zloss-cpu --out=docs/studies/zloss-cpu`` sends a sweep named
 ``zloss`` here. A cell is read as the probe reads it (``zloss_probe.report.to_row``), and the
 per-setting table and figure are the probe's.
 """

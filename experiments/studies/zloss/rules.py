@@ -2,7 +2,7 @@
 
 Wortsman et al. 2023 (section 3.2): without weight decay, at high learning rates, the output
 logits diverge, more so the wider the model, and PaLM's z-loss (``1e-4 * log(Z)^2``) prevents
-it. The z-loss probe (``docs/results/zloss_probe-cpu``, exploratory, seeds 400-401) found this
+it. The z-loss probe (``docs/studies/zloss_probe-cpu``, exploratory, seeds 400-401) found this
 shape's runaway at d128, weight decay 0, rate 0.3 (log Z 15.7 and 18.4 nats above log V, the
 loss 14.3 against 9.0 at init), and in its one 2-seed look z-loss 1e-4 did not hold it (+25.3,
 +26.6). This study judges the claim on new seeds (``grid.py``).

@@ -2,7 +2,7 @@
 
   python -m experiments.sweep --sweep=zloss_probe --scale=cpu --dry_run
   python -m experiments.sweep --sweep=zloss_probe --scale=cpu     # about 15 minutes, idle 2-core CPU
-  python -m experiments.report --sweep_dir=runs/sweeps/zloss_probe-cpu --out=docs/results/zloss_probe-cpu --copy_cells
+  python -m experiments.report --sweep_dir=runs/sweeps/zloss_probe-cpu --pack=results/zloss_probe-cpu --out=docs/studies/zloss_probe-cpu
 
 The muTransfer ladder's shape and settings (2 layers, 2 heads, context 64, 16 sequences per
 step, 512-token vocabulary, 200 steps, warmup a tenth, cosine decay to a tenth; sp, pre-LN,

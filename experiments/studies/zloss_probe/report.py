@@ -1,6 +1,6 @@
 """The z-loss probe's report page: the finding, log Z per setting and rate against a uniform softmax's, and a figure of it.
 
-``python -m experiments.report --sweep_dir=docs/results/zloss_probe-cpu`` sends a sweep named
+``python -m experiments.report --sweep_dir=results/zloss_probe-cpu --out=docs/studies/zloss_probe-cpu`` sends a sweep named
 ``zloss_probe`` here; results.json's ``finding`` is where a z-loss claim can be judged.
 """
 
