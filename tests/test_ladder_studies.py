@@ -7,6 +7,7 @@ from the base stage's results."""
 import dataclasses
 import json
 import os
+import shutil
 
 import pytest
 
@@ -119,7 +120,9 @@ def test_the_plan_admits_cheapest_first_and_never_readmits(budget, not_powered):
 
 
 def test_the_report_says_re_expressed_and_gives_the_rates(tmp_path):
-  path = reporting.write_report("mutransfer", os.path.join(RESULTS, "mutransfer-cpu"), str(tmp_path))
+  # A copy of the committed data: the report writes results.json beside the data it reads.
+  data = shutil.copytree(os.path.join(RESULTS, "mutransfer-cpu"), tmp_path / "data")
+  path = reporting.write_report("mutransfer", str(data), str(tmp_path))
   text = open(path, encoding="utf-8").read()
   assert "**re-expressed, same verdicts.**" in text and "## Power plan" in text
   assert "- muP, arm `pre+mup`: 0.007 (95 % t interval over seeds 0.0066 .. 0.0075" in text
