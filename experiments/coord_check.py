@@ -28,7 +28,7 @@ from andrea_jax.files import read_json
 from andrea_jax.tools import coord_check
 from experiments import cli
 from experiments.configs import common
-from experiments.studies.mutransfer import grid
+from research import ladder as ladder_lib
 
 _WIDTHS = flags.DEFINE_list("widths", ["32", "64", "128", "256", "512"], "d_model of each rung")
 _PARAMETRIZATIONS = flags.DEFINE_list("parametrizations", ["sp", "mup"], "sp and/or mup")
@@ -71,7 +71,7 @@ def parse_widths(raw: list[str]) -> list[int]:
 
 
 def base_multipliers(readout: float | None, attention: float | None,
-                     path: str = grid.BASE_RESULTS) -> dict[str, float]:
+                     path: str = ladder_lib.BASE_RESULTS) -> dict[str, float]:
   """The base model's multipliers: those given, else the muP base stage's choice in ``path``
   (1 where it has made none)."""
   choice = (read_json(path) or {}).get("choice") or {}

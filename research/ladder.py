@@ -16,7 +16,9 @@ from andrea_jax.files import read_json
 from research.sweep import Cell
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# The muP base stage's results: its ``choice`` (readout and attention multipliers, base rate).
+# The muP base stage's committed results: its rule's choice of the base model's readout and
+# attention multipliers, which the studies on the tuned base (the muTransfer ladder, the
+# z-loss studies) carry to every width. Data read by path, not a study imported.
 BASE_RESULTS = os.path.join(ROOT, "results", "mup_base-cpu", "results.json")
 
 # Seconds per model-step of one group member at the cpu scale on the 2-core CPU, by width,
@@ -59,8 +61,7 @@ def minutes_cpu(cells: list[Cell]) -> float:
 
 
 def base_choice(path: str = BASE_RESULTS) -> dict:
-  """The base stage's choice (its results.json ``choice``: the tuned base's multipliers and
-  rate, which the studies on the tuned base train with); an error says how to make it."""
+  """The base stage's choice (its results.json ``choice``); an error says how to make it."""
   results = read_json(path)
   choice = (results or {}).get("choice")
   if not choice:
@@ -70,3 +71,22 @@ def base_choice(path: str = BASE_RESULTS) -> dict:
         f"python -m experiments.report --sweep_dir=runs/sweeps/mup_base-cpu "
         f"--pack=results/mup_base-cpu --out=docs/studies/mup_base-cpu, and commit it")
   return choice
+
+
+def base_multipliers(path: str = BASE_RESULTS, ones: bool = False) -> dict:
+  """The base stage's multipliers as the overrides every arm on the tuned base shares
+  (``ones``: 1 and 1, the untuned base, for toy scales)."""
+  choice = {"readout_multiplier": 1.0, "attention_multiplier": 1.0} if ones else base_choice(path)
+  return {"model.readout_multiplier": float(choice["readout_multiplier"]),
+          "model.attention_multiplier": float(choice["attention_multiplier"])}
+
+
+def scale_and_choice(scales: dict, scale: str, choice: dict | None) -> tuple[dict, dict]:
+  """``scales[scale]`` and the base multipliers a study on the tuned base trains with:
+  ``choice``, else the base stage's (multipliers 1 at the smoke scale)."""
+  if scale not in scales:
+    raise errors.ConfigError(f"--scale={scale!r}: expected one of {sorted(scales)}")
+  if choice is None:
+    choice = ({"readout_multiplier": 1.0, "attention_multiplier": 1.0} if scale == "smoke"
+              else base_choice())
+  return scales[scale], choice

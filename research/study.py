@@ -99,7 +99,9 @@ class Grid:
   base_config: str = "tiny"
   refine: bool = False  # add rates around an optimum at the grid's edge (research.sweep.refine)
   members_per_program: int | None = None
-  seconds_per_model_step: float | None = None  # measured cost, for the estimate
+  # Measured cost, for the estimate: seconds per model-step, or per value of the first axis
+  # (a width ladder's cost grows with its width: ``ladder.SECONDS_PER_MODEL_STEP_CPU``).
+  seconds_per_model_step: float | Mapping[Any, float] | None = None
   seconds_per_program: float = 30.0
   smoke: bool = False  # toy models that prove the pipeline: their verdicts mean nothing
   arms: tuple[str, ...] | None = None  # the study's arms this scale trains (None: all)
@@ -107,6 +109,7 @@ class Grid:
   arm_rates: Mapping[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
   arm_seeds: Mapping[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
   arm_overrides: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+  arm_axes: Mapping[str, Mapping[str, tuple]] = dataclasses.field(default_factory=dict)  # values it runs at
   budget: Budget | None = None  # a budgeted power plan (``Study.budget_plan``)
 
 
@@ -166,18 +169,21 @@ class Study:
       raise errors.ConfigError(f"--scale={scale!r}: study {self.name} has scales {sorted(self.scales)}")
     return self.scales[scale]
 
-  def points(self, scale: str) -> list[dict[str, Any]]:
-    """Every combination of the grid's axes, in the order declared."""
+  def points(self, scale: str, arm: str | None = None) -> list[dict[str, Any]]:
+    """Every combination of the grid's axes, in the order declared (``arm``'s own values
+    where ``Grid.arm_axes`` gives them)."""
+    g = self.grid(scale)
+    own = g.arm_axes.get(arm, {})
     out = [{}]
-    for axis, values in self.grid(scale).axes.items():
-      out = [{**p, axis: v} for p in out for v in values]
+    for axis, values in g.axes.items():
+      out = [{**p, axis: v} for p in out for v in own.get(axis, values)]
     return out
 
   def sweep(self, scale: str) -> Sweep:
     g = self.grid(scale)
     cells = []
     for arm in self.arms_at(scale):
-      for point in self.points(scale):
+      for point in self.points(scale, arm.name):
         group = arm.prefix + "".join(f"-{self.tags.get(k, k.split('.')[-1])}{v}" for k, v in point.items())
         o = {**g.shared, **arm.overrides, **g.arm_overrides.get(arm.name, {}), **point}
         cells += [Cell(f"{group}-lr{lr:g}-seed{seed}", {**o, "train.learning_rate": lr, "train.seed": seed},
@@ -194,8 +200,10 @@ class Study:
     g = self.grid(scale)
     if g.seconds_per_model_step is None:
       return None
-    steps = sum(int(c.overrides.get("train.steps", 0)) for c in cells)
-    return (len({c.group for c in cells}) * g.seconds_per_program + steps * g.seconds_per_model_step) / 60
+    per, axis = g.seconds_per_model_step, next(iter(g.axes), None)
+    cost = lambda c: per[c.overrides[axis]] if isinstance(per, Mapping) else per
+    steps = sum(int(c.overrides.get("train.steps", 0)) * cost(c) for c in cells)
+    return (len({c.group for c in cells}) * g.seconds_per_program + steps) / 60
 
   def describe(self, scale: str, cells: list[Cell]) -> str:
     g = self.grid(scale)
@@ -204,8 +212,9 @@ class Study:
     minutes = self.minutes(scale, cells)
     own = "; ".join(f"{a} " + ", ".join(
         ([f"rates {', '.join(f'{r:g}' for r in g.arm_rates[a])}"] if a in g.arm_rates else [])
-        + ([f"{len(g.arm_seeds[a])} seeds"] if a in g.arm_seeds else []))
-        for a in dict.fromkeys([*g.arm_rates, *g.arm_seeds]))
+        + ([f"{len(g.arm_seeds[a])} seeds"] if a in g.arm_seeds else [])
+        + [f"{k.split('.')[-1]} {', '.join(map(str, v))} only" for k, v in g.arm_axes.get(a, {}).items()])
+        for a in dict.fromkeys([*g.arm_rates, *g.arm_seeds, *g.arm_axes]))
     text = (f"{self.question} Arms: {arms}. " + (f"Axes: {axes}. " if axes else "")
             + f"Rates {', '.join(f'{r:g}' for r in g.rates)}; seeds {', '.join(map(str, g.seeds))}; "
             + (f"per arm where it differs: {own}; " if own else "")
@@ -249,7 +258,8 @@ class Study:
       p = c.plan()
       need = None
       if sp is not None and math.isfinite(p.effect):
-        need = power.seeds_needed(p.effect, sp.sd, 0.05 / families[c.family or c.key], self.power, p.margin)
+        need = power.seeds_needed(p.effect, sp.sd, 0.05 / families[c.family or c.key],
+                                  self.power if p.power is None else p.power, p.margin)
       have = min((len(self.seeds_of(scale, a)) for a in c.needs()), default=0)
       out.append((c, need, have, need is not None and have >= need))
     return out
@@ -374,7 +384,7 @@ class Study:
     scale = index.get("scale")
     notes = ["## Power plan", "", *self.plan_lines(scale)] if scale in self.scales and self.tested() else []
     page = reporting.Page(verdicts=verdicts, method=method, sections=table, plots=[plot_curves(own, out)],
-                          results={"table": rows}, notes=notes)
+                          results={"table": rows, "verdicts": verdicts}, notes=notes)
     for kind in dict.fromkeys(type(c) for c in self.claims if hasattr(c, "figures")):
       page.plots += kind.figures([c for c in self.claims if type(c) is kind], data, out)
     for item in (*self.claims, *self.reports):

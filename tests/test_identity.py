@@ -108,13 +108,14 @@ def test_a_record_that_cannot_be_rebuilt_says_so():
 
 
 def test_a_definitions_record_is_checked_against_the_rules_now():
-  for study in ("norm_mlp", "proxies"):
+  # A study of a package (its rules.py) and one of one file (its STUDY record).
+  for study, module, name in (("norm_mlp", "experiments/studies/norm_mlp/rules.py", "claim_warmup"),
+                              ("proxies", "experiments/studies/proxies.py", "STUDY")):
     now = identity.rules_version(study)
     assert now["form"] == "definitions" and len(now["sha256"]) == 16
-    assert now["modules"][0] == f"experiments/studies/{study}/rules.py"
+    assert now["modules"][0] == module
     line, = identity.rules_lines(json.loads(json.dumps(now)), study)  # as read back from sweep.json
     assert "fixed before the run" in line and "unchanged since" in line
-    name = "claim_warmup" if study == "norm_mlp" else "claim_transfer"
     module, _ = now["definitions"][name]
     edited = {**now, "definitions": {**now["definitions"], name: [module, "0" * 12]}}
     c = identity.compare(edited, study)

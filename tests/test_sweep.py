@@ -157,8 +157,8 @@ def test_refine_adds_a_round_around_each_learning_optimum():
 
 
 def test_proxies_ladder_covers_the_issue():
-  from experiments.studies.proxies import grid as proxies
-  sweep = proxies.get_sweep("cpu")
+  from research import ladder
+  sweep = registry.load("proxies", "cpu")
   groups = base.groups(sweep.cells)
   widths = sorted({c.overrides["model.d_model"] for c in sweep.cells})
   assert len(widths) >= 4 and widths[-1] / widths[0] >= 8
@@ -179,8 +179,8 @@ def test_proxies_ladder_covers_the_issue():
     assert (o.get("model.parametrization", "sp"), o.get("model.base_width")) == (
         ("mup", widths[0]) if arm == "pre+mup" else ("sp", None))
   assert sweep.judged_by == "proxies" and micro.get_sweep().judged_by == "norm_mlp"
-  assert 0 < proxies.minutes_cpu(sweep.cells) <= 50 and "minutes" in sweep.description
-  smoke, gpu = proxies.get_sweep("smoke"), proxies.get_sweep("gpu")
+  assert 0 < ladder.minutes_cpu(sweep.cells) <= 50
+  smoke, gpu = registry.load("proxies", "smoke"), registry.load("proxies", "gpu")
   assert len(smoke.cells) < len(sweep.cells) / 4 and "Smoke scale" in smoke.description
   assert smoke.cells[0].overrides["train.steps"] < sweep.cells[0].overrides["train.steps"] / 5
   assert {c.overrides["model.n_layer"] for c in gpu.cells} == {12}
@@ -189,12 +189,11 @@ def test_proxies_ladder_covers_the_issue():
 
 def test_proxies_overrides_are_the_configs_fields():
   from experiments.configs import tiny
-  from experiments.studies.proxies import grid as proxies
   if "qk_norm" not in tiny.get_config().model:
     pytest.skip("the issue-23 model side (model.qk_norm, train.z_loss, muP) is not on this branch")
   from andrea_jax import model, step as step_lib
   for scale in ("smoke", "cpu", "gpu"):
-    sweep = proxies.get_sweep(scale)
+    sweep = registry.load("proxies", scale)
     for members in base.groups(sweep.cells).values():
       config = registry.group_config(sweep.base_config, members[0].overrides)
       model.ModelConfig(**config.model)  # its own checks: mup needs a base width, ...
@@ -203,13 +202,12 @@ def test_proxies_overrides_are_the_configs_fields():
 
 def test_a_sweep_records_the_version_of_its_own_rules(tmp_path):
   from research import identity
-  from experiments.studies.proxies import grid as proxies
-  sweep_lib.write_index(proxies.get_sweep("smoke"), str(tmp_path), {})
+  sweep_lib.write_index(registry.load("proxies", "smoke"), str(tmp_path), {})
   index = json.load(open(tmp_path / "sweep.json"))
   recorded = index["rules"]
   assert index["study"] == "proxies" and recorded["sha256"] == identity.rules_version("proxies")["sha256"]
-  assert recorded["modules"][0] == "experiments/studies/proxies/rules.py"
-  assert "claim_transfer" in recorded["definitions"]
+  assert recorded["modules"][0] == "experiments/studies/proxies.py"
+  assert "STUDY" in recorded["definitions"] and "SensitivityGap" in recorded["definitions"]
 
 
 def test_proxies_smoke_group_end_to_end(tmp_path):
@@ -217,11 +215,10 @@ def test_proxies_smoke_group_end_to_end(tmp_path):
   # z-loss must reach the group's step) trained in this process as the runner's subprocess
   # would, then the proxies report from its files.
   from experiments.configs import tiny
-  from experiments.studies.proxies import grid as proxies
   if "qk_norm" not in tiny.get_config().model:
     pytest.skip("the issue-23 model side (model.qk_norm, train.z_loss, muP) is not on this branch")
   import dataclasses
-  sweep = proxies.get_sweep("smoke")
+  sweep = registry.load("proxies", "smoke")
   cache = {"data.cache_dir": str(tmp_path / "cache")}
   cells = [dataclasses.replace(c, overrides={**c.overrides, **cache}) for c in sweep.cells
            if c.group == "pre-z-d16" and c.seed == 0 and c.learning_rate < 0.05]
@@ -236,7 +233,7 @@ def test_proxies_smoke_group_end_to_end(tmp_path):
   diag = [json.loads(l) for l in open(member / "diagnostics.jsonl")]
   assert diag[-1]["step"] == 20 and len(diag[-1]["attn_logit_max"]) == 2 and "log_z" in diag[-1]
   text = open(report.write_report(workdir)).read()
-  assert "## Predicted learning rates for andrea120m" in text and "| pre+z | 16 |" in text
+  assert "## Predicted learning rates for andrea120m" in text and "| pre+z | d_model 16 |" in text
 
 
 def test_the_code_version_is_the_commit_and_the_trees_state(tmp_path):
