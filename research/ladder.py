@@ -9,6 +9,8 @@ base stage, the muTransfer ladder and the z-loss studies train the same shape.
 
 from __future__ import annotations
 
+import math
+
 from research.sweep import Cell
 
 # Seconds per model-step of one group member at the cpu scale on the 2-core CPU, by width,
@@ -48,3 +50,11 @@ def minutes_cpu(cells: list[Cell]) -> float:
   steps = sum(c.overrides["train.steps"] * SECONDS_PER_MODEL_STEP_CPU[c.overrides["model.d_model"]]
               for c in cells)
   return (len(groups) * SECONDS_PER_GROUP_CPU + steps) / 60
+
+
+def matched_d_model(ratio: float, d_model: int, n_head: int, reference: float = 4.0) -> int:
+  """The width at which MLP ratio ``ratio`` keeps a block's non-embedding parameter count,
+  ``(4 + 2 r) d^2``, that of ``reference`` at ``d_model`` (Kaplan et al. 2020's comparison
+  of shapes), a multiple of ``n_head``."""
+  d = d_model * math.sqrt((4.0 + 2.0 * reference) / (4.0 + 2.0 * ratio))
+  return max(n_head, int(round(d / n_head)) * n_head)

@@ -46,6 +46,28 @@ class Arm:
   name: str
   overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   label: str = ""  # what it is, for the report
+  group: str = ""  # its programs' name (a directory; default: the name, "+" as "-")
+  # Further arms its cells count for: one program that serves several comparisons (the
+  # norm x MLP study's pre-LN arm is also its MLP ratio 4 and its GPT-2 init profile).
+  also: tuple[str, ...] = ()
+  refine: bool | None = None  # whether rounds of rates may be added to it (None: the grid's)
+
+  @property
+  def prefix(self) -> str:
+    return self.group or self.name.replace("+", "-")
+
+  @property
+  def names(self) -> tuple[str, ...]:
+    """The arms its cells belong to: its own name first, then ``also``."""
+    return (self.name, *self.also)
+
+
+@dataclasses.dataclass(frozen=True)
+class PerArm:
+  """What one arm trains differently at a scale: its own rates, overrides of its own (e.g.
+  a parameter-matched width or a depth that is the scale's)."""
+  rates: tuple[float, ...] | None = None
+  overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +84,8 @@ class Grid:
   seconds_per_model_step: float | None = None  # measured cost, for the estimate
   seconds_per_program: float = 30.0
   smoke: bool = False  # toy models that prove the pipeline: their verdicts mean nothing
+  arms: tuple[str, ...] | None = None  # the study's arms this scale trains (None: all)
+  per_arm: Mapping[str, PerArm] = dataclasses.field(default_factory=dict)  # by arm name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,7 +106,7 @@ class Study:
     if self.design.split(" ", 1)[0].strip(".:*").lower() not in DESIGNS:
       raise errors.ConfigError(f"study {self.name!r}: design {self.design[:40]!r} must start "
                                f"with one of {DESIGNS}")
-    names = [a.name for a in self.arms]
+    names = [n for a in self.arms for n in a.names]
     for c in self.claims:
       missing = [a for a in c.needs() if a not in names]
       if missing:
@@ -106,15 +130,25 @@ class Study:
   def sweep(self, scale: str) -> Sweep:
     g = self.grid(scale)
     cells = []
-    for arm in self.arms:
+    for arm in self.arms_at(scale):
+      own = g.per_arm.get(arm.name, PerArm())
+      refine = g.refine if arm.refine is None else arm.refine
       for point in self.points(scale):
-        group = arm.name.replace("+", "-") + "".join(f"-{k.split('.')[-1]}{v}" for k, v in point.items())
-        o = {**g.shared, **arm.overrides, **point}
+        group = arm.prefix + "".join(f"-{k.split('.')[-1]}{v}" for k, v in point.items())
+        o = {**g.shared, **arm.overrides, **own.overrides, **point}
         cells += [Cell(f"{group}-lr{lr:g}-seed{seed}", {**o, "train.learning_rate": lr, "train.seed": seed},
-                       (arm.name,), seed, group, 0, g.refine)
-                  for lr in g.rates for seed in g.seeds]
+                       arm.names, seed, group, 0, refine)
+                  for lr in (g.rates if own.rates is None else own.rates) for seed in g.seeds]
     cells = split_groups(cells, g.members_per_program)
     return Sweep(self.name, scale, g.base_config, cells, description=self.describe(scale, cells))
+
+  def arms_at(self, scale: str) -> tuple[Arm, ...]:
+    """The arms ``scale`` trains (its grid's ``arms``; every arm when it names none)."""
+    names = self.grid(scale).arms
+    if names is not None and set(names) - {a.name for a in self.arms}:
+      raise errors.ConfigError(f"study {self.name!r}, scale {scale!r}: arms "
+                               f"{sorted(set(names) - {a.name for a in self.arms})} are not its arms")
+    return self.arms if names is None else tuple(a for a in self.arms if a.name in names)
 
   def minutes(self, scale: str, cells: list[Cell]) -> float | None:
     g = self.grid(scale)
@@ -126,7 +160,7 @@ class Study:
   def describe(self, scale: str, cells: list[Cell]) -> str:
     g = self.grid(scale)
     axes = "; ".join(f"{k} {', '.join(map(str, v))}" for k, v in g.axes.items())
-    arms = ", ".join(a.name + (f" ({a.label})" if a.label else "") for a in self.arms)
+    arms = ", ".join(a.name + (f" ({a.label})" if a.label else "") for a in self.arms_at(scale))
     minutes = self.minutes(scale, cells)
     text = (f"{self.question} Arms: {arms}. " + (f"Axes: {axes}. " if axes else "")
             + f"Rates {', '.join(f'{r:g}' for r in g.rates)}; seeds {', '.join(map(str, g.seeds))}; "
