@@ -126,6 +126,15 @@ def p_outside(e: stats.Effect, margin: float) -> float:
   return p_beyond(e, margin, "above") if e.diff >= 0 else p_beyond(e, -margin, "below")
 
 
+@dataclasses.dataclass
+class Section:
+  """A report section a claim or a report item adds: markdown lines, the plots it drew into
+  the report's directory, and its numbers for results.json."""
+  lines: list[str]
+  plots: list[str | None] = dataclasses.field(default_factory=list)
+  results: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
 # ----------------------------------------------------------------------------- the kinds
 
 
@@ -149,6 +158,10 @@ class Claim:
 
   def quantity_text(self) -> str:
     raise NotImplementedError
+
+  def section(self, data: Data, out: str) -> Section | None:
+    """What the claim adds to the report beyond its verdict (None: nothing)."""
+    return None
 
   def plan(self) -> power.ClaimPlan:
     return power.ClaimPlan(self.key, self.claim, self.quantity_text(), self.test_kind,
@@ -397,6 +410,7 @@ class Contrast(Claim):
   of that bound (an effect smaller than its literature's); inconclusive otherwise. Its
   ``guard``: ``learns`` (both arms must learn), ``edge`` (no learning arm's optimum at the
   grid's edge)."""
+  family: str | None = None  # decided alone, Holm over its own parts
   arm: str = ""
   reference: str = ""
   predict: str = "lower"
@@ -449,6 +463,7 @@ class Interaction(Claim):
   ``and_first``, ``a - b`` too, Holm over the two); not reproduced when decisively the other
   way or within ``+-margin`` (TOST); inconclusive otherwise, when an arm of ``learn`` does
   not learn, or when a learning arm has a seed's optimum at the grid's edge."""
+  family: str | None = None  # decided alone, Holm over its own parts
   arms: tuple[str, ...] = ()
   predict: str = "higher"
   quantity: str = "best_loss"
@@ -532,6 +547,7 @@ class ProfilePair(Claim):
   when ``grows``' lies above ``log(factor)`` and ``flat``'s within ``+-log(factor)``; not
   reproduced when ``grows``' lies below ``log(factor)`` or ``flat``'s wholly outside the
   band; inconclusive otherwise. ``reported``: further (grows, flat) pairs shown, not judged."""
+  family: str | None = None  # decided alone, Holm over its own parts
   grows: str = ""
   flat: str = ""
   probe: str = "grad_mlp"
@@ -578,6 +594,12 @@ class ProfilePair(Claim):
     return claims.Test(self.key, self.claim, self.rule(), lines, up, f"{self.grows} log(last/first)",
                        p_for, p_against, [], ())
 
+  def section(self, data: Data, out: str) -> Section:
+    """A figure: the arms' per-layer gradient norms and residual stream at initialisation."""
+    arms = (self.grows, self.flat, *(a for pair in self.reported for a in pair))
+    panels = tuple(dict.fromkeys((p, "init") for p in ("grad_attn", self.probe, "residual_norm")))
+    return Section([], [plot_profiles(data, arms, panels, out, "init_profiles.png")])
+
 
 @dataclasses.dataclass(frozen=True)
 class EndProbe(Claim):
@@ -585,10 +607,12 @@ class EndProbe(Claim):
   tried): per seed the log of the probe's last entry over its ``first`` (1: the first block,
   0 being the embedding), a t interval over seeds; reproduced when it lies above
   ``log(factor)``, not reproduced when below, inconclusive otherwise."""
+  family: str | None = None  # decided alone, Holm over its own parts
   arm: str = ""
   probe: str = "residual_norm"
   first: int = 1
   factor: float = 1.5
+  beside: tuple[str, ...] = ()  # arms drawn beside it in its figure
 
   def needs(self) -> tuple[str, ...]:
     return (self.arm,)
@@ -621,6 +645,11 @@ class EndProbe(Claim):
     return claims.Test(self.key, self.claim, self.rule(), lines, e, "log(last/first) at the end",
                        p_beyond(e, g, "above"), p_beyond(e, g, "below"), [], tuple(sorted(end)))
 
+  def section(self, data: Data, out: str) -> Section:
+    """A figure: the probe per layer at initialisation and at the end (mean over models)."""
+    panels = ((self.probe, "init"), (self.probe, "end"))
+    return Section([], [plot_profiles(data, (self.arm, *self.beside), panels, out, f"{self.probe}.png")])
+
 
 @dataclasses.dataclass(frozen=True)
 class AllEquivalent(Claim):
@@ -629,6 +658,7 @@ class AllEquivalent(Claim):
   when every pair is equivalent (TOST, Holm over the pairs); not reproduced when some pair
   lies decisively outside the margin; inconclusive otherwise, or when a learning arm has a
   seed's optimum at the grid's edge."""
+  family: str | None = None  # decided alone, Holm over its own parts
   arms: tuple[str, ...] = ()
   reference: str = ""
   quantity: str = "best_loss"
@@ -677,6 +707,7 @@ class Diminishing(Claim):
   step is decisively lower and no part decisively the other way (a step up, a later gain
   larger than the first); not reproduced when some part is; inconclusive otherwise, or when
   a learning arm has a seed's optimum at the grid's edge."""
+  family: str | None = None  # decided alone, Holm over its own parts
   arms: tuple[str, ...] = ()
   quantity: str = "best_loss"
 
@@ -713,3 +744,150 @@ class Diminishing(Claim):
     p_for = ps[0][0] if not p_against < stats.ALPHA else 1.0
     return claims.Test(self.key, self.claim, self.rule(), lines, steps[0], f"First step {keys[0]} -> {keys[1]}",
                        p_for, p_against, [claims.edge_guard(named)], ())
+
+
+# The norm x MLP study's report items: the loss against the rate per arm (a table and a
+# figure per comparison), per-layer profiles, and the loss curves at each arm's best rate.
+
+
+def _pm(c: dict) -> str:
+  return f"{c['mean']:.3f}" + ("" if np.isnan(c["std"]) else f" ± {c['std']:.3f}") + (
+      f" ({c['diverged']}✕)" if c["diverged"] else "")
+
+
+@dataclasses.dataclass(frozen=True)
+class RateTable:
+  """A report item: per arm (and grid point), its loss against the rate: the fitted optimum
+  and the loss there with their intervals over seeds, the seeds bracketed, whether it learns,
+  the sensitivity over its base grid, the models that diverged, and the mean ± std over seeds
+  at each rate (a diverged model at the loss at init); then a figure per comparison
+  (``comparisons``: ``(key, title, arms, beside)``, drawn when one of ``arms`` has runs at
+  two rates, with the arms ``beside`` them for reference)."""
+  comparisons: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = ()
+
+  def table(self, data: Data) -> dict[str, dict]:
+    out = {}
+    for arm in sorted(data.arms()):
+      for point in data.points(arm):
+        rs = data.runs(arm, point)
+        curve = curves.rate_curve(rs)
+        out[arm + at_text(point)] = {"rates": {f"{lr:g}": c for lr, c in curve.items()}, **curves.summary(rs),
+                                     "cells": len(rs), "diverged": sum(r.diverged for r in rs)}
+    return out
+
+  def section(self, data: Data, out: str) -> Section:
+    from research import report as reporting  # pylint: disable=import-outside-toplevel
+    table = self.table(data)
+    rates = sorted({float(lr) for a in table.values() for lr in a["rates"]})
+    f = reporting.interval_text
+    lines = ["## Learning-rate curves per arm", "",
+             "Final validation loss (mean ± std over seeds, a diverged seed counted at the loss at "
+             "init) at each peak rate; ✕ = diverged seeds. Fitted optimum: the geometric mean over "
+             "seeds of each seed's fitted optimal rate, and the mean of the fitted losses there, "
+             "with 95 % t intervals; bracketed: seeds whose best rate tried is not the smallest or "
+             f"largest; learns: best loss decisively {curves.LEARNS_BY} nats below the unigram "
+             "baseline; sensitivity (Wortsman et al. 2023) per seed over the arm's base grid.", ""]
+    if table and all(len(a["rates"]) == 1 for a in table.values()):
+      lines += ["**Every arm was trained at a single learning rate**, so no optimum is bracketed: "
+                "the claims on optima are inconclusive by rule.", ""]
+    lines += ["| arm | fitted optimum [95 % CI] | loss there [95 % CI] | bracketed | learns | "
+              "LR sensitivity [95 % CI] | diverged | " + " | ".join(f"{lr:.3g}" for lr in rates) + " |",
+              "|---" * (7 + len(rates)) + "|"]
+    for arm, a in table.items():
+      cells = [_pm(a["rates"][f"{lr:g}"]) if f"{lr:g}" in a["rates"] else "" for lr in rates]
+      lines.append(f"| {arm} | {f(a['optimum_lr'], a['optimum_lr_interval'], '.2g')} | "
+                   f"{f(a['optimum_loss'], a['optimum_loss_interval'], '.3f')} | "
+                   f"{a['bracketed_seeds']}/{a['seeds']} | {'yes' if a['learns'] else 'no'} | "
+                   f"{f(a['sensitivity'], a['sensitivity_interval'], '.3f')} | "
+                   f"{a['diverged']}/{a['cells']} | " + " | ".join(cells) + " |")
+    return Section(lines + [""], [self.plot(data, *c, out) for c in self.comparisons], {"arms": table})
+
+  def plot(self, data: Data, key: str, title: str, arms: tuple[str, ...], beside: tuple[str, ...],
+           out: str) -> str | None:
+    """Final loss (mean ± std over seeds) against the rate per arm, with the loss at init and
+    the unigram baseline (a model that learnt only token frequencies)."""
+    from research import report as reporting  # pylint: disable=import-outside-toplevel
+    if not any(len(curves.by_rate(data.runs(a))) > 1 for a in arms):
+      return None
+    runs = {a: data.runs(a) for a in arms + beside if data.runs(a)}
+    fig = reporting.figure(figsize=(7, 4.5))
+    ax = fig.subplots()
+    for i, (arm, rs) in enumerate(runs.items()):
+      curve = curves.rate_curve(rs)
+      lrs = list(curve)
+      ax.errorbar(lrs, [curve[lr]["mean"] for lr in lrs], yerr=np.nan_to_num([curve[lr]["std"] for lr in lrs]),
+                  marker="o", ms=4, capsize=3, color=f"C{i}", label=arm)
+      div = [lr for lr in lrs if curve[lr]["diverged"]]
+      ax.plot(div, [curve[lr]["mean"] for lr in div], "x", color=f"C{i}", ms=10, mew=2)
+    every = [r for _, _, r, _ in data.rows]
+    initial, unigram = float(np.nanmedian([r.initial for r in every])), curves.unigram(every)
+    ax.axhline(initial, color="gray", ls=":", lw=1, label=f"loss at init ({initial:.2f})")
+    if np.isfinite(unigram):
+      ax.axhline(unigram, color="gray", ls="--", lw=1, label=f"unigram baseline ({unigram:.2f})")
+    ax.set(xscale="log", xlabel="peak learning rate", ylabel="final validation loss (nats)",
+           title=f"{title}\n(mean ± std over seeds; ✕ = a seed diverged, counted at the init loss)")
+    ax.legend(fontsize=7)
+    return reporting.save(fig, out, f"lr_{key}.png")
+
+
+def mean_profile(data: Data, arm: str, probe: str, when: str) -> np.ndarray | None:
+  """The mean of ``arm``'s per-layer ``probe`` (``when``: ``init``, one per seed; ``end``,
+  each completed model)."""
+  seen = {}
+  for _, _, run, rec in (r for r in data.rows if r[0] == arm):
+    prof = (rec.get(when) or {}).get(probe)
+    if prof and all(v is not None for v in prof) and np.all(np.isfinite(prof)) and (when == "init" or not run.diverged):
+      seen.setdefault(run.seed if when == "init" else rec["name"], prof)
+  return np.mean(list(seen.values()), axis=0) if seen else None
+
+
+def plot_profiles(data: Data, arms: tuple[str, ...], panels: tuple[tuple[str, str], ...], out: str,
+                  name: str) -> str | None:
+  """Per-layer probes, a panel per ``(probe, when)``, a line per arm (mean over its models)."""
+  from research import report as reporting  # pylint: disable=import-outside-toplevel
+  fig = reporting.figure(figsize=(4.3 * len(panels), 4))
+  axes = fig.subplots(1, len(panels))
+  drawn = False
+  for ax, (probe, when) in zip(np.atleast_1d(axes), panels):
+    for i, arm in enumerate(arms):
+      prof = mean_profile(data, arm, probe, when)
+      if prof is not None:
+        first = 0 if probe == "residual_norm" else 1  # the residual stream starts at the embedding
+        ax.plot(range(first, first + len(prof)), prof, "o-", ms=4, color=f"C{i}", label=arm)
+        drawn = True
+    ax.set(title=f"{probe} {'at init' if when == 'init' else 'at the end'}", yscale="log",
+           xlabel="after block (0 = embedding)" if probe == "residual_norm" else "layer")
+    if ax.get_legend_handles_labels()[0]:
+      ax.legend(fontsize=7)
+  return reporting.save(fig, out, name) if drawn else None
+
+
+@dataclasses.dataclass(frozen=True)
+class BestCurves:
+  """A report item: the training and validation loss of each of ``arms`` at each seed's best
+  rate tried, a line per seed."""
+  arms: tuple[str, ...] = ()
+
+  def section(self, data: Data, out: str) -> Section:
+    from research import report as reporting  # pylint: disable=import-outside-toplevel
+    arms = [a for a in self.arms if data.runs(a)]
+    if not arms:
+      return Section([])
+    fig = reporting.figure(figsize=(12, 4.5))
+    axes = fig.subplots(1, 2, sharey=True)
+    for i, arm in enumerate(arms):
+      opts = curves.optima(data.runs(arm))
+      best = np.exp(np.mean([np.log(o.grid_lr) for o in opts.values()])) if opts else float("nan")
+      mine = sorted(((run.seed, rec) for a, _, run, rec in data.rows
+                     if a == arm and run.seed in opts and run.lr == opts[run.seed].grid_lr), key=lambda x: x[0])
+      for j, (_, rec) in enumerate(mine):
+        for ax, key in ((axes[0], "train_curve"), (axes[1], "val_curve")):
+          pts = [(s, l) for s, l in rec.get(key, []) if l is not None and np.isfinite(l)]
+          if pts:
+            ax.plot(*zip(*pts), color=f"C{i}", lw=1, alpha=0.8, label=f"{arm} @ ~{best:.2g}" if j == 0 else None)
+    for ax, title in zip(axes, ("train loss", "validation loss")):
+      ax.set(title=f"{title} at each arm's best rate", xlabel="step")
+    axes[0].set_ylabel("nats / token")
+    if axes[1].get_legend_handles_labels()[0]:
+      axes[1].legend(fontsize=7)
+    return Section([], [reporting.save(fig, out, "loss_curves.png")])

@@ -101,6 +101,8 @@ class Study:
   spread: Mapping[str, float] = dataclasses.field(default_factory=dict)
   spread_source: str = ""
   power: float = 0.8
+  # Report items beside the claims (``research/kinds.py``: each ``section(data, out)``).
+  reports: tuple = ()
 
   def __post_init__(self):
     if self.design.split(" ", 1)[0].strip(".:*").lower() not in DESIGNS:
@@ -218,8 +220,15 @@ class Study:
               f"family are decided together under Holm's correction at level 0.05, each verdict "
               f"with its leave-one-seed-out check. {self.design}")
     rows, table = optimum_lines(data)
-    return reporting.Page(verdicts=verdicts, method=method, sections=table,
+    page = reporting.Page(verdicts=verdicts, method=method, sections=table,
                           plots=[plot_curves(data, out)], results={"table": rows})
+    for item in (*self.claims, *self.reports):
+      extra = item.section(data, out)
+      if extra is not None:
+        page.sections += extra.lines
+        page.plots += extra.plots
+        page.results.update(extra.results)
+    return page
 
 
 def judge(study: Study, data: kinds.Data, robust: bool = True) -> list[claims.Verdict]:
