@@ -349,12 +349,14 @@ class Profile(Claim):
                        p_against, [], tuple(sorted(per_seed)))
 
 
-# ----------------------------------------------------------------------------- the norm x MLP study's kinds
+# ----------------------------------------------------------------------------- norm_mlp
 #
-# Kinds first written for the norm x MLP study (experiments/studies/norm_mlp.py), each claim
-# decided alone as its rules were: a part's outcome is ``stats.outcomes``' (Holm over the
-# parts of one claim; decisively within a margin counts against it, never for it), and
-# ``p_for`` / ``p_against`` are the claim's tests so that a family of one decides exactly so.
+# The norm x MLP study's kinds (experiments/studies/norm_mlp.py): Versus, Interaction,
+# ProfilePair, EndProbe, AllAlike, Diminishing; its report items RateTable and BestCurves.
+# Each is decided alone by default (``family=None``), Holm over its own parts, a part's
+# outcome that of ``stats.outcomes``: decisively within a margin counts against a claim and
+# never for it. ``p_for`` and ``p_against`` are the claim's tests, so that its family of one
+# decides exactly as its rule states.
 
 
 def outcome_ps(effects: list[stats.Effect], predict: str) -> list[tuple[float, float]]:
@@ -402,7 +404,7 @@ def per_seed_values(data: Data, arm: str, quantity: str, other: str = "") -> dic
 
 
 @dataclasses.dataclass(frozen=True)
-class Contrast(Claim):
+class Versus(Claim):
   """``arm - reference`` of a per-seed quantity, paired by seed (Welch when they share fewer
   than two): reproduced when decisively ``predict`` (higher or lower) of 0 and not within
   ``+-margin``; not reproduced when decisively the other way, within ``+-margin`` (TOST: too
@@ -532,7 +534,7 @@ def log_mean(values: dict[int, float]) -> stats.Effect:
   return stats.one_sample([math.log(v) for v in values.values()])
 
 
-def ratio_text(e: stats.Effect) -> str:
+def exp_text(e: stats.Effect) -> str:
   if not math.isfinite(e.diff):
     return "none"
   ci = f" [95 % CI {math.exp(e.lo):.2f}, {math.exp(e.hi):.2f}]" if e.defined else ""
@@ -580,14 +582,14 @@ class ProfilePair(Claim):
   def test(self, data: Data) -> claims.Test:
     lines = []
     for grows, flat in self.reported:
-      lines.append(f"{grows}: {ratio_text(log_mean(self.per_seed(data, grows)))}, {flat}: "
-                   f"{ratio_text(log_mean(self.per_seed(data, flat)))} (reported, not judged).")
+      lines.append(f"{grows}: {exp_text(log_mean(self.per_seed(data, grows)))}, {flat}: "
+                   f"{exp_text(log_mean(self.per_seed(data, flat)))} (reported, not judged).")
     up, level = log_mean(self.per_seed(data, self.grows)), log_mean(self.per_seed(data, self.flat))
     if not up.n or not level.n:
       return claims.Test(self.key, self.claim, self.rule(), [], missing=claims.missing(
           self.claim, f"step-0 {self.probe} profiles of {self.grows} and {self.flat}", self.rule()))
     lines.insert(0, f"{self.probe} last layer / first (geometric mean): {self.grows} "
-                    f"{ratio_text(up)}, {self.flat} {ratio_text(level)}.")
+                    f"{exp_text(up)}, {self.flat} {exp_text(level)}.")
     g = math.log(self.factor)
     p_for = highest([p_beyond(up, g, "above"), p_beyond(level, g, "below"), p_beyond(level, -g, "above")])
     p_against = lowest([p_beyond(up, g, "below"), p_beyond(level, g, "above"), p_beyond(level, -g, "below")])
@@ -640,7 +642,7 @@ class EndProbe(Claim):
           self.claim, f"end-of-training probes of two seeds of {self.arm}", self.rule()))
     e = log_mean(end)
     lines = [f"{self.arm}, {self.probe} last / entry {self.first} at the end of training: "
-             f"{ratio_text(e)}" + (f"; at init {ratio_text(log_mean(init))}" if init else "") + "."]
+             f"{exp_text(e)}" + (f"; at init {exp_text(log_mean(init))}" if init else "") + "."]
     g = math.log(self.factor)
     return claims.Test(self.key, self.claim, self.rule(), lines, e, "log(last/first) at the end",
                        p_beyond(e, g, "above"), p_beyond(e, g, "below"), [], tuple(sorted(end)))
@@ -652,7 +654,7 @@ class EndProbe(Claim):
 
 
 @dataclasses.dataclass(frozen=True)
-class AllEquivalent(Claim):
+class AllAlike(Claim):
   """Every pair of ``arms`` (those with runs) alike in a per-seed quantity, paired by seed,
   within ``margin`` (with ``relative``, that fraction of ``reference``'s mean): reproduced
   when every pair is equivalent (TOST, Holm over the pairs); not reproduced when some pair

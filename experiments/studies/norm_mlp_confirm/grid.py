@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from andrea_jax import errors
 from research.sweep import Cell, Sweep
-from experiments.studies.norm_mlp.grid import base_overrides
+from research import ladder
 
 # The first seed of this study; earlier studies used 0, 1, 2.
 SEED_BASE = 100
@@ -62,8 +62,24 @@ SCALES = {
 
 
 def matched_d_model(ratio: float, d_model: int = 64, n_head: int = 2) -> int:
-  from experiments.studies.norm_mlp import grid as exploratory  # pylint: disable=import-outside-toplevel
-  return exploratory.matched_d_model(ratio, d_model, n_head)
+  return ladder.matched_d_model(ratio, d_model, n_head)
+
+
+# The exploratory study's base overrides, as its package (experiments/studies/norm_mlp/, now
+# one file) defined them.
+def base_overrides(s: dict, warmup_steps: int) -> dict:
+  """What every cell of a norm x MLP study at scale ``s`` starts from: its shape and
+  schedule, pre-LN, GPT-2 init, GELU at r = 4, the diagnostics on (the arms change the rest)."""
+  return {"model.n_layer": s["n_layer"], "model.d_model": s["d_model"],
+          "model.n_head": s["n_head"], "model.block_size": s["block_size"],
+          "train.batch_size": s["batch_size"], "train.steps": s["steps"],
+          "train.eval_every": s["eval_every"], "train.log_every": s["log_every"],
+          "checkpoint.every": s["eval_every"], "checkpoint.keep": 1,
+          "diagnostics.enabled": True, "diagnostics.every": s["diag_every"],
+          "diagnostics.early_steps": 5, "sample.num_samples": 0,
+          "model.norm": "pre", "model.init": "gpt2", "model.mlp_ratio": 4.0,
+          "model.activation": "gelu_tanh", "train.warmup_steps": warmup_steps,
+          **s.get("extra", {})}
 
 
 def relative_cost(o: dict) -> float:
