@@ -4,7 +4,8 @@ Two layers, two heads (``d_head`` grows with the width), context 64, 16 sequence
 a 512-token vocabulary, 200 steps at the cpu scale (``s`` below is a study's scale record:
 ``n_layer``, ``n_head``, ``block_size``, ``vocab``, ``batch_size``, ``steps``,
 ``eval_batches``, ``log_every``, ``extra``). First defined by the proxies study; the muP
-base stage, the muTransfer ladder and the z-loss studies train the same shape.
+base stage, the muTransfer ladder and the z-loss studies train the same shape. Also the
+width at which an MLP ratio keeps another's parameter count (``matched_d_model``).
 """
 
 from __future__ import annotations

@@ -165,7 +165,8 @@ class Study:
     arms = ", ".join(a.name + (f" ({a.label})" if a.label else "") for a in self.arms_at(scale))
     minutes = self.minutes(scale, cells)
     text = (f"{self.question} Arms: {arms}. " + (f"Axes: {axes}. " if axes else "")
-            + f"Rates {', '.join(f'{r:g}' for r in g.rates)}; seeds {', '.join(map(str, g.seeds))}; "
+            + f"Rates {', '.join(f'{r:g}' for r in g.rates)}" + own_rates(g, self.arms_at(scale))
+            + f"; seeds {', '.join(map(str, g.seeds))}; "
             f"{len(cells)} models in {len({c.group for c in cells})} programs"
             + (f", about {minutes:.0f} minutes on the 2-core CPU" if minutes is not None else "") + ".")
     return ("**Smoke scale: toy models that prove the pipeline; they mean nothing.** " + text
@@ -229,6 +230,16 @@ class Study:
         page.plots += extra.plots
         page.results.update(extra.results)
     return page
+
+
+def own_rates(g: Grid, arms: tuple[Arm, ...]) -> str:
+  """`` (0.002, 0.004 for mlp1, mlp2; ...)``: the arms trained at rates of their own."""
+  by: dict[tuple, list[str]] = {}
+  for a in arms:
+    if a.name in g.per_arm and g.per_arm[a.name].rates is not None:
+      by.setdefault(tuple(g.per_arm[a.name].rates), []).append(a.name)
+  return "" if not by else " (" + "; ".join(
+      f"{', '.join(f'{r:g}' for r in rates)} for {', '.join(names)}" for rates, names in by.items()) + ")"
 
 
 def judge(study: Study, data: kinds.Data, robust: bool = True) -> list[claims.Verdict]:
