@@ -14,6 +14,7 @@ from research import claims
 from research import curves
 from research import kinds
 from research import registry
+from research import stats
 from research import study as study_lib
 from research.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
 from experiments.studies.norm_mlp import STUDY
@@ -346,3 +347,42 @@ def test_the_report_says_re_expressed_with_the_same_verdicts():
   verdicts[5].verdict = REPRODUCED  # as if the depth claim had come out otherwise
   assert "trouble grows with depth\": Inconclusive None before, Reproduced None now" in \
       report.reexpressed(before, verdicts, lines)[-1]
+
+
+# ----------------------------------------------------------------------------- the rules' finer points
+
+
+def test_a_difference_decisively_within_its_margin_counts_against_and_never_for():
+  # Post-LN's optimum 10 % below pre-LN's, every seed alike: decisively lower, and decisively
+  # within the factor 1.5 the rule calls the same rate: not reproduced (stats.outcome's rule).
+  runs = (arm("norm:post/long", bowl(4.7, 1.8e-3), norm="post", spread=1e-5)
+          + arm("norm:pre/long", bowl(4.6, 2e-3), spread=1e-5))
+  v = decided(SMALLER, runs)
+  assert v.effect.hi < 0 and v.effect.p < 0.05 and v.verdict == NOT_REPRODUCED
+
+
+def test_gradient_claim_needs_pre_ln_flat_too():
+  assert decided(GRADIENTS, profile_runs([3.0, 3.2, 2.9], [2.0, 2.1, 1.9])).verdict == NOT_REPRODUCED
+
+
+def test_matched_pairs_are_decided_under_holm():
+  # Three arms whose three pairwise differences each pass their TOST alone (p 0.03) and fail
+  # under Holm over the three pairs: inconclusive.
+  u, w = np.array([1, -1, 0]) / math.sqrt(2), np.array([1, 1, -2]) / math.sqrt(6)
+  r = 0.0593
+  deltas = {"mlp_matched:4": np.zeros(3), "mlp_matched:2": r * u, "mlp_matched:8": r * (u / 2 + w * math.sqrt(3) / 2)}
+  runs = [curves.Run((name,), lr, s, l + d[s], LN_V, unigram=UNIGRAM)
+          for name, d in deltas.items() for s in range(3) for lr, l in bowl(4.6, 3e-3).items()]
+  best = {n: curves.best_losses([x for x in runs if x.arms == (n,)]) for n in deltas}
+  alone = [stats.paired(best[a], best[b], 0.02 * 4.6).p_same for a, b in
+           (("mlp_matched:2", "mlp_matched:4"), ("mlp_matched:2", "mlp_matched:8"), ("mlp_matched:4", "mlp_matched:8"))]
+  assert max(alone) < 0.05 < 3 * min(alone)
+  assert decided(MATCHED, runs).verdict == INCONCLUSIVE
+
+
+def test_residual_claim_reads_each_seed_at_its_best_rate():
+  # At the best rate (3e-3) the stream barely grows; at every other rate it grows threefold.
+  runs = [curves.Run(("norm:pre/long",), lr, s, l + 0.001 * s, LN_V, unigram=UNIGRAM,
+                     resid_ratio_end=(1.1 + 0.02 * (s - 1)) if lr == 3e-3 else 3.0)
+          for s in range(3) for lr, l in bowl(4.6, 3e-3).items()]
+  assert decided(RESIDUAL, runs).verdict == NOT_REPRODUCED
