@@ -4,11 +4,13 @@ Two layers, two heads (``d_head`` grows with the width), context 64, 16 sequence
 a 512-token vocabulary, 200 steps at the cpu scale (``s`` below is a study's scale record:
 ``n_layer``, ``n_head``, ``block_size``, ``vocab``, ``batch_size``, ``steps``,
 ``eval_batches``, ``log_every``, ``extra``). First defined by the proxies study; the muP
-base stage, the muTransfer ladder and the z-loss studies train the same shape.
+base stage, the muTransfer ladder and the z-loss studies train the same shape. Also the
+width at which an MLP ratio keeps another's parameter count (``matched_d_model``).
 """
 
 from __future__ import annotations
 
+import math
 import os
 
 from andrea_jax import errors
@@ -81,12 +83,9 @@ def base_multipliers(path: str = BASE_RESULTS, ones: bool = False) -> dict:
           "model.attention_multiplier": float(choice["attention_multiplier"])}
 
 
-def scale_and_choice(scales: dict, scale: str, choice: dict | None) -> tuple[dict, dict]:
-  """``scales[scale]`` and the base multipliers a study on the tuned base trains with:
-  ``choice``, else the base stage's (multipliers 1 at the smoke scale)."""
-  if scale not in scales:
-    raise errors.ConfigError(f"--scale={scale!r}: expected one of {sorted(scales)}")
-  if choice is None:
-    choice = ({"readout_multiplier": 1.0, "attention_multiplier": 1.0} if scale == "smoke"
-              else base_choice())
-  return scales[scale], choice
+def matched_d_model(ratio: float, d_model: int, n_head: int, reference: float = 4.0) -> int:
+  """The width at which MLP ratio ``ratio`` keeps a block's non-embedding parameter count,
+  ``(4 + 2 r) d^2``, that of ``reference`` at ``d_model`` (Kaplan et al. 2020's comparison
+  of shapes), a multiple of ``n_head``."""
+  d = d_model * math.sqrt((4.0 + 2.0 * reference) / (4.0 + 2.0 * ratio))
+  return max(n_head, int(round(d / n_head)) * n_head)

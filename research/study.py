@@ -61,6 +61,7 @@ class Arm:
   label: str = ""  # what it is, for the report
   group: str = ""  # its programs' name, a directory (default: the name, ``+`` as ``-``)
   also: tuple[str, ...] = ()  # other names its cells carry: the same cells in another role
+  refine: bool | None = None  # whether rounds of rates may be added to it (None: the grid's)
 
   @property
   def prefix(self) -> str:
@@ -187,7 +188,8 @@ class Study:
         group = arm.prefix + "".join(f"-{self.tags.get(k, k.split('.')[-1])}{v}" for k, v in point.items())
         o = {**g.shared, **arm.overrides, **g.arm_overrides.get(arm.name, {}), **point}
         cells += [Cell(f"{group}-lr{lr:g}-seed{seed}", {**o, "train.learning_rate": lr, "train.seed": seed},
-                       (arm.name, *arm.also), seed, group, 0, g.refine)
+                       (arm.name, *arm.also), seed, group, 0,
+                       g.refine if arm.refine is None else arm.refine)
                   for lr in g.arm_rates.get(arm.name, g.rates) for seed in g.arm_seeds.get(arm.name, g.seeds)]
     cells = split_groups(cells, g.members_per_program)
     return Sweep(self.name, scale, g.base_config, cells, description=self.describe(scale, cells))

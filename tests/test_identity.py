@@ -1,5 +1,11 @@
-"""The rules' identity: a moved but unchanged rule is recognised, a changed one is named, and old file-form records are rebuilt from git."""
+"""The rules' identity: a moved but unchanged rule is recognised, a changed one is named, and old file-form records are rebuilt from git.
 
+The norm x MLP study's rules, a package of rule modules until it became one file
+(experiments/studies/norm_mlp.py), are the subject of most tests: ``package`` makes the
+identity read them, and the shared modules, as they were at ``PACKAGE_COMMIT``.
+"""
+
+import ast
 import hashlib
 import json
 import os
@@ -11,6 +17,30 @@ import pytest
 from research import identity
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The last commit with the norm x MLP study's package (its grid.py, rules.py, report.py).
+PACKAGE_COMMIT = "d395ece2328b8f8f02c3dadea39738e36ed7e0f7"
+PACKAGE_MODULES = ("experiments/studies/norm_mlp/rules.py", *identity.SHARED_MODULES)
+
+
+@pytest.fixture
+def package(monkeypatch):
+  """The identity of study ``norm_mlp`` computed from its package's rule modules (rules.py, then
+  the shared ones) and its ``RULE_ROOTS``, all read from git at ``PACKAGE_COMMIT``."""
+  def show(path):
+    return subprocess.run(["git", "show", f"{PACKAGE_COMMIT}:{path}"], cwd=ROOT, capture_output=True,
+                          text=True, check=True).stdout
+  try:
+    texts = {p: show(p) for p in PACKAGE_MODULES}
+  except (OSError, subprocess.CalledProcessError):
+    pytest.skip("the package's commit is not in this clone's history (a shallow clone?)")
+  roots = next(ast.literal_eval(n.value) for n in ast.parse(texts[PACKAGE_MODULES[0]]).body
+               if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "RULE_ROOTS")
+  modules, study_roots, read = identity.study_modules, identity.study_roots, identity._read
+  monkeypatch.setattr(identity, "study_modules", lambda s: PACKAGE_MODULES if s == "norm_mlp" else modules(s))
+  monkeypatch.setattr(identity, "study_roots", lambda s: roots if s == "norm_mlp" else study_roots(s))
+  monkeypatch.setattr(identity, "_read", lambda paths: {
+      p: texts[p] if p in texts else read([p])[p] for p in paths})
+  return texts
 
 
 def test_a_definition_keeps_its_digest_when_moved_reformatted_or_redocumented():
@@ -36,8 +66,7 @@ def _joined_file_form() -> str:
   before the split: its rules.py, claims.py and curves.py in one module, their references
   to one another bare."""
   parts = []
-  for path in identity.study_modules("norm_mlp")[:3]:
-    text = open(os.path.join(ROOT, path), encoding="utf-8").read()
+  for path, text in identity._read(identity.study_modules("norm_mlp")[:3]).items():
     text = "\n".join(l for l in text.splitlines() if not l.startswith(("from ", "import ")))
     parts.append(re.sub(r"\b(curves|claims)\.(?=\w)", "", text))
   return ("import dataclasses\nimport math\nfrom collections import defaultdict\n"
@@ -55,8 +84,8 @@ def _file_form(sources: dict[str, str]) -> tuple[dict, callable]:
   return record, lambda commit, path: sources[path]
 
 
-def test_a_file_form_record_moved_without_change_is_recognised():
-  stats_now = open(os.path.join(ROOT, "research/stats.py"), encoding="utf-8").read()
+def test_a_file_form_record_moved_without_change_is_recognised(package):
+  stats_now = package["research/stats.py"]
   record, show = _file_form({"experiments/verdicts.py": _joined_file_form(),
                              "experiments/stats.py": stats_now})
   c = identity.compare(record, "norm_mlp", show)
@@ -73,14 +102,14 @@ def test_a_file_form_record_moved_without_change_is_recognised():
   assert "re-judged" not in line
 
 
-def test_a_changed_rule_is_named_exactly():
+def test_a_changed_rule_is_named_exactly(package):
   text = _joined_file_form()
   assert "WARMUP_MARGIN = 0.05" in text and "return e.defined and e.hi < -LEARNS_BY" in text
   text = text.replace("WARMUP_MARGIN = 0.05", "WARMUP_MARGIN = 0.1").replace(
       "return e.defined and e.hi < -LEARNS_BY", "return e.defined and e.hi < -2 * LEARNS_BY")
   text += "\n\ndef _gone(runs):\n  return runs\n"
   text = re.sub(r"def claim_warmup\(runs[^)]*\)[^:]*:", "def claim_warmup(runs):\n  _gone(runs)", text)
-  stats_now = open(os.path.join(ROOT, "research/stats.py"), encoding="utf-8").read()
+  stats_now = package["research/stats.py"]
   record, show = _file_form({"experiments/verdicts.py": text, "experiments/stats.py": stats_now})
   c = identity.compare(record, "norm_mlp", show)
   assert c.checked and not c.same
@@ -94,7 +123,7 @@ def test_a_changed_rule_is_named_exactly():
   assert "git diff c0ffee" in line
 
 
-def test_a_record_that_cannot_be_rebuilt_says_so():
+def test_a_record_that_cannot_be_rebuilt_says_so(package):
   record, show = _file_form({"experiments/verdicts.py": "X = 1\n", "experiments/stats.py": ""})
   bad = identity.compare({**record, "sha256": "0" * 16}, "norm_mlp", show)
   assert not bad.checked and "do not hash to the recorded" in bad.reason
@@ -107,8 +136,9 @@ def test_a_record_that_cannot_be_rebuilt_says_so():
   assert "predates" in identity.rules_lines(None, "norm_mlp")[0]
 
 
-def test_a_definitions_record_is_checked_against_the_rules_now():
-  # A study of a package (its rules.py) and one of one file (its STUDY record).
+def test_a_definitions_record_is_checked_against_the_rules_now(package):
+  # A study of a package (norm_mlp's rules.py, read from git: ``package``) and one of one
+  # file (its STUDY record).
   for study, module, name in (("norm_mlp", "experiments/studies/norm_mlp/rules.py", "claim_warmup"),
                               ("proxies", "experiments/studies/proxies.py", "STUDY")):
     now = identity.rules_version(study)
@@ -127,7 +157,7 @@ def test_a_definitions_record_is_checked_against_the_rules_now():
 
 
 @pytest.mark.parametrize("study", ["norm_mlp-cpu", "proxies-cpu"])
-def test_the_committed_studies_records_are_rebuilt_from_git(study):
+def test_the_committed_studies_records_are_rebuilt_from_git(study, package):
   recorded = json.load(open(os.path.join(ROOT, "results", study, "sweep.json")))["rules"]
   known = subprocess.run(["git", "cat-file", "-e", f"{recorded['commit']}^{{commit}}"], cwd=ROOT,
                          capture_output=True)

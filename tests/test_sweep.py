@@ -1,5 +1,5 @@
 """The sweep machinery on the micro grid: a vmapped group and single runs, skip on rerun,
-divergence, cell files, the report from per-cell files alone; the norm_mlp grid."""
+divergence, cell files, the report from per-cell files alone; the norm_mlp study's grid."""
 
 import json
 import os
@@ -11,7 +11,6 @@ from research import runner as sweep_lib
 from research import registry
 from research import sweep as base
 from experiments.studies.micro import grid as micro
-from experiments.studies.norm_mlp import grid as norm_mlp
 
 # Its tests share module-scoped fixtures: on one xdist worker they are computed once
 # (pyproject.toml: --dist=loadgroup).
@@ -75,7 +74,7 @@ def test_report_from_the_packed_cells_alone(swept, tmp_path):
   arm = results["arms"]["norm:pre/long"]
   assert sorted(arm["rates"]) == ["0.001", "0.01", "1e+30"] and arm["rates"]["1e+30"]["diverged"] == 1
   assert (out / "lr_norm.png").stat().st_size > 1000 and "![lr_norm.png](lr_norm.png)" in text
-  assert (out / "init_profiles.png").stat().st_size > 1000
+  assert (out / "residual_norm.png").stat().st_size > 1000  # pre-LN's at init and at the end
   assert sorted(p for p in os.listdir(out) if not p.endswith(".png")) == ["REPORT.md"]
 
 
@@ -90,7 +89,7 @@ def test_report_of_a_study_without_per_cell_files(tmp_path):
 
 
 def test_norm_mlp_grid_covers_the_issue():
-  sweep = norm_mlp.get_sweep("cpu")
+  sweep = registry.load("norm_mlp", "cpu")
   groups = base.groups(sweep.cells)
   arms = {a for c in sweep.cells for a in c.arms}
   for norm in ("pre", "post"):
@@ -133,7 +132,7 @@ def test_unknown_sweep_and_scale_are_errors():
   with pytest.raises(ValueError, match="--scale='tpu': study template has scales"):
     registry.load("template", "tpu")
   with pytest.raises(ValueError, match="--scale='tpu'"):
-    norm_mlp.get_sweep("tpu")
+    registry.load("norm_mlp", "tpu")
 
 
 def test_refine_adds_a_round_around_each_learning_optimum():

@@ -1,0 +1,108 @@
+"""The norm x MLP study: pre- or post-LN with and without warmup; the MLP ratio; SwiGLU; init profiles; depth.
+
+  python -m experiments.sweep --sweep=norm_mlp --scale=cpu   # 108 models, then rounds of rates
+  python -m experiments.report --sweep_dir=results/norm_mlp-cpu --out=docs/studies/norm_mlp-cpu
+
+Arms keep the names its committed cells recorded; nothing parses them: each is an ``Arm`` made by
+its overrides (pre-LN's program is also ratio 4 and GPT-2's init profile, ``also``).
+"""
+
+import math
+
+from research import curves, kinds, ladder
+from research.study import Arm, Grid, Study
+
+NORM = ("norm:pre/none", "norm:pre/long", "norm:post/none", "norm:post/long")
+WIDTH = tuple(f"mlp_width:{r}" for r in (1, 2, 4, 8))
+MATCHED = tuple(f"mlp_matched:{r}" for r in (1, 2, 4, 8))  # 4: the pre-LN arm itself
+DEPTH = ("depth:pre", "depth:post")
+
+
+def grid(layers, width, heads, block, batch, steps, warmup, evals, diags, logs, rates, narrow,
+         matched, deep, deep_rates, probe_steps, extra=None, **kw) -> Grid:
+  """A scale: pre-LN, GPT-2 init, GELU at ratio 4, long warmup; depth ``deep`` 0: the depth arms cut."""
+  shared = {"model.n_layer": layers, "model.d_model": width, "model.n_head": heads,
+            "model.block_size": block, "train.batch_size": batch, "train.steps": steps,
+            "train.eval_every": evals, "train.log_every": logs, "checkpoint.every": evals,
+            "checkpoint.keep": 1, "diagnostics.enabled": True, "diagnostics.every": diags,
+            "diagnostics.early_steps": 5, "sample.num_samples": 0, "model.norm": "pre",
+            "model.init": "gpt2", "model.mlp_ratio": 4.0, "model.activation": "gelu_tanh",
+            "train.warmup_steps": warmup, **(extra or {})}
+  short = ("train.steps", "train.eval_every", "checkpoint.every", "diagnostics.every")
+  rates_of = {**dict.fromkeys(WIDTH[:2] + WIDTH[3:] + ("swiglu",) + tuple(f"mlp_matched:{r}" for r in matched), narrow),
+              **dict.fromkeys(("init:xavier/pre", "init:xavier/post"), rates[:1]), **dict.fromkeys(DEPTH, deep_rates)}
+  overrides_of = {**{f"mlp_matched:{r}": {"model.d_model": ladder.matched_d_model(r, width, heads)} for r in matched},
+                  **dict.fromkeys(("init:xavier/pre", "init:xavier/post"), dict.fromkeys(short, probe_steps)),
+                  **dict.fromkeys(DEPTH, {"model.n_layer": deep})}
+  cut = {f"mlp_matched:{r}" for r in (1, 2, 8) if r not in matched} | (set() if deep else set(DEPTH))
+  return Grid(rates, (0, 1, 2), shared, refine=True, arm_rates=rates_of, arm_overrides=overrides_of,
+              arms=tuple(a.name for a in ARMS if a.name not in cut), **kw)
+
+
+XAVIER = {"model.init": "xavier", "train.warmup_steps": 0}
+ARMS = (
+    Arm(NORM[0], {"train.warmup_steps": 0}, "pre-LN without warmup", "pre-none"),
+    Arm(NORM[1], {}, "pre-LN, long warmup", "pre-long", also=("init:gpt2/pre", WIDTH[2], MATCHED[2])),
+    Arm(NORM[2], {"model.norm": "post", "train.warmup_steps": 0}, "post-LN without warmup", "post-none"),
+    Arm(NORM[3], {"model.norm": "post"}, "post-LN, long warmup", "post-long", also=("init:gpt2/post",)),
+    *(Arm(f"mlp_width:{r}", {"model.mlp_ratio": float(r)}, f"MLP ratio {r}", f"mlp{r}") for r in (1, 2, 8)),
+    *(Arm(f"mlp_matched:{r}", {"model.mlp_ratio": float(r)}, f"ratio {r} at 4's size", f"matched{r}")
+      for r in (1, 2, 8)),
+    Arm("swiglu", {"model.activation": "swiglu", "model.mlp_ratio": 8 / 3}, "SwiGLU at ratio 8/3"),
+    Arm("init:xavier/pre", XAVIER, "Xavier init", "xavier-pre", refine=False),
+    Arm(DEPTH[0], {}, "pre-LN, deeper", "deep-pre"),
+    Arm("init:xavier/post", {**XAVIER, "model.norm": "post"}, "post-LN, Xavier", "xavier-post",
+        refine=False),
+    Arm(DEPTH[1], {"model.norm": "post"}, "post-LN, deeper", "deep-post"),
+)
+
+STUDY = Study(
+    name="norm_mlp",
+    question=("Does post-LN need warmup and a smaller rate, and is it more sensitive to the rate, than "
+              "pre-LN (Xiong et al. 2020, Liu et al. 2020, Wortsman et al. 2023)? Do wider MLPs help, with "
+              "diminishing returns; do shapes of one size perform alike (Kaplan et al. 2020); does SwiGLU "
+              "beat GELU (Shazeer 2020)?"),
+    design=("Exploratory study. Its rules were revised after its data, so its verdicts are hypotheses, not "
+            "tests: the confirmatory study (`norm_mlp_confirm`: unseen seeds, one rate grid, rules and "
+            "power plan committed before its run) tests them."),
+    arms=ARMS,
+    # grid(layers, width, heads, context, batch, steps, warmup, eval every, probe every, log every,
+    #      rates, MLP rates, matched ratios, depth, depth rates, xavier steps, extra overrides)
+    scales={
+        "cpu": grid(6, 64, 2, 64, 16, 450, 90, 90, 150, 15, (3e-4, 1e-3, 3e-3, 1e-2),
+                    (2e-3, 4e-3, 8e-3), (2, 8), 0, (), 10, seconds_per_model_step=0.067),
+        "smoke": grid(2, 32, 2, 32, 8, 30, 9, 15, 15, 5, (1e-3, 1e-2, 1e-1), (3e-3, 1e-2, 3e-2), (2, 8),
+                      4, (1e-3, 1e-2, 1e-1), 2, {"model.vocab_size": 321, "data.max_docs": 40,
+                                                  "train.eval_batches": 2}, smoke=True),
+        # One andrea120m at batch 64 x 1024 fills an H200: one model per program.
+        "gpu": grid(12, 768, 12, 1024, 64, 4000, 800, 500, 1000, 50, (1e-4, 3e-4, 1e-3, 3e-3, 1e-2),
+                    (5e-4, 1e-3, 2e-3), (1, 2, 8), 24, (1e-4, 3e-4, 1e-3), 10, base_config="andrea120m",
+                    members_per_program=1),
+    },
+    claims=(  # each judged alone, Holm over its own parts, as its rules were
+        kinds.Interaction("post-LN needs warmup; pre-LN does not", arms=NORM[2:] + NORM[:2], margin=0.05,
+                          and_first=True, learn=(NORM[3], NORM[1])),
+        kinds.Versus("post-LN needs a smaller learning rate", arm=NORM[3], reference=NORM[1],
+                     quantity="log_optimum", margin=math.log(curves.RATE_FACTOR)),
+        kinds.Versus("post-LN is more sensitive to the learning rate", arm=NORM[3], reference=NORM[1],
+                     predict="higher", quantity="sensitivity", margin=curves.SENSITIVITY_MARGIN,
+                     guard=("learns",)),
+        kinds.ProfilePair("at init post-LN's gradients grow toward the output; pre-LN's are flat",
+                          grows="init:xavier/post", flat="init:xavier/pre",
+                          reported=(("init:gpt2/post", "init:gpt2/pre"),)),
+        kinds.EndProbe("pre-LN's residual stream grows with depth", arm=NORM[1], beside=(NORM[3],)),
+        kinds.Interaction("post-LN's trouble grows with depth", arms=(DEPTH[1], NORM[3], DEPTH[0], NORM[1]),
+                          margin=0.05),
+        # Kaplan et al. 2020, Fig. 5: at one parameter count the shape moves the loss "a few percent".
+        kinds.AllAlike("parameter-matched MLP ratios perform alike", arms=MATCHED, reference=MATCHED[2],
+                       margin=0.02),
+        kinds.Diminishing("wider MLPs are better, with diminishing returns", arms=WIDTH),
+        kinds.Versus("SwiGLU beats GELU at equal size", arm="swiglu", reference=WIDTH[2], against=-0.02,
+                     guard=("edge",), effect=0.04, source="Shazeer 2020: about 0.04 nats"),
+    ),
+    reports=(kinds.RateTable((("norm", "Norm placement x warmup", NORM, ()),
+                              ("mlp_width", "MLP ratio at fixed width (and SwiGLU)", WIDTH + ("swiglu",), ()),
+                              ("mlp_matched", "MLP ratio, parameter-matched", MATCHED, ()),
+                              ("depth", "Deeper models", DEPTH, (NORM[1], NORM[3])))),
+             kinds.BestCurves(NORM)),
+)
