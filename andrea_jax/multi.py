@@ -154,8 +154,8 @@ def check_members(members: Sequence[Member], workdir: str) -> None:
                                  f"with the same members or use a fresh workdir")
 
 
-def group(config: config_lib.RunConfig, cfg: model.ModelConfig, t: step_lib.TrainConfig, members: Sequence[Member],
-          workdir: str, member_axis: str) -> loop.Models:
+def group(config: config_lib.RunConfig, cfg: model.ModelConfig, t: step_lib.TrainConfig,
+          members: Sequence[Member], workdir: str, member_axis: str) -> loop.Models:
   """The members as ``loop.Models``: stacked state, one program, a directory each."""
   prog = programs(cfg, t, resolve_member_axis(member_axis))
   seeds = jnp.asarray([m.seed for m in members], jnp.int32)

@@ -5,9 +5,9 @@ ConfigDict by ``train_and_evaluate``; ``check_config``: its ``model.ModelConfig`
 ``"auto"`` resolved, its ``step.TrainConfig`` and the device mesh), claim the workdir,
 plan the resume (``workdir.py``), prepare the data and the evaluation set, restore or
 initialise the state, then ``loop.train_loop`` and each member's summary, loss plot (and
-a single model's samples). It trains ``loop.Models``: one model (``single_run``) or a group's members
-(``multi.group``), each member with its own directory of metrics, diagnostics, summary and
-loss plot. A single run is ``train_and_evaluate`` (the README's entry point). The step's
+a single model's samples). It trains ``loop.Models``: one model (``single_run``) or a
+group's members (``multi.group``), each member with its own directory of metrics,
+diagnostics, summary and loss plot. A single run is ``train_and_evaluate`` (the README's entry point). The step's
 maths is ``step.py``; the loop, its evaluation and its rows are ``loop.py``.
 
 Divergence (``step.train_step``) means one thing for a run and for each member of a group:
@@ -90,8 +90,8 @@ def single_run(config: config_lib.RunConfig, cfg: model.ModelConfig, t: step_lib
       summary_fields=[{}], n_devices=mesh.size)
 
 
-def _init_single(config: config_lib.RunConfig, cfg: model.ModelConfig, t: step_lib.TrainConfig, optimizer,
-                 shardings) -> dict:
+def _init_single(config: config_lib.RunConfig, cfg: model.ModelConfig,
+                 t: step_lib.TrainConfig, optimizer, shardings) -> dict:
   init = jax.jit(step_lib.init_state, static_argnums=(0, 1), out_shardings=shardings)
   state = init(cfg, optimizer, jax.random.key(t.seed))
   if t.init_from:  # fine-tune a Hugging Face GPT-2 directory (README, interop)

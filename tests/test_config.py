@@ -2,9 +2,11 @@
 gives back the ConfigDict's JSON exactly (what workdirs record and resumes compare), and
 refuses a field or group it does not know, by name."""
 
+import ast
 import dataclasses
 import importlib
 import json
+import pathlib
 
 import pytest
 
@@ -93,3 +95,17 @@ def test_a_config_saved_before_a_field_existed_reads_back_typed():
     del old[group][name]
   typed = config_lib.RunConfig.from_dict(workdir_lib.with_added_fields(old))
   assert typed.model.mup_attention == "inverse"  # the rule it trained with (workdir.py)
+
+
+def test_below_the_boundary_the_library_never_touches_a_configdict():
+  # config.py alone converts one (from_configdict); no other module imports ml_collections
+  # or writes a ConfigDict's JSON (workdir.py records RunConfig.to_dict()).
+  root = pathlib.Path(config_lib.__file__).parent
+  for path in sorted(root.rglob("*.py")):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert not {m for m in imported if m.split(".")[0] == "ml_collections"}, path
+    if path.name != "config.py":
+      assert "to_json_best_effort" not in {n.attr for n in ast.walk(tree)
+                                           if isinstance(n, ast.Attribute)}, path
