@@ -13,7 +13,9 @@ the library reads only this tree, one typed group per group of the config:
     diagnostics  DiagnosticsConfig   mesh          MeshConfig
     distributed  DistributedConfig
 
-The groups hold the values as the ConfigDict has them (``"auto"`` settings unresolved:
+``ModelConfig`` and ``TrainConfig`` keep their homes (the model's module and the step's,
+their first readers); this module adds the other groups and the tree. The groups hold the
+values as the ConfigDict has them (``"auto"`` settings unresolved:
 ``model.resolve_auto`` does that where the platform is known). ``to_dict()`` is the
 ConfigDict's JSON exactly (``json.loads(config.to_json_best_effort())``): what a workdir
 records in ``config.json`` and ``config_history.json`` and what the resume rules compare
@@ -21,9 +23,9 @@ records in ``config.json`` and ``config_history.json`` and what the resume rules
 
 The new groups declare no defaults (the defaults live in ``common.py`` alone): a field
 they name that the config lacks is refused, and so is a field or group they do not name,
-with a line that names it and the fix. ``ModelConfig`` keeps the defaults it has always
-had, equal to ``common.py``'s (``tests/test_config.py`` checks), so a hand-built model
-group may leave them out.
+with a line that names it and the fix. ``ModelConfig`` (and ``TrainConfig``'s
+``init_from``) keep the defaults they have always had, equal to ``common.py``'s
+(``tests/test_config.py`` checks), so a hand-built model group may leave them out.
 """
 
 from __future__ import annotations

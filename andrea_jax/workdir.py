@@ -500,7 +500,9 @@ def write_samples(params, cfg: model.ModelConfig, tokenizer_path: str,
 
 def load_run(workdir: str, step: int | None = None):
   """A finished or stopped run's ``(params, ModelConfig, tokenizer, RunConfig)`` from its
-  workdir.
+  workdir. The RunConfig is None for a ``config.json`` recorded before one of today's
+  fields outside ``ADDED_FIELDS`` existed: such a run still reads back (its model is
+  complete), and its ``config.json`` says what it ran with.
 
   Only the parameters are read from the checkpoint (orbax restores that sub-tree), onto
   this process's first device, whichever mesh wrote them; no optimizer state is built.
@@ -511,8 +513,8 @@ def load_run(workdir: str, step: int | None = None):
   if saved is None:
     raise errors.CheckpointError(f"{workdir} has no config.json: is it a run directory of "
                                  f"python -m experiments.run?")
-  config = config_lib.RunConfig.from_dict(with_added_fields(saved))
-  cfg = model.resolve_auto(config.model, verbose=False)
+  saved = with_added_fields(saved)
+  cfg = model.resolve_auto(model.ModelConfig(**saved["model"]), verbose=False)
   abstract = jax.eval_shape(lambda key: model.init_params(cfg, key), jax.random.key(0))
   one_device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
   abstract = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=one_device),
@@ -520,9 +522,13 @@ def load_run(workdir: str, step: int | None = None):
   directory = os.path.join(workdir, "checkpoints")
   if not os.path.isdir(directory):
     raise errors.CheckpointError(f"{workdir} has no checkpoints/ directory: the run saved none")
-  mngr = ckpt.manager(directory, config.checkpoint.every, config.checkpoint.keep)
+  mngr = ckpt.manager(directory, saved["checkpoint"]["every"], saved["checkpoint"]["keep"])
   try:
     params = ckpt.restore_params(mngr, abstract, step)
   finally:
     mngr.close()
+  try:
+    config = config_lib.RunConfig.from_dict(saved)
+  except errors.ConfigError:  # a field missing from an older record (the docstring)
+    config = None
   return params, cfg, tokenizer_lib.load(tokenizer_file(workdir), cfg.vocab_size), config

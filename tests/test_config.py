@@ -13,6 +13,8 @@ import pytest
 from andrea_jax import config as config_lib
 from andrea_jax import errors
 from andrea_jax import model
+from andrea_jax import step as step_lib
+from andrea_jax import train
 from andrea_jax import workdir as workdir_lib
 from experiments import cli
 from experiments.configs import common, tiny
@@ -48,12 +50,19 @@ def test_the_groups_are_the_typed_groups():
   assert config_lib.run_config(tiny.get_config()) == typed
 
 
-def test_model_config_defaults_are_those_of_common():
-  # One home for defaults: ModelConfig's own (kept for configs built by hand) never differ.
-  group = common.model_group(vocab_size=10, block_size=8, d_model=16, n_layer=1, n_head=2)
-  defaults = {f.name: f.default for f in dataclasses.fields(model.ModelConfig)
+@pytest.mark.parametrize("cls, group", [
+    (model.ModelConfig, common.model_group(vocab_size=10, block_size=8, d_model=16, n_layer=1,
+                                           n_head=2)),
+    (step_lib.TrainConfig, common.train_group())])
+def test_the_defaults_the_typed_groups_kept_are_those_of_common(cls, group):
+  # One home for defaults: those ModelConfig and TrainConfig kept (for configs built by hand
+  # and workdirs saved before a field) never differ from common.py's; the new groups have none.
+  defaults = {f.name: f.default for f in dataclasses.fields(cls)
               if f.default is not dataclasses.MISSING}
-  assert defaults == {k: v for k, v in group.items() if k in defaults}
+  assert defaults and defaults == {k: v for k, v in group.items() if k in defaults}
+  for cls in config_lib.GROUP_TYPES.values():
+    if cls not in (model.ModelConfig, step_lib.TrainConfig):
+      assert all(f.default is dataclasses.MISSING for f in dataclasses.fields(cls)), cls
 
 
 @pytest.mark.parametrize("where, match", [
@@ -68,6 +77,15 @@ def test_a_misspelt_field_is_refused_by_name(where, match):
   config[where[0]][where[1]] = 0
   with pytest.raises(errors.ConfigError, match=match):
     config_lib.RunConfig.from_configdict(config)
+
+
+def test_a_config_file_with_a_misspelt_field_trains_nothing(tmp_path):
+  # A config file is not locked: what it adds is refused at the boundary, before the workdir.
+  config = tiny.get_config()
+  config.model.nrom = "post"
+  with pytest.raises(errors.ConfigError, match=r"model\.nrom .*did you mean 'norm'\?"):
+    train.train_and_evaluate(config, str(tmp_path / "run"))
+  assert not (tmp_path / "run").exists()
 
 
 def test_a_misspelt_group_and_a_missing_field_are_refused_by_name():
