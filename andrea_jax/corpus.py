@@ -1,6 +1,6 @@
 """Where the documents come from: the built-in corpus, or the user's files (``data.path``).
 
-``read_documents(config.data)`` returns the documents of ``data.path`` when it is set, else
+``documents(config.data)`` returns the documents of ``data.path`` when it is set, else
 of the built-in corpus; ``fingerprint`` names a list of documents by its content.
 
 User formats (``path_documents``): a text file (any name), a glob (``docs/**/*.txt``), a
@@ -35,10 +35,13 @@ import pathlib
 import re
 import sys
 import sysconfig
-from typing import Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 from andrea_jax import errors
 from andrea_jax import files as files_lib
+
+if TYPE_CHECKING:  # for the annotations alone: reading text needs no JAX
+  from andrea_jax.config import DataConfig
 
 # Built-in corpus: files whose code lines are more than this share table lines are dropped.
 MAX_TABLE_SHARE = 0.5
@@ -155,19 +158,19 @@ class FileFormat:
   compression: str = ""  # "", "gzip" or "zstd"
 
 
-def source_of(data) -> Source:
+def source_of(data: DataConfig) -> Source:
   """The documents' ``Source`` for ``data`` (files listed, nothing read yet)."""
   if data.utf8_errors not in ("error", "replace"):
     raise errors.DataError(f"data.utf8_errors={data.utf8_errors!r}; expected 'error' or 'replace'")
-  if data.get("hf_dataset") and data.path:
+  if data.hf_dataset and data.path:
     raise errors.DataError(f"both data.path={data.path!r} and data.hf_dataset="
                            f"{data.hf_dataset!r} are set; keep one of them")
-  if data.get("hf_dataset"):
+  if data.hf_dataset:
     return Source(f"data.hf_dataset={data.hf_dataset!r}")
   if not data.path:  # its size: the progress bar's total and the split's block size
     return Source("the built-in corpus", total_bytes=sum(
         len(d.encode("utf-8")) for d in builtin_documents(data.max_docs)))
-  found = list_files(data.path, data.extensions, data.get("hf_split", "train"))
+  found = list_files(data.path, data.extensions, data.hf_split)
   return Source(f"data.path={data.path!r}", tuple(map(str, found)),
                 sum(os.path.getsize(f) for f in found))
 
@@ -285,7 +288,7 @@ def _open(path: str, compression: str):
     yield raw, stream
 
 
-def pieces(source: Source, data, progress=None) -> Iterator[tuple[str, bool]]:
+def pieces(source: Source, data: DataConfig, progress=None) -> Iterator[tuple[str, bool]]:
   """The documents of ``source`` as ``(text, starts_document)`` pieces, in a fixed order.
 
   Most documents are one piece; a document longer than ``PIECE_CHARS`` (a large text file)
@@ -296,7 +299,7 @@ def pieces(source: Source, data, progress=None) -> Iterator[tuple[str, bool]]:
   if source.files:
     for path in source.files:
       yield from _file_pieces(path, data, progress)
-  elif data.get("hf_dataset"):
+  elif data.hf_dataset:
     yield from _hf_pieces(data, progress)
   else:
     for doc in builtin_documents(data.max_docs):
@@ -304,7 +307,7 @@ def pieces(source: Source, data, progress=None) -> Iterator[tuple[str, bool]]:
       progress(len(doc.encode("utf-8")))
 
 
-def documents(data) -> Iterator[str]:
+def documents(data: DataConfig) -> Iterator[str]:
   """Whole documents of ``data``'s source (pieces joined): for tests and small corpora."""
   source, doc = source_of(data), None
   for text, new in pieces(source, data):
@@ -321,10 +324,10 @@ def no_documents(source: Source) -> errors.DataError:
                           f"data.path elsewhere")
 
 
-def _file_pieces(path: str, data, progress) -> Iterator[tuple[str, bool]]:
+def _file_pieces(path: str, data: DataConfig, progress) -> Iterator[tuple[str, bool]]:
   fmt = file_format(path)
   if fmt.kind in ("parquet", "arrow", "arrow_file"):
-    yield from _table_pieces(path, fmt.kind, data.get("text_field", "text"), progress)
+    yield from _table_pieces(path, fmt.kind, data.text_field, progress)
     return
   reader = {"text": _text_pieces, "jsonl": _jsonl_pieces, "json_array": _json_array_pieces}
   with _open(path, fmt.compression) as (raw, stream):
@@ -359,7 +362,7 @@ def _decode(raw: bytes, where: str, utf8_errors: str, offset: int = 0) -> str:
                            f"({e.reason}); fix the file or set data.utf8_errors='replace'") from None
 
 
-def _text_pieces(stream, path: str, data) -> Iterator[tuple[str, bool]]:
+def _text_pieces(stream, path: str, data: DataConfig) -> Iterator[tuple[str, bool]]:
   """A text file's documents (split at ``data.doc_separator``), in pieces of a bounded size."""
   handler = "strict" if data.utf8_errors == "error" else data.utf8_errors
   decoder = codecs.getincrementaldecoder("utf-8")(handler)
@@ -386,10 +389,10 @@ def _text_pieces(stream, path: str, data) -> Iterator[tuple[str, bool]]:
       return
 
 
-def _jsonl_pieces(stream, path: str, data) -> Iterator[tuple[str, bool]]:
+def _jsonl_pieces(stream, path: str, data: DataConfig) -> Iterator[tuple[str, bool]]:
   """One document a line. Lines end at b"\\n" only: U+2028 and U+0085, which JSON may hold
   unescaped inside a string, do not end a line."""
-  field = data.get("text_field", "text")
+  field = data.text_field
   for number, raw in enumerate(stream, start=1):
     if not raw.strip():
       continue
@@ -405,7 +408,7 @@ def _jsonl_pieces(stream, path: str, data) -> Iterator[tuple[str, bool]]:
       yield text, True
 
 
-def _json_array_pieces(stream, path: str, data) -> Iterator[tuple[str, bool]]:
+def _json_array_pieces(stream, path: str, data: DataConfig) -> Iterator[tuple[str, bool]]:
   size = os.path.getsize(path)
   if size > MAX_JSON_ARRAY_BYTES:
     raise errors.DataError(f"{path} is one JSON array of {size / 1e6:,.0f} MB, which is read "
@@ -415,7 +418,7 @@ def _json_array_pieces(stream, path: str, data) -> Iterator[tuple[str, bool]]:
   except json.JSONDecodeError as e:
     raise errors.DataError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}); fix the "
                            f"file") from None
-  field = data.get("text_field", "text")
+  field = data.text_field
   for number, record in enumerate(records if isinstance(records, list) else [records]):
     text = _field(record, field, f"{path}[{number}]", json.dumps(record)[:80])
     if text:
@@ -481,10 +484,10 @@ def _check_column(schema, field: str, path: str) -> None:
                            f"data.text_field to the text column")
 
 
-def _hf_pieces(data, progress) -> Iterator[tuple[str, bool]]:
+def _hf_pieces(data: DataConfig, progress) -> Iterator[tuple[str, bool]]:
   """A ``datasets`` dataset (a hub name, or a local folder or script), streamed."""
   dataset = load_hf(data)
-  field = data.get("text_field", "text")
+  field = data.text_field
   for number, row in enumerate(dataset):
     text = _field(row, field, f"data.hf_dataset={data.hf_dataset!r} row {number}", str(row))
     if text:
@@ -492,7 +495,7 @@ def _hf_pieces(data, progress) -> Iterator[tuple[str, bool]]:
       progress(len(text))  # characters: a hub stream's size on disk is unknown
 
 
-def load_hf(data):
+def load_hf(data: DataConfig):
   """``datasets.load_dataset(data.hf_dataset, data.hf_config, split=..., streaming=True)``,
   with one line for what goes wrong (no network, no such dataset or split)."""
   try:
@@ -512,7 +515,7 @@ def load_hf(data):
         f"or data.path at them") from None
 
 
-def source_fingerprint(source: Source, data) -> str:
+def source_fingerprint(source: Source, data: DataConfig) -> str:
   """A name for the source's content that reads little of it: for files, each file's
   path, size and a sample of its bytes (all of a file up to 1 MB, else its first, middle
   and last MB); for the built-in corpus, every document (``fingerprint``); for a hub
@@ -530,7 +533,7 @@ def source_fingerprint(source: Source, data) -> str:
           f.seek(at)
           h.update(f.read(SAMPLE_BYTES))
     return h.hexdigest()
-  if data.get("hf_dataset"):
+  if data.hf_dataset:
     if os.path.exists(data.hf_dataset):
       local = Source("", tuple(str(p) for p in list_files(data.hf_dataset, "*")))
       return source_fingerprint(local, data)

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from andrea_jax import config as config_lib
 from andrea_jax import metrics
 from andrea_jax import model
 
@@ -132,8 +133,9 @@ class Recorder:
   training, so the final values are always there), and the first updates' sizes, to each
   member's ``diagnostics.jsonl`` (``stacked``: parameters of a group, one per member)."""
 
-  def __init__(self, d, cfg: model.ModelConfig, batch_BT: np.ndarray, dirs: list[str],
-               stacked: bool = False, last_step: int | None = None):
+  def __init__(self, d: config_lib.DiagnosticsConfig, cfg: model.ModelConfig,
+               batch_BT: np.ndarray, dirs: list[str], stacked: bool = False,
+               last_step: int | None = None):
     self.every, self.early_steps, self.stacked = d.every, d.early_steps, stacked
     self.last_step = last_step
     over = jax.vmap if stacked else (lambda fn: fn)

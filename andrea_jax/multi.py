@@ -40,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from andrea_jax import config as config_lib
 from andrea_jax import errors
 from andrea_jax import files
 from andrea_jax import loop
@@ -153,8 +154,8 @@ def check_members(members: Sequence[Member], workdir: str) -> None:
                                  f"with the same members or use a fresh workdir")
 
 
-def group(config, cfg: model.ModelConfig, t: step_lib.TrainConfig, members: Sequence[Member],
-          workdir: str, member_axis: str) -> loop.Models:
+def group(config: config_lib.RunConfig, cfg: model.ModelConfig, t: step_lib.TrainConfig,
+          members: Sequence[Member], workdir: str, member_axis: str) -> loop.Models:
   """The members as ``loop.Models``: stacked state, one program, a directory each."""
   prog = programs(cfg, t, resolve_member_axis(member_axis))
   seeds = jnp.asarray([m.seed for m in members], jnp.int32)
@@ -181,10 +182,13 @@ def train_members(config, members: Sequence[Member], workdir: str,
                   member_axis: str = "auto") -> list[dict]:
   """Train ``members`` of ``config``'s architecture together; returns their summaries.
 
+  ``config``: an experiment's ConfigDict (converted here, the boundary) or a ``RunConfig``.
+
   Resumes from ``workdir``'s newest checkpoint (a resume with other members, or other
   training settings, is refused). ``member_axis``: how one program steps all members
   (``resolve_member_axis``). A workdir whose group already finished is left untouched.
   """
+  config = config_lib.run_config(config)
   check_members(members, workdir)
   if jax.process_count() > 1:
     raise errors.ConfigError(f"a group trains in one process (this program has "

@@ -38,7 +38,7 @@ import re
 import shutil
 import signal
 import threading
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
@@ -50,6 +50,9 @@ from andrea_jax import progress as progress_lib
 from andrea_jax import shards
 from andrea_jax import signals as signals_lib
 from andrea_jax import tokenizer as tokenizer_lib
+
+if TYPE_CHECKING:  # for the annotations alone: preparing data needs no JAX
+  from andrea_jax.config import DataConfig, RunConfig
 
 # Bump when the shard contents or cache layout change, so old caches are not reused.
 # 2: generated tables left out of the built-in corpus, split by bytes, split_seed.
@@ -115,7 +118,7 @@ class Splitter:
   fixed order, so a rerun (a resume) makes the same runs.
   """
 
-  def __init__(self, data, block_chars: int = SPLIT_BLOCK_CHARS):
+  def __init__(self, data: DataConfig, block_chars: int = SPLIT_BLOCK_CHARS):
     self.block_chars = block_chars
     if not 0.0 < data.val_fraction < 1.0:
       raise errors.DataError(f"data.val_fraction={data.val_fraction}; expected a fraction "
@@ -153,7 +156,7 @@ class Splitter:
       yield run
 
 
-def _runs(source: corpus.Source, data, splitter: Splitter, bar=None) -> Iterator[Run]:
+def _runs(source: corpus.Source, data: DataConfig, splitter: Splitter, bar=None) -> Iterator[Run]:
   for text, new_doc in corpus.pieces(source, data, bar.update if bar else None):
     yield from splitter.split(text, new_doc)
 
@@ -188,7 +191,7 @@ class PreparedData:
     return shards.TokenStream(self.train_paths if side == "train" else self.val_paths)
 
 
-def cache_key(fingerprint: str, data, vocab_size: int | None = None) -> str:
+def cache_key(fingerprint: str, data: DataConfig, vocab_size: int | None = None) -> str:
   """Hash of everything that determines the cached files (``vocab_size``: a fitted one)."""
   if data.tokenizer_path and not os.path.isfile(data.tokenizer_path):
     raise tokenizer_lib.TokenizerNotFoundError(
@@ -204,12 +207,11 @@ def cache_key(fingerprint: str, data, vocab_size: int | None = None) -> str:
   return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:20]
 
 
-def _check_vocab(config) -> int:
+def _check_vocab(config: RunConfig) -> int:
   vocab_size = config.data.vocab_size
-  model = config.get("model")
-  if model is not None and model.get("vocab_size", vocab_size) != vocab_size:
+  if config.model.vocab_size != vocab_size:
     raise errors.DataError(f"data.vocab_size={vocab_size} but model.vocab_size="
-                           f"{model.vocab_size}; set both to the same value")
+                           f"{config.model.vocab_size}; set both to the same value")
   tokenizer_lib.check_vocab_size(vocab_size)
   return vocab_size
 
@@ -222,7 +224,7 @@ def say(message: str) -> None:
 # ----------------------------------------------------------------------------- prepare
 
 
-def prepare(config, fit_vocab: bool = False, check=None) -> PreparedData:
+def prepare(config: RunConfig, fit_vocab: bool = False, check=None) -> PreparedData:
   """Tokenizer and train/val shards for ``config``, from the cache when they are there.
 
   With ``fit_vocab``, a corpus too small to learn ``vocab_size`` tokens gets the
@@ -296,7 +298,7 @@ def _make_directory(directory: str, field: str, value: str) -> None:
 # ----------------------------------------------------------------------------- the tokenizer
 
 
-def _tokenizer(directory: str, config, source, fit: bool):
+def _tokenizer(directory: str, config: RunConfig, source, fit: bool):
   """``(tokenizer, sample record)``: the one an interrupted preparation saved, the given
   ``data.tokenizer_path``, or one trained on a seeded sample of the training runs."""
   data, vocab_size = config.data, config.data.vocab_size
@@ -317,7 +319,7 @@ def _tokenizer(directory: str, config, source, fit: bool):
   return tokenizer_lib.load(path, sample["vocab_size"]), sample
 
 
-def _train_on_sample(config, source, fit: bool):
+def _train_on_sample(config: RunConfig, source, fit: bool):
   """A tokenizer trained on training runs drawn by a keyed hash at the rate that fills
   ``data.tokenizer_sample_bytes`` from the source's size on disk (all of a small corpus)."""
   data, limit = config.data, config.data.tokenizer_sample_bytes
@@ -368,13 +370,11 @@ def _check_split(splitter: Splitter, source) -> None:
         f"data.val_fraction or data.split_seed")
 
 
-def _check_batch_bound(config, splitter: Splitter) -> None:
+def _check_batch_bound(config: RunConfig, splitter: Splitter) -> None:
   """Refuse a batch that cannot fit the training split whatever the tokenizer: a token is
   at least one byte, plus one EOT per document (``loader.check_batch_fits`` checks the
   exact count once the split is encoded)."""
-  t, m = config.get("train"), config.get("model")
-  if t is None or m is None:
-    return
+  t, m = config.train, config.model
   most = splitter.bytes["train"] + splitter.docs["train"]
   need = t.batch_size * (m.block_size + 1)
   if need > most:
@@ -457,7 +457,7 @@ class _Progress:
   taken: int = 0  # ... after this many of its tokens (EOT included)
 
 
-def _encode(directory: str, data, source, fp: str, tok, sample: dict) -> PreparedData:
+def _encode(directory: str, data: DataConfig, source, fp: str, tok, sample: dict) -> PreparedData:
   """Encode the corpus into shards in ``directory``, resuming from ``progress.json``."""
   path = os.path.join(directory, "progress.json")
   done = _Progress(**(files.read_json(path) or {"train": []}))
@@ -530,7 +530,7 @@ def _whole(directory: str, entry: dict) -> bool:
     return False
 
 
-def _finish(directory: str, data, fp: str, tok, sample: dict, splitter: Splitter,
+def _finish(directory: str, data: DataConfig, fp: str, tok, sample: dict, splitter: Splitter,
             writers: dict) -> PreparedData:
   """``manifest.json`` (written last: its presence marks a complete directory)."""
   manifest = dict(
@@ -588,7 +588,7 @@ def load_prepared(directory: str) -> PreparedData | None:
 # ----------------------------------------------------------------------------- given shards
 
 
-def existing_shards(data, vocab_size: int, check=None) -> PreparedData:
+def existing_shards(data: DataConfig, vocab_size: int, check=None) -> PreparedData:
   """Token shards prepared elsewhere (llm.c, modded-nanogpt: ``data.shards``), with the
   tokenizer they were made with (``data.tokenizer_path``), read where they are."""
   found = shards.find_shards(data.shards)

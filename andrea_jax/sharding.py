@@ -23,6 +23,7 @@ import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec as P
 
+from andrea_jax import config as config_lib
 from andrea_jax import errors
 
 MESH_AXES = ("data", "fsdp")
@@ -80,14 +81,14 @@ def mesh_shape(data: int, fsdp: int, n_devices: int) -> tuple[int, int]:
   return data, fsdp
 
 
-def make_mesh(mesh_config, devices=None) -> Mesh:
+def make_mesh(mesh_config: config_lib.MeshConfig, devices=None) -> Mesh:
   """The ("data", "fsdp") mesh over all devices (of all processes) from the ``mesh`` group."""
   devices = jax.devices() if devices is None else devices
   shape = mesh_shape(mesh_config.data, mesh_config.fsdp, len(devices))
   return jax.make_mesh(shape, MESH_AXES, axis_types=AXIS_TYPES, devices=devices)
 
 
-def abstract_mesh(mesh_config, n_devices: int) -> AbstractMesh:
+def abstract_mesh(mesh_config: config_lib.MeshConfig, n_devices: int) -> AbstractMesh:
   """``make_mesh``'s grid for ``n_devices`` devices, without the devices: shardings for a
   step lowered here for another machine (``jax.export``, tests/test_export_gpu.py)."""
   shape = mesh_shape(mesh_config.data, mesh_config.fsdp, n_devices)
@@ -199,7 +200,7 @@ def global_batch(local: np.ndarray, sharding: NamedSharding, batch_dim: int) -> 
 # ----------------------------------------------------------------------------- processes
 
 
-def initialize(d) -> None:
+def initialize(d: config_lib.DistributedConfig) -> None:
   """``jax.distributed.initialize`` from the ``distributed`` group; call before any JAX use.
 
   Without a coordinator address JAX detects the cluster itself (SLURM, Open MPI, Cloud TPU).

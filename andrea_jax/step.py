@@ -39,8 +39,9 @@ DECAYED = frozenset({"wte", "wpe", "lm_head", "w_qkv", "w_out", "w_in"})
 class TrainConfig:
   """The ``train`` group (experiments/configs/common.py says what each field does), checked.
 
-  ``TrainConfig(**config.train)``; frozen and hashable, so a jitted program can be keyed
-  by it. Bad values are refused with a ``ConfigError`` naming the field and the fix.
+  ``config.RunConfig.train`` (built from the ConfigDict at the boundary); frozen and
+  hashable, so a jitted program can be keyed by it. Bad values are refused with a
+  ``ConfigError`` naming the field and the fix.
   """
   seed: int
   steps: int

@@ -1,12 +1,13 @@
 """The run lifecycle: one engine for a single run and for a group of runs (``multi.py``).
 
-``run``: check the config (``check_config``: the frozen ``model.ModelConfig`` and
-``step.TrainConfig`` and the device mesh), claim the workdir, plan the resume
-(``workdir.py``), prepare the data and the evaluation set, restore or initialise the state,
-then ``loop.train_loop`` and each member's summary, loss plot (and a single model's
-samples). It trains ``loop.Models``: one model (``single_run``) or a group's members
-(``multi.group``), each member with its own directory of metrics, diagnostics, summary and
-loss plot. A single run is ``train_and_evaluate`` (the README's entry point). The step's
+``run``: check the config (a ``config.RunConfig``, built once from the experiment's
+ConfigDict by ``train_and_evaluate``; ``check_config``: its ``model.ModelConfig`` with
+``"auto"`` resolved, its ``step.TrainConfig`` and the device mesh), claim the workdir,
+plan the resume (``workdir.py``), prepare the data and the evaluation set, restore or
+initialise the state, then ``loop.train_loop`` and each member's summary, loss plot (and
+a single model's samples). It trains ``loop.Models``: one model (``single_run``) or a
+group's members (``multi.group``), each member with its own directory of metrics,
+diagnostics, summary and loss plot. A single run is ``train_and_evaluate`` (the README's entry point). The step's
 maths is ``step.py``; the loop, its evaluation and its rows are ``loop.py``.
 
 Divergence (``step.train_step``) means one thing for a run and for each member of a group:
@@ -38,6 +39,7 @@ from tqdm.auto import tqdm
 
 from andrea_jax import allocator
 from andrea_jax import checkpoint as ckpt
+from andrea_jax import config as config_lib
 from andrea_jax import diagnostics
 from andrea_jax import errors
 from andrea_jax import files
@@ -60,7 +62,7 @@ EXIT_CODES = {"completed": EXIT_COMPLETED, "diverged": EXIT_DIVERGED,
 # ----------------------------------------------------------------------------- what a run trains
 
 
-def single_run(config, cfg: model.ModelConfig, t: step_lib.TrainConfig, mesh,
+def single_run(config: config_lib.RunConfig, cfg: model.ModelConfig, t: step_lib.TrainConfig, mesh,
                workdir: str) -> loop.Models:
   """One model on ``mesh``: state, steps and batches sharded, checkpoints on any mesh."""
   segments = workdir_lib.schedule_segments(workdir, config)  # a resume keeps what was planned
@@ -88,8 +90,8 @@ def single_run(config, cfg: model.ModelConfig, t: step_lib.TrainConfig, mesh,
       summary_fields=[{}], n_devices=mesh.size)
 
 
-def _init_single(config, cfg: model.ModelConfig, t: step_lib.TrainConfig, optimizer,
-                 shardings) -> dict:
+def _init_single(config: config_lib.RunConfig, cfg: model.ModelConfig,
+                 t: step_lib.TrainConfig, optimizer, shardings) -> dict:
   init = jax.jit(step_lib.init_state, static_argnums=(0, 1), out_shardings=shardings)
   state = init(cfg, optimizer, jax.random.key(t.seed))
   if t.init_from:  # fine-tune a Hugging Face GPT-2 directory (README, interop)
@@ -121,11 +123,12 @@ class RunResult:
     return EXIT_CODES[self.status]
 
 
-def check_config(config, devices=None) -> tuple[model.ModelConfig, step_lib.TrainConfig, Any]:
-  """The model config, training config and device mesh of ``config``, or a ConfigError
-  naming what is wrong."""
-  cfg = model.resolve_auto(model.ModelConfig(**config.model))
-  t = step_lib.TrainConfig(**config.train)
+def check_config(config: config_lib.RunConfig, devices=None
+                 ) -> tuple[model.ModelConfig, step_lib.TrainConfig, Any]:
+  """The model config (``"auto"`` resolved), training config and device mesh of ``config``,
+  or a ConfigError naming what is wrong."""
+  cfg = model.resolve_auto(config.model)
+  t = config.train
   mesh = sharding.make_mesh(config.mesh, devices)
   sharding.check_batch(t.batch_size, t.grad_accum_steps, mesh)
   if config.diagnostics.enabled and jax.process_count() > 1:
@@ -135,7 +138,7 @@ def check_config(config, devices=None) -> tuple[model.ModelConfig, step_lib.Trai
   return cfg, t, mesh
 
 
-def prepare_data(config, fit_vocab: bool = False,
+def prepare_data(config: config_lib.RunConfig, fit_vocab: bool = False,
                  workdir: str | None = None) -> prepare_lib.PreparedData:
   """Process 0 prepares (or finds) the cached data first; the others then read its cache.
 
@@ -166,7 +169,7 @@ def restore_or_init(models: loop.Models, mngr, workdir: str, start_step: int) ->
   return state, step
 
 
-def run(config, workdir: str,
+def run(config: config_lib.RunConfig, workdir: str,
         build: Callable[[model.ModelConfig, step_lib.TrainConfig, Any], loop.Models],
         allow_resume_changes: bool = False, devices=None) -> RunResult:
   """The lifecycle of a run in ``workdir``: train ``build(cfg, t, mesh)``'s models, resuming.
@@ -279,7 +282,11 @@ def summary(outcome: loop.Outcome, i: int, eval_set: loop.EvalSet, steps: int) -
 
 
 def train_and_evaluate(config, workdir: str, allow_resume_changes: bool = False) -> RunResult:
-  """Train ``config`` in ``workdir``; resume if it holds a checkpoint (``run``)."""
+  """Train ``config`` in ``workdir``; resume if it holds a checkpoint (``run``).
+
+  ``config``: an experiment's ConfigDict (converted here, the boundary) or a ``RunConfig``.
+  """
+  config = config_lib.run_config(config)
   result = run(config, workdir, lambda cfg, t, mesh: single_run(config, cfg, t, mesh, workdir),
                allow_resume_changes)
   if result.already_complete:

@@ -49,6 +49,7 @@ from typing import Iterator
 import jax
 
 from andrea_jax import checkpoint as ckpt
+from andrea_jax import config as config_lib
 from andrea_jax import errors
 from andrea_jax import files
 from andrea_jax import metrics
@@ -300,9 +301,10 @@ def absolute_paths(config_dict: dict) -> dict:
   return out
 
 
-def plan_resume(workdir: str, config, allow_changes: bool = False) -> ResumePlan:
+def plan_resume(workdir: str, config: config_lib.RunConfig,
+                allow_changes: bool = False) -> ResumePlan:
   """Check ``config`` against the run in ``workdir``; refuse changes the rules forbid."""
-  current = absolute_paths(json.loads(config.to_json_best_effort()))
+  current = absolute_paths(config.to_dict())
   saved, step = load_config_dict(workdir), latest_checkpoint(workdir)
   if saved is None:
     if step is not None:
@@ -392,14 +394,14 @@ def describe_changes(plan: ResumePlan) -> str:
           f"segment in config_history.json):{_lines(plan.changes)}")
 
 
-def schedule_segments(workdir: str, config) -> list[tuple[int, dict]]:
+def schedule_segments(workdir: str, config: config_lib.RunConfig) -> list[tuple[int, dict]]:
   """``[(start_step, train group), ...]`` of the run in ``workdir`` continued by ``config``.
 
   The segments of ``config_history.json`` (or the saved config as the one segment), and
   ``config``'s own from the newest checkpoint on when its ``train`` group differs from
   the last one's: what the schedule keeps and extends (``step.make_schedule``).
   """
-  current = json.loads(config.train.to_json_best_effort())
+  current = config.to_dict()["train"]
   segments_ = config_history(workdir)
   saved = load_config_dict(workdir)
   if segments_:
@@ -415,14 +417,15 @@ def schedule_segments(workdir: str, config) -> list[tuple[int, dict]]:
   return segments
 
 
-def record_start(workdir: str, config, plan: ResumePlan, data: dict) -> None:
+def record_start(workdir: str, config: config_lib.RunConfig, plan: ResumePlan,
+                 data: dict) -> None:
   """Write ``config.json``, ``data.json``, the run's copy of its tokenizer and, for accepted
   changes, a new history segment.
 
   The workdir is self-contained and can move: the tokenizer is copied into it
   (``TOKENIZER``), and the paths in ``config.json`` and ``data.json`` are absolute.
   """
-  current = absolute_paths(json.loads(config.to_json_best_effort()))
+  current = absolute_paths(config.to_dict())
   if plan.changes:
     segments = (config_history(workdir)
                 or [{"start_step": 0, "changes": [], "config": plan.saved}])
@@ -478,7 +481,8 @@ def describe(summary: dict, workdir: str) -> str:
 # ------------------------------------------------------------------------ the trained run read back
 
 
-def write_samples(params, cfg, tokenizer_path: str, s, workdir: str, seed: int) -> list[str]:
+def write_samples(params, cfg: model.ModelConfig, tokenizer_path: str,
+                  s: config_lib.SampleConfig, workdir: str, seed: int) -> list[str]:
   """A few samples from the trained model, printed and saved to ``samples.txt``."""
   from andrea_jax import sample  # pylint: disable=import-outside-toplevel
   from tqdm.auto import tqdm  # pylint: disable=import-outside-toplevel
@@ -495,20 +499,22 @@ def write_samples(params, cfg, tokenizer_path: str, s, workdir: str, seed: int) 
 
 
 def load_run(workdir: str, step: int | None = None):
-  """A finished or stopped run's ``(params, ModelConfig, tokenizer, config)`` from its workdir.
+  """A finished or stopped run's ``(params, ModelConfig, tokenizer, RunConfig)`` from its
+  workdir. The RunConfig is None for a ``config.json`` recorded before one of today's
+  fields outside ``ADDED_FIELDS`` existed: such a run still reads back (its model is
+  complete), and its ``config.json`` says what it ran with.
 
   Only the parameters are read from the checkpoint (orbax restores that sub-tree), onto
   this process's first device, whichever mesh wrote them; no optimizer state is built.
   By default the newest checkpoint that reads whole (a damaged newer one is skipped with a
   note); from any directory, and after the workdir was moved.
   """
-  import ml_collections  # pylint: disable=import-outside-toplevel
   saved = load_config_dict(workdir)
   if saved is None:
     raise errors.CheckpointError(f"{workdir} has no config.json: is it a run directory of "
                                  f"python -m experiments.run?")
-  config = ml_collections.ConfigDict(with_added_fields(saved))
-  cfg = model.resolve_auto(model.ModelConfig(**config.model), verbose=False)
+  saved = with_added_fields(saved)
+  cfg = model.resolve_auto(model.ModelConfig(**saved["model"]), verbose=False)
   abstract = jax.eval_shape(lambda key: model.init_params(cfg, key), jax.random.key(0))
   one_device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
   abstract = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=one_device),
@@ -516,9 +522,13 @@ def load_run(workdir: str, step: int | None = None):
   directory = os.path.join(workdir, "checkpoints")
   if not os.path.isdir(directory):
     raise errors.CheckpointError(f"{workdir} has no checkpoints/ directory: the run saved none")
-  mngr = ckpt.manager(directory, config.checkpoint.every, config.checkpoint.keep)
+  mngr = ckpt.manager(directory, saved["checkpoint"]["every"], saved["checkpoint"]["keep"])
   try:
     params = ckpt.restore_params(mngr, abstract, step)
   finally:
     mngr.close()
+  try:
+    config = config_lib.RunConfig.from_dict(saved)
+  except errors.ConfigError:  # a field missing from an older record (the docstring)
+    config = None
   return params, cfg, tokenizer_lib.load(tokenizer_file(workdir), cfg.vocab_size), config

@@ -129,6 +129,7 @@ def fit_to_data(config, overridden: dict, workdir: str | None = None) -> list[st
   samples continue the opening words of a held-out document (not the built-in "def ").
   """
   # Imported here: report and the other light commands share this module without JAX.
+  from andrea_jax import config as config_lib  # pylint: disable=import-outside-toplevel
   from andrea_jax import train, workdir as workdir_lib  # pylint: disable=import-outside-toplevel
   from andrea_jax import prepare as prepare_lib  # pylint: disable=import-outside-toplevel
   saved = workdir_lib.load_config_dict(workdir) if workdir else None
@@ -139,8 +140,8 @@ def fit_to_data(config, overridden: dict, workdir: str | None = None) -> list[st
     else:
       notes.append(common.fit_warmup(config))
   if config.data.path or config.data.hf_dataset or config.data.shards:
-    prepared = train.prepare_data(config, fit_vocab=fit_vocab(config, overridden),
-                                  workdir=workdir)
+    prepared = train.prepare_data(config_lib.RunConfig.from_configdict(config),
+                                  fit_vocab=fit_vocab(config, overridden), workdir=workdir)
     config.model.vocab_size = prepared.vocab_size  # data.vocab_size refers to it
     if "sample.prompt" not in overridden:
       config.sample.prompt = prepare_lib.opening_words(prepared)

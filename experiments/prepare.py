@@ -21,6 +21,7 @@ import time
 
 from absl import app, flags
 
+from andrea_jax import config as config_lib
 from andrea_jax import errors
 from andrea_jax import prepare as prepare_lib
 from andrea_jax import signals as signals_lib
@@ -60,7 +61,8 @@ def main(argv):
     stop.resume = "the same command again"
     signals_lib.set_phase("preparing data")
     try:
-      prepared = prepare_lib.prepare(config, cli.fit_vocab(config, cli.overridden_fields()))
+      prepared = prepare_lib.prepare(config_lib.RunConfig.from_configdict(config),
+                                     cli.fit_vocab(config, cli.overridden_fields()))
     except signals_lib.Interrupted as e:
       print(f"interrupted while {e.phase}: every whole shard is kept; run the same command "
             f"again to resume", flush=True)

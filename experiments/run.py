@@ -27,6 +27,7 @@ if __name__ == "__main__":  # a Ctrl-C while the libraries load is a stop reques
 
 import jax  # pylint: disable=wrong-import-position
 
+from andrea_jax import config as config_lib
 from andrea_jax import forecast
 from andrea_jax import sharding
 from andrea_jax import train
@@ -100,7 +101,7 @@ def main(argv):
 
 def _train(config, overridden: dict, config_arg: str, workdir: str):
   # Before any other JAX call: the backends must see every process (docs/scaling.md).
-  sharding.initialize(config.distributed)
+  sharding.initialize(config_lib.DistributedConfig(**config.distributed))
   name = os.path.basename(config_arg.partition(":")[0]).removesuffix(".py")
   note = forecast.gpu_config_note(name, jax.default_backend())
   if note and sharding.is_lead():

@@ -20,6 +20,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 import jax  # pylint: disable=wrong-import-position  (importing is no JAX call: initialize still works)
+from andrea_jax import config as config_lib  # pylint: disable=wrong-import-position
 from andrea_jax import metrics as metrics_lib  # pylint: disable=wrong-import-position
 from andrea_jax import model  # pylint: disable=wrong-import-position
 from andrea_jax import sharding  # pylint: disable=wrong-import-position
@@ -81,7 +82,7 @@ def init_memory(spec: dict) -> dict:
   config = make_config(spec["overrides"])
   cfg = model.ModelConfig(**config.model)
   optimizer = step_lib.make_optimizer(step_lib.TrainConfig(**config.train), cfg)
-  mesh = sharding.make_mesh(config.mesh)
+  mesh = sharding.make_mesh(config_lib.MeshConfig(**config.mesh))
   shardings = sharding.state_shardings(step_lib.abstract_state(cfg, optimizer, 0), mesh)
   state = jax.jit(step_lib.init_state, static_argnums=(0, 1), out_shardings=shardings)(
       cfg, optimizer, jax.random.key(0))
@@ -92,7 +93,7 @@ def main(spec: dict) -> dict:
   if spec.get("distributed"):
     d = make_config({}).distributed
     d.update(enabled=True, **spec["distributed"])
-    sharding.initialize(d)  # before any other JAX call
+    sharding.initialize(config_lib.DistributedConfig(**d))  # before any other JAX call
   out = {"process_index": jax.process_index(), "process_count": jax.process_count(),
          "device_count": jax.device_count(), "local_device_count": jax.local_device_count()}
   out["runs"] = [run(r) for r in spec.get("runs", [])]

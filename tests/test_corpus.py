@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
+from andrea_jax import config as config_lib
 from andrea_jax import corpus as corpus_lib
 from andrea_jax import errors
 from experiments.configs import tiny
@@ -18,10 +19,10 @@ DOCS = ["first document\nwith two lines", "second: é, 漢字, 🙂", "third\u20
         "separator\u0085and a next-line inside", "fourth"]
 
 
-def data_config(**overrides):
-  data = tiny.get_config().data
-  data.update(overrides)
-  return data
+def data_config(**overrides) -> config_lib.DataConfig:
+  config = tiny.get_config()
+  config.data.update(overrides)
+  return config_lib.RunConfig.from_configdict(config).data
 
 
 def read(path, **overrides) -> list[str]:

@@ -10,6 +10,7 @@ import ml_collections
 import numpy as np
 import pytest
 
+from andrea_jax import config as config_lib
 from andrea_jax import corpus as corpus_lib
 from andrea_jax import errors
 from andrea_jax import files as files_lib
@@ -29,10 +30,10 @@ SMALL_VOCAB = 256 + 64 + 1
 SHARD_TOKENS = 50_000
 
 
-def data_config(**overrides):
-  data = tiny.get_config().data
-  data.update(overrides)
-  return data
+def data_config(**overrides) -> config_lib.DataConfig:
+  config = tiny.get_config()
+  config.data.update(overrides)
+  return config_lib.RunConfig.from_configdict(config).data
 
 
 def read_all(data) -> list[str]:
@@ -94,7 +95,7 @@ def test_data_errors_are_the_projects_data_error():
 def test_data_path_alone_selects_it(tmp_path):
   (tmp_path / "a.txt").write_text("mine", encoding="utf-8")
   data = data_config(path=str(tmp_path))
-  assert "source" not in data  # data.path decides: empty = the built-in corpus
+  assert not hasattr(data, "source")  # data.path decides: empty = the built-in corpus
   assert read_all(data) == ["mine"]
   assert (read_all(data_config(path="", max_docs=3))
           == corpus_lib.builtin_documents(3))
@@ -328,6 +329,15 @@ def test_truncated_and_missing_shard(tmp_path):
 # ---------------------------------------------------------------------------- prepare
 
 
+def prepare(config, fit_vocab: bool = False) -> prepare_lib.PreparedData:
+  """``prepare.prepare`` of a ConfigDict, typed as the boundary types it."""
+  return prepare_lib.prepare(config_lib.RunConfig.from_configdict(config), fit_vocab)
+
+
+def data_of(config) -> config_lib.DataConfig:
+  return config_lib.RunConfig.from_configdict(config).data
+
+
 def prep_config(tmp_path, **data_overrides):
   config = tiny.get_config()
   config.model.vocab_size = SMALL_VOCAB
@@ -340,12 +350,12 @@ def prep_config(tmp_path, **data_overrides):
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
   tmp = tmp_path_factory.mktemp("prep")
-  return tmp, prepare_lib.prepare(prep_config(tmp))
+  return tmp, prepare(prep_config(tmp))
 
 
 def expected_streams(config):
   """``({side: text}, splitter)``: each side's stream as text, ``EOT run EOT run ...``."""
-  data = config.data
+  data = config_lib.RunConfig.from_configdict(config).data
   source = corpus_lib.source_of(data)
   splitter = prepare_lib.Splitter(data, prepare_lib.block_chars(source.total_bytes))
   out = {"train": "", "val": ""}
@@ -380,16 +390,16 @@ def test_prepare_writes_streams_of_eot_separated_documents_in_fixed_size_shards(
 def test_shuffle_seed_moves_batches_not_the_split(prepared):
   tmp, p = prepared
   cfg = prep_config(tmp)
-  assert prepare_lib.cache_key(p.fingerprint, cfg.data) == prepare_lib.cache_key(
-      p.fingerprint, prep_config(tmp, shuffle_seed=5).data)
-  other = prepare_lib.prepare(prep_config(tmp, shuffle_seed=5))
+  assert prepare_lib.cache_key(p.fingerprint, data_of(cfg)) == prepare_lib.cache_key(
+      p.fingerprint, data_of(prep_config(tmp, shuffle_seed=5)))
+  other = prepare(prep_config(tmp, shuffle_seed=5))
   assert other.reused and dataclasses_equal_except_reused(other, p)
   assert T.load(other.tokenizer_path).to_str() == T.load(p.tokenizer_path).to_str()
   kw = dict(batch_size=4, block_size=16, process_index=0, process_count=1)
   with (loader_lib.Loader(p.train_paths, seed=0, **kw) as a,
         loader_lib.Loader(other.train_paths, seed=5, **kw) as b):
     assert not np.array_equal(next(a), next(b))
-  resplit = prepare_lib.prepare(prep_config(tmp, split_seed=5))
+  resplit = prepare(prep_config(tmp, split_seed=5))
   assert resplit.directory != p.directory
   assert not np.array_equal(resplit.stream("val")[:1000], p.stream("val")[:1000])
 
@@ -399,7 +409,7 @@ def test_prepare_holds_out_the_asked_share_of_tokens(tmp_path):
   corpus.mkdir()
   for k, doc in enumerate(MANY[:1000]):
     (corpus / f"{k:04d}.txt").write_text(doc, encoding="utf-8")
-  p = prepare_lib.prepare(prep_config(tmp_path, path=str(corpus), val_fraction=0.1))
+  p = prepare(prep_config(tmp_path, path=str(corpus), val_fraction=0.1))
   assert p.val_share_bytes == pytest.approx(0.1, abs=0.03)  # 1000 documents, by hash
   assert p.val_share_tokens == pytest.approx(p.val_share_bytes, abs=0.01)
   assert p.val_share_tokens == pytest.approx(p.val_tokens / (p.train_tokens + p.val_tokens))
@@ -409,18 +419,18 @@ def test_prepare_bad_input_is_a_data_error(tmp_path):
   (tmp_path / "bad.txt").write_bytes(b"fine text\n" * 5 + b"\xc3(")
   with pytest.raises(errors.DataError, match=r"bad\.txt: not valid UTF-8 at byte offset 50 .*"
                                              r"data\.utf8_errors='replace'"):
-    prepare_lib.prepare(prep_config(tmp_path, path=str(tmp_path)))
+    prepare(prep_config(tmp_path, path=str(tmp_path)))
   missing = str(tmp_path / "tok.json")
   with pytest.raises(errors.DataError, match="data.tokenizer_path=.*tok.json' does not exist"):
-    prepare_lib.prepare(prep_config(tmp_path, path=str(tmp_path), utf8_errors="replace",
+    prepare(prep_config(tmp_path, path=str(tmp_path), utf8_errors="replace",
                                     tokenizer_path=missing))
   (tmp_path / "file").write_text("not a directory")
   with pytest.raises(errors.DataError, match="data.cache_dir=.*file.*writable directory"):
-    prepare_lib.prepare(prep_config(tmp_path, path=str(tmp_path), utf8_errors="replace",
+    prepare(prep_config(tmp_path, path=str(tmp_path), utf8_errors="replace",
                                     cache_dir=str(tmp_path / "file")))
   pathlib.Path(missing).write_text("{not a tokenizer")
   with pytest.raises(errors.DataError, match="tok.json' is not a readable tokenizer.json"):
-    prepare_lib.prepare(prep_config(tmp_path, path=str(tmp_path), utf8_errors="replace",
+    prepare(prep_config(tmp_path, path=str(tmp_path), utf8_errors="replace",
                                     tokenizer_path=missing))
 
 
@@ -431,7 +441,7 @@ def _mtimes(directory):
 def test_prepare_reuses_a_complete_cache(prepared):
   tmp, p = prepared
   before = _mtimes(p.directory)
-  again = prepare_lib.prepare(prep_config(tmp, shuffle_seed=1))  # the batch order is not in the key
+  again = prepare(prep_config(tmp, shuffle_seed=1))  # the batch order is not in the key
   assert again.reused and again.directory == p.directory
   assert _mtimes(p.directory) == before
   assert dataclasses_equal_except_reused(again, p)
@@ -448,7 +458,7 @@ def test_prepare_never_reuses_a_stale_cache(prepared, change):
   tmp, p = prepared
   config = prep_config(tmp, **change)
   config.model.vocab_size = config.data.vocab_size
-  other = prepare_lib.prepare(config)
+  other = prepare(config)
   assert not other.reused and other.directory != p.directory
 
 
@@ -459,26 +469,26 @@ def test_prepare_user_corpus_change_gives_a_new_key(tmp_path):
   for i, d in enumerate(docs):
     (corpus / f"{i:02d}.txt").write_text(d, encoding="utf-8")
   config = prep_config(tmp_path, path=str(corpus), extensions=".txt")
-  first = prepare_lib.prepare(config)
+  first = prepare(config)
   (corpus / "05.txt").write_text(docs[5] + "!", encoding="utf-8")  # a new size
-  second = prepare_lib.prepare(config)
+  second = prepare(config)
   assert second.fingerprint != first.fingerprint and second.directory != first.directory
   (corpus / "05.txt").write_text("?" + docs[5], encoding="utf-8")  # the same size, other bytes
-  third = prepare_lib.prepare(config)
+  third = prepare(config)
   assert third.fingerprint not in (first.fingerprint, second.fingerprint)
 
 
 def test_incomplete_cache_is_rebuilt(tmp_path):
   config = prep_config(tmp_path, max_docs=30)
-  first = prepare_lib.prepare(config)
+  first = prepare(config)
   os.remove(os.path.join(first.directory, "manifest.json"))
-  assert not prepare_lib.prepare(config).reused
+  assert not prepare(config).reused
   path = pathlib.Path(first.train_paths[1])
   path.write_bytes(path.read_bytes()[:-2])
   assert prepare_lib.load_prepared(first.directory) is None
   pathlib.Path(first.directory, "manifest.json").write_text("{not json")
   assert prepare_lib.load_prepared(first.directory) is None
-  rebuilt = prepare_lib.prepare(config)
+  rebuilt = prepare(config)
   assert not rebuilt.reused and len(rebuilt.stream("train")) == first.train_tokens
 
 
@@ -504,13 +514,13 @@ def test_a_small_corpus_gets_the_vocabulary_it_fills_or_a_clean_error(tmp_path):
   config = prep_config(tmp_path, path=str(tmp_path / "prose"))
   config.model.vocab_size = 2305
   with pytest.raises(T.TokenizerError, match="too small for vocab_size=2305"):
-    prepare_lib.prepare(config)
+    prepare(config)
   assert not (tmp_path / "cache").exists() or not os.listdir(tmp_path / "cache")
-  fitted = prepare_lib.prepare(config, fit_vocab=True)
+  fitted = prepare(config, fit_vocab=True)
   assert T.N_BYTES + 1 < fitted.vocab_size < 2305
   tok = T.load(fitted.tokenizer_path, fitted.vocab_size)  # the layout holds at the fitted size
   assert max(fitted.stream("train")[:fitted.train_tokens]) == fitted.vocab_size - 1 == T.eot_id(tok)
-  again = prepare_lib.prepare(config, fit_vocab=True)
+  again = prepare(config, fit_vocab=True)
   assert again.reused and again.directory == fitted.directory
   assert os.listdir(tmp_path / "cache") == [os.path.basename(fitted.directory)]
 
@@ -519,7 +529,7 @@ def test_a_failed_preparation_leaves_no_cache_directory(tmp_path, monkeypatch):
   config = prep_config(tmp_path, max_docs=5)
   monkeypatch.setattr(shards, "write_shard", lambda *a: (_ for _ in ()).throw(OSError(28, "No space")))
   with pytest.raises(OSError, match="No space"):
-    prepare_lib.prepare(config)
+    prepare(config)
   assert os.listdir(tmp_path / "cache") == []
 
 
@@ -535,7 +545,7 @@ def test_opening_words_come_from_the_first_validation_document(prepared):
 
 def test_prepare_with_a_given_tokenizer(prepared):
   tmp, p = prepared
-  other = prepare_lib.prepare(prep_config(tmp, tokenizer_path=p.tokenizer_path))
+  other = prepare(prep_config(tmp, tokenizer_path=p.tokenizer_path))
   assert not other.reused and other.directory != p.directory
   np.testing.assert_array_equal(other.stream("val")[:p.val_tokens], p.stream("val")[:p.val_tokens])
 
@@ -548,7 +558,7 @@ def test_prepare_vocab_mismatch(tmp_path):
   unlinked = ml_collections.ConfigDict(config.to_dict())
   unlinked.data.vocab_size = SMALL_VOCAB
   with pytest.raises(errors.DataError, match=f"data.vocab_size={SMALL_VOCAB} but model.vocab_size=999"):
-    prepare_lib.prepare(unlinked)
+    prepare(unlinked)
 
 
 # ---------------------------------------------------------------------------- loader
@@ -751,7 +761,7 @@ def test_a_batch_larger_than_the_text_is_refused_before_the_tokenizer_is_trained
   config.train.batch_size = 1000
   with pytest.raises(errors.DataError, match=r"train.batch_size=1000 .* use a batch_size of "
                      r"at most \d+"):
-    prepare_lib.prepare(config)
+    prepare(config)
   assert not os.listdir(tmp_path / "cache")  # nothing trained, nothing cached
 
 
@@ -765,7 +775,7 @@ def test_an_interrupted_preparation_resumes_after_its_last_whole_shard(tmp_path,
   ends with the shards an uninterrupted preparation writes, byte for byte; with one of them
   damaged, it encodes from the start, to the same shards."""
   monkeypatch.setattr(prepare_lib, "ENCODE_BATCH_CHARS", 5_000)  # several batches a shard
-  whole = prepare_lib.prepare(prep_config(tmp_path / "whole", shard_tokens=20_000))
+  whole = prepare(prep_config(tmp_path / "whole", shard_tokens=20_000))
   config = prep_config(tmp_path / "cut", shard_tokens=20_000)
 
   def stop_after_three_shards():  # a SIGTERM seen at the loop's check after the third shard
@@ -774,7 +784,7 @@ def test_an_interrupted_preparation_resumes_after_its_last_whole_shard(tmp_path,
       raise signals_lib.Interrupted(signal.SIGTERM, "encoding the corpus")
   monkeypatch.setattr(signals_lib, "check", stop_after_three_shards)
   with pytest.raises(signals_lib.Interrupted):
-    prepare_lib.prepare(config)
+    prepare(config)
   monkeypatch.undo()
   (directory,) = (tmp_path / "cut" / "cache").iterdir()
   done = json.loads((directory / "progress.json").read_text())["train"]
@@ -783,7 +793,7 @@ def test_an_interrupted_preparation_resumes_after_its_last_whole_shard(tmp_path,
   if damaged:
     os.truncate(directory / "train_000001.bin", 100)
   capsys.readouterr()
-  resumed = prepare_lib.prepare(config)
+  resumed = prepare(config)
   said = capsys.readouterr().out
   assert ("damaged or missing; encoding from the start" in said) == damaged
   assert (f"resuming after {len(done)} whole train shard(s)" in said) != damaged
@@ -840,7 +850,7 @@ def test_a_killed_and_an_interrupted_command_resume(tmp_path):
                         capture_output=True, check=True)
   assert "data: resuming after" in done.stdout and "prepared in" in done.stdout
   (directory,) = (tmp_path / "cache").iterdir()
-  fresh = prepare_lib.prepare(prep_config(tmp_path / "fresh", path=str(tmp_path / "prose"),
+  fresh = prepare(prep_config(tmp_path / "fresh", path=str(tmp_path / "prose"),
                                           shard_tokens=5000, vocab_size=300, max_docs=0,
                                           val_fraction=0.05))
   assert fresh.train_tokens == json.loads((directory / "manifest.json").read_text())["train"]["tokens"]
@@ -889,18 +899,18 @@ def test_a_folder_of_llm_c_shards_trains_as_it_is(prepared, tmp_path):
   for k, path in enumerate(p.train_paths):
     shutil.copy(path, folder / f"fineweb_train_{k + 1:06d}.bin")
   config = prep_config(tmp, shards=str(folder), tokenizer_path=p.tokenizer_path)
-  given = prepare_lib.prepare(config)
+  given = prepare(config)
   assert (given.train_tokens, given.val_tokens, given.eot_id) == (p.train_tokens, p.val_tokens,
                                                                   p.eot_id)
   assert [os.path.basename(f) for f in given.train_paths][:2] == ["fineweb_train_000001.bin",
                                                                   "fineweb_train_000002.bin"]
   assert np.array_equal(given.stream("train")[:p.train_tokens], p.stream("train")[:p.train_tokens])
   with pytest.raises(errors.DataError, match=r"needs data.tokenizer_path"):
-    prepare_lib.prepare(prep_config(tmp, shards=str(folder)))
+    prepare(prep_config(tmp, shards=str(folder)))
   with pytest.raises(errors.DataError, match=r"is a file; point it at the folder"):
-    prepare_lib.prepare(prep_config(tmp, shards=str(given.train_paths[0]),
+    prepare(prep_config(tmp, shards=str(given.train_paths[0]),
                                     tokenizer_path=p.tokenizer_path))
   for path in folder.glob("*val*"):
     path.unlink()
   with pytest.raises(errors.DataError, match=r"no val shard among its \d+ .bin file"):
-    prepare_lib.prepare(config)
+    prepare(config)

@@ -6,9 +6,9 @@ import math
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 
+from andrea_jax import config as config_lib
 from andrea_jax import diagnostics
 from andrea_jax import model
 
@@ -49,7 +49,7 @@ def test_recorder_writes_attention_logit_maxima_log_z_and_logit_rms(tmp_path):
   rng = np.random.default_rng(0)  # weights far from init: logits of order 1 and more
   params = jax.tree.map(lambda a: a + 0.3 * jnp.asarray(rng.standard_normal(a.shape), a.dtype), params)
   batch = rng.integers(0, cfg.vocab_size, (2, 13)).astype(np.int32)  # T = 12: a partial block
-  d = ml_collections.ConfigDict({"every": 5, "early_steps": 0})
+  d = config_lib.DiagnosticsConfig(enabled=True, every=5, early_steps=0)
   recorder = diagnostics.Recorder(d, cfg, batch, [str(tmp_path)], last_step=7)
   for step in (0, 3, 7):  # step 0 and the last step, not 3 (every 5)
     recorder.record(step, params)

@@ -25,8 +25,8 @@ from jax import export
 from jax.sharding import PartitionSpec as P
 
 from andrea_jax import attention
+from andrea_jax import config as config_lib
 from andrea_jax import sharding
-from andrea_jax import step as step_lib
 from andrea_jax import train
 from benchmarks import gpu_check
 from benchmarks import shapes
@@ -52,10 +52,11 @@ def lowered(impl: str, remat: str):
   config = shapes.load_config(gpu_check.FULL["config"])
   config.mesh.update(MESH)
   cfg = gpu_check.model_cfg(config, gpu_check.FULL["seq"], impl, remat, "bfloat16")
-  t = step_lib.TrainConfig(**config.train)
-  mesh = sharding.abstract_mesh(config.mesh, DEVICES)
+  run_config = config_lib.RunConfig.from_configdict(config)
+  t = run_config.train
+  mesh = sharding.abstract_mesh(run_config.mesh, DEVICES)
   sharding.check_batch(t.batch_size, t.grad_accum_steps, mesh)
-  models = train.single_run(config, cfg, t, mesh, workdir="unused")  # builds, runs nothing
+  models = train.single_run(run_config, cfg, t, mesh, workdir="unused")  # builds, runs nothing
   state, step_fn = models.abstract, models.step
   train_batch = sharding.batch_sharding(mesh, batch_dim=1, ndim=3)
   A = t.grad_accum_steps

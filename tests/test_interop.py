@@ -13,6 +13,7 @@ import jax
 import numpy as np
 import pytest
 
+from andrea_jax import config as config_lib
 from andrea_jax import errors
 from andrea_jax import loader as loader_lib
 from andrea_jax import metrics as metrics_lib
@@ -339,7 +340,7 @@ def small_config(cache_dir, **changes):
 def pretrained(tmp_path_factory, data_cache):
   """A GPT-2 directory of the small config's shape, with the prepared data's tokenizer."""
   cache = data_cache
-  prepared = prepare_lib.prepare(small_config(cache))
+  prepared = prepare_lib.prepare(config_lib.RunConfig.from_configdict(small_config(cache)))
   cfg = ModelConfig(**small_config(cache).model)
   params = lively(model.init_params(cfg, jax.random.key(7)), scale=0.05)
   hf_dir = str(tmp_path_factory.mktemp("hf"))
@@ -372,7 +373,7 @@ def test_fine_tuning_refuses_a_mismatch(changes, match, pretrained):
   config = small_config(cache, **{"train.init_from": hf_dir,
                                   "data.tokenizer_path": f"{hf_dir}/tokenizer.json", **changes})
   with pytest.raises(InteropError, match=match):
-    hf_gpt2.init_from(config)
+    hf_gpt2.init_from(config_lib.RunConfig.from_configdict(config))
 
 
 def test_fine_tuning_refuses_another_tokenizer(pretrained, small_tokenizer, tmp_path):
@@ -381,4 +382,4 @@ def test_fine_tuning_refuses_another_tokenizer(pretrained, small_tokenizer, tmp_
   config = small_config(cache, **{"train.init_from": hf_dir,
                                   "data.tokenizer_path": str(tmp_path / "other.json")})
   with pytest.raises(InteropError, match="is not the tokenizer of train.init_from"):
-    hf_gpt2.init_from(config)
+    hf_gpt2.init_from(config_lib.RunConfig.from_configdict(config))

@@ -289,6 +289,17 @@ def test_a_moved_workdir_loads_from_any_directory(saved, tmp_path, monkeypatch):
   assert config.data.path == str(saved.home / "corpus")  # stored absolute
 
 
+def test_a_workdir_recorded_before_a_data_field_existed_still_reads_back(saved, tmp_path):
+  shutil.copytree(saved.workdir, tmp_path / "old")
+  record = json.loads((tmp_path / "old" / "config.json").read_text())
+  del record["data"]["hf_dataset"]  # as a record written before the field existed
+  (tmp_path / "old" / "config.json").write_text(json.dumps(record))
+  params, cfg, _, config = workdir_lib.load_run(str(tmp_path / "old"))
+  assert_same(params, saved.states[4]["params"])
+  assert cfg.vocab_size == 321 and config is None  # its config.json says what it ran with
+  assert workdir_lib.load_run(saved.workdir)[3].data.path == str(saved.home / "corpus")
+
+
 def test_an_old_workdir_with_a_cwd_relative_tokenizer_loads_from_where_it_ran(saved, tmp_path,
                                                                                monkeypatch):
   workdir = saved.home / "old"  # as runs wrote it before the copy: a path relative to home

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
+from andrea_jax import config as config_lib
 from andrea_jax import metrics as metrics_lib
 from andrea_jax import model
 from andrea_jax import sharding
@@ -208,7 +209,7 @@ def test_mesh_shape_errors_name_the_sizes_and_the_device_count(data, fsdp, match
 
 
 def test_default_mesh_is_data_parallel_over_every_device():
-  mesh = sharding.make_mesh(tiny.get_config().mesh)
+  mesh = sharding.make_mesh(config_lib.RunConfig.from_configdict(tiny.get_config()).mesh)
   assert dict(mesh.shape) == {"data": jax.device_count(), "fsdp": 1}
 
 

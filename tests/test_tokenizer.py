@@ -132,7 +132,8 @@ def test_round_trip_empty_string(tok):
 
 def test_round_trip_whole_tiny_validation_split(tok):
   from experiments.configs import tiny  # pylint: disable=import-outside-toplevel
-  data = tiny.get_config().data
+  from andrea_jax import config as config_lib  # pylint: disable=import-outside-toplevel
+  data = config_lib.RunConfig.from_configdict(tiny.get_config()).data
   splitter = prepare_lib.Splitter(data)
   val = [run.text for doc in corpus_lib.documents(data) for run in splitter.split(doc, True)
          if run.side == "val"]

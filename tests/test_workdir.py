@@ -14,6 +14,7 @@ import time
 import numpy as np
 import pytest
 
+from andrea_jax import config as config_lib
 from andrea_jax import errors
 from andrea_jax import metrics as metrics_lib
 from andrea_jax import step as step_lib
@@ -25,6 +26,10 @@ from experiments.configs import common, tiny
 
 def config(**changes):
   return common.apply_overrides(tiny.get_config(), changes)
+
+
+def run_config(**changes) -> config_lib.RunConfig:
+  return config_lib.RunConfig.from_configdict(config(**changes))
 
 
 def saved_run(tmp_path, **changes):
@@ -66,22 +71,22 @@ def test_free_fields_may_change_on_resume(tmp_path):
   free = {"train.log_every": 3, "train.eval_every": 7, "checkpoint.keep": 9,
           "sample.temperature": 0.1, "data.cache_dir": "/elsewhere", "data.prefetch": 5,
           "mesh.fsdp": 2, "diagnostics.enabled": True, "model.remat_policy": "full"}
-  plan = workdir_lib.plan_resume(workdir, config(**free))
+  plan = workdir_lib.plan_resume(workdir, run_config(**free))
   assert plan.changes == [] and plan.start_step == 0 and not plan.complete
 
 
 def test_model_and_data_changes_are_always_refused(tmp_path):
   workdir = saved_run(tmp_path)
   with pytest.raises(errors.CheckpointError, match=r"model.n_layer: 4 -> 2"):
-    workdir_lib.plan_resume(workdir, config(**{"model.n_layer": 2}), allow_changes=True)
+    workdir_lib.plan_resume(workdir, run_config(**{"model.n_layer": 2}), allow_changes=True)
   with pytest.raises(errors.CheckpointError, match=r"data.max_docs: 0 -> 7"):
-    workdir_lib.plan_resume(workdir, config(**{"data.max_docs": 7}), allow_changes=True)
+    workdir_lib.plan_resume(workdir, run_config(**{"data.max_docs": 7}), allow_changes=True)
 
 
 def test_training_changes_need_the_opt_in_and_are_listed(tmp_path):
   workdir = saved_run(tmp_path)
-  changed = config(**{"train.weight_decay": 0.0, "train.min_lr_ratio": 0.5,
-                      "model.compute_dtype": "bfloat16"})
+  changed = run_config(**{"train.weight_decay": 0.0, "train.min_lr_ratio": 0.5,
+                          "model.compute_dtype": "bfloat16"})
   with pytest.raises(errors.ConfigError) as e:
     workdir_lib.plan_resume(workdir, changed)
   for line in ("train.weight_decay: 0.1 -> 0.0", "train.min_lr_ratio: 0.1 -> 0.5",
@@ -103,7 +108,7 @@ def test_a_config_saved_before_a_field_existed_resumes_at_its_default(tmp_path):
     del old[group][name]
   (tmp_path / "config.json").write_text(json.dumps(old))
   workdir = str(tmp_path)
-  plan = workdir_lib.plan_resume(workdir, config())
+  plan = workdir_lib.plan_resume(workdir, run_config())
   assert plan.changes == [] and plan.start_step == 0
   # Each value is the default experiments/configs/common.py sets, but for muP's two rules,
   # whose default changed when they became fields: an sp run ignores them (above), a muP run
@@ -119,15 +124,16 @@ def test_a_config_saved_before_a_field_existed_resumes_at_its_default(tmp_path):
     del old_mup["model"][name]
   (tmp_path / "config.json").write_text(json.dumps(old_mup))
   with pytest.raises(errors.CheckpointError, match=r"model.mup_attention: 'inverse' -> 'base'"):
-    workdir_lib.plan_resume(workdir, config(**mup), allow_changes=True)
-  same_rules = config(**mup, **{"model.mup_attention": "inverse", "model.mup_decay": "with_rate"})
+    workdir_lib.plan_resume(workdir, run_config(**mup), allow_changes=True)
+  same_rules = run_config(**mup, **{"model.mup_attention": "inverse",
+                                    "model.mup_decay": "with_rate"})
   assert workdir_lib.plan_resume(workdir, same_rules).changes == []
   (tmp_path / "config.json").write_text(json.dumps(old))
   # Against the default, a real change is still one: a model field never, z_loss with the opt-in.
   with pytest.raises(errors.CheckpointError, match=r"model.qk_norm: False -> True"):
-    workdir_lib.plan_resume(workdir, config(**{"model.qk_norm": True}), allow_changes=True)
+    workdir_lib.plan_resume(workdir, run_config(**{"model.qk_norm": True}), allow_changes=True)
   with pytest.raises(errors.ConfigError, match=r"train.z_loss: 0.0 -> 0.0001"):
-    workdir_lib.plan_resume(workdir, config(**{"train.z_loss": 1e-4}))
+    workdir_lib.plan_resume(workdir, run_config(**{"train.z_loss": 1e-4}))
 
 
 def test_the_clock_counts_every_earlier_segment(tmp_path):
@@ -150,7 +156,7 @@ def test_a_workdir_file_that_is_not_json_is_one_line_naming_it_and_the_fix(tmp_p
   with pytest.raises(errors.CheckpointError,
                      match=r"config\.json is not valid JSON \(.*\); restore it or use a fresh "
                            r"--workdir"):
-    workdir_lib.plan_resume(str(tmp_path), config())
+    workdir_lib.plan_resume(str(tmp_path), run_config())
   (tmp_path / "config.json").write_text(config().to_json_best_effort())
   (tmp_path / "summary.json").write_text("")
   with pytest.raises(errors.CheckpointError, match=r"summary\.json is not valid JSON"):

@@ -41,6 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from andrea_jax import config as config_lib
 from andrea_jax import errors
 from andrea_jax import files
 from andrea_jax import model
@@ -427,7 +428,7 @@ def _vocab(path: str) -> dict:
   return Tokenizer.from_file(path).get_vocab(with_added_tokens=True)
 
 
-def init_from(config) -> dict:
+def init_from(config: config_lib.RunConfig) -> dict:
   """Initial params for ``train_and_evaluate`` from ``config.train.init_from`` (a HF GPT-2 dir).
 
   The checkpoint must be the model of ``config.model`` (every differing field is named)
@@ -435,7 +436,7 @@ def init_from(config) -> dict:
   """
   hf_dir = config.train.init_from
   params, hf_cfg = import_gpt2(hf_dir)
-  cfg = ModelConfig(**config.model)
+  cfg = config.model
   diffs = config_differences(hf_cfg, cfg)
   if diffs:
     fixes = " ".join(f"--config.model.{d.split(':')[0]}={getattr(hf_cfg, d.split(':')[0])!r}"

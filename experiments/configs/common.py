@@ -80,7 +80,12 @@ def model_group(*, vocab_size: int, block_size: int, d_model: int, n_layer: int,
 
 
 def base_config(model: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-  """A full experiment config around a model group; later issues add groups here."""
+  """A full experiment config around a model group.
+
+  Each group is one typed group of ``andrea_jax.config.RunConfig``, which the library
+  reads below ``train.train_and_evaluate``: a group or field added here is added there too
+  (``tests/test_config.py`` checks that every named config round-trips).
+  """
   config = ml_collections.ConfigDict()
   # The model shape and variant (becomes a frozen andrea_jax.model.ModelConfig).
   config.model = model

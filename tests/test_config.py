@@ -1,0 +1,129 @@
+"""The typed run config (``andrea_jax/config.py``): built once from the ConfigDict, it
+gives back the ConfigDict's JSON exactly (what workdirs record and resumes compare), and
+refuses a field or group it does not know, by name."""
+
+import ast
+import dataclasses
+import importlib
+import json
+import pathlib
+
+import pytest
+
+from andrea_jax import config as config_lib
+from andrea_jax import errors
+from andrea_jax import model
+from andrea_jax import step as step_lib
+from andrea_jax import train
+from andrea_jax import workdir as workdir_lib
+from experiments import cli
+from experiments.configs import common, tiny
+
+VARIANTS = [(name, None) for name in cli.config_names()] + [
+    ("tiny", "norm=post,mlp_ratio=2"), ("andrea120m", "parametrization=mup,base_width=256"),
+    ("tiny", "train.z_loss=1e-4,data.path=texts,mesh.fsdp=2,sample.prompt=''")]
+
+
+def recorded(config) -> str:
+  """The bytes ``files.write_json`` writes for ``config``'s dict (sorted keys, indent 2)."""
+  return json.dumps(config, indent=2, sort_keys=True)
+
+
+@pytest.mark.parametrize("name, arg", VARIANTS)
+def test_the_round_trip_gives_back_the_configdicts_json_byte_for_byte(name, arg):
+  config = importlib.import_module(f"experiments.configs.{name}").get_config(arg)
+  typed = config_lib.RunConfig.from_configdict(config)
+  # Byte for byte: 2 and 2.0 are equal as numbers, not as what config.json holds.
+  assert recorded(typed.to_dict()) == recorded(json.loads(config.to_json_best_effort()))
+  assert config_lib.RunConfig.from_dict(typed.to_dict()) == typed
+  hash(typed)  # frozen and hashable, like ModelConfig and TrainConfig
+  with pytest.raises(dataclasses.FrozenInstanceError):
+    typed.data.path = "elsewhere"
+
+
+def test_the_groups_are_the_typed_groups():
+  typed = config_lib.RunConfig.from_configdict(tiny.get_config())
+  assert isinstance(typed.model, model.ModelConfig) and typed.model.compute_dtype == "float32"
+  assert typed.train.steps == tiny.get_config().train.steps
+  assert typed.data.vocab_size == typed.model.vocab_size  # the reference, resolved
+  assert config_lib.run_config(typed) is typed
+  assert config_lib.run_config(tiny.get_config()) == typed
+
+
+@pytest.mark.parametrize("cls, group", [
+    (model.ModelConfig, common.model_group(vocab_size=10, block_size=8, d_model=16, n_layer=1,
+                                           n_head=2)),
+    (step_lib.TrainConfig, common.train_group())])
+def test_the_defaults_the_typed_groups_kept_are_those_of_common(cls, group):
+  # One home for defaults: those ModelConfig and TrainConfig kept (for configs built by hand
+  # and workdirs saved before a field) never differ from common.py's; the new groups have none.
+  defaults = {f.name: f.default for f in dataclasses.fields(cls)
+              if f.default is not dataclasses.MISSING}
+  assert defaults and defaults == {k: v for k, v in group.items() if k in defaults}
+  for cls in config_lib.GROUP_TYPES.values():
+    if cls not in (model.ModelConfig, step_lib.TrainConfig):
+      assert all(f.default is dataclasses.MISSING for f in dataclasses.fields(cls)), cls
+
+
+@pytest.mark.parametrize("where, match", [
+    (("model", "nrom"), r"^model\.nrom is not a field of the model group \(experiments/configs/"
+                        r"common\.py lists them\): remove it or rename it; did you mean 'norm'\?$"),
+    (("train", "learning_rte"), r"^train\.learning_rte is not a field .*did you mean "
+                                r"'learning_rate'\?$"),
+    (("data", "shufle_seed"), r"^data\.shufle_seed is not a field .*did you mean 'shuffle_seed'"),
+])
+def test_a_misspelt_field_is_refused_by_name(where, match):
+  config = tiny.get_config()  # unlocked: a config file may add any field
+  config[where[0]][where[1]] = 0
+  with pytest.raises(errors.ConfigError, match=match):
+    config_lib.RunConfig.from_configdict(config)
+
+
+def test_a_config_file_with_a_misspelt_field_trains_nothing(tmp_path):
+  # A config file is not locked: what it adds is refused at the boundary, before the workdir.
+  config = tiny.get_config()
+  config.model.nrom = "post"
+  with pytest.raises(errors.ConfigError, match=r"model\.nrom .*did you mean 'norm'\?"):
+    train.train_and_evaluate(config, str(tmp_path / "run"))
+  assert not (tmp_path / "run").exists()
+
+
+def test_a_misspelt_group_and_a_missing_field_are_refused_by_name():
+  saved = json.loads(tiny.get_config().to_json_best_effort())
+  with pytest.raises(errors.ConfigError, match=r"^config group 'sampel' is not one of .*did "
+                                               r"you mean 'sample'\?$"):
+    config_lib.RunConfig.from_dict({**saved, "sampel": saved["sample"]})
+  del saved["data"]["prefetch"]
+  with pytest.raises(errors.ConfigError, match=r"^the config has no data\.prefetch: add it "
+                                               r"\(experiments/configs/common\.py"):
+    config_lib.RunConfig.from_dict(saved)
+  with pytest.raises(errors.ConfigError, match=r"^the config has no 'mesh' group"):
+    config_lib.RunConfig.from_dict({k: v for k, v in saved.items() if k != "mesh"})
+
+
+def test_an_override_naming_no_field_is_still_refused_on_the_command_line_path():
+  with pytest.raises(errors.ConfigError, match=r"config override train\.learning_rte=0\.1: "
+                                               r"train has no field 'learning_rte'"):
+    common.apply_overrides(tiny.get_config(), {"train.learning_rte": 0.1})
+
+
+def test_a_config_saved_before_a_field_existed_reads_back_typed():
+  old = json.loads(tiny.get_config().to_json_best_effort())
+  for group, name in [f.split(".") for f in workdir_lib.ADDED_FIELDS]:
+    del old[group][name]
+  typed = config_lib.RunConfig.from_dict(workdir_lib.with_added_fields(old))
+  assert typed.model.mup_attention == "inverse"  # the rule it trained with (workdir.py)
+
+
+def test_below_the_boundary_the_library_never_touches_a_configdict():
+  # config.py alone converts one (from_configdict); no other module imports ml_collections
+  # or writes a ConfigDict's JSON (workdir.py records RunConfig.to_dict()).
+  root = pathlib.Path(config_lib.__file__).parent
+  for path in sorted(root.rglob("*.py")):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert not {m for m in imported if m.split(".")[0] == "ml_collections"}, path
+    if path.name != "config.py":
+      assert "to_json_best_effort" not in {n.attr for n in ast.walk(tree)
+                                           if isinstance(n, ast.Attribute)}, path
