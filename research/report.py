@@ -99,7 +99,7 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
            *page.notes,
            "## Verdicts", "", page.method, "",
            *reexpressed(read_json_file(os.path.join(sweep_dir, BEFORE)), page.verdicts,
-                        identity.rules_lines(index.get("rules"), study)), ""]
+                        identity.rules_lines(index.get("rules"), study), index.get("rules")), ""]
   for verdict in page.verdicts:
     lines += [f"### {verdict.claim}", "", *verdict.markdown(), ""]
   lines += [*page.sections, "## Plots", "", *[f"![{p}]({p})" for p in page.plots if p]]
@@ -133,21 +133,28 @@ def _figures(v) -> tuple:
   return claim, verdict, None if not e else tuple(round(e[k], 3) for k in ("diff", "lo", "hi"))
 
 
-def reexpressed(before: dict | None, verdicts: list, rules_lines: list[str]) -> list[str]:
+def reexpressed(before: dict | None, verdicts: list, rules_lines: list[str],
+                recorded: dict | None = None) -> list[str]:
   """The rules line of a study re-expressed since its run: where its verdicts and figures
   on the committed cells are those its earlier rules gave (``before``), it says so; where
   they differ, the usual "rules changed" line and each difference. Without ``before``, or
-  when the rules did not change, ``rules_lines`` as they are."""
+  when the rules did not change, ``rules_lines`` as they are. ``recorded``: the rules the
+  run recorded (sweep.json); where they are not the ones that judged the cells before the
+  re-expression (rules revised after the run), the line says so."""
   if not before or "re-judged" not in " ".join(rules_lines):
     return rules_lines
   old, now = [_figures(v) for v in before["verdicts"]], [_figures(v) for v in verdicts]
   where = (f"commit {before['commit']}: `git show {before['commit']}:{before['rules']}` has "
            f"their text")
+  run = (recorded or {}).get("commit")
+  revised = (f" Those are not the rules the run recorded (commit {run}): they were revised "
+             f"after its data, so its verdicts are exploratory." if run and before["commit"] != run
+             and not str(before["commit"]).startswith(str(run)[:7]) else "")
   if old == now:
-    return [f"Rules: **re-expressed, same verdicts.** The rules fixed before the run ({where}) "
-            f"are re-expressed on the study framework; on the committed cells the re-expression "
-            f"gives the same {len(now)} verdicts and effects, to the printed digits, as they "
-            f"gave ({BEFORE})."]
+    return [f"Rules: **re-expressed, same verdicts.** The rules that judged the committed cells "
+            f"({where}) are re-expressed on the study framework; on those cells the "
+            f"re-expression gives the same {len(now)} verdicts and effects, to the printed "
+            f"digits, as they gave ({BEFORE}).{revised}"]
   diffs = [f"{o[0]!r}: {o[1]} {o[2]} before, {n[1]} {n[2]} now" for o, n in zip(old, now) if o != n]
   if len(old) != len(now):
     diffs.append(f"{len(old)} verdicts before, {len(now)} now")

@@ -234,6 +234,9 @@ def test_a_reexpression_says_same_verdicts_only_when_they_are():
             "verdicts": [{"claim": "c", "verdict": "Reproduced", "effect": {"diff": -0.1, "lo": -0.2, "hi": -0.0501}}]}
   changed = ["Rules: **re-judged with rules changed since the run.** ..."]
   assert "re-expressed, same verdicts" in reporting.reexpressed(before, now, changed)[0]
+  assert "revised" not in reporting.reexpressed(before, now, changed, {"commit": "abc"})[0]
+  assert "Those are not the rules the run recorded (commit f00)" in reporting.reexpressed(
+      before, now, changed, {"commit": "f00"})[0]
   before["verdicts"][0]["verdict"] = "Inconclusive"
   lines = reporting.reexpressed(before, now, changed)
   assert lines[0] == changed[0] and "'c': Inconclusive" in lines[1]
