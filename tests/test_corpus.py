@@ -96,6 +96,13 @@ def test_a_hub_name_offline_is_one_line(tmp_path, monkeypatch):
   monkeypatch.setenv("HF_HUB_OFFLINE", "1")
   monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
   monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+  # Modules imported before this test read the offline switch at import: set theirs too (else
+  # the load waits on the network's timeouts, about 20 s, before it fails the same way).
+  import huggingface_hub.constants  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+  import datasets.config  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+  monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", True, raising=False)
   with pytest.raises(errors.DataError, match=r"data.hf_dataset='HuggingFaceFW/fineweb-edu' .*"
                      r"could not be loaded: .*needs the network") as caught:
     list(corpus_lib.documents(data_config(hf_dataset="HuggingFaceFW/fineweb-edu",

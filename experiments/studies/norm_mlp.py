@@ -1,10 +1,8 @@
 """The norm x MLP study: pre- or post-LN with and without warmup; the MLP ratio; SwiGLU; init profiles; depth.
 
-  python -m experiments.sweep --sweep=norm_mlp --scale=cpu   # 108 models, then rounds of rates
-  python -m experiments.report --sweep_dir=results/norm_mlp-cpu --out=docs/studies/norm_mlp-cpu
-
-Arms keep the names its committed cells recorded; nothing parses them: each is an ``Arm`` made by
-its overrides (pre-LN's program is also ratio 4 and GPT-2's init profile, ``also``).
+``python -m experiments.sweep --sweep=norm_mlp --scale=cpu`` (108 models, then rounds of rates).
+Arms keep the names its committed cells recorded; nothing parses them (``also``: pre-LN's
+program is also ratio 4 and GPT-2's init profile).
 """
 
 import math
@@ -21,13 +19,12 @@ DEPTH = ("depth:pre", "depth:post")
 def grid(layers, width, heads, block, batch, steps, warmup, evals, diags, logs, rates, narrow,
          matched, deep, deep_rates, probe_steps, extra=None, **kw) -> Grid:
   """A scale: pre-LN, GPT-2 init, GELU at ratio 4, long warmup; depth ``deep`` 0: the depth arms cut."""
-  shared = {"model.n_layer": layers, "model.d_model": width, "model.n_head": heads,
-            "model.block_size": block, "train.batch_size": batch, "train.steps": steps,
-            "train.eval_every": evals, "train.log_every": logs, "checkpoint.every": evals,
-            "checkpoint.keep": 1, "diagnostics.enabled": True, "diagnostics.every": diags,
-            "diagnostics.early_steps": 5, "sample.num_samples": 0, "model.norm": "pre",
-            "model.init": "gpt2", "model.mlp_ratio": 4.0, "model.activation": "gelu_tanh",
-            "train.warmup_steps": warmup, **(extra or {})}
+  shared = {"model.n_layer": layers, "model.d_model": width, "model.n_head": heads, "model.block_size": block,
+            "train.batch_size": batch, "train.steps": steps, "train.eval_every": evals, "train.log_every": logs,
+            "checkpoint.every": evals, "checkpoint.keep": 1, "diagnostics.enabled": True,
+            "diagnostics.every": diags, "diagnostics.early_steps": 5, "sample.num_samples": 0,
+            "model.norm": "pre", "model.init": "gpt2", "model.mlp_ratio": 4.0,
+            "model.activation": "gelu_tanh", "train.warmup_steps": warmup, **(extra or {})}
   short = ("train.steps", "train.eval_every", "checkpoint.every", "diagnostics.every")
   rates_of = {**dict.fromkeys(WIDTH[:2] + WIDTH[3:] + ("swiglu",) + tuple(f"mlp_matched:{r}" for r in matched), narrow),
               **dict.fromkeys(("init:xavier/pre", "init:xavier/post"), rates[:1]), **dict.fromkeys(DEPTH, deep_rates)}
@@ -66,16 +63,15 @@ STUDY = Study(
             "tests: the confirmatory study (`norm_mlp_confirm`: unseen seeds, one rate grid, rules and "
             "power plan committed before its run) tests them."),
     arms=ARMS,
-    # grid(layers, width, heads, context, batch, steps, warmup, eval every, probe every, log every,
-    #      rates, MLP rates, matched ratios, depth, depth rates, xavier steps, extra overrides)
-    scales={
+    scales={  # grid(layers, width, heads, context, batch, steps, warmup, eval/probe/log every, rates,
+              #      MLP rates, matched ratios, depth, depth rates, xavier steps, extra overrides)
         "cpu": grid(6, 64, 2, 64, 16, 450, 90, 90, 150, 15, (3e-4, 1e-3, 3e-3, 1e-2),
                     (2e-3, 4e-3, 8e-3), (2, 8), 0, (), 10, seconds_per_model_step=0.067),
-        "smoke": grid(2, 32, 2, 32, 8, 30, 9, 15, 15, 5, (1e-3, 1e-2, 1e-1), (3e-3, 1e-2, 3e-2), (2, 8),
-                      4, (1e-3, 1e-2, 1e-1), 2, {"model.vocab_size": 321, "data.max_docs": 40,
-                                                  "train.eval_batches": 2}, smoke=True),
-        # One andrea120m at batch 64 x 1024 fills an H200: one model per program.
-        "gpu": grid(12, 768, 12, 1024, 64, 4000, 800, 500, 1000, 50, (1e-4, 3e-4, 1e-3, 3e-3, 1e-2),
+        "smoke": grid(2, 32, 2, 32, 8, 30, 9, 15, 15, 5, (1e-3, 1e-2, 1e-1), (3e-3, 1e-2, 3e-2), (2, 8), 4,
+                      (1e-3, 1e-2, 1e-1), 2, {"model.vocab_size": 321, "data.max_docs": 40, "train.eval_batches": 2},
+                      smoke=True),
+        "gpu": grid(  # one andrea120m at batch 64 x 1024 fills an H200: one model per program
+                    12, 768, 12, 1024, 64, 4000, 800, 500, 1000, 50, (1e-4, 3e-4, 1e-3, 3e-3, 1e-2),
                     (5e-4, 1e-3, 2e-3), (1, 2, 8), 24, (1e-4, 3e-4, 1e-3), 10, base_config="andrea120m",
                     members_per_program=1),
     },
@@ -91,11 +87,9 @@ STUDY = Study(
                           grows="init:xavier/post", flat="init:xavier/pre",
                           reported=(("init:gpt2/post", "init:gpt2/pre"),)),
         kinds.EndProbe("pre-LN's residual stream grows with depth", arm=NORM[1], beside=(NORM[3],)),
-        kinds.Interaction("post-LN's trouble grows with depth", arms=(DEPTH[1], NORM[3], DEPTH[0], NORM[1]),
-                          margin=0.05),
+        kinds.Interaction("post-LN's trouble grows with depth", arms=(DEPTH[1], NORM[3], DEPTH[0], NORM[1]), margin=0.05),
         # Kaplan et al. 2020, Fig. 5: at one parameter count the shape moves the loss "a few percent".
-        kinds.AllAlike("parameter-matched MLP ratios perform alike", arms=MATCHED, reference=MATCHED[2],
-                       margin=0.02),
+        kinds.AllAlike("parameter-matched MLP ratios perform alike", arms=MATCHED, reference=MATCHED[2], margin=0.02),
         kinds.Diminishing("wider MLPs are better, with diminishing returns", arms=WIDTH),
         kinds.Versus("SwiGLU beats GELU at equal size", arm="swiglu", reference=WIDTH[2], against=-0.02,
                      guard=("edge",), effect=0.04, source="Shazeer 2020: about 0.04 nats"),
