@@ -131,6 +131,9 @@ def pack(sweep_dir: str, results_dir: str) -> int:
     raise errors.ConfigError(f"{sweep_dir} holds no cells (no */cell.json, no {PACKED}): is it a "
                              f"directory written by python -m experiments.sweep?")
   parts = sorted(found[0], key=lambda p: p["path"])
+  if os.path.exists(results_dir) and not os.path.isdir(results_dir):
+    raise errors.ConfigError(f"--pack={results_dir!r} is a file: pass a directory for the study's "
+                             f"data, e.g. --pack=results/<study>-<scale>")
   os.makedirs(results_dir, exist_ok=True)
   lines = (json.dumps(p, separators=(",", ":")) + "\n" for p in parts)
   atomic_write(os.path.join(results_dir, PACKED), *(line.encode("utf-8") for line in lines))

@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from andrea_jax import errors
 from research import cells
 
 
@@ -125,3 +126,17 @@ def test_a_broken_line_names_the_file_and_the_line(sweep_dir, tmp_path):
   empty.mkdir()
   with pytest.raises(ValueError, match="holds no cells"):
     cells.pack(str(empty), str(tmp_path / "x"))
+
+
+def test_packing_into_a_file_is_one_line(tmp_path):
+  sweep = tmp_path / "sweep"
+  cell = sweep / "g" / "lr0.001-s0"
+  cell.mkdir(parents=True)
+  (cell / "cell.json").write_text(json.dumps({"name": "c", "arms": ["a"], "seed": 0, "group": "g",
+                                              "overrides": {"train.learning_rate": 1e-3}}))
+  (cell / "summary.json").write_text(json.dumps({"status": "completed"}))
+  target = tmp_path / "a_file"
+  target.write_text("x")
+  with pytest.raises(errors.ConfigError, match=r"--pack=.*a_file' is a file: pass a directory"):
+    cells.pack(str(sweep), str(target))
+  assert target.read_text() == "x"
