@@ -42,6 +42,7 @@ import fcntl
 import glob
 import json
 import os
+import pathlib
 import shutil
 import time
 from typing import Iterator
@@ -202,7 +203,17 @@ def claim(workdir: str, enabled: bool = True) -> Iterator[Claim]:
   if not enabled:  # processes other than 0 write nothing
     yield c
     return
-  os.makedirs(os.path.dirname(os.path.abspath(workdir)), exist_ok=True)
+  not_dir = lambda where: errors.ConfigError(
+      f"--workdir={workdir!r}: {where!r} is a file, not a directory: pass a directory for the run "
+      f"(a new one, or a run's workdir)")
+  if os.path.exists(workdir) and not os.path.isdir(workdir):
+    raise not_dir(workdir)
+  parent = os.path.dirname(os.path.abspath(workdir))
+  try:
+    os.makedirs(parent, exist_ok=True)
+  except (FileExistsError, NotADirectoryError):
+    raise not_dir(next(p for p in [parent, *pathlib.Path(parent).parents]
+                       if os.path.exists(p) and not os.path.isdir(p))) from None
   try:
     os.mkdir(workdir)
     created = True

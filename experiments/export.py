@@ -10,8 +10,11 @@ it. Post-norm and SwiGLU models are refused: GPT-2 cannot express them. PyTorch 
 needed to export.
 """
 
+import os
+
 from absl import flags, logging
 
+from andrea_jax import errors
 from andrea_jax import model
 from andrea_jax import workdir as workdir_lib
 from andrea_jax.interop import hf_gpt2
@@ -26,6 +29,9 @@ def main(argv):
   del argv
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
+  if os.path.exists(_OUT.value) and not os.path.isdir(_OUT.value):
+    raise errors.ConfigError(f"--out={_OUT.value!r} is a file: pass a directory for the Hugging Face "
+                             f"files (a new one, or one to overwrite)")
   params, cfg, tok, _ = workdir_lib.load_run(_WORKDIR.value, _STEP.value)
   hf_gpt2.export_gpt2(params, cfg, _OUT.value, tokenizer=tok)
   print(f"exported {_WORKDIR.value} ({model.count_params(cfg):,} parameters, "

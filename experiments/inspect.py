@@ -288,6 +288,9 @@ def main(argv):
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
   _check_sources()
+  if _OUT.value and os.path.exists(_OUT.value) and not os.path.isdir(_OUT.value):
+    raise errors.ConfigError(f"--out={_OUT.value!r} is a file: pass a directory for the figures "
+                             f"(default: <workdir>/inspect)")
   started = time.perf_counter()
   sources = [load_model(_WORKDIR.value, _HF_DIR.value, _RANDOM.value, _STEP.value)]
   if _COMPARE.value:

@@ -377,3 +377,20 @@ def test_readme_and_notebooks_readme_give_the_headless_command():
   command = "python -m pytest --nbmake notebooks/01_residual_stream.ipynb"
   assert command in README
   assert command in (REPO / "notebooks" / "README.md").read_text(encoding="utf-8")
+
+
+def test_a_path_that_is_a_file_is_one_line_not_an_errno(tmp_path):
+  """``--workdir`` that is a file (or lies under one) and ``--out`` that is a file: one line
+  naming the value and the fix, exit 2, the file untouched (issue 44's raw errno messages)."""
+  a_file = tmp_path / "outfile"
+  a_file.write_text("keep me")
+  cases = [("experiments.run", "--config=tiny", f"--workdir={a_file}"),
+           ("experiments.run", "--config=tiny", f"--workdir={a_file / 'run'}"),
+           ("experiments.export", f"--workdir={tmp_path / 'none'}", f"--out={a_file}"),
+           ("experiments.inspect", "--random=tiny", f"--out={a_file}")]
+  for args in cases:
+    done = run_module(*args)
+    assert done.returncode == errors.EXIT_USER_ERROR, (args, done.stderr)
+    assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, (args, done.stderr)
+    assert "Errno" not in done.stderr and "is a file" in done.stderr and str(a_file) in done.stderr, done.stderr
+  assert a_file.read_text() == "keep me"
