@@ -375,15 +375,19 @@ def _check_batch_bound(config: RunConfig, splitter: Splitter) -> None:
   at least one byte, plus one EOT per document (``loader.check_batch_fits`` checks the
   exact count once the split is encoded)."""
   t, m = config.train, config.model
-  most = splitter.bytes["train"] + splitter.docs["train"]
+  docs = splitter.docs["train"]
+  most = splitter.bytes["train"] + docs
   need = t.batch_size * (m.block_size + 1)
   if need > most:
+    fits = most // (m.block_size + 1)  # windows of this block size the split can hold
+    # The field that can fix it: the batch size while a smaller one fits, else the block size.
+    fix = (f"use a train.batch_size of at most {fits} (or a smaller model.block_size)" if fits
+           else f"use a model.block_size of at most {max(most // t.batch_size - 1, 1)}")
     raise errors.DataError(
-        f"one batch of train.batch_size={t.batch_size} windows of block_size + 1 = "
-        f"{m.block_size + 1} tokens is {need:,} tokens, more than the training split can "
-        f"hold (at most {most:,} tokens: {splitter.docs['train']} document(s), a token is at "
-        f"least a byte); use a batch_size of at most {max(most // (m.block_size + 1), 1)} (or "
-        f"a smaller model.block_size), or more data")
+        f"one batch of train.batch_size={t.batch_size} window{'s' * (t.batch_size != 1)} of "
+        f"block_size + 1 = {m.block_size + 1} tokens is {need:,} tokens, more than the training "
+        f"split can hold (at most {most:,} tokens: {docs:,} document{'s' * (docs != 1)}, a token "
+        f"is at least a byte); {fix}, or more data")
 
 
 # ----------------------------------------------------------------------------- encoding
