@@ -25,7 +25,8 @@ from andrea_jax import tokenizer as tokenizer_lib
 from andrea_jax.interop import hf_gpt2
 from experiments import cli
 
-_HF_DIR = flags.DEFINE_string("hf_dir", None, "local Hugging Face GPT-2 directory")
+_HF_DIR = flags.DEFINE_string("hf_dir", None, "a Hugging Face GPT-2 directory, or a published "
+                              "model's name (gpt2: fetched from the Hub, online)")
 _OUT = flags.DEFINE_string("out", None, "write a bytes-first copy here for fine-tuning")
 _EVAL_TEXT = flags.DEFINE_string("eval_text", None, "text file to evaluate the loss on")
 _EVAL_WINDOWS = flags.DEFINE_integer("eval_windows", 32, "at most this many windows of --eval_text")
@@ -64,10 +65,11 @@ def main(argv):
   del argv
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
-  params, cfg = hf_gpt2.import_gpt2(_HF_DIR.value)
+  hf_dir = hf_gpt2.resolve_hf_dir(_HF_DIR.value)  # a directory, or a model name fetched once
+  params, cfg = hf_gpt2.import_gpt2(hf_dir)
   print(f"imported {_HF_DIR.value}: {model.count_params(cfg):,} parameters\n{cfg}")
   needs_tok = _EVAL_TEXT.value or _PROMPT.value is not None or _OUT.value
-  tok = load_tokenizer(_HF_DIR.value) if needs_tok else None
+  tok = load_tokenizer(hf_dir) if needs_tok else None
   if _EVAL_TEXT.value:
     loss, n = text_loss(params, cfg, tok, _EVAL_TEXT.value, _EVAL_WINDOWS.value)
     print(f"loss on {_EVAL_TEXT.value}: {loss:.4f} nats/token over {n} predicted tokens")

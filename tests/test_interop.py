@@ -383,3 +383,22 @@ def test_fine_tuning_refuses_another_tokenizer(pretrained, small_tokenizer, tmp_
                                   "data.tokenizer_path": str(tmp_path / "other.json")})
   with pytest.raises(InteropError, match="is not the tokenizer of train.init_from"):
     hf_gpt2.init_from(config_lib.RunConfig.from_configdict(config))
+
+
+def test_a_model_name_offline_is_one_line_and_a_directory_is_itself(tmp_path, monkeypatch):
+  """``--hf_dir=gpt2`` reads as a published model's name: fetched from the Hub when online;
+  offline, one line saying it needs the network or a local directory."""
+  import subprocess  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
+  env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "JAX_PLATFORMS": "cpu"}
+  done = subprocess.run([sys.executable, "-m", "experiments.import_hf", "--hf_dir=gpt2"], env=env,
+                        capture_output=True, text=True, timeout=120, check=False)
+  assert done.returncode == errors.EXIT_USER_ERROR, done.stderr
+  assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: --hf_dir='gpt2' is not a local "
+                                                                 "directory"), done.stderr
+  assert "needs the network, or pass a local directory" in done.stderr
+  assert hf_gpt2.resolve_hf_dir(str(tmp_path)) == str(tmp_path)
+  a_file = tmp_path / "f"
+  a_file.write_text("x")
+  with pytest.raises(InteropError, match="is a file"):
+    hf_gpt2.resolve_hf_dir(str(a_file))

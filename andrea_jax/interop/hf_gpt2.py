@@ -321,6 +321,29 @@ def read_tensors(hf_dir: str) -> tuple[dict[str, np.ndarray], str]:
                      f"expected a directory written by save_pretrained or experiments.export")
 
 
+def resolve_hf_dir(hf_dir: str) -> str:
+  """A local directory for ``hf_dir``: the directory itself, else a published model's name
+  (``gpt2``, ``openai-community/gpt2-medium``) fetched from the Hugging Face Hub into its
+  cache (``huggingface_hub.snapshot_download``: needs the network the first time)."""
+  if os.path.isdir(hf_dir):
+    return hf_dir
+  if os.path.exists(hf_dir):
+    raise InteropError(f"--hf_dir={hf_dir!r} is a file: pass a Hugging Face GPT-2 directory "
+                       f"(save_pretrained or python -m experiments.export) or a model name")
+  try:
+    from huggingface_hub import snapshot_download  # pylint: disable=import-outside-toplevel
+    return snapshot_download(repo_id=hf_dir, allow_patterns=[
+        "config.json", "*.safetensors", "*.safetensors.index.json", PYTORCH_BIN, "tokenizer.json",
+        "tokenizer_config.json", "vocab.json", "merges.txt", "special_tokens_map.json"])
+  except Exception as e:  # pylint: disable=broad-except
+    # Offline, an unknown name and a malformed one all land here: say which in one line.
+    reason = str(e).splitlines()[0][:160] if str(e) else type(e).__name__
+    raise InteropError(f"--hf_dir={hf_dir!r} is not a local directory, and the Hugging Face Hub "
+                       f"did not give a model of that name ({type(e).__name__}: {reason}); a "
+                       f"published model's name needs the network, or pass a local directory "
+                       f"(save_pretrained or python -m experiments.export)") from None
+
+
 def read_hf_config(hf_dir: str) -> dict:
   path = os.path.join(hf_dir, "config.json")
   if not os.path.isfile(path):
