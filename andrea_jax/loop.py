@@ -326,10 +326,11 @@ def train_loop(models: Models, state, t: step_lib.TrainConfig, start_step: int,
       if sharding.is_lead():
         tqdm.write(forecast.estimate(log.flops_per_token * log.tokens_per_step,
                                      log.tokens_per_step, t, models.n_devices, start_step,
-                                     seconds, eval_at_start=start_step == 0))
+                                     seconds, eval_at_start=start_step == 0 and t.eval_at_start))
     try:
       if start_step == 0:
-        evaluation(0)
+        if t.eval_at_start:  # train.eval_at_start: the real models skip it on a CPU
+          evaluation(0)
         if diag:
           diag.record(0, state["params"], alive=alive)
     except signals_lib.Interrupted:

@@ -60,6 +60,7 @@ class TrainConfig:
   eval_every: int
   eval_batches: int
   init_from: str = ""  # (configs written before fine-tuning existed have no such field)
+  eval_at_start: bool = True  # (nor before the step-0 evaluation was optional)
 
   def __post_init__(self):
     for name in ("steps", "batch_size", "grad_accum_steps", "learning_rate", "log_every",

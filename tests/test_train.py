@@ -388,3 +388,16 @@ def test_command_line_rejects_a_misspelt_override(tmp_path, data_cache):
   assert proc.returncode == errors.EXIT_USER_ERROR, out
   assert out == "error: --config.train.stpes: train has no field 'stpes'; did you mean 'steps'?\n"
   assert not (tmp_path / "config.json").exists()
+
+
+def test_the_step_0_evaluation_is_optional(data_cache, tmp_path):
+  """``train.eval_at_start=False`` skips the evaluation before training (the real models'
+  default: an hour on a CPU); the run still evaluates at the end; the small configs keep it."""
+  off = tmp_path / "off"
+  train.train_and_evaluate(small_config(data_cache, **{"train.steps": 2, "train.warmup_steps": 0,
+                                                        "train.eval_at_start": False}), str(off))
+  steps = [r["step"] for r in metrics_lib.read_metrics(str(off)) if "val_loss" in r]
+  assert steps == [2]
+  assert tiny.get_config().train.eval_at_start
+  from experiments.configs import andrea120m  # pylint: disable=import-outside-toplevel
+  assert not andrea120m.get_config().train.eval_at_start

@@ -18,4 +18,6 @@ def get_config(arg=None):
   config = common.base_config(model)
   # 64 x 1024 tokens per update.
   config.train.batch_size = 64
+  # No step-0 evaluation: on a CPU it alone takes about an hour (train.eval_at_start).
+  config.train.eval_at_start = False
   return common.apply_variants(config, arg)

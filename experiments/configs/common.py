@@ -181,6 +181,8 @@ def train_group() -> ml_collections.ConfigDict:
   t.eval_batches = 8
   # A Hugging Face GPT-2 directory whose weights start a fresh run ("" = random init; docs/interop.md).
   t.init_from = ""
+  # Evaluate at step 0, before training (off for the real models: an hour on a CPU).
+  t.eval_at_start = True
   return t
 
 
