@@ -34,7 +34,7 @@ def check_batch_fits(tokens: np.ndarray, batch_size: int, block_size: int, name:
     raise errors.DataError(
         f"one batch of train.batch_size={batch_size} windows of block_size + 1 = "
         f"{block_size + 1} tokens is {need:,} tokens, more than the {len(tokens):,} of {name}; "
-        f"use a batch_size of at most {len(tokens) // (block_size + 1)}, or more data")
+        f"use a train.batch_size of at most {len(tokens) // (block_size + 1)}, or more data")
 
 
 def _local_slice(batch_size: int, process_index: int, process_count: int) -> slice:

@@ -759,7 +759,7 @@ def test_a_batch_larger_than_the_text_is_refused_before_the_tokenizer_is_trained
   (tmp_path / "text.txt").write_text("a few words of text\n" * 40, encoding="utf-8")
   config = prep_config(tmp_path, path=str(tmp_path / "text.txt"))
   config.train.batch_size = 1000
-  with pytest.raises(errors.DataError, match=r"train.batch_size=1000 .* use a batch_size of "
+  with pytest.raises(errors.DataError, match=r"train.batch_size=1000 .* use a train.batch_size of "
                      r"at most \d+"):
     prepare(config)
   assert not os.listdir(tmp_path / "cache")  # nothing trained, nothing cached
