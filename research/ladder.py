@@ -33,6 +33,14 @@ SECONDS_PER_MODEL_STEP_CPU = {16: 0.0084, 32: 0.0108, 64: 0.0231, 128: 0.0529, 2
 SECONDS_PER_GROUP_CPU = 32.0
 
 
+# The ladder's scale records (``ladder_overrides``' ``s``): the cpu scale's shape, and the smoke
+# scale's (one layer, 12 steps: proves the pipeline). A study adds its own ``extra``.
+CPU = dict(n_layer=2, n_head=2, block_size=64, vocab=512, batch_size=16, steps=200,
+           eval_batches=16, log_every=25, extra={})
+SMOKE = dict(n_layer=1, n_head=2, block_size=32, vocab=321, batch_size=8, steps=12,
+             eval_batches=2, log_every=4, extra={"data.max_docs": 40})
+
+
 def group_name(arm: str, width: int) -> str:
   """``pre+qk`` at 64 -> ``pre-qk-d64`` (a directory name; ``--only`` matches on it)."""
   return f"{arm.replace('+', '-')}-d{width}"

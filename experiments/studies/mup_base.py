@@ -20,10 +20,7 @@ from research import kinds
 from research import ladder
 from research.study import Arm, Grid, Study
 
-CPU = dict(n_layer=2, n_head=2, block_size=64, vocab=512, batch_size=16, steps=200,
-           eval_batches=16, log_every=25, extra={})
-SMOKE = dict(n_layer=1, n_head=2, block_size=32, vocab=321, batch_size=8, steps=12,
-             eval_batches=2, log_every=4, extra={"data.max_docs": 40})
+CPU, SMOKE = ladder.CPU, ladder.SMOKE
 MUP = {"model.d_model": 32, "model.parametrization": "mup", "model.base_width": 32,
        "model.mup_attention": "base", "model.mup_decay": "constant"}
 BY = ("model.readout_multiplier", "model.attention_multiplier")

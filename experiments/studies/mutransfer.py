@@ -18,8 +18,7 @@ from research.power import Spread
 from research.study import Arm, Budget, Grid, Study
 
 W = "model.d_model"
-CPU = dict(n_layer=2, n_head=2, block_size=64, vocab=512, batch_size=16, steps=200,
-           eval_batches=16, log_every=25, extra={})
+CPU = ladder.CPU
 SMOKE = dict(CPU, n_layer=1, block_size=32, vocab=321, batch_size=8, steps=12, eval_batches=2,
              log_every=4, extra={"data.max_docs": 40})
 LADDER = dict(axis=W, learns="every_seed")  # every seed below the plateau: the ladder learns

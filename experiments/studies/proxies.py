@@ -18,8 +18,7 @@ from research.study import Arm, Grid, Study
 
 W = "model.d_model"
 HALF_DECADES = (3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
-CPU = dict(n_layer=2, n_head=2, block_size=64, vocab=512, batch_size=16, steps=200,
-           eval_batches=16, log_every=25, extra={})
+CPU = ladder.CPU
 SMOKE = dict(CPU, block_size=32, vocab=321, batch_size=8, steps=20, eval_batches=2,
              log_every=5, extra={"data.max_docs": 40})
 # The andrea120m depth family on one GPU (d_head 96 at its width 768). Defined, not run.

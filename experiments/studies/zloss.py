@@ -27,12 +27,9 @@ from research import ladder
 from research import power
 from research.study import Arm, Budget, Grid, Study
 
-CPU = dict(n_layer=2, n_head=2, block_size=64, vocab=512, batch_size=16, steps=200,
-           eval_batches=16, log_every=25, extra={"diagnostics.every": 50})
-SMOKE = dict(n_layer=1, n_head=2, block_size=32, vocab=321, batch_size=8, steps=12,
-             eval_batches=2, log_every=4, extra={"data.max_docs": 40, "diagnostics.every": 6})
-TUNED = {f"model.{k}": float(ladder.base_choice()[k]) for k in ("readout_multiplier", "attention_multiplier")}
-UNTUNED = dict.fromkeys(TUNED, 1.0)  # the smoke scale's
+CPU = dict(ladder.CPU, extra={"diagnostics.every": 50})  # log Z every 50 steps
+SMOKE = dict(ladder.SMOKE, extra={**ladder.SMOKE["extra"], "diagnostics.every": 6})
+TUNED, UNTUNED = ladder.base_multipliers(), ladder.base_multipliers(ones=True)  # cpu, smoke
 RATES, SEEDS = (0.17, 0.3), tuple(range(500, 510))
 PLAIN, JUDGED, REPORTED = "wd0+z0", "wd0+z0.0001", "wd0+z0.001"
 HOLDS = ("Wortsman et al. 2023 (sec. 3.2): z-loss prevents the divergence; a held log Z planned at +1 "

@@ -21,12 +21,9 @@ from research import kinds
 from research import ladder
 from research.study import Arm, Grid, Study
 
-CPU = dict(n_layer=2, n_head=2, block_size=64, vocab=512, batch_size=16, steps=200,
-           eval_batches=16, log_every=25, extra={"diagnostics.every": 50})
-SMOKE = dict(n_layer=1, n_head=2, block_size=32, vocab=321, batch_size=8, steps=12,
-             eval_batches=2, log_every=4, extra={"data.max_docs": 40, "diagnostics.every": 6})
-TUNED = {f"model.{k}": float(ladder.base_choice()[k]) for k in ("readout_multiplier", "attention_multiplier")}
-UNTUNED = dict.fromkeys(TUNED, 1.0)  # the smoke scale's
+CPU = dict(ladder.CPU, extra={"diagnostics.every": 50})  # log Z every 50 steps
+SMOKE = dict(ladder.SMOKE, extra={**ladder.SMOKE["extra"], "diagnostics.every": 6})
+TUNED, UNTUNED = ladder.base_multipliers(), ladder.base_multipliers(ones=True)  # cpu, smoke
 SETTINGS = [(wd, z) for wd in (0.1, 0.0) for z in (0.0, 1e-4)]
 
 STUDY = Study(
