@@ -83,6 +83,11 @@ class ModelConfig:
   mup_attention: str = "base"
   mup_decay: str = "constant"
   zero_query_init: bool = False
+  # muP's head count at the base width (0: n_head, held fixed across widths; mup.py).
+  base_n_head: int = 0
+  # Depth rule (mup.py): "none" or "completep" (residual branches x base_depth / n_layer).
+  depth_rule: str = "none"
+  base_depth: int = 0
 
   def __post_init__(self):
     for name in ("vocab_size", "block_size", "d_model", "n_layer", "n_head", "scan_unroll",
@@ -103,7 +108,8 @@ class ModelConfig:
                           ("compute_dtype", DTYPES + (AUTO,)), ("remat_policy", REMAT_POLICIES + (AUTO,)),
                           ("attention_impl", ATTENTION_IMPLS), ("init", INITS),
                           ("parametrization", mup.PARAMETRIZATIONS),
-                          ("mup_attention", mup.MUP_ATTENTION), ("mup_decay", mup.MUP_DECAY)):
+                          ("mup_attention", mup.MUP_ATTENTION), ("mup_decay", mup.MUP_DECAY),
+                          ("depth_rule", mup.DEPTH_RULES)):
       if getattr(self, name) not in allowed:
         raise errors.ConfigError(f"ModelConfig.{name}={getattr(self, name)!r}: expected one of "
                                  f"{allowed}")
@@ -130,6 +136,24 @@ class ModelConfig:
     if self.parametrization == "mup" and b == 0:
       raise errors.ConfigError("ModelConfig.base_width=0 with parametrization='mup': set "
                                "base_width to the d_model the learning rate was tuned at, e.g. 64")
+    h = self.base_n_head
+    if isinstance(h, bool) or not isinstance(h, (int, np.integer)) or h < 0:
+      raise errors.ConfigError(f"ModelConfig.base_n_head={h!r}: expected 0 (n_head, held fixed "
+                               f"across widths) or the head count of the base model")
+    if self.parametrization == "mup" and h and b % h:
+      raise errors.ConfigError(f"ModelConfig.base_n_head={h} does not divide base_width={b}: "
+                               f"choose the base model's head count, e.g. base_width / 64")
+    L0 = self.base_depth
+    if isinstance(L0, bool) or not isinstance(L0, (int, np.integer)) or L0 < 0:
+      raise errors.ConfigError(f"ModelConfig.base_depth={L0!r}: expected 0 (unset) or the "
+                               f"n_layer whose learning rate the depth rule transfers")
+    if self.depth_rule != "none" and L0 == 0:
+      raise errors.ConfigError(f"ModelConfig.base_depth=0 with depth_rule={self.depth_rule!r}: "
+                               f"set base_depth to the n_layer the rate was tuned at, e.g. 2")
+    if self.depth_rule != "none" and self.init != "gpt2":
+      raise errors.ConfigError(f"ModelConfig.init={self.init!r} with depth_rule="
+                               f"{self.depth_rule!r}: the rule scales the 'gpt2' init by depth; "
+                               f"expected init='gpt2'")
     if self.parametrization == "mup" and self.init != "gpt2":
       raise errors.ConfigError(f"ModelConfig.init={self.init!r} with parametrization='mup': muP "
                                f"scales the 'gpt2' init by width itself; expected init='gpt2'")
@@ -200,7 +224,9 @@ def block_init_stds(cfg: ModelConfig) -> dict[str, float]:
 
   ``init="gpt2"``: N(0, 0.02); the two projections that write into the residual stream
   (attention output, MLP output) are scaled by 1/sqrt(2 n_layer) so the stream's variance
-  does not grow with depth; under muP all four also by ``mup.hidden_init_scale``.
+  does not grow with depth (under a depth rule, by 1/sqrt(2 base_depth): the branch
+  multiplier ``mup.branch_multiplier`` carries the depth); under muP all four also by
+  ``mup.hidden_init_scale``.
   ``init="xavier"``: Glorot normal, N(0, 2 / (fan_in + fan_out)), with no depth scaling,
   the initialisation Xiong et al. 2020 analyse (the fused QKV and SwiGLU matrices count as
   separate D x D and D x F matrices).
@@ -211,7 +237,7 @@ def block_init_stds(cfg: ModelConfig) -> dict[str, float]:
     return {"qkv": glorot(D, D), "attn_out": glorot(D, D), "mlp_in": glorot(D, F),
             "mlp_out": glorot(F, D)}
   std = 0.02 * mup.hidden_init_scale(cfg)
-  resid_std = std / math.sqrt(2 * cfg.n_layer)
+  resid_std = std / math.sqrt(2 * mup.init_depth(cfg))
   return {"qkv": std, "attn_out": resid_std, "mlp_in": std, "mlp_out": resid_std}
 
 
@@ -358,12 +384,18 @@ def mlp(x_BTD: jax.Array, mlp_params: Params, cfg: ModelConfig) -> jax.Array:
 
 
 def residual_sublayer(x: jax.Array, branch_fn: Callable[[jax.Array], jax.Array],
-                      ln_params: Params, norm: str = "pre", eps: float = 1e-5) -> jax.Array:
-  """The seed's residual pattern: pre-norm ``x + F(LN(x))``; post-norm ``LN(x + F(x))``."""
+                      ln_params: Params, norm: str = "pre", eps: float = 1e-5,
+                      multiplier: float = 1.0) -> jax.Array:
+  """The seed's residual pattern: pre-norm ``x + F(LN(x))``; post-norm ``LN(x + F(x))``.
+
+  ``multiplier`` scales the branch (a depth rule's ``base_depth / n_layer``); at 1 the
+  pattern is the seed's exactly (no multiply is traced).
+  """
+  scaled = branch_fn if multiplier == 1.0 else (lambda h: multiplier * branch_fn(h))
   if norm == "pre":
-    return x + branch_fn(layer_norm(x, ln_params["scale"], ln_params["bias"], eps))
+    return x + scaled(layer_norm(x, ln_params["scale"], ln_params["bias"], eps))
   if norm == "post":
-    return layer_norm(x + branch_fn(x), ln_params["scale"], ln_params["bias"], eps)
+    return layer_norm(x + scaled(x), ln_params["scale"], ln_params["bias"], eps)
   raise ValueError(f"norm={norm!r}: expected one of {NORMS}")
 
 
@@ -380,9 +412,10 @@ def block_forward(block: Params, x_BTD: jax.Array, cfg: ModelConfig, stats: bool
     out, seen["attn_logit_max"] = attention(h, block["attn"], cfg, logit_max=True)
     return out
 
-  x_BTD = residual_sublayer(x_BTD, attn_branch, block["ln_1"], cfg.norm, cfg.ln_eps)
+  m = mup.branch_multiplier(cfg)
+  x_BTD = residual_sublayer(x_BTD, attn_branch, block["ln_1"], cfg.norm, cfg.ln_eps, m)
   x_BTD = residual_sublayer(x_BTD, lambda h: mlp(h, block["mlp"], cfg),
-                            block["ln_2"], cfg.norm, cfg.ln_eps)
+                            block["ln_2"], cfg.norm, cfg.ln_eps, m)
   return (x_BTD, seen) if stats else x_BTD
 
 

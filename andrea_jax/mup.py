@@ -14,7 +14,9 @@ Adam, as the ``mup`` package implements it (``MuAdamW``, ``MuSharedReadout``). W
     output logits       x r                                  (the readout multiplier)
 
 ``d_head_base = base_width / n_head`` is the head size at the base width (``n_head`` is
-held fixed across widths), so the attention scale is the ``mup`` README's "8 / d" with 8
+held fixed across widths; with ``model.base_n_head`` set, the heads grow with the width
+instead and ``d_head_base = base_width / base_n_head``: at a fixed ``d_head``, as in the
+ANDREA family's 64, muP's attention scale is sp's at every width), so the attention scale is the ``mup`` README's "8 / d" with 8
 = sqrt(d_head_base), and equals sp's ``1 / sqrt(d_head)`` at the base width:
 ``model.mup_attention="base"``. ``"inverse"`` is the bare ``1 / d_head`` of the paper's
 table, what this project used before the field existed (it makes the base model's
@@ -50,7 +52,17 @@ the place ``mup_decay`` asks for. ``model.zero_query_init`` starts the query pro
 at zero (the ``mup`` README's recommendation: every query, and so every attention
 pattern, starts uniform at any width). Only ``d_model`` counts as width: ``n_head`` is
 held fixed, so ``d_head`` grows with it, and ``mlp_ratio`` too, so every hidden fan-in
-grows by ``1 / r``. The widths are checked by ``python -m experiments.coord_check``
+grows by ``1 / r``.
+
+**Depth.** ``model.depth_rule="completep"`` with ``model.base_depth`` is CompleteP's
+rule for pre-LN transformers under Adam at its alpha = 1 (Dey et al. 2025, table 1; the
+1/L branch scaling of depth-muP, Bordelon et al. 2024 and Yang et al. 2024): each
+residual branch is multiplied by ``base_depth / n_layer`` and the residual-writing
+projections keep the init of the base depth, so at ``base_depth`` the model is the plain
+one exactly; with alpha = 1 the Adam rates of the hidden matrices, biases and norms do
+not change with depth. (CompleteP also scales Adam's epsilon by depth; at this project's
+epsilon it is far below the updates' scale and is not applied.) ``"none"``: the plain
+model, whose rate moves with depth. The widths are checked by ``python -m experiments.coord_check``
 (``coord_check.py``).
 """
 
@@ -63,6 +75,7 @@ import jax
 import optax
 
 PARAMETRIZATIONS = ("sp", "mup")
+DEPTH_RULES = ("none", "completep")  # plain; residual branches x base_depth / n_layer
 MUP_ATTENTION = ("base", "inverse")  # sqrt(d_head_base) / d_head; 1 / d_head (before the field)
 MUP_DECAY = ("constant", "with_rate")  # lr x decay the same at every width; scaled with the rate
 HIDDEN = "hidden"  # matrices with both dimensions growing with width: learning rate x r
@@ -87,8 +100,9 @@ def hidden_lr_scale(cfg) -> float:
 
 
 def base_head_dim(cfg) -> float:
-  """The head size at the base width: ``base_width / n_head``."""
-  return cfg.base_width / cfg.n_head
+  """The head size at the base width: ``base_width / base_n_head`` (``base_n_head`` 0:
+  ``n_head``, the heads held fixed across widths)."""
+  return cfg.base_width / (getattr(cfg, "base_n_head", 0) or cfg.n_head)
 
 
 def attention_scale(cfg) -> float:
@@ -102,6 +116,22 @@ def attention_scale(cfg) -> float:
   else:
     width = 1.0 / cfg.head_dim
   return cfg.attention_multiplier * width
+
+
+def branch_multiplier(cfg) -> float:
+  """What multiplies each residual branch's output: ``base_depth / n_layer`` under
+  ``depth_rule="completep"`` (CompleteP, Dey et al. 2025, its alpha = 1; depth-muP's
+  1/L branch scaling), 1 otherwise and at the base depth."""
+  if getattr(cfg, "depth_rule", "none") == "completep":
+    return cfg.base_depth / cfg.n_layer
+  return 1.0
+
+
+def init_depth(cfg) -> int:
+  """The depth the residual-writing projections' GPT-2 init is scaled for
+  (``1 / sqrt(2 x it)``): ``n_layer``, or ``base_depth`` under a depth rule, whose branch
+  multiplier carries the rest of the depth."""
+  return cfg.base_depth if getattr(cfg, "depth_rule", "none") != "none" else cfg.n_layer
 
 
 def readout_multiplier(cfg) -> float:

@@ -32,6 +32,7 @@ import numpy as np
 from andrea_jax import attention
 from andrea_jax import errors
 from andrea_jax import model
+from andrea_jax import mup
 from andrea_jax.model import ModelConfig, Params
 
 Cache = tuple[jax.Array, jax.Array]  # (k_LBCHK, v_LBCHK)
@@ -79,9 +80,10 @@ def _blocks_cached(params: Params, x_BTD: jax.Array, cache: Cache, pos: jax.Arra
       return model.out_project(o_BTHK, block["attn"], cfg)
 
     # residual_sublayer calls its branch exactly once (pre or post), so `written` is set.
-    x_BTD = model.residual_sublayer(x_BTD, attn_branch, block["ln_1"], cfg.norm, cfg.ln_eps)
+    m = mup.branch_multiplier(cfg)
+    x_BTD = model.residual_sublayer(x_BTD, attn_branch, block["ln_1"], cfg.norm, cfg.ln_eps, m)
     x_BTD = model.residual_sublayer(x_BTD, lambda h: model.mlp(h, block["mlp"], cfg),
-                                    block["ln_2"], cfg.norm, cfg.ln_eps)
+                                    block["ln_2"], cfg.norm, cfg.ln_eps, m)
     return x_BTD, (written["k"], written["v"])
 
   x_BTD, cache = jax.lax.scan(layer, x_BTD, (params["blocks"], *cache), unroll=cfg.scan_unroll)

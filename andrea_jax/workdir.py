@@ -87,7 +87,8 @@ ADDED_FIELDS = {"model.qk_norm": False, "model.parametrization": "sp", "model.ba
                 "train.z_loss": 0.0, "model.readout_multiplier": 1.0,
                 "model.attention_multiplier": 1.0, "model.embedding_multiplier": 1.0,
                 "model.mup_attention": "inverse", "model.mup_decay": "with_rate",
-                "model.zero_query_init": False, "train.eval_at_start": True}
+                "model.zero_query_init": False, "train.eval_at_start": True,
+                "model.base_n_head": 0, "model.depth_rule": "none", "model.base_depth": 0}
 
 
 # Fields that only a muP model reads (mup.py).

@@ -119,7 +119,9 @@ def test_bfloat16_params_are_exported_as_float32(tmp_path):
     ({"parametrization": "mup", "base_width": 16}, r"model.parametrization='mup': GPT-2 computes"
                                                   r"(.|\n)*trained with parametrization='sp'"),
     ({"readout_multiplier": 2.0}, r"model.readout_multiplier=2.0: GPT-2's config has no multiplier"
-                                  r"(.|\n)*readout_multiplier=1.0")])
+                                  r"(.|\n)*readout_multiplier=1.0"),
+    ({"depth_rule": "completep", "base_depth": 1}, r"model.depth_rule='completep' at n_layer=2 "
+                                                   r"(.|\n)*trained with depth_rule='none'")])
 def test_variants_gpt2_cannot_express_are_refused(changes, match, tmp_path):
   cfg = tiny_cfg(**changes)
   with pytest.raises(InteropError, match=match) as e:

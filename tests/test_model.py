@@ -345,7 +345,11 @@ FLAX_VARIANTS = [dict(), dict(norm="post", activation="swiglu"),
                  # the base multipliers, and the attention scale runs before mup_attention had.
                  dict(qk_norm=True, norm="post", tie_embeddings=False, parametrization="mup",
                       base_width=64, readout_multiplier=2.0, attention_multiplier=0.5,
-                      embedding_multiplier=1.5, mup_attention="inverse")]
+                      embedding_multiplier=1.5, mup_attention="inverse"),
+                 # A depth rule off its base depth (the branches x 2/3) and heads that grow
+                 # with the width (muP's base head size 8 = 16 / 2, not 16 / 4).
+                 dict(depth_rule="completep", base_depth=2, parametrization="mup", base_width=16,
+                      base_n_head=2, attention_impl="xla")]
 # Mathematically without gradient: a bias added to every key moves all of a query's scores
 # alike, which the softmax ignores (like the key part of b_qkv, which shares a leaf).
 NO_GRADIENT = ("['blocks']['attn']['k_norm']['bias']",)
@@ -538,6 +542,43 @@ def test_mup_at_its_base_width_is_sp_with_the_same_multipliers():
   logits = lambda cfg: diagnostics.attention_logits(params, tokens, cfg, layer=0)
   np.testing.assert_allclose(logits(inverse), logits(sp) / math.sqrt(sp.d_model / sp.n_head),
                              rtol=1e-5, atol=1e-7)
+
+
+def test_depth_rule_at_its_base_depth_is_the_plain_model_and_deeper_scales_each_branch():
+  # At base_depth: the same init and the same function, to the bit.
+  plain = small(attention_impl="xla")
+  rule = dataclasses.replace(plain, depth_rule="completep", base_depth=plain.n_layer)
+  params, tokens = model.init_params(plain, jax.random.key(0)), random_tokens(plain)
+  chex.assert_trees_all_equal(params, model.init_params(rule, jax.random.key(0)))
+  forward = jax.jit(model.forward, static_argnums=2)
+  np.testing.assert_array_equal(forward(params, tokens, rule), forward(params, tokens, plain))
+  # Six layers on a base of two: the residual-writing projections keep the base depth's
+  # init, and each branch is multiplied by 2/6, which equals the plain model whose branch
+  # outputs (w_out, b_out of attention and MLP) are folded by the same factor.
+  deep = small(attention_impl="xla", n_layer=6)
+  deep_rule = dataclasses.replace(deep, depth_rule="completep", base_depth=2)
+  assert mup_lib.branch_multiplier(deep_rule) == pytest.approx(1 / 3)
+  assert model.block_init_stds(deep_rule) == model.block_init_stds(small(n_layer=2))
+  assert model.block_init_stds(deep)["attn_out"] < model.block_init_stds(deep_rule)["attn_out"]
+  params = model.init_params(deep_rule, jax.random.key(1))
+  folded = jax.tree_util.tree_map_with_path(
+      lambda path, x: x / 3 if [getattr(k, "key", None) for k in path][-1] in ("w_out", "b_out") else x,
+      params)
+  np.testing.assert_allclose(forward(params, tokens, deep_rule), forward(folded, tokens, deep),
+                             rtol=2e-5, atol=2e-5)
+  assert not np.allclose(forward(params, tokens, deep_rule), forward(params, tokens, deep), atol=1e-3)
+
+
+def test_mup_with_heads_that_grow_keeps_the_base_head_size():
+  # d_head 8 at every width (heads = d_model / 8): the base model's head size is 8 too, so
+  # muP's attention scale is sp's 1 / sqrt(8); with the heads held fixed (base_n_head 0)
+  # the base head size would be 16 / 4 = 4.
+  wide = small(d_model=64, n_head=8, parametrization="mup", base_width=16, base_n_head=2)
+  assert mup_lib.base_head_dim(wide) == 8 == wide.head_dim
+  assert mup_lib.attention_scale(wide) == pytest.approx(1 / math.sqrt(8))
+  fixed = dataclasses.replace(wide, base_n_head=0)
+  assert mup_lib.base_head_dim(fixed) == 2
+  assert mup_lib.attention_scale(fixed) == pytest.approx(math.sqrt(2 / 8) / math.sqrt(8))
 
 
 def test_zero_query_init_starts_every_attention_pattern_uniform():
@@ -739,6 +780,10 @@ def test_with_layer_norm_the_skip_path_keeps_tokens_apart(seed):
     (dict(activation="tanh"), "activation='tanh'"),
     (dict(mlp_ratio=0.0), "mlp_ratio=0.0"),
     (dict(compute_dtype="int8"), "compute_dtype='int8'"),
+    (dict(depth_rule="completep"), "base_depth=0 with depth_rule='completep'"),
+    (dict(depth_rule="1/sqrt(L)", base_depth=2), "depth_rule='1/sqrt.L.': expected one of"),
+    (dict(base_depth=-1), "base_depth=-1"),
+    (dict(parametrization="mup", base_width=16, base_n_head=3), "base_n_head=3 does not divide base_width=16"),
 ])
 def test_bad_config_raises_naming_the_field(changes, message):
   with pytest.raises(ValueError, match=message.replace("(", r"\(")):

@@ -55,10 +55,11 @@ def greedy_by_full_forward(params, cfg, prompt_BP, n):
 # ----------------------------------------------------------------------------- the cache is exact
 
 
-@pytest.mark.parametrize("norm,activation,P", [("pre", "gelu_tanh", 1), ("pre", "swiglu", 5),
-                                               ("post", "relu", 1), ("post", "gelu", 5)])
-def test_greedy_with_cache_equals_greedy_by_full_forward(norm, activation, P):
-  cfg = tiny(norm=norm, activation=activation)
+@pytest.mark.parametrize("norm,activation,P,rule", [("pre", "gelu_tanh", 1, {}), ("pre", "swiglu", 5, {}),
+                                               ("post", "relu", 1, {}), ("post", "gelu", 5, {}),
+                                               ("pre", "gelu_tanh", 3, dict(depth_rule="completep", base_depth=1))])
+def test_greedy_with_cache_equals_greedy_by_full_forward(norm, activation, P, rule):
+  cfg = tiny(norm=norm, activation=activation, **rule)
   params = lively_params(cfg)
   prompt_BP = prompt(cfg, B=2, P=P)
   got = sample.generate(params, cfg, prompt_BP, 10, jax.random.key(0), temperature=0)

@@ -45,6 +45,7 @@ from andrea_jax import config as config_lib
 from andrea_jax import errors
 from andrea_jax import files
 from andrea_jax import model
+from andrea_jax import mup
 from andrea_jax import tokenizer as tokenizer_lib
 from andrea_jax.model import ModelConfig
 
@@ -103,6 +104,10 @@ def check_exportable(cfg: ModelConfig) -> None:
     raise UnexportableError("model.qk_norm=True: GPT-2's attention has no LayerNorm on queries "
                             "and keys (no such weights in a GPT-2 checkpoint); export a model "
                             "trained with qk_norm=False")
+  if mup.branch_multiplier(cfg) != 1.0:
+    raise UnexportableError(f"model.depth_rule={cfg.depth_rule!r} at n_layer={cfg.n_layer} "
+                            f"(base_depth={cfg.base_depth}): GPT-2's blocks add their branches "
+                            f"unscaled; export a model trained with depth_rule='none'")
   if cfg.parametrization != "sp":
     raise UnexportableError(f"model.parametrization={cfg.parametrization!r}: GPT-2 computes the "
                             f"standard parametrisation ('sp'), with attention scaled by "

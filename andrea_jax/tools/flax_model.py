@@ -168,9 +168,11 @@ class Mlp(nn.Module):
     return _dense(cfg, cfg.d_model, "proj", _stds(cfg)["proj"])(h_BTF)
 
 
-def _sublayer(x, branch: Callable, norm: nn.Module, placement: str):
-  """Pre-norm ``x + F(LN(x))``; post-norm ``LN(x + F(x))``."""
-  return x + branch(norm(x)) if placement == "pre" else norm(x + branch(x))
+def _sublayer(x, branch: Callable, norm: nn.Module, placement: str, multiplier: float = 1.0):
+  """Pre-norm ``x + F(LN(x))``; post-norm ``LN(x + F(x))``; ``F`` times a depth rule's
+  ``multiplier`` (``mup.branch_multiplier``)."""
+  f = branch if multiplier == 1.0 else (lambda h: multiplier * branch(h))
+  return x + f(norm(x)) if placement == "pre" else norm(x + f(x))
 
 
 class Block(nn.Module):
@@ -181,8 +183,9 @@ class Block(nn.Module):
   @nn.compact
   def __call__(self, x_BTD, _):
     cfg = self.cfg
-    x_BTD = _sublayer(x_BTD, CausalSelfAttention(cfg, name="attn"), LayerNorm(cfg, name="ln_1"), cfg.norm)
-    x_BTD = _sublayer(x_BTD, Mlp(cfg, name="mlp"), LayerNorm(cfg, name="ln_2"), cfg.norm)
+    m = mup.branch_multiplier(cfg)
+    x_BTD = _sublayer(x_BTD, CausalSelfAttention(cfg, name="attn"), LayerNorm(cfg, name="ln_1"), cfg.norm, m)
+    x_BTD = _sublayer(x_BTD, Mlp(cfg, name="mlp"), LayerNorm(cfg, name="ln_2"), cfg.norm, m)
     return x_BTD, None
 
 

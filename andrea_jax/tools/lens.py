@@ -76,11 +76,13 @@ def _heads_attention(h_BTD, attn: Params, cfg: ModelConfig, head_fn, extra):
 
 
 def _sublayer(x_BTD, branch: Callable, ln: Params, cfg: ModelConfig):
-  """``model.residual_sublayer`` that also hands back what the branch produced."""
+  """``model.residual_sublayer`` that also hands back what the branch wrote into the stream
+  (with a depth rule's branch multiplier, ``mup.branch_multiplier``)."""
   seen = {}
+  m = mup.branch_multiplier(cfg)
 
   def recorded(h):
-    seen["f"] = branch(h)
+    seen["f"] = branch(h) if m == 1.0 else m * branch(h)
     return seen["f"]
 
   return model.residual_sublayer(x_BTD, recorded, ln, cfg.norm, cfg.ln_eps), seen["f"]

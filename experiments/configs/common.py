@@ -76,6 +76,12 @@ def model_group(*, vocab_size: int, block_size: int, d_model: int, n_layer: int,
   m.mup_decay = "constant"
   # Start the query projection at zero (the mup package's advice; any parametrisation).
   m.zero_query_init = False
+  # muP's head count at the base width (0 = n_head, held fixed across widths; d_head 64 at any width: base_width / 64).
+  m.base_n_head = 0
+  # Depth rule: "none" or "completep" (each residual branch x base_depth / n_layer; andrea_jax/mup.py).
+  m.depth_rule = "none"
+  # The depth rule's base depth: the n_layer whose learning rate transfers (0 = unset).
+  m.base_depth = 0
   return m
 
 
