@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from andrea_jax import errors
 from research import cells as cells_lib
@@ -101,8 +101,9 @@ class Grid:
   refine: bool = False  # add rates around an optimum at the grid's edge (research.sweep.refine)
   members_per_program: int | None = None
   # Measured cost, for the estimate: seconds per model-step, or per value of the first axis
-  # (a width ladder's cost grows with its width: ``ladder.SECONDS_PER_MODEL_STEP_CPU``).
-  seconds_per_model_step: float | Mapping[Any, float] | None = None
+  # (a width ladder's cost grows with its width: ``ladder.SECONDS_PER_MODEL_STEP_CPU``), or
+  # a function of a cell's overrides.
+  seconds_per_model_step: float | Mapping[Any, float] | Callable[[Mapping], float] | None = None
   seconds_per_program: float = 30.0
   smoke: bool = False  # toy models that prove the pipeline: their verdicts mean nothing
   arms: tuple[str, ...] | None = None  # the study's arms this scale trains (None: all)
@@ -112,6 +113,9 @@ class Grid:
   arm_overrides: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
   arm_axes: Mapping[str, Mapping[str, tuple]] = dataclasses.field(default_factory=dict)  # values it runs at
   budget: Budget | None = None  # a budgeted power plan (``Study.budget_plan``)
+  # Overrides that follow an axis' value (axis -> value -> overrides), e.g. the head count
+  # that keeps d_head 64 at each width: {"model.d_model": {256: {"model.n_head": 4}}}.
+  linked: Mapping[str, Mapping[Any, Mapping[str, Any]]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,6 +191,8 @@ class Study:
       for point in self.points(scale, arm.name):
         group = arm.prefix + "".join(f"-{self.tags.get(k, k.split('.')[-1])}{v}" for k, v in point.items())
         o = {**g.shared, **arm.overrides, **g.arm_overrides.get(arm.name, {}), **point}
+        for axis, value in point.items():
+          o.update(g.linked.get(axis, {}).get(value, {}))
         cells += [Cell(f"{group}-lr{lr:g}-seed{seed}", {**o, "train.learning_rate": lr, "train.seed": seed},
                        (arm.name, *arm.also), seed, group, 0,
                        g.refine if arm.refine is None else arm.refine)
@@ -203,7 +209,8 @@ class Study:
     if g.seconds_per_model_step is None:
       return None
     per, axis = g.seconds_per_model_step, next(iter(g.axes), None)
-    cost = lambda c: per[c.overrides[axis]] if isinstance(per, Mapping) else per
+    cost = lambda c: (per(c.overrides) if callable(per) else per[c.overrides[axis]]
+                      if isinstance(per, Mapping) else per)
     steps = sum(int(c.overrides.get("train.steps", 0)) * cost(c) for c in cells)
     return (len({c.group for c in cells}) * g.seconds_per_program + steps) / 60
 

@@ -1,0 +1,97 @@
+"""The recipe study's rules (issue 45): a slope of the flat-basin optimum along an axis, a recipe that carries the base's rate along each axis, and its held-out check; each rule comes out each way on synthetic runs."""
+
+import math
+
+import numpy as np
+import pytest
+
+from research import claims
+from research import kinds
+from synthetic_runs import arm as runs_of, bowl
+
+RATES = tuple(2.5e-4 * 2 ** k for k in range(9))  # 2.5e-4 .. 6.4e-2, factor 2
+BASE_LR, SEEDS = 2e-3, 3
+JITTER, SLOPE_JITTER = (-0.06, 0.0, 0.06), (0.05, -0.05, 0.0)  # each seed's own optimum and slope
+
+
+def rows(name, axis, values, slope, base_value, lr_base=BASE_LR, bend=0.0, lr_at=None):
+  """Runs of ``name`` along ``axis``: the optimum moves by ``slope`` (log per doubling), plus
+  ``bend`` x doublings^2; each seed's optimum off the line by its jitter, and its slope too."""
+  out = []
+  for v in values:
+    d = math.log2(v / base_value)
+    for seed, (j, e) in enumerate(zip(JITTER, SLOPE_JITTER)):
+      opt = lr_at if lr_at is not None else lr_base * math.exp((slope + e) * d + bend * d * d)
+      for run in runs_of(name, bowl(3.8, opt * math.exp(j), width=0.3, rates=RATES), seeds=1):
+        out.append((name, ((axis, v),), _with_seed(run, seed), {}))
+  return out
+
+
+def _with_seed(run, seed):
+  import dataclasses  # pylint: disable=import-outside-toplevel
+  return dataclasses.replace(run, seed=seed)
+
+
+def data_of(*groups):
+  return kinds.Data(tuple(r for g in groups for r in g))
+
+
+def verdict(test):
+  return claims.decide_family([test])[0][1].verdict
+
+
+@pytest.mark.parametrize("predict, slope, expected", [
+    ("falls", -0.7, claims.REPRODUCED), ("falls", +0.7, claims.NOT_REPRODUCED),
+    ("rises", +0.35, claims.REPRODUCED), ("rises", -0.35, claims.NOT_REPRODUCED),
+    ("flat", 0.0, claims.REPRODUCED), ("flat", -0.9, claims.NOT_REPRODUCED)])
+def test_axis_slope_comes_out_each_way(predict, slope, expected):
+  data = data_of(rows("a", "x", (64, 128, 256), slope, 128))
+  c = kinds.AxisSlope("c", arm="a", axis="x", predict=predict)
+  t = c.test(data)
+  assert verdict(t) == expected, t.lines
+  assert t.effect.diff == pytest.approx(slope, abs=0.08)
+
+
+def test_axis_slope_is_inconclusive_when_an_optimum_lies_off_the_grid():
+  data = data_of(rows("a", "x", (64, 128, 256), -3.0, 128))  # at 256: x0.016, below the grid
+  t = kinds.AxisSlope("c", arm="a", axis="x", predict="falls").test(data)
+  assert verdict(t) == claims.INCONCLUSIVE
+  assert "no minimum inside the grid" in " ".join(claims.decide_family([t])[0][1].lines)
+
+
+def recipe(bend=0.0):
+  legs = (kinds.Leg("w", "x", 1024), kinds.Leg("d", "y", 16))
+  return kinds.Recipe("r", "r", "base", {"x": 128, "y": 2}, legs), data_of(
+      [(n, ((("x", 128), ("y", 2))), r, rec) for n, _, r, rec in rows("base", "x", (128,), 0, 128)
+       for n in ("base", "w", "d")],
+      rows("w", "x", (64, 256), -0.5, 128, bend=bend), rows("d", "y", (4, 8), -0.3, 2))
+
+
+def test_the_recipe_carries_each_axis_and_its_error_grows_with_the_distance_and_the_bend():
+  r, data = recipe()
+  p = r.predict(data)
+  # 3 doublings of x at -0.5, 3 of y at -0.3: the base rate x exp(-2.4).
+  assert p.rate == pytest.approx(BASE_LR * math.exp(-0.5 * 3 - 0.3 * 3), rel=0.1)
+  lo, hi = p.interval
+  assert lo < p.rate < hi
+  near = r.predict(data, {"x": 256, "y": 4})  # one doubling of each: a narrower interval
+  assert near.rate == pytest.approx(BASE_LR * math.exp(-0.8), rel=0.1)
+  assert near.above < p.above and near.below < p.below
+  bent, bent_data = recipe(bend=0.2)
+  assert bent.predict(bent_data).above > p.above  # the bend is in the error
+  assert "--config.train.learning_rate=" in r.command(p)
+  section = r.section(data, "/nonexistent")
+  assert any("| x | w |" in line for line in section.lines)
+  assert section.results["r"]["rate"] == pytest.approx(p.rate)
+
+
+@pytest.mark.parametrize("factor, expected", [(1.0, claims.REPRODUCED), (12.0, claims.NOT_REPRODUCED)])
+def test_the_held_out_check_comes_out_each_way(factor, expected):
+  r, data = recipe()
+  at = {"x": 256, "y": 4}
+  target = r.predict(data, at).rate * factor
+  held = [(n, ((("x", 256), ("y", 4))), run, rec)
+          for n, _, run, rec in rows("h", "x", (256,), 0, 256, lr_at=target)]
+  c = kinds.HeldOut("h", arm="h", recipe=r, at=at)
+  t = c.test(data_of(data.rows, held))
+  assert verdict(t) == expected, t.lines
