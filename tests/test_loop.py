@@ -51,9 +51,8 @@ def test_an_evaluation_prints_its_progress_where_stdout_is_not_a_terminal(monkey
   batches = [np.full((2, 5), float(i)) for i in range(8)]
   eval_set = loop.EvalSet(arrays=batches, unigram=0.0, targets=None, token_bytes=None,
                           first_batch=batches[0])
-  monkeypatch.setattr(loop, "EVAL_LINE_EVERY_S", 10.0)
   assert loop.evaluate(models, None, eval_set, step=12) == np.float32(3.5)
   lines = capsys.readouterr().out.splitlines()
-  assert lines == [  # at 12 s (3 batches), at 24 s (6 batches)
+  assert lines == [  # every 10 s (loop.EVAL_LINE_EVERY_S): at 12 s (3 batches), at 24 s (6)
       "eval step 12: batch 3/8 (38 %), 4.0 s/batch, about 20 s left",
       "eval step 12: batch 6/8 (75 %), 4.0 s/batch, about 8 s left"]
