@@ -9,6 +9,8 @@ a single model's samples). It trains ``loop.Models``: one model (``single_run``)
 group's members (``multi.group``), each member with its own directory of metrics,
 diagnostics, summary and loss plot. A single run is ``train_and_evaluate`` (the README's entry point). The step's
 maths is ``step.py``; the loop, its evaluation and its rows are ``loop.py``.
+``evaluate_run`` scores a saved checkpoint with a run's own evaluation, training nothing
+(``python -m experiments.evaluate``).
 
 Divergence (``step.train_step``) means one thing for a run and for each member of a group:
 the loop stops once no member is left training (a group's others go on). The summary says
@@ -299,7 +301,7 @@ def train_and_evaluate(config, workdir: str, allow_resume_changes: bool = False)
 
 
 def evaluate_run(workdir: str, step: int | None = None, data: str | None = None,
-                 eval_batches: int | None = None, devices=None) -> dict:
+                 eval_batches: int | None = None) -> dict:
   """A saved checkpoint of the run in ``workdir`` scored as the run scores itself: its own
   evaluation (``single_run``'s ``eval_loss`` through ``loop.evaluate``) over fixed batches
   of ``train.batch_size`` x ``block_size`` (``loop.make_eval_set``), ``eval_batches`` of
@@ -318,7 +320,7 @@ def evaluate_run(workdir: str, step: int | None = None, data: str | None = None,
     config = dataclasses.replace(
         config, train=dataclasses.replace(config.train, eval_batches=eval_batches))
   prepared = prepare_data(config, workdir=workdir) if data is None else eval_data(data, workdir)
-  cfg, t, mesh = check_config(config, devices)
+  cfg, t, mesh = check_config(config)
   models = single_run(config, cfg, t, mesh, workdir)
   params = jax.device_put(params, jax.tree.map(lambda a: a.sharding, models.abstract["params"]))
   eval_set = loop.make_eval_set(t, cfg, prepared, mesh)
