@@ -1,0 +1,307 @@
+"""Where the best learning rate is when the loss basin is flat, and how closely the seeds can place it (issue 45).
+
+The frozen rules (``curves.fit_optimum``) fit each seed's parabola through its best rate and
+the two beside it. Over a flat basin that vertex is mostly geometry: with three points the
+parabola interpolates them, so its interval over seeds says how alike the seeds' curves are
+in shape, not how well the data place the optimum. This module reads a loss-vs-rate grid
+three ways and says which the data support:
+
+- **Basin fit.** A parabola in log(rate) through every seed's loss at each rate of the
+  contiguous run around the best rate whose mean losses lie within a band of the best mean
+  (``max(BAND, 2 x`` the seeds' standard error at the best rate)). The run must hold at
+  least ``MIN_POINTS`` distinct grid points (rates closer than ``MIN_RATIO`` are one
+  point); where it holds fewer it extends by the neighbour with the lower mean, the band
+  widening to it, until it does. Its vertex is the optimum, with a percentile interval
+  from resampling seeds (``BOOTSTRAP`` resamples, the whole reading refitted on each, a
+  fixed generator seed so that a report regenerates to the same digits; not bounded when
+  more than ``ALPHA / 2`` of them locate no minimum). A parabola with no minimum inside
+  the run's rates locates nothing.
+- **Indistinguishable rates.** The rates whose loss is not decisively above the best
+  rate's: paired over seeds, one-sided t test at ``ALPHA``. Reported as a ``[low, high]``
+  range of rates.
+- **Grid resolution.** The best grid point and the grid points beside it: "between a and
+  b". This is the statement when the data cannot do better: when the fit has only three
+  grid points (it interpolates them), when it locates no minimum or its resamples do not
+  bound it, and when every seed's best rate is the same grid point.
+
+``table`` turns a study's runs into the ``{rate: {seed: loss}}`` this reads (the loss that
+counts, ``curves.Run.clipped``: a diverged model at its loss at initialisation).
+
+The grid helper: ``log_rates`` spaces rates evenly in log between two ends, at three
+significant figures; ``check_rates`` refuses a grid with two rates closer than
+``MIN_RATIO`` (a near-duplicate adds a model, not a grid point); ``grid_points`` merges
+them where a grid already has them (``near_duplicates`` lists them).
+
+Nothing here is in a study's frozen rules (``research/identity.py`` hashes ``study.py``,
+``kinds.py``, ``ladder.py``, ``claims.py``, ``curves.py`` and ``stats.py``): it serves the
+post-hoc readings (``research/posthoc.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Iterable, Mapping
+
+import numpy as np
+from scipy import stats as sps
+
+from andrea_jax import errors
+from research import curves
+
+BAND = 0.02  # nats: the narrowest loss band around the best mean
+MIN_POINTS = 3  # distinct grid points the basin fit needs
+MIN_RATIO = 1.15  # rates closer than this factor are one grid point
+ALPHA = 0.05  # one-sided level of "decisively worse than the best"; the interval is 1 - ALPHA
+BOOTSTRAP = 2000  # resamples of the seeds
+SEED = 0  # the resampling generator's seed: the same interval on every run
+
+Table = Mapping[float, Mapping[int, float]]  # rate -> seed -> loss
+
+
+# ----------------------------------------------------------------------------- the grid
+
+
+def log_rates(low: float, high: float, n: int, min_ratio: float = MIN_RATIO) -> tuple[float, ...]:
+  """``n`` rates from ``low`` to ``high``, evenly spaced in log, at three significant
+  figures; refused when two come closer than ``min_ratio``."""
+  if not (0 < low < high) or n < 2:
+    raise errors.ConfigError(f"log_rates({low:g}, {high:g}, {n}): give 0 < low < high and n >= 2")
+  rates = tuple(float(f"{r:.3g}") for r in np.geomspace(low, high, n))
+  return check_rates(rates, min_ratio)
+
+
+def near_duplicates(rates: Iterable[float], min_ratio: float = MIN_RATIO) -> list[tuple[float, float]]:
+  """The pairs of neighbouring rates closer than ``min_ratio`` (ascending)."""
+  r = sorted(set(rates))
+  return [(a, b) for a, b in zip(r, r[1:]) if b / a < min_ratio]
+
+
+def check_rates(rates: Iterable[float], min_ratio: float = MIN_RATIO) -> tuple[float, ...]:
+  """``rates`` sorted, or a ``ConfigError`` naming the first pair closer than ``min_ratio``."""
+  rates = tuple(sorted(rates))
+  if any(r <= 0 or not math.isfinite(r) for r in rates):
+    raise errors.ConfigError(f"rates {rates}: every rate must be positive and finite")
+  close = near_duplicates(rates, min_ratio)
+  if close:
+    a, b = close[0]
+    raise errors.ConfigError(f"rates {a:g} and {b:g} are x{b / a:.3f} apart, closer than x{min_ratio:g}: "
+                             f"one grid point trained twice; drop one, or space the grid with "
+                             f"optimum.log_rates")
+  return rates
+
+
+def grid_points(rates: Iterable[float], min_ratio: float = MIN_RATIO) -> list[tuple[float, ...]]:
+  """The rates merged into grid points: neighbours closer than ``min_ratio`` are one point."""
+  points: list[list[float]] = []
+  for r in sorted({float(x) for x in rates}):
+    if points and r / points[-1][-1] < min_ratio:
+      points[-1].append(r)
+    else:
+      points.append([r])
+  return [tuple(p) for p in points]
+
+
+# ----------------------------------------------------------------------------- the reading
+
+
+def table(runs: list[curves.Run]) -> dict[float, dict[int, float]]:
+  """``{rate: {seed: loss}}`` of a study's runs, the loss that counts (``Run.clipped``)."""
+  out: dict[float, dict[int, float]] = {}
+  for run in runs:
+    out.setdefault(run.lr, {})[run.seed] = run.clipped
+  return dict(sorted(out.items()))
+
+
+@dataclasses.dataclass(frozen=True)
+class Basin:
+  """One loss-vs-rate grid read for its optimum (the module docstring)."""
+  best: float  # the rate with the lowest mean loss
+  best_loss: float  # that mean
+  band: float  # nats above the best mean that the fit took in
+  fit_rates: tuple[float, ...]  # the rates in the band
+  optimum: float | None  # the parabola's vertex (None: no minimum inside the band's rates)
+  interval: tuple[float, float] | None  # its (1 - ALPHA) bootstrap interval (None: not bounded)
+  indistinct: tuple[float, float]  # the lowest and highest rate not decisively worse than the best
+  between: tuple[float | None, float | None]  # the grid points beside the best (None: the edge)
+  seeds: int
+  same_point: bool  # every seed's own best rate is the best grid point
+  points: int  # the distinct grid points among ``fit_rates``
+
+  @property
+  def interpolates(self) -> bool:
+    """Whether the parabola has no more grid points than parameters: it passes through them."""
+    return self.points <= 3
+
+  @property
+  def resolved(self) -> bool:
+    """Whether the fit places the optimum more finely than the grid does."""
+    return (self.optimum is not None and self.interval is not None and not self.interpolates
+            and not self.same_point)
+
+  def grid_text(self) -> str:
+    lo, hi = self.between
+    if lo is None and hi is None:
+      return f"at {self.best:.3g} (the only grid point)"
+    if lo is None:
+      return f"at or below {self.best:.3g} (the grid's lowest point; the next is {hi:.3g})"
+    if hi is None:
+      return f"at or above {self.best:.3g} (the grid's highest point; the one below is {lo:.3g})"
+    return f"between {lo:.3g} and {hi:.3g} (best grid point {self.best:.3g})"
+
+  def fit_text(self) -> str:
+    span = f"the {len(self.fit_rates)} rates within {self.band:.3f} nats of the best mean " \
+           f"({self.fit_rates[0]:.3g}..{self.fit_rates[-1]:.3g})"
+    if self.optimum is None:
+      return f"a parabola over {span} has no minimum among them"
+    ci = ("its resamples do not bound it" if self.interval is None else
+          "{:.3g} .. {:.3g} over resampled seeds".format(*self.interval))
+    return f"a parabola over {span} puts it at {self.optimum:.3g} ({ci})"
+
+  def reason(self) -> str:
+    """Why the optimum is stated at the grid's resolution ("" when the fit resolves it)."""
+    return ("" if self.resolved else
+            "every seed's best rate is the same grid point" if self.same_point else
+            "the parabola only interpolates three grid points" if self.interpolates else
+            "the parabola locates no minimum" if self.optimum is None else
+            "the resamples do not bound the vertex")
+
+  def short(self) -> str:
+    """The optimum at the precision the data allow, in a clause."""
+    if self.resolved:
+      return "optimum {:.3g} [{:.3g}, {:.3g}] by the flat-basin fit".format(self.optimum, *self.interval)
+    geometry = "" if self.optimum is None else (
+        f"; the parabola's {self.optimum:.3g}" + (" [{:.3g}, {:.3g}]".format(*self.interval)
+                                                   if self.interval else "") + " is its geometry")
+    return f"optimum {self.grid_text()} at the grid's resolution ({self.reason()}){geometry}"
+
+  def text(self) -> str:
+    """One sentence: the optimum at the precision the data allow, then the other readings."""
+    lo, hi = self.indistinct
+    return (f"{self.short()}; {self.fit_text()}; rates not decisively worse than the best "
+            f"(paired one-sided t, {self.seeds} seeds): {lo:.3g}..{hi:.3g}")
+
+  def results(self) -> dict:
+    return {**dataclasses.asdict(self), "resolved": self.resolved, "text": self.text()}
+
+
+def _matrix(losses: Table) -> tuple[np.ndarray, np.ndarray, list[int]]:
+  rates = np.array(sorted(losses), float)
+  seeds = sorted({s for by in losses.values() for s in by})
+  y = np.array([[losses[r].get(s, np.nan) for s in seeds] for r in rates], float)
+  y[~np.isfinite(y)] = np.nan
+  return rates, y, seeds
+
+
+def _moments(y: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """Per resample (``counts``: how often each seed is drawn, ``[B, S]``) and rate: the
+  number of losses, their mean and the standard error of the mean (``[B, R]`` each)."""
+  ok = np.isfinite(y)
+  y0 = np.where(ok, y, 0.0)
+  n = counts @ ok.T
+  with np.errstate(invalid="ignore", divide="ignore"):
+    mean = (counts @ y0.T) / n
+    sq = counts @ (y0 ** 2).T
+    var = (sq - n * mean ** 2) / (n - 1)
+    se = np.sqrt(np.maximum(var, 0.0) / n)
+  return n, mean, np.where(n > 1, se, 0.0)
+
+
+def _run(mean: list[float], se: list[float], point: list[int]) -> tuple[int, float, int, int]:
+  """``(best, band, lo, hi)``: the best rate's index, the band, and the contiguous run of
+  rates ``lo..hi`` around it whose means lie within the band, extended one neighbour at a
+  time (the lower mean first, the band widening to it) until it holds ``MIN_POINTS`` grid
+  points (``point``: each rate's grid point)."""
+  finite = [i for i, m in enumerate(mean) if math.isfinite(m)]
+  b = min(finite, key=lambda i: mean[i])
+  band = max(BAND, 2 * se[b])
+  inside = lambda i: 0 <= i < len(mean) and math.isfinite(mean[i]) and mean[i] <= mean[b] + band
+  lo = hi = b
+  while inside(lo - 1):
+    lo -= 1
+  while inside(hi + 1):
+    hi += 1
+  want = min(MIN_POINTS, len({point[i] for i in finite}))
+  while point[hi] - point[lo] + 1 < want:
+    below = mean[lo - 1] if lo > 0 and math.isfinite(mean[lo - 1]) else math.inf
+    above = mean[hi + 1] if hi + 1 < len(mean) and math.isfinite(mean[hi + 1]) else math.inf
+    if below == above == math.inf:
+      break
+    lo, hi = (lo - 1, hi) if below <= above else (lo, hi + 1)
+    band = max(band, min(below, above) - mean[b])
+  return b, band, lo, hi
+
+
+def _vertices(x: np.ndarray, n: np.ndarray, mean: np.ndarray, runs: list[tuple]) -> np.ndarray:
+  """Per resample, log(rate) at the minimum of the least-squares parabola in log(rate)
+  through every drawn seed's loss at the rates of its run (weighted least squares on the
+  rates' means, weight the number of losses: the same fit); nan without a minimum inside
+  the run's rates."""
+  held = np.zeros(n.shape, bool)
+  for k, (_, _, lo, hi) in enumerate(runs):
+    held[k, lo:hi + 1] = True
+  w = np.where(held & (n > 0), n, 0.0)
+  m = np.where(w > 0, mean, 0.0)
+  powers = x[None, :, None] ** np.arange(5)[None, None, :]  # [1, R, 5]
+  s = np.einsum("br,brk->bk", w, np.broadcast_to(powers, (*w.shape, 5)))
+  t = np.einsum("br,brk->bk", w * m, np.broadcast_to(powers[..., :3], (*w.shape, 3)))
+  normal = np.stack([s[:, i:i + 3] for i in range(3)], axis=1)  # [B, 3, 3], rows c, b, a
+  used = (w > 0).sum(axis=1) >= 3
+  coef = np.full((len(w), 3), np.nan)
+  if used.any():
+    coef[used] = np.linalg.solve(normal[used], t[used][..., None])[..., 0]
+  c2, c1 = coef[:, 2], coef[:, 1]
+  with np.errstate(invalid="ignore", divide="ignore"):
+    v = -c1 / (2 * c2)
+  lo = np.array([x[r[2]] for r in runs])
+  hi = np.array([x[r[3]] for r in runs])
+  return np.where((c2 > 0) & (v >= lo) & (v <= hi), v, np.nan)
+
+
+def _neighbours(rates: np.ndarray, best: float, min_ratio: float) -> tuple[float | None, float | None]:
+  points = grid_points(rates, min_ratio)
+  i = next(k for k, p in enumerate(points) if best in p)
+  return (max(points[i - 1]) if i > 0 else None, min(points[i + 1]) if i + 1 < len(points) else None)
+
+
+def _indistinct(rates: np.ndarray, y: np.ndarray, b: int) -> tuple[float, float]:
+  """The lowest and highest rate whose loss is not decisively above the best's (paired
+  one-sided t at ALPHA; a rate sharing fewer than two seeds with the best cannot be told apart)."""
+  kept = []
+  for i in range(len(rates)):
+    d = y[i] - y[b]
+    d = d[np.isfinite(d)]
+    worse = False
+    if i != b and len(d) >= 2:
+      se = d.std(ddof=1) / math.sqrt(len(d))
+      worse = bool(d.mean() > 0 and (se == 0 or sps.t.sf(d.mean() / se, len(d) - 1) < ALPHA))
+    if not worse:
+      kept.append(float(rates[i]))
+  return min(kept), max(kept)
+
+
+def basin(losses: Table, min_ratio: float = MIN_RATIO, resamples: int = BOOTSTRAP) -> Basin:
+  """The reading of one loss-vs-rate grid (``{rate: {seed: loss}}``; the module docstring)."""
+  rates, y, seeds = _matrix(losses)
+  if not len(rates) or np.all(np.isnan(y)):
+    raise errors.ConfigError("optimum.basin: no finite losses to read")
+  point = [k for k, p in enumerate(grid_points(rates, min_ratio)) for _ in p]
+  rng = np.random.default_rng(SEED)
+  draws = rng.integers(0, len(seeds), (resamples if len(seeds) > 1 else 0, len(seeds)))
+  counts = np.concatenate([np.ones((1, len(seeds))),
+                           np.stack([np.bincount(d, minlength=len(seeds)) for d in draws])
+                           if len(draws) else np.zeros((0, len(seeds)))])
+  n, mean, se = _moments(y, counts)
+  runs = [_run(m, s, point) for m, s in zip(mean.tolist(), se.tolist())]
+  v = _vertices(np.log(rates), n, mean, runs)
+  b, band, lo, hi = runs[0]
+  defined = v[1:][np.isfinite(v[1:])]
+  interval = None
+  if len(v) > 1 and len(v) - 1 - len(defined) <= ALPHA / 2 * (len(v) - 1):
+    interval = tuple(float(math.exp(q)) for q in np.quantile(defined, [ALPHA / 2, 1 - ALPHA / 2]))
+  seed_best = [rates[int(np.nanargmin(y[:, j]))] for j in range(len(seeds)) if np.isfinite(y[:, j]).any()]
+  best = float(rates[b])
+  same = all(max(r, best) / min(r, best) < min_ratio for r in seed_best)
+  return Basin(best, float(mean[0, b]), band, tuple(float(r) for r in rates[lo:hi + 1]),
+               None if np.isnan(v[0]) else float(math.exp(v[0])), interval, _indistinct(rates, y, b),
+               _neighbours(rates, best, min_ratio), len(seeds), same, point[hi] - point[lo] + 1)
