@@ -171,10 +171,11 @@ def restore(mngr: ocp.CheckpointManager, abstract_state: Any, step: int | None =
 
 
 def restore_params(mngr: ocp.CheckpointManager, abstract_params: Any,
-                   step: int | None = None) -> Any:
-  """The parameters alone of ``step`` (default: the newest that reads whole); the optimizer
-  state is not read."""
-  return restore_newest(mngr, {"params": abstract_params}, step, partial=True)[1]["params"]
+                   step: int | None = None) -> tuple[int, Any]:
+  """``(step, params)``: the parameters alone of ``step`` (default: the newest that reads
+  whole); the optimizer state is not read."""
+  step, tree = restore_newest(mngr, {"params": abstract_params}, step, partial=True)
+  return step, tree["params"]
 
 
 def restore_newest(mngr: ocp.CheckpointManager, abstract: Any, step: int | None = None,

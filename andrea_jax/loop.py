@@ -33,6 +33,7 @@ from andrea_jax import loader as loader_lib
 from andrea_jax import metrics as metrics_lib
 from andrea_jax import model
 from andrea_jax import prepare as prepare_lib
+from andrea_jax import progress as progress_lib
 from andrea_jax import sharding
 from andrea_jax import signals as signals_lib
 from andrea_jax import step as step_lib
@@ -122,21 +123,28 @@ def unigram_loss(train_tokens, eval_set: np.ndarray, vocab_size: int) -> float:
   return float(-log_p[eval_set[..., 1:]].mean())
 
 
+# Seconds between two lines of an evaluation's progress where stdout is not a terminal.
+EVAL_LINE_EVERY_S = 10.0
+
+
 def evaluate(models: Models, params, eval_set: EvalSet, step: int = 0) -> np.ndarray:
   """Each member's mean validation loss over the fixed batches of ``eval_set``.
 
-  With a bar (on a terminal); a SIGINT is read between batches (``signals.check`` raises
-  ``signals.Interrupted``): one batch is a single jitted call.
+  With a bar on a terminal, else a line every ``EVAL_LINE_EVERY_S`` (``progress.Progress``:
+  batches done and the time left); a SIGINT is read between batches (``signals.check``
+  raises ``signals.Interrupted``): one batch is a single jitted call.
   """
   signals_lib.set_phase(f"evaluating step {step}")
   lead = sharding.is_lead()
   if step == 0 and lead:
     tqdm.write(f"step 0: evaluating on {len(eval_set.arrays)} validation batches")
   losses = []
-  for b in tqdm(eval_set.arrays, desc=f"eval step {step}", unit="batch", leave=False,
-                disable=None if lead else True, dynamic_ncols=True):
-    losses.append(per_member(models.eval_loss(params, b)))
-    signals_lib.check()
+  with progress_lib.Progress(f"eval step {step}", len(eval_set.arrays), unit="batch",
+                             every_s=EVAL_LINE_EVERY_S, show=lead, last_line=False) as bar:
+    for b in eval_set.arrays:
+      losses.append(per_member(models.eval_loss(params, b)))  # waits for the batch
+      signals_lib.check()
+      bar.update(1)
   return np.mean(losses, axis=0)
 
 

@@ -107,6 +107,25 @@ def load_config_dict(workdir: str) -> dict | None:
   return _read(workdir, "config.json")
 
 
+def run_config(workdir: str) -> config_lib.RunConfig:
+  """A run's config in force, typed (``ADDED_FIELDS`` at the values the run had)."""
+  return config_lib.RunConfig.from_dict(_saved_config(workdir))
+
+
+def _saved_config(workdir: str) -> dict:
+  """A run's ``config.json`` with ``ADDED_FIELDS`` filled in; a directory that is not a
+  run's is one line."""
+  if not os.path.isdir(workdir):
+    what = "is a file" if os.path.exists(workdir) else "does not exist"
+    raise errors.CheckpointError(f"run directory {workdir!r} {what}: pass the workdir of a run "
+                                 f"of python -m experiments.run")
+  saved = load_config_dict(workdir)
+  if saved is None:
+    raise errors.CheckpointError(f"{workdir} has no config.json: is it a run directory of "
+                                 f"python -m experiments.run?")
+  return with_added_fields(saved)
+
+
 def config_history(workdir: str) -> list[dict] | None:
   """The segments of a resumed-with-changes run: ``[{start_step, changes, config}, ...]``."""
   return _read(workdir, "config_history.json")
@@ -381,11 +400,21 @@ def check_same_data(workdir: str, fingerprint: str, tokenizer_sha256: str | None
         f"{workdir} trained on other text than the data now holds (corpus fingerprint "
         f"{old[:12]}, now {fingerprint[:12]}: the files under data.path were edited, added "
         f"or removed); {new_run}")
-  old = data.get("tokenizer_sha256")
-  if tokenizer_sha256 and old and old != tokenizer_sha256:
-    raise errors.DataError(
-        f"{workdir} trained with another tokenizer (sha256 {old[:12]}, now "
-        f"{tokenizer_sha256[:12]}: data.tokenizer_path's file changed); {new_run}")
+  if tokenizer_sha256:
+    check_same_tokenizer(workdir, tokenizer_sha256, "data.tokenizer_path's file changed",
+                         new_run)
+
+
+def check_same_tokenizer(workdir: str, tokenizer_sha256: str, which: str, fix: str) -> None:
+  """Refuse token ids made by another tokenizer than the run's (``which`` says whose they
+  are): the checkpoint's weights would read them as other text. The run's tokenizer is the
+  one ``data.json`` records, else (an older record) its copy in the workdir."""
+  old = (read_data(workdir) or {}).get("tokenizer_sha256")
+  if old is None and os.path.isfile(os.path.join(workdir, TOKENIZER)):
+    old = files.sha256(os.path.join(workdir, TOKENIZER))
+  if old and old != tokenizer_sha256:
+    raise errors.DataError(f"{workdir} trained with another tokenizer (sha256 {old[:12]}, now "
+                           f"{tokenizer_sha256[:12]}: {which}); {fix}")
 
 
 def diverged_advice(plan: ResumePlan, workdir: str, learning_rate: float) -> str:
@@ -521,11 +550,13 @@ def load_run(workdir: str, step: int | None = None):
   By default the newest checkpoint that reads whole (a damaged newer one is skipped with a
   note); from any directory, and after the workdir was moved.
   """
-  saved = load_config_dict(workdir)
-  if saved is None:
-    raise errors.CheckpointError(f"{workdir} has no config.json: is it a run directory of "
-                                 f"python -m experiments.run?")
-  saved = with_added_fields(saved)
+  return load_run_with_step(workdir, step)[1:]
+
+
+def load_run_with_step(workdir: str, step: int | None = None):
+  """``(step, params, ModelConfig, tokenizer, RunConfig)``: ``load_run``'s, with the step it
+  restored (the default: the newest that reads whole)."""
+  saved = _saved_config(workdir)
   cfg = model.resolve_auto(model.ModelConfig(**saved["model"]), verbose=False)
   abstract = jax.eval_shape(lambda key: model.init_params(cfg, key), jax.random.key(0))
   one_device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
@@ -536,11 +567,11 @@ def load_run(workdir: str, step: int | None = None):
     raise errors.CheckpointError(f"{workdir} has no checkpoints/ directory: the run saved none")
   mngr = ckpt.manager(directory, saved["checkpoint"]["every"], saved["checkpoint"]["keep"])
   try:
-    params = ckpt.restore_params(mngr, abstract, step)
+    step, params = ckpt.restore_params(mngr, abstract, step)
   finally:
     mngr.close()
   try:
     config = config_lib.RunConfig.from_dict(saved)
   except errors.ConfigError:  # a field missing from an older record (the docstring)
     config = None
-  return params, cfg, tokenizer_lib.load(tokenizer_file(workdir), cfg.vocab_size), config
+  return step, params, cfg, tokenizer_lib.load(tokenizer_file(workdir), cfg.vocab_size), config

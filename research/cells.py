@@ -74,6 +74,10 @@ def record(parts: dict) -> dict | None:
       "wall_time_s": summary["wall_time_s"], "group_size": summary.get("group_size", 1),
       "train_curve": [[r["step"], r["loss"]] for r in metrics if "loss" in r],
       "val_curve": [[r["step"], r["val_loss"]] for r in metrics if "val_loss" in r],
+      # log Z and the largest attention logit (over layers) at every probe: how a model got
+      # to its end (an early burst that recovers, a late drift).
+      "log_z_curve": [[r["step"], r["log_z"]] for r in diag if r.get("log_z") is not None],
+      "attn_logit_curve": [[r["step"], max(r["attn_logit_max"])] for r in diag if r.get("attn_logit_max")],
       "init": pick(probes[0] if probes and probes[0]["step"] == 0 else None),
       "end": {"step": probes[-1]["step"] if probes else None, **pick(probes[-1] if probes else None)},
       "early_updates": [{k: r[k] for k in ("step", "update_attn", "update_mlp")}
@@ -187,6 +191,18 @@ def initial_loss(c: dict) -> float:
     return math.log(vocab)
   first = [l for _, l in c.get("train_curve", []) if l is not None and np.isfinite(l)]
   return float(first[0]) if first else float("nan")
+
+
+def diverged(c: dict) -> bool:
+  """Whether a cell diverged: the divergence guard stopped it (a non-finite loss), or it
+  completed with its final validation loss above its loss at initialisation (Wortsman et
+  al. 2023 count a model that ends worse than it started as diverged; ``curves.Run.clipped``
+  scores it at its initial loss). What the report's model count and the post-hoc readings
+  count."""
+  if c["status"] == "diverged":
+    return True
+  final = c.get("final_val_loss")
+  return final is not None and math.isfinite(final) and final > initial_loss(c)
 
 
 def _ratio(profile, lo: int = 0) -> float:

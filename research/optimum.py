@@ -6,21 +6,23 @@ parabola interpolates them, so its interval over seeds says how alike the seeds'
 in shape, not how well the data place the optimum. This module reads a loss-vs-rate grid
 three ways and says which the data support:
 
-- **Basin fit.** A parabola in log(rate) through every seed's loss at every rate whose
-  mean loss lies within a band of the best mean (``max(BAND, 2 x`` the seeds' standard
-  error at the best rate)). The band must hold at least ``MIN_POINTS`` distinct grid
-  points (rates closer than ``MIN_RATIO`` are one point); where it holds fewer it widens
-  to the next-lowest mean until it does. Its vertex is the optimum, with a percentile
-  interval from resampling seeds (``BOOTSTRAP`` resamples, the whole reading refitted each
-  time, a fixed generator seed so that a report regenerates to the same digits). A
-  parabola with no minimum inside the band's rates locates nothing.
+- **Basin fit.** A parabola in log(rate) through every seed's loss at each rate of the
+  contiguous run around the best rate whose mean losses lie within a band of the best mean
+  (``max(BAND, 2 x`` the seeds' standard error at the best rate)). The run must hold at
+  least ``MIN_POINTS`` distinct grid points (rates closer than ``MIN_RATIO`` are one
+  point); where it holds fewer it extends by the neighbour with the lower mean, the band
+  widening to it, until it does. Its vertex is the optimum, with a percentile interval
+  from resampling seeds (``BOOTSTRAP`` resamples, the whole reading refitted on each, a
+  fixed generator seed so that a report regenerates to the same digits; not bounded when
+  more than ``ALPHA / 2`` of them locate no minimum). A parabola with no minimum inside
+  the run's rates locates nothing.
 - **Indistinguishable rates.** The rates whose loss is not decisively above the best
   rate's: paired over seeds, one-sided t test at ``ALPHA``. Reported as a ``[low, high]``
   range of rates.
 - **Grid resolution.** The best grid point and the grid points beside it: "between a and
   b". This is the statement when the data cannot do better: when the fit has only three
-  rates (it interpolates them), when it locates no minimum or its resamples do not bound
-  it, and when every seed's best rate is the same grid point.
+  grid points (it interpolates them), when it locates no minimum or its resamples do not
+  bound it, and when every seed's best rate is the same grid point.
 
 ``table`` turns a study's runs into the ``{rate: {seed: loss}}`` this reads (the loss that
 counts, ``curves.Run.clipped``: a diverged model at its loss at initialisation).
@@ -92,7 +94,7 @@ def check_rates(rates: Iterable[float], min_ratio: float = MIN_RATIO) -> tuple[f
 def grid_points(rates: Iterable[float], min_ratio: float = MIN_RATIO) -> list[tuple[float, ...]]:
   """The rates merged into grid points: neighbours closer than ``min_ratio`` are one point."""
   points: list[list[float]] = []
-  for r in sorted(set(rates)):
+  for r in sorted({float(x) for x in rates}):
     if points and r / points[-1][-1] < min_ratio:
       points[-1].append(r)
     else:
@@ -124,10 +126,12 @@ class Basin:
   between: tuple[float | None, float | None]  # the grid points beside the best (None: the edge)
   seeds: int
   same_point: bool  # every seed's own best rate is the best grid point
+  points: int  # the distinct grid points among ``fit_rates``
 
   @property
   def interpolates(self) -> bool:
-    return len(self.fit_rates) <= 3
+    """Whether the parabola has no more grid points than parameters: it passes through them."""
+    return self.points <= 3
 
   @property
   def resolved(self) -> bool:
@@ -158,7 +162,7 @@ class Basin:
     """Why the optimum is stated at the grid's resolution ("" when the fit resolves it)."""
     return ("" if self.resolved else
             "every seed's best rate is the same grid point" if self.same_point else
-            "the parabola only interpolates three rates" if self.interpolates else
+            "the parabola only interpolates three grid points" if self.interpolates else
             "the parabola locates no minimum" if self.optimum is None else
             "the resamples do not bound the vertex")
 
@@ -300,4 +304,4 @@ def basin(losses: Table, min_ratio: float = MIN_RATIO, resamples: int = BOOTSTRA
   same = all(max(r, best) / min(r, best) < min_ratio for r in seed_best)
   return Basin(best, float(mean[0, b]), band, tuple(float(r) for r in rates[lo:hi + 1]),
                None if np.isnan(v[0]) else float(math.exp(v[0])), interval, _indistinct(rates, y, b),
-               _neighbours(rates, best, min_ratio), len(seeds), same)
+               _neighbours(rates, best, min_ratio), len(seeds), same, point[hi] - point[lo] + 1)

@@ -115,6 +115,14 @@ def report(name: str):
   return importlib.import_module(f"experiments.studies.{name}.report")
 
 
+def posthoc(name: str) -> tuple:
+  """``name``'s post-hoc readings (``POSTHOC`` in its study file, apart from ``STUDY`` and so
+  outside its rules' identity; ``research/posthoc.py``); none for a study that has none."""
+  if not is_file(name):
+    return ()
+  return tuple(getattr(importlib.import_module(f"experiments.studies.{name}"), "POSTHOC", ()))
+
+
 def group_config(base_config: str, overrides: dict):
   """``experiments/configs/<base_config>.py``'s config with ``overrides`` applied: what a
   group's subprocess trains (``runner.run_group``)."""

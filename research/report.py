@@ -6,8 +6,11 @@ paragraph above them, its own sections (tables, predictions), the figures it dre
 (``cells.load``), asks the study for its page and writes the frame around it, the same for
 every study: the title, the study's design line (exploratory or confirmatory, ``registry.design``),
 the commands that produced and regenerate it, where it was read
-from, the sweep's description, the models and the measured time, the verdicts with the
-rules line (``identity.rules_lines``), then the study's sections and the plots. A committed
+from, the sweep's description, the models (how many diverged: ``cells.diverged``) and the
+measured time, the verdicts with the rules line (``identity.rules_lines``), the study's
+post-hoc readings where it has any (``research/posthoc.py``: exploratory, outside the frozen
+rules, with a pointer under each verdict or section they qualify), then the study's sections
+and the plots. A committed
 study's report and plots are in ``docs/studies/<study>-<scale>/`` (prose and figures a
 reader opens), its data (``cells.jsonl``, ``sweep.json``, ``results.json``) in
 ``results/<study>-<scale>/``.
@@ -23,6 +26,7 @@ from typing import Any
 from andrea_jax.files import read_json
 from research import cells as cells_lib
 from research import identity
+from research import posthoc
 from research import registry
 
 
@@ -58,6 +62,15 @@ def interval_text(x: float | None, ci, fmt: str) -> str:
   return format(x, fmt) + ("" if ci is None else " [" + ", ".join(format(c, fmt) for c in ci) + "]")
 
 
+def diverged_text(cells: list[dict]) -> str:
+  """``60 models, 30 diverged (...).``: diverged as ``cells.diverged`` counts it, and, where
+  they differ, how many the divergence guard stopped."""
+  n, guard = sum(map(cells_lib.diverged, cells)), sum(c["status"] == "diverged" for c in cells)
+  return (f"{len(cells)} models, {n} diverged" + (
+      f" ({n - guard} completed with a final loss above their loss at initialisation; the "
+      f"divergence guard stopped {guard})" if n != guard else "") + ".")
+
+
 def measured_time(cells: list[dict]) -> str:
   """What the study cost: the wall time of each program (a vmapped group, or a single run)."""
   programs: dict[str, float] = {}
@@ -88,21 +101,28 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   os.makedirs(out, exist_ok=True)
   index, cells, source = cells_lib.load(sweep_dir)
   page = registry.report(study).page(index, cells, out)
+  readings = posthoc.read(study, cells)
+  notes = posthoc.pointers(readings)
   regenerate = f"python -m experiments.report --sweep_dir={sweep_dir}" + (
       f" --out={out}" if out != sweep_dir else "")
   design = registry.design(study)
   lines = [f"# Sweep `{index['name']}` at scale `{index['scale']}`", "", *([design, ""] if design else []),
            "Produced by:", "", "```bash", *([command] if command else []), regenerate, "```", "",
            f"Read from {source}.", "", index.get("description", ""), "",
-           f"{len(cells)} models, {sum(c['status'] == 'diverged' for c in cells)} diverged. "
-           f"{measured_time(cells)}", "",
+           f"{diverged_text(cells)} {measured_time(cells)}", "",
            *page.notes,
            "## Verdicts", "", page.method, "",
            *reexpressed(read_json_file(os.path.join(sweep_dir, BEFORE)), page.verdicts,
                         identity.rules_lines(index.get("rules"), study), index.get("rules")), ""]
   for verdict in page.verdicts:
-    lines += [f"### {verdict.claim}", "", *verdict.markdown(), ""]
-  lines += [*page.sections, "## Plots", "", *[f"![{p}]({p})" for p in page.plots if p]]
+    lines += [f"### {verdict.claim}", "", *verdict.markdown(), "",
+              *[line for note in notes.get(verdict.claim, []) for line in (note, "")]]
+  lines += posthoc.section_lines(readings)
+  for line in page.sections:  # a reading's pointer under the section title it names
+    lines += [line, *[x for note in notes.get(line.removeprefix("## "), []) for x in ("", note)]]
+  lines += ["## Plots", "", *[f"![{p}]({p})" for p in page.plots if p]]
+  if readings:
+    page.results["posthoc"] = posthoc.results(readings)
   path = os.path.join(out, "REPORT.md")
   with open(path, "w", encoding="utf-8") as f:
     f.write("\n".join(lines) + "\n")

@@ -13,6 +13,7 @@ from typing import Any
 
 from andrea_jax import errors
 from research import curves
+from research import optimum
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +76,9 @@ class Sweep:
 
 
 def groups(cells: list[Cell]) -> dict[str, list[Cell]]:
-  """The grouped cells by group, checked: a group's members share all but rate and seed."""
+  """The grouped cells by group, checked: a group's members share all but rate and seed, and
+  the rates of its grid (round 0) are ``optimum.MIN_RATIO`` apart (``optimum.check_rates``:
+  a near-duplicate rate is one grid point trained twice)."""
   out: dict[str, list[Cell]] = {}
   for cell in cells:
     if cell.group:
@@ -87,6 +90,10 @@ def groups(cells: list[Cell]) -> dict[str, list[Cell]]:
     paths = [m.member for m in members]
     if len(set(paths)) != len(paths):
       raise errors.ConfigError(f"group {name!r}: two cells with the same rate and seed")
+    try:
+      optimum.check_rates({m.learning_rate for m in members if m.round == 0} - {None})
+    except errors.ConfigError as e:
+      raise errors.ConfigError(f"group {name!r}: {e}") from None
   return out
 
 

@@ -387,7 +387,8 @@ def test_a_path_that_is_a_file_is_one_line_not_an_errno(tmp_path):
   cases = [("experiments.run", "--config=tiny", f"--workdir={a_file}"),
            ("experiments.run", "--config=tiny", f"--workdir={a_file / 'run'}"),
            ("experiments.export", f"--workdir={tmp_path / 'none'}", f"--out={a_file}"),
-           ("experiments.inspect", "--random=tiny", f"--out={a_file}")]
+           ("experiments.inspect", "--random=tiny", f"--out={a_file}"),
+           ("experiments.evaluate", f"--workdir={tmp_path / 'none'}", f"--out={a_file / 'e.json'}")]
   for args in cases:
     done = run_module(*args)
     assert done.returncode == errors.EXIT_USER_ERROR, (args, done.stderr)

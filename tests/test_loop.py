@@ -1,5 +1,9 @@
 """The loop's record of each member, that its summary is built from: kept in memory, and
-for a resumed segment started from the earlier segments' rows up to the resume step."""
+for a resumed segment started from the earlier segments' rows up to the resume step; an
+evaluation's progress in a log."""
+
+import time
+import types
 
 import numpy as np
 
@@ -31,3 +35,24 @@ def test_a_resumed_record_starts_from_the_rows_up_to_the_resume_step(tmp_path):
   np.testing.assert_allclose(record.train_loss, [4.6, 5.6])
   assert record.initial_val == [6.0, 7.0]
   assert record.val == [(4.2, 4), (5.2, 4)]
+
+
+def test_an_evaluation_prints_its_progress_where_stdout_is_not_a_terminal(monkeypatch, capsys):
+  """A long evaluation in a log (issue 44): a line every ``EVAL_LINE_EVERY_S`` with the
+  batches done and the time left, none per batch, no closing line (the result follows)."""
+  now = [0.0]
+  monkeypatch.setattr(time, "monotonic", lambda: now[0])
+
+  def eval_loss(params, batch):  # each batch takes 4 s
+    now[0] += 4.0
+    return np.float32(batch.mean())
+
+  models = types.SimpleNamespace(eval_loss=eval_loss)  # all that evaluate reads of Models
+  batches = [np.full((2, 5), float(i)) for i in range(8)]
+  eval_set = loop.EvalSet(arrays=batches, unigram=0.0, targets=None, token_bytes=None,
+                          first_batch=batches[0])
+  assert loop.evaluate(models, None, eval_set, step=12) == np.float32(3.5)
+  lines = capsys.readouterr().out.splitlines()
+  assert lines == [  # every 10 s (loop.EVAL_LINE_EVERY_S): at 12 s (3 batches), at 24 s (6)
+      "eval step 12: batch 3/8 (38 %), 4.0 s/batch, about 20 s left",
+      "eval step 12: batch 6/8 (75 %), 4.0 s/batch, about 8 s left"]

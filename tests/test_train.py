@@ -14,10 +14,12 @@ import optax
 import pytest
 
 from andrea_jax import checkpoint as ckpt
+from andrea_jax import config as config_lib
 from andrea_jax import errors
 from andrea_jax import loop
 from andrea_jax import metrics as metrics_lib
 from andrea_jax import model
+from andrea_jax import prepare as prepare_lib
 from andrea_jax import step as step_lib
 from andrea_jax import train
 from andrea_jax import workdir as workdir_lib
@@ -175,6 +177,52 @@ def test_a_step_that_does_not_exist_lists_the_available_ones(full_run):
   with pytest.raises(ckpt.CheckpointError,
                      match=r"step 5 does not exist .*available steps: 12, 18, 24"):
     workdir_lib.load_run(str(workdir), 5)
+
+
+# ----------------------------------------------------------------------------- evaluation only
+
+
+def test_a_saved_step_scores_what_the_run_logged_and_nothing_is_written(full_run):
+  """``experiments.evaluate`` (``train.evaluate_run``): the newest checkpoint on the run's
+  own validation set scores its logged final val_loss; ``step`` picks an older one (here
+  with ``data`` naming the workdir: the data it trained on, the same batches)."""
+  workdir, _ = full_run
+  logged = {r["step"]: r for r in metrics_lib.read_metrics(str(workdir)) if "val_loss" in r}
+  before = sorted((p, p.stat().st_mtime_ns) for p in workdir.rglob("*"))
+  for step, data in ((None, None), (12, str(workdir))):
+    result = train.evaluate_run(str(workdir), step, data)
+    row = logged[step or 24]
+    assert result["step"] == (step or 24) and result["eval_batches"] == 2
+    assert result["val_loss"] == pytest.approx(row["val_loss"], rel=1e-6), step
+    assert result["val_bpb"] == pytest.approx(row["val_bpb"], rel=1e-6), step
+  summary = json.loads((workdir / "summary.json").read_text())
+  assert result["unigram_val_loss"] == pytest.approx(summary["unigram_val_loss"])
+  assert sorted((p, p.stat().st_mtime_ns) for p in workdir.rglob("*")) == before
+
+
+def test_evaluating_on_data_of_another_tokenizer_is_refused(full_run, data_cache):
+  workdir, _ = full_run
+  # Twenty more documents: a tokenizer trained on them, of the same size as the run's.
+  other = prepare_lib.prepare(config_lib.run_config(small_config(
+      data_cache, **{"data.max_docs": 60})))
+  assert other.vocab_size == 321
+  with pytest.raises(errors.DataError) as refused:
+    train.evaluate_run(str(workdir), data=other.directory)
+  message = str(refused.value)
+  assert "\n" not in message and "trained with another tokenizer" in message
+  assert other.directory in message and (
+      f"--config.data.tokenizer_path={workdir / 'tokenizer.json'}") in message
+
+
+@pytest.mark.parametrize("where, step, named", [
+    ("missing", None, r"run directory '.*missing' does not exist: pass the workdir"),
+    ("run", 7, r"step 7 does not exist .*available steps: 12, 18, 24"),
+    ("run", None, r"--data='.*' is neither a prepared data directory")])
+def test_evaluating_what_is_not_there_is_one_line(full_run, tmp_path, where, step, named):
+  workdir = full_run[0] if where == "run" else tmp_path / where
+  data = str(tmp_path) if named.startswith("--data") else None
+  with pytest.raises(errors.AndreaError, match=named):
+    train.evaluate_run(str(workdir), step, data)
 
 
 def test_a_failed_start_leaves_no_workdir(data_cache, tmp_path):

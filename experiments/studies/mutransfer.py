@@ -9,11 +9,13 @@ base stage chose (``ladder.base_multipliers``: its committed results, read as da
 the base width sp and muP are one model. Seeds from 300 (none used before), as many as the
 budgeted plan made before the run gives. Run at e5552a0's rules
 (``experiments/studies/mutransfer/rules.py``), re-expressed here (``verdicts_before.json``).
+``POSTHOC``: readings after the run (issue 45), outside ``STUDY`` and its rules' identity.
 """
 
 from research import figures
 from research import kinds
 from research import ladder
+from research import posthoc
 from research.power import Spread
 from research.study import Arm, Budget, Grid, Study
 
@@ -92,4 +94,20 @@ STUDY = Study(
         note="Caveats: the ladder's depth, heads, context, batch, steps and vocabulary are not "
              "andrea120m's; the rate carries the width rule only."),
               figures.AxisFigures(W, logit_arms=("pre", "pre+qk"), rates=RATES)),
+)
+
+# Read after the run (issue 45; exploratory, outside STUDY and so outside the rules' identity):
+# the sign of muP's loss gap at each width and the margin it passed, the optimum over the flat
+# basin, andrea120m's rate with its extrapolation error, sp's held-out check, the near-duplicate rates.
+NO_COST, ANDREA120M = STUDY.claims[2].claim, STUDY.reports[0].title
+POSTHOC = (
+    posthoc.Gaps("pre+mup", "pre", W, claims=(NO_COST,), title="The sign of muP - sp at each width"),
+    posthoc.AtMargin(NO_COST, 0.05, history=(
+        "The margin was 0.05 nats until commit e5552a0 widened it to 0.08, before the run, because "
+        "the power plan found that 0.05 needed 15-16 seeds where the budget gave 9: a margin set "
+        "for the seed budget, not from the literature (Yang et al. 2022: muP at least as good).")),
+    posthoc.Basins(("pre+mup", "pre")),
+    posthoc.Extrapolated("pre+mup", W, 768, label="muP", section=ANDREA120M),
+    posthoc.HeldOut(RATES[1], section=ANDREA120M),
+    posthoc.NearDuplicates("pre+mup"),
 )

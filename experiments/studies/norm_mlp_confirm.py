@@ -4,11 +4,13 @@ Its cpu shape: 6 layers, d_model 64, 450 steps. One rate grid for both norms (un
 1e-4, unstable at 3e-2 in the exploratory curves), nothing added after the run; SwiGLU and the
 parameter-matched ratios on the rates they share with GELU r = 4 (the pre-LN long-warmup cells),
 paired by seed. Seeds from 100, none an earlier study used (``research.registry.used_seeds``).
+``POSTHOC``: readings after the run (issue 45), outside ``STUDY`` and its rules' identity.
 """
 
 import math
 
 from research import kinds
+from research import posthoc
 from research.power import Spread
 from research.study import Arm, Budget, Grid, Study
 
@@ -95,4 +97,13 @@ STUDY = Study(
     spread_source="the exploratory study's per-seed SD (3 seeds: rough)",
     not_powered=tuple(c.claim for c in CLAIMS[8:]),  # SwiGLU, matched, depth: the plan's
     loso_min_seeds=5,
+)
+
+# Read after the run (issue 45; exploratory, outside STUDY and so outside the rules' identity):
+# the sensitivity gap over the rates near the optima, the optima at the grid's resolution, and
+# what the init-gradient claims cite and measure.
+POSTHOC = (
+    posthoc.SensitivityFrom(POST, PRE, claims=(CLAIMS[6].claim,)),
+    posthoc.Basins((POST, PRE), claims=(*(c.claim for c in CLAIMS[3:8] if POST in c.needs()), "Optima")),
+    posthoc.MlpGradientNote(claims=(CLAIMS[0].claim, CLAIMS[1].claim)),
 )

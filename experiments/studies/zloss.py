@@ -24,6 +24,7 @@ at 0.17.
 
 from research import kinds
 from research import ladder
+from research import posthoc
 from research import power
 from research.study import Arm, Budget, Grid, Study
 
@@ -71,3 +72,10 @@ STUDY = Study(
              kinds.ExcessTable(2.0, note="Over this study's models: the state column is the probe's "
                                "finding rule (grows, stays or mixed over the seeds), not this study's.")),
 )
+
+# Read after the run (issue 45; exploratory, outside STUDY and so outside the rules' identity):
+# divergence recounted (a final loss above the initial), and how every model got there.
+DOMAIN = ("Wortsman et al. 2023's output-logit divergence (sec. 3.2) is a late drift of log Z in a "
+          "model that still trains, which z-loss holds; here the attention logits blew up within the "
+          "first probe and log Z burst and fell back, so the claim is neither tested nor refuted.")
+POSTHOC = (posthoc.Divergence({r: tuple(c.claim for c in CLAIMS if c.rate == r) for r in RATES}, DOMAIN),)

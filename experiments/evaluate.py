@@ -1,0 +1,86 @@
+"""Score a saved checkpoint without training (nanoGPT's ``eval_only``): the validation loss
+(nats per token), bits per byte and the unigram baseline, as the run's own evaluations.
+
+  python -m experiments.evaluate --workdir=runs/tiny                 # the newest checkpoint
+  python -m experiments.evaluate --workdir=runs/tiny --step=200 --eval_batches=100
+  python -m experiments.evaluate --workdir=runs/tiny --data=runs/cache/<key> --out=eval.json
+
+By default the batches are the run's own validation set, the same fixed batches its
+evaluations used (so the newest checkpoint of a finished run scores its final
+``val_loss``). ``--data`` scores the validation split of other prepared data instead: a
+directory ``python -m experiments.prepare`` prints, or another run's workdir (the data it
+trained on). It must be tokenized with this run's tokenizer (other token ids would be other
+text to the model): another tokenizer is refused, with the command that prepares the text
+with this run's. Nothing is written into the workdir; ``--out`` writes the numbers as JSON.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from absl import flags, logging
+
+from andrea_jax import errors
+from andrea_jax import files
+from andrea_jax import signals as signals_lib
+from andrea_jax import train
+from experiments import cli
+
+_WORKDIR = flags.DEFINE_string("workdir", None, "run directory written by experiments.run")
+_STEP = flags.DEFINE_integer("step", None, "checkpoint step (default: the newest)")
+_DATA = flags.DEFINE_string("data", None, "prepared data directory or another run's workdir "
+                            "(default: the run's own validation set)")
+_EVAL_BATCHES = flags.DEFINE_integer("eval_batches", None,
+                                     "validation batches (default: the run's train.eval_batches)",
+                                     lower_bound=1)
+_OUT = flags.DEFINE_string("out", None, "also write the numbers to this JSON file")
+
+
+def check_out(out: str | None) -> None:
+  """``--out`` must be a file that can be written: not a directory, nor under a file."""
+  if out is None:
+    return
+  if os.path.isdir(out):
+    raise errors.ConfigError(f"--out={out!r} is a directory: pass a file path for the JSON "
+                             f"(e.g. {os.path.join(out, 'eval.json')})")
+  parent = os.path.dirname(os.path.abspath(out))
+  while not os.path.exists(parent):
+    parent = os.path.dirname(parent)
+  if not os.path.isdir(parent):
+    raise errors.ConfigError(f"--out={out!r}: {parent!r} is a file, not a directory: pass a "
+                             f"path in a directory for the JSON")
+
+
+def describe(result: dict) -> str:
+  """What an evaluation found, in two lines."""
+  own = "the run's validation set" if _DATA.value is None else "the validation split"
+  return (f"{result['workdir']} at step {result['step']} on {own} in {result['data']}: "
+          f"{result['eval_batches']} batches of {result['batch_size']} x "
+          f"{result['block_size']} tokens\n"
+          f"val_loss {result['val_loss']:.4f} nats/token, {result['val_bpb']:.4f} bits/byte "
+          f"(unigram {result['unigram_val_loss']:.4f})")
+
+
+def main(argv):
+  del argv
+  if not flags.FLAGS["verbosity"].present:
+    logging.set_verbosity(logging.WARNING)
+  check_out(_OUT.value)  # before the work
+  with signals_lib.StopSignals() as stop:
+    stop.resume = "the same command again"
+    try:
+      result = train.evaluate_run(_WORKDIR.value, _STEP.value, _DATA.value, _EVAL_BATCHES.value)
+    except signals_lib.Interrupted as e:
+      print(f"interrupted while {e.phase}: nothing was written", flush=True)
+      sys.exit(errors.EXIT_INTERRUPTED)
+  print(describe(result))
+  if _OUT.value:
+    os.makedirs(os.path.dirname(os.path.abspath(_OUT.value)), exist_ok=True)
+    files.write_json(_OUT.value, result)
+    print(f"wrote {_OUT.value}")
+
+
+if __name__ == "__main__":
+  flags.mark_flag_as_required("workdir")
+  cli.run(main)
