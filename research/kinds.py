@@ -2339,8 +2339,8 @@ class Prediction:
 
 @dataclasses.dataclass(frozen=True)
 class Recipe:
-  """A learning-rate recipe (issue 45): the base's optimal rate (``base_arm`` at ``base``,
-  the multi-seed flat-basin reading: its bootstrap interval where the fit resolves it, the
+  """A learning-rate recipe (issue 45): the base's optimal rate (``base_arm`` at its one
+  grid point, the base, the multi-seed flat-basin reading: its bootstrap interval where the fit resolves it, the
   grid points beside the best where it does not), carried along each ``Leg``: per seed the
   slope of log(optimum) per doubling (``AxisSlope``), its mean times the doublings from the
   base to the target. Each leg's error, in log units, is (the half-width of the slope's 95 %
@@ -2351,14 +2351,18 @@ class Recipe:
   title: str
   name: str
   base_arm: str
-  base: Mapping[str, Any]
   legs: tuple[Leg, ...]
   config: str = "andrea120m"
   carry: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   note: str = ""
 
-  def base_rate(self, data: Data) -> tuple[float, float, float, str]:
-    b = optimum.basin(optimum.table(data.runs(self.base_arm, self.base)))
+  def base(self, data: Data) -> dict[str, Any] | None:
+    """The base: ``base_arm``'s one grid point (None: it has none or several)."""
+    points = data.points(self.base_arm)
+    return dict(points[0]) if len(points) == 1 else None
+
+  def base_rate(self, data: Data, base: Mapping[str, Any]) -> tuple[float, float, float, str]:
+    b = optimum.basin(optimum.table(data.runs(self.base_arm, base)))
     if b.resolved:
       lo, hi = b.interval
       center = b.optimum
@@ -2368,13 +2372,17 @@ class Recipe:
     return math.log(center), math.log(center / lo), math.log(hi / center), b.text()
 
   def predict(self, data: Data, at: Mapping[str, Any] | None = None) -> Prediction | None:
-    """The rate at ``at`` (default: every leg's target); None when a leg has no slope."""
-    log_rate, below, above, base_text = self.base_rate(data)
-    rows = [("base", f"{self.base_arm} at {words(self.base)}", base_text, below, above)]
+    """The rate at ``at`` (default: every leg's target); None without a base or when a leg
+    has no slope."""
+    base = self.base(data)
+    if base is None or not data.runs(self.base_arm, base):
+      return None
+    log_rate, below, above, base_text = self.base_rate(data, base)
+    rows = [("base", f"{self.base_arm} at {words(base)}", base_text, below, above)]
     err2_lo, err2_hi = below ** 2, above ** 2
     for leg in self.legs:
       target = (at or {}).get(leg.axis, leg.target) if at is not None else leg.target
-      doublings = math.log2(target / self.base[leg.axis])
+      doublings = math.log2(target / base[leg.axis])
       if doublings == 0:
         continue
       points, missing = basin_optima(data, leg.arm, leg.axis)
@@ -2399,8 +2407,8 @@ class Recipe:
     p = self.predict(data)
     lines = [f"## {self.title}", ""]
     if p is None:
-      lines += ["Not predicted: a leg has fewer than two seeds with located optima (the claims "
-                "above say which).", ""]
+      lines += ["Not predicted: the base has no runs, or a leg has fewer than two seeds with "
+                "located optima (the claims above say which).", ""]
       return Section(lines, results={self.name: None})
     lines += ["| source | measured on | slope per doubling (log rate) [95 % t] | bend | doublings "
               "carried | error (x) |", "|---|---|---|---|---|---|"]
@@ -2421,13 +2429,12 @@ class Recipe:
 
 @dataclasses.dataclass(frozen=True)
 class HeldOut(Claim):
-  """A recipe checked on a rung it did not use: per seed, log of ``arm``'s flat-basin optimum
-  at ``at`` minus the recipe's predicted log rate there; reproduced when the mean lies within
+  """A recipe checked on a rung it did not use (``arm``'s one grid point): per seed, log of
+  ``arm``'s flat-basin optimum there minus the recipe's predicted log rate there; reproduced when the mean lies within
   the predicted interval's half-width on its side (two one-sided tests), not reproduced when
   decisively beyond it, inconclusive otherwise or when an optimum is not located."""
   arm: str = ""
   recipe: Recipe | None = None
-  at: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   test_kind = "equivalent"
 
   def needs(self) -> tuple[str, ...]:
@@ -2437,17 +2444,18 @@ class HeldOut(Claim):
     return f"log({self.arm}'s optimum at the held-out rung / the {self.recipe.name} recipe's rate there)"
 
   def rule(self) -> str:
-    return (f"the {self.recipe.name} recipe's rate at {words(self.at)} with its interval (the "
-            f"recipe's rule); per seed, {self.arm}'s flat-basin optimum there; "
+    return (f"the {self.recipe.name} recipe's rate at {self.arm}'s grid point with its interval "
+            f"(the recipe's rule); per seed, {self.arm}'s flat-basin optimum there; "
             f"{self.quantity_text()} over seeds: reproduced when its mean lies within the "
             f"predicted interval's half-width on its side (two one-sided tests), not reproduced "
             f"when decisively beyond it, inconclusive otherwise or when an optimum or a leg's "
             f"slope is not located")
 
   def test(self, data: Data) -> claims.Test:
-    p = self.recipe.predict(data, self.at)
-    axis = next(iter(self.at))
-    points, out = basin_optima(data, self.arm, axis)
+    rung = data.points(self.arm)
+    at = dict(rung[0]) if len(rung) == 1 else {}
+    p = self.recipe.predict(data, at) if at else None
+    points, out = basin_optima(data, self.arm, next(iter(at))) if at else ({}, [])
     if p is None or len(points) < 2:
       return _missing(self, self.rule(), f"two seeds of {self.arm} with located optima and "
                       f"every leg of the {self.recipe.name} recipe", out)

@@ -61,7 +61,7 @@ def test_axis_slope_is_inconclusive_when_an_optimum_lies_off_the_grid():
 
 def recipe(bend=0.0):
   legs = (kinds.Leg("w", "x", 1024), kinds.Leg("d", "y", 16))
-  return kinds.Recipe("r", "r", "base", {"x": 128, "y": 2}, legs), data_of(
+  return kinds.Recipe("r", "r", "base", legs), data_of(
       [(n, ((("x", 128), ("y", 2))), r, rec) for n, _, r, rec in rows("base", "x", (128,), 0, 128)
        for n in ("base", "w", "d")],
       rows("w", "x", (64, 256), -0.5, 128, bend=bend), rows("d", "y", (4, 8), -0.3, 2))
@@ -92,6 +92,6 @@ def test_the_held_out_check_comes_out_each_way(factor, expected):
   target = r.predict(data, at).rate * factor
   held = [(n, ((("x", 256), ("y", 4))), run, rec)
           for n, _, run, rec in rows("h", "x", (256,), 0, 256, lr_at=target)]
-  c = kinds.HeldOut("h", arm="h", recipe=r, at=at)
+  c = kinds.HeldOut("h", arm="h", recipe=r)
   t = c.test(data_of(data.rows, held))
   assert verdict(t) == expected, t.lines

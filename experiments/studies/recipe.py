@@ -88,9 +88,9 @@ CAVEATS = ("Caveats, part of the reading: the horizon leg carries the slope meas
            "legs are added in log (no interaction was measured, except as the held-out rung "
            "checks width and depth together); the base's multipliers are GPT-2's, not tuned.")
 SP = kinds.Recipe("andrea120m under sp (the plain model, GPT-2's parametrisation)", "sp",
-                  "base", CPU_BASE, LEGS("sp-width", "plain-depth"), note=CAVEATS)
+                  "base", LEGS("sp-width", "plain-depth"), note=CAVEATS)
 MUP_RECIPE = kinds.Recipe(
-    "andrea120m under muP (width) with CompleteP (depth)", "muP + CompleteP", "base", CPU_BASE,
+    "andrea120m under muP (width) with CompleteP (depth)", "muP + CompleteP", "base",
     LEGS("mup-width", "completep-depth"), carry={**MUP, **COMPLETEP}, note=CAVEATS)
 SPREAD = Spread(0.155, 3)  # per-seed slope of log(optimum) per doubling over two doublings
 
@@ -143,9 +143,9 @@ STUDY = Study(
                         family="axes", arm="batch", axis=B, predict="rises", effect=0.17,
                         source="half the square-root rule for Adam (Malladi et al. 2022: +0.35 per doubling)"),
         kinds.HeldOut("the sp recipe predicts the held-out rung's optimum", family="held out",
-                      arm="held-sp", recipe=SP, at=CPU_HELD, effect=0.0),
+                      arm="held-sp", recipe=SP, effect=0.0),
         kinds.HeldOut("the muP + CompleteP recipe predicts the held-out rung's optimum",
-                      family="held out", arm="held-mup", recipe=MUP_RECIPE, at=CPU_HELD, effect=0.0),
+                      family="held out", arm="held-mup", recipe=MUP_RECIPE, effect=0.0),
     ),
     # The budget (about 150 minutes) affords 3 seeds; the plan above needs 6 to 33 for the
     # slopes, and the held-out checks' margin is the prediction's own interval (no effect to
