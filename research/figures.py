@@ -14,7 +14,7 @@ import numpy as np
 
 from research import curves
 from research import kinds
-from research import report as reporting
+from research import page as reporting
 from research import stats
 
 

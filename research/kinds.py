@@ -395,7 +395,7 @@ class Profile(Claim):
 def profile_figure(profiles: list["Profile"], data: Data, out: str) -> list[str]:
   """A report's figure per probe the ``Profile`` claims judge: the mean of each arm's
   per-layer profile at initialisation (its arm and the ones it reports), on a log scale."""
-  from research import report as reporting  # pylint: disable=import-outside-toplevel
+  from research import page as reporting  # pylint: disable=import-outside-toplevel
   names = []
   for probe in dict.fromkeys(p.probe for p in profiles):
     arms = dict.fromkeys(a for p in profiles if p.probe == probe for a in (p.arm, *p.report))
@@ -741,7 +741,7 @@ class ExcessTable:
   def plot(self, by_point: dict, out: str) -> str | None:
     if not by_point:
       return None
-    from research import report as reporting  # pylint: disable=import-outside-toplevel
+    from research import page as reporting  # pylint: disable=import-outside-toplevel
     fig = reporting.figure(figsize=(5 * len(by_point), 3.8))
     for i, point in enumerate(in_order(by_point)):
       ax = fig.add_subplot(1, len(by_point), i + 1)
@@ -1170,7 +1170,7 @@ class Choice(Claim):
     table = [s for s in table if math.isfinite(s.score)]
     if len(self.by) != 2 or not table:
       return None
-    from research import report as reporting  # pylint: disable=import-outside-toplevel
+    from research import page as reporting  # pylint: disable=import-outside-toplevel
     kx, ky = (k.split(".")[-1] for k in self.by)
     xs, ys = sorted({s.values[kx] for s in table}), sorted({s.values[ky] for s in table})
     z = np.full((len(ys), len(xs)), np.nan)
@@ -2084,7 +2084,7 @@ class RateTable:
     return out
 
   def section(self, data: Data, out: str) -> Section:
-    from research import report as reporting  # pylint: disable=import-outside-toplevel
+    from research import page as reporting  # pylint: disable=import-outside-toplevel
     table = self.table(data)
     rates = sorted({float(lr) for a in table.values() for lr in a["rates"]})
     f = reporting.interval_text
@@ -2114,7 +2114,7 @@ class RateTable:
            out: str) -> str | None:
     """Final loss (mean ± std over seeds) against the rate per arm, with the loss at init and
     the unigram baseline (a model that learnt only token frequencies)."""
-    from research import report as reporting  # pylint: disable=import-outside-toplevel
+    from research import page as reporting  # pylint: disable=import-outside-toplevel
     if not any(len(curves.by_rate(data.runs(a))) > 1 for a in arms):
       return None
     runs = {a: data.runs(a) for a in arms + beside if data.runs(a)}
@@ -2152,7 +2152,7 @@ def mean_profile(data: Data, arm: str, probe: str, when: str) -> np.ndarray | No
 def plot_profiles(data: Data, arms: tuple[str, ...], panels: tuple[tuple[str, str], ...], out: str,
                   name: str) -> str | None:
   """Per-layer probes, a panel per ``(probe, when)``, a line per arm (mean over its models)."""
-  from research import report as reporting  # pylint: disable=import-outside-toplevel
+  from research import page as reporting  # pylint: disable=import-outside-toplevel
   fig = reporting.figure(figsize=(4.3 * len(panels), 4))
   axes = fig.subplots(1, len(panels))
   drawn = False
@@ -2177,7 +2177,7 @@ class BestCurves:
   arms: tuple[str, ...] = ()
 
   def section(self, data: Data, out: str) -> Section:
-    from research import report as reporting  # pylint: disable=import-outside-toplevel
+    from research import page as reporting  # pylint: disable=import-outside-toplevel
     arms = [a for a in self.arms if data.runs(a)]
     if not arms:
       return Section([])

@@ -45,7 +45,7 @@ from research import curves
 from research import kinds
 from research import power
 from research import provenance
-from research import report as reporting
+from research import page as reporting
 from research.sweep import Cell, Sweep, split_groups
 
 DESIGNS = ("exploratory", "confirmatory")

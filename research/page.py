@@ -1,0 +1,40 @@
+"""What a study's page holds and the figure helpers its kinds draw with: the lowest layer of the report, which the claim kinds and the framework import (``research/report.py`` writes the frame around a page; it imports the post-hoc readings, which import the kinds, so the kinds may not import it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+
+@dataclasses.dataclass
+class Page:
+  """What a study puts into its report."""
+  verdicts: list  # claims.Verdict, in the order shown
+  method: str  # the paragraph under "## Verdicts": how the claims are judged
+  sections: list[str]  # markdown lines after the verdicts (the study's tables, ...)
+  plots: list[str | None]  # the PNGs written into ``out`` (None: nothing to draw)
+  results: dict[str, Any]  # results.json's body after the sweep's own fields (dataclasses allowed)
+  notes: list[str] = dataclasses.field(default_factory=list)  # lines above "## Verdicts"
+  index_keys: tuple[str, ...] = ("name", "scale", "base_config", "description")  # of sweep.json
+  printed: list[str] = dataclasses.field(default_factory=list)  # printed after writing
+
+
+def figure(*args, **kwargs):
+  # A bare Figure, not pyplot: no global state in the caller's process or notebook.
+  from matplotlib.figure import Figure  # pylint: disable=import-outside-toplevel
+  fig = Figure(*args, **kwargs)
+  return fig
+
+
+def save(fig, out: str, name: str) -> str:
+  fig.tight_layout()
+  fig.savefig(os.path.join(out, name), dpi=100)
+  return name
+
+
+def interval_text(x: float | None, ci, fmt: str) -> str:
+  if x is None:
+    return "—"
+  return format(x, fmt) + ("" if ci is None else " [" + ", ".join(format(c, fmt) for c in ci) + "]")
