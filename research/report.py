@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Any
 
 from andrea_jax.files import read_json
 from research import cells as cells_lib
