@@ -76,7 +76,7 @@ def single_run(config: config_lib.RunConfig, cfg: model.ModelConfig, t: step_lib
   train_batch = sharding.batch_sharding(mesh, batch_dim=1, ndim=3)
   eval_batch = sharding.batch_sharding(mesh, batch_dim=0, ndim=2)
   step = jax.jit(functools.partial(step_lib.train_step, cfg=cfg, optimizer=optimizer,
-                                   z_loss=t.z_loss),
+                                   z_loss=t.z_loss, seed=t.seed),
                  in_shardings=(shardings, train_batch), out_shardings=(shardings, replicated),
                  donate_argnums=0)
   eval_loss = jax.jit(functools.partial(step_lib.eval_loss, cfg=cfg),

@@ -226,3 +226,15 @@ def test_a_groups_mfu_is_over_the_one_device_it_runs_on(tmp_path, monkeypatch):
   log = loop.Logger(models, cfg, step_lib.TrainConfig(**c.train), None, 0, None)
   assert log.peak == 100.0
   log.close()
+
+
+def test_each_member_drops_out_with_its_own_key():
+  # Two members with the same parameters and batch, seeds 0 and 1: their dropout masks
+  # differ (step.dropout_key of each member's seed), so do their losses.
+  cfg = model.ModelConfig(vocab_size=64, block_size=8, d_model=16, n_layer=1, n_head=2,
+                          attention_impl="xla_flash", attention_block=4, dropout=0.2)
+  prog = multi.programs(cfg, step_lib.TrainConfig(**common.train_group()), "vmap", seeds=(0, 1))
+  state = prog.init(np.zeros(2, np.int32), np.ones(2, np.float32))  # both initialised by seed 0
+  batch = np.random.default_rng(0).integers(0, 64, (1, 1, 4, 9), np.int32)
+  _, metrics = prog.step(state, np.concatenate([batch, batch]))
+  assert np.all(np.isfinite(metrics["loss"])) and metrics["loss"][0] != metrics["loss"][1]

@@ -76,6 +76,8 @@ def model_group(*, vocab_size: int, block_size: int, d_model: int, n_layer: int,
   m.mup_decay = "constant"
   # Start the query projection at zero (the mup package's advice; any parametrisation).
   m.zero_query_init = False
+  # Dropout in training (nanoGPT's: embeddings, attention probabilities, each block's two outputs); 0 = off.
+  m.dropout = 0.0
   return m
 
 
