@@ -40,6 +40,10 @@ from andrea_jax import mup
 # nanoGPT: wte is also the tied output head). Biases and LayerNorm parameters get none.
 DECAYED = frozenset({"wte", "wpe", "lm_head", "w_qkv", "w_out", "w_in"})
 
+# Weights & Biases logging beside metrics.jsonl: none, to files only (``wandb sync`` uploads
+# them later) or to the server as the run goes (``metrics.WandbRun``).
+WANDB_MODES = ("off", "offline", "online")
+
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
@@ -67,6 +71,9 @@ class TrainConfig:
   eval_batches: int
   init_from: str = ""  # (configs written before fine-tuning existed have no such field)
   eval_at_start: bool = True  # (nor before the step-0 evaluation was optional)
+  wandb_mode: str = "off"  # (nor before Weights & Biases logging: metrics.WandbRun)
+  wandb_project: str = "andrea_jax"
+  wandb_name: str = ""
 
   def __post_init__(self):
     for name in ("steps", "batch_size", "grad_accum_steps", "learning_rate", "log_every",
@@ -87,6 +94,9 @@ class TrainConfig:
     if not self.z_loss >= 0:
       raise errors.ConfigError(f"train.z_loss={self.z_loss!r}: expected 0 (off) or a positive "
                                f"weight such as 1e-4")
+    if self.wandb_mode not in WANDB_MODES:
+      raise errors.ConfigError(f"train.wandb_mode={self.wandb_mode!r}: expected one of "
+                               f"{WANDB_MODES}")
 
 
 # ----------------------------------------------------------------------------- optimizer

@@ -45,6 +45,7 @@ from andrea_jax import errors
 from andrea_jax import files
 from andrea_jax import loader as loader_lib
 from andrea_jax import loop
+from andrea_jax import metrics
 from andrea_jax import model
 from andrea_jax import plots
 from andrea_jax import prepare as prepare_lib
@@ -131,6 +132,8 @@ def check_config(config: config_lib.RunConfig, devices=None
   t = config.train
   mesh = sharding.make_mesh(config.mesh, devices)
   sharding.check_batch(t.batch_size, t.grad_accum_steps, mesh)
+  if t.wandb_mode != "off" and sharding.is_lead():
+    metrics.require_wandb(t.wandb_mode)  # before anything is prepared: one line, nothing lost
   if config.diagnostics.enabled and jax.process_count() > 1:
     raise errors.ConfigError(
         f"diagnostics.enabled=True runs in one process only (this run has "

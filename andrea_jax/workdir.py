@@ -67,7 +67,8 @@ LOCK = ".lock"
 # Groups and fields that may change on a resume: they do not move the trajectory.
 FREE_GROUPS = ("checkpoint", "sample", "diagnostics", "mesh", "distributed")
 FREE_FIELDS = {"data.cache_dir", "data.prefetch", "data.workers", "train.log_every",
-               "train.eval_every", "train.eval_at_start",
+               "train.eval_every", "train.eval_at_start", "train.wandb_mode",
+               "train.wandb_project", "train.wandb_name",
                "model.remat_policy", "model.scan_unroll"}
 # Groups whose fields fix the parameters' meaning or the text: never changed on a resume ...
 FROZEN_GROUPS = ("model", "data")
@@ -88,7 +89,8 @@ ADDED_FIELDS = {"model.qk_norm": False, "model.parametrization": "sp", "model.ba
                 "model.attention_multiplier": 1.0, "model.embedding_multiplier": 1.0,
                 "model.mup_attention": "inverse", "model.mup_decay": "with_rate",
                 "model.zero_query_init": False, "train.eval_at_start": True,
-                "model.dropout": 0.0}
+                "model.dropout": 0.0, "train.wandb_mode": "off",
+                "train.wandb_project": "andrea_jax", "train.wandb_name": ""}
 
 
 # Fields that only a muP model reads (mup.py).

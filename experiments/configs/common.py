@@ -185,6 +185,12 @@ def train_group() -> ml_collections.ConfigDict:
   t.init_from = ""
   # Evaluate at step 0, before training (off for the real models: an hour on a CPU).
   t.eval_at_start = True
+  # Weights & Biases too (pip install wandb): "off", "offline" (<workdir>/wandb; wandb sync uploads) or "online".
+  t.wandb_mode = "off"
+  # The W&B project the run is logged to.
+  t.wandb_project = "andrea_jax"
+  # The W&B run name ("" = the workdir's name; a group's members: theirs, in a W&B group of this name).
+  t.wandb_name = ""
   return t
 
 
