@@ -14,6 +14,14 @@ one by ``ModelConfig.attention_impl``:
 
 ``causal_attend`` is the plain masked softmax, kept as the reference the tests compare
 against and as the decode path of ``sample.py`` (its KV cache needs an explicit mask).
+
+Attention dropout (``ModelConfig.dropout``, in training only: a ``key`` is given): the two
+blocked kernels drop entries of each query block's probabilities, with a mask drawn from
+``fold_in(key, the block's first query)``, so ``"xla"`` and ``"xla_flash"`` drop the same
+entries; the flash backward draws the same mask again (as FlashAttention does) instead of
+storing it. cuDNN's kernel takes no dropout (``ModelConfig`` refuses the combination).
+``dropout`` is the one inverted dropout of the project (``model.py``'s embedding and
+residual dropout too).
 """
 
 from __future__ import annotations
@@ -25,6 +33,20 @@ import jax
 import jax.numpy as jnp
 
 from andrea_jax.precision import at_least_f32
+
+
+def dropout(x: jax.Array, rate: float, key: jax.Array | None) -> jax.Array:
+  """Inverted dropout: each entry zeroed with probability ``rate``, the others scaled by
+  ``1 / (1 - rate)``; ``x`` itself without a key or at rate 0 (no random numbers drawn)."""
+  if key is None or rate == 0.0:
+    return x
+  return x * _keep_scale(key, rate, x.shape, x.dtype)
+
+
+def _keep_scale(key: jax.Array, rate: float, shape, dtype) -> jax.Array:
+  """``1 / (1 - rate)`` where an entry is kept (probability ``1 - rate``), else 0."""
+  keep = jax.random.bernoulli(key, 1.0 - rate, shape)
+  return jnp.where(keep, jnp.asarray(1.0 / (1.0 - rate), dtype), jnp.zeros((), dtype))
 
 
 def causal_attend(q_BTHK: jax.Array, k_BSHK: jax.Array, v_BSHK: jax.Array,
@@ -65,24 +87,31 @@ def _block_scores(q_NCK, k_NSK, start: int, fill: float | None = None):
   return jnp.where(visible_CS, s_NCS, jnp.finfo(s_NCS.dtype).min if fill is None else fill)
 
 
-def _attend_block(q_NCK, k_NSK, v_NSK, start: int):
-  p_NCS = jax.nn.softmax(_block_scores(q_NCK, k_NSK, start), axis=-1).astype(v_NSK.dtype)
+def _attend_block(q_NCK, k_NSK, v_NSK, start: int, rate: float = 0.0, key=None):
+  p_NCS = jax.nn.softmax(_block_scores(q_NCK, k_NSK, start), axis=-1)
+  p_NCS = dropout(p_NCS, rate, _block_key(key, start)).astype(v_NSK.dtype)
   return jnp.einsum("ncs,nsk->nck", p_NCS, v_NSK)
 
 
+def _block_key(key, start: int):
+  """The dropout key of the query block starting at ``start`` (None: no dropout)."""
+  return None if key is None else jax.random.fold_in(key, start)
+
+
 def blocked_causal_attention(q_BTHK: jax.Array, k_BTHK: jax.Array, v_BTHK: jax.Array,
-                             block: int) -> jax.Array:
+                             block: int, dropout_rate: float = 0.0,
+                             key: jax.Array | None = None) -> jax.Array:
   """Exact causal attention computed ``block`` queries at a time (the XLA path).
 
   Query block i only multiplies keys 0 .. (i+1) * block, so the masked upper triangle is
   (mostly) never computed, and each block's scores stay small enough for the CPU's
   caches; each block is rematerialised in the backward pass rather than storing its
-  probabilities.
+  probabilities (its dropout mask is drawn again from its key).
   """
   B, T = q_BTHK.shape[:2]
   q, k, v = _heads_major(q_BTHK, k_BTHK, v_BTHK)
-  attend = jax.checkpoint(_attend_block, static_argnums=(3,))
-  outs = [attend(q[:, a:a + block], k[:, :a + block], v[:, :a + block], a)
+  attend = jax.checkpoint(_attend_block, static_argnums=(3, 4))
+  outs = [attend(q[:, a:a + block], k[:, :a + block], v[:, :a + block], a, dropout_rate, key)
           for a in range(0, T, block)]
   return _tokens_major(jnp.concatenate(outs, axis=1), B)
 
@@ -100,44 +129,50 @@ def causal_logit_max(q_BTHK: jax.Array, k_BTHK: jax.Array, block: int = 128) -> 
 # ----------------------------------------------------------------------------- blocked, flash backward
 
 
-def _flash_block_fwd(q, k, v, start):
+def _flash_block_fwd(q, k, v, start, rate, key):
   s = _block_scores(q, k, start, fill=-jnp.inf)  # every query sees key 0: rows stay finite
   m = jnp.max(s, axis=-1, keepdims=True)
   e = jnp.exp(s - m)
   denom = jnp.sum(e, axis=-1, keepdims=True)
+  e = dropout(e, rate, _block_key(key, start))  # dropping e / denom's entries: the same
   o = (jnp.einsum("ncs,nsk->nck", e.astype(v.dtype), v) / denom).astype(v.dtype)
-  return o, (q, k, v, o, m + jnp.log(denom))
+  return o, (q, k, v, o, m + jnp.log(denom), key)
 
 
-def _flash_block_bwd(start, residuals, do):
-  # FlashAttention's backward: recompute P from the saved log-sum-exp, no softmax autodiff.
-  q, k, v, o, lse = residuals
+def _flash_block_bwd(start, rate, residuals, do):
+  # FlashAttention's backward: recompute P (and its dropout mask M, from the key) from the
+  # saved log-sum-exp, no softmax autodiff. With o = (P * M) v: dv = (P * M)^T do and
+  # dS = P * (M * (do v^T) - rowsum(do * o)).
+  q, k, v, o, lse, key = residuals
   p = jnp.exp(_block_scores(q, k, start, fill=-jnp.inf) - lse)
-  dv = jnp.einsum("ncs,nck->nsk", p.astype(do.dtype), do)
-  dp = at_least_f32(jnp.einsum("nck,nsk->ncs", do, v))
+  dv = jnp.einsum("ncs,nck->nsk", dropout(p, rate, _block_key(key, start)).astype(do.dtype), do)
+  dp = dropout(at_least_f32(jnp.einsum("nck,nsk->ncs", do, v)), rate, _block_key(key, start))
   ds = (p * (dp - jnp.sum(at_least_f32(do * o), axis=-1, keepdims=True))).astype(q.dtype)
-  return (jnp.einsum("ncs,nsk->nck", ds, k), jnp.einsum("ncs,nck->nsk", ds, q), dv)
+  return (jnp.einsum("ncs,nsk->nck", ds, k), jnp.einsum("ncs,nck->nsk", ds, q), dv, None)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
-def _flash_block(q, k, v, start):
-  return _flash_block_fwd(q, k, v, start)[0]
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
+def _flash_block(q, k, v, start, rate, key):
+  return _flash_block_fwd(q, k, v, start, rate, key)[0]
 
 
 _flash_block.defvjp(_flash_block_fwd, _flash_block_bwd)
 
 
 def flash_causal_attention(q_BTHK: jax.Array, k_BTHK: jax.Array, v_BTHK: jax.Array,
-                           block: int) -> jax.Array:
+                           block: int, dropout_rate: float = 0.0,
+                           key: jax.Array | None = None) -> jax.Array:
   """``blocked_causal_attention`` with FlashAttention's hand-written backward pass.
 
   Stores only each row's log-sum-exp and recomputes the probabilities in the backward
-  pass (about 25 % faster than autodiff of the rematerialised softmax on a CPU). A
-  ``custom_vjp``: reverse mode (``grad``) only, so ``jax.jvp`` needs ``attention_impl="xla"``.
+  pass (about 25 % faster than autodiff of the rematerialised softmax on a CPU), and
+  their dropout mask from the key. A ``custom_vjp``: reverse mode (``grad``) only, so
+  ``jax.jvp`` needs ``attention_impl="xla"``.
   """
   B, T = q_BTHK.shape[:2]
   q, k, v = _heads_major(q_BTHK, k_BTHK, v_BTHK)
-  outs = [_flash_block(q[:, a:a + block], k[:, :a + block], v[:, :a + block], a)
+  outs = [_flash_block(q[:, a:a + block], k[:, :a + block], v[:, :a + block], a,
+                       dropout_rate, key)
           for a in range(0, T, block)]
   return _tokens_major(jnp.concatenate(outs, axis=1), B)
 
@@ -152,14 +187,21 @@ def cudnn_causal_attention(q_BTHK: jax.Array, k_BTHK: jax.Array, v_BTHK: jax.Arr
 
 
 def causal_attention(q_BTHK: jax.Array, k_BTHK: jax.Array, v_BTHK: jax.Array, impl: str,
-                     block: int = 128) -> jax.Array:
+                     block: int = 128, dropout_rate: float = 0.0,
+                     key: jax.Array | None = None) -> jax.Array:
   """The kernel named ``impl`` ("xla", "xla_flash" or "cudnn"; resolve "auto" first):
-  the one place that maps an ``attention_impl`` to its kernel."""
+  the one place that maps an ``attention_impl`` to its kernel. With a ``key`` and
+  ``dropout_rate > 0`` the probabilities are dropped (training; module docstring)."""
+  if key is None or dropout_rate == 0.0:
+    key, dropout_rate = None, 0.0
   if impl == "xla":
-    return blocked_causal_attention(q_BTHK, k_BTHK, v_BTHK, block)
+    return blocked_causal_attention(q_BTHK, k_BTHK, v_BTHK, block, dropout_rate, key)
   if impl == "xla_flash":
-    return flash_causal_attention(q_BTHK, k_BTHK, v_BTHK, block)
+    return flash_causal_attention(q_BTHK, k_BTHK, v_BTHK, block, dropout_rate, key)
   if impl == "cudnn":
+    if key is not None:
+      raise ValueError(f"attention_impl='cudnn' with dropout_rate={dropout_rate}: cuDNN's "
+                       f"kernel here takes no dropout; use 'xla_flash'")
     return cudnn_causal_attention(q_BTHK, k_BTHK, v_BTHK)
   raise ValueError(f"attention_impl={impl!r}: expected 'xla', 'xla_flash' or 'cudnn' "
                    f"(resolve 'auto' with model.resolve_auto first)")

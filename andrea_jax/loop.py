@@ -9,8 +9,8 @@ exactly at log, evaluation and checkpoint steps), drops a diverged member from i
 and stops once no member is left training (a group's others go on) or on SIGTERM/SIGINT
 (after saving). No diverged state is saved.
 
-``evaluate`` computes; the ``Logger`` writes and prints: ``metrics.jsonl`` (+ TensorBoard),
-the progress bar, a line per row where stdout is not a terminal, and the ``Record`` of
+``evaluate`` computes; the ``Logger`` writes and prints: ``metrics.jsonl`` (+ TensorBoard,
+and Weights & Biases with ``train.wandb_mode``), the progress bar, a line per row where stdout is not a terminal, and the ``Record`` of
 each member's last train loss and evaluations that its summary is built from.
 """
 
@@ -185,8 +185,9 @@ class Logger:
                eval_set: EvalSet, start_step: int, clock: workdir_lib.Clock):
     lead = sharding.is_lead()
     self.models, self.eval_set, self.clock, self.steps = models, eval_set, clock, t.steps
-    self.writers = [metrics_lib.Writer(d, enabled=lead, tensorboard=models.tensorboard)
-                    for d in models.dirs]
+    self.writers = [metrics_lib.Writer(d, enabled=lead, tensorboard=models.tensorboard,
+                                       wandb=wandb_run(models, i, cfg, t))
+                    for i, d in enumerate(models.dirs)]
     self.record = Record.start(models.dirs, start_step)
     self.tokens_per_step = t.batch_size * cfg.block_size
     # The program's FLOPs per token of one member: all members run in it.
@@ -258,6 +259,23 @@ class Logger:
     self.bar.close()
     for w in self.writers:
       w.close()
+
+
+def wandb_run(models: Models, i: int, cfg: model.ModelConfig, t: step_lib.TrainConfig
+              ) -> metrics_lib.WandbRun | None:
+  """Member ``i``'s W&B run (None: ``train.wandb_mode="off"``): a single run is named
+  ``train.wandb_name`` or its workdir's name; a group's members by their names, in a W&B
+  group named so. The W&B config holds the model, the training settings and the member's
+  own (its rate and seeds)."""
+  if t.wandb_mode == "off":
+    return None
+  d = os.path.abspath(models.dirs[i])
+  name = t.wandb_name or os.path.basename(os.path.dirname(d) if models.stacked else d)
+  config = {"model": dataclasses.asdict(cfg), "train": dataclasses.asdict(t),
+            **models.summary_fields[i]}
+  if models.stacked:
+    return metrics_lib.WandbRun(t.wandb_mode, t.wandb_project, os.path.basename(d), name, config)
+  return metrics_lib.WandbRun(t.wandb_mode, t.wandb_project, name, config=config)
 
 
 # ----------------------------------------------------------------------------- batches

@@ -1,6 +1,12 @@
 """What a run measures and where it goes: the one writer and the one reader of a run's
-``{"step": ...}`` JSONL files (``metrics.jsonl`` + TensorBoard, ``diagnostics.jsonl``);
-throughput as model FLOPs utilisation; validation bits per byte.
+``{"step": ...}`` JSONL files (``metrics.jsonl`` + TensorBoard, and Weights & Biases when
+asked, ``diagnostics.jsonl``); throughput as model FLOPs utilisation; validation bits per
+byte.
+
+Weights & Biases (``train.wandb_mode``; the optional ``wandb`` package) logs the same rows
+as ``metrics.jsonl``, at the same steps, to ``<workdir>/wandb`` (``offline``; ``wandb sync``
+uploads them later) or to the server (``online``). A resumed run continues its W&B run:
+the run's id is kept in ``<workdir>/wandb/run_id``.
 
 Bits per byte (``val_bpb``) puts runs with different vocabularies on one scale: the
 validation loss in nats per token, over ``ln 2``, times tokens per byte of the targets that
@@ -11,14 +17,17 @@ id's byte length is read once from the tokenizer; the end-of-text token counts 0
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
+import secrets
 import sys
 
 import numpy as np
 
 from andrea_jax import errors
+from andrea_jax import files
 from andrea_jax import tokenizer as tokenizer_lib
 
 # Peak dense bf16 FLOP/s by device kind, for the MFU estimate on accelerators (brief, sec. 5).
@@ -26,17 +35,30 @@ PEAK_FLOPS = {"H100": 989e12, "H200": 989e12, "B200": 2250e12, "A100": 312e12, "
               "TPU v4": 275e12, "TPU v5 lite": 197e12, "TPU v5p": 459e12, "TPU v6 lite": 918e12}
 
 
+@dataclasses.dataclass(frozen=True)
+class WandbRun:
+  """Which Weights & Biases run a ``Writer`` logs to (``train.wandb_*``)."""
+  mode: str  # "offline" or "online"
+  project: str
+  name: str
+  group: str | None = None  # a group's members share one
+  config: dict | None = None  # the hyperparameters the W&B run shows
+
+
 class Writer:
   """Rows ``{"step": ..., **values}`` appended to ``<workdir>/<filename>``, one line each,
-  plus TensorBoard event files of the scalars (written by process 0 only)."""
+  plus TensorBoard event files of the scalars and, with ``wandb``, a W&B run's rows
+  (written by process 0 only)."""
 
   def __init__(self, workdir: str, enabled: bool = True, tensorboard: bool = True,
-               filename: str = "metrics.jsonl"):
+               filename: str = "metrics.jsonl", wandb: WandbRun | None = None):
     self.enabled = enabled
     if not enabled:
       return
+    self.tb = self.wandb = None
+    if wandb:  # first: a refusal leaves no file open
+      self.wandb = start_wandb(workdir, wandb)
     self.file = open_append(os.path.join(workdir, filename))
-    self.tb = None
     if tensorboard:
       self.tb = _summary_writer_class()(os.path.join(workdir, "tensorboard"))
 
@@ -45,15 +67,52 @@ class Writer:
       return
     self.file.write(json.dumps({"step": step, **values}) + "\n")
     self.file.flush()
-    for name, value in values.items() if self.tb else ():
-      if value is not None:
-        self.tb.add_scalar(name, value, step)
+    scalars = {name: value for name, value in values.items() if value is not None}
+    for name, value in scalars.items() if self.tb else ():
+      self.tb.add_scalar(name, value, step)
+    if self.wandb:
+      self.wandb.log(scalars, step=step)
 
   def close(self) -> None:
     if self.enabled:
       self.file.close()
       if self.tb:
         self.tb.close()
+      if self.wandb:
+        self.wandb.finish()
+
+
+def require_wandb(mode: str):
+  """The ``wandb`` module, or one line naming the install (``train.wandb_mode`` asks for it)."""
+  try:
+    import wandb  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    raise errors.ConfigError(
+        f"train.wandb_mode={mode!r} needs Weights & Biases, which is not installed: pip "
+        f"install wandb (or pip install -r requirements-interop.txt), or set "
+        f"--config.train.wandb_mode=off") from None
+  return wandb
+
+
+def start_wandb(directory: str, run: WandbRun):
+  """``wandb.init`` of ``run``, writing under ``<directory>/wandb``; a later start in the same
+  directory (a resume) continues the same W&B run, whose id ``<directory>/wandb/run_id``
+  keeps. Several may be open at once (a group's members)."""
+  wandb = require_wandb(run.mode)
+  id_path = os.path.join(directory, "wandb", "run_id")
+  if not os.path.exists(id_path):
+    os.makedirs(os.path.dirname(id_path), exist_ok=True)
+    files.atomic_write(id_path, secrets.token_hex(8).encode())
+  with open(id_path, encoding="utf-8") as f:
+    run_id = f.read().strip()
+  try:
+    return wandb.init(dir=directory, mode=run.mode, project=run.project, name=run.name,
+                      group=run.group, config=run.config, id=run_id, resume="allow",
+                      reinit="create_new")
+  except wandb.Error as e:  # online: not logged in, no network
+    raise errors.ConfigError(
+        f"train.wandb_mode={run.mode!r}: Weights & Biases did not start ({_first_line(e)}); run `wandb "
+        f"login`, or set --config.train.wandb_mode=offline (wandb sync uploads later)") from None
 
 
 def _summary_writer_class():
@@ -74,6 +133,10 @@ def _summary_writer_class():
   finally:
     del sys.modules["torch"]
   return SummaryWriter
+
+
+def _first_line(e: Exception) -> str:
+  return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
 def read_jsonl(path: str) -> list[dict]:

@@ -16,6 +16,12 @@ keys before their dot product), ``parametrization="mup"`` (the width rules of ``
 the base model's readout, attention and embedding multipliers (``mup.py``; 1 by default)
 and, in the loss, PaLM's z-loss (``loss_terms``).
 
+Dropout (``dropout``, nanoGPT's: off by default) acts only where a caller passes a
+``dropout_key`` (the train step does; evaluation, sampling and the probes do not): on the
+embeddings, on the attention probabilities and on each block's attention and MLP outputs
+before they are added back. The key is split once per layer and scanned with the stacked
+blocks. At ``dropout=0``, or without a key, no random number is drawn.
+
 Names carry their layout as a suffix (nanodo style): B batch, T time, D d_model,
 H heads, K head size, F MLP width, V vocabulary, L layers.
 """
@@ -88,6 +94,7 @@ class ModelConfig:
   # Depth rule (mup.py): "none" or "completep" (residual branches x base_depth / n_layer).
   depth_rule: str = "none"
   base_depth: int = 0
+  dropout: float = 0.0
 
   def __post_init__(self):
     for name in ("vocab_size", "block_size", "d_model", "n_layer", "n_head", "scan_unroll",
@@ -122,6 +129,14 @@ class ModelConfig:
       if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
         raise errors.ConfigError(f"ModelConfig.{name}={value!r}: expected a positive number "
                                  f"(1.0: no multiplier; mup.py tunes it at the base width)")
+    if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) \
+        or not 0 <= self.dropout < 1:
+      raise errors.ConfigError(f"ModelConfig.dropout={self.dropout!r}: expected a probability "
+                               f"in [0, 1), e.g. 0.1 (0: off)")
+    if self.dropout and self.attention_impl == "cudnn":
+      raise errors.ConfigError(f"ModelConfig.dropout={self.dropout} with attention_impl='cudnn': "
+                               f"cuDNN's kernel here takes no attention dropout; set "
+                               f"attention_impl='xla_flash' (or 'auto'), or dropout=0")
     for name in ("tie_embeddings", "qk_norm", "zero_query_init"):
       if not isinstance(getattr(self, name), bool):
         raise errors.ConfigError(f"ModelConfig.{name}={getattr(self, name)!r}: expected True or "
@@ -181,7 +196,8 @@ def resolve_auto(cfg: ModelConfig, platform: str | None = None, verbose: bool = 
   """``cfg`` with ``"auto"`` settings resolved for ``platform`` (default: JAX's backend).
 
   NVIDIA GPUs: bfloat16 compute and cuDNN's flash attention (cuDNN needs 16-bit inputs,
-  so an explicit float32 there gets the XLA flash path), no rematerialisation. CPUs (and
+  so an explicit float32 there gets the XLA flash path; so does a model with ``dropout``,
+  which cuDNN's kernel here does not take), no rematerialisation. CPUs (and
   anything else): float32, ``xla_flash``, the fastest kernel there, and the remat policy
   ``dots_with_no_batch_dims_saveable``: the backward recomputes each block's elementwise work
   and attention core from the saved weight-matmul outputs instead of keeping every
@@ -198,7 +214,7 @@ def resolve_auto(cfg: ModelConfig, platform: str | None = None, verbose: bool = 
     dtype = "bfloat16" if gpu or platform == "tpu" else "float32"
   impl = cfg.attention_impl
   if impl == AUTO:
-    impl = "cudnn" if gpu and dtype in ("bfloat16", "float16") else "xla_flash"
+    impl = "cudnn" if gpu and dtype in ("bfloat16", "float16") and not cfg.dropout else "xla_flash"
   remat = cfg.remat_policy
   if remat == AUTO:
     remat = "none" if gpu or platform == "tpu" else "dots_with_no_batch_dims_saveable"
@@ -353,16 +369,20 @@ def out_project(o_BTHK: jax.Array, attn: Params, cfg: ModelConfig) -> jax.Array:
   return _dense(o_BTHK.reshape(B, T, H * K), attn["w_out"], attn["b_out"], compute_dtype(cfg))
 
 
-def attention(x_BTD: jax.Array, attn: Params, cfg: ModelConfig, logit_max: bool = False):
+def attention(x_BTD: jax.Array, attn: Params, cfg: ModelConfig, logit_max: bool = False,
+              dropout_key: jax.Array | None = None):
   """Causal multi-head self-attention with fused QKV and output projections (with biases).
 
-  The kernel (``andrea_jax/attention.py``) is ``cfg.attention_impl``'s. ``logit_max=True``
-  returns ``(out, the largest attention logit)``: a float32 scalar without gradient, the
-  quantity that grows before attention-logit instability (Wortsman et al. 2023).
+  The kernel (``andrea_jax/attention.py``) is ``cfg.attention_impl``'s; with a
+  ``dropout_key`` it drops attention probabilities at rate ``cfg.dropout``.
+  ``logit_max=True`` returns ``(out, the largest attention logit)``: a float32 scalar
+  without gradient, the quantity that grows before attention-logit instability (Wortsman
+  et al. 2023).
   """
   q, k, v = qkv_project(x_BTD, attn, cfg)  # 3 x (B, T, H, K)
   impl = resolve_auto(cfg, verbose=False).attention_impl
-  out = out_project(kernels.causal_attention(q, k, v, impl, cfg.attention_block), attn, cfg)
+  o_BTHK = kernels.causal_attention(q, k, v, impl, cfg.attention_block, cfg.dropout, dropout_key)
+  out = out_project(o_BTHK, attn, cfg)
   if not logit_max:
     return out
   return out, jax.lax.stop_gradient(kernels.causal_logit_max(q, k, cfg.attention_block))
@@ -399,23 +419,31 @@ def residual_sublayer(x: jax.Array, branch_fn: Callable[[jax.Array], jax.Array],
   raise ValueError(f"norm={norm!r}: expected one of {NORMS}")
 
 
-def block_forward(block: Params, x_BTD: jax.Array, cfg: ModelConfig, stats: bool = False):
+def block_forward(block: Params, x_BTD: jax.Array, cfg: ModelConfig, stats: bool = False,
+                  dropout_key: jax.Array | None = None):
   """One transformer block: attention, then MLP, each wrapped in ``residual_sublayer``.
 
-  ``stats=True`` returns ``(x_BTD, {"attn_logit_max": scalar})`` (see ``attention``).
+  ``stats=True`` returns ``(x_BTD, {"attn_logit_max": scalar})`` (see ``attention``). With
+  a ``dropout_key`` (and ``cfg.dropout > 0``): attention-probability dropout, and dropout
+  on the attention and MLP outputs before they are added back (nanoGPT's).
   """
   seen = {}
+  k_probs = k_attn = k_mlp = None
+  if dropout_key is not None and cfg.dropout:
+    k_probs, k_attn, k_mlp = jax.random.split(dropout_key, 3)
 
   def attn_branch(h):
     if not stats:
-      return attention(h, block["attn"], cfg)
-    out, seen["attn_logit_max"] = attention(h, block["attn"], cfg, logit_max=True)
-    return out
+      out = attention(h, block["attn"], cfg, dropout_key=k_probs)
+    else:
+      out, seen["attn_logit_max"] = attention(h, block["attn"], cfg, logit_max=True,
+                                              dropout_key=k_probs)
+    return kernels.dropout(out, cfg.dropout, k_attn)
 
   m = mup.branch_multiplier(cfg)
+  mlp_branch = lambda h: kernels.dropout(mlp(h, block["mlp"], cfg), cfg.dropout, k_mlp)
   x_BTD = residual_sublayer(x_BTD, attn_branch, block["ln_1"], cfg.norm, cfg.ln_eps, m)
-  x_BTD = residual_sublayer(x_BTD, lambda h: mlp(h, block["mlp"], cfg),
-                            block["ln_2"], cfg.norm, cfg.ln_eps, m)
+  x_BTD = residual_sublayer(x_BTD, mlp_branch, block["ln_2"], cfg.norm, cfg.ln_eps, m)
   return (x_BTD, seen) if stats else x_BTD
 
 
@@ -493,15 +521,30 @@ def _head_input(params: Params, x_BTD: jax.Array, cfg: ModelConfig) -> jax.Array
   return x_BTD if r == 1.0 else x_BTD * jnp.asarray(r, x_BTD.dtype)
 
 
-def _blocks(params: Params, tokens_BT: jax.Array, cfg: ModelConfig, stats: bool = False):
+def _blocks(params: Params, tokens_BT: jax.Array, cfg: ModelConfig, stats: bool = False,
+            dropout_key: jax.Array | None = None):
   """The residual stream after the last block ``(B, T, D)``, and the scan's per-layer
-  diagnostics ``{"attn_logit_max": (L,)}`` (None unless ``stats``)."""
+  diagnostics ``{"attn_logit_max": (L,)}`` (None unless ``stats``).
+
+  With a ``dropout_key`` (and ``cfg.dropout > 0``) the embeddings are dropped and each
+  layer gets its own key, scanned beside its parameters.
+  """
   check_tokens(tokens_BT, cfg)
   x_BTD = embed(params, tokens_BT, cfg)
-  step = lambda x, block: block_forward(block, x, cfg, stats) if stats else (
-      block_forward(block, x, cfg), None)
+  keys_L = None
+  if dropout_key is not None and cfg.dropout:
+    embed_key, layers_key = jax.random.split(dropout_key)
+    x_BTD = kernels.dropout(x_BTD, cfg.dropout, embed_key)
+    keys_L = jax.random.split(layers_key, cfg.n_layer)
+
+  def step(x, layer):
+    block, key = layer
+    out = block_forward(block, x, cfg, stats, dropout_key=key)
+    return out if stats else (out, None)
+
   policy = resolve_auto(cfg, verbose=False).remat_policy
-  return jax.lax.scan(_remat(step, policy), x_BTD, params["blocks"], unroll=cfg.scan_unroll)
+  return jax.lax.scan(_remat(step, policy), x_BTD, (params["blocks"], keys_L),
+                      unroll=cfg.scan_unroll)
 
 
 def forward(params: Params, tokens_BT: jax.Array, cfg: ModelConfig) -> jax.Array:
@@ -516,7 +559,8 @@ def loss_fn(params: Params, tokens_BT: jax.Array, targets_BT: jax.Array, cfg: Mo
 
 
 def loss_terms(params: Params, tokens_BT: jax.Array, targets_BT: jax.Array, cfg: ModelConfig,
-               mask_BT: jax.Array | None = None, z_loss: float = 0.0, stats: bool = False):
+               mask_BT: jax.Array | None = None, z_loss: float = 0.0, stats: bool = False,
+               dropout_key: jax.Array | None = None):
   """The training objective and its parts: ``(nll + z_loss * mean log(Z)^2, terms)``.
 
   ``terms``: ``nll`` (the mean cross-entropy, nats), ``z_loss`` (the auxiliary term PaLM adds
@@ -527,9 +571,10 @@ def loss_terms(params: Params, tokens_BT: jax.Array, targets_BT: jax.Array, cfg:
   positions where ``mask`` is 1; the terms carry no gradient (under ``jit`` the unused ones
   cost nothing). With ``cfg.loss_chunk > 0`` the unembedding and the loss run fused over
   chunks of that many rows (``cross_entropy.py``): the same values and gradients, no
-  ``(B, T, V)`` logits.
+  ``(B, T, V)`` logits. ``dropout_key``: training's dropout (module docstring); without
+  one the model is deterministic.
   """
-  x_BTD, per_layer = _blocks(params, tokens_BT, cfg, stats)
+  x_BTD, per_layer = _blocks(params, tokens_BT, cfg, stats, dropout_key)
   weight_N = (jnp.ones(targets_BT.shape, jnp.float32) if mask_BT is None else
               mask_BT.astype(jnp.float32)).reshape(-1)
   if cfg.loss_chunk:

@@ -12,7 +12,8 @@ apart:
   ``optax.inject_hyperparams(optax.scale)`` holding the member's rate in its optimizer
   state. Warmup-cosine is linear in the peak, and AdamW's decoupled decay is scaled by
   the rate, so this is the member's own schedule (up to float rounding);
-- its seeds: ``jax.random.key(seed)`` initialises it; its batches are
+- its seeds: ``jax.random.key(seed)`` initialises it, and the same seed keys its dropout
+  (``step.dropout_key``; a model with ``dropout > 0``); its batches are
   ``loader.batch_at(step)`` with its own ``batch_seed`` (members sharing one share batches);
 - its divergence: a member diverges as a single run does (``step.py``) and stays at its
   last finite state, bit for bit, while the others go on.
@@ -123,18 +124,25 @@ class Programs(NamedTuple):
 
 
 @functools.lru_cache(maxsize=8)
-def programs(cfg: model.ModelConfig, t: step_lib.TrainConfig, member_axis: str = "vmap"
-             ) -> Programs:
+def programs(cfg: model.ModelConfig, t: step_lib.TrainConfig, member_axis: str = "vmap",
+             seeds: tuple[int, ...] = ()) -> Programs:
   """The jitted functions of a group; cached, so a resume in one process reuses them.
 
   The train step runs over the members with ``member_axis`` ("vmap" or "map"); the
-  cheap ones (init, evaluation) always with vmap.
+  cheap ones (init, evaluation) always with vmap. ``seeds``: each member's, which keys its
+  dropout (``()``: seed 0 for all; unused at ``cfg.dropout == 0``).
   """
   optimizer = make_optimizer(t, cfg)
-  step = functools.partial(step_lib.train_step, cfg=cfg, optimizer=optimizer, z_loss=t.z_loss)
+  step = over_members(lambda state, batch, seed: step_lib.train_step(
+      state, batch, cfg, optimizer, z_loss=t.z_loss, seed=seed), member_axis)
+
+  def group_step(state, batch):
+    seeds_N = jnp.asarray(seeds, jnp.int32) if seeds else jnp.zeros_like(state["step"])
+    return step(state, batch, seeds_N)
+
   return Programs(
       init=jax.jit(functools.partial(init_state, cfg, optimizer)),
-      step=jax.jit(over_members(step, member_axis), donate_argnums=0),
+      step=jax.jit(group_step, donate_argnums=0),
       eval_loss=jax.jit(jax.vmap(functools.partial(step_lib.eval_loss, cfg=cfg),
                                  in_axes=(0, None))))
 
@@ -157,7 +165,7 @@ def check_members(members: Sequence[Member], workdir: str) -> None:
 def group(config: config_lib.RunConfig, cfg: model.ModelConfig, t: step_lib.TrainConfig,
           members: Sequence[Member], workdir: str, member_axis: str) -> loop.Models:
   """The members as ``loop.Models``: stacked state, one program, a directory each."""
-  prog = programs(cfg, t, resolve_member_axis(member_axis))
+  prog = programs(cfg, t, resolve_member_axis(member_axis), tuple(m.seed for m in members))
   seeds = jnp.asarray([m.seed for m in members], jnp.int32)
   lrs = np.asarray([m.learning_rate for m in members], np.float32)
   unit_schedule = step_lib.make_schedule(unit_config(t))

@@ -9,6 +9,12 @@ gradient-accumulation microbatches, the global gradient norm (the clipping reuse
 update, and the skip of a step that diverges. ``eval_loss`` is the loss of one validation
 batch. A group (``multi.py``) runs the same functions over its members.
 
+Dropout (``model.dropout > 0``) is on in ``train_step`` alone: its key is
+``dropout_key(seed, state["step"])``, so a run is reproducible, a resume from a checkpoint
+draws the masks the uninterrupted run would have drawn, and each microbatch (and each
+member of a group, by its seed) gets its own. ``eval_loss`` passes no key: evaluation is
+deterministic. At ``dropout=0`` the step draws no random number at all.
+
 A step diverges when its loss or gradient norm is not finite, or when the parameters it
 would make are not: it is not applied (the state stays bit-identical to the one before
 it) and ``good`` turns False for ever, so every later step is skipped too (what the loop
@@ -33,6 +39,10 @@ from andrea_jax import mup
 # Leaves that get weight decay: the weight matrices and both embeddings (as in GPT-2 and
 # nanoGPT: wte is also the tied output head). Biases and LayerNorm parameters get none.
 DECAYED = frozenset({"wte", "wpe", "lm_head", "w_qkv", "w_out", "w_in"})
+
+# Weights & Biases logging beside metrics.jsonl: none, to files only (``wandb sync`` uploads
+# them later) or to the server as the run goes (``metrics.WandbRun``).
+WANDB_MODES = ("off", "offline", "online")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +71,9 @@ class TrainConfig:
   eval_batches: int
   init_from: str = ""  # (configs written before fine-tuning existed have no such field)
   eval_at_start: bool = True  # (nor before the step-0 evaluation was optional)
+  wandb_mode: str = "off"  # (nor before Weights & Biases logging: metrics.WandbRun)
+  wandb_project: str = "andrea_jax"
+  wandb_name: str = ""
 
   def __post_init__(self):
     for name in ("steps", "batch_size", "grad_accum_steps", "learning_rate", "log_every",
@@ -81,6 +94,9 @@ class TrainConfig:
     if not self.z_loss >= 0:
       raise errors.ConfigError(f"train.z_loss={self.z_loss!r}: expected 0 (off) or a positive "
                                f"weight such as 1e-4")
+    if self.wandb_mode not in WANDB_MODES:
+      raise errors.ConfigError(f"train.wandb_mode={self.wandb_mode!r}: expected one of "
+                               f"{WANDB_MODES}")
 
 
 # ----------------------------------------------------------------------------- optimizer
@@ -197,8 +213,18 @@ def abstract_state(cfg: model.ModelConfig, optimizer, seed: int) -> Any:
   return jax.eval_shape(lambda k: init_state(cfg, optimizer, k), jax.random.key(seed))
 
 
+def dropout_key(seed, step) -> jax.Array:
+  """The dropout key of the update from state step ``step`` of the run (or member) seeded
+  ``seed``: a function of the two alone, so training reproduces and resumes exactly."""
+  return jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), DROPOUT_STREAM), step)
+
+
+# Folded into the seed's key first: the dropout keys are a stream apart from the init's.
+DROPOUT_STREAM = 0x0D0
+
+
 def train_step(state: dict, batch_ABT: jax.Array, cfg: model.ModelConfig, optimizer,
-               z_loss: float = 0.0) -> tuple[dict, dict]:
+               z_loss: float = 0.0, seed=0) -> tuple[dict, dict]:
   """One optimizer update from ``A`` microbatches ``[A, B/A, T+1]`` (gradients averaged).
 
   The objective is the cross-entropy plus ``z_loss * log(Z)^2`` (``model.loss_terms``); the
@@ -212,9 +238,11 @@ def train_step(state: dict, batch_ABT: jax.Array, cfg: model.ModelConfig, optimi
   update that would make a parameter non-finite is discarded by a select fused into the
   update. Either way the state is left as it was, with ``good`` False for ever. Returns
   the new state and ``{"loss", "grad_norm", "good"}`` (``good``: after this step; and
-  ``z_loss`` when it is on).
+  ``z_loss`` when it is on). ``seed`` (the run's ``train.seed``, a member's seed) keys the
+  dropout (``dropout_key``), when ``cfg.dropout > 0``.
   """
-  (_, terms), grads = _mean_loss_and_grads(state["params"], batch_ABT, cfg, z_loss)
+  key = dropout_key(seed, state["step"]) if cfg.dropout else None
+  (_, terms), grads = _mean_loss_and_grads(state["params"], batch_ABT, cfg, z_loss, key)
   loss = terms["nll"]
   grad_norm = optax.tree.norm(grads)
 
@@ -242,19 +270,24 @@ def _all_finite(tree) -> jax.Array:
   return jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in jax.tree.leaves(tree)]))
 
 
-def _mean_loss_and_grads(params, batch_ABT: jax.Array, cfg: model.ModelConfig, z_loss: float):
-  """``((objective, terms), gradients)`` averaged over the ``A`` microbatches of ``batch_ABT``."""
+def _mean_loss_and_grads(params, batch_ABT: jax.Array, cfg: model.ModelConfig, z_loss: float,
+                         key: jax.Array | None = None):
+  """``((objective, terms), gradients)`` averaged over the ``A`` microbatches of ``batch_ABT``
+  (each with its own dropout key, split from ``key``; none without one)."""
   grad_fn = jax.value_and_grad(functools.partial(model.loss_terms, z_loss=z_loss), has_aux=True)
-  first = grad_fn(params, batch_ABT[0, :, :-1], batch_ABT[0, :, 1:], cfg)
   A = batch_ABT.shape[0]
+  keys_A = None if key is None else jax.random.split(key, A)
+  first = grad_fn(params, batch_ABT[0, :, :-1], batch_ABT[0, :, 1:], cfg,
+                  dropout_key=None if key is None else keys_A[0])
   if A == 1:
     return first
 
-  def accumulate(carry, micro_BT):
-    loss_grads = grad_fn(params, micro_BT[:, :-1], micro_BT[:, 1:], cfg)
+  def accumulate(carry, micro):
+    micro_BT, micro_key = micro
+    loss_grads = grad_fn(params, micro_BT[:, :-1], micro_BT[:, 1:], cfg, dropout_key=micro_key)
     return jax.tree.map(jnp.add, carry, loss_grads), None
 
-  total, _ = jax.lax.scan(accumulate, first, batch_ABT[1:])
+  total, _ = jax.lax.scan(accumulate, first, (batch_ABT[1:], None if key is None else keys_A[1:]))
   return jax.tree.map(lambda a: a / A, total)
 
 

@@ -47,6 +47,7 @@ from andrea_jax import errors
 from andrea_jax import files
 from andrea_jax import loader as loader_lib
 from andrea_jax import loop
+from andrea_jax import metrics
 from andrea_jax import model
 from andrea_jax import plots
 from andrea_jax import prepare as prepare_lib
@@ -78,7 +79,7 @@ def single_run(config: config_lib.RunConfig, cfg: model.ModelConfig, t: step_lib
   train_batch = sharding.batch_sharding(mesh, batch_dim=1, ndim=3)
   eval_batch = sharding.batch_sharding(mesh, batch_dim=0, ndim=2)
   step = jax.jit(functools.partial(step_lib.train_step, cfg=cfg, optimizer=optimizer,
-                                   z_loss=t.z_loss),
+                                   z_loss=t.z_loss, seed=t.seed),
                  in_shardings=(shardings, train_batch), out_shardings=(shardings, replicated),
                  donate_argnums=0)
   eval_loss = jax.jit(functools.partial(step_lib.eval_loss, cfg=cfg),
@@ -133,6 +134,8 @@ def check_config(config: config_lib.RunConfig, devices=None
   t = config.train
   mesh = sharding.make_mesh(config.mesh, devices)
   sharding.check_batch(t.batch_size, t.grad_accum_steps, mesh)
+  if t.wandb_mode != "off" and sharding.is_lead():
+    metrics.require_wandb(t.wandb_mode)  # before anything is prepared: one line, nothing lost
   if config.diagnostics.enabled and jax.process_count() > 1:
     raise errors.ConfigError(
         f"diagnostics.enabled=True runs in one process only (this run has "

@@ -25,8 +25,8 @@ Resume rules (README, Training, "Resume"):
 * the other ``model`` and ``data`` fields fix what the parameters are and which text they
   see: changing them is always refused;
 * every other field (``train.*``: learning rate, schedule, batch, optimizer, clipping,
-  seeds; the compute dtype and attention kernel; the batch-order seed) moves the training
-  trajectory: a resume that changes them is refused unless the caller allows it
+  seeds; the compute dtype, attention kernel and dropout; the batch-order seed) moves the
+  training trajectory: a resume that changes them is refused unless the caller allows it
   (``--allow_resume_changes``); then each segment's config and the step it started at are
   kept in ``config_history.json`` and listed in ``summary.json``.
 
@@ -67,13 +67,14 @@ LOCK = ".lock"
 # Groups and fields that may change on a resume: they do not move the trajectory.
 FREE_GROUPS = ("checkpoint", "sample", "diagnostics", "mesh", "distributed")
 FREE_FIELDS = {"data.cache_dir", "data.prefetch", "data.workers", "train.log_every",
-               "train.eval_every", "train.eval_at_start",
+               "train.eval_every", "train.eval_at_start", "train.wandb_mode",
+               "train.wandb_project", "train.wandb_name",
                "model.remat_policy", "model.scan_unroll"}
 # Groups whose fields fix the parameters' meaning or the text: never changed on a resume ...
 FROZEN_GROUPS = ("model", "data")
 # ... except these, which change only how the same model trains (allowed when opted in).
 TRAJECTORY_FIELDS = {"model.compute_dtype", "model.attention_impl", "model.attention_block",
-                     "data.shuffle_seed"}
+                     "model.dropout", "data.shuffle_seed"}
 # Fields that name files or directories: stored in config.json and compared on a resume as
 # absolute paths, so a run resumes from any directory (``absolute_paths``).
 PATH_FIELDS = ("data.path", "data.shards", "data.hf_dataset", "data.tokenizer_path",
@@ -88,7 +89,9 @@ ADDED_FIELDS = {"model.qk_norm": False, "model.parametrization": "sp", "model.ba
                 "model.attention_multiplier": 1.0, "model.embedding_multiplier": 1.0,
                 "model.mup_attention": "inverse", "model.mup_decay": "with_rate",
                 "model.zero_query_init": False, "train.eval_at_start": True,
-                "model.base_n_head": 0, "model.depth_rule": "none", "model.base_depth": 0}
+                "model.base_n_head": 0, "model.depth_rule": "none", "model.base_depth": 0,
+                "model.dropout": 0.0, "train.wandb_mode": "off",
+                "train.wandb_project": "andrea_jax", "train.wandb_name": ""}
 
 
 # Fields that only a muP model reads (mup.py).

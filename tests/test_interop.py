@@ -258,13 +258,15 @@ def test_imported_transformers_model_gives_its_logits_and_loss(variant, hf, tmp_
 
 
 @pytest.mark.parametrize("changes", [{}, {"tie_embeddings": False, "activation": "relu", "mlp_ratio": 2.0},
-                                     {"vocab_pad_multiple": 128}])
+                                     {"vocab_pad_multiple": 128, "dropout": 0.1}])
 def test_exported_model_gives_our_logits_in_transformers(changes, hf, tmp_path):
   cfg = tiny_cfg(**changes)
   params = lively(model.init_params(cfg, jax.random.key(0)))
   hf_gpt2.export_gpt2(params, cfg, str(tmp_path))
   m = hf[1].GPT2LMHeadModel.from_pretrained(str(tmp_path)).eval()
   assert m.config.tie_word_embeddings == cfg.tie_embeddings
+  # GPT-2's three dropouts (training only, as ours): the model's one rate.
+  assert m.config.embd_pdrop == m.config.attn_pdrop == m.config.resid_pdrop == cfg.dropout
   ids = tokens(cfg)
   want_logits, want_loss = our_logits_and_loss(params, cfg, ids)
   logits, loss = hf_logits_and_loss(hf, m, ids)

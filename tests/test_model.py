@@ -662,6 +662,41 @@ def test_chunked_cross_entropy_gradients_in_float64(x64, padded, z_loss):
   np.testing.assert_allclose(f(x, w), jnp.sum(weight * (nll + z_loss * lse ** 2)), rtol=1e-12)
 
 
+def test_flash_attention_dropout_gradients_in_float64_equal_the_xla_paths(x64):
+  # The flash backward draws each block's dropout mask again from its key. Its gradients
+  # equal autodiff through the "xla" path, which drops the same entries (and whose own
+  # backward redraws them where it rematerialises: jax.checkpoint, the same key).
+  cfg = small(d_model=8, n_head=2, param_dtype="float64", compute_dtype="float64",
+              attention_impl="xla_flash", attention_block=2, dropout=0.5)
+  attn = jax.tree.map(lambda a: a[0] * 10, f64(model.init_params(cfg, jax.random.key(0)))["blocks"]["attn"])
+  x = jax.random.normal(jax.random.key(1), (2, 5, cfg.d_model), jnp.float64)
+  w = jax.random.normal(jax.random.key(3), x.shape, jnp.float64)
+
+  def value_and_grads(impl):
+    c = dataclasses.replace(cfg, attention_impl=impl)
+    f = lambda x, a, key: jnp.sum(model.attention(x, a, c, dropout_key=key) * w)
+    return jax.jit(jax.value_and_grad(f, argnums=(0, 1)))
+
+  flash, xla = value_and_grads("xla_flash"), value_and_grads("xla")
+  key = jax.random.key(2)
+  chex.assert_trees_all_close(flash(x, attn, key), xla(x, attn, key), rtol=1e-10, atol=1e-12)
+  # The key decides which entries are dropped.
+  assert flash(x, attn, key)[0] != flash(x, attn, jax.random.key(4))[0]
+
+
+def test_dropout_is_a_probability_and_refused_with_cudnn():
+  with pytest.raises(errors.ConfigError, match=r"dropout=1.0: expected a probability in \[0, 1\)"):
+    small(dropout=1.0)
+  with pytest.raises(errors.ConfigError, match="dropout=0.1 with attention_impl='cudnn'.*"
+                                               "set attention_impl='xla_flash'"):
+    small(dropout=0.1, attention_impl="cudnn")
+  # "auto" on a GPU picks the XLA flash path for a model with dropout, cuDNN otherwise.
+  on_gpu = lambda **c: model.resolve_auto(small(attention_impl="auto", compute_dtype="auto", **c),
+                                         "gpu", False)
+  assert on_gpu(dropout=0.1).attention_impl == "xla_flash"
+  assert on_gpu().attention_impl == "cudnn"
+
+
 # "auto" on a CPU rematerialises all but the weight matmuls (model.resolve_auto); "none" keeps all.
 @pytest.mark.parametrize("remat_policy", ["none", "dots_with_no_batch_dims_saveable"])
 def test_check_grads_full_loss_through_both_custom_gradients(x64, remat_policy):

@@ -34,11 +34,12 @@ SMALL = {"model.n_layer": 2, "model.d_model": 32, "model.n_head": 2, "model.bloc
          "train.eval_batches": 2, "checkpoint.every": 4, "sample.num_samples": 0,
          "diagnostics.enabled": True, "diagnostics.every": 4, "diagnostics.early_steps": 2}
 # The group below also has issue 23's options (a single run's code paths: qk_norm's
-# parameters, muP's optimizer stage, the z-loss in the step and in the metrics) and a
-# probe every 3 steps, so the last step's (8) is an extra one. The plain group is the
+# parameters, muP's optimizer stage, the z-loss in the step and in the metrics), dropout
+# (each member keyed by its own seed, as its single run: step.dropout_key) and a probe
+# every 3 steps, so the last step's (8) is an extra one. The plain group is the
 # kill-and-resume test's (and tests/test_sweep.py's).
 OPTIONS = {"model.qk_norm": True, "model.parametrization": "mup", "model.base_width": 16,
-           "train.z_loss": 1e-2, "diagnostics.every": 3}
+           "model.dropout": 0.1, "train.z_loss": 1e-2, "diagnostics.every": 3}
 # Each member its own batch order (as the sweep's group.json sets batch_seed = seed), none
 # of them the config's data.shuffle_seed (0). The last member's rate overflows the
 # parameters within a step or two: it must diverge, freeze, and leave the others exactly
@@ -226,3 +227,4 @@ def test_a_groups_mfu_is_over_the_one_device_it_runs_on(tmp_path, monkeypatch):
   log = loop.Logger(models, cfg, step_lib.TrainConfig(**c.train), None, 0, None)
   assert log.peak == 100.0
   log.close()
+

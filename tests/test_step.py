@@ -1,7 +1,9 @@
 """The step core (step_lib.init_state / train_step): accumulation, clipping, and the skip of a
 step that diverges, checked by what the step computes."""
 
+import dataclasses
 import functools
+import re
 
 import chex
 
@@ -75,6 +77,46 @@ def test_accumulating_four_microbatches_equals_one_batch_with_a_real_update(adam
   # would show a wrong average (Adam's step alone is blind to the gradient's scale).
   for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(four)):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=2e-3 * float(np.max(np.abs(b))))
+
+
+# ----------------------------------------------------------------------------- dropout
+
+DROPOUT = dataclasses.replace(CFG, dropout=0.2)
+
+
+def test_dropout_acts_in_the_train_step_alone_keyed_by_the_seed_and_the_step(adam):
+  _, optimizer, state, step = adam
+  drop_step = jax.jit(lambda state, batch, seed: step_lib.train_step(
+      state, batch, DROPOUT, optimizer, seed=seed))
+  batch = rows()[None]
+  loss = lambda state, seed=0: float(drop_step(state, batch, seed)[1]["loss"])
+  dropped = loss(state)
+  assert dropped != float(step(state, batch)[1]["loss"])  # the dropout-0 model's train loss
+  assert loss(state) == dropped  # reproducible: the key is the seed's and the step's
+  assert loss({**state, "step": state["step"] + 5}) != dropped  # another step, other masks
+  assert loss(state, seed=1) != dropped  # another seed (a group's member), other masks
+
+
+RANDOM_PRIMITIVE = re.compile(r"\b(random_\w+|threefry2x32)\b")
+
+
+def test_at_dropout_zero_the_step_draws_no_random_number_nor_does_evaluation(adam):
+  # The cost of dropout at 0 is nothing: no random op in the step's program, and a key
+  # given to the model leaves its program as it was without one. Evaluation passes no
+  # key: its program with dropout is the dropout-0 model's (deterministic, the same loss).
+  _, optimizer, state, _ = adam
+  batch = rows().reshape(2, 2, -1)  # two microbatches: the accumulation's scan too
+  program = lambda cfg: str(jax.make_jaxpr(functools.partial(
+      step_lib.train_step, cfg=cfg, optimizer=optimizer))(state, batch))
+  assert not RANDOM_PRIMITIVE.search(program(CFG))
+  assert RANDOM_PRIMITIVE.search(program(DROPOUT))
+  evaluation = lambda cfg: str(jax.make_jaxpr(functools.partial(step_lib.eval_loss, cfg=cfg))(
+      state["params"], batch[0]))
+  assert evaluation(DROPOUT) == evaluation(CFG) and not RANDOM_PRIMITIVE.search(evaluation(CFG))
+  tokens = batch[0, :, :-1]
+  loss = lambda **kw: str(jax.make_jaxpr(
+      lambda p: model.loss_terms(p, tokens, tokens, CFG, **kw))(state["params"]))
+  assert loss(dropout_key=jax.random.key(1)) == loss()
 
 
 def assert_unchanged(after, before):

@@ -1,5 +1,6 @@
 """The real training loop, shrunk (Flax-example style): learning, resume, signals, divergence."""
 
+import glob
 import json
 import os
 import shlex
@@ -234,13 +235,14 @@ def test_a_failed_start_leaves_no_workdir(data_cache, tmp_path):
   assert not workdir.exists()
 
 
-def test_a_run_with_qk_norm_mup_and_z_loss_resumes_exactly(data_cache, tmp_path):
+def test_a_run_with_qk_norm_mup_z_loss_and_dropout_resumes_exactly(data_cache, tmp_path):
   # Every new option at once (their diagnostics: tests/test_multi.py): 8 steps straight,
   # then the same run stopped after step 4 (later checkpoint, metrics and summary dropped)
-  # and resumed.
+  # and resumed. The resumed steps draw the dropout masks the straight run drew.
   options = {"model.qk_norm": True, "model.parametrization": "mup", "model.base_width": 16,
-             "model.loss_chunk": 64, "train.z_loss": 1e-2, "train.steps": 8, "train.eval_every": 8,
-             "checkpoint.every": 4, "sample.num_samples": 0}
+             "model.loss_chunk": 64, "model.dropout": 0.1, "train.z_loss": 1e-2,
+             "train.steps": 8, "train.eval_every": 8, "checkpoint.every": 4,
+             "sample.num_samples": 0}
   straight, resumed = tmp_path / "straight", tmp_path / "resumed"
   first = train.train_and_evaluate(small_config(data_cache, **options), str(straight))
   assert first.status == "completed"
@@ -351,11 +353,79 @@ def test_corrupt_checkpoint_is_a_clear_error(full_run, data_cache, tmp_path):
 
 @pytest.mark.parametrize("field, value, match", [
     ("steps", 0, "train.steps=0"), ("grad_accum_steps", 3, "not divisible by train.grad_accum_steps=3"),
-    ("warmup_steps", 50, "train.warmup_steps=50"), ("z_loss", -1.0, "train.z_loss=-1.0")])
+    ("warmup_steps", 50, "train.warmup_steps=50"), ("z_loss", -1.0, "train.z_loss=-1.0"),
+    ("wandb_mode", "yes", "train.wandb_mode='yes': expected one of .'off', 'offline', 'online'.")])
 def test_bad_train_config(field, value, match, data_cache, tmp_path):
   config = small_config(data_cache, **{f"train.{field}": value})
   with pytest.raises(ValueError, match=match):
     train.train_and_evaluate(config, str(tmp_path))
+
+
+# ----------------------------------------------------------------------------- Weights & Biases
+
+# wandb's settings from the environment: no system metrics, console capture, banner or git
+# probe (each costs start-up time); never the network.
+QUIET_WANDB = {"WANDB__DISABLE_STATS": "true", "WANDB__DISABLE_MACHINE_INFO": "true",
+               "WANDB_CONSOLE": "off", "WANDB_SILENT": "true", "WANDB_DISABLE_GIT": "true",
+               "WANDB_MODE": "offline"}
+
+
+def wandb_rows(run_dir) -> dict[int, dict]:
+  """The rows an offline W&B run logged, by step: its ``run-<id>.wandb`` file read back.
+
+  wandb's format: a 7-byte header (``:W&B``, magic, version), then LevelDB's log format
+  (32 KiB blocks of chunks, each with a 7-byte header: crc, length, type 1 = whole record,
+  2/3/4 = its first, middle, last part) of protobuf ``Record`` messages.
+  """
+  from wandb.proto import wandb_internal_pb2  # pylint: disable=import-outside-toplevel
+  (path,) = glob.glob(os.path.join(run_dir, "run-*.wandb"))
+  data = open(path, "rb").read()
+  assert data[:4] == b":W&B"
+  block, pos, chunk, rows = 32768, 7, b"", {}
+  while pos + 7 <= len(data):
+    if block - pos % block < 7:  # too little room for a header: the block's padding
+      pos += block - pos % block
+      continue
+    length, kind = int.from_bytes(data[pos + 4:pos + 6], "little"), data[pos + 6]
+    chunk, pos = chunk + data[pos + 7:pos + 7 + length], pos + 7 + length
+    if kind in (1, 4):
+      record = wandb_internal_pb2.Record.FromString(chunk)
+      chunk = b""
+      if record.WhichOneof("record_type") == "history":
+        rows.setdefault(record.history.step.num, {}).update(
+            {key: json.loads(i.value_json) for i in record.history.item
+             if not (key := i.key or "/".join(i.nested_key)).startswith("_")})
+  return rows
+
+
+def test_a_run_logs_its_rows_to_weights_and_biases_offline(data_cache, tmp_path, monkeypatch):
+  pytest.importorskip("wandb")
+  for name, value in QUIET_WANDB.items():
+    monkeypatch.setenv(name, value)
+  monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+  workdir = tmp_path / "run"
+  config = small_config(data_cache, **{"train.steps": 2, "train.warmup_steps": 0,
+                                       "train.eval_every": 2, "sample.num_samples": 0,
+                                       "train.wandb_mode": "offline"})
+  train.train_and_evaluate(config, str(workdir))
+  # Under the workdir, in the W&B run its run_id names (a resume would continue it).
+  run_id = (workdir / "wandb" / "run_id").read_text()
+  (run_dir,) = glob.glob(str(workdir / "wandb" / f"offline-run-*-{run_id}"))
+  # The rows of metrics.jsonl, value for value: step 0's evaluation, steps 1 and 2.
+  expected = {r["step"]: {k: v for k, v in r.items() if k != "step" and v is not None}
+              for r in metrics_lib.read_metrics(str(workdir))}
+  assert sorted(expected) == [0, 1, 2] and "val_loss" in expected[2] and "loss" in expected[2]
+  assert wandb_rows(run_dir) == expected
+
+
+def test_weights_and_biases_asked_for_but_not_installed_is_one_line(data_cache, tmp_path,
+                                                                   monkeypatch):
+  monkeypatch.setitem(sys.modules, "wandb", None)  # `import wandb` raises ImportError
+  config = small_config(data_cache, **{"train.wandb_mode": "online"})
+  with pytest.raises(errors.ConfigError, match=r"^train.wandb_mode='online' needs Weights & "
+                                                r"Biases, which is not installed: pip install wandb"):
+    train.train_and_evaluate(config, str(tmp_path / "run"))
+  assert not (tmp_path / "run").exists()  # refused before anything was prepared or written
 
 
 # ----------------------------------------------------------------------------- the command line

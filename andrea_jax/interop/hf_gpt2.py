@@ -133,7 +133,9 @@ def hf_config(cfg: ModelConfig, eot_id: int) -> dict:
       "activation_function": ACT_TO_HF[cfg.activation],
       "layer_norm_epsilon": cfg.ln_eps,
       "tie_word_embeddings": cfg.tie_embeddings,
-      "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0, "summary_first_dropout": 0.0,
+      # GPT-2's three dropouts are the model's one (training only; model.py).
+      "resid_pdrop": cfg.dropout, "embd_pdrop": cfg.dropout, "attn_pdrop": cfg.dropout,
+      "summary_first_dropout": 0.0,
       "initializer_range": 0.02, "scale_attn_weights": True,
       "scale_attn_by_inverse_layer_idx": False, "reorder_and_upcast_attn": False,
       "add_cross_attention": False, "use_cache": True,

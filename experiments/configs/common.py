@@ -82,6 +82,8 @@ def model_group(*, vocab_size: int, block_size: int, d_model: int, n_layer: int,
   m.depth_rule = "none"
   # The depth rule's base depth: the n_layer whose learning rate transfers (0 = unset).
   m.base_depth = 0
+  # Dropout in training (nanoGPT's: embeddings, attention probabilities, each block's two outputs); 0 = off.
+  m.dropout = 0.0
   return m
 
 
@@ -189,6 +191,12 @@ def train_group() -> ml_collections.ConfigDict:
   t.init_from = ""
   # Evaluate at step 0, before training (off for the real models: an hour on a CPU).
   t.eval_at_start = True
+  # Weights & Biases too (pip install wandb): "off", "offline" (<workdir>/wandb; wandb sync uploads) or "online".
+  t.wandb_mode = "off"
+  # The W&B project the run is logged to.
+  t.wandb_project = "andrea_jax"
+  # The W&B run name ("" = the workdir's name; a group's members: theirs, in a W&B group of this name).
+  t.wandb_name = ""
   return t
 
 
