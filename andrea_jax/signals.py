@@ -159,7 +159,8 @@ class StopSignals:
             waiting = True
             n = self.unsaved()
             _say(f"waiting for {self.phase} to end, then saving: {n} step{'s' * (n > 1)} "
-                 f"trained since {self._since_saved()} (again to stop at once without them)")
+                 f"trained since {self._since_saved()} (again to stop at once without "
+                 f"{'them' if n > 1 else 'it'})")
 
   def _exit_now(self, why: str) -> None:
     n = self.unsaved()
