@@ -1,9 +1,11 @@
 """Checkpoints with orbax: save decisions, retention, atomic writes, and safe restores.
 
-A run's ``checkpoints/<step>/`` directories are written by an orbax ``CheckpointManager``.
-Orbax writes each step to a temporary directory and renames it when complete, so a kill
-at any moment leaves the newest finished checkpoint intact; ``latest_step`` only sees
-finished ones. ``restore`` brings back the whole training state, ``restore_params`` the
+A run's ``checkpoints/<step>/`` directories are written by an orbax ``CheckpointManager``
+(``manager``): every ``checkpoint.every`` steps, and by wall time, ``checkpoint.every_seconds``
+after the newest save or the run's start (``SinceStart``, orbax's time policy). Orbax
+writes each step to a temporary directory and renames it when complete, so a kill at any
+moment leaves the newest finished checkpoint intact; ``latest_step`` only sees finished
+ones. ``restore`` brings back the whole training state, ``restore_params`` the
 parameters alone (orbax reads only that sub-tree: no optimizer state is built or read).
 
 A finished checkpoint can still be damaged afterwards (files cut short, emptied or

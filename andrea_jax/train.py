@@ -157,7 +157,7 @@ def prepare_data(config: config_lib.RunConfig, fit_vocab: bool = False,
   return prepared
 
 
-def restore_or_init(models: loop.Models, mngr, workdir: str, start_step: int) -> tuple[Any, int]:
+def restore_or_init(models: loop.Models, mngr, start_step: int) -> tuple[Any, int]:
   """``(state, step)``: the newest checkpoint that reads whole on this run's devices (damaged
   newer ones are set aside, with a note: ``checkpoint.restore_newest``), or a fresh state."""
   if not start_step:
@@ -211,7 +211,7 @@ def run(config: config_lib.RunConfig, workdir: str,
     mngr = ckpt.manager(f"{workdir}/checkpoints", config.checkpoint.every, config.checkpoint.keep,
                         config.checkpoint.every_seconds)
     try:
-      state, plan.start_step = restore_or_init(models, mngr, workdir, plan.start_step)
+      state, plan.start_step = restore_or_init(models, mngr, plan.start_step)
       signals_lib.check()
     except BaseException:
       mngr.close()
