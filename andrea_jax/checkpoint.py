@@ -1,9 +1,11 @@
 """Checkpoints with orbax: save decisions, retention, atomic writes, and safe restores.
 
-A run's ``checkpoints/<step>/`` directories are written by an orbax ``CheckpointManager``.
-Orbax writes each step to a temporary directory and renames it when complete, so a kill
-at any moment leaves the newest finished checkpoint intact; ``latest_step`` only sees
-finished ones. ``restore`` brings back the whole training state, ``restore_params`` the
+A run's ``checkpoints/<step>/`` directories are written by an orbax ``CheckpointManager``
+(``manager``): every ``checkpoint.every`` steps, and by wall time, ``checkpoint.every_seconds``
+after the newest save or the run's start (``SinceStart``, orbax's time policy). Orbax
+writes each step to a temporary directory and renames it when complete, so a kill at any
+moment leaves the newest finished checkpoint intact; ``latest_step`` only sees finished
+ones. ``restore`` brings back the whole training state, ``restore_params`` the
 parameters alone (orbax reads only that sub-tree: no optimizer state is built or read).
 
 A finished checkpoint can still be damaged afterwards (files cut short, emptied or
@@ -19,6 +21,8 @@ its half-written directory, so the newest finished step stays the newest readabl
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import datetime
 import errno
 import json
 import logging
@@ -27,7 +31,7 @@ import re
 import shutil
 import sys
 import warnings
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import jax
 from absl import logging as absl_logging
@@ -60,17 +64,55 @@ class DamagedError(CheckpointError):
     return f"{', '.join(self.files)}: {self.reason}" if self.files else self.reason
 
 
-def manager(directory: str, every: int, keep: int) -> ocp.CheckpointManager:
-  """A manager that saves every ``every`` steps (or when forced) and keeps the newest ``keep``."""
+def manager(directory: str, every: int, keep: int,
+            every_seconds: int = 0) -> ocp.CheckpointManager:
+  """A manager that saves every ``every`` steps, or once ``every_seconds`` (0: never) have
+  passed since its newest save or its creation (``SinceStart``), or when forced; it keeps
+  the newest ``keep``."""
   policies = ocp.checkpoint_managers
+  decide = policies.FixedIntervalPolicy(every)
+  if every_seconds:
+    decide = policies.AnySavePolicy([decide, SinceStart(minimum_interval_secs=every_seconds)])
   options = ocp.CheckpointManagerOptions(
-      save_decision_policy=policies.FixedIntervalPolicy(every),
+      save_decision_policy=decide,
       preservation_policy=policies.LatestN(keep),
       enable_async_checkpointing=False)
   # A PyTree handler, named up front, so a checkpoint's metadata (its tree of shapes) can
   # be read before any restore, to say what differs when a restore is refused.
   return ocp.CheckpointManager(os.path.abspath(directory), options=options,
                                item_handlers=ocp.PyTreeCheckpointHandler())
+
+
+class _Saved(NamedTuple):  # what orbax's policies read of a save (``PolicyCheckpointInfo``)
+  step: int
+  time: datetime.datetime
+  metrics: dict | None = None
+
+
+@dataclasses.dataclass(kw_only=True)
+class SinceStart(ocp.checkpoint_managers.ContinuousCheckpointingPolicy):
+  """Orbax's time-based policy (a save once ``minimum_interval_secs`` have passed since the
+  newest save; decided on the primary host for all processes), counted from this policy's
+  creation where that is newer: a fresh run does not save its first step at once, and a
+  resume counts from its own start, not from a checkpoint written days ago. Whatever a step
+  costs (22 minutes for andrea120m on a CPU), a kill loses at most the interval's work."""
+  start: datetime.datetime = dataclasses.field(
+      default_factory=lambda: datetime.datetime.now(datetime.timezone.utc))
+
+  def should_save(self, step, previous_steps, *, context) -> bool:
+    newest = previous_steps[-1].time if previous_steps else None
+    # A step read back from disk may carry no time (orbax's naive ``datetime.min``).
+    since = newest if newest is not None and newest.tzinfo and newest > self.start else self.start
+    return super().should_save(step, [_Saved(-1, since)], context=context)
+
+
+def saved_at(mngr: ocp.CheckpointManager, step: int) -> float | None:
+  """When ``step`` was saved (seconds since the epoch), or None where its metadata says not."""
+  try:
+    nanoseconds = mngr.metadata(step).commit_timestamp_nsecs
+  except Exception:  # pylint: disable=broad-except  (orbax raises bare Exceptions)
+    return None
+  return nanoseconds / 1e9 if nanoseconds else None
 
 
 # ----------------------------------------------------------------------------- saving

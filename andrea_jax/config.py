@@ -73,7 +73,17 @@ class DataConfig:
 class CheckpointConfig:
   """The ``checkpoint`` group: when orbax saves and how many it keeps."""
   every: int
+  every_seconds: int
   keep: int
+
+  def __post_init__(self):
+    for name, what in (("every", "steps"), ("keep", "checkpoints")):
+      if not getattr(self, name) > 0:
+        raise errors.ConfigError(f"checkpoint.{name}={getattr(self, name)!r}: expected a "
+                                 f"positive number of {what}")
+    if not self.every_seconds >= 0:
+      raise errors.ConfigError(f"checkpoint.every_seconds={self.every_seconds!r}: expected "
+                               f"seconds >= 0 (0 turns the saves by wall time off)")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,9 +5,16 @@
 ``Batches``, every ``eval_every`` steps (and at the end) ``evaluate`` on the fixed
 ``EvalSet``, rows to the ``Logger``, a checkpoint when the policy, the end or a signal
 asks. The loop reads a step's divergence flag one step late (no host sync per step;
-exactly at log, evaluation and checkpoint steps), drops a diverged member from its rows,
-and stops once no member is left training (a group's others go on) or on SIGTERM/SIGINT
-(after saving). No diverged state is saved.
+exactly at log, evaluation and checkpoint steps, and at every step where steps are slow),
+drops a diverged member from its rows, and stops once no member is left training (a
+group's others go on) or on SIGTERM/SIGINT (after saving). No diverged state is saved.
+
+A checkpoint is saved when orbax's policy asks (``checkpoint.every`` steps, or
+``checkpoint.every_seconds`` since the newest save: ``checkpoint.manager``), at the end, or
+on a signal; the save and the stop are decided at the end of a step, after its rows and
+evaluation, so a signal during any of them saves that step. A step slower than
+``SLOW_STEP_S`` is waited for before the next starts, so what is saved is the step just
+ended, not the one after it.
 
 ``evaluate`` computes; the ``Logger`` writes and prints: ``metrics.jsonl`` (+ TensorBoard,
 and Weights & Biases with ``train.wandb_mode``), the progress bar, a line per row where stdout is not a terminal, and the ``Record`` of
@@ -327,6 +334,18 @@ class Outcome(NamedTuple):
   record: Record
 
 
+# A step slower than this (seconds, host wall time) is waited for before the next one is
+# started: the host has nothing to overlap with it, and a save by time or a stop then takes
+# the step that just ended instead of the one after it (two steps later: 44 minutes for
+# andrea120m on a CPU). Faster steps overlap the host's work with the device's.
+SLOW_STEP_S = 2.0
+
+
+def _slow(seconds: float) -> bool:
+  """Whether the next step waits for itself (one process: processes must agree on it)."""
+  return seconds > SLOW_STEP_S and jax.process_count() == 1
+
+
 def train_loop(models: Models, state, t: step_lib.TrainConfig, start_step: int,
                batches: Batches, eval_set: EvalSet, out: Outputs) -> Outcome:
   """Steps ``start_step + 1 .. t.steps`` (module docstring).
@@ -342,8 +361,14 @@ def train_loop(models: Models, state, t: step_lib.TrainConfig, start_step: int,
     log.log_eval(step, evaluate(models, state["params"], eval_set, step), alive)
     evaluated = step
 
+  def settle(flags, step) -> None:
+    """Drop the members that diverged by ``step`` (its flags): the host waits for it."""
+    alive[:] &= per_member(flags["good"])
+    signals.progress(trained=step)
+
   status, previous = "completed", None
   with signals_lib.StopSignals() as signals:
+    signals.progress(trained=start_step, saved=start_step)
     batch = next(batches) if start_step < t.steps else None
     if batch is not None:  # compiled ahead, then what the run is in for (forecast.py)
       step_fn, eval_fn, seconds = forecast.compile_programs(
@@ -362,6 +387,7 @@ def train_loop(models: Models, state, t: step_lib.TrainConfig, start_step: int,
     except signals_lib.Interrupted:
       status = "interrupted"  # nothing trained yet: nothing to save
     log.restart_clock()
+    slow, last = True, time.monotonic()  # the first step of a segment is waited for
     for step in range(start_step + 1, t.steps + 1) if status == "completed" else ():
       signals_lib.set_phase(f"training (step {step})")
       if step > start_step + 1:
@@ -369,32 +395,44 @@ def train_loop(models: Models, state, t: step_lib.TrainConfig, start_step: int,
       before = diag.snapshot(state["params"]) if diag and diag.wants_snapshot(step) else None
       state, m = models.step(state, batch)
       log.window.append(m)
-      stop = signals_lib.stop_requested(signals, step, t.log_every)
-      saving = step == t.steps or stop or mngr.should_save(step)
-      logging = step % t.log_every == 0 or saving
+      logging = step % t.log_every == 0 or step == t.steps
       evaluating = step % t.eval_every == 0 or step == t.steps
       # Divergence, read one step late: the previous step has finished by now, so the host
-      # does not wait on this one, except where it waits anyway (logs, evaluations, saves).
-      flags = m if logging or evaluating else previous
-      if flags is not None:
-        alive &= per_member(flags["good"])
+      # does not wait on this one, except where it waits anyway (logs, evaluations) or where
+      # steps are slow (nothing to overlap: a save or a stop then takes the step just done).
+      waited = logging or evaluating or slow
+      if waited or previous is not None:
+        settle(*((m, step) if waited else (previous, step - 1)))
       previous = m
       if not alive.any():  # nothing left to train; nothing diverged is saved
         status = "diverged"
         break
+      slow, last = _slow(time.monotonic() - last), time.monotonic()
       if diag:
         diag.record(step, state["params"], before, alive)
       if logging:
         log.log_train(step, alive)
       log.bar.update(1)
+      stop = False
       if evaluating:
         try:
           evaluation(step)
         except signals_lib.Interrupted:  # stopped between its batches: save the step
-          stop = saving = True
-      if saving:
+          stop = True
+      # Asked last: a signal during this step's wait, rows or evaluation stops at it, and
+      # the time policy (checkpoint.every_seconds) reads the time this step ended.
+      stop = stop or signals_lib.stop_requested(signals, step, t.log_every)
+      if stop or step == t.steps or mngr.should_save(step):
+        if not waited:  # its flags first: no diverged state is saved
+          settle(m, step)
+          if not alive.any():
+            status = "diverged"
+            break
+        if not logging:  # a checkpoint's step has its row
+          log.log_train(step, alive)
         signals_lib.set_phase(f"saving the checkpoint of step {step}")
         ckpt.save(mngr, step, state, force=True)
+        signals.progress(saved=step)
       if stop:
         status = "interrupted"
         break

@@ -11,10 +11,14 @@ in a garbage-collector callback, where Python drops it: a Ctrl-C that was ignore
 Some calls cannot be interrupted: XLA compiling a program, a long jitted step or
 evaluation batch, a tokenizer being trained. A watcher thread wakes on the signal (Python's
 wakeup fd, written by the C-level handler even while the main thread is blocked) and, when
-the main thread has not reached a safe point within ``GRACE_S`` seconds (or at a second
-signal), prints what happened and the resume command and ends the process with exit 4:
-nothing that was not saved already is lost (checkpoints are atomic), and nothing hangs.
-Once the run has acknowledged the stop (it is saving), it gets ``SAVE_GRACE_S``.
+the main thread has not reached a safe point within ``GRACE_S`` seconds, prints what
+happened and the resume command and ends the process with exit 4, but only where nothing
+trained is unsaved: before the first step (``progress``: nothing was trained yet), or with
+every step trained already in a checkpoint. Where steps trained since the newest checkpoint
+(the loop reports both, ``progress``), it says it waits for the running step and the save,
+and waits: the first signal never throws trained work away. A second signal ends the
+process at once in any phase, saying which steps that loses. Once the run has acknowledged
+the stop (it is saving), it gets ``SAVE_GRACE_S``.
 """
 
 from __future__ import annotations
@@ -55,6 +59,8 @@ class StopSignals:
     self.phase = "starting"  # what the run is doing, for the messages
     self.resume: str | None = None  # the command that resumes the run (the entry point's)
     self.acknowledged = False  # the run is stopping (saving): the watcher waits longer
+    self.trained: int | None = None  # the newest step known trained (None: not a training run)
+    self.saved = 0  # the newest step in a checkpoint (0: none)
     self._beat = time.monotonic()
     self._old: dict = {}
     self._installed = False
@@ -100,13 +106,29 @@ class StopSignals:
     """The main thread is at a safe point (a training step ended): the watcher waits."""
     self._beat = time.monotonic()
 
+  def progress(self, trained: int | None = None, saved: int | None = None) -> None:
+    """The loop's news: step ``trained`` has finished, step ``saved`` is in a checkpoint
+    (a safe point too: the watcher waits afresh)."""
+    if trained is not None:
+      self.trained = trained
+    if saved is not None:
+      self.saved = self.trained = saved
+      self._beat = time.monotonic()
+
+  def unsaved(self) -> int:
+    """How many steps trained since the newest checkpoint (0: nothing a stop would lose)."""
+    return 0 if self.trained is None else max(self.trained - self.saved, 0)
+
+  def _since_saved(self) -> str:
+    return f"the checkpoint of step {self.saved}" if self.saved else "the start"
+
   def acknowledge(self) -> None:
     """The run is stopping (saving what it has): the watcher gives it ``SAVE_GRACE_S``."""
     self.acknowledged = True
     self._beat = time.monotonic()
 
   def _watch(self) -> None:
-    count, since = 0, None
+    count, since, waiting = 0, None, False
     while True:
       self._r.settimeout(None if since is None else 0.1)
       try:
@@ -123,17 +145,35 @@ class StopSignals:
         if new and since is None:
           since = time.monotonic()
           _say(f"{signal.Signals(data[0]).name if data[0] in STOP_SIGNALS else 'signal'} "
-               f"received while {self.phase}: stopping (again to stop at once)")
+               f"received while {self.phase}: " + (
+                   "stopping after a save (again to stop at once, without saving)"
+                   if self.unsaved() else "stopping (again to stop at once)"))
         if count >= 2:
           self._exit_now("a second signal")
       if since is not None:
         grace = SAVE_GRACE_S if self.acknowledged else GRACE_S
         if time.monotonic() - max(since, self._beat) > grace:
-          self._exit_now(f"{self.phase} could not be interrupted within {grace:g} s")
+          if not self.unsaved():
+            self._exit_now(f"{self.phase} could not be interrupted within {grace:g} s")
+          elif not waiting:  # trained work is never thrown away by one signal
+            waiting = True
+            n = self.unsaved()
+            _say(f"waiting for {self.phase} to end, then saving: {n} step{'s' * (n > 1)} "
+                 f"trained since {self._since_saved()} (again to stop at once without "
+                 f"{'them' if n > 1 else 'it'})")
 
   def _exit_now(self, why: str) -> None:
-    _say(f"interrupted: {why}; stopped at once, nothing unsaved was kept (checkpoints "
-         f"and token shards already written are whole)")
+    n = self.unsaved()
+    if n:
+      kept = (f"the {n} step{'s' * (n > 1)} trained since {self._since_saved()} "
+              f"{'were' if n > 1 else 'was'} not saved")
+    elif self.trained is None:  # before a run's plan, or data preparation alone
+      kept = "nothing was trained in this start; checkpoints and token shards written are whole"
+    elif self.saved:
+      kept = f"nothing was trained since the checkpoint of step {self.saved}, so nothing is lost"
+    else:
+      kept = "nothing was trained yet, so nothing to save"
+    _say(f"interrupted: {why}; stopped at once: {kept}")
     _say(f"to resume, run: {self.resume}" if self.resume else
          "to resume, run the same command again")
     os._exit(errors.EXIT_INTERRUPTED)  # pylint: disable=protected-access
@@ -180,8 +220,10 @@ def check() -> None:
 def stop_requested(signals: StopSignals, step: int, every: int) -> bool:
   """Whether to save and stop after this step because of SIGTERM/SIGINT.
 
-  Processes must agree, or one would enter the (collective) save while the others train
-  on: with several, they compare their flags at log steps, where the loop syncs anyway.
+  Asked at the end of a step (after its rows and evaluation): a signal that came during
+  any of them stops at this step. Processes must agree, or one would enter the
+  (collective) save while the others train on: with several, they compare their flags at
+  log steps, where the loop syncs anyway.
   """
   import jax  # pylint: disable=import-outside-toplevel
   from andrea_jax import sharding  # pylint: disable=import-outside-toplevel

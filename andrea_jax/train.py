@@ -162,7 +162,7 @@ def prepare_data(config: config_lib.RunConfig, fit_vocab: bool = False,
   return prepared
 
 
-def restore_or_init(models: loop.Models, mngr, workdir: str, start_step: int) -> tuple[Any, int]:
+def restore_or_init(models: loop.Models, mngr, start_step: int) -> tuple[Any, int]:
   """``(state, step)``: the newest checkpoint that reads whole on this run's devices (damaged
   newer ones are set aside, with a note: ``checkpoint.restore_newest``), or a fresh state."""
   if not start_step:
@@ -170,7 +170,6 @@ def restore_or_init(models: loop.Models, mngr, workdir: str, start_step: int) ->
   # Straight onto this run's mesh, whichever mesh wrote the checkpoint.
   step, state = ckpt.restore_newest(mngr, models.abstract, set_aside=sharding.is_lead())
   sharding.barrier("andrea_jax: restored")  # damaged steps are set aside before anyone saves
-  print(f"resumed {workdir} from step {step}")
   return state, step
 
 
@@ -185,8 +184,9 @@ def run(config: config_lib.RunConfig, workdir: str,
   """
   cfg, t, mesh = check_config(config, devices)
   lead = sharding.is_lead()  # every process trains; process 0 alone writes the run's files
-  with signals_lib.StopSignals(), workdir_lib.claim(workdir, enabled=lead) as claim:
+  with signals_lib.StopSignals() as signals, workdir_lib.claim(workdir, enabled=lead) as claim:
     plan = workdir_lib.plan_resume(workdir, config, allow_resume_changes)
+    signals.progress(saved=plan.start_step)  # a stop before the first step loses nothing
     if plan.changes and lead:
       print(workdir_lib.describe_changes(plan), flush=True)
     if plan.complete:
@@ -198,6 +198,8 @@ def run(config: config_lib.RunConfig, workdir: str,
       if lead:
         print(workdir_lib.diverged_advice(plan, workdir, t.learning_rate), flush=True)
       return RunResult("diverged", plan.summary, already_complete=True)
+    if lead:
+      print(workdir_lib.describe_start(workdir, plan), flush=True)
     started = time.time()
     if lead and allocator.note():
       print(allocator.note(), flush=True)
@@ -211,9 +213,10 @@ def run(config: config_lib.RunConfig, workdir: str,
     eval_set = loop.make_eval_set(t, cfg, prepared, mesh)
     models = build(cfg, t, mesh)
     clock = workdir_lib.Clock(workdir, models.dirs, started)
-    mngr = ckpt.manager(f"{workdir}/checkpoints", config.checkpoint.every, config.checkpoint.keep)
+    mngr = ckpt.manager(f"{workdir}/checkpoints", config.checkpoint.every, config.checkpoint.keep,
+                        config.checkpoint.every_seconds)
     try:
-      state, plan.start_step = restore_or_init(models, mngr, workdir, plan.start_step)
+      state, plan.start_step = restore_or_init(models, mngr, plan.start_step)
       signals_lib.check()
     except BaseException:
       mngr.close()

@@ -9,7 +9,8 @@ it holds a copy of its tokenizer, and its files name paths absolute, so it reads
 any directory and after it was moved. This module is the one home of that record:
 
 * holding it: one run at a time (``claim``, the lock); a failed start leaves nothing;
-* resuming it: what a resume may change (``plan_resume``, the rules below), and what a
+* resuming it: what a resume may change (``plan_resume``, the rules below), what a start
+  says first (``describe_start``: resuming from which step, or why at step 0), and what a
   start records (``record_start``: ``config.json``, its segments in
   ``config_history.json``, ``data.json`` and the tokenizer's copy);
 * reading it back: the config in force and its segments, the data it trained on, its
@@ -53,6 +54,7 @@ from andrea_jax import checkpoint as ckpt
 from andrea_jax import config as config_lib
 from andrea_jax import errors
 from andrea_jax import files
+from andrea_jax import forecast
 from andrea_jax import metrics
 from andrea_jax import model
 from andrea_jax import tokenizer as tokenizer_lib
@@ -91,7 +93,8 @@ ADDED_FIELDS = {"model.qk_norm": False, "model.parametrization": "sp", "model.ba
                 "model.zero_query_init": False, "train.eval_at_start": True,
                 "model.base_n_head": 0, "model.depth_rule": "none", "model.base_depth": 0,
                 "model.dropout": 0.0, "train.wandb_mode": "off",
-                "train.wandb_project": "andrea_jax", "train.wandb_name": ""}
+                "train.wandb_project": "andrea_jax", "train.wandb_name": "",
+                "checkpoint.every_seconds": 0}
 
 
 # Fields that only a muP model reads (mup.py).
@@ -430,6 +433,24 @@ def diverged_advice(plan: ResumePlan, workdir: str, learning_rate: float) -> str
           f"--config.train.learning_rate={learning_rate / 2:g} --allow_resume_changes (a "
           f"lower peak learning rate; or a longer train.warmup_steps, or train.grad_clip), or "
           f"pass a new --workdir to start over")
+
+
+def describe_start(workdir: str, plan: ResumePlan) -> str:
+  """What a start says first: that it resumes and from where, or why it starts at step 0."""
+  if plan.saved is None:
+    return f"starting a new run in {workdir}"
+  if plan.start_step:
+    mngr = ckpt.manager(os.path.join(workdir, "checkpoints"), 1, 1)
+    try:
+      saved = ckpt.saved_at(mngr, plan.start_step)
+    finally:
+      mngr.close()
+    ago = "" if saved is None else f" (checkpoint saved {forecast.duration(time.time() - saved)} ago)"
+    return f"resuming {workdir} from step {plan.start_step}{ago}"
+  logged = max((r["step"] for r in metrics.read_metrics(workdir) if "loss" in r), default=0)
+  why = (f"after step {logged} (its newest row in metrics.jsonl) before its first save"
+         if logged else "before training")
+  return f"starting {workdir} at step 0: no checkpoint in it yet, the previous run stopped {why}"
 
 
 def describe_changes(plan: ResumePlan) -> str:

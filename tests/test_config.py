@@ -101,6 +101,17 @@ def test_a_misspelt_group_and_a_missing_field_are_refused_by_name():
     config_lib.RunConfig.from_dict({k: v for k, v in saved.items() if k != "mesh"})
 
 
+@pytest.mark.parametrize("field, value, match", [
+    ("every_seconds", -5, r"^checkpoint\.every_seconds=-5: expected seconds >= 0 \(0 turns the "
+                          r"saves by wall time off\)$"),
+    ("every", 0, r"^checkpoint\.every=0: expected a positive number of steps$"),
+])
+def test_a_checkpoint_cadence_out_of_range_is_one_line_naming_it(field, value, match):
+  with pytest.raises(errors.ConfigError, match=match):
+    config_lib.RunConfig.from_configdict(common.apply_overrides(
+        tiny.get_config(), {f"checkpoint.{field}": value}))
+
+
 def test_an_override_naming_no_field_is_still_refused_on_the_command_line_path():
   with pytest.raises(errors.ConfigError, match=r"config override train\.learning_rte=0\.1: "
                                                r"train has no field 'learning_rte'"):

@@ -78,21 +78,50 @@ def test_sigint_during_step0_evaluation_exits_4_with_the_resume_line(cache_dir, 
   assert json.loads((workdir / "summary.json").read_text())["status"] == "interrupted"
 
 
-def test_a_second_signal_or_a_blocked_main_thread_ends_the_process_with_exit_4(tmp_path):
-  """The watcher: the main thread is stuck in a call that never reaches a safe point."""
+def watched(body: str, grace_s: float = 1) -> subprocess.Popen:
+  """A process in ``StopSignals`` that runs ``body`` (``s``: the handler; ``signals``)."""
   code = ("import os, signal, time\n"
           "from andrea_jax import signals\n"
           "with signals.StopSignals() as s:\n"
-          "  s.resume = 'python -m experiments.run --workdir=x'\n"
-          "  signals.set_phase('compiling')\n"
-          "  print('ready', flush=True)\n"
-          "  time.sleep(60)\n")
-  env = {**os.environ, "PYTHONPATH": REPO, "ANDREA_STOP_GRACE_S": "1"}
-  proc = subprocess.Popen([sys.executable, "-c", code], env=env, text=True,
+          "  s.resume = 'python -m experiments.run --workdir=x'\n" +
+          "".join(f"  {line}\n" for line in body.splitlines()))
+  env = {**os.environ, "PYTHONPATH": REPO, "ANDREA_STOP_GRACE_S": str(grace_s)}
+  return subprocess.Popen([sys.executable, "-c", code], env=env, text=True,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def test_a_second_signal_or_a_blocked_main_thread_ends_the_process_with_exit_4(tmp_path):
+  """The watcher: the main thread is stuck in a call that never reaches a safe point, before
+  the first step of a new run (nothing trained: nothing to save, and it says so)."""
+  proc = watched("s.progress(saved=0)\n"
+                 "signals.set_phase('compiling')\n"
+                 "print('ready', flush=True)\n"
+                 "time.sleep(60)")
   out, seconds = interrupt_at(proc, "ready", timeout=60)
   assert proc.returncode == errors.EXIT_INTERRUPTED and seconds < 10, out
   assert "while compiling" in out and "to resume, run: python -m experiments.run" in out, out
+  assert "stopped at once: nothing was trained yet, so nothing to save" in out, out
+
+
+def test_the_watcher_waits_for_the_save_of_steps_trained_since_the_newest_checkpoint():
+  """Steps trained since the newest checkpoint are never thrown away by one signal: past the
+  grace the watcher says it waits for the running step and the save, and waits; once they
+  are saved, a main thread that still blocks is ended (nothing is lost then)."""
+  proc = watched("s.progress(saved=2)\n"
+                 "s.progress(trained=5)\n"
+                 "signals.set_phase('training (step 6)')\n"
+                 "print('ready', flush=True)\n"
+                 "time.sleep(1.5)  # the running step, three times the grace\n"
+                 "s.progress(saved=6)\n"
+                 "print('saved step 6', flush=True)\n"
+                 "time.sleep(60)", grace_s=0.5)
+  out, _ = interrupt_at(proc, "ready", timeout=60)
+  assert proc.returncode == errors.EXIT_INTERRUPTED, out
+  assert ("waiting for training (step 6) to end, then saving: 3 steps trained since the "
+          "checkpoint of step 2 (again to stop at once without them)") in out, out
+  assert "saved step 6" in out, out
+  assert ("stopped at once: nothing was trained since the checkpoint of step 6, so nothing "
+          "is lost") in out, out
 
 
 def test_check_raises_only_after_a_signal():

@@ -1,5 +1,6 @@
 """The real training loop, shrunk (Flax-example style): learning, resume, signals, divergence."""
 
+import datetime
 import glob
 import json
 import os
@@ -8,10 +9,13 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
+import types
 
 import jax
 import numpy as np
 import optax
+import orbax.checkpoint as ocp
 import pytest
 
 from andrea_jax import checkpoint as ckpt
@@ -469,7 +473,7 @@ def test_command_resumes_exactly_after_sigterm(full_run, data_cache, tmp_path):
   assert command.endswith(f"--workdir={workdir}")
   proc = popen([sys.executable, *shlex.split(command)[1:]])
   out, _ = proc.communicate(timeout=300)
-  assert proc.returncode == 0 and "resumed" in out, out
+  assert proc.returncode == 0 and f"resuming {workdir} from step {stopped_at} (" in out, out
   resumed, reference = losses(workdir), losses(full_run[0])
   assert sorted(resumed) == list(range(1, 25))
   # The time of both segments, not of the last alone.
@@ -519,3 +523,79 @@ def test_the_step_0_evaluation_is_optional(data_cache, tmp_path):
   assert tiny.get_config().train.eval_at_start
   from experiments.configs import andrea120m  # pylint: disable=import-outside-toplevel
   assert not andrea120m.get_config().train.eval_at_start
+
+
+# ----------------------------------------------------------------------------- saves by wall time
+
+
+def test_saves_by_wall_time_count_from_the_start_and_from_the_newest_save(tmp_path):
+  """``checkpoint.every_seconds``: orbax's time policy, counted from the segment's start
+  (not at once where nothing is saved yet, nor at once after a resume from an old
+  checkpoint), alongside ``checkpoint.every``."""
+  t0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.timezone.utc)
+  at = lambda step, seconds: types.SimpleNamespace(
+      step=step, time=t0 + datetime.timedelta(seconds=seconds), metrics=None)
+  context = ocp.checkpoint_managers.DecisionContext(
+      is_saving_in_progress=False, reached_preemption=False,
+      multiprocessing_options=ocp.options.MultiprocessingOptions())
+  policy = ckpt.SinceStart(minimum_interval_secs=60, start=t0)
+  decide = lambda step, seconds, previous=(): policy.should_save(
+      at(step, seconds), list(previous), context=context)
+  assert not decide(1, 59) and decide(1, 61)  # the first step of a run: 60 s after its start
+  assert not decide(9, 150, [at(5, 100)]) and decide(9, 161, [at(5, 100)])  # after a save
+  # A resume: its newest checkpoint is a day old, its own start now.
+  assert not decide(501, 30, [at(500, -86400)]) and decide(501, 61, [at(500, -86400)])
+  mngr = ckpt.manager(str(tmp_path / "checkpoints"), every=4, keep=2, every_seconds=3600)
+  assert mngr.should_save(8) and not mngr.should_save(7)  # checkpoint.every still counts
+  mngr.close()
+
+
+def test_a_killed_run_keeps_its_save_by_time_and_the_rerun_says_it_resumes_from_it(
+    data_cache, tmp_path):
+  """A run whose ``checkpoint.every`` it would never reach is killed with SIGKILL (nothing
+  can be saved on the way out) once a checkpoint appears: ``checkpoint.every_seconds`` saved
+  it, and the same command again says that it resumes from that step, and how old it is."""
+  workdir = tmp_path / "run"
+  args = ("--config.train.steps=100000", "--config.train.log_every=1000",
+          "--config.train.eval_every=100000", "--config.checkpoint.every=100000",
+          "--config.checkpoint.every_seconds=1", "--config.sample.num_samples=0")
+  proc = run_cmd(workdir, data_cache, *args)
+  deadline = time.time() + 120
+  while workdir_lib.latest_checkpoint(str(workdir)) is None:
+    if proc.poll() is not None or time.time() > deadline:
+      proc.kill()
+      raise AssertionError(f"no checkpoint in 120 s:\n{proc.communicate()[0]}")
+    time.sleep(0.2)
+  proc.kill()
+  out, _ = proc.communicate(timeout=60)
+  assert "starting a new run in" in out, out
+  saved = workdir_lib.latest_checkpoint(str(workdir))
+  assert 0 < saved < 100000, out  # by time: not at checkpoint.every, nor at the end
+  proc = run_cmd(workdir, data_cache, *args)
+  for line in proc.stdout:  # said before anything is prepared or compiled: stop it there
+    if line.startswith(("resuming", "compiling")):
+      break
+  proc.kill()
+  rest, _ = proc.communicate(timeout=60)
+  assert line.startswith(f"resuming {workdir} from step {saved} (checkpoint saved "), line + rest
+  assert line.rstrip().endswith(" ago)"), line
+
+
+def test_a_signal_during_a_steps_rows_saves_that_step(data_cache, tmp_path, monkeypatch):
+  """The stop is asked at the end of a step, after its rows (and its wait, diagnostics and
+  evaluation): a SIGTERM that arrives while step 4 writes its rows saves step 4 and stops,
+  rather than training step 5 first."""
+  write = loop.Logger.log_train
+
+  def log_train(self, step, alive):
+    write(self, step, alive)
+    if step == 4:
+      os.kill(os.getpid(), signal.SIGTERM)  # handled (a flag) before the next line runs
+
+  monkeypatch.setattr(loop.Logger, "log_train", log_train)
+  config = small_config(data_cache, **{"train.steps": 8, "train.log_every": 2,
+                                       "train.eval_every": 8, "checkpoint.every": 100,
+                                       "sample.num_samples": 0})
+  result = train.train_and_evaluate(config, str(tmp_path))
+  assert result.status == "interrupted" and int(result.state["step"]) == 4
+  assert workdir_lib.latest_checkpoint(str(tmp_path)) == 4 and max(losses(tmp_path)) == 4

@@ -75,6 +75,28 @@ def test_free_fields_may_change_on_resume(tmp_path):
   assert plan.changes == [] and plan.start_step == 0 and not plan.complete
 
 
+def test_a_start_says_why_it_starts_at_step_0(tmp_path):
+  """A new workdir, or one whose run stopped before its first checkpoint (a kill, a crash):
+  the start says which, and how far that run had got. (A resume's line, its step and the
+  age of its checkpoint: test_train's killed run.)"""
+  new = tmp_path / "new"
+  plan = workdir_lib.plan_resume(str(new), run_config())
+  assert workdir_lib.describe_start(str(new), plan) == f"starting a new run in {new}"
+  workdir = saved_run(tmp_path)
+  plan = workdir_lib.plan_resume(workdir, run_config())
+  assert workdir_lib.describe_start(workdir, plan) == (
+      f"starting {workdir} at step 0: no checkpoint in it yet, the previous run stopped "
+      f"before training")
+  writer = metrics_lib.Writer(workdir, tensorboard=False)
+  writer.write(0, {"val_loss": 6.0})
+  for step in (10, 20):
+    writer.write(step, {"loss": 5.0})
+  writer.close()
+  assert workdir_lib.describe_start(workdir, plan) == (
+      f"starting {workdir} at step 0: no checkpoint in it yet, the previous run stopped after "
+      f"step 20 (its newest row in metrics.jsonl) before its first save")
+
+
 def test_model_and_data_changes_are_always_refused(tmp_path):
   workdir = saved_run(tmp_path)
   with pytest.raises(errors.CheckpointError, match=r"model.n_layer: 4 -> 2"):
@@ -112,10 +134,12 @@ def test_a_config_saved_before_a_field_existed_resumes_at_its_default(tmp_path):
   assert plan.changes == [] and plan.start_step == 0
   # Each value is the default experiments/configs/common.py sets, but for muP's two rules,
   # whose default changed when they became fields: an sp run ignores them (above), a muP run
-  # keeps the rule it trained with.
+  # keeps the rule it trained with; and for the saves by wall time, which older runs did not
+  # make (0; free to change on a resume).
   defaults = {f: config()[f.split(".")[0]][f.split(".")[1]] for f in workdir_lib.ADDED_FIELDS}
   changed = {f for f in workdir_lib.ADDED_FIELDS if defaults[f] != workdir_lib.ADDED_FIELDS[f]}
-  assert changed == workdir_lib.MUP_RULES == {"model.mup_attention", "model.mup_decay"}
+  assert changed == workdir_lib.MUP_RULES | {"checkpoint.every_seconds"}
+  assert workdir_lib.MUP_RULES == {"model.mup_attention", "model.mup_decay"}
   assert workdir_lib.with_added_fields(old)["model"]["mup_attention"] == "inverse"
   mup = {"model.parametrization": "mup", "model.base_width": 16}
   old_mup = json.loads(config(**mup).to_json_best_effort())  # saved before the multipliers
