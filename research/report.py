@@ -20,7 +20,7 @@ import json
 import os
 from typing import Any
 
-from andrea_jax.files import read_json
+from andrea_jax.files import check_directory, make_directory, read_json
 from research import cells as cells_lib
 from research import identity
 from research import registry
@@ -78,6 +78,9 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   the sweep's cells are packed there first (``cells.pack``) and the report read from there:
   only what will be committed. Without ``command``, the one results.json recorded is kept,
   so the regenerate line rebuilds the same REPORT.md."""
+  purpose = "for REPORT.md and its plots"
+  if out:  # before anything is packed
+    check_directory(out, "--out", purpose)
   if pack:
     cells_lib.pack(sweep_dir, pack)
     command = " && ".join(filter(None, [command, f"python -m experiments.report --sweep_dir={sweep_dir} "
@@ -85,8 +88,8 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
     sweep_dir = pack
   command = command or produced_by(sweep_dir)
   out = out or sweep_dir
-  os.makedirs(out, exist_ok=True)
   index, cells, source = cells_lib.load(sweep_dir)
+  make_directory(out, "--out", purpose)
   page = registry.report(study).page(index, cells, out)
   regenerate = f"python -m experiments.report --sweep_dir={sweep_dir}" + (
       f" --out={out}" if out != sweep_dir else "")
