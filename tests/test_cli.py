@@ -513,7 +513,7 @@ BLOCKED = "'{a_file}' is a file, not a directory: pass a directory"
      "--out='{a_file}/sub': " + BLOCKED + " for the figures"),
     (("import_hf", "--hf_dir=none", "--out={a_file}"),
      "--out='{a_file}' is a file: pass a directory for the bytes-first copy"),
-    (("sweep", "--sweep=norm_mlp", "--workdir={a_file}"),
+    (("sweep", "--sweep=norm_mlp", "--workdir={a_file}", "--dry_run"),
      "--workdir='{a_file}' is a file: pass a directory for the sweep's cells"),
     (("report", f"--sweep_dir={RESULTS}", "--out={a_file}/sub"),
      "--out='{a_file}/sub': " + BLOCKED + " for REPORT.md and its plots"),
@@ -565,8 +565,8 @@ def test_a_tokenizer_path_that_is_a_directory_says_so(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (("sample", "--workdir=x", "--num_samples=0"), "--num_samples=0: 0 is not a positive integer"),
     (("import_hf", "--hf_dir=x", "--eval_windows=0"), "--eval_windows=0: 0 is not a positive"),
-    (("sweep", "--parallel=0"), "--parallel=0: 0 is not a positive integer"),
-    (("sweep", "--gpus=-1"), "--gpus=-1: -1 is not a non-negative integer"),
+    (("sweep", "--parallel=0", "--dry_run"), "--parallel=0: 0 is not a positive integer"),
+    (("sweep", "--gpus=-1", "--dry_run"), "--gpus=-1: -1 is not a non-negative integer"),
 ])
 def test_counts_out_of_range_are_refused_when_the_flags_are_read(args, message, monkeypatch,
                                                                  capsys):
