@@ -546,6 +546,6 @@ def load_run(workdir: str, step: int | None = None):
     config = None
   path = tokenizer_file(workdir)
   fix = (f"restore it, or delete it to read the one {workdir}/data.json names"
-         if path == os.path.join(workdir, TOKENIZER) else tokenizer_lib.LOAD_FIX)
+         if path == os.path.join(workdir, TOKENIZER) else None)
   tok = tokenizer_lib.load(path, cfg.vocab_size, fix=fix)
   return params, cfg, tok, config
