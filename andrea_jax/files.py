@@ -5,6 +5,9 @@ Every JSON file and cache file the project writes goes through ``atomic_write``:
 a temporary file, then rename it, so a reader (or a resumed run) sees the old file or the
 new one, never part of one. The temporary name carries the process id, so processes that
 fill one cache at once do not collide. Every JSON file it reads goes through ``read_json``.
+Every directory a command is told to write to (``--workdir``, ``--out``, ``data.cache_dir``)
+is checked and made by ``make_directory``: a file in its way, or a reason the system gives,
+is one line naming the flag, its value and the fix.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pathlib
 from typing import Any
 
 from andrea_jax import errors
@@ -55,3 +59,31 @@ def read_json(path: str | os.PathLike, fix: str = "restore it or delete it",
       return json.load(f)
     except json.JSONDecodeError as e:
       raise error(f"{os.fspath(path)} is not valid JSON ({e}); {fix}") from e
+
+
+def check_directory(path: str, name: str, purpose: str,
+                    error: type[errors.AndreaError] = errors.ConfigError) -> None:
+  """Refuse ``name=path`` (a flag or config field) as a directory to write to when it is
+  empty, or it or a directory above it is a file; nothing is created. ``purpose``
+  completes "pass a directory ...": what the directory is for."""
+  if not path:
+    raise error(f"{name} is empty: pass a directory {purpose}")
+  if os.path.exists(path) and not os.path.isdir(path):
+    raise error(f"{name}={path!r} is a file: pass a directory {purpose}")
+  blocker = next((p for p in pathlib.Path(path).absolute().parents
+                  if p.exists() and not p.is_dir()), None)
+  if blocker is not None:
+    raise error(f"{name}={path!r}: {str(blocker)!r} is a file, not a directory: pass a "
+                f"directory {purpose}")
+
+
+def make_directory(path: str, name: str, purpose: str,
+                   error: type[errors.AndreaError] = errors.ConfigError) -> None:
+  """``check_directory``, then create ``path`` and its parents (an existing one is kept);
+  what the system refuses (a permission, a read-only or full disk) is one line too."""
+  check_directory(path, name, purpose, error)
+  try:
+    os.makedirs(path, exist_ok=True)
+  except OSError as e:
+    raise error(f"{name}={path!r}: cannot create it ({e.strerror}): pass a directory you can "
+                f"write to {purpose}") from None

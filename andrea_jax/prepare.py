@@ -193,10 +193,9 @@ class PreparedData:
 
 def cache_key(fingerprint: str, data: DataConfig, vocab_size: int | None = None) -> str:
   """Hash of everything that determines the cached files (``vocab_size``: a fitted one)."""
-  if data.tokenizer_path and not os.path.isfile(data.tokenizer_path):
-    raise tokenizer_lib.TokenizerNotFoundError(
-        f"data.tokenizer_path={data.tokenizer_path!r} does not exist; point it at a "
-        f"tokenizer.json or leave it empty to train one")
+  if data.tokenizer_path:
+    tokenizer_lib.check_file(data.tokenizer_path, "data.tokenizer_path",
+                             "point it at a tokenizer.json or leave it empty to train one")
   source = files.sha256(data.tokenizer_path) if data.tokenizer_path else "trained"
   # data.shuffle_seed is left out on purpose: the batch order does not touch these files.
   spec = dict(format=CACHE_FORMAT, corpus=fingerprint, vocab_size=vocab_size or data.vocab_size,
@@ -246,7 +245,7 @@ def prepare(config: RunConfig, fit_vocab: bool = False, check=None) -> PreparedD
   cached = load_prepared(directory)
   if cached is not None:
     return cached
-  _make_directory(data.cache_dir, "data.cache_dir", data.cache_dir)  # fail before the work
+  _make_directory(data.cache_dir)  # fail before the work
   size = f"{source.total_bytes / 1e6:,.1f} MB" if source.total_bytes else "size unknown"
   say(f"data: preparing {source.name} ({size}) at vocabulary {vocab_size}; the result is "
       f"cached in {data.cache_dir}")
@@ -287,12 +286,10 @@ def _clean_up(directories: list[str]) -> None:
       shutil.rmtree(d, ignore_errors=True)
 
 
-def _make_directory(directory: str, field: str, value: str) -> None:
-  try:
-    os.makedirs(directory, exist_ok=True)
-  except OSError as e:
-    raise errors.DataError(f"{field}={value!r}: cannot create {directory!r} ({e.strerror}); point "
-                           f"{field} at a writable directory") from None
+def _make_directory(directory: str) -> None:
+  """``directory`` (``data.cache_dir`` or an entry of it) made, or one line naming it."""
+  files.make_directory(directory, "data.cache_dir", "for the prepared data "
+                       "(--config.data.cache_dir=...)", errors.DataError)
 
 
 # ----------------------------------------------------------------------------- the tokenizer
@@ -312,7 +309,7 @@ def _tokenizer(directory: str, config: RunConfig, source, fit: bool):
     sample = {"bytes": 0, "block_chars": block_chars(source.total_bytes)}
   else:
     tok, sample = _train_on_sample(config, source, fit)
-  _make_directory(directory, "data.cache_dir", data.cache_dir)
+  _make_directory(directory)
   tokenizer_lib.save(tok, path)
   sample["vocab_size"] = tok.get_vocab_size(with_added_tokens=True)
   files.write_json(os.path.join(directory, "sample.json"), sample)
@@ -587,6 +584,45 @@ def load_prepared(directory: str) -> PreparedData | None:
   except (errors.AndreaError, ValueError, KeyError, TypeError):  # unreadable: rebuild
     return None
   return prepared if ok else None
+
+
+def reuse_recorded(config: RunConfig, record: dict, fit_vocab: bool = False, check=None,
+                   verbose: bool = True) -> PreparedData:
+  """The prepared data a run recorded (its workdir's ``data.json``: a ``PreparedData``'s
+  fields, paths absolute), read where it lies, or in a directory of the same name under
+  ``data.cache_dir`` (a cache moved since): nothing is prepared, from any directory.
+
+  A source that can still be read is fingerprinted first, for ``check`` (other text than
+  the run trained on is refused, as in ``prepare``). Data gone from both places is prepared
+  again from its source, with a note (``verbose``); when the source cannot be read either,
+  one ``DataError`` names what is missing and the fixes.
+  """
+  try:
+    source, unreadable = corpus.source_of(config.data), None
+  except errors.DataNotFoundError as e:  # moved or deleted: the recorded shards still serve
+    source, unreadable = None, e
+  if source is not None and check is not None:
+    check(corpus.source_fingerprint(source, config.data))
+  directory = record.get("directory") or ""
+  for d in dict.fromkeys([directory, os.path.join(config.data.cache_dir,
+                                                  os.path.basename(directory))]):
+    found = load_prepared(d) if d else None
+    if found is not None and found.fingerprint == record.get("fingerprint"):
+      return found
+  paths = [os.path.join(directory, "manifest.json"), record.get("tokenizer_path"),
+           *record.get("train_paths", ()), *record.get("val_paths", ())]
+  missing = next((p for p in paths if p and not os.path.isfile(p)), None)
+  gone = (f"the prepared data this run recorded, {directory}, is gone ("
+          f"{f'no {missing}' if missing else 'its shards no longer match its manifest.json'})")
+  if unreadable is not None:
+    raise errors.DataError(
+        f"{gone}, and its source cannot be read either ({unreadable}): restore that directory, "
+        f"pass --config.data.cache_dir=<the directory that now holds "
+        f"{os.path.basename(directory)}/>, or restore the source")
+  if verbose:
+    say(f"data: {gone}; preparing it again from its source into data.cache_dir="
+        f"{config.data.cache_dir!r}")
+  return prepare(config, fit_vocab, check=check)
 
 
 # ----------------------------------------------------------------------------- given shards

@@ -255,6 +255,19 @@ def _decode_settings(cfg, max_new_tokens, temperature, top_k, top_p) -> dict:
               use_top_k=bool(use_top_k), use_top_p=bool(use_top_p))
 
 
+def _prompt_ids(tok: Any, prompt: str) -> list[int]:
+  """``prompt``'s token ids; an empty prompt is the end-of-text token."""
+  from andrea_jax import tokenizer as tokenizer_lib  # lazy: `tokenizers` only when needed
+  return tokenizer_lib.encode(tok, prompt) or [tokenizer_lib.eot_id(tok)]
+
+
+def check_text_request(cfg: ModelConfig, tok: Any, prompt: str, max_new_tokens: int, *,
+                       temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> None:
+  """Refuse what ``generate_text`` would refuse, without a model (``errors.InputError``)."""
+  _check_request(np.asarray([_prompt_ids(tok, prompt)], np.int32), cfg, max_new_tokens,
+                 temperature, top_k, top_p)
+
+
 def generate_text(params: Params, cfg: ModelConfig, tok: Any, prompt: str, max_new_tokens: int,
                   key: jax.Array, **sampling) -> str:
   """The text continuing ``prompt`` (the continuation only); ``sampling`` as in ``generate``.
@@ -263,6 +276,6 @@ def generate_text(params: Params, cfg: ModelConfig, tok: Any, prompt: str, max_n
   follow one.
   """
   from andrea_jax import tokenizer as tokenizer_lib  # lazy: `tokenizers` only when needed
-  ids = tokenizer_lib.encode(tok, prompt) or [tokenizer_lib.eot_id(tok)]
+  ids = _prompt_ids(tok, prompt)
   tokens_BT = generate(params, cfg, np.asarray([ids], np.int32), max_new_tokens, key, **sampling)
   return tokenizer_lib.decode(tok, np.asarray(tokens_BT[0, len(ids):]).tolist())

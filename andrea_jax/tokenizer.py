@@ -161,21 +161,38 @@ def save(tok: Tokenizer, path: str | os.PathLike) -> None:
   files.atomic_write(path, tok.to_str(pretty=False).encode("utf-8"))
 
 
+# What the error for a missing (or a directory) or an unreadable tokenizer file says to do,
+# unless the caller knows better.
+MISSING_FIX = "train one with `python -m experiments.prepare` or fix data.tokenizer_path"
+LOAD_FIX = ("point data.tokenizer_path at a file written by andrea_jax.tokenizer.save, or "
+            "delete it and re-prepare")
+
+
+def check_file(path: str | os.PathLike, name: str | None = None, fix: str = MISSING_FIX) -> None:
+  """Refuse a tokenizer path (of the field ``name``, if given) that does not exist or is a
+  directory, with one line naming it and ``fix``."""
+  path = os.fspath(path)
+  subject = f"{name}={path!r}" if name else f"tokenizer file {path!r}"
+  if os.path.isdir(path):
+    inside = os.path.join(path, "tokenizer.json")
+    hint = f" (the one in it is {inside!r})" if os.path.isfile(inside) else ""
+    raise TokenizerError(f"{subject} is a directory, not a tokenizer.json{hint}; {fix}")
+  if not os.path.isfile(path):
+    raise TokenizerNotFoundError(f"{subject} does not exist; {fix}")
+
+
 def load(path: str | os.PathLike, vocab_size: int | None = None,
-         bytes_first: bool = False) -> Tokenizer:
+         bytes_first: bool = False, fix: str | None = None) -> Tokenizer:
   """Load a ``tokenizer.json``; with ``vocab_size`` also check the id layout: its size, EOT
   last, every byte encodable (and with ``bytes_first`` byte b at id b, as ``prepare`` trains
-  them; GPT-2's own tokenizer, for llm.c's shards, has its bytes in another order)."""
-  if not os.path.isfile(path):
-    raise TokenizerNotFoundError(f"tokenizer file {os.fspath(path)!r} does not exist; train "
-                                 f"one with `python -m experiments.prepare` or fix "
-                                 f"data.tokenizer_path")
+  them; GPT-2's own tokenizer, for llm.c's shards, has its bytes in another order). ``fix``:
+  what the error for a missing or unreadable file says to do."""
+  check_file(path, fix=fix or MISSING_FIX)
   try:
     tok = Tokenizer.from_file(os.fspath(path))
   except Exception as e:  # the Rust library raises a bare Exception for unreadable files
     raise TokenizerError(f"{os.fspath(path)!r} is not a readable tokenizer.json ({e}); "
-                         f"point data.tokenizer_path at a file written by "
-                         f"andrea_jax.tokenizer.save, or delete it and re-prepare") from None
+                         f"{fix or LOAD_FIX}") from None
   if vocab_size is not None:
     check_layout(tok, vocab_size, where=f"tokenizer {os.fspath(path)!r}", bytes_first=bytes_first)
   return _configure(tok)

@@ -148,14 +148,22 @@ def prepare_data(config: config_lib.RunConfig, fit_vocab: bool = False,
   """Process 0 prepares (or finds) the cached data first; the others then read its cache.
 
   With ``workdir``, the text and the tokenizer must be those its run trained on
-  (``workdir.check_same_data``): other text is refused before a tokenizer is trained.
+  (``workdir.check_same_data``): other text is refused before a tokenizer is trained. A
+  run that recorded its prepared data (``data.json``) reads it where it lies, from any
+  directory and whatever ``data.cache_dir`` says (a moved or copied workdir): nothing is
+  prepared again (``prepare.reuse_recorded``; given shards, ``data.shards``, are read where
+  the config names them).
   """
   check = None if workdir is None else functools.partial(workdir_lib.check_same_data, workdir)
+  record = None if workdir is None or config.data.shards else workdir_lib.read_data(workdir)
+  find = lambda: (prepare_lib.prepare(config, fit_vocab, check=check) if record is None else
+                  prepare_lib.reuse_recorded(config, record, fit_vocab, check,
+                                             verbose=sharding.is_lead()))
   if sharding.is_lead():
-    prepared = prepare_lib.prepare(config, fit_vocab, check=check)
+    prepared = find()
   sharding.barrier("andrea_jax: data prepared")
   if not sharding.is_lead():
-    prepared = prepare_lib.prepare(config, fit_vocab, check=check)
+    prepared = find()
   if workdir is not None:
     workdir_lib.check_same_data(workdir, prepared.fingerprint,
                                 files.sha256(prepared.tokenizer_path))
@@ -212,6 +220,8 @@ def run(config: config_lib.RunConfig, workdir: str,
                                 f"the training shards in {prepared.directory!r}")
     eval_set = loop.make_eval_set(t, cfg, prepared, mesh)
     models = build(cfg, t, mesh)
+    if config.sample.num_samples > 0 and not models.stacked:  # not found at the end, lost
+      workdir_lib.check_samples(cfg, prepared.tokenizer_path, config.sample)
     clock = workdir_lib.Clock(workdir, models.dirs, started)
     mngr = ckpt.manager(f"{workdir}/checkpoints", config.checkpoint.every, config.checkpoint.keep,
                         config.checkpoint.every_seconds)

@@ -43,7 +43,6 @@ import fcntl
 import glob
 import json
 import os
-import pathlib
 import shutil
 import time
 from typing import Iterator
@@ -123,7 +122,7 @@ def _saved_config(workdir: str) -> dict:
   run's is one line."""
   if not os.path.isdir(workdir):
     what = "is a file" if os.path.exists(workdir) else "does not exist"
-    raise errors.CheckpointError(f"run directory {workdir!r} {what}: pass the workdir of a run "
+    raise errors.CheckpointError(f"run directory {workdir!r} {what}: pass the --workdir of a run "
                                  f"of python -m experiments.run")
   saved = load_config_dict(workdir)
   if saved is None:
@@ -229,22 +228,8 @@ def claim(workdir: str, enabled: bool = True) -> Iterator[Claim]:
   if not enabled:  # processes other than 0 write nothing
     yield c
     return
-  not_dir = lambda where: errors.ConfigError(
-      f"--workdir={workdir!r}: {where!r} is a file, not a directory: pass a directory for the run "
-      f"(a new one, or a run's workdir)")
-  if os.path.exists(workdir) and not os.path.isdir(workdir):
-    raise not_dir(workdir)
-  parent = os.path.dirname(os.path.abspath(workdir))
-  try:
-    os.makedirs(parent, exist_ok=True)
-  except (FileExistsError, NotADirectoryError):
-    raise not_dir(next(p for p in [parent, *pathlib.Path(parent).parents]
-                       if os.path.exists(p) and not os.path.isdir(p))) from None
-  try:
-    os.mkdir(workdir)
-    created = True
-  except FileExistsError:
-    created = False
+  created = not os.path.exists(workdir)
+  files.make_directory(workdir, "--workdir", "for the run (a new one, or a run's workdir)")
   fd = os.open(os.path.join(workdir, LOCK), os.O_RDWR | os.O_CREAT, 0o644)
   try:
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -546,6 +531,19 @@ def describe(summary: dict, workdir: str) -> str:
 # ------------------------------------------------------------------------ the trained run read back
 
 
+def check_samples(cfg: model.ModelConfig, tokenizer_path: str, s: config_lib.SampleConfig) -> None:
+  """Refuse, at a run's start, ``sample`` settings that its end could not sample with."""
+  from andrea_jax import sample  # pylint: disable=import-outside-toplevel
+  tok = tokenizer_lib.load(tokenizer_path, cfg.vocab_size)
+  try:
+    sample.check_text_request(cfg, tok, s.prompt, s.max_new_tokens, temperature=s.temperature,
+                              top_k=s.top_k, top_p=s.top_p)
+  except errors.InputError as e:
+    raise errors.ConfigError(
+        f"the samples this run ends with: {e}; set --config.sample.max_new_tokens or "
+        f"--config.sample.prompt (or --config.sample.num_samples=0 for none)") from None
+
+
 def write_samples(params, cfg: model.ModelConfig, tokenizer_path: str,
                   s: config_lib.SampleConfig, workdir: str, seed: int) -> list[str]:
   """A few samples from the trained model, printed and saved to ``samples.txt``."""
@@ -598,4 +596,7 @@ def load_run_with_step(workdir: str, step: int | None = None):
     config = config_lib.RunConfig.from_dict(saved)
   except errors.ConfigError:  # a field missing from an older record (the docstring)
     config = None
-  return step, params, cfg, tokenizer_lib.load(tokenizer_file(workdir), cfg.vocab_size), config
+  path = tokenizer_file(workdir)
+  fix = (f"restore it, or delete it to read the one {workdir}/data.json names"
+         if path == os.path.join(workdir, TOKENIZER) else None)
+  return step, params, cfg, tokenizer_lib.load(path, cfg.vocab_size, fix=fix), config

@@ -14,6 +14,7 @@ mean ``experiments/configs/tiny.py`` of this repository, from any directory.
 from __future__ import annotations
 
 import functools
+import os
 import pathlib
 import re
 import sys
@@ -57,10 +58,13 @@ def define_config_flag(name: str = "config", default: str | None = None,
                        flag_values: flags.FlagValues = flags.FLAGS) -> flags.FlagHolder:
   """Define ``--<name>`` taking a config name or path (see the module docstring)."""
   _CONFIG_FLAGS.add(name)
-  return config_flags.DEFINE_config_file(
-      name, default and resolve_config_path(default),
-      "config name (e.g. tiny, andrea120m:norm=post) or path to a config file",
-      flag_values=flag_values, lock_config=True)
+  try:
+    return config_flags.DEFINE_config_file(
+        name, default and resolve_config_path(default),
+        "config name (e.g. tiny, andrea120m:norm=post) or path to a config file",
+        flag_values=flag_values, lock_config=True)
+  except flags.CantOpenFlagFileError as e:  # ml_collections reads sys.argv's --flagfile here
+    fail(_flagfile_message(e))
 
 
 def run(main: Callable[[list[str]], object]) -> None:
@@ -73,11 +77,19 @@ def parse_flags(argv: list[str], flag_values: flags.FlagValues = flags.FLAGS) ->
   args = argv[1:]
   try:
     args = flag_values.read_flags_from_files(args, force_gnu=False)  # expand --flagfile
-    return flag_values([argv[0], *resolve_config_names(args)])
+    args = resolve_config_names(args)
+    return flag_values([argv[0], *args])
+  except flags.CantOpenFlagFileError as e:
+    fail(_flagfile_message(e))
   except (errors.AndreaError, flags.Error) as e:  # bad flag, value, config file or variant
     fail(_bad_override_value(e, flag_values) or _root_message(e))
   except (KeyError, AttributeError) as e:  # ml_collections: an override names no field
-    message = _misspelt_override(e, args)
+    message = _misspelt_override(e, args) or _config_file_error(e, args)
+    if message is None:
+      raise
+    fail(message)
+  except Exception as e:  # pylint: disable=broad-except
+    message = _config_file_error(e, args)  # a config file of one's own that does not load
     if message is None:
       raise
     fail(message)
@@ -124,9 +136,11 @@ def fit_to_data(config, overridden: dict, workdir: str | None = None) -> list[st
 
   A run no longer than its warmup gets a shorter one; a resume keeps the warmup its
   workdir's run started with. With data of one's own (``data.path``, ``data.hf_dataset``,
-  ``data.shards``), the data is
-  prepared first: a corpus too small for the vocabulary gets the one it fills, and the
-  samples continue the opening words of a held-out document (not the built-in "def ").
+  ``data.shards``), a new run's data is prepared first: a corpus too small for the
+  vocabulary gets the one it fills, and the samples continue the opening words of a
+  held-out document (not the built-in "def "). A resume (or a finished run) keeps the
+  vocabulary and prompt of its first start and prepares nothing here: the run reads its
+  data where it recorded it, or, finished, not at all.
   """
   # Imported here: report and the other light commands share this module without JAX.
   from andrea_jax import config as config_lib  # pylint: disable=import-outside-toplevel
@@ -139,7 +153,14 @@ def fit_to_data(config, overridden: dict, workdir: str | None = None) -> list[st
       config.train.warmup_steps = saved["train"]["warmup_steps"]
     else:
       notes.append(common.fit_warmup(config))
-  if config.data.path or config.data.hf_dataset or config.data.shards:
+  if saved is not None and (config.data.path or config.data.hf_dataset or config.data.shards):
+    # A resume (or a finished run) keeps what its first start fitted; its data is read (or
+    # left alone) by the run itself, where the run recorded it (train.prepare_data).
+    for group, field, names in (("model", "vocab_size", {"model.vocab_size", "data.vocab_size"}),
+                                ("sample", "prompt", {"sample.prompt"})):
+      if not names & set(overridden) and field in saved.get(group, {}):
+        config[group][field] = saved[group][field]
+  elif config.data.path or config.data.hf_dataset or config.data.shards:
     prepared = train.prepare_data(config_lib.RunConfig.from_configdict(config),
                                   fit_vocab=fit_vocab(config, overridden), workdir=workdir)
     config.model.vocab_size = prepared.vocab_size  # data.vocab_size refers to it
@@ -161,9 +182,59 @@ def _report_user_errors(main: Callable[[list[str]], object]) -> Callable[[list[s
   def wrapped(argv):
     try:
       return main(argv)
-    except USER_ERRORS as e:
+    except (errors.AndreaError, app.UsageError) as e:
       fail(str(e))
+    except OSError as e:  # the last resort: each path a command names is checked where it is read
+      fail(_os_error_message(e))
   return wrapped
+
+
+def _os_error_message(error: OSError) -> str:
+  """``<path>: <reason>; <fix>`` for an OS error no check caught; its text if it names no path."""
+  if error.filename is None or error.strerror is None:
+    return str(error)
+  return (f"{os.fspath(error.filename)}: {error.strerror}; check the flag or config field that "
+          f"names this path (a file or a directory, as it expects, that you can read or write)")
+
+
+def _flagfile_message(error: flags.CantOpenFlagFileError) -> str:
+  """``--flagfile=x: No such file or directory; ...`` for absl's "Unable to open flagfile"."""
+  cause = error.__context__
+  if not isinstance(cause, OSError) or cause.filename is None:
+    return str(error)
+  return (f"--flagfile={cause.filename}: {cause.strerror}; pass a text file of flags, one per "
+          f"line (--config=tiny, --config.train.steps=100, ...)")
+
+
+def _config_file_error(error: BaseException, args: list[str]) -> str | None:
+  """One line for a config file of one's own (``--config=path.py``) that does not load (not
+  Python, no ``get_config``, an exception inside it), else None: a config of this repository
+  that fails is a bug and keeps its traceback."""
+  for arg in args:
+    for name in _CONFIG_FLAGS:
+      match = re.fullmatch(rf"--?{name}=([^:]*)(:.*)?", arg)
+      if not match or pathlib.Path(match[1]).resolve().parent == CONFIG_DIR:
+        continue
+      path = os.path.realpath(match[1])
+      lines = [tb.tb_lineno for tb in _frames(error)
+               if os.path.realpath(tb.tb_frame.f_code.co_filename) == path]
+      if isinstance(error, SyntaxError) and error.filename:
+        lines += [error.lineno] if os.path.realpath(error.filename) == path else []
+      if not lines and "get_config" not in str(error):
+        continue
+      where = f", line {lines[-1]}" if lines else ""
+      return (f"--{name}={match[1]}: this file does not load as a config ({type(error).__name__}"
+              f"{where}: {getattr(error, 'msg', None) or error}); a config file is Python that "
+              f"defines get_config() (like experiments/configs/tiny.py), or pass a config name "
+              f"({', '.join(config_names())})")
+  return None
+
+
+def _frames(error: BaseException):
+  tb = error.__traceback__
+  while tb is not None:
+    yield tb
+    tb = tb.tb_next
 
 
 def _root_message(error: BaseException) -> str:

@@ -10,11 +10,9 @@ it. Post-norm and SwiGLU models are refused: GPT-2 cannot express them. PyTorch 
 needed to export.
 """
 
-import os
-
 from absl import flags, logging
 
-from andrea_jax import errors
+from andrea_jax import files
 from andrea_jax import model
 from andrea_jax import workdir as workdir_lib
 from andrea_jax.interop import hf_gpt2
@@ -29,10 +27,10 @@ def main(argv):
   del argv
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
-  if os.path.exists(_OUT.value) and not os.path.isdir(_OUT.value):
-    raise errors.ConfigError(f"--out={_OUT.value!r} is a file: pass a directory for the Hugging Face "
-                             f"files (a new one, or one to overwrite)")
+  purpose = "for the Hugging Face files (a new one, or one to overwrite)"
+  files.check_directory(_OUT.value, "--out", purpose)  # before the model is read
   params, cfg, tok, _ = workdir_lib.load_run(_WORKDIR.value, _STEP.value)
+  files.make_directory(_OUT.value, "--out", purpose)
   hf_gpt2.export_gpt2(params, cfg, _OUT.value, tokenizer=tok)
   print(f"exported {_WORKDIR.value} ({model.count_params(cfg):,} parameters, "
         f"{cfg.n_layer} layers, d_model {cfg.d_model}, vocab {cfg.vocab_size}) to {_OUT.value}")

@@ -19,6 +19,7 @@ import numpy as np
 from absl import flags, logging
 
 from andrea_jax import errors
+from andrea_jax import files
 from andrea_jax import model
 from andrea_jax import sample
 from andrea_jax import tokenizer as tokenizer_lib
@@ -29,7 +30,8 @@ _HF_DIR = flags.DEFINE_string("hf_dir", None, "a Hugging Face GPT-2 directory, o
                               "model's name (gpt2: fetched from the Hub, online)")
 _OUT = flags.DEFINE_string("out", None, "write a bytes-first copy here for fine-tuning")
 _EVAL_TEXT = flags.DEFINE_string("eval_text", None, "text file to evaluate the loss on")
-_EVAL_WINDOWS = flags.DEFINE_integer("eval_windows", 32, "at most this many windows of --eval_text")
+_EVAL_WINDOWS = flags.DEFINE_integer("eval_windows", 32, "at most this many windows of --eval_text",
+                                     lower_bound=1)
 _PROMPT = flags.DEFINE_string("prompt", None, "text to continue (unset = no sample)")
 _MAX_NEW = flags.DEFINE_integer("max_new_tokens", 32, "tokens to generate")
 _TEMPERATURE = flags.DEFINE_float("temperature", 0.8, "softmax temperature (0 = greedy)")
@@ -47,10 +49,23 @@ def load_tokenizer(hf_dir: str):
                                f"the directory's tokenizer.json") from e
 
 
+def read_text(path: str) -> str:
+  """The text of ``--eval_text``, or one line saying why it cannot be read."""
+  if not os.path.isfile(path):
+    what = "is a directory" if os.path.isdir(path) else "does not exist"
+    raise errors.ConfigError(f"--eval_text={path!r} {what}: pass a UTF-8 text file")
+  with open(path, "rb") as f:
+    raw = f.read()
+  try:
+    return raw.decode("utf-8")
+  except UnicodeDecodeError as e:
+    raise errors.DataError(f"--eval_text={path!r}: not valid UTF-8 at byte offset {e.start} "
+                           f"({e.reason}); pass a UTF-8 text file") from None
+
+
 def text_loss(params, cfg, tok, path: str, max_windows: int) -> tuple[float, int]:
   """Mean next-token loss over non-overlapping ``block_size + 1`` windows of a text file."""
-  with open(path, encoding="utf-8") as f:
-    ids = np.asarray(tokenizer_lib.encode(tok, f.read()), np.int32)
+  ids = np.asarray(tokenizer_lib.encode(tok, read_text(path)), np.int32)
   T = cfg.block_size
   n = min(max_windows, (len(ids) - 1) // T)
   if n < 1:
@@ -65,6 +80,9 @@ def main(argv):
   del argv
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
+  out_purpose = "for the bytes-first copy (a new one, or one to overwrite)"
+  if _OUT.value:  # before the model is read
+    files.check_directory(_OUT.value, "--out", out_purpose)
   hf_dir = hf_gpt2.resolve_hf_dir(_HF_DIR.value)  # a directory, or a model name fetched once
   params, cfg = hf_gpt2.import_gpt2(hf_dir)
   print(f"imported {_HF_DIR.value}: {model.count_params(cfg):,} parameters\n{cfg}")
@@ -80,6 +98,7 @@ def main(argv):
     print(f"--- sample ---\n{_PROMPT.value}{text}")
   if _OUT.value:
     new_params, new_tok = hf_gpt2.bytes_first(params, cfg, tok)
+    files.make_directory(_OUT.value, "--out", out_purpose)
     hf_gpt2.export_gpt2(new_params, cfg, _OUT.value, tokenizer=new_tok)
     print(f"wrote {_OUT.value}: fine-tune with --config.train.init_from={_OUT.value} "
           f"--config.data.tokenizer_path={_OUT.value}/tokenizer.json")

@@ -28,7 +28,7 @@ import numpy as np
 from absl import flags, logging
 from matplotlib.figure import Figure
 
-from andrea_jax import errors, model
+from andrea_jax import errors, files, model
 from andrea_jax import tokenizer as tokenizer_lib
 from andrea_jax import workdir as workdir_lib
 from andrea_jax.tools import lens
@@ -288,17 +288,17 @@ def main(argv):
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
   _check_sources()
-  if _OUT.value and os.path.exists(_OUT.value) and not os.path.isdir(_OUT.value):
-    raise errors.ConfigError(f"--out={_OUT.value!r} is a file: pass a directory for the figures "
-                             f"(default: <workdir>/inspect)")
+  purpose = "for the figures (default: <workdir>/inspect)"
+  if _OUT.value:  # before any model is read
+    files.check_directory(_OUT.value, "--out", purpose)
   started = time.perf_counter()
   sources = [load_model(_WORKDIR.value, _HF_DIR.value, _RANDOM.value, _STEP.value)]
   if _COMPARE.value:
     sources.append(load_model(_COMPARE.value, step=_STEP.value))
   out_dir = _OUT.value or (os.path.join(_WORKDIR.value, "inspect") if _WORKDIR.value
                            else os.path.join("runs", f"inspect-{sources[0][0]}"))
-  os.makedirs(out_dir, exist_ok=True)
-  named, files = [], []
+  files.make_directory(out_dir, "--out", purpose)
+  named, written = [], []
   for i, (name, params, cfg, tok) in enumerate(sources):
     if _LAYER.value is not None and not 0 <= _LAYER.value < cfg.n_layer:
       raise errors.ConfigError(f"--layer={_LAYER.value}: {name} has layers 0..{cfg.n_layer - 1}")
@@ -309,7 +309,7 @@ def main(argv):
       name = f"{name}-{i}"
     named.append((name, s))
     prefix = f"{name}_" if len(sources) > 1 else ""
-    files += write_figures(out_dir, prefix, result, s, tok, _LAYER.value, _POSITIONS.value)
+    written += write_figures(out_dir, prefix, result, s, tok, _LAYER.value, _POSITIONS.value)
     t = s["timings"]
     print(f"{name}: {len(ids) - 1} tokens, {cfg.n_layer} layers x {cfg.n_head} heads; "
           f"compile {sum(v['compile_s'] for v in t.values()):.1f} s, "
@@ -318,7 +318,7 @@ def main(argv):
   contributions_figure(named).savefig(os.path.join(out_dir, "contributions.png"), dpi=110)
   with open(os.path.join(out_dir, "inspect.json"), "w", encoding="utf-8") as f:
     json.dump({name: s for name, s in named}, f, indent=1)
-  print(f"wrote lens.png, contributions.png, {', '.join(files)} and inspect.json to {out_dir} "
+  print(f"wrote lens.png, contributions.png, {', '.join(written)} and inspect.json to {out_dir} "
         f"({time.perf_counter() - started:.1f} s in all)")
 
 

@@ -17,7 +17,7 @@ from experiments import cli
 _WORKDIR = flags.DEFINE_string("workdir", None, "run directory written by experiments.run")
 _PROMPT = flags.DEFINE_string("prompt", "", "text to continue ('' = start of a document)")
 _MAX_NEW = flags.DEFINE_integer("max_new_tokens", 64, "tokens to generate per sample")
-_NUM = flags.DEFINE_integer("num_samples", 1, "number of samples")
+_NUM = flags.DEFINE_integer("num_samples", 1, "number of samples", lower_bound=1)
 _TEMPERATURE = flags.DEFINE_float("temperature", 0.8, "softmax temperature (0 = greedy)")
 _TOP_K = flags.DEFINE_integer("top_k", 50, "keep the k most likely tokens (0 = all)")
 _TOP_P = flags.DEFINE_float("top_p", 0.95, "nucleus sampling mass (1 = off)")

@@ -20,6 +20,7 @@ import sys
 
 from absl import flags, logging
 
+from andrea_jax import files
 from experiments import cli
 from research import registry
 from research import runner
@@ -27,9 +28,11 @@ from research import runner
 _SWEEP = flags.DEFINE_string("sweep", "norm_mlp", "study in experiments/studies/ (its grid.py)")
 _SCALE = flags.DEFINE_string("scale", "cpu", "sweep scale, e.g. cpu or gpu")
 _WORKDIR = flags.DEFINE_string("workdir", None, "default: runs/sweeps/<sweep>-<scale>")
-_PARALLEL = flags.DEFINE_integer("parallel", 1, "jobs (groups or single cells) run at once")
+_PARALLEL = flags.DEFINE_integer("parallel", 1, "jobs (groups or single cells) run at once",
+                                 lower_bound=1)
 _ONLY = flags.DEFINE_string("only", "", "run only cells whose path contains this text")
-_GPUS = flags.DEFINE_integer("gpus", 0, "GPUs to spread parallel jobs over (0 = no pinning)")
+_GPUS = flags.DEFINE_integer("gpus", 0, "GPUs to spread parallel jobs over (0 = no pinning)",
+                             lower_bound=0)
 _RUN_GROUP = flags.DEFINE_string("run_group", None, "internal: train the group in this directory")
 _DRY_RUN = flags.DEFINE_bool("dry_run", False, "print the plan (groups, rates, seeds, cost; the "
                              "study's power plan where it has one) and train nothing")
@@ -43,9 +46,12 @@ def main(argv):
     sys.exit(runner.run_group(_RUN_GROUP.value))
   sweep = registry.load(_SWEEP.value, _SCALE.value)
   workdir = _WORKDIR.value or os.path.join("runs", "sweeps", f"{sweep.name}-{sweep.scale}")
+  purpose = "for the sweep's cells (default: runs/sweeps/<sweep>-<scale>)"
+  files.check_directory(workdir, "--workdir", purpose)
   if _DRY_RUN.value:
     print("\n".join(runner.plan_lines(sweep, workdir)))
     return
+  files.make_directory(workdir, "--workdir", purpose)
   records = runner.run_sweep(sweep, workdir, _PARALLEL.value, _ONLY.value, _GPUS.value)
   failed = [r["path"] for r in records if r["status"] == "failed"]
   print(f"{len(records)} cells in {workdir}; diverged: "

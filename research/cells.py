@@ -22,7 +22,7 @@ import shutil
 import numpy as np
 
 from andrea_jax import errors
-from andrea_jax.files import atomic_write, read_json
+from andrea_jax.files import atomic_write, make_directory, read_json
 from andrea_jax.metrics import merge_rows, read_rows
 from research import curves
 
@@ -130,15 +130,13 @@ def pack(sweep_dir: str, results_dir: str) -> int:
   sorted by path, nothing of the four files left out), and its ``sweep.json`` beside it;
   returns the number of cells. What a commit keeps of a sweep: no checkpoints, logs or
   TensorBoard files."""
+  check_sweep_dir(sweep_dir)
   found = read_parts(sweep_dir)
   if found is None:
     raise errors.ConfigError(f"{sweep_dir} holds no cells (no */cell.json, no {PACKED}): is it a "
                              f"directory written by python -m experiments.sweep?")
   parts = sorted(found[0], key=lambda p: p["path"])
-  if os.path.exists(results_dir) and not os.path.isdir(results_dir):
-    raise errors.ConfigError(f"--pack={results_dir!r} is a file: pass a directory for the study's "
-                             f"data, e.g. --pack=results/<study>-<scale>")
-  os.makedirs(results_dir, exist_ok=True)
+  make_directory(results_dir, "--pack", "for the study's data, e.g. --pack=results/<study>-<scale>")
   lines = (json.dumps(p, separators=(",", ":")) + "\n" for p in parts)
   atomic_write(os.path.join(results_dir, PACKED), *(line.encode("utf-8") for line in lines))
   index = os.path.join(sweep_dir, "sweep.json")
@@ -147,11 +145,17 @@ def pack(sweep_dir: str, results_dir: str) -> int:
   return len(parts)
 
 
+def check_sweep_dir(sweep_dir: str) -> None:
+  """Refuse a ``--sweep_dir`` that is not a directory, with one line saying what it is."""
+  if not os.path.isdir(sweep_dir):
+    what = "is a file" if os.path.exists(sweep_dir) else "does not exist"
+    raise errors.ConfigError(f"--sweep_dir={sweep_dir!r} {what}: pass a directory written by "
+                             f"python -m experiments.sweep, or a study's results/<study>-<scale>")
+
+
 def load(sweep_dir: str) -> tuple[dict, list[dict], str]:
   """``(index, cells, source)``: the sweep's description, its finished cells, and where from."""
-  if not os.path.isdir(sweep_dir):
-    raise errors.ConfigError(f"--sweep_dir={sweep_dir!r} is not a directory: pass a directory "
-                             f"written by python -m experiments.sweep, or a study's results/<study>-<scale>")
+  check_sweep_dir(sweep_dir)
   index_path = os.path.join(sweep_dir, "sweep.json")
   index = read_json(index_path) if os.path.exists(index_path) else {}
   found = read_parts(sweep_dir)

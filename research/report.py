@@ -22,7 +22,7 @@ import dataclasses
 import json
 import os
 
-from andrea_jax.files import read_json
+from andrea_jax.files import check_directory, make_directory, read_json
 from research import cells as cells_lib
 from research import identity
 from research import posthoc
@@ -59,6 +59,9 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   the sweep's cells are packed there first (``cells.pack``) and the report read from there:
   only what will be committed. Without ``command``, the one results.json recorded is kept,
   so the regenerate line rebuilds the same REPORT.md."""
+  purpose = "for REPORT.md and its plots"
+  if out:  # before anything is packed
+    check_directory(out, "--out", purpose)
   if pack:
     cells_lib.pack(sweep_dir, pack)
     command = " && ".join(filter(None, [command, f"python -m experiments.report --sweep_dir={sweep_dir} "
@@ -66,8 +69,8 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
     sweep_dir = pack
   command = command or produced_by(sweep_dir)
   out = out or sweep_dir
-  os.makedirs(out, exist_ok=True)
   index, cells, source = cells_lib.load(sweep_dir)
+  make_directory(out, "--out", purpose)
   page = registry.report(study).page(index, cells, out)
   readings = posthoc.read(study, cells)
   notes = posthoc.pointers(readings)

@@ -198,6 +198,10 @@ def run_group(directory: str) -> int:
   """Train the members described by ``<directory>/group.json``; 0 when they all finished."""
   from andrea_jax import multi  # pylint: disable=import-outside-toplevel
   spec = files.read_json(os.path.join(directory, "group.json"))
+  if spec is None:
+    raise errors.ConfigError(f"--run_group={directory!r} holds no group.json: this flag is "
+                             f"experiments.sweep's own, for the groups it plans; run the sweep "
+                             f"with --sweep=<study> instead")
   config = registry.group_config(spec["base_config"], spec["overrides"])
   members = [multi.Member(**m) for m in spec["members"]]
   summaries = multi.train_members(config, members, directory)

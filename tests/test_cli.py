@@ -1,11 +1,14 @@
 """The command lines: config names and overrides, one error line and exit code 2, the README."""
 
+import functools
+import importlib.util
 import os
 import pathlib
 import re
 import shlex
 import subprocess
 import sys
+import types
 
 import pytest
 from absl import flags
@@ -156,7 +159,7 @@ def run_main(monkeypatch, main):
     errors.ConfigError("train.steps=0: expected a positive value"),
     errors.DataError("a.txt: not valid UTF-8 at byte offset 12"),
     errors.CheckpointError("no step 250; the run has steps 100, 200"),
-    FileNotFoundError(2, "No such file or directory", "missing/dir"),
+    errors.DataNotFoundError("data.path 'x' does not exist; point data.path at a text file"),
 ])
 def test_user_errors_in_main_are_one_line_and_exit_2(error, monkeypatch, capsys):
   def main(argv):
@@ -165,6 +168,19 @@ def test_user_errors_in_main_are_one_line_and_exit_2(error, monkeypatch, capsys)
     run_main(monkeypatch, main)
   assert exit_info.value.code == errors.EXIT_USER_ERROR
   assert capsys.readouterr().err == f"error: {error}\n"
+
+
+def test_an_os_error_no_check_caught_names_its_path_and_a_fix(monkeypatch, capsys):
+  """The last resort for an OS error that no check of a path caught (a permission, a full
+  disk): the path and the reason, not Python's ``[Errno 13] ...``."""
+  def main(argv):
+    raise PermissionError(13, "Permission denied", "/data/corpus.txt")
+  with pytest.raises(SystemExit) as exit_info:
+    run_main(monkeypatch, main)
+  assert exit_info.value.code == errors.EXIT_USER_ERROR
+  assert capsys.readouterr().err == (
+      "error: /data/corpus.txt: Permission denied; check the flag or config field that names "
+      "this path (a file or a directory, as it expects, that you can read or write)\n")
 
 
 def test_the_older_error_classes_are_project_errors():
@@ -395,3 +411,196 @@ def test_a_path_that_is_a_file_is_one_line_not_an_errno(tmp_path):
     assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, (args, done.stderr)
     assert "Errno" not in done.stderr and "is a file" in done.stderr and str(a_file) in done.stderr, done.stderr
   assert a_file.read_text() == "keep me"
+
+
+# ----------------------------------------------------------------------------- paths and values
+
+
+def entry_point(name: str, monkeypatch):
+  """``(module, flag values)``: ``experiments/<name>.py`` loaded in this process, its flags
+  on a FlagValues of its own (absl defines them on one global set, where several entry
+  points' ``--workdir`` and ``--out`` would collide)."""
+  import absl  # pylint: disable=import-outside-toplevel
+  own = flags.FlagValues()
+  proxy = types.ModuleType("absl.flags")
+  proxy.__dict__.update(vars(flags))
+  for attr in vars(flags):
+    if attr.startswith("DEFINE"):
+      setattr(proxy, attr, functools.partial(getattr(flags, attr), flag_values=own))
+  monkeypatch.setattr(absl, "flags", proxy)
+  monkeypatch.setitem(sys.modules, "absl.flags", proxy)
+  spec = importlib.util.spec_from_file_location(f"entry_{name}", REPO / "experiments" / f"{name}.py")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  monkeypatch.undo()
+  return module, own
+
+
+def entry_error(monkeypatch, capsys, name: str, *args: str) -> str:
+  """The one stderr line (exit code 2) of ``python -m experiments.<name> *args``, run in
+  this process: flags parsed by ``cli.parse_flags``, ``main`` as ``cli.run`` calls it."""
+  module, own = entry_point(name, monkeypatch)
+  with pytest.raises(SystemExit) as exit_info:
+    rest = cli.parse_flags([name, *args], own)
+    cli._report_user_errors(module.main)(rest)  # pylint: disable=protected-access
+  assert exit_info.value.code == errors.EXIT_USER_ERROR
+  err = capsys.readouterr().err
+  assert err.count("\n") == 1 and err.startswith("error: ") and "Errno" not in err, err
+  return err
+
+
+@pytest.fixture(scope="module")
+def hf_dir(tmp_path_factory):
+  """A tiny Hugging Face GPT-2 directory with its tokenizer (experiments.export's layout)."""
+  import jax  # pylint: disable=import-outside-toplevel
+  from andrea_jax import model, tokenizer  # pylint: disable=import-outside-toplevel
+  from andrea_jax.interop import hf_gpt2  # pylint: disable=import-outside-toplevel
+  tok = tokenizer.train_tokenizer(["hello world, the tiny model reads this text"] * 8, 260)
+  cfg = model.ModelConfig(vocab_size=260, block_size=16, d_model=16, n_layer=1, n_head=2)
+  out = tmp_path_factory.mktemp("hf")
+  hf_gpt2.export_gpt2(model.init_params(cfg, jax.random.key(0)), cfg, str(out), tokenizer=tok)
+  return out
+
+
+@pytest.mark.parametrize("args, message", [
+    (("sample", "--workdir={missing}"),
+     "run directory '{missing}' does not exist: pass the --workdir of a run of python -m "
+     "experiments.run"),
+    (("export", "--workdir={a_file}", "--out={tmp}/out"),
+     "run directory '{a_file}' is a file: pass the --workdir"),
+    (("inspect", "--hf_dir={missing}", "--text=hi"),
+     "{missing} does not exist: expected a Hugging Face GPT-2 directory"),
+    (("inspect", "--hf_dir={a_file}", "--text=hi"),
+     "{a_file} is a file: expected a Hugging Face GPT-2 directory"),
+    (("import_hf", "--hf_dir={hf_dir}", "--eval_text={missing}"),
+     "--eval_text='{missing}' does not exist: pass a UTF-8 text file"),
+    (("import_hf", "--hf_dir={hf_dir}", "--eval_text={a_dir}"),
+     "--eval_text='{a_dir}' is a directory: pass a UTF-8 text file"),
+    (("import_hf", "--hf_dir={hf_dir}", "--eval_text={tmp}/latin1.txt"),
+     "latin1.txt': not valid UTF-8 at byte offset 3 (invalid continuation byte); pass a UTF-8"),
+    (("sweep", "--run_group={missing}"), "--run_group='{missing}' holds no group.json"),
+    (("report", "--sweep_dir={missing}"),
+     "--sweep_dir='{missing}' does not exist: pass a directory written by python -m "
+     "experiments.sweep"),
+    (("report", "--sweep_dir={a_file}"), "--sweep_dir='{a_file}' is a file"),
+    (("sample", "--flagfile={missing}"),
+     "--flagfile={missing}: No such file or directory; pass a text file of flags, one per line"),
+], ids=lambda x: " ".join(x)[:40] if isinstance(x, tuple) else "")
+def test_paths_a_command_reads_that_are_missing_or_the_wrong_kind(args, message, tmp_path,
+                                                                  monkeypatch, capsys, hf_dir):
+  """A run directory, a Hugging Face directory, a text file or a flag file that does not
+  exist, or is a file where a directory belongs (or the reverse): one line naming the value
+  and what to pass, exit 2, no ``[Errno ...]`` or traceback (issue 44)."""
+  paths = dict(tmp=tmp_path, missing=tmp_path / "missing", a_file=tmp_path / "afile",
+               a_dir=tmp_path / "adir", hf_dir=hf_dir)
+  paths["a_file"].write_text("keep me")
+  paths["a_dir"].mkdir()
+  (tmp_path / "latin1.txt").write_bytes(b"caf\xe9 au lait\n")
+  err = entry_error(monkeypatch, capsys, *(a.format(**paths) for a in args))
+  assert message.format(**paths) in err
+  assert not paths["missing"].exists() and paths["a_file"].read_text() == "keep me"
+  assert not any(paths["a_dir"].iterdir())
+
+
+RESULTS = REPO / "results" / "zloss-cpu"  # a study's committed data: must stay as it is
+BLOCKED = "'{a_file}' is a file, not a directory: pass a directory"
+
+
+@pytest.mark.parametrize("args, message", [
+    (("export", "--workdir={tmp}/none", "--out={a_file}/sub"),
+     "--out='{a_file}/sub': " + BLOCKED + " for the Hugging Face files"),
+    (("export", "--workdir={tmp}/none", "--out="), "--out is empty: pass a directory"),
+    (("inspect", "--random=tiny", "--out={a_file}/sub"),
+     "--out='{a_file}/sub': " + BLOCKED + " for the figures"),
+    (("import_hf", "--hf_dir=none", "--out={a_file}"),
+     "--out='{a_file}' is a file: pass a directory for the bytes-first copy"),
+    (("sweep", "--sweep=norm_mlp", "--workdir={a_file}", "--dry_run"),
+     "--workdir='{a_file}' is a file: pass a directory for the sweep's cells"),
+    (("report", f"--sweep_dir={RESULTS}", "--out={a_file}/sub"),
+     "--out='{a_file}/sub': " + BLOCKED + " for REPORT.md and its plots"),
+], ids=lambda x: " ".join(x)[:40] if isinstance(x, tuple) else "")
+def test_directories_a_command_writes_that_a_file_is_in_the_way_of(args, message, tmp_path,
+                                                                   monkeypatch, capsys):
+  """``--out`` or ``--workdir`` that is a file, lies under one, or is empty: one line naming
+  the flag, the file in the way and what to pass, before any model or data is read; the
+  file untouched (``files.check_directory``, ``make_directory``)."""
+  paths = dict(tmp=tmp_path, a_file=tmp_path / "afile")
+  paths["a_file"].write_text("keep me")
+  before = {p.name: p.stat().st_mtime_ns for p in RESULTS.iterdir()}
+  err = entry_error(monkeypatch, capsys, *(a.format(**paths) for a in args))
+  assert message.format(**paths) in err
+  assert paths["a_file"].read_text() == "keep me"
+  assert {p.name: p.stat().st_mtime_ns for p in RESULTS.iterdir()} == before  # nothing written
+
+
+def test_a_cache_dir_under_a_file_is_one_line(tmp_path):
+  from andrea_jax import config as config_lib, prepare  # pylint: disable=import-outside-toplevel
+  a_file = tmp_path / "afile"
+  a_file.write_text("keep me")
+  corpus = tmp_path / "corpus.txt"
+  corpus.write_text("a few words of text\n" * 50)
+  config = common.apply_overrides(tiny.get_config(), {
+      "data.path": str(corpus), "data.cache_dir": str(a_file / "cache"), "model.vocab_size": 300})
+  with pytest.raises(errors.DataError, match=re.escape(
+      f"data.cache_dir='{a_file / 'cache'}': '{a_file}' is a file, not a directory: pass a "
+      f"directory for the prepared data")):
+    prepare.prepare(config_lib.RunConfig.from_configdict(config))
+  assert a_file.read_text() == "keep me"
+
+
+def test_a_tokenizer_path_that_is_a_directory_says_so(tmp_path):
+  from andrea_jax import config as config_lib, prepare  # pylint: disable=import-outside-toplevel
+  (tmp_path / "tok").mkdir()
+  (tmp_path / "tok" / "tokenizer.json").write_text("{}")
+  corpus = tmp_path / "corpus.txt"
+  corpus.write_text("a few words of text\n" * 50)
+  config = common.apply_overrides(tiny.get_config(), {
+      "data.path": str(corpus), "data.cache_dir": str(tmp_path / "cache"),
+      "data.tokenizer_path": str(tmp_path / "tok")})
+  with pytest.raises(errors.DataError, match=re.escape(
+      f"data.tokenizer_path='{tmp_path / 'tok'}' is a directory, not a tokenizer.json (the one "
+      f"in it is '{tmp_path / 'tok' / 'tokenizer.json'}'); point it at a tokenizer.json")):
+    prepare.prepare(config_lib.RunConfig.from_configdict(config))
+
+
+@pytest.mark.parametrize("args, message", [
+    (("sample", "--workdir=x", "--num_samples=0"), "--num_samples=0: 0 is not a positive integer"),
+    (("import_hf", "--hf_dir=x", "--eval_windows=0"), "--eval_windows=0: 0 is not a positive"),
+    (("sweep", "--parallel=0", "--dry_run"), "--parallel=0: 0 is not a positive integer"),
+    (("sweep", "--gpus=-1", "--dry_run"), "--gpus=-1: -1 is not a non-negative integer"),
+])
+def test_counts_out_of_range_are_refused_when_the_flags_are_read(args, message, monkeypatch,
+                                                                 capsys):
+  """Before: a traceback from deep inside (a negative split, an empty thread pool) or a
+  wrong message ("fewer than block_size + 1" tokens for --eval_windows=0)."""
+  assert message in entry_error(monkeypatch, capsys, *args)
+
+
+def test_a_config_file_that_does_not_load_is_one_line(tmp_path, monkeypatch, capsys):
+  """``--config=`` a file of one's own that is not a config: its name, the error and its
+  line, and what a config file is; a config of this repository that fails keeps its traceback."""
+  cases = {"notes.txt": ("hello\n", "(NameError, line 1: name 'hello' is not defined)"),
+           "broken.py": ("def get_config(:\n", "(SyntaxError, line 1: "),
+           "empty.py": ("x = 1\n", "(AttributeError: module 'config_config' has no attribute "
+                                   "'get_config')")}
+  for name, (text, message) in cases.items():
+    (tmp_path / name).write_text(text)
+    # ml_collections loads every config as this module, into the last one loaded if any.
+    monkeypatch.delitem(sys.modules, "config_config", raising=False)
+    err = parse_error(monkeypatch, capsys, f"--config={tmp_path / name}")
+    assert err.startswith(f"error: --config={tmp_path / name}: this file does not load as a "
+                          f"config {message}"), err
+    assert "defines get_config() (like experiments/configs/tiny.py)" in err
+
+
+def test_a_missing_flagfile_read_when_the_config_flag_is_defined_is_one_line(tmp_path, monkeypatch,
+                                                                             capsys):
+  """ml_collections reads ``--flagfile`` from sys.argv already when ``--config`` is defined,
+  at import: that too is one line, not absl's traceback."""
+  monkeypatch.setattr(sys, "argv", ["prog", f"--flagfile={tmp_path / 'flags.txt'}"])
+  with pytest.raises(SystemExit) as exit_info:
+    cli.define_config_flag(flag_values=flags.FlagValues())
+  assert exit_info.value.code == errors.EXIT_USER_ERROR
+  assert capsys.readouterr().err == (f"error: --flagfile={tmp_path / 'flags.txt'}: No such file or "
+                                     f"directory; pass a text file of flags, one per line "
+                                     f"(--config=tiny, --config.train.steps=100, ...)\n")

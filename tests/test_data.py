@@ -425,7 +425,7 @@ def test_prepare_bad_input_is_a_data_error(tmp_path):
     prepare(prep_config(tmp_path, path=str(tmp_path), utf8_errors="replace",
                                     tokenizer_path=missing))
   (tmp_path / "file").write_text("not a directory")
-  with pytest.raises(errors.DataError, match="data.cache_dir=.*file.*writable directory"):
+  with pytest.raises(errors.DataError, match="data.cache_dir=.*file' is a file: pass a directory"):
     prepare(prep_config(tmp_path, path=str(tmp_path), utf8_errors="replace",
                                     cache_dir=str(tmp_path / "file")))
   pathlib.Path(missing).write_text("{not a tokenizer")

@@ -220,7 +220,7 @@ def test_evaluating_on_data_of_another_tokenizer_is_refused(full_run, data_cache
 
 
 @pytest.mark.parametrize("where, step, named", [
-    ("missing", None, r"run directory '.*missing' does not exist: pass the workdir"),
+    ("missing", None, r"run directory '.*missing' does not exist: pass the --workdir"),
     ("run", 7, r"step 7 does not exist .*available steps: 12, 18, 24"),
     ("run", None, r"--data='.*' is neither a prepared data directory")])
 def test_evaluating_what_is_not_there_is_one_line(full_run, tmp_path, where, step, named):

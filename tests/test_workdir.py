@@ -2,12 +2,15 @@
 leaves nothing, the resume rules, the clock; then what a resume keeps on a real run: the
 planned schedule, the data and the tokenizer it trained on.
 
-The last tests train one small run on its own corpus (20 steps), continued to 60; then
-edits that a resume must refuse. The shrunk config is ``test_train``'s.
+The last tests train one small run on its own corpus (20 steps), moved and continued to 60
+from another directory; then edits that a resume must refuse, and the workdir reused from
+anywhere. The shrunk config is ``test_train``'s.
 """
 
 import json
+import os
 import random
+import re
 import shutil
 import time
 
@@ -221,22 +224,30 @@ def corpus(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def continued(corpus, tmp_path_factory):
-  """A 20-step run, then the same workdir continued to 60 steps (the output of the latter)."""
-  cache, workdir = tmp_path_factory.mktemp("cache"), tmp_path_factory.mktemp("run")
-  assert train.train_and_evaluate(config_for(corpus, cache), str(workdir)).status == "completed"
+  """A 20-step run started in a directory A with the relative data.cache_dir "runs/cache"
+  (the default's kind), its workdir then moved, and continued to 60 steps from another
+  directory B: ``(workdir, A's cache, the first segment's rates, the output of the
+  continuation, B)``."""
+  a, b = tmp_path_factory.mktemp("a"), tmp_path_factory.mktemp("b")
+  workdir = tmp_path_factory.mktemp("moved") / "run"
+  with pytest.MonkeyPatch.context() as mp:
+    mp.chdir(a)
+    assert train.train_and_evaluate(config_for(corpus, "runs/cache"), "run").status == "completed"
+  shutil.move(a / "run", workdir)
   first = lrs(workdir)
   with pytest.MonkeyPatch.context() as mp:
+    mp.chdir(b)
     out = []
     mp.setattr("builtins.print", lambda *a, **k: out.append(" ".join(map(str, a))))
-    result = train.train_and_evaluate(config_for(corpus, cache, **{"train.steps": 60}),
+    result = train.train_and_evaluate(config_for(corpus, "runs/cache", **{"train.steps": 60}),
                                       str(workdir), allow_resume_changes=True)
   assert result.status == "completed"
-  return workdir, cache, first, "\n".join(out)
+  return workdir, a / "runs" / "cache", first, "\n".join(out), b
 
 
 def test_a_continued_run_keeps_its_schedule_and_extends_the_decay_without_a_jump(continued,
                                                                                 corpus):
-  workdir, cache, first, out = continued
+  workdir, cache, first, out, _ = continued
   lr = lrs(workdir)
   assert sorted(lr) == list(range(1, 61))
   plan = step_lib.make_schedule(step_lib.TrainConfig(**config_for(corpus, cache).train))  # the 20-step plan
@@ -273,7 +284,7 @@ def test_the_warmup_fitted_on_the_first_start_is_kept_on_a_resume(tmp_path):
 
 def test_a_resume_on_edited_text_is_refused_before_any_tokenizer_is_trained(continued, corpus,
                                                                             tmp_path):
-  workdir, cache, _, _ = continued
+  workdir, cache, _, _, _ = continued
   edited = tmp_path / "corpus"
   shutil.copytree(corpus, edited)
   with open(edited / "part1.txt", "a", encoding="utf-8") as f:
@@ -291,7 +302,7 @@ def test_a_resume_on_edited_text_is_refused_before_any_tokenizer_is_trained(cont
 
 
 def test_a_resume_with_another_tokenizer_is_refused(continued, corpus, tmp_path):
-  workdir, cache, _, _ = continued
+  workdir, cache, _, _, _ = continued
   copy = tmp_path / "run"
   shutil.copytree(workdir, copy)
   data = json.loads((copy / "data.json").read_text())
@@ -306,7 +317,7 @@ def test_a_resume_with_another_tokenizer_is_refused(continued, corpus, tmp_path)
 
 def test_a_start_that_fails_on_a_too_large_batch_leaves_no_workdir_behind(continued, corpus,
                                                                          tmp_path):
-  _, cache, _, _ = continued
+  _, cache, _, _, _ = continued
   workdir = tmp_path / "new"
   # More tokens than the encoded split holds, fewer than its bytes: found after encoding.
   config = config_for(corpus, cache, **{"train.batch_size": 2000})
@@ -314,3 +325,83 @@ def test_a_start_that_fails_on_a_too_large_batch_leaves_no_workdir_behind(contin
                      r"batch_size of at most \d+"):
     train.train_and_evaluate(config, str(workdir))
   assert not workdir.exists()  # the retry with the suggested batch size is a fresh start
+
+
+# ------------------------------------------------------- a workdir reused from anywhere (issue 44)
+
+
+def test_a_moved_workdir_resumes_from_another_directory_on_the_data_it_recorded(continued):
+  """The continuation ran from B with data.cache_dir="runs/cache": it read the shards where
+  the run recorded them (A's cache), and prepared nothing into B."""
+  workdir, cache, _, out, elsewhere = continued
+  assert not (elsewhere / "runs").exists()
+  assert "data:" not in out
+  assert json.loads((workdir / "data.json").read_text())["directory"].startswith(str(cache))
+
+
+def test_a_finished_workdir_is_already_complete_from_anywhere_without_touching_data(
+    continued, corpus, tmp_path, monkeypatch, capsys):
+  """``python -m experiments.run`` (``cli.fit_to_data``, then the run) on a copied finished
+  workdir from another directory: "already complete", and no runs/cache made there."""
+  workdir, _, _, _, _ = continued
+  copy = tmp_path / "copy"
+  shutil.copytree(workdir, copy)
+  monkeypatch.chdir(tmp_path)
+  changes = {"data.path": str(corpus), "data.cache_dir": "runs/cache", "train.steps": 60}
+  config = config_for(corpus, "runs/cache", **changes)
+  assert cli.fit_to_data(config, {**SHRINK, **changes}, str(copy)) == []
+  result = train.train_and_evaluate(config, str(copy))
+  assert result.already_complete and "already complete at step 60" in capsys.readouterr().out
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["copy"]
+
+
+def test_a_resume_whose_recorded_data_is_gone_finds_it_prepares_it_again_or_says_what_is_missing(
+    continued, corpus, tmp_path, monkeypatch, capsys):
+  workdir, cache, _, _, _ = continued
+  copy = tmp_path / "copy"
+  shutil.copytree(workdir, copy)
+  recorded = json.loads((copy / "data.json").read_text())["directory"]
+  key, old = os.path.basename(recorded), str(tmp_path / "gone" / os.path.basename(recorded))
+  (copy / "data.json").write_text((copy / "data.json").read_text().replace(recorded, old))
+  monkeypatch.chdir(tmp_path)
+  prepare_data = lambda path, cache_dir: train.prepare_data(config_lib.RunConfig.from_configdict(
+      config_for(path, cache_dir)), workdir=str(copy))
+  # The cache moved (its entry is under data.cache_dir) and the corpus is gone: found there.
+  assert prepare_data(tmp_path / "nowhere", cache).directory == str(cache / key)
+  # Neither the entry nor the corpus: what is missing, and the fixes.
+  with pytest.raises(errors.DataError, match=re.escape(
+      f"the prepared data this run recorded, {old}, is gone (no {old}/manifest.json), and its "
+      f"source cannot be read either (data.path '{tmp_path / 'nowhere'}' does not exist") + ".*" +
+      re.escape(f": restore that directory, pass --config.data.cache_dir=<the directory that "
+                f"now holds {key}/>, or restore the source")):
+    prepare_data(tmp_path / "nowhere", "runs/cache")
+  capsys.readouterr()
+  # The corpus there: prepared again (the same entry), and said.
+  assert prepare_data(corpus, "runs/cache").directory == os.path.join("runs/cache", key)
+  assert (f"data: the prepared data this run recorded, {old}, is gone (no {old}/manifest.json); "
+          f"preparing it again from its source into data.cache_dir='runs/cache'"
+          in capsys.readouterr().out)
+
+
+def test_a_damaged_tokenizer_copy_in_a_workdir_says_how_to_fix_it(continued, tmp_path):
+  workdir, _, _, _, _ = continued
+  copy = tmp_path / "copy"
+  shutil.copytree(workdir, copy)
+  (copy / "tokenizer.json").write_text("")
+  with pytest.raises(errors.DataError, match=r"tokenizer.json' is not a readable tokenizer.json "
+                     r"\(.*\); restore it, or delete it to read the one .*/copy/data.json names"):
+    workdir_lib.load_run(str(copy))
+  (copy / "tokenizer.json").unlink()  # as the message says: the one data.json names is read
+  assert workdir_lib.load_run(str(copy))[2].get_vocab_size() == 300
+
+
+def test_sample_settings_the_run_could_not_end_with_are_refused_at_its_start(continued, corpus,
+                                                                             tmp_path):
+  """Before: the run trained, then failed on its samples and never wrote its summary."""
+  _, cache, _, _, _ = continued
+  config = config_for(corpus, cache, **{"sample.num_samples": 1, "sample.max_new_tokens": 64})
+  with pytest.raises(errors.ConfigError, match=r"the samples this run ends with: prompt length "
+                     r"\d+ \+ max_new_tokens 64 = \d+ exceeds the context block_size=32 .*; set "
+                     r"--config.sample.max_new_tokens"):
+    train.train_and_evaluate(config, str(tmp_path / "run"))
+  assert not (tmp_path / "run").exists()

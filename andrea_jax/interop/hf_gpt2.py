@@ -354,7 +354,9 @@ def resolve_hf_dir(hf_dir: str) -> str:
 def read_hf_config(hf_dir: str) -> dict:
   path = os.path.join(hf_dir, "config.json")
   if not os.path.isfile(path):
-    raise InteropError(f"{hf_dir} has no config.json: expected a Hugging Face GPT-2 directory "
+    what = ("is a file" if os.path.isfile(hf_dir) else "has no config.json" if os.path.isdir(hf_dir)
+            else "does not exist")
+    raise InteropError(f"{hf_dir} {what}: expected a Hugging Face GPT-2 directory "
                        f"(save_pretrained or python -m experiments.export)")
   return files.read_json(path, _JSON_FIX, InteropError)
 
