@@ -205,9 +205,7 @@ def checkpoint_group() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   # Save every this many updates, at the end and on SIGTERM/SIGINT (may change on a resume).
   c.every = 500
-  # Also save once this many seconds have passed since the newest save (or since the start
-  # of this run or resume): whatever a step costs on this machine, a kill loses at most this
-  # much work (like Levanter's save_interval; 0 = by steps alone; may change on a resume).
+  # Also save once this many seconds passed since the newest save or this run's start: a kill loses at most this much work (Levanter's save_interval; 0 = by steps alone).
   c.every_seconds = 1800
   # Keep the newest this many checkpoints.
   c.keep = 3
