@@ -133,8 +133,8 @@ def test_a_model_left_at_auto_runs_the_platform_kernel_at_its_dtype(monkeypatch)
   ran = []
   kernel = attention.causal_attention
   monkeypatch.setattr(attention, "causal_attention",
-                      lambda q, k, v, impl, block=128: ran.append((str(q.dtype), impl)) or
-                      kernel(q, k, v, impl, block))
+                      lambda q, k, v, impl, *rest: ran.append((str(q.dtype), impl)) or
+                      kernel(q, k, v, impl, *rest))
   auto = small(compute_dtype="auto", attention_impl="auto")
   params = model.init_params(model.resolve_auto(auto, verbose=False), jax.random.key(0))
   tokens = jax.random.randint(jax.random.key(1), (2, 16), 0, 37)
