@@ -396,15 +396,13 @@ def test_readme_and_notebooks_readme_give_the_headless_command():
 
 
 def test_a_path_that_is_a_file_is_one_line_not_an_errno(tmp_path):
-  """``--workdir`` that is a file (or lies under one) and ``--out`` that is a file: one line
-  naming the value and the fix, exit 2, the file untouched (issue 44's raw errno messages)."""
+  """``--workdir`` that is a file (or lies under one), as the shell sees it: one line naming
+  the value and the fix, exit 2, the file untouched (issue 44's raw errno messages; the
+  other commands' ``--out``, in this process: the tests below)."""
   a_file = tmp_path / "outfile"
   a_file.write_text("keep me")
   cases = [("experiments.run", "--config=tiny", f"--workdir={a_file}"),
-           ("experiments.run", "--config=tiny", f"--workdir={a_file / 'run'}"),
-           ("experiments.export", f"--workdir={tmp_path / 'none'}", f"--out={a_file}"),
-           ("experiments.inspect", "--random=tiny", f"--out={a_file}"),
-           ("experiments.evaluate", f"--workdir={tmp_path / 'none'}", f"--out={a_file / 'e.json'}")]
+           ("experiments.run", "--config=tiny", f"--workdir={a_file / 'run'}")]
   for args in cases:
     done = run_module(*args)
     assert done.returncode == errors.EXIT_USER_ERROR, (args, done.stderr)
@@ -509,6 +507,9 @@ BLOCKED = "'{a_file}' is a file, not a directory: pass a directory"
 @pytest.mark.parametrize("args, message", [
     (("export", "--workdir={tmp}/none", "--out={a_file}/sub"),
      "--out='{a_file}/sub': " + BLOCKED + " for the Hugging Face files"),
+    (("export", "--workdir={tmp}/none", "--out={a_file}"), "--out='{a_file}' is a file"),
+    (("inspect", "--random=tiny", "--out={a_file}"), "--out='{a_file}' is a file"),
+    (("evaluate", "--workdir={tmp}/none", "--out={a_file}/e.json"), "'{a_file}' is a file"),
     (("export", "--workdir={tmp}/none", "--out="), "--out is empty: pass a directory"),
     (("inspect", "--random=tiny", "--out={a_file}/sub"),
      "--out='{a_file}/sub': " + BLOCKED + " for the figures"),
