@@ -29,9 +29,12 @@ checkpoint was saved; rerun the same command to resume).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import math
 import os
+import re
 import time
 from typing import Any, Callable
 
@@ -241,7 +244,7 @@ def run(config: config_lib.RunConfig, workdir: str,
       out.diagnostics = diagnostics.Recorder(config.diagnostics, cfg, eval_set.first_batch,
                                              models.dirs, models.stacked, last_step=t.steps)
     with loop.Batches(models, prepared.train_paths, t, cfg.block_size, plan.start_step,
-                      config.data.prefetch) as batches:
+                      config.data.prefetch) as batches, out_of_memory_advice(t):
       outcome = loop.train_loop(models, state, t, plan.start_step, batches, eval_set, out)
     out.log.close()
     mngr.close()
@@ -297,6 +300,34 @@ def summary(outcome: loop.Outcome, i: int, eval_set: loop.EvalSet, steps: int) -
       "initial_val_loss": None if initial is None else float(initial),
       "unigram_val_loss": eval_set.unigram, "val_bpb": eval_set.bpb(final),
       "val_gain_over_unigram": None if final is None else eval_set.unigram - final}
+
+
+@contextlib.contextmanager
+def out_of_memory_advice(t: step_lib.TrainConfig):
+  """A device out of memory in training becomes one line with the numbers and the fix:
+  microbatches (``train.grad_accum_steps``: the same batch, a fraction of the activations),
+  else a smaller batch or context. The checkpoints saved before it are kept."""
+  try:
+    yield
+  except jax.errors.JaxRuntimeError as e:
+    found = re.search(r"RESOURCE_EXHAUSTED.*?allocating (\d+) bytes", str(e), re.S)
+    if not found:
+      raise
+    need = int(found.group(1))
+    have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if jax.default_backend() == "cpu" else 0
+    fold = 2 ** max(1, math.ceil(math.log2(need / have))) if have else 2
+    accum = t.grad_accum_steps * fold
+    while t.batch_size % accum and accum > t.grad_accum_steps:
+      accum //= 2
+    fix = (f"split each batch into microbatches: --config.train.grad_accum_steps={accum} (the "
+           f"same batch of {t.batch_size}, about 1/{accum // t.grad_accum_steps} of the "
+           f"activations)" if accum > t.grad_accum_steps else
+           "lower --config.train.batch_size or --config.model.block_size")
+    raise errors.ConfigError(
+        f"out of memory in training: a buffer of {need / 2**30:.1f} GiB"
+        + (f" on a machine with {have / 2**30:.1f} GiB" if have else " on the device")
+        + f" at train.batch_size={t.batch_size}, train.grad_accum_steps={t.grad_accum_steps}; "
+        f"{fix}. The checkpoints saved before it are kept.") from None
 
 
 def train_and_evaluate(config, workdir: str, allow_resume_changes: bool = False) -> RunResult:

@@ -599,3 +599,22 @@ def test_a_signal_during_a_steps_rows_saves_that_step(data_cache, tmp_path, monk
   result = train.train_and_evaluate(config, str(tmp_path))
   assert result.status == "interrupted" and int(result.state["step"]) == 4
   assert workdir_lib.latest_checkpoint(str(tmp_path)) == 4 and max(losses(tmp_path)) == 4
+
+
+def test_out_of_memory_in_training_is_one_line_naming_the_microbatches_that_fit():
+  # andrea120m's first step on a 24 GB CPU asks for one 31 GB buffer (measured): the line
+  # says so and names grad_accum_steps; another runtime error passes through as it is.
+  t = types.SimpleNamespace(batch_size=64, grad_accum_steps=1)  # what the advice reads
+  oom = jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory allocating 31200282976 bytes.")
+  with pytest.raises(errors.ConfigError, match=r"out of memory in training: a buffer of 29.1 GiB .*"
+                     r"train.batch_size=64, train.grad_accum_steps=1; split each batch into "
+                     r"microbatches: --config.train.grad_accum_steps=\d+ ") as e:
+    with train.out_of_memory_advice(t):
+      raise oom
+  accum = int(__import__("re").search(r"grad_accum_steps=(\d+) \(", str(e.value)).group(1))
+  have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+  assert 64 % accum == 0 and 31200282976 / (accum) <= max(have, 31200282976 / 64)
+  other = jax.errors.JaxRuntimeError("INTERNAL: something else")
+  with pytest.raises(jax.errors.JaxRuntimeError, match="INTERNAL"):
+    with train.out_of_memory_advice(t):
+      raise other
