@@ -315,7 +315,8 @@ def out_of_memory_advice(t: step_lib.TrainConfig):
       raise
     need = int(found.group(1))
     have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if jax.default_backend() == "cpu" else 0
-    fold = 2 ** max(1, math.ceil(math.log2(need / have))) if have else 2
+    # One buffer at half the machine's memory at most: the step holds others beside it.
+    fold = 2 ** max(1, math.ceil(math.log2(need / (have / 2)))) if have else 2
     accum = t.grad_accum_steps * fold
     while t.batch_size % accum and accum > t.grad_accum_steps:
       accum //= 2
