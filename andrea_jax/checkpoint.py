@@ -289,7 +289,7 @@ def _restore(mngr, abstract: Any, step: int, partial: bool) -> Any:
     with _absl_quiet():  # a missing _METADATA is a warning there; the restore then says more
       saved = mngr.item_metadata(step)
   except Exception as e:  # pylint: disable=broad-except  (orbax raises bare Exceptions)
-    if _out_of_memory(e):
+    if out_of_memory(e):
       raise
     raise damaged(str(mngr.directory), step, e) from e
   # Compared first: a target without shardings would be restored without a shape check.
@@ -302,13 +302,14 @@ def _restore(mngr, abstract: Any, step: int, partial: bool) -> Any:
   try:
     return mngr.restore(step, args=args)
   except Exception as e:  # pylint: disable=broad-except  (orbax raises bare Exceptions)
-    if _out_of_memory(e):
+    if out_of_memory(e):
       raise
     raise damaged(str(mngr.directory), step, e) from e
 
 
-def _out_of_memory(error: Exception) -> bool:
-  """Memory running out during a read: not the files' fault, so not taken for damage."""
+def out_of_memory(error: Exception) -> bool:
+  """Memory (host or device) ran out somewhere in ``error``'s chain: during a read, not the
+  files' fault, so not taken for damage; in training, ``train.out_of_memory_advice``'s."""
   return any(isinstance(e, MemoryError) or "out of memory" in str(e).lower()
              for e in _chain(error))
 

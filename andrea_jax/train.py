@@ -310,13 +310,13 @@ def out_of_memory_advice(t: step_lib.TrainConfig):
   try:
     yield
   except jax.errors.JaxRuntimeError as e:
-    found = re.search(r"RESOURCE_EXHAUSTED.*?allocating (\d+) bytes", str(e), re.S)
-    if not found:
+    if not ckpt.out_of_memory(e):
       raise
-    need = int(found.group(1))
+    found = re.search(r"allocating (\d+) bytes", str(e))
+    need = int(found.group(1)) if found else 0
     have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if jax.default_backend() == "cpu" else 0
     # One buffer at half the machine's memory at most: the step holds others beside it.
-    fold = 2 ** max(1, math.ceil(math.log2(need / (have / 2)))) if have else 2
+    fold = 2 ** max(1, math.ceil(math.log2(need / (have / 2)))) if have and need else 2
     accum = t.grad_accum_steps * fold
     while t.batch_size % accum and accum > t.grad_accum_steps:
       accum //= 2
@@ -325,7 +325,7 @@ def out_of_memory_advice(t: step_lib.TrainConfig):
            f"activations)" if accum > t.grad_accum_steps else
            "lower --config.train.batch_size or --config.model.block_size")
     raise errors.ConfigError(
-        f"out of memory in training: a buffer of {need / 2**30:.1f} GiB"
+        "out of memory in training" + (f": a buffer of {need / 2**30:.1f} GiB" if need else "")
         + (f" on a machine with {have / 2**30:.1f} GiB" if have else " on the device")
         + f" at train.batch_size={t.batch_size}, train.grad_accum_steps={t.grad_accum_steps}; "
         f"{fix}. The checkpoints saved before it are kept.") from None
