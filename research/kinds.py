@@ -1044,6 +1044,361 @@ class RunawaySeeds:
     return Section(lines + [""], [], {"seeds": rows, "reported": [r for _, _, r in reported]})
 
 
+
+# ----------------------------------------------------------------------------- log Z's trajectory
+
+
+def model_learns(rec: Mapping[str, Any]) -> bool:
+  """A model that completed without diverging (``cells.diverged``) with its final validation
+  loss ``curves.LEARNS_BY`` below the unigram: one that still trains."""
+  from research import cells as cells_lib  # pylint: disable=import-outside-toplevel
+  return (rec["status"] == "completed" and not cells_lib.diverged(rec)
+          and rec.get("unigram_val_loss") is not None
+          and float(rec["final_val_loss"]) < float(rec["unigram_val_loss"]) - curves.LEARNS_BY)
+
+
+@dataclasses.dataclass(frozen=True)
+class Track:
+  """One model's probe over training as the drift kinds see it. Wortsman et al. 2023 (sec.
+  3.2): the output-logit divergence is a drift of log Z late in training, in a model that
+  still trains; its late drift is the probe at the end minus the probe half-way."""
+  seed: int
+  lr: float
+  curve: tuple[tuple[int, float], ...]  # (step, probe) at every probe
+  steps: int  # the run's length
+  completed: bool
+  learns: bool  # ``model_learns``
+  final: float  # the final validation loss (nan: the model did not complete)
+  attn_end: float  # the largest attention logit at the last probe (nan: none)
+
+  def at(self, step: float) -> float:
+    """The probe nearest ``step`` (nan: none)."""
+    return min(self.curve, key=lambda sv: abs(sv[0] - step))[1] if self.curve else NAN
+
+  @property
+  def start(self) -> float:
+    return self.at(0)
+
+  @property
+  def mid(self) -> float:
+    return self.at(self.steps / 2)
+
+  @property
+  def end(self) -> float:
+    return self.curve[-1][1] if self.curve else NAN
+
+  @property
+  def drift(self) -> float:
+    """The late drift: the probe at the end minus the probe nearest half the run (nan where
+    the model did not complete, or was probed fewer than 3 times)."""
+    if not self.completed or len(self.curve) < 3:
+      return NAN
+    return self.end - self.mid
+
+  @property
+  def read(self) -> bool:
+    return math.isfinite(self.drift)
+
+
+def tracks(data: Data, arm: str, at: Mapping[str, Any] | tuple = (), probe: str = "log_z") -> list[Track]:
+  """``arm``'s models at ``at`` with their ``probe`` trajectories, by rate and seed."""
+  out = []
+  for rec in data.records(arm, at):
+    curve = tuple((int(s), float(v)) for s, v in rec.get(f"{probe}_curve") or () if v is not None)
+    attn = rec.get("attn_logit_curve") or []
+    done = rec["status"] == "completed"
+    out.append(Track(int(rec["seed"]), float(rec["learning_rate"]), curve,
+                     int(rec["overrides"].get("train.steps") or rec["steps"]), done, model_learns(rec),
+                     float(rec["final_val_loss"]) if done else NAN,
+                     float(attn[-1][1]) if attn and attn[-1][1] is not None else NAN))
+  return sorted(out, key=lambda t: (t.lr, t.seed))
+
+
+def tracks_by_rate(ts: list[Track]) -> dict[float, list[Track]]:
+  out: dict[float, list[Track]] = {}
+  for t in ts:
+    out.setdefault(t.lr, []).append(t)
+  return out
+
+
+def drift_state(ts: list[Track], bound: float) -> str:
+  """``drifts`` (every seed learns, with a late drift of at least ``bound`` nats either way),
+  ``stays`` (every seed completed with a late drift below ``bound``) or ``mixed`` (seeds
+  disagree, a model did not complete, or one drifted without learning)."""
+  if not ts or not all(t.read for t in ts):
+    return "mixed"
+  big = [abs(t.drift) >= bound for t in ts]
+  if all(big) and all(t.learns for t in ts):
+    return "drifts"
+  return "stays" if not any(big) else "mixed"
+
+
+def median_of(xs) -> float:
+  finite = [x for x in xs if math.isfinite(x)]
+  return float(np.median(finite)) if finite else NAN
+
+
+@dataclasses.dataclass(frozen=True)
+class DriftTable:
+  """A report item: per arm, grid point and rate, over seeds, how many models learn
+  (``model_learns``), the probe at step 0, half-way and at the end (medians), the late drift
+  (median, and each seed's), its ``drift_state`` at ``bound``, the largest attention logit at
+  the end and the final loss (medians); and a figure of every model's trajectory, a panel
+  per rate."""
+  bound: float = 2.0
+  probe: str = "log_z"
+  note: str = ""
+
+  def section(self, data: Data, out: str) -> Section:
+    f = lambda x, spec: "—" if not math.isfinite(x) else format(x, spec)
+    lines = [f"## {self.probe} over training per arm and rate", "", *([self.note, ""] if self.note else []),
+             f"Per arm, grid point and rate, over the seeds: the models that learn (completed, not "
+             f"diverged, final loss {curves.LEARNS_BY:g} nats below the unigram), {self.probe} at "
+             f"step 0, half-way and at the end (medians), the late drift (the end minus half-way: "
+             f"median, and each seed's), its state at {self.bound:g} nats (drifts: every seed learns "
+             f"and drifts that far; stays; mixed), the largest attention logit at the end and the "
+             f"final validation loss (medians).", "",
+             "| arm | point | rate | learn | start | half-way | end | late drift (per seed) | state "
+             "| attention logit at the end | final loss |", "|---" * 11 + "|"]
+    panels: dict[float, list[tuple[str, Track]]] = {}
+    rows = []
+    for point in in_order({p for arm in data.arms() for p in data.points(arm)}):
+      for arm in [a for a in data.arms() if point in data.points(a)]:
+        for lr, ts in tracks_by_rate(tracks(data, arm, point, self.probe)).items():
+          seeds = ", ".join(f(t.drift, "+.2f") for t in ts)
+          st = drift_state(ts, self.bound)
+          lines.append(
+              f"| {arm} | {at_text(point)[2:] or '—'} | {lr:g} | {sum(t.learns for t in ts)}/{len(ts)} | "
+              f"{f(median_of(t.start for t in ts), '.2f')} | {f(median_of(t.mid for t in ts), '.2f')} | "
+              f"{f(median_of(t.end for t in ts), '.2f')} | {f(median_of(t.drift for t in ts), '+.2f')} "
+              f"({seeds}) | {st} | {f(median_of(t.attn_end for t in ts), '.3g')} | "
+              f"{f(median_of(t.final for t in ts), '.3f')} |")
+          rows.append({"arm": arm, **dict(point), "learning_rate": lr, "state": st,
+                       "drift": {t.seed: t.drift for t in ts}, "learns": sum(t.learns for t in ts)})
+          panels.setdefault(lr, []).extend((arm, t) for t in ts)
+    return Section(lines + [""], [self.plot(panels, out)], {"drift": rows})
+
+  def plot(self, panels: dict[float, list[tuple[str, Track]]], out: str) -> str | None:
+    if not panels:
+      return None
+    from research import page as reporting  # pylint: disable=import-outside-toplevel
+    fig = reporting.figure(figsize=(4 * len(panels), 3.6))
+    arms = list(dict.fromkeys(a for ts in panels.values() for a, _ in ts))
+    for i, lr in enumerate(sorted(panels)):
+      ax = fig.add_subplot(1, len(panels), i + 1)
+      for arm, t in panels[lr]:
+        j = arms.index(arm)
+        ax.plot([s for s, _ in t.curve], [v for _, v in t.curve], color=f"C{j}", lw=1,
+                label=arm if t is next(u for a, u in panels[lr] if a == arm) else None)
+      ax.set(xlabel="step", ylabel=self.probe, title=f"rate {lr:g}")
+      ax.legend(fontsize=7)
+    return reporting.save(fig, out, f"{self.probe}_trajectories.png")
+
+
+@dataclasses.dataclass(frozen=True)
+class Drifts(Claim):
+  """A finding: where the probe drifts late in models that still train. Per arm of ``arms``
+  and rate, at ``at``: ``drift_state`` over its seeds. Found when one drifts, Not found when
+  all stay, Inconclusive otherwise; beside each found setting, its arm's partner in
+  ``beside`` (shown, not judged). Its section: ``DriftTable`` and results.json's ``finding``."""
+  family: str | None = None
+  arms: tuple[str, ...] = ()
+  beside: tuple[tuple[str, str], ...] = ()  # (arm, the arm shown beside it)
+  at: tuple = ()
+  bound: float = 2.0
+  probe: str = "log_z"
+  test_kind = "finding"
+
+  def needs(self) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(self.arms + tuple(b for _, b in self.beside)))
+
+  def quantity_text(self) -> str:
+    return f"late drift of {self.probe} (the end minus half-way) per arm and rate, in models that learn"
+
+  def rule(self) -> str:
+    return (f"per (arm, rate) of {', '.join(self.arms)}: 'drifts' when every seed completed, "
+            f"learns (not diverged, final loss {curves.LEARNS_BY:g} nats below the unigram) and "
+            f"its {self.probe} at the end lies at least {self.bound:g} nats from its {self.probe} "
+            f"half-way through, 'stays' when every seed completed with a late drift below "
+            f"{self.bound:g}, 'mixed' otherwise; Found when one (arm, rate) drifts, Not found when "
+            f"all stay, Inconclusive otherwise")
+
+  def find(self, data: Data) -> tuple[str, list[tuple[str, float]], list[str]]:
+    """``(verdict, the (arm, rate) that drift, lines)``."""
+    plain = {(a, lr): ts for a in self.arms
+             for lr, ts in tracks_by_rate(tracks(data, a, self.at, self.probe)).items()}
+    if not plain:
+      return claims.INCONCLUSIVE, [], ["No models."]
+    states = {k: drift_state(ts, self.bound) for k, ts in plain.items()}
+    found = [k for k, s in states.items() if s == "drifts"]
+    lines = []
+    for arm, lr in found:
+      text = (f"{arm}, rate {lr:g}: late drift of {self.probe}, median "
+              f"{median_of(t.drift for t in plain[(arm, lr)]):+.2f} nats, every seed learning")
+      for partner in [b for a, b in self.beside if a == arm]:
+        ts = tracks_by_rate(tracks(data, partner, self.at, self.probe)).get(lr, [])
+        text += f"; {partner}: median {median_of(t.drift for t in ts):+.2f} ({drift_state(ts, self.bound)})"
+      lines.append(text + ".")
+    if found:
+      return FOUND, found, lines + ["Found: " + ", ".join(f"{a} at rate {lr:g}" for a, lr in found) + "."]
+    if all(s == "stays" for s in states.values()):
+      return NOT_FOUND, [], [f"{self.probe} moves by less than {self.bound:g} nats over the second half "
+                             f"of training in every arm and rate (largest |median late drift| "
+                             f"{max(abs(median_of(t.drift for t in ts)) for ts in plain.values()):.2f})."]
+    mixed = sum(s == "mixed" for s in states.values())
+    return claims.INCONCLUSIVE, [], lines + [
+        f"No setting drifts in every seed while learning; {mixed} of {len(states)} are mixed (seeds "
+        f"disagree, a model did not complete, or one drifted without learning)."]
+
+  def test(self, data: Data) -> claims.Test:
+    verdict, _, lines = self.find(data)
+    return claims.Test(self.key, self.claim, self.rule(), [],
+                       missing=claims.Verdict(self.claim, verdict, lines, self.rule()))
+
+  def section(self, data: Data, out: str) -> Section:
+    verdict, found, _ = self.find(data)
+    s = DriftTable(self.bound, self.probe).section(data, out)
+    s.results["finding"] = {"verdict": verdict, "drifts": [{"arm": a, "learning_rate": lr} for a, lr in found]}
+    return s
+
+
+@dataclasses.dataclass(frozen=True)
+class DriftPairs:
+  """At one rate: the reference's and the arm's models by seed, and the seeds where the
+  reference learns with a late drift of at least ``bound`` (with an arm model to pair), with
+  the drift's sign."""
+  text: str
+  reference: str
+  arm: str
+  plain: dict[int, Track]
+  other: dict[int, Track]
+  sides: dict[int, int]
+  bound: float
+
+  def judged(self) -> list[int]:
+    return [s for s in self.sides if self.other[s].read]
+
+  def lost(self) -> list[int]:
+    return [s for s in self.sides if not self.other[s].read]
+
+  def summary(self) -> str:
+    gone = sorted(s for s, t in self.plain.items() if not t.read)
+    down = sum(v < 0 for v in self.sides.values())
+    return (f"{self.text}: {self.reference}'s log Z drifted at least {self.bound:g} nats over the "
+            f"second half of training in a model that learns in {len(self.sides)} of "
+            f"{len(self.plain)} seeds ({down} down, {len(self.sides) - down} up"
+            + (f"; did not complete at {', '.join(map(str, gone))}" if gone else "") + ")")
+
+
+@dataclasses.dataclass(frozen=True)
+class Drift(Claim):
+  """What ``HoldsDrift`` and ``DriftLowersLoss`` share: at ``rate`` (and ``at``), the seeds
+  where the ``reference`` arm's model learns (``model_learns``) and its probe drifted at
+  least ``bound`` nats over the second half of training, each paired with ``arm``'s model of
+  that seed and rate. With fewer than ``min_seeds`` such seeds the claim cannot be judged
+  there (``CANNOT_JUDGE``). An ``arm`` model that did not complete at a judged seed cannot
+  support the claim (its p for is 1)."""
+  arm: str = ""
+  reference: str = ""
+  rate: float = NAN
+  at: tuple = ()
+  bound: float = 2.0
+  min_seeds: int = 3
+  probe: str = "log_z"
+
+  def needs(self) -> tuple[str, ...]:
+    return (self.arm, self.reference)
+
+  def pairs(self, data: Data) -> DriftPairs:
+    at_rate = lambda a: {t.seed: t for t in tracks(data, a, self.at, self.probe) if t.lr == self.rate}
+    plain, other = at_rate(self.reference), at_rate(self.arm)
+    sides = {s: (1 if t.drift > 0 else -1) for s, t in sorted(plain.items())
+             if s in other and t.read and t.learns and abs(t.drift) >= self.bound}
+    where = at_text(self.at)[2:]
+    return DriftPairs(f"{where + ', ' if where else ''}rate {self.rate:g}", self.reference, self.arm,
+                      plain, other, sides, self.bound)
+
+  def premise(self) -> str:
+    return (f"at rate {self.rate:g}, on the seeds where {self.reference} learns with its "
+            f"{self.probe} at the end at least {self.bound:g} nats from its {self.probe} half-way "
+            f"through (at least {self.min_seeds} such seeds, else it cannot be judged there), "
+            f"{self.arm} of the same seed and rate")
+
+  def judged_test(self, p: DriftPairs) -> claims.Test:
+    raise NotImplementedError
+
+  def test(self, data: Data) -> claims.Test:
+    p = self.pairs(data)
+    if len(p.sides) < self.min_seeds:
+      return claims.Test(self.key, self.claim, self.rule(), [], missing=claims.Verdict(
+          self.claim, CANNOT_JUDGE, [p.summary() + ".", f"It cannot be judged at this rate: the "
+          f"claim is about models whose log Z drifts late while they train, and at least "
+          f"{self.min_seeds} seeds are needed. This is not a failure to reproduce it."], self.rule()))
+    t = self.judged_test(p)
+    if p.lost():
+      t = dataclasses.replace(t, p_for=1.0, lines=t.lines + [
+          f"{self.arm} did not complete at seed{'s' * (len(p.lost()) > 1)} "
+          f"{', '.join(map(str, p.lost()))}, where {self.reference} drifted: the claim cannot come "
+          f"out reproduced; the other seeds can decide against it."])
+    return t
+
+
+@dataclasses.dataclass(frozen=True)
+class HoldsDrift(Drift):
+  """``arm`` holds the probe where ``reference``'s drifts: per judged seed, ``arm``'s late
+  drift in the reference's direction; reproduced when its mean lies decisively below
+  ``bound`` (one-sided t test), not reproduced when decisively above."""
+
+  def quantity_text(self) -> str:
+    return f"{self.arm}'s late drift of {self.probe} in {self.reference}'s direction (held below +{self.bound:g})"
+
+  def rule(self) -> str:
+    return (f"{self.premise()}: its late drift in {self.reference}'s direction; reproduced when "
+            f"the mean lies decisively below {self.bound:g} nats (one-sided t test), not "
+            f"reproduced when decisively above, inconclusive otherwise; a model of {self.arm} that "
+            f"did not complete cannot support it")
+
+  def judged_test(self, p: DriftPairs) -> claims.Test:
+    seeds = p.judged()
+    plain = {s: p.plain[s].drift * p.sides[s] for s in seeds}
+    held = {s: p.other[s].drift * p.sides[s] for s in seeds}
+    e, p_for, p_against = stats.below(list(held.values()), self.bound)
+    e = dataclasses.replace(e, kind="paired seeds")
+    lines = [p.summary() + ".",
+             f"Late drift in {self.reference}'s direction: {self.reference} "
+             f"{stats.one_sample(list(plain.values())).text()}; {self.arm} {e.text()} (bound "
+             f"+{self.bound:g}); {self.reference} - {self.arm} {stats.paired(plain, held).text()}."]
+    return claims.Test(self.key, self.claim, self.rule(), lines, e, self.quantity_text(), p_for,
+                       p_against, [], tuple(held))
+
+
+@dataclasses.dataclass(frozen=True)
+class DriftLowersLoss(Drift):
+  """``arm`` lowers the final loss where ``reference``'s probe drifts: per judged seed,
+  ``arm - reference``; reproduced when decisively negative (t test), not reproduced when
+  decisively positive or equivalent to none within ``margin`` (TOST)."""
+  margin: float = 0.02
+
+  def quantity_text(self) -> str:
+    return f"final loss, {self.arm} - {self.reference}"
+
+  def rule(self) -> str:
+    return (f"{self.premise()}: the final validation loss minus {self.reference}'s, paired by "
+            f"seed; reproduced when decisively negative (t test), not reproduced when decisively "
+            f"positive or equivalent to none within {self.margin:g} nats (TOST), inconclusive "
+            f"otherwise; a model of {self.arm} that did not complete cannot support it")
+
+  def judged_test(self, p: DriftPairs) -> claims.Test:
+    seeds = p.judged()
+    diff = {s: p.other[s].final - p.plain[s].final for s in seeds}
+    e, p_for, p_against = stats.directed(list(diff.values()), "lower", self.margin)
+    e = dataclasses.replace(e, kind="paired")
+    lines = [p.summary() + ".",
+             f"Final validation loss: {self.reference} {stats.one_sample([p.plain[s].final for s in seeds]).text()}, "
+             f"{self.arm} {stats.one_sample([p.other[s].final for s in seeds]).text()}."]
+    return claims.Test(self.key, self.claim, self.rule(), lines, e, self.quantity_text(), p_for,
+                       p_against, [], tuple(diff))
+
 @dataclasses.dataclass
 class Setting:
   """One arm of a ``Choice`` over its rates and seeds."""

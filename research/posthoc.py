@@ -385,10 +385,8 @@ def trajectory(recs: list[dict]) -> dict:
   rises = [r for r in map(_first_rise, recs) if r is not None]
   attn = [c["attn_logit_curve"] for c in recs if len(c.get("attn_logit_curve") or []) > 1]
   logz = [_peak(c.get("log_z_curve") or []) for c in recs]
-  learn = lambda c: (not cells_lib.diverged(c) and c.get("unigram_val_loss") is not None
-                     and c["final_val_loss"] < c["unigram_val_loss"] - curves.LEARNS_BY)
   return {"models": len(recs), "diverged": sum(map(cells_lib.diverged, recs)), "rose": len(rises),
-          "rose_by": max(rises, default=None), "learn": sum(map(learn, recs)),
+          "rose_by": max(rises, default=None), "learn": sum(map(kinds.model_learns, recs)),
           "peak_loss": _span([_peak(c.get("train_curve", []))[1] for c in recs]),
           "attn_init": float(np.median([a[0][1] for a in attn])) if attn else math.nan,
           "attn_first": _span([a[1][1] for a in attn]), "attn_step": attn[0][1][0] if attn else None,

@@ -1,0 +1,146 @@
+"""z-loss judged in its domain (issue 45): the late drift of log Z read from each model's
+trajectory (``kinds.Track``), the probe's finding (``kinds.Drifts``) and the confirmatory
+kinds (``kinds.HoldsDrift``, ``kinds.DriftLowersLoss``) coming out each way on synthetic
+models; the probe study's seeds unused before it."""
+
+import math
+
+import numpy as np
+import pytest
+
+from research import claims
+from research import kinds
+from research import registry
+from research.study import Arm, Grid, Study
+from experiments.studies import zloss_drift_probe as probe
+
+REP, NR, INC, CANNOT = claims.REPRODUCED, claims.NOT_REPRODUCED, claims.INCONCLUSIVE, kinds.CANNOT_JUDGE
+PLAIN, ZLOSS = probe.PLAIN, probe.ZLOSS
+STEPS, EVERY = 800, 50
+SEEDS = tuple(range(10))
+
+
+def cell(arm, lr, seed, late, final=3.0, early=-1.0, status="completed", unigram=4.5):
+  """A cell record whose log Z falls ``early`` nats over the first half of training and moves
+  ``late`` nats over the second (linearly), ending at ``final``."""
+  steps = range(0, STEPS + 1, EVERY)
+  z = lambda s: 6.24 + early * min(s, STEPS / 2) / (STEPS / 2) + late * max(0, s - STEPS / 2) / (STEPS / 2)
+  return {"name": f"{arm}-lr{lr:g}-s{seed}", "group": arm, "arms": [arm], "seed": seed,
+          "learning_rate": lr, "status": status, "steps": STEPS, "wall_time_s": 10.0,
+          "final_val_loss": final if status == "completed" else None, "initial_val_loss": 6.3,
+          "unigram_val_loss": unigram, "overrides": {"model.d_model": 128, "train.steps": STEPS,
+                                                     "model.vocab_size": 512},
+          "log_z_curve": [[s, z(s)] for s in steps] if status == "completed" else [[0, 6.24]],
+          "attn_logit_curve": [[s, 3.0] for s in steps]}
+
+
+def models(late, final, seeds=SEEDS, rates=(0.1,), noise=0.3, lost=()):
+  """Both arms at ``rates``: late drift ``late(arm, lr)`` and final loss ``final(arm, lr)``,
+  each plus a seed's normal noise; (arm, lr, seed) in ``lost`` diverged."""
+  rng = np.random.default_rng(0)
+  out = []
+  for arm in (PLAIN, ZLOSS):
+    for lr in rates:
+      for s in seeds:
+        a, b = rng.normal(0, noise, 2)
+        out.append(cell(arm, lr, s, late(arm, lr) + a, final(arm, lr) + b / 10,
+                        status="diverged" if (arm, lr, s) in lost else "completed"))
+  return out
+
+
+CONFIRM = Study(
+    name="drift_test", question="q", design="Confirmatory: a test double.",
+    arms=(Arm(PLAIN, {"train.z_loss": 0.0}), Arm(ZLOSS, {"train.z_loss": 1e-4})),
+    scales={"cpu": Grid(rates=(0.1,), seeds=SEEDS, axes={"model.d_model": (128,)})},
+    claims=(kinds.HoldsDrift("z-loss holds the late drift", effect=1.0, arm=ZLOSS, reference=PLAIN,
+                             rate=0.1, bound=2.0, min_seeds=3),
+            kinds.DriftLowersLoss("z-loss lowers the loss where log Z drifts", effect=0.1, arm=ZLOSS,
+                                  reference=PLAIN, rate=0.1, bound=2.0, min_seeds=3, margin=0.02)),
+    spread={"*": 0.5}, tags={"model.d_model": "d"})
+
+
+def verdicts(cells):
+  return [v.verdict for v in CONFIRM.judge(cells, robust=False)]
+
+
+DRIFT = lambda arm, lr: -6.0 if arm == PLAIN else -0.3
+LOWER = lambda arm, lr: 3.2 if arm == PLAIN else 3.0
+
+
+def test_the_late_drift_is_the_end_minus_half_way_and_only_learning_models_count():
+  t = kinds.tracks(CONFIRM.data([cell(PLAIN, 0.1, 1, late=-5.0, early=-2.0)]), PLAIN)[0]
+  assert t.start == pytest.approx(6.24) and t.mid == pytest.approx(4.24)
+  assert t.drift == pytest.approx(-5.0) and t.learns
+  # A model that ended above its initial loss did not learn, however its log Z moved.
+  wreck = kinds.tracks(CONFIRM.data([cell(PLAIN, 0.1, 1, late=-5.0, final=7.0)]), PLAIN)[0]
+  assert not wreck.learns and kinds.drift_state([wreck], 2.0) == "mixed"
+  gone = kinds.tracks(CONFIRM.data([cell(PLAIN, 0.1, 1, late=-5.0, status="diverged")]), PLAIN)[0]
+  assert math.isnan(gone.drift) and not gone.read
+
+
+def test_reproduced_where_z_loss_holds_the_drift_and_lowers_the_loss():
+  assert verdicts(models(DRIFT, LOWER)) == [REP, REP]
+
+
+def test_not_reproduced_where_z_loss_drifts_too_and_costs_loss():
+  assert verdicts(models(lambda a, lr: -6.0 if a == PLAIN else -5.0,
+                         lambda a, lr: 3.0 if a == PLAIN else 3.2)) == [NR, NR]
+
+
+def test_not_reproduced_when_the_drift_costs_nothing_to_lower():
+  # A drift of the mean logit leaves the softmax unchanged: equal losses within the margin.
+  assert verdicts(models(DRIFT, lambda a, lr: 3.0, noise=0.1))[1] == NR
+
+
+def test_inconclusive_when_the_seeds_cannot_decide():
+  assert verdicts(models(lambda a, lr: -6.0 if a == PLAIN else -2.0, lambda a, lr: 3.0,
+                         seeds=SEEDS[:3], noise=1.5))[0] == INC
+
+
+def test_cannot_be_judged_where_the_plain_model_does_not_drift():
+  out = verdicts(models(lambda a, lr: -0.5, LOWER))
+  assert out == [CANNOT, CANNOT]
+  # ... nor where it drifts only in models that do not learn.
+  assert verdicts(models(DRIFT, lambda a, lr: 7.0 if a == PLAIN else 3.0)) == [CANNOT, CANNOT]
+
+
+def test_a_z_loss_model_that_did_not_complete_cannot_support_the_claim():
+  cells = models(DRIFT, LOWER, lost={(ZLOSS, 0.1, 0)})
+  t = CONFIRM.claims[0].test(CONFIRM.data(cells))
+  assert t.p_for == 1.0 and any("did not complete" in line for line in t.lines)
+  assert verdicts(cells)[0] != REP
+
+
+def test_the_probe_finds_drift_only_where_every_seed_learns_and_drifts():
+  found = probe.STUDY.claims[0]
+  two = SEEDS[:2]
+  verdict = lambda cells: found.find(probe.STUDY.data(cells))
+  v, where, _ = verdict(models(lambda a, lr: -6.0 if lr == 0.3 else -0.2, LOWER, two, (0.03, 0.3), 0.1))
+  assert (v, where) == (kinds.FOUND, [(PLAIN, 0.3)])
+  v, where, lines = verdict(models(lambda a, lr: -0.2, LOWER, two, (0.03, 0.3), 0.1))
+  assert (v, where) == (kinds.NOT_FOUND, []) and "less than 2" in lines[-1]
+  # One seed drifts, the other does not: mixed, so inconclusive.
+  cells = models(lambda a, lr: -0.2, LOWER, two, (0.3,), 0.0)
+  cells[0] = cell(PLAIN, 0.3, two[0], late=-6.0)
+  assert verdict(cells)[0] == INC
+  # Drift in models that end above their initial loss (a wreck) is not the finding.
+  assert verdict(models(lambda a, lr: -6.0, lambda a, lr: 7.0, two, (0.3,), 0.1))[0] == INC
+
+
+def test_the_probe_report_tables_every_trajectory(tmp_path):
+  data = probe.STUDY.data(models(DRIFT, LOWER, SEEDS[:2], (0.03, 0.3), 0.1))
+  s = probe.STUDY.claims[0].section(data, str(tmp_path))
+  text = "\n".join(s.lines)
+  assert f"| {PLAIN} | d_model 128 | 0.3 | 2/2 |" in text and "drifts" in text
+  assert s.results["finding"]["verdict"] == kinds.FOUND
+  assert (tmp_path / s.plots[0]).exists()
+
+
+def test_the_probe_uses_seeds_no_other_study_used():
+  used = registry.used_seeds("zloss_drift_probe")
+  for scale in probe.STUDY.scales:
+    mine = {c.seed for c in registry.load("zloss_drift_probe", scale).cells}
+    assert mine and not mine & used, sorted(mine & used)
+  cells = registry.load("zloss_drift_probe", "cpu").cells
+  assert {c.overrides["model.qk_norm"] for c in cells} == {True}
+  assert {c.overrides["train.weight_decay"] for c in cells} == {0.0}
