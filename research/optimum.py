@@ -305,3 +305,45 @@ def basin(losses: Table, min_ratio: float = MIN_RATIO, resamples: int = BOOTSTRA
   return Basin(best, float(mean[0, b]), band, tuple(float(r) for r in rates[lo:hi + 1]),
                None if np.isnan(v[0]) else float(math.exp(v[0])), interval, _indistinct(rates, y, b),
                _neighbours(rates, best, min_ratio), len(seeds), same, point[hi] - point[lo] + 1)
+
+
+# ----------------------------------------------------------------------------- one seed, centred
+
+
+def seed_optimum(losses: Mapping[float, float], min_ratio: float = MIN_RATIO) -> tuple[float | None, str]:
+  """One seed's optimum (``{rate: loss}``) by a fit that brackets its best rate: a parabola
+  in log(rate) over the contiguous run of grid points whose losses lie within ``BAND`` of
+  the best, always holding the best's two neighbours, so the best is never at the run's
+  edge; its vertex where it has one inside the run, else the parabola through the best and
+  its two neighbours (whose minimum lies between them). ``(None, why)`` when the best is the
+  grid's lowest or highest point (the optimum may lie beyond it) or no loss is finite.
+
+  ``basin`` of one seed (the frozen recipe rules' per-seed optimum) extends a run that holds
+  fewer than ``MIN_POINTS`` points toward the lower neighbouring loss only, so on a sharp
+  basin at x2 spacing the best point can end at the run's edge, the parabola's vertex falls
+  outside the run and nothing is located although the best lies inside the grid (issue 45's
+  recipe run: every seed of sp at d256). This reading is the post-hoc one
+  (``research/posthoc.py``'s ``Recipes``)."""
+  points = grid_points([r for r, l in losses.items() if math.isfinite(l)], min_ratio)
+  if not points:
+    return None, "no finite loss"
+  x = np.array([math.log(float(np.exp(np.mean(np.log(p))))) for p in points])
+  y = np.array([float(np.mean([losses[r] for r in p])) for p in points])
+  b = int(np.argmin(y))
+  if b in (0, len(y) - 1):
+    return None, f"best rate {math.exp(x[b]):.3g} is the grid's {'lowest' if b == 0 else 'highest'} point"
+  lo, hi = b - 1, b + 1
+  while lo > 0 and y[lo - 1] <= y[b] + BAND:
+    lo -= 1
+  while hi < len(y) - 1 and y[hi + 1] <= y[b] + BAND:
+    hi += 1
+
+  def vertex(i: int, j: int) -> float | None:
+    c2, c1, _ = np.polyfit(x[i:j + 1], y[i:j + 1], 2)
+    v = -c1 / (2 * c2) if c2 > 0 else math.nan
+    return float(v) if x[i] <= v <= x[j] else None
+
+  v = vertex(lo, hi)
+  if v is None:
+    v = vertex(b - 1, b + 1)
+  return (math.exp(v), "") if v is not None else (None, f"no minimum around {math.exp(x[b]):.3g}")

@@ -95,3 +95,44 @@ def test_the_held_out_check_comes_out_each_way(factor, expected):
   c = kinds.HeldOut("h", arm="h", recipe=r)
   t = c.test(data_of(data.rows, held))
   assert verdict(t) == expected, t.lines
+
+
+# ----------------------------------------------------------------------------- the post-hoc reading
+
+SHARP_D256 = {5e-4: 3.938, 1e-3: 3.736, 2e-3: 3.661, 4e-3: 4.106, 8e-3: 4.416, 1.6e-2: 5.267}  # the run's
+
+
+def test_the_bracketing_fit_locates_a_sharp_basin_the_frozen_fit_does_not():
+  from research import optimum  # pylint: disable=import-outside-toplevel
+  frozen = optimum.basin({lr: {0: l} for lr, l in SHARP_D256.items()}, resamples=0)
+  assert frozen.optimum is None and frozen.fit_rates == (5e-4, 1e-3, 2e-3)  # the best at the edge
+  opt, why = optimum.seed_optimum(SHARP_D256)
+  assert 1e-3 < opt < 4e-3 and not why
+  # At the grid's edge nothing is located; a flat band is fitted whole.
+  assert optimum.seed_optimum({1e-3: 3.0, 2e-3: 3.1, 4e-3: 3.3})[0] is None
+  flat = {lr: 3.0 + 0.004 * (math.log2(lr / 4e-3)) ** 2 for lr in (5e-4, 1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2, 3.2e-2)}
+  assert optimum.seed_optimum(flat)[0] == pytest.approx(4e-3, rel=0.01)
+
+
+def test_the_post_hoc_recipes_predict_and_check_the_held_out_rung():
+  from research import posthoc  # pylint: disable=import-outside-toplevel
+  import types  # pylint: disable=import-outside-toplevel
+  r, data = recipe()
+  held = [(n, (("x", 256), ("y", 4)), run, rec) for n, _, run, rec in
+          rows("h", "x", (256,), 0, 128, lr_at=BASE_LR * math.exp(-0.8))]
+  study = types.SimpleNamespace(reports=(r,))
+  reading = posthoc.Recipes({"r": "h"}).read(study, kinds.Data(data.rows + tuple(held)))
+  out = reading.results["r"]
+  assert out["rate"] == pytest.approx(r.predict(data).rate, rel=0.1)
+  assert out["low"] < out["rate"] < out["high"] and "--config.train.learning_rate=" in out["command"]
+  assert out["held_out"]["inside"] and "inside the predicted interval" in "\n".join(reading.lines)
+  far = [(n, p, dataclasses_replace_lr(run), rec) for n, p, run, rec in held]
+  reading = posthoc.Recipes({"r": "h"}).read(study, kinds.Data(data.rows + tuple(far)))
+  assert not reading.results["r"]["held_out"]["inside"]
+  assert "outside the predicted interval" in "\n".join(reading.lines)
+
+
+def dataclasses_replace_lr(run):
+  """The same run at a rate x16 higher: a held-out optimum far off the prediction."""
+  import dataclasses  # pylint: disable=import-outside-toplevel
+  return dataclasses.replace(run, lr=run.lr * 16)

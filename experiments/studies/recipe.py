@@ -166,3 +166,16 @@ STUDY = Study(
     tags={W: "d", L: "L", S: "s", B: "b"},
     reports=(SP, MUP_RECIPE),
 )
+
+# Read after the run (exploratory, outside STUDY and so outside the rules' identity): the
+# recipes with each seed's optimum bracketed (the frozen per-seed fit left seeds whose best
+# rate lies inside the grid unlocated), and their held-out checks.
+from research import posthoc  # noqa: E402  (a reading, not a rule)
+
+POSTHOC = (posthoc.Recipes({SP.name: "held-sp", MUP_RECIPE.name: "held-mup"}),
+           posthoc.Note("What the uncommitted change was", (
+               "The cells marked 'uncommitted changes at run time' ran at commit be55ef9 with one "
+               "untracked file in the run's worktree, the sweep's own log (recipe-cpu.log), which "
+               "`git status --porcelain` counts; it listed nothing else when the sweep was restarted "
+               "in a later session, and the cells trained after the log was moved out are marked "
+               "clean. No tracked file differed from the commit."), ("The code that trained the cells",)))
