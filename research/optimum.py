@@ -32,9 +32,12 @@ significant figures; ``check_rates`` refuses a grid with two rates closer than
 ``MIN_RATIO`` (a near-duplicate adds a model, not a grid point); ``grid_points`` merges
 them where a grid already has them (``near_duplicates`` lists them).
 
-Nothing here is in a study's frozen rules (``research/identity.py`` hashes ``study.py``,
-``kinds.py``, ``ladder.py``, ``claims.py``, ``curves.py`` and ``stats.py``): it serves the
-post-hoc readings (``research/posthoc.py``).
+``basin`` and what it calls are part of the recipe study's frozen rules (a one-file study's
+identity hashes this module with ``study.py``, ``kinds.py`` and ``ladder.py``:
+``research/identity.py``'s ``FRAMEWORK_MODULES``; the recipe's per-seed optimum is
+``basin`` of one seed). ``seed_optimum``, the per-seed fit that always brackets the best
+rate, came after that run showed where ``basin`` of one seed fails; the post-hoc readings
+(``research/posthoc.py``) use it and the other readings here.
 """
 
 from __future__ import annotations
