@@ -136,11 +136,11 @@ def test_the_probe_report_tables_every_trajectory(tmp_path):
   assert (tmp_path / s.plots[0]).exists()
 
 
-def test_the_probe_uses_seeds_no_other_study_used():
-  used = registry.used_seeds("zloss_drift_probe")
-  for scale in probe.STUDY.scales:
-    mine = {c.seed for c in registry.load("zloss_drift_probe", scale).cells}
-    assert mine and not mine & used, sorted(mine & used)
-  cells = registry.load("zloss_drift_probe", "cpu").cells
+@pytest.mark.parametrize("name", ["zloss_drift_probe", "zloss_drift_long"])
+def test_the_probes_use_seeds_no_other_study_used(name):
+  used = registry.used_seeds(name)
+  mine = {c.seed for c in registry.load(name, "cpu").cells}
+  assert mine and not mine & used, sorted(mine & used)
+  cells = registry.load(name, "cpu").cells
   assert {c.overrides["model.qk_norm"] for c in cells} == {True}
   assert {c.overrides["train.weight_decay"] for c in cells} == {0.0}
