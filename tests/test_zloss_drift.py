@@ -146,13 +146,20 @@ def test_the_probes_use_seeds_no_other_study_used(name):
   assert {c.overrides["train.weight_decay"] for c in cells} == {0.0}
 
 
-def test_the_committed_probe_found_no_late_drift():
+@pytest.mark.parametrize("name, models", [("zloss_drift_probe", 16), ("zloss_drift_long", 8)])
+def test_the_committed_probes_found_no_late_drift(name, models):
+  from research import cells as cells_lib  # pylint: disable=import-outside-toplevel
+  _, cells, _ = cells_lib.load(f"results/{name}-cpu")
+  assert len(cells) == models and {c["code"]["clean"] for c in cells} == {True}
+  study = registry.study(name)
+  verdict, found, _ = study.claims[0].find(study.data(cells))
+  assert (verdict, found) == (kinds.NOT_FOUND, [])
+
+
+def test_the_first_probe_drifted_most_at_0_1_and_less_with_z_loss():
   from research import cells as cells_lib  # pylint: disable=import-outside-toplevel
   _, cells, _ = cells_lib.load("results/zloss_drift_probe-cpu")
-  assert len(cells) == 16 and {c["code"]["clean"] for c in cells} == {True}
   data = probe.STUDY.data(cells)
-  verdict, found, _ = probe.STUDY.claims[0].find(data)
-  assert (verdict, found) == (kinds.NOT_FOUND, [])
   # log Z still moved most at 0.1, and less with z-loss there.
   drift = lambda arm: kinds.median_of(t.drift for t in kinds.tracks(data, arm) if t.lr == 0.1)
   assert 0.5 < drift(PLAIN) < 2.0 and drift(ZLOSS) < drift(PLAIN)
