@@ -120,7 +120,7 @@ def test_the_post_hoc_recipes_predict_and_check_the_held_out_rung():
   r, data = recipe()
   held = [(n, (("x", 256), ("y", 4)), run, rec) for n, _, run, rec in
           rows("h", "x", (256,), 0, 128, lr_at=BASE_LR * math.exp(-0.8))]
-  study = types.SimpleNamespace(reports=(r,))
+  study = types.SimpleNamespace(reports=(r,), claims=(kinds.AxisSlope("c", arm="w", axis="x"),))
   reading = posthoc.Recipes({"r": "h"}).read(study, kinds.Data(data.rows + tuple(held)))
   out = reading.results["r"]
   assert out["rate"] == pytest.approx(r.predict(data).rate, rel=0.1)
@@ -136,3 +136,13 @@ def dataclasses_replace_lr(run):
   """The same run at a rate x16 higher: a held-out optimum far off the prediction."""
   import dataclasses  # pylint: disable=import-outside-toplevel
   return dataclasses.replace(run, lr=run.lr * 16)
+
+
+def test_the_post_hoc_slopes_point_under_their_claims():
+  from research import posthoc  # pylint: disable=import-outside-toplevel
+  import types  # pylint: disable=import-outside-toplevel
+  r, data = recipe()
+  study = types.SimpleNamespace(reports=(r,), claims=(kinds.AxisSlope("c", arm="w", axis="x"),))
+  reading = posthoc.Recipes().read(study, data)
+  slope = reading.results["slopes"]["w"]["slope"]["diff"]
+  assert slope == pytest.approx(-0.5, abs=0.08) and "per doubling of x" in reading.pointers["c"]
