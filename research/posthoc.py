@@ -593,8 +593,10 @@ class Recipes:
         lines.append(f"| {axis} | {arm} | {e.diff:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}] | {bend:.3f} | "
                      f"{doublings:+.2f} | x{math.exp(err):.2f} |")
       lo, hi = p.interval
+      moves = ", ".join(f"{arm} x{math.exp(e.diff * d):.2g}" for _, arm, e, _, d, _ in p.rows[1:])
       lines += ["", f"{recipe.name} at the target: **{p.text()}** (x{p.rate / lo:.1f} below, "
-                f"x{hi / p.rate:.1f} above).", "", f"    {recipe.command(p)}", ""]
+                f"x{hi / p.rate:.1f} above). The legs move the base's rate by: {moves}.", "",
+                f"    {recipe.command(p)}", "", *([recipe.note, ""] if recipe.note else [])]
       if missing:
         lines.append("Not located: " + "; ".join(missing) + ".")
       check = self.check(recipe, data)
