@@ -173,9 +173,12 @@ STUDY = Study(
 from research import posthoc  # noqa: E402  (a reading, not a rule)
 
 POSTHOC = (posthoc.Recipes({SP.name: "held-sp", MUP_RECIPE.name: "held-mup"}),
-           posthoc.Note("What the uncommitted change was", (
-               "The cells marked 'uncommitted changes at run time' ran at commit be55ef9 with one "
-               "untracked file in the run's worktree, the sweep's own log (recipe-cpu.log), which "
-               "`git status --porcelain` counts; it listed nothing else when the sweep was restarted "
-               "in a later session, and the cells trained after the log was moved out are marked "
-               "clean. No tracked file differed from the commit."), ("The code that trained the cells",)))
+           posthoc.Note("The run's history, and what the post-hoc reading saw first", (
+               "A first run of these rules and seeds (at be55ef9) reached 15 of its 16 programs "
+               "and was lost with its machine before its cells were committed. Its partial "
+               "report showed the frozen per-seed fit leaving seeds unlocated; the bracketed "
+               "per-seed fit and this post-hoc reading (`posthoc.Recipes`, "
+               "`optimum.seed_optimum`) were written after seeing it, so they are exploratory. "
+               "The committed cells are a second run of the unchanged rules (same hash, same "
+               "grid, same seeds) from a clean tree, its log kept outside the worktree."),
+               ("The code that trained the cells",)))
