@@ -137,7 +137,10 @@ def test_the_committed_cells_give_the_choice_recorded_before_the_reexpression(tm
   with open(f"{COMMITTED}/results.json") as f:
     recorded = json.load(f)["choice"]
   made = reporting._plain(CHOICE.section(STUDY.data(cells), str(tmp_path)).results)["choice"]
-  assert made == {**recorded, "learning_rate_interval": tuple(recorded["learning_rate_interval"])}
+  # To rounding: the fit's last digits move with the CPU's reduction order (CI's differs from ours).
+  assert made.keys() == recorded.keys()
+  for key, value in recorded.items():
+    assert made[key] == pytest.approx(value, rel=1e-9), key
 
 
 def test_seeds_that_leave_the_plateau_at_different_steps_learn_and_one_left_on_it_does_not():
