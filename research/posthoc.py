@@ -453,14 +453,16 @@ class Divergence:
 
 @dataclasses.dataclass(frozen=True)
 class Note:
-  """A correction in words: ``text`` under ``title``, pointed to from ``claims``."""
+  """A correction in words: ``text`` under ``title``, pointed to from ``claims`` by ``pointer``
+  (the text itself when no shorter pointer is given)."""
   title: str
   text: str
   claims: tuple[str, ...] = ()
+  pointer: str = ""
 
   def read(self, study, data: kinds.Data) -> Reading:
     del study, data
-    return Reading(self.title, [self.text], {c: self.text for c in self.claims})
+    return Reading(self.title, [self.text], {c: self.pointer or self.text for c in self.claims})
 
 
 @dataclasses.dataclass(frozen=True)

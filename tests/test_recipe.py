@@ -146,3 +146,30 @@ def test_the_post_hoc_slopes_point_under_their_claims():
   reading = posthoc.Recipes().read(study, data)
   slope = reading.results["slopes"]["w"]["slope"]["diff"]
   assert slope == pytest.approx(-0.5, abs=0.08) and "per doubling of x" in reading.pointers["c"]
+
+
+# ----------------------------------------------------------------------------- the committed run
+
+def test_the_committed_run_is_the_frozen_rules_on_a_clean_tree_and_its_held_out_rungs_lie_inside():
+  import json  # pylint: disable=import-outside-toplevel
+  from experiments.studies import recipe as study_file  # pylint: disable=import-outside-toplevel
+  from research import cells as cells_lib  # pylint: disable=import-outside-toplevel
+  from research import identity  # pylint: disable=import-outside-toplevel
+  from research import registry  # pylint: disable=import-outside-toplevel
+  _, cells, _ = cells_lib.load("results/recipe-cpu")
+  assert len(cells) == 282 and {(c["code"]["clean"], c["code"]["commit"][:7]) for c in cells} == {(True, "e525e5d")}
+  with open("results/recipe-cpu/sweep.json") as f:
+    line, = identity.rules_lines(json.load(f)["rules"], "recipe")
+  assert "unchanged since" in line
+  study = registry.study("recipe")
+  data = study.data(cells)
+  # The frozen rules: every claim was planned not powered, and the frozen per-seed fit left
+  # seeds unlocated, so neither recipe is predicted ...
+  from research import study as study_lib  # pylint: disable=import-outside-toplevel
+  assert {v.verdict for v in study.judge(cells)} == {study_lib.NOT_POWERED}
+  assert [r.predict(data) for r in study.reports] == [None, None]
+  # ... the bracketing fit locates every seed, and both held-out rungs lie inside their intervals.
+  out = study_file.POSTHOC[0].read(study, data).results
+  assert all(not s["not_located"] for s in out["slopes"].values())
+  for name, rate in (("sp", 0.0144), ("muP + CompleteP", 0.0339)):
+    assert out[name]["rate"] == pytest.approx(rate, rel=0.01) and out[name]["held_out"]["inside"]

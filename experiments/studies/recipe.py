@@ -181,4 +181,6 @@ POSTHOC = (posthoc.Recipes({SP.name: "held-sp", MUP_RECIPE.name: "held-mup"}),
                "`optimum.seed_optimum`) were written after seeing it, so they are exploratory. "
                "The committed cells are a second run of the unchanged rules (same hash, same "
                "grid, same seeds) from a clean tree, its log kept outside the worktree."),
-               ("The code that trained the cells",)))
+               ("The code that trained the cells",),
+               "A first run of these rules was lost before its cells were committed; the "
+               "post-hoc reading was written after seeing it."))
