@@ -156,6 +156,7 @@ def test_the_committed_run_is_the_frozen_rules_on_a_clean_tree_and_its_held_out_
   from research import cells as cells_lib  # pylint: disable=import-outside-toplevel
   from research import identity  # pylint: disable=import-outside-toplevel
   from research import registry  # pylint: disable=import-outside-toplevel
+  from research import study as study_lib  # pylint: disable=import-outside-toplevel
   _, cells, _ = cells_lib.load("results/recipe-cpu")
   assert len(cells) == 282 and {(c["code"]["clean"], c["code"]["commit"][:7]) for c in cells} == {(True, "e525e5d")}
   with open("results/recipe-cpu/sweep.json") as f:
@@ -165,7 +166,6 @@ def test_the_committed_run_is_the_frozen_rules_on_a_clean_tree_and_its_held_out_
   data = study.data(cells)
   # The frozen rules: every claim was planned not powered, and the frozen per-seed fit left
   # seeds unlocated, so neither recipe is predicted ...
-  from research import study as study_lib  # pylint: disable=import-outside-toplevel
   assert {v.verdict for v in study.judge(cells)} == {study_lib.NOT_POWERED}
   assert [r.predict(data) for r in study.reports] == [None, None]
   # ... the bracketing fit locates every seed, and both held-out rungs lie inside their intervals.
@@ -173,3 +173,9 @@ def test_the_committed_run_is_the_frozen_rules_on_a_clean_tree_and_its_held_out_
   assert all(not s["not_located"] for s in out["slopes"].values())
   for name, rate in (("sp", 0.0144), ("muP + CompleteP", 0.0339)):
     assert out[name]["rate"] == pytest.approx(rate, rel=0.01) and out[name]["held_out"]["inside"]
+
+
+def test_a_note_points_by_its_short_pointer_and_else_by_its_text():
+  from research import posthoc  # pylint: disable=import-outside-toplevel
+  assert posthoc.Note("t", "the whole text", ("c",), "short").read(None, None).pointers == {"c": "short"}
+  assert posthoc.Note("t", "the whole text", ("c",)).read(None, None).pointers == {"c": "the whole text"}
