@@ -136,7 +136,7 @@ def test_the_probe_report_tables_every_trajectory(tmp_path):
   assert (tmp_path / s.plots[0]).exists()
 
 
-@pytest.mark.parametrize("name", ["zloss_drift_probe", "zloss_drift_long"])
+@pytest.mark.parametrize("name", ["zloss_drift_probe", "zloss_drift_long", "zloss_drift_horizon"])
 def test_the_probes_use_seeds_no_other_study_used(name):
   used = registry.used_seeds(name)
   mine = {c.seed for c in registry.load(name, "cpu").cells}
