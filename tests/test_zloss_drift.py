@@ -163,3 +163,20 @@ def test_the_first_probe_drifted_most_at_0_1_and_less_with_z_loss():
   # log Z still moved most at 0.1, and less with z-loss there.
   drift = lambda arm: kinds.median_of(t.drift for t in kinds.tracks(data, arm) if t.lr == 0.1)
   assert 0.5 < drift(PLAIN) < 2.0 and drift(ZLOSS) < drift(PLAIN)
+
+
+def test_the_horizon_probe_found_the_late_drift_at_0_3_and_z_loss_moves_log_z_towards_0():
+  """The third probe (20,000 steps at d32): the plain model's log Z falls 2 nats or more over
+  the second half at rate 0.3 in both seeds while it learns; with z-loss it falls further,
+  to within a nat of z-loss's own target 0, while the plain model's ends above 1."""
+  from research import cells as cells_lib  # pylint: disable=import-outside-toplevel
+  _, cells, _ = cells_lib.load("results/zloss_drift_horizon-cpu")
+  assert len(cells) == 8 and {c["code"]["clean"] for c in cells} == {True}
+  study = registry.study("zloss_drift_horizon")
+  data = study.data(cells)
+  verdict, found, _ = study.claims[0].find(data)
+  assert (verdict, found) == (kinds.FOUND, [(PLAIN, 0.3)])
+  z = {t.seed: t for t in kinds.tracks(data, ZLOSS) if t.lr == 0.3}
+  plain = {t.seed: t for t in kinds.tracks(data, PLAIN) if t.lr == 0.3}
+  assert all(t.drift <= -2 and t.learns and t.end > 0 for t in plain.values())
+  assert all(z[s].drift < plain[s].drift and abs(z[s].end) < 1 < plain[s].end for s in plain)
