@@ -180,3 +180,30 @@ def test_the_horizon_probe_found_the_late_drift_at_0_3_and_z_loss_moves_log_z_to
   plain = {t.seed: t for t in kinds.tracks(data, PLAIN) if t.lr == 0.3}
   assert all(t.drift <= -2 and t.learns and t.end > 0 for t in plain.values())
   assert all(z[s].drift < plain[s].drift and abs(z[s].end) < 1 < plain[s].end for s in plain)
+
+
+def test_the_confirmatory_study_uses_fresh_seeds_and_the_probes_spreads():
+  """zloss_drift.py: new seeds, the probe's shape at its found rate, 2.5x its horizon, and
+  the planned spreads recomputed from the probe's cells."""
+  from research import cells as cells_lib  # pylint: disable=import-outside-toplevel
+  from research import power  # pylint: disable=import-outside-toplevel
+  from experiments.studies import zloss_drift as confirm  # pylint: disable=import-outside-toplevel
+  used = registry.used_seeds("zloss_drift")
+  cells = registry.load("zloss_drift", "cpu").cells
+  assert {c.seed for c in cells} == set(confirm.SEEDS) and not set(confirm.SEEDS) & used
+  timing = ("train.steps", "train.warmup_steps", "train.eval_every", "train.log_every",
+            "checkpoint.every", "diagnostics.every")
+  shape = lambda o: {k: v for k, v in o.items() if k not in timing + ("train.learning_rate", "train.seed")}
+  probes = {c.overrides["train.z_loss"]: shape(c.overrides) for c in registry.load("zloss_drift_horizon", "cpu").cells}
+  for c in cells:
+    assert c.overrides["train.learning_rate"] == 0.3 and c.overrides["train.steps"] == 50000
+    assert shape(c.overrides) == probes[c.overrides["train.z_loss"]]
+  _, probe_cells, _ = cells_lib.load("results/zloss_drift_horizon-cpu")
+  data = registry.study("zloss_drift_horizon").data(probe_cells)
+  z = {(t.lr, t.seed): t for t in kinds.tracks(data, ZLOSS)}
+  plain = {(t.lr, t.seed): t for t in kinds.tracks(data, PLAIN)}
+  holds, loss = (confirm.STUDY.spread[c.key] for c in confirm.CLAIMS)
+  want = power.Spread.of([t.end for t in z.values()])
+  assert (holds.n, round(holds.sd, 2)) == (want.n, round(want.sd, 2))
+  want = power.Spread.of([z[k].final - plain[k].final for k in z])
+  assert (loss.n, round(loss.sd, 3)) == (want.n, round(want.sd, 3))
