@@ -65,17 +65,24 @@ class Reading:
   lines: list[str]
   pointers: dict[str, str] = dataclasses.field(default_factory=dict)
   results: dict[str, Any] = dataclasses.field(default_factory=dict)
+  plots: list[str] = dataclasses.field(default_factory=list)  # PNGs in the report's folder
 
 
-def read(name: str, cells: list[dict]) -> list[Reading]:
+def read(name: str, cells: list[dict], out: str | None = None) -> list[Reading]:
   """Every post-hoc reading of study ``name`` (its ``POSTHOC``) on its cells; none for a
-  study without."""
+  study without. With ``out``, a reading that draws (a ``plot(study, data, out)`` method)
+  writes its figure there."""
   readings = registry.posthoc(name)
   if not readings:
     return []
   study = registry.study(name)
   data = study.data(cells)
-  return [r.read(study, data) for r in readings]
+  out_readings = []
+  for r in readings:
+    reading = r.read(study, data)
+    drawn = r.plot(study, data, out) if out and hasattr(r, "plot") else None
+    out_readings.append(dataclasses.replace(reading, plots=[drawn]) if drawn else reading)
+  return out_readings
 
 
 def section_lines(readings: list[Reading]) -> list[str]:
@@ -83,7 +90,7 @@ def section_lines(readings: list[Reading]) -> list[str]:
     return []
   out = [f"## {TITLE}", "", INTRO, ""]
   for r in readings:
-    out += [f"### {r.title}", "", *r.lines, ""]
+    out += [f"### {r.title}", "", *r.lines, "", *[x for p in r.plots for x in (f"![{p}]({p})", "")]]
   return out
 
 
@@ -608,6 +615,67 @@ class Recipes:
                               "held_out": check[1] if check else None}
       pointers[recipe.title] = f"{recipe.name}: {p.text()} with each seed's optimum bracketed."
     return Reading(self.title, lines, pointers, results)
+
+  def panels(self, study, data: kinds.Data) -> list[dict]:
+    """What ``plot`` draws, a panel per leg (arm and axis) and per held-out rung: per grid
+    point, the mean final loss over seeds against the rate, and the rate at the geometric
+    mean of the seeds' optima (``centred_optima``); for a held-out rung also the rate its
+    recipe predicted there, with the interval."""
+    out = []
+    for arm, axis in self.axes(study):
+      points, _ = centred_optima(data, arm, axis)
+      lines = []
+      for v in data.values(arm, axis):
+        logs = [by[v] for by in points.values() if v in by]
+        lines.append({"label": f"{axis.split('.')[-1]} {v:g}",
+                      "curve": {lr: c["mean"] for lr, c in curves.rate_curve(data.runs(arm, {axis: v})).items()},
+                      "optimum": math.exp(float(np.mean(logs))) if logs else None})
+      out.append({"title": f"{arm}: {axis.split('.')[-1]}", "lines": lines, "predicted": None})
+    for recipe in study.reports:
+      arm = self.held.get(getattr(recipe, "name", None))
+      rung = data.points(arm) if arm else []
+      if not isinstance(recipe, kinds.Recipe) or len(rung) != 1:
+        continue
+      at = dict(rung[0])
+      axis = next(iter(at))
+      points, _ = centred_optima(data, arm, axis)
+      logs = [v for by in points.values() for v in by.values()]
+      p, _ = recipe_prediction(recipe, data, at)
+      where = ", ".join(f"{k.split('.')[-1]} {v:g}" for k, v in at.items())
+      out.append({"title": f"{arm} (held out)\n{where}", "lines": [{
+          "label": "measured", "curve": {lr: c["mean"] for lr, c in curves.rate_curve(data.runs(arm, at)).items()},
+          "optimum": math.exp(float(np.mean(logs))) if logs else None}],
+                  "predicted": None if p is None else (p.rate, *p.interval)})
+    return out
+
+  def plot(self, study, data: kinds.Data, out: str) -> str | None:
+    """The loss against the rate, a panel per leg and held-out rung (``panels``): a line per
+    grid point with its seeds' optimum dotted; on a held-out rung the predicted rate dashed
+    and its interval shaded."""
+    panels = self.panels(study, data)
+    if not panels:
+      return None
+    from matplotlib.ticker import NullFormatter  # pylint: disable=import-outside-toplevel
+    from research import page as reporting  # pylint: disable=import-outside-toplevel
+    cols = min(4, len(panels))
+    rows = -(-len(panels) // cols)
+    fig = reporting.figure(figsize=(4 * cols, 3.4 * rows))
+    for i, panel in enumerate(panels):
+      ax = fig.add_subplot(rows, cols, i + 1)
+      for j, line in enumerate(panel["lines"]):
+        rates = sorted(line["curve"])
+        ax.plot(rates, [line["curve"][r] for r in rates], "o-", ms=3, color=f"C{j}", label=line["label"])
+        if line["optimum"]:
+          ax.axvline(line["optimum"], color=f"C{j}", ls=":", lw=1)
+      if panel["predicted"]:
+        rate, lo, hi = panel["predicted"]
+        ax.axvspan(lo, hi, color="0.85", zorder=0, label="predicted interval")
+        ax.axvline(rate, color="k", ls="--", lw=1, label="predicted")
+      ax.set(xscale="log", xlabel="peak learning rate", ylabel="final validation loss (mean)")
+      ax.set_title(panel["title"], fontsize=9)
+      ax.xaxis.set_minor_formatter(NullFormatter())
+      ax.legend(fontsize=6)
+    return reporting.save(fig, out, "recipe_legs.png")
 
   @staticmethod
   def axes(study) -> list[tuple[str, str]]:

@@ -72,7 +72,7 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   index, cells, source = cells_lib.load(sweep_dir)
   make_directory(out, "--out", purpose)
   page = registry.report(study).page(index, cells, out)
-  readings = posthoc.read(study, cells)
+  readings = posthoc.read(study, cells, out)
   notes = posthoc.pointers(readings)
   regenerate = f"python -m experiments.report --sweep_dir={sweep_dir}" + (
       f" --out={out}" if out != sweep_dir else "")

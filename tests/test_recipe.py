@@ -132,6 +132,31 @@ def test_the_post_hoc_recipes_predict_and_check_the_held_out_rung():
   assert "outside the predicted interval" in "\n".join(reading.lines)
 
 
+def test_the_post_hoc_figure_has_a_panel_per_leg_and_per_held_out_rung(tmp_path):
+  from research import posthoc  # pylint: disable=import-outside-toplevel
+  import types  # pylint: disable=import-outside-toplevel
+  r, data = recipe()
+  held = [(n, (("x", 256), ("y", 4)), run, rec) for n, _, run, rec in
+          rows("h", "x", (256,), 0, 128, lr_at=BASE_LR * math.exp(-0.8))]
+  study = types.SimpleNamespace(reports=(r,), claims=())
+  both = kinds.Data(data.rows + tuple(held))
+  reading = posthoc.Recipes({"r": "h"})
+  panels = reading.panels(study, both)
+  legs = list(dict.fromkeys((leg.arm, leg.axis) for leg in r.legs))
+  assert [p["title"] for p in panels] == [f"{a}: {x}" for a, x in legs] + ["h (held out)\nx 256, y 4"]
+  for (arm, axis), panel in zip(legs, panels):
+    values = both.values(arm, axis)
+    assert [line["label"] for line in panel["lines"]] == [f"{axis} {v:g}" for v in values]
+    # each grid point's dotted optimum is its seeds' geometric mean, near the loss curve's minimum
+    for line in panel["lines"]:
+      best = min(line["curve"], key=line["curve"].get)
+      assert best / 2.01 < line["optimum"] < best * 2.01
+  rate, lo, hi = panels[-1]["predicted"]
+  printed = reading.read(study, both).results["r"]["held_out"]  # the figure shows what the text says
+  assert lo < rate < hi and (rate, [lo, hi]) == (printed["predicted"], printed["interval"])
+  assert reading.plot(study, both, str(tmp_path)) == "recipe_legs.png" and (tmp_path / "recipe_legs.png").exists()
+
+
 def dataclasses_replace_lr(run):
   """The same run at a rate x16 higher: a held-out optimum far off the prediction."""
   import dataclasses  # pylint: disable=import-outside-toplevel
