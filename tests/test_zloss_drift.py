@@ -207,3 +207,20 @@ def test_the_confirmatory_study_uses_fresh_seeds_and_the_probes_spreads():
   assert (holds.n, round(holds.sd, 2)) == (want.n, round(want.sd, 2))
   want = power.Spread.of([z[k].final - plain[k].final for k in z])
   assert (loss.n, round(loss.sd, 3)) == (want.n, round(want.sd, 3))
+
+
+def test_the_committed_confirmatory_run_cannot_judge_z_loss_two_of_four_seeds_ran_away():
+  """results/zloss_drift-cpu: at 50,000 steps the plain model's log Z ended 2 nats below 0 in
+  seeds 1132 and 1133 only; 3 are needed, so both claims cannot be judged (the loss claim was
+  declared not powered); every model learns."""
+  from research import cells as cells_lib  # pylint: disable=import-outside-toplevel
+  from research import study as study_lib  # pylint: disable=import-outside-toplevel
+  from experiments.studies import zloss_drift as confirm  # pylint: disable=import-outside-toplevel
+  _, cells, _ = cells_lib.load("results/zloss_drift-cpu")
+  assert len(cells) == 8 and {c["code"]["clean"] for c in cells} == {True}
+  assert {c["code"]["commit"][:7] for c in cells} == {"2714ac9"}
+  holds, loss = confirm.STUDY.judge(cells, robust=False)
+  assert holds.verdict == kinds.CANNOT_JUDGE and loss.verdict == study_lib.NOT_POWERED
+  data = confirm.STUDY.data(cells)
+  assert sorted(confirm.CLAIMS[0].pairs(data).sides.items()) == [(1132, -1), (1133, -1)]
+  assert all(t.learns for arm in (PLAIN, ZLOSS) for t in kinds.tracks(data, arm))
