@@ -30,6 +30,7 @@ import os
 import re
 import shutil
 import sys
+import time
 import warnings
 from typing import Any, Callable, NamedTuple
 
@@ -132,6 +133,10 @@ def save(mngr: ocp.CheckpointManager, step: int, state: Any, force: bool = False
     if not disk_full(e):
       raise
     directory = str(mngr.directory)
+    try:  # let orbax's background writes of the failed save end before cleaning up after them
+      mngr.wait_until_finished()
+    except Exception:  # pylint: disable=broad-except  (the same failure, raised again)
+      pass
     _remove_partial(directory, step)
     kept = sorted(s for s in mngr.all_steps() if s != step)
     raise CheckpointError(
@@ -174,13 +179,23 @@ def _megabytes(n: int) -> str:
 
 def _remove_partial(directory: str, step: int) -> None:
   """Remove what a failed save of ``step`` left: its temporary directory (and the step's own
-  directory if the rename happened but the save did not finish)."""
-  for name in os.listdir(directory) if os.path.isdir(directory) else ():
-    if re.fullmatch(rf"{step}\.orbax-checkpoint-tmp.*", name):
-      shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
+  directory if the rename happened but the save did not finish). A writer thread of the
+  failed save can still create or fill them after the error, so they are removed until none
+  has been seen for three looks in a row, 50 ms apart (for at most about 2 seconds)."""
   final = os.path.join(directory, str(step))
-  if os.path.isdir(final) and not os.path.exists(os.path.join(final, "commit_success.txt")):
-    shutil.rmtree(final, ignore_errors=True)
+  clean = 0
+  for _ in range(40):
+    left = [os.path.join(directory, name) for name in
+            (os.listdir(directory) if os.path.isdir(directory) else ())
+            if re.fullmatch(rf"{step}\.orbax-checkpoint-tmp.*", name)]
+    if os.path.isdir(final) and not os.path.exists(os.path.join(final, "commit_success.txt")):
+      left.append(final)
+    for path in left:
+      shutil.rmtree(path, ignore_errors=True)
+    clean = 0 if left else clean + 1
+    if clean == 3:
+      return
+    time.sleep(0.05)
 
 
 # ----------------------------------------------------------------------------- restoring
