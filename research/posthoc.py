@@ -543,6 +543,13 @@ def recipe_prediction(recipe: kinds.Recipe, data: kinds.Data, at: Mapping[str, A
   return kinds.Prediction(log_rate, math.sqrt(lo2), math.sqrt(hi2), rows), missing
 
 
+def _panel_line(label: str, runs, log_optima: list[float]) -> dict:
+  """One line of a ``Recipes`` panel: the mean final loss per rate over ``runs``' seeds, and
+  the geometric mean of the seeds' optima (None: none located)."""
+  return {"label": label, "curve": {lr: c["mean"] for lr, c in curves.rate_curve(runs).items()},
+          "optimum": math.exp(float(np.mean(log_optima))) if log_optima else None}
+
+
 @dataclasses.dataclass(frozen=True)
 class Recipes:
   """The recipes re-read with each seed's optimum by ``optimum.seed_optimum`` (where the
@@ -626,10 +633,8 @@ class Recipes:
       points, _ = centred_optima(data, arm, axis)
       lines = []
       for v in data.values(arm, axis):
-        logs = [by[v] for by in points.values() if v in by]
-        lines.append({"label": f"{axis.split('.')[-1]} {v:g}",
-                      "curve": {lr: c["mean"] for lr, c in curves.rate_curve(data.runs(arm, {axis: v})).items()},
-                      "optimum": math.exp(float(np.mean(logs))) if logs else None})
+        lines.append(_panel_line(f"{axis.split('.')[-1]} {v:g}", data.runs(arm, {axis: v}),
+                                 [by[v] for by in points.values() if v in by]))
       out.append({"title": f"{arm}: {axis.split('.')[-1]}", "lines": lines, "predicted": None})
     for recipe in study.reports:
       arm = self.held.get(getattr(recipe, "name", None))
@@ -639,12 +644,10 @@ class Recipes:
       at = dict(rung[0])
       axis = next(iter(at))
       points, _ = centred_optima(data, arm, axis)
-      logs = [v for by in points.values() for v in by.values()]
       p, _ = recipe_prediction(recipe, data, at)
       where = ", ".join(f"{k.split('.')[-1]} {v:g}" for k, v in at.items())
-      out.append({"title": f"{arm} (held out)\n{where}", "lines": [{
-          "label": "measured", "curve": {lr: c["mean"] for lr, c in curves.rate_curve(data.runs(arm, at)).items()},
-          "optimum": math.exp(float(np.mean(logs))) if logs else None}],
+      line = _panel_line("measured", data.runs(arm, at), [v for by in points.values() for v in by.values()])
+      out.append({"title": f"{arm} (held out)\n{where}", "lines": [line],
                   "predicted": None if p is None else (p.rate, *p.interval)})
     return out
 
