@@ -20,6 +20,7 @@ import sys
 
 from absl import flags, logging
 
+from andrea_jax import errors
 from andrea_jax import files
 from experiments import cli
 from research import registry
@@ -54,8 +55,13 @@ def main(argv):
   files.make_directory(workdir, "--workdir", purpose)
   records = runner.run_sweep(sweep, workdir, _PARALLEL.value, _ONLY.value, _GPUS.value)
   failed = [r["path"] for r in records if r["status"] == "failed"]
+  stopped = sum(r["status"] in ("interrupted", runner.NOT_STARTED) for r in records)
   print(f"{len(records)} cells in {workdir}; diverged: "
-        f"{sum(r['status'] == 'diverged' for r in records)}; failed: {failed or 'none'}")
+        f"{sum(r['status'] == 'diverged' for r in records)}; failed: {failed or 'none'}"
+        + (f"; interrupted or not started: {stopped}" if stopped else ""))
+  if stopped:
+    print(f"interrupted: resume with python -m experiments.sweep {' '.join(sys.argv[1:])}")
+    sys.exit(errors.EXIT_INTERRUPTED)
   print(f"report: python -m experiments.report --sweep_dir={workdir}")
   sys.exit(1 if failed else 0)
 

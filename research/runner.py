@@ -9,6 +9,12 @@ what ``research.cells`` reads. The command is ``python -m experiments.sweep``.
 
 A job whose cells all say completed or diverged is skipped, an interrupted one resumes from
 its checkpoint. Diverged and failed cells are recorded and the sweep goes on.
+
+SIGINT or SIGTERM to the sweep (Ctrl-C, ``kill``) is passed on to each running job
+(``Jobs``), which saves a checkpoint and stops; no new job starts, and the sweep says how to
+resume. Each job runs in its own process group, so a terminal's Ctrl-C reaches it once,
+through the sweep (a second signal ends a run at once, losing what it trained since its last
+checkpoint: ``andrea_jax/signals.py``).
 """
 
 from __future__ import annotations
@@ -16,12 +22,15 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 from andrea_jax import errors
 from andrea_jax import files
+from andrea_jax import signals as signals_lib
 from research import cells as cells_lib
 from research import identity
 from research import provenance
@@ -29,6 +38,7 @@ from research import registry
 from research import sweep as base
 
 FINISHED = ("completed", "diverged")
+NOT_STARTED = "not started"  # a job the sweep did not start: it was stopped first
 
 
 def cell_status(cell_dir: str) -> str | None:
@@ -89,22 +99,66 @@ def prepare_job(sweep: base.Sweep, job: Job, workdir: str, code: dict | None = N
                      "batch_seed": c.seed} for c in job.cells]})
 
 
+class Jobs:
+  """The sweep's running jobs and its stop request. ``handle`` (SIGINT/SIGTERM to the sweep,
+  in its main thread) passes the signal on to each running job, once per signal, and keeps
+  new ones from starting."""
+
+  def __init__(self):
+    self.running: set[subprocess.Popen] = set()
+    self.lock = threading.Lock()
+    self.stopped: int | None = None  # the signal that stopped the sweep
+
+  def call(self, command: list[str], **kwargs) -> int | None:
+    """Run ``command`` in its own process group to the end: its exit code (None: the sweep
+    was stopped before it started)."""
+    with self.lock:
+      if self.stopped is not None:
+        return None
+      proc = subprocess.Popen(command, process_group=0, **kwargs)
+      self.running.add(proc)
+    try:
+      return proc.wait()
+    finally:
+      with self.lock:
+        self.running.discard(proc)
+
+  def handle(self, signum: int, frame=None) -> None:
+    del frame
+    with self.lock:
+      self.stopped, running = signum, list(self.running)
+    for proc in running:
+      proc.send_signal(signum)
+    print(f"{signal.Signals(signum).name}: passed on to the {len(running)} running job(s), which "
+          f"save a checkpoint and stop; no new job starts. Rerun the same command to resume.",
+          flush=True)
+
+
 def run_job(sweep: base.Sweep, job: Job, workdir: str, worker: int, gpus: int,
-            code: dict | None = None) -> list[dict]:
+            code: dict | None = None, running: Jobs | None = None) -> list[dict]:
   """Run (or skip) one job; returns its cells' records for sweep.json."""
   record = lambda c, **kw: {**dataclasses.asdict(c), "path": c.path, **kw}
   dirs = [os.path.join(workdir, c.path) for c in job.cells]
   if all(cell_status(d) in FINISHED for d in dirs):
     return [record(c, status=cell_status(d), skipped=True) for c, d in zip(job.cells, dirs)]
+  running = running or Jobs()
+  if running.stopped is not None:
+    return [record(c, status=NOT_STARTED) for c in job.cells]
   prepare_job(sweep, job, workdir, code)
   env = dict(os.environ)
   if gpus:
     env["CUDA_VISIBLE_DEVICES"] = str(worker % gpus)
   started = time.time()
   with open(os.path.join(job.directory, "run.log"), "a", encoding="utf-8") as log:
-    exit_code = subprocess.call(job.command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    exit_code = running.call(job.command, stdout=log, stderr=subprocess.STDOUT, env=env)
+  if exit_code is None:
+    return [record(c, status=NOT_STARTED) for c in job.cells]
   seconds = time.time() - started
-  return [record(c, status=(cell_status(d) or "failed") if exit_code in (0, 3, 4) else "failed",
+  # A job stopped before it wrote a summary (in its start, or by the sweep's signal) is interrupted.
+  stopped = exit_code == errors.EXIT_INTERRUPTED or running.stopped is not None
+  status = lambda d: (cell_status(d) if exit_code in (0, 3, 4) else None) or (
+      "interrupted" if stopped else "failed")
+  return [record(c, status=status(d),
                  exit_code=exit_code, seconds=seconds, command=" ".join(job.command),
                  **({"code": code} if code else {}))
           for c, d in zip(job.cells, dirs)]
@@ -124,27 +178,38 @@ def run_sweep(sweep: base.Sweep, workdir: str, parallel: int = 1, only: str = ""
               gpus: int = 0) -> list[dict]:
   """Run the sweep's cells, then up to ``base.REFINE_ROUNDS`` rounds of the rates that
   ``base.refine`` adds around each refinable arm's optimum (the same on a rerun: the rounds
-  follow from the finished cells, so a resumed sweep finds and skips them)."""
+  follow from the finished cells, so a resumed sweep finds and skips them). SIGINT/SIGTERM
+  stops it (``Jobs``): its records then say ``interrupted`` or ``NOT_STARTED``."""
   os.makedirs(workdir, exist_ok=True)
   records: dict = {}
   code = provenance.code_version()  # the code that trains this invocation's jobs, in each cell.json
-  for rnd in range(base.REFINE_ROUNDS + 1):
-    if rnd:
-      known = {c.path for c in sweep.cells}
-      new = [c for c in base.refine(sweep.cells, finished_runs(workdir, sweep.cells), rnd)
-             if c.path not in known and only in c.path]
-      if not new:
+  running = Jobs()
+  main = threading.current_thread() is threading.main_thread()
+  before = {sig: signal.signal(sig, running.handle) for sig in (signal.SIGINT, signal.SIGTERM)} if main else {}
+  try:
+    for rnd in range(base.REFINE_ROUNDS + 1):
+      if running.stopped is not None:
         break
-      print(f"round {rnd}: {len(new)} cells added around the optima", flush=True)
-      sweep = dataclasses.replace(sweep, cells=sweep.cells + new)
-    run_jobs(sweep, jobs(sweep, workdir, only), workdir, records, parallel, gpus, code)
+      if rnd:
+        known = {c.path for c in sweep.cells}
+        new = [c for c in base.refine(sweep.cells, finished_runs(workdir, sweep.cells), rnd)
+               if c.path not in known and only in c.path]
+        if not new:
+          break
+        print(f"round {rnd}: {len(new)} cells added around the optima", flush=True)
+        sweep = dataclasses.replace(sweep, cells=sweep.cells + new)
+      run_jobs(sweep, jobs(sweep, workdir, only), workdir, records, parallel, gpus, code, running)
+  finally:
+    for sig, handler in before.items():
+      signal.signal(sig, handler)
   return [records[c.path] for c in sweep.cells if c.path in records]
 
 
 def run_jobs(sweep: base.Sweep, todo: list[Job], workdir: str, records: dict, parallel: int,
-             gpus: int, code: dict | None = None) -> None:
+             gpus: int, code: dict | None = None, running: Jobs | None = None) -> None:
+  running = running or Jobs()
   with concurrent.futures.ThreadPoolExecutor(max(parallel, 1)) as pool:
-    futures = [pool.submit(run_job, sweep, j, workdir, i % max(parallel, 1), gpus, code)
+    futures = [pool.submit(run_job, sweep, j, workdir, i % max(parallel, 1), gpus, code, running)
                for i, j in enumerate(todo)]
     for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
       recs = future.result()
@@ -204,7 +269,13 @@ def run_group(directory: str) -> int:
                              f"with --sweep=<study> instead")
   config = registry.group_config(spec["base_config"], spec["overrides"])
   members = [multi.Member(**m) for m in spec["members"]]
-  summaries = multi.train_members(config, members, directory)
+  with signals_lib.StopSignals():
+    try:
+      summaries = multi.train_members(config, members, directory)
+    except signals_lib.Interrupted as e:  # at a safe point before training: nothing to save
+      print(f"{directory}: interrupted while {e.phase}; nothing was trained in this start. Rerun "
+            f"the sweep's command to resume.", flush=True)
+      return errors.EXIT_INTERRUPTED
   statuses = [s["status"] for s in summaries]
   print(f"{directory}: " + ", ".join(f"{m.name} {s}" for m, s in zip(members, statuses)))
   return errors.EXIT_INTERRUPTED if "interrupted" in statuses else 0

@@ -133,3 +133,24 @@ def test_check_raises_only_after_a_signal():
       signals_lib.check()
     assert s.acknowledged
   assert signals_lib.active() is None
+
+
+def test_sigint_to_a_sweeps_group_during_compilation_exits_4_without_a_traceback(cache_dir, tmp_path):
+  # A group (``python -m experiments.sweep --run_group=...``, one vmapped program of many
+  # models) stopped while it compiles: exit 4, no traceback, the line that says how to resume.
+  import dataclasses
+  from research import registry
+  from research import runner
+  sweep = registry.load("zloss_drift_late", "smoke")
+  cells = [dataclasses.replace(c, overrides={**c.overrides, "data.cache_dir": str(cache_dir)})
+           for c in sweep.cells if c.group == sweep.cells[0].group]
+  sweep, workdir = dataclasses.replace(sweep, cells=cells), str(tmp_path / "sweep")
+  job, = runner.jobs(sweep, workdir)
+  runner.prepare_job(sweep, job, workdir)
+  env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": REPO}
+  proc = subprocess.Popen(job.command, cwd=REPO, env=env, text=True, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT)
+  out, seconds = interrupt_at(proc, "compiling the train step")
+  assert proc.returncode == errors.EXIT_INTERRUPTED, out
+  assert seconds < STOP_WITHIN_S and "Traceback" not in out, out
+  assert "interrupted while compiling" in out and "Rerun the sweep's command" in out, out

@@ -261,3 +261,70 @@ def test_dry_run_prints_the_plan():
   assert "| pre-long | 48 |" in text and "100..107 (8)" in text
   assert "Power plan" in text and "Not powered" in text and "SwiGLU beats GELU at equal size" in text
   assert "minutes" in text and "Code: commit" in text
+
+
+FAKE_JOB = """
+import json, os, signal, sys, time
+dirs, got = sys.argv[1:], []
+signal.signal(signal.SIGINT, lambda s, f: got.append(s))
+signal.signal(signal.SIGTERM, lambda s, f: got.append(s))
+for d in dirs:
+  os.makedirs(d, exist_ok=True)
+open(os.path.join(dirs[0], "started"), "w").close()
+while not got:
+  time.sleep(0.05)
+time.sleep(0.5)  # saving: a second signal would arrive now
+for d in dirs:
+  json.dump({"status": "interrupted", "signals": got}, open(os.path.join(d, "summary.json"), "w"))
+sys.exit(4)
+"""
+
+SWEEP_DRIVER = """
+import dataclasses, json, sys
+from research import runner
+from experiments.studies.micro import grid as micro
+fake, workdir = sys.argv[1:]
+sweep = micro.get_sweep(cache_dir=workdir + "/cache")
+real = runner.jobs
+runner.jobs = lambda s, w, only="": [
+    dataclasses.replace(j, command=[sys.executable, fake, *(w + "/" + c.path for c in j.cells)])
+    for j in real(s, w, only)]
+records = runner.run_sweep(sweep, workdir, parallel=2)
+print("RECORDS", json.dumps({r["path"]: r["status"] for r in records}), flush=True)
+"""
+
+
+@pytest.mark.parametrize("sig, to_group", [("SIGINT", True), ("SIGTERM", False)])
+def test_a_signal_to_the_sweep_stops_each_running_job_once_and_starts_no_more(tmp_path, sig, to_group):
+  # Ctrl-C in a terminal (the signal to the sweep's process group), or `kill` of the sweep's
+  # process alone: its running jobs (each in its own process group) get the signal once,
+  # through the sweep, save and stop; the queued job never starts.
+  import signal
+  import subprocess
+  import sys
+  import time
+  (tmp_path / "fake.py").write_text(FAKE_JOB)
+  (tmp_path / "driver.py").write_text(SWEEP_DRIVER)
+  workdir = tmp_path / "w"
+  proc = subprocess.Popen([sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "fake.py"),
+                           str(workdir)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          start_new_session=True)
+  started = lambda: sorted(p.parent.name for p in workdir.rglob("started"))
+  deadline = time.time() + 60
+  while len(started()) < 2 and time.time() < deadline and proc.poll() is None:
+    time.sleep(0.1)
+  assert len(started()) == 2, proc.communicate()[0] if proc.poll() is not None else started()
+  sent = time.time()
+  if to_group:
+    os.killpg(proc.pid, getattr(signal, sig))
+  else:
+    proc.send_signal(getattr(signal, sig))
+  out, _ = proc.communicate(timeout=30)
+  assert time.time() - sent < 10, out
+  records = json.loads(out.split("RECORDS ", 1)[1])
+  assert sorted(records.values()).count("not started") >= 1, records
+  assert {v for v in records.values()} <= {"interrupted", "not started"}, records
+  for summary in workdir.rglob("summary.json"):
+    assert json.load(open(summary))["signals"] == [int(getattr(signal, sig))]  # once, not twice
+  assert "passed on to the 2 running job(s)" in out and "Rerun the same command" in out
+  assert len(started()) == 2  # the third job never started
