@@ -61,6 +61,12 @@ def load(name: str, scale: str):
   return study(name).sweep(scale) if is_file(name) else grid(name).get_sweep(scale)
 
 
+def is_smoke(name: str, scale: str) -> bool:
+  """Whether ``name``'s ``scale`` trains toy models that prove the pipeline (a one-file
+  study's ``Grid.smoke``; a grid.py's scale named ``smoke``)."""
+  return study(name).scales[scale].smoke if is_file(name) else scale == "smoke"
+
+
 def scales(name: str) -> list[str]:
   """The scales ``name`` defines."""
   if is_file(name):
@@ -133,14 +139,15 @@ def group_config(base_config: str, overrides: dict):
 
 def used_seeds(but: str, results: str = RESULTS) -> set[int]:
   """Every seed (a cell's seed, ``train.seed``, ``data.shuffle_seed``) that another study's
-  grid trains at any of its scales or that a committed cell under ``results`` used, study
-  ``but``'s own grid and committed results (``<but>-*``) apart: what a confirmatory study's
-  seeds are checked against before it runs."""
+  grid trains at any of its scales but a smoke scale (``is_smoke``: toy models whose verdicts
+  mean nothing; a smoke scale may reuse its study's seeds) or that a committed cell under
+  ``results`` used, study ``but``'s own grid and committed results (``<but>-*``) apart: what
+  a confirmatory study's seeds are checked against before it runs."""
   seen = set()
   for name in names():
     if name == but:
       continue
-    for scale in scales(name):
+    for scale in (s for s in scales(name) if not is_smoke(name, s)):
       for c in load(name, scale).cells:
         seen |= {c.seed, c.overrides.get("train.seed"), c.overrides.get("data.shuffle_seed")}
   for study in glob.glob(os.path.join(results, "*")):

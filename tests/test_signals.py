@@ -153,4 +153,6 @@ def test_sigint_to_a_sweeps_group_during_compilation_exits_4_without_a_traceback
   out, seconds = interrupt_at(proc, "compiling the train step")
   assert proc.returncode == errors.EXIT_INTERRUPTED, out
   assert seconds < STOP_WITHIN_S and "Traceback" not in out, out
-  assert "interrupted while compiling" in out and "Rerun the sweep's command" in out, out
+  # Stopped at the safe point after compiling, or (a loaded machine) by the watcher within it.
+  assert "while compiling" in out and ("Rerun the sweep's command" in out
+                                       or "to resume, run the same command again" in out), out

@@ -189,3 +189,13 @@ def test_the_plan_powers_holds_at_8_judged_seeds_with_a_reserve_for_the_hit_rate
   assert "| 8 (18) |" in plan and "**not powered**" in plan
   hit = lambda p: float(stats.binom.sf(7, len(late_study.SEEDS), p))
   assert [round(hit(p), 3) for p in (0.8, 0.9, 0.5)] == [0.927, 0.996, 0.194]
+
+
+def test_a_smoke_scale_reusing_its_studys_seeds_does_not_use_them_up():
+  # This study's smoke scale is zloss_drift's (seeds 1130-1132: toy models, verdicts that mean
+  # nothing), and zloss_drift's own seeds stay its own; this study's real seeds are taken.
+  smoke = {c.seed for c in registry.load("zloss_drift_late", "smoke").cells}
+  assert smoke <= {c.seed for c in registry.load("zloss_drift", "cpu").cells}
+  used = registry.used_seeds("zloss_drift")
+  assert not smoke & used and set(late_study.SEEDS) <= used
+  assert registry.is_smoke("zloss_drift_late", "smoke") and not registry.is_smoke("zloss_drift_late", "cpu")
