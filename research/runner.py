@@ -183,6 +183,7 @@ def run_sweep(sweep: base.Sweep, workdir: str, parallel: int = 1, only: str = ""
   os.makedirs(workdir, exist_ok=True)
   records: dict = {}
   code = provenance.code_version()  # the code that trains this invocation's jobs, in each cell.json
+  write_index(sweep, workdir, records)  # the rules that will judge it, before a cell trains
   running = Jobs()
   main = threading.current_thread() is threading.main_thread()
   before = {sig: signal.signal(sig, running.handle) for sig in (signal.SIGINT, signal.SIGTERM)} if main else {}

@@ -328,3 +328,16 @@ def test_a_signal_to_the_sweep_stops_each_running_job_once_and_starts_no_more(tm
     assert json.load(open(summary))["signals"] == [int(getattr(signal, sig))]  # once, not twice
   assert "passed on to the 2 running job(s)" in out and "Rerun the same command" in out
   assert len(started()) == 2  # the third job never started
+
+
+def test_the_rules_are_recorded_before_the_first_job_runs(tmp_path, monkeypatch):
+  # Pre-registration: sweep.json holds the rules' identity before any cell trains, so rules
+  # edited while the first program runs cannot be recorded as the ones fixed before it.
+  from research import identity
+  seen = []
+  monkeypatch.setattr(sweep_lib, "run_jobs", lambda sweep, todo, workdir, *a, **k: seen.append(
+      json.load(open(os.path.join(workdir, "sweep.json")))))
+  monkeypatch.setattr(sweep_lib.base, "REFINE_ROUNDS", 0)  # nothing trained: nothing to refine
+  sweep_lib.run_sweep(registry.load("zloss_drift_late", "smoke"), str(tmp_path))
+  assert seen and seen[0]["rules"]["sha256"] == identity.rules_version("zloss_drift_late")["sha256"]
+  assert {c["status"] for c in seen[0]["cells"]} == {"pending"}
