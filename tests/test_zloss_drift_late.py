@@ -205,8 +205,8 @@ def test_the_committed_run_is_inconclusive_nine_of_twelve_seeds_ran_away():
   """results/zloss_drift_late-cpu: at 70,000 steps the plain model's late log Z lies 2 nats or
   more below 0 in 9 of the 12 seeds, every model learns, and z-loss's late overshoot there,
   +1.23 [+0.24, +2.22] nats, is not decisively below the bound 2: holds is inconclusive (it
-  does not survive leaving out seed 1140 or 1150), the loss claim was declared not powered. The cells were
-  started at ef0871f and resumed at 451545f, each on a clean tree."""
+  does not survive leaving out seed 1140 or 1150), the loss claim was declared not powered.
+  The cells were started at ef0871f and resumed at 451545f, each on a clean tree."""
   from research import cells as cells_lib  # pylint: disable=import-outside-toplevel
   from research import study as study_lib  # pylint: disable=import-outside-toplevel
   _, cells, _ = cells_lib.load("results/zloss_drift_late-cpu")
