@@ -224,3 +224,30 @@ def test_the_committed_run_is_inconclusive_nine_of_twelve_seeds_ran_away():
   assert all(t.learns for arm in (PLAIN, ZLOSS) for t in kinds.tracks(data, arm))
   robust, _ = late_study.STUDY.judge(cells)
   assert robust.verdict == INC and "does not survive" in robust.robustness
+
+
+def test_the_committed_runs_exploratory_readings_in_docs_study_md():
+  """docs/study.md's readings beside the verdicts, recomputed from the committed cells: the
+  50,000-step study's end-reading rule would judge 8 seeds and find z-loss's overshoot +0.31
+  (reproduced); z-loss's late log Z jumps by 1.8-3.7 nats at most between readings in the
+  judged seeds; at the spread seen, 0.78 nats from the bound needs 24 judged seeds (9 had
+  about 36 % power)."""
+  import dataclasses  # pylint: disable=import-outside-toplevel
+  from research import cells as cells_lib  # pylint: disable=import-outside-toplevel
+  from research import power  # pylint: disable=import-outside-toplevel
+  _, cells, _ = cells_lib.load("results/zloss_drift_late-cpu")
+  end = kinds.Holds("end reading", effect=2.0, arm=ZLOSS, reference=PLAIN, rate=late_study.RATE,
+                    bound=2.0, min_seeds=3)
+  study = dataclasses.replace(late_study.STUDY, claims=(end,), not_powered=(),
+                              spread={end.key: late_study.STUDY.spread[late_study.CLAIMS[0].key]})
+  v, = study.judge(cells, robust=False)
+  assert (v.verdict, v.effect.n, round(v.effect.diff, 2)) == (REP, 8, 0.31)
+  data = late_study.STUDY.data(cells)
+  judged = late_study.CLAIMS[0].pairs(data).sides
+  jumps = [max(abs(np.diff([v for s, v in t.curve if s >= (1 - late_study.WINDOW) * t.steps])))
+           for t in kinds.tracks(data, ZLOSS) if t.seed in judged]
+  assert (round(min(jumps), 1), round(max(jumps), 1)) == (1.8, 3.7)
+  over = [-m.end for m in kinds.late_models(data, ZLOSS, window=late_study.WINDOW) if m.seed in judged]
+  sd = float(np.std(over, ddof=1))
+  assert round(sd, 2) == 1.29 and power.seeds_needed(2.0 - float(np.mean(over)), sd) == 24
+  assert round(power.power_directed(9, 2.0 - float(np.mean(over)), sd), 2) == 0.36
