@@ -83,6 +83,19 @@ def _strip(node: ast.AST) -> ast.AST:
   return node
 
 
+def _parse(text: str) -> ast.Module:
+  """``ast.parse``, tried once more on CPython 3.11's spurious "AST constructor recursion depth
+  mismatch" SystemError (python/cpython#106905: the parser's depth counter is shared by the
+  interpreter's threads, so a parse racing another thread's can trip it; the source is fine and
+  a second parse succeeds). Any other error, or a second one, propagates."""
+  try:
+    return ast.parse(text)
+  except SystemError as e:
+    if "recursion depth mismatch" not in str(e):
+      raise
+    return ast.parse(text)
+
+
 @dataclasses.dataclass
 class _Module:
   """One rule module's top-level definitions and how its names reach the other rule modules."""
@@ -94,7 +107,7 @@ class _Module:
   @classmethod
   def parse(cls, path: str, text: str, rule_paths: set[str]) -> "_Module":
     units, aliases, imported = {}, {}, {}
-    for node in ast.parse(text).body:
+    for node in _parse(text).body:
       if isinstance(node, ast.Import):
         for a in node.names:
           if a.asname and _path(a.name) in rule_paths:

@@ -169,3 +169,26 @@ def test_the_committed_studies_records_are_rebuilt_from_git(study, package):
   assert moved["fit_optimum"] == moved["sensitivity"] == "research/curves.py"
   assert moved["robustness"] == "research/claims.py"
   assert moved["one_sample"] == "research/stats.py"
+
+
+def test_a_spurious_ast_depth_mismatch_is_parsed_again(monkeypatch):
+  """CPython 3.11's "AST constructor recursion depth mismatch" (python/cpython#106905) can
+  trip a parse that races another thread's; it failed the suite once. The definitions are
+  read on a second parse; any other SystemError still propagates."""
+  text = "STUDY = 1\n\ndef judge():\n  return STUDY\n"
+  want = identity.identity(identity.definitions({"a/s.py": text}, identity.FILE_ROOTS))
+  real, calls = ast.parse, []
+
+  def flaky(source, *args, message="AST constructor recursion depth mismatch (before=147, after=199)",
+            **kwargs):
+    calls.append(1)
+    if len(calls) == 1:
+      raise SystemError(message)
+    return real(source, *args, **kwargs)
+
+  monkeypatch.setattr(ast, "parse", flaky)
+  assert identity.identity(identity.definitions({"a/s.py": text}, identity.FILE_ROOTS)) == want
+  calls.clear()
+  monkeypatch.setattr(ast, "parse", lambda *a, **k: flaky(*a, message="something else", **k))
+  with pytest.raises(SystemError, match="something else"):
+    identity.definitions({"a/s.py": text}, identity.FILE_ROOTS)
