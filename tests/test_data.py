@@ -831,7 +831,12 @@ def test_a_killed_and_an_interrupted_command_resume(tmp_path):
       if progress and len(json.loads(progress[0].read_text())["train"]) > more_than:
         return len(json.loads(progress[0].read_text())["train"])
       time.sleep(0.05)
-    raise AssertionError(f"no shard written: {proc.communicate()}")
+    timed_out = proc.poll() is None
+    if timed_out:
+      proc.kill()
+    out = proc.communicate()
+    raise AssertionError(f"no shard written ({'120 s passed' if timed_out else 'it exited'}, "
+                         f"exit code {proc.returncode}): {out}")
 
   proc = start()
   first = wait_for_shards(proc)
