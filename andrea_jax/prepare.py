@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import heapq
 import itertools
 import json
 import multiprocessing
@@ -57,13 +58,18 @@ if TYPE_CHECKING:  # for the annotations alone: preparing data needs no JAX
 # Bump when the shard contents or cache layout change, so old caches are not reused.
 # 2: generated tables left out of the built-in corpus, split by bytes, split_seed.
 # 3: streamed: the block hash split, sampled tokenizer, fixed-size shards, manifest.json.
-CACHE_FORMAT = 3
+# 4: tokens a function of the documents alone: the block size from the text's bytes, blocks cut
+#    across a document's pieces, the tokenizer's sample the training runs of lowest hash.
+CACHE_FORMAT = 4
 # The split's unit: a document longer than this many characters is cut at line breaks ...
 SPLIT_BLOCK_CHARS = 8192
 # ... or, in a small corpus, than its size over this (at least SPLIT_MIN_CHARS): a corpus of
 # a few files still holds out about data.val_fraction, in about this many blocks.
 SPLIT_MIN_BLOCKS = 256
 SPLIT_MIN_CHARS = 64
+# A run (a document's consecutive blocks on one side, encoded at once) ends after the block
+# that takes it past this many characters: a long document is encoded a bounded run at a time.
+RUN_CHARS = 1 << 20
 # Characters of text sent to the tokenizer at once (a batch's runs).
 ENCODE_BATCH_CHARS = 4 << 20
 # Batches read ahead of the encoder.
@@ -112,10 +118,13 @@ class Run:
 
 
 class Splitter:
-  """Turns ``(text, starts_document)`` pieces into ``Run``s, in order, counting as it goes.
+  """Turns a stream of ``(text, starts_document)`` pieces into ``Run``s, in order, counting.
 
-  Every decision is a function of the block and the settings read so far in the stream's
-  fixed order, so a rerun (a resume) makes the same runs.
+  Every decision is a function of the documents and the settings alone, never of how they
+  were stored: a document's blocks are cut across the pieces it arrives in (a text file's
+  pieces, a JSONL line), so the blocks, their sides and the runs are the same whether it
+  came whole or in pieces; a run is cut after ``RUN_CHARS`` at a block's end. A rerun (a
+  resume) makes the same runs.
   """
 
   def __init__(self, data: DataConfig, block_chars: int = SPLIT_BLOCK_CHARS):
@@ -130,35 +139,72 @@ class Splitter:
     self.runs = {side: 0 for side in SIDES}
     self.docs = {side: 0 for side in SIDES}
     self._side = None  # the side of the current document's last block
+    self._carry = ""  # the current document's text not yet cut into blocks
+    self._run: Run | None = None  # the open run: its blocks in ``_parts``
+    self._parts: list[str] = []
+    self._chars = 0
 
-  def split(self, text: str, new_doc: bool) -> Iterator[Run]:
-    if new_doc:
-      self._side = None
-      self.content.update(b"\x00doc\x00")
-    run = None
-    for block in blocks(text, self.block_chars):
-      raw = block.encode("utf-8")
-      self.content.update(raw)
-      side = "val" if (_unit(raw, self.key) < self.fraction
-                       and self.bytes["val"] + len(raw) <= self.cap) else "train"
-      self.bytes[side] += len(raw)
-      if run is not None and side == run.side:
-        run.text += block
-      else:
-        if run is not None:
-          yield run
-        starts = side != self._side
-        run = Run(side, block, starts, self.runs[side])
-        self.runs[side] += 1
-        self.docs[side] += starts
-      self._side = side
-    if run is not None:
-      yield run
+  def split(self, pieces: Iterator[tuple[str, bool]]) -> Iterator[Run]:
+    """The runs of ``pieces`` (``corpus.pieces``), the last one when the stream ends."""
+    for text, new_doc in pieces:
+      if new_doc:
+        yield from self._end_document()
+        self.content.update(b"\x00doc\x00")
+      self._carry += text
+      # A block's cut is known once 2 * block_chars of text follow its start (``blocks``).
+      size, at, cuts = self.block_chars, 0, []
+      while len(self._carry) - at >= 2 * size:
+        cut = self._carry.find("\n", at + size, at + 2 * size) + 1 or at + size
+        cuts.append(self._carry[at:cut])
+        at = cut
+      self._carry = self._carry[at:]
+      for block in cuts:
+        yield from self._block(block)
+    yield from self._end_document()
+
+  def _end_document(self) -> Iterator[Run]:
+    for block in blocks(self._carry, self.block_chars) if self._carry else ():
+      yield from self._block(block)
+    self._carry, self._side = "", None
+    yield from self._close()
+
+  def _block(self, block: str) -> Iterator[Run]:
+    raw = block.encode("utf-8")
+    self.content.update(raw)
+    side = "val" if (_unit(raw, self.key) < self.fraction
+                     and self.bytes["val"] + len(raw) <= self.cap) else "train"
+    self.bytes[side] += len(raw)
+    if self._run is None or side != self._run.side or self._chars >= RUN_CHARS:
+      yield from self._close()
+      starts = side != self._side
+      self._run = Run(side, "", starts, self.runs[side])
+      self.runs[side] += 1
+      self.docs[side] += starts
+    self._parts.append(block)
+    self._chars += len(block)
+    self._side = side
+
+  def _close(self) -> Iterator[Run]:
+    if self._run is not None:
+      self._run.text = "".join(self._parts)
+      yield self._run
+    self._run, self._parts, self._chars = None, [], 0
 
 
 def _runs(source: corpus.Source, data: DataConfig, splitter: Splitter, bar=None) -> Iterator[Run]:
-  for text, new_doc in corpus.pieces(source, data, bar.update if bar else None):
-    yield from splitter.split(text, new_doc)
+  return splitter.split(corpus.pieces(source, data, bar.update if bar else None))
+
+
+def split_block_chars(source: corpus.Source, data: DataConfig) -> int:
+  """The split's block size for ``source``, from the UTF-8 bytes of its documents (not its
+  size on disk, which compression and JSON change): it reads at most the first
+  ``SPLIT_BLOCK_CHARS * SPLIT_MIN_BLOCKS`` bytes of text, past which the size is the largest."""
+  seen = 0
+  for text, _ in corpus.pieces(source, data):
+    seen += len(text.encode("utf-8"))
+    if seen >= SPLIT_BLOCK_CHARS * SPLIT_MIN_BLOCKS:
+      return SPLIT_BLOCK_CHARS
+  return block_chars(seen)
 
 
 # ----------------------------------------------------------------------------- the result
@@ -306,7 +352,7 @@ def _tokenizer(directory: str, config: RunConfig, source, fit: bool):
     return tokenizer_lib.load(path, saved["vocab_size"]), saved
   if data.tokenizer_path:
     tok = tokenizer_lib.load(data.tokenizer_path, vocab_size)
-    sample = {"bytes": 0, "block_chars": block_chars(source.total_bytes)}
+    sample = {"bytes": 0, "block_chars": split_block_chars(source, data)}
   else:
     tok, sample = _train_on_sample(config, source, fit)
   _make_directory(directory)
@@ -317,41 +363,54 @@ def _tokenizer(directory: str, config: RunConfig, source, fit: bool):
 
 
 def _train_on_sample(config: RunConfig, source, fit: bool):
-  """A tokenizer trained on training runs drawn by a keyed hash at the rate that fills
-  ``data.tokenizer_sample_bytes`` from the source's size on disk (all of a small corpus)."""
+  """A tokenizer trained on the training runs of lowest keyed hash that fill
+  ``data.tokenizer_sample_bytes`` (all of a small corpus's training split)."""
   data, limit = config.data, config.data.tokenizer_sample_bytes
   if limit < 1:
     raise errors.DataError(f"data.tokenizer_sample_bytes={limit}; expected a positive size, "
                            f"e.g. 200_000_000")
-  rate = min(1.0, limit / source.total_bytes) if source.total_bytes else 1.0
-  key = f"andrea-sample-{data.split_seed}".encode()
-  sample = {"limit": limit, "rate": rate, "bytes": 0, "runs": 0, "complete": False,
-            "block_chars": block_chars(source.total_bytes)}
+  sample = {"limit": limit, "block_chars": split_block_chars(source, data)}
   splitter = Splitter(data, sample["block_chars"])
-
-  def texts():
-    total = min(limit, source.total_bytes) if source.total_bytes else limit
-    with progress_lib.Progress("sampling text for the tokenizer", total) as bar:
-      for run in _runs(source, data, splitter):
-        signals_lib.check()
-        raw = run.text.encode("utf-8")
-        if run.side == "train" and (rate == 1.0 or _unit(raw, key) < rate):
-          sample["bytes"] += len(raw)
-          sample["runs"] += 1
-          bar.update(len(raw))
-          yield run.text
-          if sample["bytes"] >= limit:
-            return
-      sample["complete"] = True  # the stream ended first: the whole training split
-      _check_batch_bound(config, splitter)
-      _check_split(splitter, source)
-
+  with progress_lib.Progress("sampling text for the tokenizer", source.total_bytes) as bar:
+    kept = sample_runs(_runs(source, data, splitter, bar), f"andrea-sample-{data.split_seed}"
+                       .encode(), limit)
+  _check_batch_bound(config, splitter)
+  _check_split(splitter, source)
+  sample.update(bytes=sum(len(raw) for _, raw in kept), runs=len(kept),
+                complete=len(kept) == splitter.runs["train"])  # the whole training split
   say(f"data: training a byte-level BPE tokenizer of {data.vocab_size} tokens on a sample of "
-      f"the training split (at most {limit / 1e6:,.0f} MB, data.tokenizer_sample_bytes)")
+      f"the training split ({sample['bytes'] / 1e6:,.1f} MB, at most "
+      f"data.tokenizer_sample_bytes={limit:,})")
   signals_lib.set_phase("training the tokenizer")
-  tok = tokenizer_lib.train_tokenizer(texts(), data.vocab_size, show_progress=False, fit=fit)
+  texts = (raw.decode("utf-8") for _, raw in kept)  # in the stream's order
+  tok = tokenizer_lib.train_tokenizer(texts, data.vocab_size, show_progress=False, fit=fit)
   signals_lib.check()
   return tok, sample
+
+
+def sample_runs(runs: Iterator[Run], key: bytes, limit: int) -> list[tuple[int, bytes]]:
+  """``(index, UTF-8 text)`` of the training runs whose keyed hashes are the lowest, as many as
+  fill ``limit`` bytes (the one that crosses it included), in the stream's order.
+
+  A bottom-k sample (by bytes): which runs it holds is a function of the runs' texts alone,
+  not of the corpus's size on disk or where in the stream they come; it holds at most
+  ``limit`` bytes and one run, whatever the corpus's size.
+  """
+  heap: list[tuple[float, int, bytes]] = []  # (-hash, -index, text): the highest hash on top
+  held = 0
+  for run in runs:
+    signals_lib.check()
+    if run.side != "train":
+      continue
+    raw = run.text.encode("utf-8")
+    unit = _unit(raw, key)
+    if held >= limit and unit > -heap[0][0]:
+      continue  # above every kept run's hash, with the sample full: never kept
+    heapq.heappush(heap, (-unit, -run.index, raw))
+    held += len(raw)
+    while held - len(heap[0][2]) >= limit:  # the sample stays full without its highest
+      held -= len(heapq.heappop(heap)[2])
+  return sorted((-index, raw) for _, index, raw in heap)
 
 
 def _check_split(splitter: Splitter, source) -> None:
@@ -471,7 +530,7 @@ def _encode(directory: str, data: DataConfig, source, fp: str, tok, sample: dict
   writers = {"train": shards.ShardWriter(directory, "train", data.shard_tokens, done.train),
              "val": shards.ShardWriter(directory, "val", data.shard_tokens)}
   eot = np.array([tokenizer_lib.eot_id(tok)], dtype=np.uint16)
-  splitter = Splitter(data, sample.get("block_chars", block_chars(source.total_bytes)))
+  splitter = Splitter(data, sample["block_chars"])
   skip = lambda run: run.side == "train" and run.index < done.run  # whole shards hold it
   say(f"data: encoding {source.name} into shards of {data.shard_tokens:,} tokens"
       f"{f' with {data.workers} worker processes' if data.workers > 0 else ''}")

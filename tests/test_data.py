@@ -212,9 +212,8 @@ def split(docs, **overrides):
   """``{side: [(text, starts), ...]}``: the runs of ``docs`` as the pipeline splits them."""
   splitter = prepare_lib.Splitter(split_config(**overrides))
   out = {"train": [], "val": []}
-  for d in docs:
-    for run in splitter.split(d, True):
-      out[run.side].append((run.text, run.starts))
+  for run in splitter.split((d, True) for d in docs):
+    out[run.side].append((run.text, run.starts))
   return out, splitter
 
 
@@ -357,11 +356,10 @@ def expected_streams(config):
   """``({side: text}, splitter)``: each side's stream as text, ``EOT run EOT run ...``."""
   data = config_lib.RunConfig.from_configdict(config).data
   source = corpus_lib.source_of(data)
-  splitter = prepare_lib.Splitter(data, prepare_lib.block_chars(source.total_bytes))
+  splitter = prepare_lib.Splitter(data, prepare_lib.split_block_chars(source, data))
   out = {"train": "", "val": ""}
-  for text, new in corpus_lib.pieces(source, data):
-    for run in splitter.split(text, new):
-      out[run.side] += (T.EOT if run.starts else "") + run.text
+  for run in splitter.split(corpus_lib.pieces(source, data)):
+    out[run.side] += (T.EOT if run.starts else "") + run.text
   return out, splitter
 
 

@@ -78,6 +78,7 @@ def test_the_same_documents_in_every_format_give_the_same_tokenizer_and_shards(t
   # Text files stream in pieces; pieces this small cut the long document (and some short
   # ones) into many, as a large file's 1 M-character pieces do.
   monkeypatch.setattr(corpus_lib, "PIECE_CHARS", 1000)
+  monkeypatch.setattr(prepare_lib, "RUN_CHARS", 20_000)  # and the long one runs in several runs
   docs = documents()
   results = {}
   for kind in ("jsonl", "text", "gzip", "zstd", "parquet"):

@@ -135,7 +135,7 @@ def test_round_trip_whole_tiny_validation_split(tok):
   from andrea_jax import config as config_lib  # pylint: disable=import-outside-toplevel
   data = config_lib.RunConfig.from_configdict(tiny.get_config()).data
   splitter = prepare_lib.Splitter(data)
-  val = [run.text for doc in corpus_lib.documents(data) for run in splitter.split(doc, True)
+  val = [run.text for run in splitter.split((doc, True) for doc in corpus_lib.documents(data))
          if run.side == "val"]
   assert len(val) > 50
   for doc, ids in zip(val, T.encode_batch(tok, val)):
