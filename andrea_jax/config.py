@@ -171,6 +171,12 @@ def run_config(config) -> RunConfig:
   return config if isinstance(config, RunConfig) else RunConfig.from_configdict(config)
 
 
+def data_config(config) -> DataConfig:
+  """The ``data`` group of a ConfigDict alone, typed: read before the rest of the config is
+  settled (``experiments.run`` sniffs the corpus before it fits the run to its data)."""
+  return _group("data", DataConfig, json.loads(config.data.to_json_best_effort()))
+
+
 def _group(name: str, cls: type, values) -> Any:
   """``cls(**values)``, refusing unknown fields and missing ones that have no default."""
   if not isinstance(values, Mapping):

@@ -159,7 +159,8 @@ class FileFormat:
 
 
 def source_of(data: DataConfig) -> Source:
-  """The documents' ``Source`` for ``data`` (files listed, nothing read yet)."""
+  """The documents' ``Source`` for ``data``: files listed and each one's format told by its
+  first bytes (``file_format``, which refuses what it does not read), no text read yet."""
   if data.utf8_errors not in ("error", "replace"):
     raise errors.DataError(f"data.utf8_errors={data.utf8_errors!r}; expected 'error' or 'replace'")
   if data.hf_dataset and data.path:
@@ -170,9 +171,25 @@ def source_of(data: DataConfig) -> Source:
   if not data.path:  # its size: the progress bar's total and the split's block size
     return Source("the built-in corpus", total_bytes=sum(
         len(d.encode("utf-8")) for d in builtin_documents(data.max_docs)))
-  found = list_files(data.path, data.extensions, data.hf_split)
-  return Source(f"data.path={data.path!r}", tuple(map(str, found)),
-                sum(os.path.getsize(f) for f in found))
+  found = tuple(map(str, list_files(data.path, data.extensions, data.hf_split)))
+  for path in found:
+    file_format(path)
+  source = Source(f"data.path={data.path!r}", found, sum(map(os.path.getsize, found)))
+  if not source.total_bytes:
+    what = (f"{found[0]} is an empty file" if len(found) == 1 else
+            f"every one of the {len(found)} files of {source.name} ({found[0]}, ...) is empty")
+    raise errors.DataError(f"{what} (0 bytes), which holds no documents; accepted: {ACCEPTED}")
+  return source
+
+
+def sniff(data: DataConfig) -> None:
+  """Refuse, before anything runs, a ``data.path`` whose files are in a format we do not
+  read or empty (``source_of``). A path that does not exist is left to the preparation: a
+  resumed run's recorded shards serve without it."""
+  try:
+    source_of(data)
+  except errors.DataNotFoundError:
+    pass
 
 
 def list_files(path: str, extensions: str = EXTENSIONS, split: str = "train") -> list[pathlib.Path]:

@@ -28,6 +28,7 @@ if __name__ == "__main__":  # a Ctrl-C while the libraries load is a stop reques
 import jax  # pylint: disable=wrong-import-position
 
 from andrea_jax import config as config_lib
+from andrea_jax import corpus
 from andrea_jax import forecast
 from andrea_jax import sharding
 from andrea_jax import train
@@ -80,6 +81,7 @@ def main(argv):
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   config, overridden = _CONFIG.value, cli.overridden_fields()
+  corpus.sniff(config_lib.data_config(config))  # a corpus in a wrong format: before all else
   config_arg = flags.FLAGS["config"].serialize().split("=", 1)[-1]
   workdir = _WORKDIR.value or default_workdir(config_arg, overridden)
   # One handler for every phase, data preparation included (andrea_jax/signals.py).

@@ -4,6 +4,9 @@ format we do not read refused by its bytes in one line, never decoded as text.""
 import gzip
 import json
 import os
+import re
+import subprocess
+import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -133,6 +136,27 @@ def test_formats_we_do_not_read_are_refused_by_their_bytes(tmp_path, name):
   assert "\n" not in str(caught.value)
   if name == "shard.bin":
     assert "data.shards=FOLDER" in str(caught.value)
+
+
+@pytest.mark.parametrize("command,name,looks", [
+    ("run", "img.png", "a PNG image, a format data.path does not read"),
+    ("run", "archive.zip", "a ZIP archive, a format data.path does not read"),
+    ("run", "empty.txt", "an empty file \\(0 bytes\\), which holds no documents"),
+    ("prepare", "archive.zip", "a ZIP archive, a format data.path does not read")])
+def test_a_wrong_corpus_is_the_first_line_printed(tmp_path, command, name, looks):
+  # The file's first bytes are sniffed at the start (corpus.source_of): nothing is prepared,
+  # sampled or compiled before the refusal, and nothing else is printed.
+  (tmp_path / name).write_bytes(MAGIC.get(name, b"") + b"\x00" * 100 * (name != "empty.txt"))
+  args = [f"--config.data.path={tmp_path / name}", f"--config.data.cache_dir={tmp_path / 'cache'}"]
+  args += [f"--workdir={tmp_path / 'run'}"] if command == "run" else []
+  done = subprocess.run([sys.executable, "-m", f"experiments.{command}", "--config=tiny", *args],
+                        capture_output=True, text=True, timeout=120, check=False,
+                        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  assert done.returncode == errors.EXIT_USER_ERROR, done.stderr
+  assert done.stdout == "" and len(done.stderr.splitlines()) == 1, (done.stdout, done.stderr)
+  assert re.fullmatch(rf"error: {re.escape(str(tmp_path / name))} is {looks}; accepted: "
+                      rf"{re.escape(corpus_lib.ACCEPTED)}\n", done.stderr), done.stderr
+  assert not (tmp_path / "cache").exists() and not (tmp_path / "run").exists()
 
 
 def test_binary_text_and_broken_compression_are_refused(tmp_path):

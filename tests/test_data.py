@@ -101,12 +101,16 @@ def test_data_path_alone_selects_it(tmp_path):
           == corpus_lib.builtin_documents(3))
 
 
-@pytest.mark.parametrize("files", [{"a.txt": ""}, {"a.txt": "", "b.md": ""}, {"d.jsonl": "\n"}])
-def test_empty_corpus(tmp_path, files):
+@pytest.mark.parametrize("files,match", [
+    ({"a.txt": ""}, r"a\.txt is an empty file \(0 bytes\), which holds no documents; accepted: "),
+    ({"a.txt": "", "b.md": ""}, r"every one of the 2 files of data.path=.* \(.*a\.txt, \.\.\.\) "
+     r"is empty \(0 bytes\)"),
+    ({"d.jsonl": "\n"}, "no non-empty documents")])
+def test_empty_corpus(tmp_path, files, match):
   for name, text in files.items():
     (tmp_path / name).write_text(text, encoding="utf-8")
   target = tmp_path if len(files) > 1 else tmp_path / next(iter(files))
-  with pytest.raises(errors.DataError, match="no non-empty documents"):
+  with pytest.raises(errors.DataError, match=match):
     read_all(data_config(path=str(target)))
 
 
