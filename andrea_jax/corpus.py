@@ -149,7 +149,9 @@ class Source:
   """Where the documents come from: files in order, a ``datasets`` dataset, or the built-in corpus."""
   name: str  # for messages: "data.path='...'", "data.hf_dataset='...'", "the built-in corpus"
   files: tuple[str, ...] = ()
-  total_bytes: int = 0  # bytes on disk (compressed as they are): progress is counted in them
+  # Bytes on disk (compressed as they are): progress is counted in them, and nothing else
+  # (tokens are a function of the documents alone).
+  total_bytes: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,7 +170,7 @@ def source_of(data: DataConfig) -> Source:
                            f"{data.hf_dataset!r} are set; keep one of them")
   if data.hf_dataset:
     return Source(f"data.hf_dataset={data.hf_dataset!r}")
-  if not data.path:  # its size: the progress bar's total and the split's block size
+  if not data.path:  # its size: the progress bars' total
     return Source("the built-in corpus", total_bytes=sum(
         len(d.encode("utf-8")) for d in builtin_documents(data.max_docs)))
   found = tuple(map(str, list_files(data.path, data.extensions, data.hf_split)))

@@ -259,6 +259,25 @@ def test_a_long_document_is_split_in_blocks_at_line_breaks():
   assert prepare_lib.blocks("x" * 20000) == ["x" * 8192, "x" * 8192, "x" * 3616]  # no line break
 
 
+def test_the_tokenizer_sample_is_the_lowest_hashes_that_fill_it_wherever_they_come():
+  key, limit = b"andrea-sample-0", 50_000
+  def sample(docs):
+    splitter = prepare_lib.Splitter(split_config())
+    runs = [r for r in splitter.split((d, True) for d in docs) if r.side == "train"]
+    kept = prepare_lib.sample_runs(iter(runs), key, limit)
+    return runs, kept
+  runs, kept = sample(MANY)
+  texts = {raw.decode() for _, raw in kept}
+  assert [i for i, _ in kept] == sorted(i for i, _ in kept)  # in the stream's order
+  units = sorted(prepare_lib._unit(r.text.encode(), key) for r in runs)  # pylint: disable=protected-access
+  held = [prepare_lib._unit(raw, key) for _, raw in kept]  # pylint: disable=protected-access
+  assert sorted(held) == units[:len(kept)]  # the lowest hashes ...
+  total = sum(len(raw) for _, raw in kept)
+  assert total >= limit > total - len(max(kept, key=lambda k: prepare_lib._unit(k[1], key))[1])
+  _, reversed_kept = sample(MANY[::-1])  # ... whatever the order the documents come in
+  assert {raw.decode() for _, raw in reversed_kept} == texts
+
+
 def test_the_validation_side_stops_at_its_cap():
   runs, splitter = split(MANY, val_fraction=0.5, val_max_bytes=20_000)
   assert 19_000 < splitter.bytes["val"] <= 20_000
