@@ -2,8 +2,8 @@
 
 ``TrainConfig`` is the config's ``train`` group as a frozen, validated value (as
 ``model.ModelConfig`` is the ``model`` group's). From it: ``make_optimizer`` (global-norm
-clipping, then AdamW with decoupled decay on matrices and embeddings and its warmup-cosine
-``make_schedule``; muP's per-parameter rates for a muP model), ``init_state`` (the whole
+clipping, then AdamW with decoupled decay on matrices and embeddings, stepping with the
+run's schedule (``schedule.learning_rate``); muP's per-parameter rates for a muP model), ``init_state`` (the whole
 training state, what a checkpoint holds) and ``train_step``: the loss averaged over
 gradient-accumulation microbatches, the global gradient norm (the clipping reuses it), the
 update, and the skip of a step that diverges. ``eval_loss`` is the loss of one validation
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import types
 from typing import Any
 
 import jax
@@ -35,6 +34,7 @@ import optax
 from andrea_jax import errors
 from andrea_jax import model
 from andrea_jax import mup
+from andrea_jax import schedule as schedule_lib
 
 # Leaves that get weight decay: the weight matrices and both embeddings (as in GPT-2 and
 # nanoGPT: wte is also the tied output head). Biases and LayerNorm parameters get none.
@@ -91,6 +91,7 @@ class TrainConfig:
     if not 0 <= self.min_lr_ratio <= 1:
       raise errors.ConfigError(
           f"train.min_lr_ratio={self.min_lr_ratio}: expected a value in [0, 1]")
+    self.shape  # pylint: disable=pointless-statement  (its own checks)
     if not self.z_loss >= 0:
       raise errors.ConfigError(f"train.z_loss={self.z_loss!r}: expected 0 (off) or a positive "
                                f"weight such as 1e-4")
@@ -98,56 +99,13 @@ class TrainConfig:
       raise errors.ConfigError(f"train.wandb_mode={self.wandb_mode!r}: expected one of "
                                f"{WANDB_MODES}")
 
+  @property
+  def shape(self) -> schedule_lib.Shape:
+    """The learning rate's plan at unit peak (``schedule.py``)."""
+    return schedule_lib.Shape.of(self)
+
 
 # ----------------------------------------------------------------------------- optimizer
-
-
-def make_schedule(t: TrainConfig, segments: list | None = None) -> optax.Schedule:
-  """Linear warmup to the peak, then cosine decay to ``learning_rate * min_lr_ratio``.
-
-  Update ``k`` (0, 1, ...) of the warmup uses ``peak * (k + 1) / (warmup_steps + 1)``, as
-  nanoGPT does: the first update already moves the parameters, and update ``warmup_steps``
-  is the first at the peak. (optax's linear warmup from ``peak / (warmup + 1)`` is exactly
-  this line.)
-
-  ``segments`` (``workdir.schedule_segments``: ``[(start_step, train group), ...]``, the
-  last one ``t``'s) is a run resumed with other settings. Resuming never changes the
-  schedule of the steps already planned: each segment keeps its predecessor's shape up to
-  its start (or up to the end of the warmup, when it starts inside it), then decays by a
-  cosine from the value the saved schedule gives there to its own ``min_lr_ratio`` at its
-  own ``steps``. So a run continued to more steps extends its decay without a jump at the
-  seam; a changed peak ``learning_rate`` scales the whole shape from the seam on.
-  """
-  shapes = [tuple(seg[k] for k in SHAPE_FIELDS) for _, seg in segments or ()]
-  if len(set(shapes)) <= 1:  # one plan (its peak may have changed): optax's schedule
-    peak = t.learning_rate
-    return optax.warmup_cosine_decay_schedule(
-        init_value=peak / (t.warmup_steps + 1), peak_value=peak, warmup_steps=t.warmup_steps,
-        decay_steps=t.steps, end_value=peak * t.min_lr_ratio)
-  first = segments[0][1]
-  shape = make_schedule(types.SimpleNamespace(**{**first, "learning_rate": 1.0}))
-  for (start, seg), old, new in zip(segments[1:], shapes, shapes[1:]):
-    if new != old:
-      at = max(int(start), int(seg["warmup_steps"]))
-      shape = _continue(shape, at, float(shape(at)), seg["min_lr_ratio"],
-                        max(seg["steps"], at + 1))
-  return lambda count: t.learning_rate * shape(count)
-
-
-# The fields that shape the schedule (the peak only scales it).
-SHAPE_FIELDS = ("warmup_steps", "steps", "min_lr_ratio")
-
-
-def _continue(before: optax.Schedule, at: int, value: float, end: float,
-              steps: int) -> optax.Schedule:
-  """``before`` up to update ``at``, then a cosine from ``value`` to ``end`` at ``steps``."""
-
-  def schedule(count):
-    done = jnp.clip((count - at) / (steps - at), 0.0, 1.0)
-    after = end + (value - end) * 0.5 * (1.0 + jnp.cos(jnp.pi * done))
-    return jnp.where(count < at, before(count), after)
-
-  return schedule
 
 
 def decay_mask(params) -> Any:
@@ -155,15 +113,18 @@ def decay_mask(params) -> Any:
 
 
 def make_optimizer(t: TrainConfig, cfg: model.ModelConfig | None = None,
-                   segments: list | None = None) -> optax.GradientTransformation:
+                   learning_rate: optax.Schedule | None = None) -> optax.GradientTransformation:
   """Global-norm clipping, then AdamW with decoupled decay on matrices and embeddings.
 
   Under muP (``cfg.parametrization == "mup"``) the hidden matrices' Adam steps get the
   per-parameter learning-rate factors of ``mup.scale_learning_rates``: before the decay is
   added (``mup_decay="constant"``: ``lr x weight_decay`` the same at every width, as
   ``mup.MuAdamW``), or after it (``"with_rate"``: the decay scaled with the rate).
+
+  ``learning_rate``: the run's schedule (``schedule.learning_rate``, the one the logs
+  report); by default ``t``'s own plan, as a run never resumed with other settings.
   """
-  schedule = make_schedule(t, segments)
+  schedule = learning_rate or schedule_lib.for_config(t)
   if cfg is not None and cfg.parametrization == "mup" and not mup.decay_scales_with_rate(cfg):
     # optax.adamw's own chain, with the rate factors between Adam's step and the decay.
     adamw = optax.chain(optax.scale_by_adam(b1=t.b1, b2=t.b2, eps=t.eps),

@@ -56,6 +56,7 @@ from andrea_jax import files
 from andrea_jax import forecast
 from andrea_jax import metrics
 from andrea_jax import model
+from andrea_jax import schedule as schedule_lib
 from andrea_jax import tokenizer as tokenizer_lib
 
 # The run's copy of its tokenizer (``record_start``): a workdir reads back without
@@ -444,27 +445,29 @@ def describe_changes(plan: ResumePlan) -> str:
           f"segment in config_history.json):{_lines(plan.changes)}")
 
 
-def schedule_segments(workdir: str, config: config_lib.RunConfig) -> list[tuple[int, dict]]:
-  """``[(start_step, train group), ...]`` of the run in ``workdir`` continued by ``config``.
+def schedule_segments(workdir: str, config: config_lib.RunConfig
+                      ) -> list[tuple[int, schedule_lib.Shape]]:
+  """``[(start_step, Shape), ...]``: the learning-rate plans of the run in ``workdir``
+  continued by ``config`` (what ``schedule.learning_rate`` keeps and extends).
 
   The segments of ``config_history.json`` (or the saved config as the one segment), and
   ``config``'s own from the newest checkpoint on when its ``train`` group differs from
-  the last one's: what the schedule keeps and extends (``step.make_schedule``).
+  the last one's.
   """
   current = config.to_dict()["train"]
   segments_ = config_history(workdir)
   saved = load_config_dict(workdir)
   if segments_:
-    segments = [(s["start_step"], s["config"]["train"]) for s in segments_]
+    segments = [(s["start_step"], with_added_fields(s["config"])["train"]) for s in segments_]
   elif saved is not None:
-    segments = [(0, saved["train"])]
+    segments = [(0, with_added_fields(saved)["train"])]
   else:
-    return [(0, current)]
+    segments = [(0, current)]
   if segments[-1][1] != current:
     segments.append((latest_checkpoint(workdir) or 0, current))
   if segments[-1][0] == 0:  # nothing trained before: the current plan alone
-    return [(0, current)]
-  return segments
+    segments = [(0, current)]
+  return [(start, schedule_lib.Shape.of(train)) for start, train in segments]
 
 
 def record_start(workdir: str, config: config_lib.RunConfig, plan: ResumePlan,

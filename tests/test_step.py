@@ -14,6 +14,7 @@ import optax
 import pytest
 
 from andrea_jax import model
+from andrea_jax import schedule as schedule_lib
 from andrea_jax import step as step_lib
 from experiments.configs import common
 
@@ -162,7 +163,7 @@ def test_clipping_uses_the_global_norm_of_the_gradients_and_matches_optax():
   batch = rows()
   new, m = step(state, batch[None])
   reference = optax.chain(optax.clip_by_global_norm(0.05),
-                          optax.adamw(step_lib.make_schedule(t), b1=t.b1, b2=t.b2, eps=t.eps,
+                          optax.adamw(schedule_lib.for_config(t), b1=t.b1, b2=t.b2, eps=t.eps,
                                       weight_decay=t.weight_decay, mask=step_lib.decay_mask))
 
   @jax.jit

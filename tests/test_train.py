@@ -25,6 +25,7 @@ from andrea_jax import loop
 from andrea_jax import metrics as metrics_lib
 from andrea_jax import model
 from andrea_jax import prepare as prepare_lib
+from andrea_jax import schedule as schedule_lib
 from andrea_jax import step as step_lib
 from andrea_jax import train
 from andrea_jax import workdir as workdir_lib
@@ -292,7 +293,7 @@ def test_weight_decay_only_on_matrices_and_embeddings():
 
 def test_schedule_warms_up_from_above_zero_then_decays_to_the_floor(data_cache):
   t = step_lib.TrainConfig(**small_config(data_cache, **{"train.warmup_steps": 4}).train)
-  lr = step_lib.make_schedule(t)
+  lr = schedule_lib.for_config(t)
   for k in range(t.warmup_steps + 1):  # update k of the warmup: peak * (k + 1) / (warmup + 1)
     assert lr(k) == pytest.approx(t.learning_rate * (k + 1) / (t.warmup_steps + 1))
   assert lr(0) > 0
