@@ -137,6 +137,11 @@ def check_config(config: config_lib.RunConfig, devices=None
   or a ConfigError naming what is wrong."""
   cfg = model.resolve_auto(config.model)
   t = config.train
+  if t.optimizer == "muon" and cfg.parametrization == "mup":
+    raise errors.ConfigError(
+        "train.optimizer='muon' with model.parametrization='mup': muP's per-parameter rates "
+        "are Adam's; set --config.model.parametrization=sp (Muon's update RMS, "
+        "train.muon_consistent_rms, is its own width rule)")
   mesh = sharding.make_mesh(config.mesh, devices)
   sharding.check_batch(t.batch_size, t.grad_accum_steps, mesh)
   if t.wandb_mode != "off" and sharding.is_lead():
