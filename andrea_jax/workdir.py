@@ -516,7 +516,7 @@ def cooldown_step(source: str, step: int | None = None) -> int:
                                  f"to cool down from")
   mngr = ckpt.manager(directory, 1, 1)
   try:
-    return ckpt.check_step(mngr, step)
+    return ckpt.check_step(mngr, step, flag="--cooldown_step")
   finally:
     mngr.close()
 

@@ -140,10 +140,24 @@ def _train(config, overridden: dict, config_arg: str, workdir: str):
   for note in cli.fit_to_data(config, overridden, source or workdir):  # a source: read only
     print(f"note: {note}", flush=True)
   if source:
-    config = workdir_lib.branch_cooldown(
-        source, workdir, config_lib.RunConfig.from_configdict(config), _COOLDOWN_STEPS.value,
-        _COOLDOWN_STEP.value, _ALLOW_CHANGES.value)
+    config = _cooldown(config_lib.RunConfig.from_configdict(config), source, workdir)
   return train.train_and_evaluate(config, workdir, _ALLOW_CHANGES.value)
+
+
+def _cooldown(config, source: str, workdir: str):
+  """The cooldown's config, its workdir branched off ``source`` (``workdir.branch_cooldown``)."""
+  branch = lambda: workdir_lib.branch_cooldown(source, workdir, config, _COOLDOWN_STEPS.value,
+                                               _COOLDOWN_STEP.value, _ALLOW_CHANGES.value)
+  if sharding.is_lead():  # process 0 makes the branch; the others then find it made
+    cooled = branch()
+  sharding.barrier("andrea_jax: cooldown branched")
+  if not sharding.is_lead():
+    return branch()
+  t = cooled.train
+  print(f"cooldown of {source} in {workdir}: from step {t.steps - _COOLDOWN_STEPS.value}, a "
+        f"{t.decay_shape} decay to {t.min_lr_ratio:g} of the peak over {_COOLDOWN_STEPS.value} "
+        f"steps (its history: {workdir}/config_history.json)", flush=True)
+  return cooled
 
 
 if __name__ == "__main__":

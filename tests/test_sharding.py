@@ -120,7 +120,7 @@ def reference(shared_dir, cache_dir):
   return directory / "run", {int(k): v for k, v in out["losses"].items()}, out["val_losses"]
 
 
-MUON = {"train.optimizer": "muon"}
+MUON = {"train.optimizer": "muon", "model.parametrization": "sp"}  # muP is for Adam
 
 
 @pytest.fixture(scope="session")

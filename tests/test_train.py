@@ -266,9 +266,9 @@ def test_a_run_with_qk_norm_mup_z_loss_and_dropout_resumes_exactly(data_cache, t
 SHORT = {"train.steps": 8, "train.eval_every": 8, "checkpoint.every": 4, "sample.num_samples": 0}
 
 
-def stopped_at_4(straight, resumed, last: int = 8):
-  """``resumed``: a copy of the run in ``straight`` as it was when it saved step 4 (its
-  later checkpoint, metrics and summary dropped)."""
+def stopped_before_last(straight, resumed, last: int = 8):
+  """``resumed``: a copy of the run in ``straight`` as it was before it saved step ``last``
+  (that checkpoint, the metrics and the summary dropped)."""
   shutil.copytree(straight, resumed)
   shutil.rmtree(resumed / "checkpoints" / str(last))
   for name in ("metrics.jsonl", "summary.json"):
@@ -283,7 +283,7 @@ def test_a_muon_or_wsd_run_checkpoints_and_resumes_exactly(data_cache, tmp_path,
   config = small_config(data_cache, **SHORT, **options)
   first = train.train_and_evaluate(config, str(straight))
   assert first.status == "completed"
-  stopped_at_4(straight, resumed)
+  stopped_before_last(straight, resumed)
   second = train.train_and_evaluate(config, str(resumed))
   assert second.status == "completed" and int(second.state["step"]) == 8
   jax.tree.map(np.testing.assert_array_equal, second.state, first.state)
@@ -299,45 +299,45 @@ def tree_digest(directory) -> dict:
 
 def test_a_cooldown_from_a_stable_checkpoint_is_the_shorter_wsd_run_and_resumes_exactly(
     data_cache, tmp_path):
-  # One WSD run of 12 steps (stable to update 9, checkpoints 4, 8, 12) branched at step 8
-  # into a decay of 3 updates: the WSD run planned for 11 steps with the last 3 decaying,
+  # One WSD run of 16 steps (stable to update 12, checkpoints every 4) branched at step 8
+  # into a decay of 4 updates: the WSD run planned for 12 steps with the last 4 decaying,
   # in a new workdir; the long run's files stay as they were.
-  wsd = {**SHORT, "train.schedule": "wsd", "train.decay_fraction": 0.25, "train.steps": 12}
+  wsd = {**SHORT, "train.schedule": "wsd", "train.decay_fraction": 0.25, "train.steps": 16}
   long, cool, fresh = tmp_path / "long", tmp_path / "cool", tmp_path / "fresh"
   assert train.train_and_evaluate(small_config(data_cache, **wsd), str(long)).status == "completed"
   before = tree_digest(long)
-  # The cooldown saves every 2 steps (a free setting): 10 and 11, to resume from 10 below.
+  # The cooldown saves every 2 steps (a free setting): 10 and 12, to resume from 10 below.
   command = config_lib.RunConfig.from_configdict(small_config(data_cache, **{
       **wsd, "checkpoint.every": 2, "train.decay_shape": "linear"}))
-  config = workdir_lib.branch_cooldown(str(long), str(cool), command, steps=3, step=8)
-  assert (config.train.steps, config.train.schedule, config.train.decay_shape) == (11, "wsd", "linear")
+  config = workdir_lib.branch_cooldown(str(long), str(cool), command, steps=4, step=8)
+  assert (config.train.steps, config.train.schedule, config.train.decay_shape) == (12, "wsd", "linear")
   cooled = train.train_and_evaluate(config, str(cool))
   planned = train.train_and_evaluate(small_config(data_cache, **{
-      **wsd, "train.steps": 11, "train.decay_fraction": 3 / 11, "train.decay_shape": "linear"}),
+      **wsd, "train.steps": 12, "train.decay_fraction": 4 / 12, "train.decay_shape": "linear"}),
       str(fresh))
-  assert cooled.status == planned.status == "completed" and int(cooled.state["step"]) == 11
+  assert cooled.status == planned.status == "completed" and int(cooled.state["step"]) == 12
   # The same rates and batches, through two compiled programs (their schedules differ as
   # graphs: XLA may round the last bit of an update differently, and the key bias's
   # gradient, zero in exact arithmetic, is rounding noise); the resume below is exact.
   jax.tree.map(lambda a, b: np.testing.assert_allclose(
       a, b, rtol=1e-5, atol=1e-5 * float(np.max(np.abs(b)))), cooled.state, planned.state)
   assert losses(cool) == pytest.approx(losses(fresh), rel=1e-6)
-  assert sorted(losses(cool)) == list(range(1, 12))
+  assert sorted(losses(cool)) == list(range(1, 13))
   assert [r.get("lr") for r in metrics_lib.read_metrics(str(cool))] == [
       r.get("lr") for r in metrics_lib.read_metrics(str(fresh))]
   assert tree_digest(long) == before  # the source is only read
   # Its history: the long run's plan up to step 8, then the cooldown's, naming its source.
   history = workdir_lib.config_history(str(cool))
   assert [s["start_step"] for s in history] == [0, 8]
-  assert history[-1]["cooldown_from"] == {"workdir": str(long), "step": 8, "steps": 3}
+  assert history[-1]["cooldown_from"] == {"workdir": str(long), "step": 8, "steps": 4}
   assert {c["field"] for c in history[-1]["changes"]} == {
       "train.steps", "train.decay_fraction", "train.decay_shape"}
   assert cooled.summary["config_segments"][-1]["cooldown_from"]["step"] == 8
   # Stopped after its step 10 and rerun with the same command: resumes exactly.
   again = tmp_path / "again"
-  stopped_at_4(cool, again, last=11)
+  stopped_before_last(cool, again, last=12)
   shutil.rmtree(again / "checkpoints" / "8")  # the newest left is the cooldown's own, 10
-  rerun = workdir_lib.branch_cooldown(str(long), str(again), command, steps=3)
+  rerun = workdir_lib.branch_cooldown(str(long), str(again), command, steps=4)
   assert rerun == config  # the branch it holds, not a new one (nor the long run's newest step)
   resumed = train.train_and_evaluate(rerun, str(again))
   assert resumed.status == "completed"
