@@ -467,6 +467,14 @@ def test_bad_train_config(field, value, match, data_cache, tmp_path):
     train.train_and_evaluate(config, str(tmp_path))
 
 
+def test_muon_with_mup_is_one_line_naming_both(data_cache, tmp_path):
+  config = small_config(data_cache, **{"train.optimizer": "muon", "model.parametrization": "mup",
+                                       "model.base_width": 16})
+  with pytest.raises(ValueError, match=r"^train.optimizer='muon' with model.parametrization='mup'"):
+    train.train_and_evaluate(config, str(tmp_path / "run"))
+  assert not (tmp_path / "run").exists()
+
+
 # ----------------------------------------------------------------------------- Weights & Biases
 
 # wandb's settings from the environment: no system metrics, console capture, banner or git
