@@ -201,8 +201,9 @@ def _remove_partial(directory: str, step: int) -> None:
 # ----------------------------------------------------------------------------- restoring
 
 
-def check_step(mngr: ocp.CheckpointManager, step: int | None) -> int:
-  """``step`` (default: the latest) if a finished checkpoint of it exists, else a clear error."""
+def check_step(mngr: ocp.CheckpointManager, step: int | None, flag: str = "--step") -> int:
+  """``step`` (default: the latest) if a finished checkpoint of it exists, else a clear error
+  (``flag``: the option that chose it)."""
   steps = sorted(mngr.all_steps())
   if not steps:
     raise CheckpointError(f"no finished checkpoint in {mngr.directory}: the run saved none yet "
@@ -211,8 +212,8 @@ def check_step(mngr: ocp.CheckpointManager, step: int | None) -> int:
     return steps[-1]
   if step not in steps:
     raise CheckpointError(f"step {step} does not exist in {mngr.directory}; available steps: "
-                          f"{', '.join(map(str, steps))} (pass one of them as --step, or omit "
-                          f"--step for the latest)")
+                          f"{', '.join(map(str, steps))} (pass one of them as {flag}, or omit "
+                          f"{flag} for the latest)")
   return step
 
 

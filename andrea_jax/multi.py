@@ -46,6 +46,7 @@ from andrea_jax import errors
 from andrea_jax import files
 from andrea_jax import loop
 from andrea_jax import model
+from andrea_jax import schedule as schedule_lib
 from andrea_jax import step as step_lib
 from andrea_jax import train
 from andrea_jax import workdir as workdir_lib
@@ -69,11 +70,16 @@ def unit_config(t: step_lib.TrainConfig) -> step_lib.TrainConfig:
   return dataclasses.replace(t, learning_rate=1.0)
 
 
-def make_optimizer(t: step_lib.TrainConfig, cfg: model.ModelConfig | None = None
-                   ) -> optax.GradientTransformation:
+def unit_schedule(t: step_lib.TrainConfig) -> optax.Schedule:
+  """The members' shared schedule at a peak of 1: each member's rate scales it."""
+  return schedule_lib.for_config(unit_config(t))
+
+
+def make_optimizer(t: step_lib.TrainConfig, cfg: model.ModelConfig | None = None,
+                   schedule: optax.Schedule | None = None) -> optax.GradientTransformation:
   """``step.make_optimizer`` at unit rate (with muP's per-parameter rates for ``cfg``),
-  then the member's rate, held in its state."""
-  return optax.chain(step_lib.make_optimizer(unit_config(t), cfg),
+  then the member's rate, held in its state; ``schedule``: the unit one (``unit_schedule``)."""
+  return optax.chain(step_lib.make_optimizer(unit_config(t), cfg, schedule or unit_schedule(t)),
                      optax.inject_hyperparams(optax.scale)(step_size=1.0))
 
 
@@ -121,6 +127,7 @@ class Programs(NamedTuple):
   init: Callable  # (seeds [N], lrs [N]) -> stacked state
   step: Callable  # (state, batch [N, A, B/A, T+1]) -> (state, metrics [N])
   eval_loss: Callable  # (params, batch [B, T+1]) -> losses [N]
+  schedule: Callable  # the unit learning rate of update k, the optimizer's (members scale it)
 
 
 @functools.lru_cache(maxsize=8)
@@ -132,7 +139,8 @@ def programs(cfg: model.ModelConfig, t: step_lib.TrainConfig, member_axis: str =
   cheap ones (init, evaluation) always with vmap. ``seeds``: each member's, which keys its
   dropout (``()``: seed 0 for all; unused at ``cfg.dropout == 0``).
   """
-  optimizer = make_optimizer(t, cfg)
+  schedule = unit_schedule(t)
+  optimizer = make_optimizer(t, cfg, schedule)
   step = over_members(lambda state, batch, seed: step_lib.train_step(
       state, batch, cfg, optimizer, z_loss=t.z_loss, seed=seed), member_axis)
 
@@ -144,7 +152,8 @@ def programs(cfg: model.ModelConfig, t: step_lib.TrainConfig, member_axis: str =
       init=jax.jit(functools.partial(init_state, cfg, optimizer)),
       step=jax.jit(group_step, donate_argnums=0),
       eval_loss=jax.jit(jax.vmap(functools.partial(step_lib.eval_loss, cfg=cfg),
-                                 in_axes=(0, None))))
+                                 in_axes=(0, None))),
+      schedule=schedule)
 
 
 # ----------------------------------------------------------------------------- the group
@@ -168,7 +177,6 @@ def group(config: config_lib.RunConfig, cfg: model.ModelConfig, t: step_lib.Trai
   prog = programs(cfg, t, resolve_member_axis(member_axis), tuple(m.seed for m in members))
   seeds = jnp.asarray([m.seed for m in members], jnp.int32)
   lrs = np.asarray([m.learning_rate for m in members], np.float32)
-  unit_schedule = step_lib.make_schedule(unit_config(t))
   dirs = [os.path.join(workdir, m.name) for m in members]
   for d in dirs:
     os.makedirs(d, exist_ok=True)
@@ -182,7 +190,7 @@ def group(config: config_lib.RunConfig, cfg: model.ModelConfig, t: step_lib.Trai
                    for m in members],
       abstract=jax.eval_shape(prog.init, seeds, lrs), init=lambda: prog.init(seeds, lrs),
       step=prog.step, eval_loss=prog.eval_loss,
-      learning_rate=lambda k: float(unit_schedule(k)) * lrs, place=jnp.asarray,
+      learning_rate=lambda k: float(prog.schedule(k)) * lrs, place=jnp.asarray,
       summary_fields=fields, tensorboard=False, n_devices=1)  # one device: MFU over its peak
 
 

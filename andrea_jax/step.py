@@ -2,8 +2,9 @@
 
 ``TrainConfig`` is the config's ``train`` group as a frozen, validated value (as
 ``model.ModelConfig`` is the ``model`` group's). From it: ``make_optimizer`` (global-norm
-clipping, then AdamW with decoupled decay on matrices and embeddings and its warmup-cosine
-``make_schedule``; muP's per-parameter rates for a muP model), ``init_state`` (the whole
+clipping, then AdamW with decoupled decay on matrices and embeddings, muP's per-parameter
+rates for a muP model, or Muon: ``muon``; either steps with the run's schedule,
+``schedule.learning_rate``), ``init_state`` (the whole
 training state, what a checkpoint holds) and ``train_step``: the loss averaged over
 gradient-accumulation microbatches, the global gradient norm (the clipping reuses it), the
 update, and the skip of a step that diverges. ``eval_loss`` is the loss of one validation
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import types
 from typing import Any
 
 import jax
@@ -35,10 +35,17 @@ import optax
 from andrea_jax import errors
 from andrea_jax import model
 from andrea_jax import mup
+from andrea_jax import schedule as schedule_lib
 
 # Leaves that get weight decay: the weight matrices and both embeddings (as in GPT-2 and
 # nanoGPT: wte is also the tied output head). Biases and LayerNorm parameters get none.
 DECAYED = frozenset({"wte", "wpe", "lm_head", "w_qkv", "w_out", "w_in"})
+
+# The optimizers of ``train.optimizer`` (``make_optimizer``).
+OPTIMIZERS = ("adamw", "muon")
+# The hidden matrices Muon orthogonalises, [layers, in, out] under ``blocks``: the attention's
+# QKV and output projections, the MLP's input and output (``muon_dimension_numbers``).
+MUON_MATRICES = frozenset({"w_qkv", "w_out", "w_in"})
 
 # Weights & Biases logging beside metrics.jsonl: none, to files only (``wandb sync`` uploads
 # them later) or to the server as the run goes (``metrics.WandbRun``).
@@ -74,6 +81,14 @@ class TrainConfig:
   wandb_mode: str = "off"  # (nor before Weights & Biases logging: metrics.WandbRun)
   wandb_project: str = "andrea_jax"
   wandb_name: str = ""
+  # (nor before Muon and warmup-stable-decay: their defaults are the runs' AdamW and cosine)
+  optimizer: str = "adamw"
+  adam_lr_ratio: float = 1.0
+  muon_momentum: float = 0.95
+  muon_consistent_rms: float = 0.2
+  schedule: str = "cosine"
+  decay_shape: str = "1-sqrt"
+  decay_fraction: float = 0.2
 
   def __post_init__(self):
     for name in ("steps", "batch_size", "grad_accum_steps", "learning_rate", "log_every",
@@ -91,63 +106,34 @@ class TrainConfig:
     if not 0 <= self.min_lr_ratio <= 1:
       raise errors.ConfigError(
           f"train.min_lr_ratio={self.min_lr_ratio}: expected a value in [0, 1]")
+    self.shape  # pylint: disable=pointless-statement  (its own checks)
     if not self.z_loss >= 0:
       raise errors.ConfigError(f"train.z_loss={self.z_loss!r}: expected 0 (off) or a positive "
                                f"weight such as 1e-4")
+    if self.optimizer not in OPTIMIZERS:
+      raise errors.ConfigError(f"train.optimizer={self.optimizer!r}: expected one of {OPTIMIZERS}")
+    if not self.adam_lr_ratio > 0:
+      raise errors.ConfigError(f"train.adam_lr_ratio={self.adam_lr_ratio!r}: expected a positive "
+                               f"multiple of train.learning_rate (1.0: the same rate)")
+    if not 0 <= self.muon_momentum < 1:
+      raise errors.ConfigError(f"train.muon_momentum={self.muon_momentum!r}: expected a value in "
+                               f"[0, 1) (Jordan 2024: 0.95)")
+    if not self.muon_consistent_rms >= 0:
+      raise errors.ConfigError(
+          f"train.muon_consistent_rms={self.muon_consistent_rms!r}: expected 0 (Jordan's "
+          f"sqrt(max(1, fan_out / fan_in)) scaling) or a target update RMS such as 0.2 (Liu et "
+          f"al. 2025)")
     if self.wandb_mode not in WANDB_MODES:
       raise errors.ConfigError(f"train.wandb_mode={self.wandb_mode!r}: expected one of "
                                f"{WANDB_MODES}")
 
+  @property
+  def shape(self) -> schedule_lib.Shape:
+    """The learning rate's plan at unit peak (``schedule.py``)."""
+    return schedule_lib.Shape.of(self)
+
 
 # ----------------------------------------------------------------------------- optimizer
-
-
-def make_schedule(t: TrainConfig, segments: list | None = None) -> optax.Schedule:
-  """Linear warmup to the peak, then cosine decay to ``learning_rate * min_lr_ratio``.
-
-  Update ``k`` (0, 1, ...) of the warmup uses ``peak * (k + 1) / (warmup_steps + 1)``, as
-  nanoGPT does: the first update already moves the parameters, and update ``warmup_steps``
-  is the first at the peak. (optax's linear warmup from ``peak / (warmup + 1)`` is exactly
-  this line.)
-
-  ``segments`` (``workdir.schedule_segments``: ``[(start_step, train group), ...]``, the
-  last one ``t``'s) is a run resumed with other settings. Resuming never changes the
-  schedule of the steps already planned: each segment keeps its predecessor's shape up to
-  its start (or up to the end of the warmup, when it starts inside it), then decays by a
-  cosine from the value the saved schedule gives there to its own ``min_lr_ratio`` at its
-  own ``steps``. So a run continued to more steps extends its decay without a jump at the
-  seam; a changed peak ``learning_rate`` scales the whole shape from the seam on.
-  """
-  shapes = [tuple(seg[k] for k in SHAPE_FIELDS) for _, seg in segments or ()]
-  if len(set(shapes)) <= 1:  # one plan (its peak may have changed): optax's schedule
-    peak = t.learning_rate
-    return optax.warmup_cosine_decay_schedule(
-        init_value=peak / (t.warmup_steps + 1), peak_value=peak, warmup_steps=t.warmup_steps,
-        decay_steps=t.steps, end_value=peak * t.min_lr_ratio)
-  first = segments[0][1]
-  shape = make_schedule(types.SimpleNamespace(**{**first, "learning_rate": 1.0}))
-  for (start, seg), old, new in zip(segments[1:], shapes, shapes[1:]):
-    if new != old:
-      at = max(int(start), int(seg["warmup_steps"]))
-      shape = _continue(shape, at, float(shape(at)), seg["min_lr_ratio"],
-                        max(seg["steps"], at + 1))
-  return lambda count: t.learning_rate * shape(count)
-
-
-# The fields that shape the schedule (the peak only scales it).
-SHAPE_FIELDS = ("warmup_steps", "steps", "min_lr_ratio")
-
-
-def _continue(before: optax.Schedule, at: int, value: float, end: float,
-              steps: int) -> optax.Schedule:
-  """``before`` up to update ``at``, then a cosine from ``value`` to ``end`` at ``steps``."""
-
-  def schedule(count):
-    done = jnp.clip((count - at) / (steps - at), 0.0, 1.0)
-    after = end + (value - end) * 0.5 * (1.0 + jnp.cos(jnp.pi * done))
-    return jnp.where(count < at, before(count), after)
-
-  return schedule
 
 
 def decay_mask(params) -> Any:
@@ -155,27 +141,68 @@ def decay_mask(params) -> Any:
 
 
 def make_optimizer(t: TrainConfig, cfg: model.ModelConfig | None = None,
-                   segments: list | None = None) -> optax.GradientTransformation:
-  """Global-norm clipping, then AdamW with decoupled decay on matrices and embeddings.
+                   learning_rate: optax.Schedule | None = None) -> optax.GradientTransformation:
+  """Global-norm clipping, then ``t.optimizer``: AdamW, or Muon (``muon``).
 
-  Under muP (``cfg.parametrization == "mup"``) the hidden matrices' Adam steps get the
-  per-parameter learning-rate factors of ``mup.scale_learning_rates``: before the decay is
-  added (``mup_decay="constant"``: ``lr x weight_decay`` the same at every width, as
+  AdamW has decoupled decay on matrices and embeddings. Under muP
+  (``cfg.parametrization == "mup"``) the hidden matrices' Adam steps get the per-parameter
+  learning-rate factors of ``mup.scale_learning_rates``: before the decay is added
+  (``mup_decay="constant"``: ``lr x weight_decay`` the same at every width, as
   ``mup.MuAdamW``), or after it (``"with_rate"``: the decay scaled with the rate).
+
+  ``learning_rate``: the run's schedule (``schedule.learning_rate``, the one the logs
+  report); by default ``t``'s own plan, as a run never resumed with other settings.
   """
-  schedule = make_schedule(t, segments)
-  if cfg is not None and cfg.parametrization == "mup" and not mup.decay_scales_with_rate(cfg):
+  schedule = learning_rate or schedule_lib.for_config(t)
+  if t.optimizer == "muon":
+    inner = muon(t, schedule)
+  elif cfg is not None and cfg.parametrization == "mup" and not mup.decay_scales_with_rate(cfg):
     # optax.adamw's own chain, with the rate factors between Adam's step and the decay.
-    adamw = optax.chain(optax.scale_by_adam(b1=t.b1, b2=t.b2, eps=t.eps),
+    inner = optax.chain(optax.scale_by_adam(b1=t.b1, b2=t.b2, eps=t.eps),
                         mup.scale_learning_rates(cfg),
                         optax.add_decayed_weights(t.weight_decay, decay_mask),
                         optax.scale_by_learning_rate(schedule))
   else:
-    adamw = optax.adamw(schedule, b1=t.b1, b2=t.b2, eps=t.eps, weight_decay=t.weight_decay,
+    inner = optax.adamw(schedule, b1=t.b1, b2=t.b2, eps=t.eps, weight_decay=t.weight_decay,
                         mask=decay_mask)
     if cfg is not None and cfg.parametrization == "mup":
-      adamw = optax.chain(adamw, mup.scale_learning_rates(cfg))
-  return optax.chain(clip_by_global_norm(t.grad_clip), adamw) if t.grad_clip > 0 else adamw
+      inner = optax.chain(inner, mup.scale_learning_rates(cfg))
+  return optax.chain(clip_by_global_norm(t.grad_clip), inner) if t.grad_clip > 0 else inner
+
+
+def muon(t: TrainConfig, schedule: optax.Schedule) -> optax.GradientTransformation:
+  """``optax.contrib.muon`` on the hidden matrices, its Adam branch on the rest.
+
+  Muon (Jordan 2024, modded-nanogpt): Nesterov momentum ``muon_momentum``, orthogonalised by
+  five Newton-Schulz steps, each scanned layer's matrix on its own
+  (``muon_dimension_numbers``), scaled to the RMS ``muon_consistent_rms`` (Liu et al. 2025,
+  "Muon is Scalable for LLM Training", Sec. 2, "consistent update RMS": times
+  ``0.2 * sqrt(max(fan_in, fan_out))``, so AdamW's rate and decay carry over; 0: Jordan's
+  ``sqrt(max(1, fan_out / fan_in))``), plus decoupled weight decay times the rate on the
+  matrices (the same paper's "weight decay": ``W <- W - lr (O + weight_decay W)``). The embeddings, head, norm gains and biases take
+  Adam (``b1``, ``b2``, ``eps``) at ``adam_lr_ratio`` times the same schedule, with no decay
+  (as modded-nanogpt's Adam groups: optax's branch would decay every leaf of it, norm gains
+  and biases too).
+  """
+  return optax.contrib.muon(
+      learning_rate=schedule, beta=t.muon_momentum, eps=t.eps, weight_decay=t.weight_decay,
+      adam_b1=t.b1, adam_b2=t.b2, adam_learning_rate=lambda count: t.adam_lr_ratio * schedule(count),
+      muon_weight_dimension_numbers=muon_dimension_numbers,
+      consistent_rms=t.muon_consistent_rms or None)
+
+
+def muon_dimension_numbers(params) -> Any:
+  """Muon's axes of each hidden matrix (``MUON_MATRICES``, ``[layers, in, out]``): ``in`` is
+  reduced, ``out`` the output, and the layer axis a batch axis, so each layer's matrix is
+  orthogonalised on its own. None (the Adam branch) for every other leaf."""
+
+  def dims(path, leaf):
+    keys = [getattr(k, "key", None) for k in path]
+    if keys[0] == "blocks" and keys[-1] in MUON_MATRICES and leaf.ndim == 3:
+      return optax.contrib.MuonDimensionNumbers(reduction_axis=1, output_axis=2)
+    return None
+
+  return jax.tree_util.tree_map_with_path(dims, params)
 
 
 def clip_by_global_norm(max_norm: float) -> optax.GradientTransformationExtraArgs:

@@ -54,6 +54,7 @@ from andrea_jax import metrics
 from andrea_jax import model
 from andrea_jax import plots
 from andrea_jax import prepare as prepare_lib
+from andrea_jax import schedule as schedule_lib
 from andrea_jax import sharding
 from andrea_jax import signals as signals_lib
 from andrea_jax import step as step_lib
@@ -71,9 +72,10 @@ EXIT_CODES = {"completed": EXIT_COMPLETED, "diverged": EXIT_DIVERGED,
 def single_run(config: config_lib.RunConfig, cfg: model.ModelConfig, t: step_lib.TrainConfig, mesh,
                workdir: str) -> loop.Models:
   """One model on ``mesh``: state, steps and batches sharded, checkpoints on any mesh."""
-  segments = workdir_lib.schedule_segments(workdir, config)  # a resume keeps what was planned
-  optimizer = step_lib.make_optimizer(t, cfg, segments)
-  schedule = step_lib.make_schedule(t, segments)
+  # One schedule for the optimizer and the logs; a resume keeps what was planned.
+  schedule = schedule_lib.learning_rate(t.learning_rate,
+                                        workdir_lib.schedule_segments(workdir, config))
+  optimizer = step_lib.make_optimizer(t, cfg, schedule)
   abstract = step_lib.abstract_state(cfg, optimizer, t.seed)
   shardings = sharding.state_shardings(abstract, mesh)
   # Explicit shardings in and out; XLA's partitioner inserts the collectives. Batches are
@@ -135,6 +137,11 @@ def check_config(config: config_lib.RunConfig, devices=None
   or a ConfigError naming what is wrong."""
   cfg = model.resolve_auto(config.model)
   t = config.train
+  if t.optimizer == "muon" and cfg.parametrization == "mup":
+    raise errors.ConfigError(
+        "train.optimizer='muon' with model.parametrization='mup': muP's per-parameter rates "
+        "are Adam's; set --config.model.parametrization=sp (Muon's update RMS, "
+        "train.muon_consistent_rms, is its own width rule)")
   mesh = sharding.make_mesh(config.mesh, devices)
   sharding.check_batch(t.batch_size, t.grad_accum_steps, mesh)
   if t.wandb_mode != "off" and sharding.is_lead():

@@ -3,12 +3,17 @@
   python -m experiments.run --config=andrea120m --workdir=runs/a120m
   python -m experiments.run --config=tiny:norm=post --config.train.steps=100
   python -m experiments.run --config=path/to/my_config.py
+  python -m experiments.run --config=tiny --config.train.schedule=wsd --workdir=runs/long
+  python -m experiments.run --config=tiny --config.train.schedule=wsd --cooldown_from=runs/long \
+      --cooldown_steps=30 --cooldown_step=100 --workdir=runs/long_at130
 
 The workdir defaults to ``runs/<config>[_<variants>]`` (``runs/tiny``,
 ``runs/tiny_norm=post``, ``runs/tiny_data=my_texts`` for ``--config.data.path=my_texts/``;
 ``default_workdir``): rerunning the same command resumes from its latest checkpoint, a
 finished run is left as it is ("already complete"), and a resume that changes training
 settings is refused unless ``--allow_resume_changes`` (docs/training.md, "Resume").
+``--cooldown_from=<run> --cooldown_steps=N`` branches a decay of N updates off a checkpoint
+of a run into a new workdir (``workdir.branch_cooldown``; docs/training.md, "Cooldown").
 Exit codes: 0 completed, 2 user error, 3 diverged, 4 interrupted (SIGTERM/SIGINT; a checkpoint was
 saved and the command to resume is printed).
 """
@@ -39,6 +44,15 @@ from experiments.configs import common
 _CONFIG = cli.define_config_flag()
 _WORKDIR = flags.DEFINE_string("workdir", None,
                                "run directory (default: runs/<config>[_<variants>])")
+_COOLDOWN_FROM = flags.DEFINE_string(
+    "cooldown_from", None,
+    "a run's workdir to branch a cooldown from (its newest checkpoint, or --cooldown_step): "
+    "its schedule up to there, then train.decay_shape's decay over --cooldown_steps, in a "
+    "new --workdir (default: <run>_cooldown<step>+<steps>); the run itself is only read")
+_COOLDOWN_STEPS = flags.DEFINE_integer("cooldown_steps", None,
+                                       "updates of the cooldown's decay (with --cooldown_from)")
+_COOLDOWN_STEP = flags.DEFINE_integer("cooldown_step", None,
+                                      "the checkpoint step to cool down from (default: the newest)")
 _ALLOW_CHANGES = flags.DEFINE_bool(
     "allow_resume_changes", False,
     "resume even though training settings (train.*, seeds, compute dtype) changed; each "
@@ -64,6 +78,19 @@ def default_workdir(config_arg: str, overridden: dict | None = None) -> str:
   return os.path.join("runs", re.sub(r"[^A-Za-z0-9.=+-]+", "_", name).strip("_"))
 
 
+def check_cooldown_flags() -> None:
+  if _COOLDOWN_FROM.value and _COOLDOWN_STEPS.value is None:
+    cli.fail("--cooldown_from needs --cooldown_steps: the updates of its decay")
+  if not _COOLDOWN_FROM.value and (_COOLDOWN_STEPS.value, _COOLDOWN_STEP.value) != (None, None):
+    cli.fail("--cooldown_steps and --cooldown_step need --cooldown_from: the run to branch from")
+
+
+def cooldown_workdir() -> str:
+  """``<run>_cooldown<step>+<steps>``: one folder per budget branched off a run."""
+  step = workdir_lib.cooldown_step(_COOLDOWN_FROM.value, _COOLDOWN_STEP.value)
+  return f"{_COOLDOWN_FROM.value.rstrip('/')}_cooldown{step}+{_COOLDOWN_STEPS.value}"
+
+
 def resume_command(workdir: str) -> str:
   """The command line of this run, with its workdir spelt out."""
   args, skip = [], False
@@ -80,10 +107,12 @@ def main(argv):
   del argv
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
+  check_cooldown_flags()
   config, overridden = _CONFIG.value, cli.overridden_fields()
   corpus.sniff(config_lib.data_config(config))  # a corpus in a wrong format: before all else
   config_arg = flags.FLAGS["config"].serialize().split("=", 1)[-1]
-  workdir = _WORKDIR.value or default_workdir(config_arg, overridden)
+  workdir = _WORKDIR.value or (cooldown_workdir() if _COOLDOWN_FROM.value else
+                               default_workdir(config_arg, overridden))
   # One handler for every phase, data preparation included (andrea_jax/signals.py).
   with signals_lib.StopSignals() as stop:
     stop.resume = resume_command(workdir)
@@ -109,9 +138,28 @@ def _train(config, overridden: dict, config_arg: str, workdir: str):
   if note and sharding.is_lead():
     print(f"note: {note}", flush=True)
   signals_lib.set_phase("preparing data")
-  for note in cli.fit_to_data(config, overridden, workdir):
+  source = _COOLDOWN_FROM.value
+  for note in cli.fit_to_data(config, overridden, source or workdir):  # a source: read only
     print(f"note: {note}", flush=True)
+  if source:
+    config = _cooldown(config_lib.RunConfig.from_configdict(config), source, workdir)
   return train.train_and_evaluate(config, workdir, _ALLOW_CHANGES.value)
+
+
+def _cooldown(config, source: str, workdir: str):
+  """The cooldown's config, its workdir branched off ``source`` (``workdir.branch_cooldown``)."""
+  branch = lambda: workdir_lib.branch_cooldown(source, workdir, config, _COOLDOWN_STEPS.value,
+                                               _COOLDOWN_STEP.value, _ALLOW_CHANGES.value)
+  if sharding.is_lead():  # process 0 makes the branch; the others then find it made
+    cooled = branch()
+  sharding.barrier("andrea_jax: cooldown branched")
+  if not sharding.is_lead():
+    return branch()
+  t = cooled.train
+  print(f"cooldown of {source} in {workdir}: from step {t.steps - _COOLDOWN_STEPS.value}, a "
+        f"{t.decay_shape} decay to {t.min_lr_ratio:g} of the peak over {_COOLDOWN_STEPS.value} "
+        f"steps (its history: {workdir}/config_history.json)", flush=True)
+  return cooled
 
 
 if __name__ == "__main__":

@@ -228,3 +228,21 @@ def test_a_groups_mfu_is_over_the_one_device_it_runs_on(tmp_path, monkeypatch):
   assert log.peak == 100.0
   log.close()
 
+
+
+def test_a_muon_group_on_wsd_matches_its_members_trained_alone(cache, tmp_path):
+  # Each member's rate scales Muon's step, its decay and the Adam branch's rate alike.
+  options = {"train.optimizer": "muon", "train.adam_lr_ratio": 0.5, "train.schedule": "wsd",
+             "train.decay_fraction": 0.5}
+  members = [multi.Member("a", 2e-3, seed=0), multi.Member("b", 1e-2, seed=1)]
+  group = str(tmp_path / "group")
+  summaries = multi.train_members(config(cache, **options), members, group, member_axis="map")
+  assert [s["status"] for s in summaries] == ["completed"] * 2
+  m = members[1]
+  single = str(tmp_path / "single")
+  train.train_and_evaluate(config(cache, **options, **{"train.learning_rate": m.learning_rate,
+                                                       "train.seed": m.seed}), single)
+  member = os.path.join(group, m.name)
+  np.testing.assert_allclose(rows(member, "loss"), rows(single, "loss"), rtol=2e-5, atol=2e-5)
+  np.testing.assert_allclose(rows(member, "lr"), rows(single, "lr"), rtol=1e-6)
+  np.testing.assert_allclose(rows(member, "val_loss"), rows(single, "val_loss"), rtol=2e-5)

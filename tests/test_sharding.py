@@ -120,6 +120,21 @@ def reference(shared_dir, cache_dir):
   return directory / "run", {int(k): v for k, v in out["losses"].items()}, out["val_losses"]
 
 
+MUON = {"train.optimizer": "muon", "model.parametrization": "sp"}  # muP is for Adam
+
+
+@pytest.fixture(scope="session")
+def muon_runs(shared_dir, cache_dir):
+  """Muon on one device and on a 4x2 data x FSDP mesh of 8: ``[one device, FSDP]``."""
+  def compute(directory):
+    one = _worker({"runs": [{"workdir": str(directory / "one"),
+                             "overrides": overrides(cache_dir, **MUON)}]}, 1)
+    fsdp = _worker({"runs": [{"workdir": str(directory / "fsdp"), "overrides": overrides(
+        cache_dir, **MUON, **{"mesh.data": 4, "mesh.fsdp": 2})}]}, 8)
+    return [_result(one, 300)["runs"][0], _result(fsdp, 420)["runs"][0]]
+  return _shared(shared_dir, "muon", compute)[1]
+
+
 @pytest.fixture(scope="session")
 def eight_devices(shared_dir, cache_dir, reference):
   """One subprocess with 8 devices: a fresh 4x2 run and two resumes onto an 8x1 mesh."""
@@ -283,6 +298,24 @@ def test_optimizer_state_mirrors_the_params_and_scalars_are_replicated(changes):
   assert all(s == P() for k, s in specs.items() if k.endswith(".count"))
 
 
+def test_muon_state_shards_as_the_params_it_follows():
+  specs = _specs(_abstract_muon(), data=2, fsdp=4)
+  params = {k[len("['params']"):]: v for k, v in specs.items() if k.startswith("['params']")}
+  moments = [k for k in specs if ".mu[" in k or ".nu[" in k]
+  # Adam's mu and nu of its branch, Muon's momentum of the 4 matrices: one state per leaf.
+  assert len(moments) == 2 * (len(params) - 4) + 4
+  for key in moments:
+    assert specs[key] == params[key[key.index("u[") + 1:]], key
+  assert specs["['params']['blocks']['attn']['w_qkv']"] == P(None, "fsdp", None)
+  assert all(s == P() for k, s in specs.items() if k.endswith((".count", ".ns_coeffs")))
+
+
+def _abstract_muon():
+  cfg = model.ModelConfig(vocab_size=50, block_size=8, d_model=32, n_layer=3, n_head=2)
+  t = step_lib.TrainConfig(**{**tiny.get_config().train, "optimizer": "muon"})
+  return step_lib.abstract_state(cfg, step_lib.make_optimizer(t, cfg), 0)
+
+
 # ----------------------------------------------------------------------------- real runs
 
 
@@ -296,6 +329,12 @@ def test_data_parallel_and_fsdp_losses_equal_one_device(reference, eight_devices
   np.testing.assert_allclose([fsdp["val_losses"][k] for k in ("4", "8")],
                              [ref_val[k] for k in ("4", "8")], rtol=RTOL)
   assert_close(dp8["losses"], ref, range(5, 9))  # 8-way data parallel, from step 4 on
+
+
+def test_muon_under_fsdp_trains_as_on_one_device(muon_runs):
+  one, fsdp = muon_runs
+  assert one["status"] == fsdp["status"] == "completed"
+  assert_close(fsdp["losses"], {int(k): v for k, v in one["losses"].items()}, range(1, 9))
 
 
 def test_checkpoints_move_between_meshes(reference, eight_devices, eight_to_one):

@@ -14,6 +14,7 @@ import optax
 import pytest
 
 from andrea_jax import model
+from andrea_jax import schedule as schedule_lib
 from andrea_jax import step as step_lib
 from experiments.configs import common
 
@@ -162,7 +163,7 @@ def test_clipping_uses_the_global_norm_of_the_gradients_and_matches_optax():
   batch = rows()
   new, m = step(state, batch[None])
   reference = optax.chain(optax.clip_by_global_norm(0.05),
-                          optax.adamw(step_lib.make_schedule(t), b1=t.b1, b2=t.b2, eps=t.eps,
+                          optax.adamw(schedule_lib.for_config(t), b1=t.b1, b2=t.b2, eps=t.eps,
                                       weight_decay=t.weight_decay, mask=step_lib.decay_mask))
 
   @jax.jit
@@ -292,3 +293,82 @@ def test_mup_at_its_base_width_updates_as_sp():
 def test_a_negative_z_loss_is_refused():
   with pytest.raises(ValueError, match=r"train.z_loss=-0.1: expected 0 \(off\) or a positive"):
     train_settings(z_loss=-0.1)
+
+
+# ----------------------------------------------------------------------------- Muon
+
+def is_dims(x):
+  return x is None or isinstance(x, optax.contrib.MuonDimensionNumbers)
+
+
+def muon_update(t, grads_of):
+  """One update of the project's Muon (``step.make_optimizer``, no clipping) from CFG's
+  initial parameters: ``(params, grads, updates)``."""
+  params = jax.jit(model.init_params, static_argnums=0)(CFG, jax.random.key(0))
+  grads = grads_of(params)
+  opt = step_lib.make_optimizer(t, CFG)
+  updates, _ = jax.jit(opt.update)(grads, opt.init(params), params)
+  return params, grads, updates
+
+
+@pytest.mark.parametrize("consistent_rms", [0.2, 0.0])
+def test_muon_orthogonalises_each_scanned_layer_on_its_own(consistent_rms):
+  # Each hidden matrix [layers, in, out] against optax's Muon called on one layer's [in, out]
+  # matrix at a time: equal only if the layer axis is a batch axis, not folded into a
+  # matrix dimension (which would orthogonalise the layers together and mix them).
+  t = train_settings(optimizer="muon", grad_clip=0.0, weight_decay=0.1,
+                     muon_consistent_rms=consistent_rms)
+  params, grads, updates = muon_update(t, any_grads)
+  one_layer = optax.contrib.muon(1e-2, beta=t.muon_momentum, eps=t.eps, weight_decay=0.1,
+                                 consistent_rms=consistent_rms or None)
+  hidden = step_lib.muon_dimension_numbers(params)
+  seen = 0
+  for path, dims in jax.tree_util.tree_leaves_with_path(hidden, is_leaf=is_dims):
+    if dims is None:
+      continue
+    get = lambda tree: functools.reduce(lambda node, k: node[k.key], path, tree)
+    for layer in range(CFG.n_layer):
+      w, g = get(params)[layer], get(grads)[layer]
+      want, _ = one_layer.update({"w": g}, one_layer.init({"w": w}), {"w": w})
+      np.testing.assert_allclose(get(updates)[layer], want["w"], rtol=2e-4, atol=1e-6,
+                                 err_msg=f"{jax.tree_util.keystr(path)} layer {layer}")
+    seen += 1
+  assert seen == 4  # QKV, attention out, MLP in and out
+
+
+def test_muon_takes_the_hidden_matrices_and_adam_the_rest():
+  params = jax.eval_shape(lambda k: model.init_params(CFG, k), jax.random.key(0))
+  dims = step_lib.muon_dimension_numbers(params)
+  assert dims["blocks"]["attn"]["w_qkv"] == optax.contrib.MuonDimensionNumbers(1, 2)
+  assert dims["blocks"]["mlp"]["w_out"] == optax.contrib.MuonDimensionNumbers(1, 2)
+  for adam in (dims["wte"], dims["wpe"], dims["ln_f"]["scale"], dims["blocks"]["attn"]["b_qkv"],
+               dims["blocks"]["ln_1"]["scale"]):
+    assert adam is None
+
+
+def test_muon_decays_its_matrices_with_the_rate_and_the_adam_branch_not_at_all():
+  # Zero gradients: Muon's orthogonalised step and Adam's are 0, the update is the decay
+  # alone: -lr x weight_decay x W on the matrices (Liu et al. 2025), nothing elsewhere.
+  t = train_settings(optimizer="muon", grad_clip=0.0, weight_decay=0.1)
+  params, _, updates = muon_update(t, lambda p: jax.tree.map(jnp.zeros_like, p))
+  dims = step_lib.muon_dimension_numbers(params)
+  for (path, u), p, d in zip(jax.tree_util.tree_leaves_with_path(updates), jax.tree.leaves(params),
+                             jax.tree.leaves(dims, is_leaf=is_dims)):
+    want = -t.learning_rate * 0.1 * p if d is not None else jnp.zeros_like(p)
+    np.testing.assert_allclose(u, want, rtol=1e-6, atol=1e-12, err_msg=jax.tree_util.keystr(path))
+
+
+def test_the_adam_branch_of_muon_steps_at_its_own_rate():
+  updates = {ratio: muon_update(train_settings(optimizer="muon", adam_lr_ratio=ratio,
+                                               grad_clip=0.0), any_grads)[2] for ratio in (1.0, 0.25)}
+  np.testing.assert_allclose(updates[0.25]["wte"], 0.25 * updates[1.0]["wte"], rtol=1e-6)
+  np.testing.assert_array_equal(updates[0.25]["blocks"]["attn"]["w_qkv"],
+                                updates[1.0]["blocks"]["attn"]["w_qkv"])
+
+
+@pytest.mark.parametrize("field, value", [
+    ("optimizer", "sgd"), ("adam_lr_ratio", 0.0), ("muon_momentum", 1.0),
+    ("muon_consistent_rms", -0.2)])
+def test_a_bad_muon_setting_is_one_line_naming_it(field, value):
+  with pytest.raises(ValueError, match=rf"^train\.{field}={value!r}: expected"):
+    train_settings(**{field: value})

@@ -25,6 +25,7 @@ from andrea_jax import loop
 from andrea_jax import metrics as metrics_lib
 from andrea_jax import model
 from andrea_jax import prepare as prepare_lib
+from andrea_jax import schedule as schedule_lib
 from andrea_jax import step as step_lib
 from andrea_jax import train
 from andrea_jax import workdir as workdir_lib
@@ -261,6 +262,100 @@ def test_a_run_with_qk_norm_mup_z_loss_and_dropout_resumes_exactly(data_cache, t
   assert all(r["z_loss"] > 0 for r in rows)  # the z-loss, logged apart from the loss
 
 
+# Muon's and WSD's runs, shrunk further: 8 steps, checkpoints at 4 and 8.
+SHORT = {"train.steps": 8, "train.eval_every": 8, "checkpoint.every": 4, "sample.num_samples": 0}
+
+
+def stopped_before_last(straight, resumed, last: int = 8):
+  """``resumed``: a copy of the run in ``straight`` as it was before it saved step ``last``
+  (that checkpoint, the metrics and the summary dropped)."""
+  shutil.copytree(straight, resumed)
+  shutil.rmtree(resumed / "checkpoints" / str(last))
+  for name in ("metrics.jsonl", "summary.json"):
+    os.remove(resumed / name)
+
+
+@pytest.mark.parametrize("options", [{"train.optimizer": "muon", "train.adam_lr_ratio": 0.5},
+                                     {"train.schedule": "wsd", "train.decay_fraction": 0.5}],
+                         ids=["muon", "wsd"])
+def test_a_muon_or_wsd_run_checkpoints_and_resumes_exactly(data_cache, tmp_path, options):
+  straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+  config = small_config(data_cache, **SHORT, **options)
+  first = train.train_and_evaluate(config, str(straight))
+  assert first.status == "completed"
+  stopped_before_last(straight, resumed)
+  second = train.train_and_evaluate(config, str(resumed))
+  assert second.status == "completed" and int(second.state["step"]) == 8
+  jax.tree.map(np.testing.assert_array_equal, second.state, first.state)
+  t = step_lib.TrainConfig(**config.train)  # the logged rates are the optimizer's schedule
+  assert [r["lr"] for r in metrics_lib.read_metrics(str(straight)) if "lr" in r] == [
+      pytest.approx(float(schedule_lib.for_config(t)(k)), rel=1e-6) for k in range(8)]
+
+
+def tree_digest(directory) -> dict:
+  return {os.path.relpath(p, directory): open(p, "rb").read()
+          for p in glob.glob(f"{directory}/**", recursive=True) if os.path.isfile(p)}
+
+
+def test_a_cooldown_from_a_stable_checkpoint_is_the_shorter_wsd_run_and_resumes_exactly(
+    data_cache, tmp_path):
+  # One WSD run of 16 steps (stable to update 12, checkpoints every 4) branched at step 8
+  # into a decay of 4 updates: the WSD run planned for 12 steps with the last 4 decaying,
+  # in a new workdir; the long run's files stay as they were.
+  wsd = {**SHORT, "train.schedule": "wsd", "train.decay_fraction": 0.25, "train.steps": 16}
+  long, cool, fresh = tmp_path / "long", tmp_path / "cool", tmp_path / "fresh"
+  assert train.train_and_evaluate(small_config(data_cache, **wsd), str(long)).status == "completed"
+  before = tree_digest(long)
+  # The cooldown saves every 2 steps (a free setting): 10 and 12, to resume from 10 below.
+  command = config_lib.RunConfig.from_configdict(small_config(data_cache, **{
+      **wsd, "checkpoint.every": 2, "train.decay_shape": "linear"}))
+  config = workdir_lib.branch_cooldown(str(long), str(cool), command, steps=4, step=8)
+  assert (config.train.steps, config.train.schedule, config.train.decay_shape) == (12, "wsd", "linear")
+  cooled = train.train_and_evaluate(config, str(cool))
+  planned = train.train_and_evaluate(small_config(data_cache, **{
+      **wsd, "train.steps": 12, "train.decay_fraction": 4 / 12, "train.decay_shape": "linear"}),
+      str(fresh))
+  assert cooled.status == planned.status == "completed" and int(cooled.state["step"]) == 12
+  # The same rates and batches, through two compiled programs (their schedules differ as
+  # graphs: XLA may round the last bit of an update differently, and the key bias's
+  # gradient, zero in exact arithmetic, is rounding noise); the resume below is exact.
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(
+      a, b, rtol=1e-5, atol=1e-5 * float(np.max(np.abs(b)))), cooled.state, planned.state)
+  assert losses(cool) == pytest.approx(losses(fresh), rel=1e-6)
+  assert sorted(losses(cool)) == list(range(1, 13))
+  assert [r.get("lr") for r in metrics_lib.read_metrics(str(cool))] == [
+      r.get("lr") for r in metrics_lib.read_metrics(str(fresh))]
+  assert tree_digest(long) == before  # the source is only read
+  # Its history: the long run's plan up to step 8, then the cooldown's, naming its source.
+  history = workdir_lib.config_history(str(cool))
+  assert [s["start_step"] for s in history] == [0, 8]
+  assert history[-1]["cooldown_from"] == {"workdir": str(long), "step": 8, "steps": 4}
+  assert {c["field"] for c in history[-1]["changes"]} == {
+      "train.steps", "train.decay_fraction", "train.decay_shape"}
+  assert cooled.summary["config_segments"][-1]["cooldown_from"]["step"] == 8
+  # Stopped after its step 10 and rerun with the same command: resumes exactly.
+  again = tmp_path / "again"
+  stopped_before_last(cool, again, last=12)
+  shutil.rmtree(again / "checkpoints" / "8")  # the newest left is the cooldown's own, 10
+  rerun = workdir_lib.branch_cooldown(str(long), str(again), command, steps=4)
+  assert rerun == config  # the branch it holds, not a new one (nor the long run's newest step)
+  resumed = train.train_and_evaluate(rerun, str(again))
+  assert resumed.status == "completed"
+  jax.tree.map(np.testing.assert_array_equal, resumed.state, cooled.state)
+
+
+@pytest.mark.parametrize("step, steps, match", [
+    (2, 3, "step 2 does not exist in"), (4, 0, "--cooldown_steps=0: expected a positive"),
+    (None, 3, "changes training settings besides its decay:\n  train.batch_size: 8 -> 4")])
+def test_a_cooldown_that_cannot_branch_is_one_line_and_leaves_nothing(full_run, data_cache,
+                                                                      tmp_path, step, steps, match):
+  command = config_lib.RunConfig.from_configdict(small_config(
+      data_cache, **({"train.batch_size": 4} if step is None else {})))
+  with pytest.raises(ValueError, match=match):
+    workdir_lib.branch_cooldown(str(full_run[0]), str(tmp_path / "cool"), command, steps, step)
+  assert not (tmp_path / "cool").exists()
+
+
 def test_checkpoint_holds_the_final_state(full_run, data_cache):
   workdir, result = full_run
   config = small_config(data_cache)
@@ -292,7 +387,7 @@ def test_weight_decay_only_on_matrices_and_embeddings():
 
 def test_schedule_warms_up_from_above_zero_then_decays_to_the_floor(data_cache):
   t = step_lib.TrainConfig(**small_config(data_cache, **{"train.warmup_steps": 4}).train)
-  lr = step_lib.make_schedule(t)
+  lr = schedule_lib.for_config(t)
   for k in range(t.warmup_steps + 1):  # update k of the warmup: peak * (k + 1) / (warmup + 1)
     assert lr(k) == pytest.approx(t.learning_rate * (k + 1) / (t.warmup_steps + 1))
   assert lr(0) > 0
@@ -358,11 +453,26 @@ def test_corrupt_checkpoint_is_a_clear_error(full_run, data_cache, tmp_path):
 @pytest.mark.parametrize("field, value, match", [
     ("steps", 0, "train.steps=0"), ("grad_accum_steps", 3, "not divisible by train.grad_accum_steps=3"),
     ("warmup_steps", 50, "train.warmup_steps=50"), ("z_loss", -1.0, "train.z_loss=-1.0"),
-    ("wandb_mode", "yes", "train.wandb_mode='yes': expected one of .'off', 'offline', 'online'.")])
+    ("wandb_mode", "yes", "train.wandb_mode='yes': expected one of .'off', 'offline', 'online'."),
+    ("optimizer", "sgd", r"^train.optimizer='sgd': expected one of \('adamw', 'muon'\)$"),
+    ("adam_lr_ratio", -1.0, r"^train.adam_lr_ratio=-1.0: expected a positive multiple"),
+    ("muon_momentum", 1.5, r"^train.muon_momentum=1.5: expected a value in \[0, 1\)"),
+    ("muon_consistent_rms", -1.0, r"^train.muon_consistent_rms=-1.0: expected 0"),
+    ("schedule", "linear", r"^train.schedule='linear': expected one of \('cosine', 'wsd'\)$"),
+    ("decay_shape", "exp", r"^train.decay_shape='exp': expected one of"),
+    ("decay_fraction", -0.1, r"^train.decay_fraction=-0.1: expected a fraction")])
 def test_bad_train_config(field, value, match, data_cache, tmp_path):
   config = small_config(data_cache, **{f"train.{field}": value})
   with pytest.raises(ValueError, match=match):
     train.train_and_evaluate(config, str(tmp_path))
+
+
+def test_muon_with_mup_is_one_line_naming_both(data_cache, tmp_path):
+  config = small_config(data_cache, **{"train.optimizer": "muon", "model.parametrization": "mup",
+                                       "model.base_width": 16})
+  with pytest.raises(ValueError, match=r"^train.optimizer='muon' with model.parametrization='mup'"):
+    train.train_and_evaluate(config, str(tmp_path / "run"))
+  assert not (tmp_path / "run").exists()
 
 
 # ----------------------------------------------------------------------------- Weights & Biases

@@ -20,6 +20,7 @@ import pytest
 from andrea_jax import config as config_lib
 from andrea_jax import errors
 from andrea_jax import metrics as metrics_lib
+from andrea_jax import schedule as schedule_lib
 from andrea_jax import step as step_lib
 from andrea_jax import train
 from andrea_jax import workdir as workdir_lib
@@ -250,7 +251,7 @@ def test_a_continued_run_keeps_its_schedule_and_extends_the_decay_without_a_jump
   workdir, cache, first, out, _ = continued
   lr = lrs(workdir)
   assert sorted(lr) == list(range(1, 61))
-  plan = step_lib.make_schedule(step_lib.TrainConfig(**config_for(corpus, cache).train))  # the 20-step plan
+  plan = schedule_lib.for_config(step_lib.TrainConfig(**config_for(corpus, cache).train))  # the 20-step plan
   for step in range(1, 21):
     assert lr[step] == first[step] == pytest.approx(float(plan(step - 1)), rel=1e-6), step
   # The seam: the first new step's rate is the saved plan's at that update, no jump after.
@@ -266,8 +267,9 @@ def test_a_continuation_inside_the_warmup_follows_the_longer_plan():
   t60 = dict(t20, steps=60)
   t = step_lib.TrainConfig(**common.apply_overrides(
       tiny.get_config(), {f"train.{k}": v for k, v in t60.items()}).train)
-  continued = step_lib.make_schedule(t, [(0, t20), (4, t60)])
-  longer = step_lib.make_schedule(t)
+  continued = schedule_lib.learning_rate(
+      t.learning_rate, [(0, schedule_lib.Shape.of(t20)), (4, schedule_lib.Shape.of(t60))])
+  longer = schedule_lib.for_config(t)
   for k in range(4, 60):  # the warmup was not over at the seam: as if planned for 60
     assert float(continued(k)) == pytest.approx(float(longer(k)), rel=1e-5), k
 

@@ -153,7 +153,7 @@ def diagnostics_group() -> ml_collections.ConfigDict:
 
 
 def train_group() -> ml_collections.ConfigDict:
-  """The ``train`` group: AdamW, warmup + cosine schedule, clipping, batches, logging."""
+  """The ``train`` group: AdamW or Muon, warmup + cosine or WSD schedule, clipping, batches, logging."""
   t = ml_collections.ConfigDict()
   # Seed of parameter initialisation (the batch order follows data.shuffle_seed).
   t.seed = 0
@@ -167,15 +167,29 @@ def train_group() -> ml_collections.ConfigDict:
   t.learning_rate = 6e-4
   # Linear warmup over this many updates, from above zero: (k + 1) / (warmup_steps + 1) of the peak.
   t.warmup_steps = 200
-  # Cosine decay from the peak to learning_rate * min_lr_ratio at the last step.
+  # The decay after the warmup: "cosine" (to the floor at the last step) or "wsd" (warmup-stable-decay: the peak, then a decay over the last decay_fraction of the steps; docs/training.md).
+  t.schedule = "cosine"
+  # The floor both schedules decay to, learning_rate * min_lr_ratio at the last step.
   t.min_lr_ratio = 0.1
-  # AdamW first-moment decay.
+  # WSD's decay: "linear", "cosine" or "1-sqrt" (1 - sqrt(progress), Hägele et al. 2024's best).
+  t.decay_shape = "1-sqrt"
+  # WSD's decay lasts this fraction of train.steps (0 = none: the peak to the end; Hägele et al. 2024: 0.2).
+  t.decay_fraction = 0.2
+  # "adamw", or "muon" (optax.contrib.muon: the hidden matrices orthogonalised, the rest by Adam; docs/training.md).
+  t.optimizer = "adamw"
+  # Muon only: the Adam branch's peak rate (embeddings, head, norms, biases) as a multiple of learning_rate.
+  t.adam_lr_ratio = 1.0
+  # Muon only: the momentum of its Nesterov update (Jordan 2024: 0.95).
+  t.muon_momentum = 0.95
+  # Muon only: scale each update to this RMS (Liu et al. 2025, so AdamW's rate and decay carry over; 0 = Jordan's sqrt(max(1, fan_out / fan_in))).
+  t.muon_consistent_rms = 0.2
+  # AdamW first-moment decay (and Muon's Adam branch's).
   t.b1 = 0.9
-  # AdamW second-moment decay.
+  # AdamW second-moment decay (and Muon's Adam branch's).
   t.b2 = 0.95
   # AdamW epsilon.
   t.eps = 1e-8
-  # Decoupled weight decay, applied to weight matrices and embeddings only.
+  # Decoupled weight decay, times the rate: AdamW's on matrices and embeddings; Muon's on its matrices alone.
   t.weight_decay = 0.1
   # Clip the global gradient norm to this value (0 = no clipping).
   t.grad_clip = 1.0

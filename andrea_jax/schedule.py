@@ -1,0 +1,143 @@
+"""The learning rate: one typed plan, built once, shared by the optimizer and the logs.
+
+``Shape`` is the schedule's plan at a peak of 1, read from the ``train`` group (a
+``step.TrainConfig`` or a saved ``train`` dict of ``config.json`` / ``config_history.json``):
+its kind (``cosine`` or ``wsd``), steps, warmup, floor, and WSD's decay. ``learning_rate``
+turns a run's segments (``workdir.schedule_segments``: ``[(start_step, Shape), ...]``) and
+its peak into the one ``optax.Schedule`` the optimizer steps with and the metrics rows
+report (``lr``).
+
+The warmup is linear from above zero: update ``k`` (0, 1, ...) uses
+``peak * (k + 1) / (warmup_steps + 1)``, as nanoGPT does, so the first update already moves
+the parameters and update ``warmup_steps`` is the first at the peak (optax's linear warmup
+from ``peak / (warmup + 1)`` is exactly this line). Then:
+
+* ``cosine``: a cosine from the peak to ``peak * min_lr_ratio`` at ``steps``;
+* ``wsd`` (warmup-stable-decay; Hägele et al. 2024, "Scaling Laws and Compute-Optimal
+  Training Beyond Fixed Training Durations", Sec. 3): the peak until the last
+  ``round(decay_fraction * steps)`` updates, then a decay to ``peak * min_lr_ratio`` at
+  ``steps`` whose shape is ``decay_shape``: ``linear``, ``cosine`` or ``1-sqrt``
+  (``1 - sqrt(progress)``, the paper's best cooldown).
+
+Resuming never changes the schedule of the steps already planned: each later segment keeps
+its predecessor's rates up to its start (or up to the end of the warmup, when it starts
+inside it), then goes on from the value there by its own plan: a cosine segment decays by
+a cosine to its floor at its ``steps``; a WSD segment holds the value until its decay
+starts (at once, if that is past), then decays by its shape to its floor at its ``steps``.
+So a run continued to more steps extends its decay without a jump at the seam, and a
+cooldown (``workdir.branch_cooldown``) is a WSD segment whose decay starts at its branch
+step. A changed peak scales the whole shape from the seam on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Sequence
+
+import jax.numpy as jnp
+import optax
+
+from andrea_jax import errors
+
+SCHEDULES = ("cosine", "wsd")
+# The decay of a WSD schedule: the fraction of the way from the peak to the floor still
+# left at ``progress`` p in [0, 1] of the decay (Hägele et al. 2024, Sec. 3 and Fig. 3).
+DECAYS: dict[str, Callable[[Any], Any]] = {
+    "linear": lambda p: 1.0 - p,
+    "cosine": lambda p: 0.5 * (1.0 + jnp.cos(jnp.pi * p)),
+    "1-sqrt": lambda p: 1.0 - jnp.sqrt(p),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+  """The plan of one segment's learning rate at a peak of 1 (the module docstring)."""
+  steps: int
+  warmup_steps: int
+  min_lr_ratio: float
+  schedule: str = "cosine"
+  decay_shape: str = "1-sqrt"
+  decay_fraction: float = 0.2
+
+  # The ``train`` fields a Shape reads (the peak ``learning_rate`` only scales it).
+  FIELDS = ("steps", "warmup_steps", "min_lr_ratio", "schedule", "decay_shape", "decay_fraction")
+
+  def __post_init__(self):
+    if self.schedule not in SCHEDULES:
+      raise errors.ConfigError(f"train.schedule={self.schedule!r}: expected one of {SCHEDULES}")
+    if self.decay_shape not in DECAYS:
+      raise errors.ConfigError(f"train.decay_shape={self.decay_shape!r}: expected one of "
+                               f"{tuple(DECAYS)}")
+    if not 0 <= self.decay_fraction <= 1:
+      raise errors.ConfigError(f"train.decay_fraction={self.decay_fraction!r}: expected a "
+                               f"fraction of train.steps in [0, 1] (0: no decay; Hägele et "
+                               f"al. 2024 find 0.2 enough)")
+    if self.schedule == "wsd" and self.decay_start < self.warmup_steps:
+      raise errors.ConfigError(
+          f"train.decay_fraction={self.decay_fraction!r} starts the decay at update "
+          f"{self.decay_start}, inside the warmup (train.warmup_steps={self.warmup_steps}): "
+          f"lower train.decay_fraction or train.warmup_steps")
+
+  @classmethod
+  def of(cls, train) -> Shape:
+    """The shape of a ``step.TrainConfig`` or of a saved ``train`` dict (a record written
+    before a field existed ran with its default, as ``workdir.ADDED_FIELDS`` says)."""
+    get = train.get if isinstance(train, dict) else lambda k, d: getattr(train, k, d)
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    return cls(**{k: get(k, defaults[k]) for k in cls.FIELDS})
+
+  @property
+  def decay_steps(self) -> int:
+    """The updates of a WSD schedule's decay."""
+    return round(self.decay_fraction * self.steps)
+
+  @property
+  def decay_start(self) -> int:
+    """The first update of a WSD schedule's decay (``steps``: none)."""
+    return self.steps - self.decay_steps
+
+
+def learning_rate(peak: float, segments: Sequence[tuple[int, Shape]]) -> optax.Schedule:
+  """The rate of update ``count`` of a run whose plan is ``segments`` at peak ``peak``.
+
+  ``segments``: ``[(start_step, Shape), ...]``, the first starting at 0 (one segment: a run
+  that was never resumed with other settings).
+  """
+  shapes = [s for _, s in segments]
+  if len(set(shapes)) == 1 and shapes[0].schedule == "cosine":  # optax's own schedule
+    s = shapes[0]
+    return optax.warmup_cosine_decay_schedule(
+        init_value=peak / (s.warmup_steps + 1), peak_value=peak, warmup_steps=s.warmup_steps,
+        decay_steps=s.steps, end_value=peak * s.min_lr_ratio)
+  first = shapes[0]
+  unit = _continue(_warmup(first.warmup_steps), first.warmup_steps, 1.0, first)
+  for (start, new), old in zip(segments[1:], shapes):
+    if new != old:
+      at = max(int(start), new.warmup_steps)
+      unit = _continue(unit, at, float(unit(at)), new)
+  return lambda count: peak * unit(count)
+
+
+def for_config(t) -> optax.Schedule:
+  """The schedule of a ``step.TrainConfig`` alone (a run never resumed with other settings)."""
+  return learning_rate(t.learning_rate, [(0, t.shape)])
+
+
+def _warmup(warmup_steps: int) -> optax.Schedule:
+  return optax.linear_schedule(1.0 / (warmup_steps + 1), 1.0, warmup_steps)
+
+
+def _continue(before: optax.Schedule, at: int, value: float, s: Shape) -> optax.Schedule:
+  """``before`` up to update ``at``, then from ``value`` on by ``s``'s plan (the module
+  docstring): its decay starts at ``at`` (cosine) or at ``max(at, s.decay_start)`` (WSD)."""
+  start, curve = (at, "cosine") if s.schedule == "cosine" else (max(at, s.decay_start),
+                                                                 s.decay_shape)
+  end, steps = s.min_lr_ratio, max(s.steps, start + 1)
+
+  def schedule(count):
+    done = jnp.clip((count - start) / (steps - start), 0.0, 1.0)
+    after = end + (value - end) * DECAYS[curve](done)
+    # The hold is ``value`` itself: a stable phase is the peak, whatever the decay's formula.
+    return jnp.where(count < at, before(count), jnp.where(count < start, value, after))
+
+  return schedule
