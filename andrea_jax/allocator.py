@@ -1,4 +1,5 @@
-"""The memory allocator a command runs with: TCMalloc when the system has it (issue 31).
+"""The memory allocator a command runs with: the system's TCMalloc where it has one, else
+mimalloc from the ``cmeel-mimalloc`` wheel that requirements.txt installs (issues 31, 62).
 
 glibc's allocator gives XLA's large step buffers back to the system and maps them again on
 every training step: about half a million minor page faults per step at andrea12m and
@@ -12,15 +13,18 @@ It changes no result, only where memory comes from.
 
 - ``ANDREA_MALLOC=system`` keeps the system allocator (the opt-out);
 - ``ANDREA_MALLOC=/path/to/libtcmalloc_minimal.so.4`` names the library;
-- nothing happens when no TCMalloc is installed (``apt-get install libtcmalloc-minimal4``
-  on Debian and Ubuntu), on a platform other than Linux, or when ``LD_PRELOAD`` already
-  names an allocator (a caller's choice, or the re-executed command itself).
+- without a system TCMalloc (``apt-get install libtcmalloc-minimal4`` on Debian and Ubuntu)
+  the wheel's ``libmimalloc.so`` is found through the package's installed files (``wheel``:
+  no path to type); nothing happens when neither is installed, on a platform other than
+  Linux, or when ``LD_PRELOAD`` already names an allocator (a caller's choice, or the
+  re-executed command itself).
 
 ``experiments/__init__.py`` calls it for ``python -m experiments.<command>``.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import sys
 
@@ -28,11 +32,28 @@ NAMES = ("libtcmalloc_minimal.so.4", "libtcmalloc.so.4")
 DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
         "/usr/local/lib", "/opt/homebrew/lib")
 ALLOCATORS = ("tcmalloc", "jemalloc", "mimalloc")
+WHEEL = "cmeel-mimalloc"  # ships cmeel.prefix/lib/libmimalloc.so* (requirements.txt, Linux)
 
 
-def find(env=os.environ, dirs=None) -> str | None:
-  """The TCMalloc library to preload (from ``dirs``, default ``DIRS``), or None (not
-  installed, or opted out)."""
+def wheel_library(distribution: str = WHEEL) -> str | None:
+  """The ``libmimalloc.so`` that the ``distribution`` wheel installed, from its list of
+  files (nothing is imported), or None where it is not installed."""
+  try:
+    found = importlib.metadata.distribution(distribution).files or ()
+  except importlib.metadata.PackageNotFoundError:
+    return None
+  names = sorted((f for f in found if f.name.startswith("libmimalloc.so")), key=lambda f: len(
+      f.name))  # libmimalloc.so, then its versioned names: any is the same library
+  for f in names:
+    path = str(f.locate())
+    if os.path.exists(path):
+      return os.path.realpath(path)
+  return None
+
+
+def find(env=os.environ, dirs=None, wheel=wheel_library) -> str | None:
+  """The library to preload: a system TCMalloc (from ``dirs``, default ``DIRS``), else
+  ``wheel()`` (the pip-installed mimalloc), or None (neither installed, or opted out)."""
   choice = env.get("ANDREA_MALLOC", "")
   if choice == "system":
     return None
@@ -43,7 +64,13 @@ def find(env=os.environ, dirs=None) -> str | None:
       path = os.path.join(d, name)
       if os.path.exists(path):
         return path
-  return None
+  return wheel()
+
+
+def name(library: str) -> str:
+  """``"mimalloc"``, ``"tcmalloc"``, ... for a library's path (its file name otherwise)."""
+  base = os.path.basename(library)
+  return next((a for a in ALLOCATORS if a in base), base)
 
 
 def command(orig_argv: list[str], library: str, env=os.environ) -> tuple[list[str], dict]:
@@ -54,7 +81,7 @@ def command(orig_argv: list[str], library: str, env=os.environ) -> tuple[list[st
 
 def maybe_reexec(orig_argv: list[str] | None = None, env=os.environ, execve=os.execve,
                  platform: str = sys.platform) -> None:
-  """Start this command again under TCMalloc when it is installed and not yet in use."""
+  """Start this command again under ``find``'s allocator when there is one, not yet in use."""
   preloaded = env.get("LD_PRELOAD", "")
   if platform != "linux" or any(a in preloaded for a in ALLOCATORS):
     return
@@ -79,5 +106,5 @@ def note(env=os.environ) -> str | None:
   library = env.get(IN_USE)
   if not library or library not in env.get("LD_PRELOAD", ""):
     return None
-  return (f"memory: {os.path.basename(library)} preloaded (fewer page faults per step than "
+  return (f"memory: {name(library)} preloaded ({library}; fewer page faults per step than "
           f"glibc's allocator); ANDREA_MALLOC=system keeps the system's")

@@ -16,10 +16,13 @@ skipped and why (``DamagedError`` says which files); an explicit step that is da
 no step that reads, is a ``CheckpointError`` naming the files and the step that still
 works. A save that fills the disk is a ``CheckpointError`` too (``save``), after removing
 its half-written directory, so the newest finished step stays the newest readable one.
+A read or write that fails part-way is drained before orbax closes its event loop
+(``_run_and_drain``): the fallback is one note, with no background traceback around it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import datetime
@@ -29,15 +32,14 @@ import logging
 import os
 import re
 import shutil
-import sys
 import time
-import warnings
 from typing import Any, Callable, NamedTuple
 
 import jax
 from absl import logging as absl_logging
 import numpy as np
 import orbax.checkpoint as ocp
+from orbax.checkpoint._src import asyncio_utils as ocp_asyncio_utils
 
 from andrea_jax import errors
 
@@ -415,41 +417,51 @@ def _without_spec(text: str) -> str:
   return re.split(r"\s*\[tensorstore_spec|\s*See full TensorStore details", text)[0]
 
 
+def _run_and_drain(coro):
+  """Orbax's ``asyncio_utils._run_sync_via_new_loop``, and on failure, before the loop is
+  closed, the loop's other tasks awaited to their end with their exceptions retrieved.
+
+  When one array of a restore (or save) fails, orbax's ``gather`` raises at once while
+  tensorstore still reads or writes the others; orbax closes the loop anyway, so each of
+  those later completes into a closed loop (``RuntimeError: Event loop is closed``) or
+  dies as a task whose exception was never retrieved: a page of tracebacks around the
+  one-line note. Awaiting them first ends each read where it belongs, quietly.
+  """
+  loop = asyncio.new_event_loop()
+  try:
+    asyncio.set_event_loop(loop)
+    try:
+      return loop.run_until_complete(coro)
+    except BaseException:
+      left = asyncio.all_tasks(loop)
+      if left:
+        loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+      raise
+  finally:
+    asyncio.set_event_loop(None)
+    loop.close()
+
+
+ocp_asyncio_utils._run_sync_via_new_loop = _run_and_drain  # pylint: disable=protected-access
+
+
 _QUIET = False
 
 
 def _quiet_orphaned_io() -> None:
-  """Silence what a failed read or write leaves behind, once the error is raised here.
-
-  When one array fails, orbax's event loop ends while tensorstore still completes the
-  others: their callbacks report ``RuntimeError: Event loop is closed`` as unraisable
-  exceptions, asyncio logs each failed task it never retrieved, and orbax's writer threads
-  log the traceback of the error that ``save`` or ``restore`` raises anyway (a page of
-  tracebacks on stderr around the one-line message). Those records and only those are
-  dropped; other unraisable exceptions and log records pass on.
-  """
+  """Leave out orbax's writer threads' log of the error that ``save`` or ``restore`` raises
+  anyway (``_SignalingThread.run() raised``: a traceback on stderr around the one-line
+  message); other log records pass on. The reads and writes a failure leaves in flight are
+  awaited where they run (``_run_and_drain``), so they print nothing."""
   global _QUIET
   if _QUIET:
     return
-  _QUIET, previous = True, sys.unraisablehook
-  warnings.filterwarnings("ignore", message="coroutine '.*' was never awaited",
-                          category=RuntimeWarning)
-
-  def hook(unraisable):
-    value = unraisable.exc_value
-    orphan = (isinstance(value, RuntimeError) and "Event loop is closed" in str(value)) or (
-        "orbax" in getattr(getattr(unraisable.object, "cr_code", None), "co_filename", ""))
-    if not orphan:
-      previous(unraisable)
+  _QUIET = True
 
   def keep(record: logging.LogRecord) -> bool:
     message = record.getMessage()
-    if record.name == "asyncio":  # "Task exception was never retrieved ... coro=<orbax's>"
-      return not ("was never retrieved" in message and "orbax" in message)
     return not ("orbax" in record.pathname and "_SignalingThread.run() raised" in message)
 
-  sys.unraisablehook = hook
-  logging.getLogger("asyncio").addFilter(keep)
   absl_logging.get_absl_logger().addFilter(keep)
 
 

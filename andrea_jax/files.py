@@ -7,7 +7,9 @@ new one, never part of one. The temporary name carries the process id, so proces
 fill one cache at once do not collide. Every JSON file it reads goes through ``read_json``.
 Every directory a command is told to write to (``--workdir``, ``--out``, ``data.cache_dir``)
 is checked and made by ``make_directory``: a file in its way, or a reason the system gives,
-is one line naming the flag, its value and the fix.
+is one line naming the flag, its value and the fix. ``check_paths`` is what an entry point
+(``experiments.run``, ``prepare``, ``evaluate``) calls first, before it prints or compiles
+anything: every directory and file it will write, and every directory it will read.
 """
 
 from __future__ import annotations
@@ -75,6 +77,60 @@ def check_directory(path: str, name: str, purpose: str,
   if blocker is not None:
     raise error(f"{name}={path!r}: {str(blocker)!r} is a file, not a directory: pass a "
                 f"directory {purpose}")
+  _check_writable(path, name, f"a directory you can write to {purpose}", error)
+
+
+def _check_writable(path: str, name: str, fix: str, error: type[errors.AndreaError]) -> None:
+  """Refuse ``path`` where it, or the nearest directory above it that exists, cannot be
+  written (a read-only directory or file system, another user's directory)."""
+  existing = os.path.abspath(path)
+  while not os.path.exists(existing) and os.path.dirname(existing) != existing:
+    existing = os.path.dirname(existing)
+  mode = os.W_OK | (os.X_OK if os.path.isdir(existing) else 0)
+  if not os.access(existing, mode):
+    where = "it" if existing == os.path.abspath(path) else repr(existing)
+    raise error(f"{name}={path!r}: {where} cannot be written (no permission, or a read-only "
+                f"file system): pass {fix}")
+
+
+def check_file(path: str, name: str, purpose: str,
+               error: type[errors.AndreaError] = errors.ConfigError) -> None:
+  """Refuse ``name=path`` as a file to write (``purpose``: what it is, e.g. "for the JSON")
+  when it is a directory, a directory above it is a file, or it cannot be written."""
+  if not path:
+    raise error(f"{name} is empty: pass a file path {purpose}")
+  if os.path.isdir(path):
+    raise error(f"{name}={path!r} is a directory: pass a file path {purpose} (e.g. "
+                f"{os.path.join(path, 'eval.json')})")
+  blocker = next((p for p in pathlib.Path(path).absolute().parents
+                  if p.exists() and not p.is_dir()), None)
+  if blocker is not None:
+    raise error(f"{name}={path!r}: {str(blocker)!r} is a file, not a directory: pass a file "
+                f"path in a directory {purpose}")
+  _check_writable(path, name, f"a file path you can write to {purpose}", error)
+
+
+def check_paths(write_dirs: dict[str, tuple[str, str]] | None = None,
+                write_files: dict[str, tuple[str, str]] | None = None,
+                read_dirs: dict[str, tuple[str, str]] | None = None,
+                error: type[errors.AndreaError] = errors.ConfigError) -> None:
+  """Check every path a command will use, before it prints or compiles anything: each maps
+  a flag's name to ``(value, purpose)``; None values (a flag not given) are left out.
+  ``write_dirs``: ``check_directory``; ``write_files``: ``check_file``; ``read_dirs``: an
+  existing directory. The first that fails is one line naming the flag, its value and the fix."""
+  for name, (path, purpose) in (write_dirs or {}).items():
+    if path is not None:
+      check_directory(path, name, purpose, error)
+  for name, (path, purpose) in (write_files or {}).items():
+    if path is not None:
+      check_file(path, name, purpose, error)
+  for name, (path, purpose) in (read_dirs or {}).items():
+    if path is None:
+      continue
+    if not os.path.exists(path):
+      raise error(f"{name}={path!r} does not exist: pass {purpose}")
+    if not os.path.isdir(path):
+      raise error(f"{name}={path!r} is a file: pass {purpose}")
 
 
 def make_directory(path: str, name: str, purpose: str,

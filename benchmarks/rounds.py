@@ -221,18 +221,25 @@ def process_rounds(runs: tuple, run, rounds: int, settle_s: float, sleep=time.sl
 
 
 def allocator_paths(names: str) -> dict[str, str]:
-  """``--allocators`` (``system``, ``tcmalloc`` or a library path, comma-separated) as
-  {name: the library to preload, "" for the system's}; ValueError naming one not found."""
+  """``--allocators`` (comma-separated) as {name: the library to preload, "" for the
+  system's}: ``system``; ``auto``, what a command preloads by default (a system TCMalloc,
+  else the wheel's mimalloc: ``allocator.find``); ``tcmalloc`` (the system's); ``mimalloc``
+  (the ``cmeel-mimalloc`` wheel's); or a library path. ValueError naming one not found."""
   from andrea_jax import allocator  # pylint: disable=import-outside-toplevel
+  named = {"system": lambda: "", "auto": lambda: allocator.find({}),
+           "tcmalloc": lambda: allocator.find({}, wheel=lambda: None),
+           "mimalloc": allocator.wheel_library}
   out = {}
   for name in (n.strip() for n in names.split(",") if n.strip()):
-    path = "" if name == "system" else (allocator.find({}) if name == "tcmalloc" else name)
+    path = named[name]() if name in named else name
     if path is None or (path and not os.path.exists(path)):
       raise ValueError(f"--allocators: {name!r} is not installed here (tcmalloc: apt-get install "
-                       f"libtcmalloc-minimal4, or give the library's path)")
+                       f"libtcmalloc-minimal4; mimalloc and auto: pip install -r requirements.txt; "
+                       f"or give the library's path)")
     out[name] = path
   if not out:
-    raise ValueError(f"--allocators={names!r}: expected one or more of system, tcmalloc or a path")
+    raise ValueError(f"--allocators={names!r}: expected one or more of system, auto, tcmalloc, "
+                     f"mimalloc or a path")
   return out
 
 

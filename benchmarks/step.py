@@ -100,9 +100,10 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                             "(repeatable; --processes=separate): an arm per allocator in which "
                             "only ours runs, with these settings added, its ratio paired with "
                             "that allocator's peer and its time with the default arm's", **d)
-  flags.DEFINE_list("allocators", ["system"], "with --processes=separate: 'system', 'tcmalloc' "
-                    "(andrea_jax/allocator.py finds it) or a library path; each round runs both "
-                    "sides under each (LD_PRELOAD), rotating the order, a row per allocator", **d)
+  flags.DEFINE_list("allocators", ["system"], "with --processes=separate: 'system', 'auto' (the "
+                    "default a command preloads), 'tcmalloc', 'mimalloc' (the wheel's) or a "
+                    "library path; each round runs both sides under each (LD_PRELOAD), rotating the "
+                    "order, a row per allocator", **d)
   flags.DEFINE_enum("interleave", "processes", ["processes", "steps"], "with --processes="
                     "separate: processes: one side's whole round after the other's; steps: "
                     "every side's process alive at once, their timed steps taking turns", **d)

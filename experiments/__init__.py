@@ -1,8 +1,8 @@
 """Entry points and experiment definitions for andrea_jax (run, prepare, sample, sweep, report).
 
-``python -m experiments.<command>`` starts under TCMalloc when the system has it
-(``andrea_jax/allocator.py``; ``ANDREA_MALLOC=system`` opts out); importing this package
-from anything else (a test, a notebook) changes nothing.
+``python -m experiments.<command>`` starts under TCMalloc when the system has it, else under
+the mimalloc of requirements.txt's ``cmeel-mimalloc`` wheel (``andrea_jax/allocator.py``;
+``ANDREA_MALLOC=system`` opts out); importing this package from anything else (a test, a notebook) changes nothing.
 """
 
 import sys as _sys

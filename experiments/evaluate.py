@@ -37,21 +37,6 @@ _EVAL_BATCHES = flags.DEFINE_integer("eval_batches", None,
 _OUT = flags.DEFINE_string("out", None, "also write the numbers to this JSON file")
 
 
-def check_out(out: str | None) -> None:
-  """``--out`` must be a file that can be written: not a directory, nor under a file."""
-  if out is None:
-    return
-  if os.path.isdir(out):
-    raise errors.ConfigError(f"--out={out!r} is a directory: pass a file path for the JSON "
-                             f"(e.g. {os.path.join(out, 'eval.json')})")
-  parent = os.path.dirname(os.path.abspath(out))
-  while not os.path.exists(parent):
-    parent = os.path.dirname(parent)
-  if not os.path.isdir(parent):
-    raise errors.ConfigError(f"--out={out!r}: {parent!r} is a file, not a directory: pass a "
-                             f"path in a directory for the JSON")
-
-
 def describe(result: dict) -> str:
   """What an evaluation found, in two lines."""
   own = "the run's validation set" if _DATA.value is None else "the validation split"
@@ -66,7 +51,9 @@ def main(argv):
   del argv
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
-  check_out(_OUT.value)  # before the work
+  files.check_paths(  # before anything is printed or read
+      write_files={"--out": (_OUT.value, "for the JSON")},
+      read_dirs={"--data": (_DATA.value, "a prepared data directory or another run's workdir")})
   with signals_lib.StopSignals() as stop:
     stop.resume = "the same command again"
     try:

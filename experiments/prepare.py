@@ -23,6 +23,7 @@ from absl import app, flags
 
 from andrea_jax import config as config_lib
 from andrea_jax import errors
+from andrea_jax import files
 from andrea_jax import prepare as prepare_lib
 from andrea_jax import signals as signals_lib
 from experiments import cli
@@ -56,6 +57,9 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments {argv[1:]}; use --config=NAME")
   config = _CONFIG.value
+  files.check_paths(write_dirs={  # before anything is printed or read
+      "data.cache_dir": (config.data.cache_dir,
+                         "for the prepared data (--config.data.cache_dir=...)")})
   start = time.perf_counter()
   with signals_lib.StopSignals() as stop:
     stop.resume = "the same command again"

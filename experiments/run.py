@@ -34,6 +34,7 @@ import jax  # pylint: disable=wrong-import-position
 
 from andrea_jax import config as config_lib
 from andrea_jax import corpus
+from andrea_jax import files
 from andrea_jax import forecast
 from andrea_jax import sharding
 from andrea_jax import train
@@ -113,6 +114,10 @@ def main(argv):
   config_arg = flags.FLAGS["config"].serialize().split("=", 1)[-1]
   workdir = _WORKDIR.value or (cooldown_workdir() if _COOLDOWN_FROM.value else
                                default_workdir(config_arg, overridden))
+  files.check_paths(write_dirs={  # before anything is printed or compiled
+      "--workdir": (workdir, "for the run (a new one, or a run's workdir)"),
+      "data.cache_dir": (config.data.cache_dir,
+                         "for the prepared data (--config.data.cache_dir=...)")})
   # One handler for every phase, data preparation included (andrea_jax/signals.py).
   with signals_lib.StopSignals() as stop:
     stop.resume = resume_command(workdir)

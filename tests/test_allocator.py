@@ -20,7 +20,7 @@ def fake_library(tmp_path):
 def test_the_library_is_found_named_or_refused(tmp_path):
   d, lib = fake_library(tmp_path)
   assert allocator.find({}, dirs=(d,)) == lib
-  assert allocator.find({}, dirs=(str(tmp_path / "none"),)) is None
+  assert allocator.find({}, dirs=(str(tmp_path / "none"),), wheel=lambda: None) is None
   assert allocator.find({"ANDREA_MALLOC": "system"}, dirs=(d,)) is None
   assert allocator.find({"ANDREA_MALLOC": lib}, dirs=()) == lib
   assert allocator.find({"ANDREA_MALLOC": str(tmp_path / "missing.so")}, dirs=(d,)) is None
@@ -36,7 +36,7 @@ def test_a_command_starts_again_with_the_preload_once(tmp_path, capsys, monkeypa
   assert exe == sys.executable and got_argv == argv and env["LD_PRELOAD"] == lib and env["PATH"] == "/bin"
   assert capsys.readouterr().out == ""  # a command that fails on its input prints its error alone
   # The started-again process's run says so, once (train.run prints it).
-  assert allocator.note(env).startswith("memory: libtcmalloc_minimal.so.4 preloaded")
+  assert allocator.note(env).startswith(f"memory: tcmalloc preloaded ({lib}; ")
   assert allocator.note({}) is None and allocator.note({allocator.IN_USE: lib}) is None
   # The re-executed command (or a caller's own allocator) is left alone; so are opt-outs and other OSes.
   for env in ({"LD_PRELOAD": lib}, {"LD_PRELOAD": "/x/libjemalloc.so.2"}, {"ANDREA_MALLOC": "system"}):
@@ -72,8 +72,8 @@ def test_a_process_starts_again_once_with_the_library_loaded():
   out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, cwd=REPO,
                        check=False, timeout=120, env=env)
   assert out.returncode == 0, out.stderr[-2000:]
-  assert out.stdout.strip() == ("NOTE memory: libm.so.6 preloaded (fewer page faults per step than "
-                                "glibc's allocator); ANDREA_MALLOC=system keeps the system's")
+  assert out.stdout.strip() == (f"NOTE memory: libm.so.6 preloaded ({lib}; fewer page faults per "
+                                f"step than glibc's allocator); ANDREA_MALLOC=system keeps the system's")
   assert f"file={lib} [0];  generating link map" in out.stderr  # the dynamic loader's own word
   plain = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, cwd=REPO,
                          check=False, timeout=120, env={**env, "ANDREA_MALLOC": "system"})
@@ -90,3 +90,33 @@ def test_the_commands_start_under_it_and_an_import_does_not():
   imported = subprocess.run([sys.executable, "-c", "import experiments.report"], capture_output=True,
                             text=True, cwd=REPO, check=False, timeout=120, env=env)
   assert imported.returncode == 0 and f"file={lib} [0]" not in imported.stderr
+
+
+def test_without_a_system_tcmalloc_the_wheels_mimalloc_is_the_default(tmp_path):
+  """requirements.txt's cmeel-mimalloc, found from the package's installed files; a system
+  TCMalloc is preferred, and ANDREA_MALLOC=system still opts out."""
+  wheel = allocator.wheel_library()
+  assert wheel is not None and os.path.basename(wheel).startswith("libmimalloc.so"), (
+      "cmeel-mimalloc is not installed: pip install -r requirements.txt")
+  assert os.path.exists(wheel) and "cmeel.prefix" in wheel
+  none = str(tmp_path / "none")
+  assert allocator.find({}, dirs=(none,)) == wheel
+  assert allocator.find({}, dirs=(none,), wheel=lambda: "/w/libmimalloc.so") == "/w/libmimalloc.so"
+  d, lib = fake_library(tmp_path)
+  assert allocator.find({}, dirs=(d,)) == lib  # the system's TCMalloc first
+  assert allocator.find({"ANDREA_MALLOC": "system"}, dirs=(none,)) is None
+  assert allocator.wheel_library("no-such-distribution-r62") is None
+
+
+def test_a_command_runs_under_the_wheels_mimalloc():
+  """The real re-exec with no system TCMalloc: the process maps the wheel's libmimalloc."""
+  probe = ("from andrea_jax import allocator; allocator.DIRS = (); allocator.maybe_reexec(); "
+           "print('NOTE', allocator.note()); print(open('/proc/self/maps').read())")
+  env = {**os.environ, "LD_PRELOAD": ""}
+  env.pop("ANDREA_MALLOC", None)
+  out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO,
+                       check=False, timeout=120, env=env)
+  assert out.returncode == 0, out.stderr[-2000:]
+  wheel = allocator.wheel_library()
+  assert out.stdout.startswith(f"NOTE memory: mimalloc preloaded ({wheel}; "), out.stdout[:300]
+  assert wheel in out.stdout.split("\n", 1)[1]  # mapped into the process

@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 
 from andrea_jax import checkpoint as ckpt
+from andrea_jax import errors as errors_lib
+from andrea_jax import files as files_lib
 from andrea_jax import metrics as metrics_lib
 from andrea_jax import model
 from andrea_jax import step as step_lib
@@ -85,6 +87,8 @@ def losses(workdir):
 def damage(path, how):
   if how == "delete":
     os.remove(path)
+  elif how == "halve":  # cut at half its size: the arrays in the kept half still read
+    os.truncate(path, os.path.getsize(path) // 2)
   elif how == "empty":
     open(path, "wb").close()
   else:  # cut short, as a copy or a write that stopped early leaves it: at half its size, and
@@ -338,3 +342,62 @@ def test_a_damaged_step_asked_for_is_one_line_and_exit_2(saved, tmp_path, module
       f"error: checkpoint step 4 in {workdir}/checkpoints is damaged (default/_METADATA not "
       f"valid JSON"), stderr
   assert stderr.endswith("--step=2 reads whole (omit --step for the newest step that does)\n")
+
+
+def test_a_resume_past_a_damaged_checkpoint_prints_one_note_and_no_traceback(saved, tmp_path):
+  """A real run (its own process, as a user starts it): the fallback is one note on stderr,
+  none of the checkpoint library's background tracebacks, and training resumes from step 2."""
+  workdir = damaged_copy(saved, tmp_path, how="halve")  # some arrays read, others fail
+  os.remove(workdir / "summary.json")  # killed after the save of step 4, before its summary
+  overrides = {**SETTINGS, "data.path": str(saved.home / "corpus"),
+               "data.cache_dir": str(saved.home / "cache")}
+  rc, stdout, stderr = run_module(
+      "run", "--config=tiny", f"--workdir={workdir}",
+      *(f"--config.{k}={v}" for k, v in overrides.items()), cwd=tmp_path)
+  assert rc == 0, stderr
+  assert "Traceback" not in stderr and "Task exception" not in stderr, stderr
+  assert stderr.count("\n") == 1 and stderr.startswith(
+      f"note: checkpoint step 4 in {workdir}/checkpoints is damaged ("), stderr
+  assert "skipped it and restored step 2, the newest that reads whole" in stderr
+  assert "step 3/4: loss" in stdout  # resumed after step 2: steps 3 and 4 run again
+
+
+# ----------------------------------------------------------------------------- paths first
+
+
+@pytest.mark.parametrize("module, args, first", [
+    ("run", ["--config=tiny", "--workdir={file}"],
+     "error: --workdir='{file}' is a file: pass a directory for the run"),
+    ("run", ["--config=tiny", "--workdir={tmp}/w", "--config.data.cache_dir={file}/cache"],
+     "error: data.cache_dir='{file}/cache': '{file}' is a file, not a directory: pass a "
+     "directory for the prepared data"),
+    ("prepare", ["--config=tiny", "--config.data.cache_dir={file}/cache"],
+     "error: data.cache_dir='{file}/cache': '{file}' is a file, not a directory: pass a "
+     "directory for the prepared data"),
+    ("evaluate", ["--workdir={run}", "--out={file}/eval.json"],
+     "error: --out='{file}/eval.json': '{file}' is a file, not a directory: pass a file path"),
+    ("evaluate", ["--workdir={run}", "--data={file}"],
+     "error: --data='{file}' is a file: pass a prepared data directory"),
+])
+def test_a_path_that_cannot_be_used_is_refused_in_the_first_line_printed(
+    saved, tmp_path, module, args, first):
+  """Before any note, compile or data work: the refusal is the only output (stdout and stderr)."""
+  (tmp_path / "a_file").write_text("x")
+  where = {"file": str(tmp_path / "a_file"), "tmp": str(tmp_path), "run": str(saved.workdir)}
+  proc = subprocess.run([sys.executable, "-m", f"experiments.{module}",
+                         *(a.format(**where) for a in args)], cwd=tmp_path, env=env(),
+                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+  assert proc.returncode == 2, proc.stdout
+  assert proc.stdout.startswith(first.format(**where)) and proc.stdout.count("\n") == 1, proc.stdout
+  assert not os.path.exists(tmp_path / "w")  # nothing made
+
+
+def test_an_output_directory_that_cannot_be_written_is_one_line(tmp_path, monkeypatch):
+  """A read-only directory (faked through ``os.access``: the tests may run as root)."""
+  monkeypatch.setattr(os, "access", lambda path, mode: os.path.abspath(path) != str(tmp_path))
+  with pytest.raises(errors_lib.ConfigError, match=rf"^--workdir='{tmp_path}/run': "
+                     rf"'{tmp_path}' cannot be written .*: pass a directory you can write to"):
+    files_lib.check_paths(write_dirs={"--workdir": (str(tmp_path / "run"), "for the run")})
+  with pytest.raises(errors_lib.ConfigError, match=rf"^--out='{tmp_path}/e.json': "
+                     rf"'{tmp_path}' cannot be written .*: pass a file path you can write to"):
+    files_lib.check_paths(write_files={"--out": (str(tmp_path / "e.json"), "for the JSON")})
