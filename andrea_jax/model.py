@@ -44,7 +44,6 @@ from andrea_jax.precision import at_least_f32
 
 Params = Mapping[str, Any]
 
-NORMS = ("pre", "post")
 INITS = ("gpt2", "xavier")
 ACTIVATIONS = ("gelu_tanh", "gelu", "relu", "swiglu")
 DTYPES = ("float32", "bfloat16", "float16", "float64")
@@ -288,7 +287,7 @@ def init_params(cfg: ModelConfig, key: jax.Array) -> dict:
   }
   if cfg.qk_norm:
     params["blocks"]["attn"].update(q_norm=ln(L, n=cfg.head_dim), k_norm=ln(L, n=cfg.head_dim))
-  if cfg.norm == "pre":
+  if placement(cfg.norm).final_norm:
     params["ln_f"] = ln()
   if not cfg.tie_embeddings:
     params["lm_head"] = jnp.pad(normal((D, V), std), ((0, 0), (0, pad)))
@@ -403,37 +402,86 @@ def mlp(x_BTD: jax.Array, mlp_params: Params, cfg: ModelConfig) -> jax.Array:
 # ----------------------------------------------------------------------------- the residual pattern
 
 
+@dataclasses.dataclass(frozen=True)
+class Placement:
+  """Where a norm sits: ``sublayer(x, f, n)`` is one residual sublayer (``f`` its branch, ``n``
+  its norm, both one-argument functions), ``final_norm`` whether the model normalises the
+  last stream before the head (``ln_f``). Every reader of the model (``block_forward``, the
+  parameter count, the Flax twin, the lens) looks a placement up here (``placement``), so an
+  unknown one is an error everywhere rather than silently one of these."""
+
+  sublayer: Callable[[jax.Array, Callable, Callable], jax.Array]
+  final_norm: bool
+
+
+PLACEMENTS: dict[str, Placement] = {
+    # Pre-norm x + F(N(x)) (GPT-2; Xiong et al. 2020), with a final norm.
+    "pre": Placement(lambda x, f, n: x + f(n(x)), final_norm=True),
+    # Post-norm N(x + F(x)) (Vaswani et al. 2017, section 3.1), no final norm.
+    "post": Placement(lambda x, f, n: n(x + f(x)), final_norm=False),
+}
+NORMS = tuple(PLACEMENTS)
+
+
+def placement(norm: str) -> Placement:
+  """The table entry of ``model.norm``; an unknown name is a one-line error naming the field."""
+  try:
+    return PLACEMENTS[norm]
+  except KeyError:
+    raise errors.ConfigError(f"model.norm={norm!r}: expected one of {NORMS}") from None
+
+
 def residual_sublayer(x: jax.Array, branch_fn: Callable[[jax.Array], jax.Array],
                       ln_params: Params, norm: str = "pre", eps: float = 1e-5,
-                      multiplier: float = 1.0) -> jax.Array:
-  """The seed's residual pattern: pre-norm ``x + F(LN(x))``; post-norm ``LN(x + F(x))``.
+                      multiplier: float = 1.0,
+                      tap: Callable[[jax.Array], None] | None = None,
+                      sublayer: Callable | None = None) -> jax.Array:
+  """The seed's residual pattern as ``norm``'s ``Placement`` says: pre-norm ``x + F(LN(x))``;
+  post-norm ``LN(x + F(x))``.
 
   ``multiplier`` scales the branch (a depth rule's ``base_depth / n_layer``); at 1 the
-  pattern is the seed's exactly (no multiply is traced).
+  pattern is the seed's exactly (no multiply is traced). ``tap(f)``, if given, sees what the
+  branch writes into the stream (the multiplier applied), for the lens. ``sublayer(x, f, n)``
+  replaces the placement's own (the diagnostics' ablations: no skip, no norm).
   """
-  scaled = branch_fn if multiplier == 1.0 else (lambda h: multiplier * branch_fn(h))
-  if norm == "pre":
-    return x + scaled(layer_norm(x, ln_params["scale"], ln_params["bias"], eps))
-  if norm == "post":
-    return layer_norm(x + scaled(x), ln_params["scale"], ln_params["bias"], eps)
-  raise ValueError(f"norm={norm!r}: expected one of {NORMS}")
+  def branch(h):
+    f = branch_fn(h) if multiplier == 1.0 else multiplier * branch_fn(h)
+    if tap is not None:
+      tap(f)
+    return f
+
+  n = lambda h: layer_norm(h, ln_params["scale"], ln_params["bias"], eps)
+  return (sublayer or placement(norm).sublayer)(x, branch, n)
 
 
 def block_forward(block: Params, x_BTD: jax.Array, cfg: ModelConfig, stats: bool = False,
-                  dropout_key: jax.Array | None = None):
+                  dropout_key: jax.Array | None = None,
+                  attn_fn: Callable[[jax.Array, Params], jax.Array] | None = None,
+                  on_sublayer: Callable[[int, jax.Array, jax.Array, jax.Array], None] | None = None,
+                  sublayer: Callable | None = None):
   """One transformer block: attention, then MLP, each wrapped in ``residual_sublayer``.
 
-  ``stats=True`` returns ``(x_BTD, {"attn_logit_max": scalar})`` (see ``attention``). With
-  a ``dropout_key`` (and ``cfg.dropout > 0``): attention-probability dropout, and dropout
-  on the attention and MLP outputs before they are added back (nanoGPT's).
+  The only block: the KV-cache sampler, the lens and the diagnostics call it with hooks.
+  ``attn_fn(h_BTD, block["attn"])`` replaces the attention (the sampler's cached attention,
+  the lens's per-head one); ``on_sublayer(i, x_read, f, x_new)`` sees sublayer ``i`` (0
+  attention, 1 MLP): the stream it read, what its branch wrote and the stream after it;
+  ``sublayer(x, f, n)`` replaces the placement's residual pattern (``residual_sublayer``).
+  ``stats=True`` returns ``(x_BTD, {"attn_logit_max": scalar})`` (see ``attention``; not
+  with ``attn_fn``). With a ``dropout_key`` (and ``cfg.dropout > 0``): attention-probability
+  dropout, and dropout on the attention and MLP outputs before they are added back
+  (nanoGPT's).
   """
   seen = {}
   k_probs = k_attn = k_mlp = None
   if dropout_key is not None and cfg.dropout:
     k_probs, k_attn, k_mlp = jax.random.split(dropout_key, 3)
+  if stats and attn_fn is not None:
+    raise ValueError("block_forward: stats=True reads the model's own attention; pass no attn_fn")
 
   def attn_branch(h):
-    if not stats:
+    if attn_fn is not None:
+      out = attn_fn(h, block["attn"])
+    elif not stats:
       out = attention(h, block["attn"], cfg, dropout_key=k_probs)
     else:
       out, seen["attn_logit_max"] = attention(h, block["attn"], cfg, logit_max=True,
@@ -442,8 +490,14 @@ def block_forward(block: Params, x_BTD: jax.Array, cfg: ModelConfig, stats: bool
 
   m = mup.branch_multiplier(cfg)
   mlp_branch = lambda h: kernels.dropout(mlp(h, block["mlp"], cfg), cfg.dropout, k_mlp)
-  x_BTD = residual_sublayer(x_BTD, attn_branch, block["ln_1"], cfg.norm, cfg.ln_eps, m)
-  x_BTD = residual_sublayer(x_BTD, mlp_branch, block["ln_2"], cfg.norm, cfg.ln_eps, m)
+  for i, (branch, ln) in enumerate(((attn_branch, "ln_1"), (mlp_branch, "ln_2"))):
+    wrote = {}
+    x_new = residual_sublayer(x_BTD, branch, block[ln], cfg.norm, cfg.ln_eps, m,
+                              tap=None if on_sublayer is None else (lambda f: wrote.update(f=f)),
+                              sublayer=sublayer)
+    if on_sublayer is not None:
+      on_sublayer(i, x_BTD, wrote["f"], x_new)
+    x_BTD = x_new
   return (x_BTD, seen) if stats else x_BTD
 
 
@@ -515,7 +569,7 @@ def unembed(params: Params, x_BTD: jax.Array, cfg: ModelConfig) -> jax.Array:
 
 def _head_input(params: Params, x_BTD: jax.Array, cfg: ModelConfig) -> jax.Array:
   """What the head multiplies: the final norm's output (pre-norm), times the readout multiplier."""
-  if cfg.norm == "pre":
+  if placement(cfg.norm).final_norm:
     x_BTD = layer_norm(x_BTD, params["ln_f"]["scale"], params["ln_f"]["bias"], cfg.ln_eps)
   r = mup.readout_multiplier(cfg)
   return x_BTD if r == 1.0 else x_BTD * jnp.asarray(r, x_BTD.dtype)
@@ -613,14 +667,14 @@ def count_params(cfg: ModelConfig) -> int:
   mlp_ = D * f_in + f_in + F * D + D
   block = attn + mlp_ + 2 * (2 * D) + (4 * cfg.head_dim if cfg.qk_norm else 0)
   total = L * block + cfg.padded_vocab * D + cfg.block_size * D
-  total += 2 * D if cfg.norm == "pre" else 0
+  total += 2 * D if placement(cfg.norm).final_norm else 0
   total += 0 if cfg.tie_embeddings else D * cfg.padded_vocab
   return total
 
 
 def count_layer_norms(cfg: ModelConfig) -> int:
   """Two per block, plus the final one in the pre-norm model."""
-  return 2 * cfg.n_layer + (1 if cfg.norm == "pre" else 0)
+  return 2 * cfg.n_layer + (1 if placement(cfg.norm).final_norm else 0)
 
 
 def flops_per_token(cfg: ModelConfig, seq_len: int | None = None, causal: bool = False) -> float:

@@ -44,6 +44,7 @@ import jax.numpy as jnp
 from flax import traverse_util
 
 from andrea_jax import attention as kernels
+from andrea_jax import errors
 from andrea_jax import model
 from andrea_jax import mup
 from andrea_jax.model import ModelConfig
@@ -168,11 +169,19 @@ class Mlp(nn.Module):
     return _dense(cfg, cfg.d_model, "proj", _stds(cfg)["proj"])(h_BTF)
 
 
+# The residual patterns written out again, independently of model.PLACEMENTS (which this twin
+# checks): the names are the table's, so an unknown placement fails in model.placement.
+_PATTERNS = {"pre": lambda x, f, norm: x + f(norm(x)), "post": lambda x, f, norm: norm(x + f(x))}
+
+
 def _sublayer(x, branch: Callable, norm: nn.Module, placement: str, multiplier: float = 1.0):
   """Pre-norm ``x + F(LN(x))``; post-norm ``LN(x + F(x))``; ``F`` times a depth rule's
   ``multiplier`` (``mup.branch_multiplier``)."""
+  model.placement(placement)  # an unknown name: the table's error
+  if placement not in _PATTERNS:
+    raise errors.ConfigError(f"flax_model: model.norm={placement!r} has no Flax twin yet")
   f = branch if multiplier == 1.0 else (lambda h: multiplier * branch(h))
-  return x + f(norm(x)) if placement == "pre" else norm(x + f(x))
+  return _PATTERNS[placement](x, f, norm)
 
 
 class Block(nn.Module):
@@ -216,7 +225,7 @@ class AndreaLM(nn.Module):
     blocks = nn.scan(_remat(Block, cfg.remat_policy), variable_axes={"params": 0},
                      split_rngs={"params": True}, length=cfg.n_layer, unroll=cfg.scan_unroll)
     x_BTD, _ = blocks(cfg, name="blocks")(x_BTD, None)
-    if cfg.norm == "pre":
+    if model.placement(cfg.norm).final_norm:
       x_BTD = LayerNorm(cfg, name="ln_f")(x_BTD)
     x_BTD = x_BTD * jnp.asarray(mup.readout_multiplier(cfg), x_BTD.dtype)  # the readout multiplier
     if cfg.tie_embeddings:
