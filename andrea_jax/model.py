@@ -44,6 +44,7 @@ from andrea_jax.precision import at_least_f32
 
 Params = Mapping[str, Any]
 
+NORM_TYPES = ("layernorm", "rmsnorm", "dyt")  # what normalises (normalise); NORMS: where
 INITS = ("gpt2", "xavier")
 ACTIVATIONS = ("gelu_tanh", "gelu", "relu", "swiglu")
 DTYPES = ("float32", "bfloat16", "float16", "float64")
@@ -66,6 +67,8 @@ class ModelConfig:
   n_head: int
   mlp_ratio: float = 4.0
   norm: str = "pre"
+  norm_type: str = "layernorm"
+  dyt_alpha_init: float = 0.5
   activation: str = "gelu_tanh"
   tie_embeddings: bool = True
   ln_eps: float = 1e-5
@@ -110,7 +113,11 @@ class ModelConfig:
     if not (isinstance(self.ln_eps, (int, float)) and self.ln_eps > 0):
       raise errors.ConfigError(f"ModelConfig.ln_eps={self.ln_eps!r}: expected a positive number "
                                f"like 1e-5")
-    for name, allowed in (("norm", NORMS), ("activation", ACTIVATIONS), ("param_dtype", DTYPES),
+    if isinstance(self.dyt_alpha_init, bool) or not isinstance(self.dyt_alpha_init, (int, float)) \
+        or not 0 < self.dyt_alpha_init < math.inf:
+      raise errors.ConfigError(f"ModelConfig.dyt_alpha_init={self.dyt_alpha_init!r}: expected a "
+                               f"positive number (Zhu et al. 2025 use 0.5)")
+    for name, allowed in (("norm", NORMS), ("norm_type", NORM_TYPES), ("activation", ACTIVATIONS), ("param_dtype", DTYPES),
                           ("compute_dtype", DTYPES + (AUTO,)), ("remat_policy", REMAT_POLICIES + (AUTO,)),
                           ("attention_impl", ATTENTION_IMPLS), ("init", INITS),
                           ("parametrization", mup.PARAMETRIZATIONS),
@@ -271,16 +278,17 @@ def init_params(cfg: ModelConfig, key: jax.Array) -> dict:
   normal = lambda shape, s: (s * jax.random.normal(next(k), shape, jnp.float32)).astype(dtype)
   zeros = lambda shape: jnp.zeros(shape, dtype)
   ln = lambda *lead, n=D: {"scale": jnp.ones((*lead, n), dtype), "bias": zeros((*lead, n))}
+  norm = lambda *lead: norm_params(cfg, *lead)  # the residual norms: cfg.norm_type's leaves
   f_in = 2 * F if cfg.activation == "swiglu" else F  # gate and up fused in one matrix
   pad = cfg.padded_vocab - V  # zero rows: the real rows equal the unpadded model's
   params = {
       "wte": jnp.pad(normal((V, D), std), ((0, pad), (0, 0))),
       "wpe": normal((T, D), std),
       "blocks": {
-          "ln_1": ln(L),
+          "ln_1": norm(L),
           "attn": {"w_qkv": zero_query(normal((L, D, 3 * D), s["qkv"]), cfg), "b_qkv": zeros((L, 3 * D)),
                    "w_out": normal((L, D, D), s["attn_out"]), "b_out": zeros((L, D))},
-          "ln_2": ln(L),
+          "ln_2": norm(L),
           "mlp": {"w_in": normal((L, D, f_in), s["mlp_in"]), "b_in": zeros((L, f_in)),
                   "w_out": normal((L, F, D), s["mlp_out"]), "b_out": zeros((L, D))},
       },
@@ -288,7 +296,7 @@ def init_params(cfg: ModelConfig, key: jax.Array) -> dict:
   if cfg.qk_norm:
     params["blocks"]["attn"].update(q_norm=ln(L, n=cfg.head_dim), k_norm=ln(L, n=cfg.head_dim))
   if placement(cfg.norm).final_norm:
-    params["ln_f"] = ln()
+    params["ln_f"] = norm()
   if not cfg.tie_embeddings:
     params["lm_head"] = jnp.pad(normal((D, V), std), ((0, 0), (0, pad)))
   return params
@@ -317,6 +325,56 @@ def layer_norm(x: jax.Array, scale: jax.Array, bias: jax.Array, eps: float = 1e-
   var = jnp.mean(jnp.square(x32 - mean), axis=-1, keepdims=True)
   y = (x32 - mean) * jax.lax.rsqrt(var + eps)
   return (y * at_least_f32(scale) + at_least_f32(bias)).astype(x.dtype).reshape(x.shape)
+
+
+def rms_norm(x: jax.Array, scale: jax.Array, eps: float = 1e-5) -> jax.Array:
+  """RMSNorm (Zhang & Sennrich 2019, eq. 4): ``scale * x / sqrt(mean(x^2) + eps)``: no mean
+  is subtracted and there is no bias. In at least float32, on the rows (see ``layer_norm``)."""
+  x32 = at_least_f32(x).reshape(-1, x.shape[-1])
+  y = x32 * jax.lax.rsqrt(jnp.mean(jnp.square(x32), axis=-1, keepdims=True) + eps)
+  return (y * at_least_f32(scale)).astype(x.dtype).reshape(x.shape)
+
+
+def dyt(x: jax.Array, alpha: jax.Array, scale: jax.Array, bias: jax.Array) -> jax.Array:
+  """Dynamic Tanh (Zhu et al. 2025, "Transformers without Normalization", section 3, eq. 1):
+  ``scale * tanh(alpha * x) + bias`` with a learned scalar ``alpha``; no statistics."""
+  x32 = at_least_f32(x)
+  y = jnp.tanh(at_least_f32(alpha) * x32) * at_least_f32(scale) + at_least_f32(bias)
+  return y.astype(x.dtype)
+
+
+def norm_params(cfg: ModelConfig, *lead: int) -> dict:
+  """A residual norm's leaves for ``cfg.norm_type`` (``lead``: a stacked layer axis, if any).
+
+  LayerNorm: scale 1, bias 0. RMSNorm: scale 1 (Zhang & Sennrich 2019 has no bias). DyT:
+  ``alpha`` (one scalar per norm) ``dyt_alpha_init``, scale 1, bias 0 (Zhu et al. 2025,
+  section 3: alpha_0 = 0.5 by default, gamma ones, beta zeros).
+  """
+  D, dtype = cfg.d_model, jnp.dtype(cfg.param_dtype)
+  ones, zeros = jnp.ones((*lead, D), dtype), jnp.zeros((*lead, D), dtype)
+  if cfg.norm_type == "layernorm":
+    return {"scale": ones, "bias": zeros}
+  if cfg.norm_type == "rmsnorm":
+    return {"scale": ones}
+  if cfg.norm_type == "dyt":
+    return {"alpha": jnp.full(lead, cfg.dyt_alpha_init, dtype), "scale": ones, "bias": zeros}
+  raise errors.ConfigError(f"model.norm_type={cfg.norm_type!r}: expected one of {NORM_TYPES}")
+
+
+def norm_size(cfg: ModelConfig) -> int:
+  """The number of parameters of one residual norm (``norm_params`` without a lead axis)."""
+  return {"layernorm": 2, "rmsnorm": 1, "dyt": 2}[cfg.norm_type] * cfg.d_model + (cfg.norm_type == "dyt")
+
+
+def normalise(x: jax.Array, p: Params, norm_type: str = "layernorm", eps: float = 1e-5) -> jax.Array:
+  """The residual norm ``norm_type`` with leaves ``p`` (``norm_params``'s)."""
+  if norm_type == "layernorm":
+    return layer_norm(x, p["scale"], p["bias"], eps)
+  if norm_type == "rmsnorm":
+    return rms_norm(x, p["scale"], eps)
+  if norm_type == "dyt":
+    return dyt(x, p["alpha"], p["scale"], p["bias"])
+  raise errors.ConfigError(f"model.norm_type={norm_type!r}: expected one of {NORM_TYPES}")
 
 
 def gelu_tanh(x: jax.Array) -> jax.Array:
@@ -435,9 +493,10 @@ def residual_sublayer(x: jax.Array, branch_fn: Callable[[jax.Array], jax.Array],
                       ln_params: Params, norm: str = "pre", eps: float = 1e-5,
                       multiplier: float = 1.0,
                       tap: Callable[[jax.Array], None] | None = None,
-                      sublayer: Callable | None = None) -> jax.Array:
+                      sublayer: Callable | None = None,
+                      norm_type: str = "layernorm") -> jax.Array:
   """The seed's residual pattern as ``norm``'s ``Placement`` says: pre-norm ``x + F(LN(x))``;
-  post-norm ``LN(x + F(x))``.
+  post-norm ``LN(x + F(x))``; the norm is ``norm_type``'s (``normalise``).
 
   ``multiplier`` scales the branch (a depth rule's ``base_depth / n_layer``); at 1 the
   pattern is the seed's exactly (no multiply is traced). ``tap(f)``, if given, sees what the
@@ -450,7 +509,7 @@ def residual_sublayer(x: jax.Array, branch_fn: Callable[[jax.Array], jax.Array],
       tap(f)
     return f
 
-  n = lambda h: layer_norm(h, ln_params["scale"], ln_params["bias"], eps)
+  n = lambda h: normalise(h, ln_params, norm_type, eps)
   return (sublayer or placement(norm).sublayer)(x, branch, n)
 
 
@@ -494,7 +553,7 @@ def block_forward(block: Params, x_BTD: jax.Array, cfg: ModelConfig, stats: bool
     wrote = {}
     x_new = residual_sublayer(x_BTD, branch, block[ln], cfg.norm, cfg.ln_eps, m,
                               tap=None if on_sublayer is None else (lambda f: wrote.update(f=f)),
-                              sublayer=sublayer)
+                              sublayer=sublayer, norm_type=cfg.norm_type)
     if on_sublayer is not None:
       on_sublayer(i, x_BTD, wrote["f"], x_new)
     x_BTD = x_new
@@ -570,7 +629,7 @@ def unembed(params: Params, x_BTD: jax.Array, cfg: ModelConfig) -> jax.Array:
 def _head_input(params: Params, x_BTD: jax.Array, cfg: ModelConfig) -> jax.Array:
   """What the head multiplies: the final norm's output (pre-norm), times the readout multiplier."""
   if placement(cfg.norm).final_norm:
-    x_BTD = layer_norm(x_BTD, params["ln_f"]["scale"], params["ln_f"]["bias"], cfg.ln_eps)
+    x_BTD = normalise(x_BTD, params["ln_f"], cfg.norm_type, cfg.ln_eps)
   r = mup.readout_multiplier(cfg)
   return x_BTD if r == 1.0 else x_BTD * jnp.asarray(r, x_BTD.dtype)
 
@@ -665,9 +724,9 @@ def count_params(cfg: ModelConfig) -> int:
   f_in = 2 * F if cfg.activation == "swiglu" else F
   attn = D * 3 * D + 3 * D + D * D + D
   mlp_ = D * f_in + f_in + F * D + D
-  block = attn + mlp_ + 2 * (2 * D) + (4 * cfg.head_dim if cfg.qk_norm else 0)
+  block = attn + mlp_ + 2 * norm_size(cfg) + (4 * cfg.head_dim if cfg.qk_norm else 0)
   total = L * block + cfg.padded_vocab * D + cfg.block_size * D
-  total += 2 * D if placement(cfg.norm).final_norm else 0
+  total += norm_size(cfg) if placement(cfg.norm).final_norm else 0
   total += 0 if cfg.tie_embeddings else D * cfg.padded_vocab
   return total
 

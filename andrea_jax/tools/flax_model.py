@@ -22,7 +22,7 @@ The tree (names in the pure-function layout -> Flax path)::
 
     wte (V, D)                      -> wte/embedding
     wpe (T, D)                      -> wpe/embedding
-    blocks/ln_1/{scale,bias} (L, D) -> blocks/ln_1/{scale,bias}
+    blocks/ln_1/{scale,bias} (L, D) -> blocks/ln_1/{scale,bias}  (rmsnorm: scale; dyt: + alpha (L,))
     blocks/attn/w_qkv, b_qkv        -> blocks/attn/qkv/{kernel,bias}
     blocks/attn/w_out, b_out        -> blocks/attn/out/{kernel,bias}
     blocks/attn/{q,k}_norm (L, K)   -> blocks/attn/{q,k}_norm/{scale,bias}  (qk_norm)
@@ -127,6 +127,34 @@ class LayerNorm(nn.Module):
     return model.layer_norm(x_BTD, scale, bias, self.cfg.ln_eps)
 
 
+class Norm(nn.Module):
+  """The residual norm ``cfg.norm_type`` (written out again, as the check of
+  ``model.normalise``): LayerNorm; RMSNorm ``scale * x / rms(x)``; DyT
+  ``scale * tanh(alpha * x) + bias`` with one scalar ``alpha``."""
+
+  cfg: ModelConfig
+
+  @nn.compact
+  def __call__(self, x_BTD):
+    cfg = self.cfg
+    D, dtype = x_BTD.shape[-1], jnp.dtype(cfg.param_dtype)
+    if cfg.norm_type == "layernorm":
+      scale = self.param("scale", nn.initializers.ones, (D,), dtype)
+      bias = self.param("bias", nn.initializers.zeros, (D,), dtype)
+      return model.layer_norm(x_BTD, scale, bias, cfg.ln_eps)
+    x32 = x_BTD.astype(jnp.promote_types(x_BTD.dtype, jnp.float32))
+    if cfg.norm_type == "rmsnorm":
+      scale = self.param("scale", nn.initializers.ones, (D,), dtype)
+      y = x32 / jnp.sqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + cfg.ln_eps) * scale
+      return y.astype(x_BTD.dtype)
+    if cfg.norm_type == "dyt":
+      alpha = self.param("alpha", nn.initializers.constant(cfg.dyt_alpha_init), (), dtype)
+      scale = self.param("scale", nn.initializers.ones, (D,), dtype)
+      bias = self.param("bias", nn.initializers.zeros, (D,), dtype)
+      return (jnp.tanh(alpha * x32) * scale + bias).astype(x_BTD.dtype)
+    raise errors.ConfigError(f"flax_model: model.norm_type={cfg.norm_type!r} has no Flax twin")
+
+
 class CausalSelfAttention(nn.Module):
   """Fused QKV projection, the causal attention kernel, and the output projection.
 
@@ -193,8 +221,8 @@ class Block(nn.Module):
   def __call__(self, x_BTD, _):
     cfg = self.cfg
     m = mup.branch_multiplier(cfg)
-    x_BTD = _sublayer(x_BTD, CausalSelfAttention(cfg, name="attn"), LayerNorm(cfg, name="ln_1"), cfg.norm, m)
-    x_BTD = _sublayer(x_BTD, Mlp(cfg, name="mlp"), LayerNorm(cfg, name="ln_2"), cfg.norm, m)
+    x_BTD = _sublayer(x_BTD, CausalSelfAttention(cfg, name="attn"), Norm(cfg, name="ln_1"), cfg.norm, m)
+    x_BTD = _sublayer(x_BTD, Mlp(cfg, name="mlp"), Norm(cfg, name="ln_2"), cfg.norm, m)
     return x_BTD, None
 
 
@@ -226,7 +254,7 @@ class AndreaLM(nn.Module):
                      split_rngs={"params": True}, length=cfg.n_layer, unroll=cfg.scan_unroll)
     x_BTD, _ = blocks(cfg, name="blocks")(x_BTD, None)
     if model.placement(cfg.norm).final_norm:
-      x_BTD = LayerNorm(cfg, name="ln_f")(x_BTD)
+      x_BTD = Norm(cfg, name="ln_f")(x_BTD)
     x_BTD = x_BTD * jnp.asarray(mup.readout_multiplier(cfg), x_BTD.dtype)  # the readout multiplier
     if cfg.tie_embeddings:
       logits_BTV = wte.attend(x_BTD)

@@ -262,6 +262,9 @@ def direct_logit_attribution(params: Params, tokens_BT, targets_BT, cfg: ModelCo
     model.placement(cfg.norm)  # an unknown name: the table's own error
     raise errors.ConfigError(f"direct_logit_attribution: model.norm={cfg.norm!r} has no "
                              f"linearisation here (pre and post do)")
+  if cfg.norm_type != "layernorm":
+    raise errors.ConfigError(f"direct_logit_attribution: model.norm_type={cfg.norm_type!r}: the "
+                             f"frozen-std linearisation is LayerNorm's; use norm_type=layernorm")
   if cfg.norm == "pre":
     final, _, _, _ = scan_blocks(params, tokens_BT, cfg)
     ln_f = params["ln_f"]
