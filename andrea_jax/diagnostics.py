@@ -83,8 +83,8 @@ def gradient_flow(params, tokens_BT, cfg: model.ModelConfig, residual: bool = Tr
   """
   inputs_BT, targets_BT = tokens_BT[:, :-1], tokens_BT[:, 1:]
   # The model's own block; the ablations replace only its residual pattern (x, f, n) -> x'.
-  ablated = {(True, True): None, (True, False): lambda x, f, n: x + f(x),
-             (False, True): lambda x, f, n: f(n(x)), (False, False): lambda x, f, n: f(x)}
+  ablated = {(True, True): None, (True, False): lambda x, f, n, _: x + f(x),
+             (False, True): lambda x, f, n, _: f(n(x)), (False, False): lambda x, f, n, _: f(x)}
   block = lambda b, x: model.block_forward(b, x, cfg, sublayer=ablated[residual, layer_norm])
 
   def loss(probes_LBTD, x_BTD):

@@ -295,6 +295,8 @@ def init_params(cfg: ModelConfig, key: jax.Array) -> dict:
   }
   if cfg.qk_norm:
     params["blocks"]["attn"].update(q_norm=ln(L, n=cfg.head_dim), k_norm=ln(L, n=cfg.head_dim))
+  if placement(cfg.norm).out_norm:
+    params["blocks"].update(ln_1_out=norm(L), ln_2_out=norm(L))
   if placement(cfg.norm).final_norm:
     params["ln_f"] = norm()
   if not cfg.tie_embeddings:
@@ -468,15 +470,22 @@ class Placement:
   parameter count, the Flax twin, the lens) looks a placement up here (``placement``), so an
   unknown one is an error everywhere rather than silently one of these."""
 
-  sublayer: Callable[[jax.Array, Callable, Callable], jax.Array]
+  sublayer: Callable[[jax.Array, Callable, Callable, Callable | None], jax.Array]
   final_norm: bool
+  out_norm: bool = False  # a second norm per sublayer, on the branch output (ln_1_out, ln_2_out)
 
 
 PLACEMENTS: dict[str, Placement] = {
     # Pre-norm x + F(N(x)) (GPT-2; Xiong et al. 2020), with a final norm.
-    "pre": Placement(lambda x, f, n: x + f(n(x)), final_norm=True),
+    "pre": Placement(lambda x, f, n, n_out: x + f(n(x)), final_norm=True),
     # Post-norm N(x + F(x)) (Vaswani et al. 2017, section 3.1), no final norm.
-    "post": Placement(lambda x, f, n: n(x + f(x)), final_norm=False),
+    "post": Placement(lambda x, f, n, n_out: n(x + f(x)), final_norm=False),
+    # Peri-LN x + N_out(F(N(x))) (Kim et al. 2025, section 3, eq. 3; Sandwich-LN, Ding et al.
+    # 2021; Gemma 2's post-attention/post-FFW norms): a second norm on each branch output.
+    "peri": Placement(lambda x, f, n, n_out: x + n_out(f(n(x))), final_norm=True, out_norm=True),
+    # Reordered x + N(F(x)) (OLMo 2, OLMo et al. 2024, section 3.2.1): the branch reads the raw
+    # stream and its output is normalised; the one norm per sublayer sits in ln_1 / ln_2.
+    "reordered": Placement(lambda x, f, n, n_out: x + n(f(x)), final_norm=True),
 }
 NORMS = tuple(PLACEMENTS)
 
@@ -494,7 +503,7 @@ def residual_sublayer(x: jax.Array, branch_fn: Callable[[jax.Array], jax.Array],
                       multiplier: float = 1.0,
                       tap: Callable[[jax.Array], None] | None = None,
                       sublayer: Callable | None = None,
-                      norm_type: str = "layernorm") -> jax.Array:
+                      norm_type: str = "layernorm", out_params: Params | None = None) -> jax.Array:
   """The seed's residual pattern as ``norm``'s ``Placement`` says: pre-norm ``x + F(LN(x))``;
   post-norm ``LN(x + F(x))``; the norm is ``norm_type``'s (``normalise``).
 
@@ -502,6 +511,7 @@ def residual_sublayer(x: jax.Array, branch_fn: Callable[[jax.Array], jax.Array],
   pattern is the seed's exactly (no multiply is traced). ``tap(f)``, if given, sees what the
   branch writes into the stream (the multiplier applied), for the lens. ``sublayer(x, f, n)``
   replaces the placement's own (the diagnostics' ablations: no skip, no norm).
+  ``out_params``: the branch-output norm's leaves of a placement with ``out_norm`` (peri).
   """
   def branch(h):
     f = branch_fn(h) if multiplier == 1.0 else multiplier * branch_fn(h)
@@ -510,7 +520,8 @@ def residual_sublayer(x: jax.Array, branch_fn: Callable[[jax.Array], jax.Array],
     return f
 
   n = lambda h: normalise(h, ln_params, norm_type, eps)
-  return (sublayer or placement(norm).sublayer)(x, branch, n)
+  n_out = None if out_params is None else (lambda h: normalise(h, out_params, norm_type, eps))
+  return (sublayer or placement(norm).sublayer)(x, branch, n, n_out)
 
 
 def block_forward(block: Params, x_BTD: jax.Array, cfg: ModelConfig, stats: bool = False,
@@ -553,7 +564,8 @@ def block_forward(block: Params, x_BTD: jax.Array, cfg: ModelConfig, stats: bool
     wrote = {}
     x_new = residual_sublayer(x_BTD, branch, block[ln], cfg.norm, cfg.ln_eps, m,
                               tap=None if on_sublayer is None else (lambda f: wrote.update(f=f)),
-                              sublayer=sublayer, norm_type=cfg.norm_type)
+                              sublayer=sublayer, norm_type=cfg.norm_type,
+                              out_params=block.get(ln + "_out"))
     if on_sublayer is not None:
       on_sublayer(i, x_BTD, wrote["f"], x_new)
     x_BTD = x_new
@@ -724,7 +736,8 @@ def count_params(cfg: ModelConfig) -> int:
   f_in = 2 * F if cfg.activation == "swiglu" else F
   attn = D * 3 * D + 3 * D + D * D + D
   mlp_ = D * f_in + f_in + F * D + D
-  block = attn + mlp_ + 2 * norm_size(cfg) + (4 * cfg.head_dim if cfg.qk_norm else 0)
+  norms = 4 if placement(cfg.norm).out_norm else 2
+  block = attn + mlp_ + norms * norm_size(cfg) + (4 * cfg.head_dim if cfg.qk_norm else 0)
   total = L * block + cfg.padded_vocab * D + cfg.block_size * D
   total += norm_size(cfg) if placement(cfg.norm).final_norm else 0
   total += 0 if cfg.tie_embeddings else D * cfg.padded_vocab
@@ -732,8 +745,9 @@ def count_params(cfg: ModelConfig) -> int:
 
 
 def count_layer_norms(cfg: ModelConfig) -> int:
-  """Two per block, plus the final one in the pre-norm model."""
-  return 2 * cfg.n_layer + (1 if placement(cfg.norm).final_norm else 0)
+  """Two per block (four under peri), plus the final one where the placement has it."""
+  per_block = 4 if placement(cfg.norm).out_norm else 2
+  return per_block * cfg.n_layer + (1 if placement(cfg.norm).final_norm else 0)
 
 
 def flops_per_token(cfg: ModelConfig, seq_len: int | None = None, causal: bool = False) -> float:

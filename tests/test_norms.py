@@ -44,7 +44,9 @@ def np_branch(v):
   return 0.8 * np.tanh(0.6 * v + 0.3 * np.roll(v, -1))
 
 
-NP_PLACEMENTS = {"pre": lambda x, n: x + np_branch(n(x)), "post": lambda x, n: n(x + np_branch(x))}
+NP_PLACEMENTS = {"pre": lambda x, n: x + np_branch(n(x)), "post": lambda x, n: n(x + np_branch(x)),
+                 "peri": lambda x, n: x + n(np_branch(n(x))),  # the out norm: same leaves here
+                 "reordered": lambda x, n: x + n(np_branch(x))}
 
 
 def toy_params(norm_type, scale, bias, alpha=0.7):
@@ -57,8 +59,9 @@ def toy_params(norm_type, scale, bias, alpha=0.7):
 def test_toy_block_in_every_placement_and_norm_type_matches_numpy(norm, norm_type):
   scale, bias = np.array([1.0, 0.5, 2.0, -1.0]), np.array([0.1, 0.0, -0.2, 0.3])
   expected = NP_PLACEMENTS[norm](toy.X, lambda h: np_norm(h, norm_type, 0.7, scale, bias))
-  got = model.residual_sublayer(jnp.asarray(toy.X), toy.branch, toy_params(norm_type, scale, bias),
-                                norm, EPS, norm_type=norm_type)
+  p = toy_params(norm_type, scale, bias)
+  got = model.residual_sublayer(jnp.asarray(toy.X), toy.branch, p, norm, EPS, norm_type=norm_type,
+                                out_params=p if model.placement(norm).out_norm else None)
   np.testing.assert_allclose(got, expected, atol=1e-5)
   assert set(NP_PLACEMENTS) == set(model.NORMS)  # a new placement needs its numpy row here
 

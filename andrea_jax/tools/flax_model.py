@@ -199,17 +199,21 @@ class Mlp(nn.Module):
 
 # The residual patterns written out again, independently of model.PLACEMENTS (which this twin
 # checks): the names are the table's, so an unknown placement fails in model.placement.
-_PATTERNS = {"pre": lambda x, f, norm: x + f(norm(x)), "post": lambda x, f, norm: norm(x + f(x))}
+_PATTERNS = {"pre": lambda x, f, norm, out: x + f(norm(x)),
+             "post": lambda x, f, norm, out: norm(x + f(x)),
+             "peri": lambda x, f, norm, out: x + out(f(norm(x))),
+             "reordered": lambda x, f, norm, out: x + norm(f(x))}
 
 
-def _sublayer(x, branch: Callable, norm: nn.Module, placement: str, multiplier: float = 1.0):
+def _sublayer(x, branch: Callable, norm: nn.Module, placement: str, multiplier: float = 1.0,
+              out: nn.Module | None = None):
   """Pre-norm ``x + F(LN(x))``; post-norm ``LN(x + F(x))``; ``F`` times a depth rule's
   ``multiplier`` (``mup.branch_multiplier``)."""
   model.placement(placement)  # an unknown name: the table's error
   if placement not in _PATTERNS:
     raise errors.ConfigError(f"flax_model: model.norm={placement!r} has no Flax twin yet")
   f = branch if multiplier == 1.0 else (lambda h: multiplier * branch(h))
-  return _PATTERNS[placement](x, f, norm)
+  return _PATTERNS[placement](x, f, norm, out)
 
 
 class Block(nn.Module):
@@ -221,8 +225,11 @@ class Block(nn.Module):
   def __call__(self, x_BTD, _):
     cfg = self.cfg
     m = mup.branch_multiplier(cfg)
-    x_BTD = _sublayer(x_BTD, CausalSelfAttention(cfg, name="attn"), Norm(cfg, name="ln_1"), cfg.norm, m)
-    x_BTD = _sublayer(x_BTD, Mlp(cfg, name="mlp"), Norm(cfg, name="ln_2"), cfg.norm, m)
+    peri = cfg.norm == "peri"
+    x_BTD = _sublayer(x_BTD, CausalSelfAttention(cfg, name="attn"), Norm(cfg, name="ln_1"), cfg.norm, m,
+                      Norm(cfg, name="ln_1_out") if peri else None)
+    x_BTD = _sublayer(x_BTD, Mlp(cfg, name="mlp"), Norm(cfg, name="ln_2"), cfg.norm, m,
+                      Norm(cfg, name="ln_2_out") if peri else None)
     return x_BTD, None
 
 
