@@ -81,14 +81,11 @@ def gradient_flow(params, tokens_BT, cfg: model.ModelConfig, residual: bool = Tr
   replaces its input); with ``layer_norm=False`` the norms are removed. This is the seed's
   gradient-flow claim made measurable; notebook 2 plots it and the tests check it.
   """
-  ln = lambda x, p: model.layer_norm(x, p["scale"], p["bias"], cfg.ln_eps) if layer_norm else x
   inputs_BT, targets_BT = tokens_BT[:, :-1], tokens_BT[:, 1:]
-
-  def block(b, x):
-    if residual:
-      return model.block_forward(b, x, cfg) if layer_norm else _no_norm_block(b, x, cfg)
-    x = model.attention(ln(x, b["ln_1"]), b["attn"], cfg)
-    return model.mlp(ln(x, b["ln_2"]), b["mlp"], cfg)
+  # The model's own block; the ablations replace only its residual pattern (x, f, n) -> x'.
+  ablated = {(True, True): None, (True, False): lambda x, f, n, _: x + f(x),
+             (False, True): lambda x, f, n, _: f(n(x)), (False, False): lambda x, f, n, _: f(x)}
+  block = lambda b, x: model.block_forward(b, x, cfg, sublayer=ablated[residual, layer_norm])
 
   def loss(probes_LBTD, x_BTD):
     # A zero added at each block's input: its gradient is the gradient at that point.
@@ -103,11 +100,6 @@ def gradient_flow(params, tokens_BT, cfg: model.ModelConfig, residual: bool = Tr
   return jnp.sqrt(jnp.sum(jnp.square(g.astype(jnp.float32)), axis=(1, 2, 3)))
 
 
-def _no_norm_block(b, x, cfg):
-  x = x + model.attention(x, b["attn"], cfg)
-  return x + model.mlp(x, b["mlp"], cfg)
-
-
 def attention_logits(params, tokens_BT, cfg: model.ModelConfig, layer: int) -> jax.Array:
   """Attention logits ``[B, H, T, T]`` of block ``layer`` (pre-norm or post-norm input): the
   scores its softmax sees, ``-inf`` above the diagonal (the future is masked)."""
@@ -115,9 +107,14 @@ def attention_logits(params, tokens_BT, cfg: model.ModelConfig, layer: int) -> j
   for i in range(layer):
     x = model.block_forward(jax.tree.map(lambda a, i=i: a[i], params["blocks"]), x, cfg)
   block = jax.tree.map(lambda a: a[layer], params["blocks"])
-  if cfg.norm == "pre":
-    x = model.layer_norm(x, block["ln_1"]["scale"], block["ln_1"]["bias"], cfg.ln_eps)
-  q, k, _ = model.qkv_project(x, block["attn"], cfg)
+  seen = {}
+
+  def attn_fn(h, attn):  # what the block's attention reads, whatever the placement
+    seen["q"], seen["k"], _ = model.qkv_project(h, attn, cfg)
+    return model.attention(h, attn, cfg)
+
+  model.block_forward(block, x, cfg, attn_fn=attn_fn)
+  q, k = seen["q"], seen["k"]
   T = tokens_BT.shape[1]
   s = jnp.einsum("bthk,bshk->bhts", q, k) / jnp.sqrt(cfg.head_dim).astype(q.dtype)
   return jnp.where(jnp.tril(jnp.ones((T, T), bool)), s.astype(jnp.float32), -jnp.inf)

@@ -44,7 +44,7 @@ from andrea_jax.precision import at_least_f32
 
 Params = Mapping[str, Any]
 
-NORMS = ("pre", "post")
+NORM_TYPES = ("layernorm", "rmsnorm", "dyt")  # what normalises (normalise); NORMS: where
 INITS = ("gpt2", "xavier")
 ACTIVATIONS = ("gelu_tanh", "gelu", "relu", "swiglu")
 DTYPES = ("float32", "bfloat16", "float16", "float64")
@@ -67,6 +67,8 @@ class ModelConfig:
   n_head: int
   mlp_ratio: float = 4.0
   norm: str = "pre"
+  norm_type: str = "layernorm"
+  dyt_alpha_init: float = 0.5
   activation: str = "gelu_tanh"
   tie_embeddings: bool = True
   ln_eps: float = 1e-5
@@ -111,7 +113,11 @@ class ModelConfig:
     if not (isinstance(self.ln_eps, (int, float)) and self.ln_eps > 0):
       raise errors.ConfigError(f"ModelConfig.ln_eps={self.ln_eps!r}: expected a positive number "
                                f"like 1e-5")
-    for name, allowed in (("norm", NORMS), ("activation", ACTIVATIONS), ("param_dtype", DTYPES),
+    if isinstance(self.dyt_alpha_init, bool) or not isinstance(self.dyt_alpha_init, (int, float)) \
+        or not 0 < self.dyt_alpha_init < math.inf:
+      raise errors.ConfigError(f"ModelConfig.dyt_alpha_init={self.dyt_alpha_init!r}: expected a "
+                               f"positive number (Zhu et al. 2025 use 0.5)")
+    for name, allowed in (("norm", NORMS), ("norm_type", NORM_TYPES), ("activation", ACTIVATIONS), ("param_dtype", DTYPES),
                           ("compute_dtype", DTYPES + (AUTO,)), ("remat_policy", REMAT_POLICIES + (AUTO,)),
                           ("attention_impl", ATTENTION_IMPLS), ("init", INITS),
                           ("parametrization", mup.PARAMETRIZATIONS),
@@ -272,24 +278,27 @@ def init_params(cfg: ModelConfig, key: jax.Array) -> dict:
   normal = lambda shape, s: (s * jax.random.normal(next(k), shape, jnp.float32)).astype(dtype)
   zeros = lambda shape: jnp.zeros(shape, dtype)
   ln = lambda *lead, n=D: {"scale": jnp.ones((*lead, n), dtype), "bias": zeros((*lead, n))}
+  norm = lambda *lead: norm_params(cfg, *lead)  # the residual norms: cfg.norm_type's leaves
   f_in = 2 * F if cfg.activation == "swiglu" else F  # gate and up fused in one matrix
   pad = cfg.padded_vocab - V  # zero rows: the real rows equal the unpadded model's
   params = {
       "wte": jnp.pad(normal((V, D), std), ((0, pad), (0, 0))),
       "wpe": normal((T, D), std),
       "blocks": {
-          "ln_1": ln(L),
+          "ln_1": norm(L),
           "attn": {"w_qkv": zero_query(normal((L, D, 3 * D), s["qkv"]), cfg), "b_qkv": zeros((L, 3 * D)),
                    "w_out": normal((L, D, D), s["attn_out"]), "b_out": zeros((L, D))},
-          "ln_2": ln(L),
+          "ln_2": norm(L),
           "mlp": {"w_in": normal((L, D, f_in), s["mlp_in"]), "b_in": zeros((L, f_in)),
                   "w_out": normal((L, F, D), s["mlp_out"]), "b_out": zeros((L, D))},
       },
   }
   if cfg.qk_norm:
     params["blocks"]["attn"].update(q_norm=ln(L, n=cfg.head_dim), k_norm=ln(L, n=cfg.head_dim))
-  if cfg.norm == "pre":
-    params["ln_f"] = ln()
+  if placement(cfg.norm).out_norm:
+    params["blocks"].update(ln_1_out=norm(L), ln_2_out=norm(L))
+  if placement(cfg.norm).final_norm:
+    params["ln_f"] = norm()
   if not cfg.tie_embeddings:
     params["lm_head"] = jnp.pad(normal((D, V), std), ((0, 0), (0, pad)))
   return params
@@ -318,6 +327,56 @@ def layer_norm(x: jax.Array, scale: jax.Array, bias: jax.Array, eps: float = 1e-
   var = jnp.mean(jnp.square(x32 - mean), axis=-1, keepdims=True)
   y = (x32 - mean) * jax.lax.rsqrt(var + eps)
   return (y * at_least_f32(scale) + at_least_f32(bias)).astype(x.dtype).reshape(x.shape)
+
+
+def rms_norm(x: jax.Array, scale: jax.Array, eps: float = 1e-5) -> jax.Array:
+  """RMSNorm (Zhang & Sennrich 2019, eq. 4): ``scale * x / sqrt(mean(x^2) + eps)``: no mean
+  is subtracted and there is no bias. In at least float32, on the rows (see ``layer_norm``)."""
+  x32 = at_least_f32(x).reshape(-1, x.shape[-1])
+  y = x32 * jax.lax.rsqrt(jnp.mean(jnp.square(x32), axis=-1, keepdims=True) + eps)
+  return (y * at_least_f32(scale)).astype(x.dtype).reshape(x.shape)
+
+
+def dyt(x: jax.Array, alpha: jax.Array, scale: jax.Array, bias: jax.Array) -> jax.Array:
+  """Dynamic Tanh (Zhu et al. 2025, "Transformers without Normalization", section 3, eq. 1):
+  ``scale * tanh(alpha * x) + bias`` with a learned scalar ``alpha``; no statistics."""
+  x32 = at_least_f32(x)
+  y = jnp.tanh(at_least_f32(alpha) * x32) * at_least_f32(scale) + at_least_f32(bias)
+  return y.astype(x.dtype)
+
+
+def norm_params(cfg: ModelConfig, *lead: int) -> dict:
+  """A residual norm's leaves for ``cfg.norm_type`` (``lead``: a stacked layer axis, if any).
+
+  LayerNorm: scale 1, bias 0. RMSNorm: scale 1 (Zhang & Sennrich 2019 has no bias). DyT:
+  ``alpha`` (one scalar per norm) ``dyt_alpha_init``, scale 1, bias 0 (Zhu et al. 2025,
+  section 3: alpha_0 = 0.5 by default, gamma ones, beta zeros).
+  """
+  D, dtype = cfg.d_model, jnp.dtype(cfg.param_dtype)
+  ones, zeros = jnp.ones((*lead, D), dtype), jnp.zeros((*lead, D), dtype)
+  if cfg.norm_type == "layernorm":
+    return {"scale": ones, "bias": zeros}
+  if cfg.norm_type == "rmsnorm":
+    return {"scale": ones}
+  if cfg.norm_type == "dyt":
+    return {"alpha": jnp.full(lead, cfg.dyt_alpha_init, dtype), "scale": ones, "bias": zeros}
+  raise errors.ConfigError(f"model.norm_type={cfg.norm_type!r}: expected one of {NORM_TYPES}")
+
+
+def norm_size(cfg: ModelConfig) -> int:
+  """The number of parameters of one residual norm (``norm_params`` without a lead axis)."""
+  return {"layernorm": 2, "rmsnorm": 1, "dyt": 2}[cfg.norm_type] * cfg.d_model + (cfg.norm_type == "dyt")
+
+
+def normalise(x: jax.Array, p: Params, norm_type: str = "layernorm", eps: float = 1e-5) -> jax.Array:
+  """The residual norm ``norm_type`` with leaves ``p`` (``norm_params``'s)."""
+  if norm_type == "layernorm":
+    return layer_norm(x, p["scale"], p["bias"], eps)
+  if norm_type == "rmsnorm":
+    return rms_norm(x, p["scale"], eps)
+  if norm_type == "dyt":
+    return dyt(x, p["alpha"], p["scale"], p["bias"])
+  raise errors.ConfigError(f"model.norm_type={norm_type!r}: expected one of {NORM_TYPES}")
 
 
 def gelu_tanh(x: jax.Array) -> jax.Array:
@@ -403,37 +462,96 @@ def mlp(x_BTD: jax.Array, mlp_params: Params, cfg: ModelConfig) -> jax.Array:
 # ----------------------------------------------------------------------------- the residual pattern
 
 
+@dataclasses.dataclass(frozen=True)
+class Placement:
+  """Where a norm sits: ``sublayer(x, f, n)`` is one residual sublayer (``f`` its branch, ``n``
+  its norm, both one-argument functions), ``final_norm`` whether the model normalises the
+  last stream before the head (``ln_f``). Every reader of the model (``block_forward``, the
+  parameter count, the Flax twin, the lens) looks a placement up here (``placement``), so an
+  unknown one is an error everywhere rather than silently one of these."""
+
+  sublayer: Callable[[jax.Array, Callable, Callable, Callable | None], jax.Array]
+  final_norm: bool
+  out_norm: bool = False  # a second norm per sublayer, on the branch output (ln_1_out, ln_2_out)
+
+
+PLACEMENTS: dict[str, Placement] = {
+    # Pre-norm x + F(N(x)) (GPT-2; Xiong et al. 2020), with a final norm.
+    "pre": Placement(lambda x, f, n, n_out: x + f(n(x)), final_norm=True),
+    # Post-norm N(x + F(x)) (Vaswani et al. 2017, section 3.1), no final norm.
+    "post": Placement(lambda x, f, n, n_out: n(x + f(x)), final_norm=False),
+    # Peri-LN x + N_out(F(N(x))) (Kim et al. 2025, section 3, eq. 3; Sandwich-LN, Ding et al.
+    # 2021; Gemma 2's post-attention/post-FFW norms): a second norm on each branch output.
+    "peri": Placement(lambda x, f, n, n_out: x + n_out(f(n(x))), final_norm=True, out_norm=True),
+    # Reordered x + N(F(x)) (OLMo 2, OLMo et al. 2024, section 3.2.1): the branch reads the raw
+    # stream and its output is normalised; the one norm per sublayer sits in ln_1 / ln_2.
+    "reordered": Placement(lambda x, f, n, n_out: x + n(f(x)), final_norm=True),
+}
+NORMS = tuple(PLACEMENTS)
+
+
+def placement(norm: str) -> Placement:
+  """The table entry of ``model.norm``; an unknown name is a one-line error naming the field."""
+  try:
+    return PLACEMENTS[norm]
+  except KeyError:
+    raise errors.ConfigError(f"model.norm={norm!r}: expected one of {NORMS}") from None
+
+
 def residual_sublayer(x: jax.Array, branch_fn: Callable[[jax.Array], jax.Array],
                       ln_params: Params, norm: str = "pre", eps: float = 1e-5,
-                      multiplier: float = 1.0) -> jax.Array:
-  """The seed's residual pattern: pre-norm ``x + F(LN(x))``; post-norm ``LN(x + F(x))``.
+                      multiplier: float = 1.0,
+                      tap: Callable[[jax.Array], None] | None = None,
+                      sublayer: Callable | None = None,
+                      norm_type: str = "layernorm", out_params: Params | None = None) -> jax.Array:
+  """The seed's residual pattern as ``norm``'s ``Placement`` says: pre-norm ``x + F(LN(x))``;
+  post-norm ``LN(x + F(x))``; the norm is ``norm_type``'s (``normalise``).
 
   ``multiplier`` scales the branch (a depth rule's ``base_depth / n_layer``); at 1 the
-  pattern is the seed's exactly (no multiply is traced).
+  pattern is the seed's exactly (no multiply is traced). ``tap(f)``, if given, sees what the
+  branch writes into the stream (the multiplier applied), for the lens. ``sublayer(x, f, n)``
+  replaces the placement's own (the diagnostics' ablations: no skip, no norm).
+  ``out_params``: the branch-output norm's leaves of a placement with ``out_norm`` (peri).
   """
-  scaled = branch_fn if multiplier == 1.0 else (lambda h: multiplier * branch_fn(h))
-  if norm == "pre":
-    return x + scaled(layer_norm(x, ln_params["scale"], ln_params["bias"], eps))
-  if norm == "post":
-    return layer_norm(x + scaled(x), ln_params["scale"], ln_params["bias"], eps)
-  raise ValueError(f"norm={norm!r}: expected one of {NORMS}")
+  def branch(h):
+    f = branch_fn(h) if multiplier == 1.0 else multiplier * branch_fn(h)
+    if tap is not None:
+      tap(f)
+    return f
+
+  n = lambda h: normalise(h, ln_params, norm_type, eps)
+  n_out = None if out_params is None else (lambda h: normalise(h, out_params, norm_type, eps))
+  return (sublayer or placement(norm).sublayer)(x, branch, n, n_out)
 
 
 def block_forward(block: Params, x_BTD: jax.Array, cfg: ModelConfig, stats: bool = False,
-                  dropout_key: jax.Array | None = None):
+                  dropout_key: jax.Array | None = None,
+                  attn_fn: Callable[[jax.Array, Params], jax.Array] | None = None,
+                  on_sublayer: Callable[[int, jax.Array, jax.Array, jax.Array], None] | None = None,
+                  sublayer: Callable | None = None):
   """One transformer block: attention, then MLP, each wrapped in ``residual_sublayer``.
 
-  ``stats=True`` returns ``(x_BTD, {"attn_logit_max": scalar})`` (see ``attention``). With
-  a ``dropout_key`` (and ``cfg.dropout > 0``): attention-probability dropout, and dropout
-  on the attention and MLP outputs before they are added back (nanoGPT's).
+  The only block: the KV-cache sampler, the lens and the diagnostics call it with hooks.
+  ``attn_fn(h_BTD, block["attn"])`` replaces the attention (the sampler's cached attention,
+  the lens's per-head one); ``on_sublayer(i, x_read, f, x_new)`` sees sublayer ``i`` (0
+  attention, 1 MLP): the stream it read, what its branch wrote and the stream after it;
+  ``sublayer(x, f, n)`` replaces the placement's residual pattern (``residual_sublayer``).
+  ``stats=True`` returns ``(x_BTD, {"attn_logit_max": scalar})`` (see ``attention``; not
+  with ``attn_fn``). With a ``dropout_key`` (and ``cfg.dropout > 0``): attention-probability
+  dropout, and dropout on the attention and MLP outputs before they are added back
+  (nanoGPT's).
   """
   seen = {}
   k_probs = k_attn = k_mlp = None
   if dropout_key is not None and cfg.dropout:
     k_probs, k_attn, k_mlp = jax.random.split(dropout_key, 3)
+  if stats and attn_fn is not None:
+    raise ValueError("block_forward: stats=True reads the model's own attention; pass no attn_fn")
 
   def attn_branch(h):
-    if not stats:
+    if attn_fn is not None:
+      out = attn_fn(h, block["attn"])
+    elif not stats:
       out = attention(h, block["attn"], cfg, dropout_key=k_probs)
     else:
       out, seen["attn_logit_max"] = attention(h, block["attn"], cfg, logit_max=True,
@@ -442,8 +560,15 @@ def block_forward(block: Params, x_BTD: jax.Array, cfg: ModelConfig, stats: bool
 
   m = mup.branch_multiplier(cfg)
   mlp_branch = lambda h: kernels.dropout(mlp(h, block["mlp"], cfg), cfg.dropout, k_mlp)
-  x_BTD = residual_sublayer(x_BTD, attn_branch, block["ln_1"], cfg.norm, cfg.ln_eps, m)
-  x_BTD = residual_sublayer(x_BTD, mlp_branch, block["ln_2"], cfg.norm, cfg.ln_eps, m)
+  for i, (branch, ln) in enumerate(((attn_branch, "ln_1"), (mlp_branch, "ln_2"))):
+    wrote = {}
+    x_new = residual_sublayer(x_BTD, branch, block[ln], cfg.norm, cfg.ln_eps, m,
+                              tap=None if on_sublayer is None else (lambda f: wrote.update(f=f)),
+                              sublayer=sublayer, norm_type=cfg.norm_type,
+                              out_params=block.get(ln + "_out"))
+    if on_sublayer is not None:
+      on_sublayer(i, x_BTD, wrote["f"], x_new)
+    x_BTD = x_new
   return (x_BTD, seen) if stats else x_BTD
 
 
@@ -515,8 +640,8 @@ def unembed(params: Params, x_BTD: jax.Array, cfg: ModelConfig) -> jax.Array:
 
 def _head_input(params: Params, x_BTD: jax.Array, cfg: ModelConfig) -> jax.Array:
   """What the head multiplies: the final norm's output (pre-norm), times the readout multiplier."""
-  if cfg.norm == "pre":
-    x_BTD = layer_norm(x_BTD, params["ln_f"]["scale"], params["ln_f"]["bias"], cfg.ln_eps)
+  if placement(cfg.norm).final_norm:
+    x_BTD = normalise(x_BTD, params["ln_f"], cfg.norm_type, cfg.ln_eps)
   r = mup.readout_multiplier(cfg)
   return x_BTD if r == 1.0 else x_BTD * jnp.asarray(r, x_BTD.dtype)
 
@@ -611,16 +736,18 @@ def count_params(cfg: ModelConfig) -> int:
   f_in = 2 * F if cfg.activation == "swiglu" else F
   attn = D * 3 * D + 3 * D + D * D + D
   mlp_ = D * f_in + f_in + F * D + D
-  block = attn + mlp_ + 2 * (2 * D) + (4 * cfg.head_dim if cfg.qk_norm else 0)
+  norms = 4 if placement(cfg.norm).out_norm else 2
+  block = attn + mlp_ + norms * norm_size(cfg) + (4 * cfg.head_dim if cfg.qk_norm else 0)
   total = L * block + cfg.padded_vocab * D + cfg.block_size * D
-  total += 2 * D if cfg.norm == "pre" else 0
+  total += norm_size(cfg) if placement(cfg.norm).final_norm else 0
   total += 0 if cfg.tie_embeddings else D * cfg.padded_vocab
   return total
 
 
 def count_layer_norms(cfg: ModelConfig) -> int:
-  """Two per block, plus the final one in the pre-norm model."""
-  return 2 * cfg.n_layer + (1 if cfg.norm == "pre" else 0)
+  """Two per block (four under peri), plus the final one where the placement has it."""
+  per_block = 4 if placement(cfg.norm).out_norm else 2
+  return per_block * cfg.n_layer + (1 if placement(cfg.norm).final_norm else 0)
 
 
 def flops_per_token(cfg: ModelConfig, seq_len: int | None = None, causal: bool = False) -> float:

@@ -7,8 +7,8 @@
               lax.dynamic_update_slice, attend over cache positions <= P + i,
               sample new token i + 1                       (lax.scan over i)
 
-The blocks reuse model.py's pieces (``qkv_project``, ``out_project``, attention.py's ``causal_attend``,
-``mlp``, ``residual_sublayer``, ``unembed``), so pre-/post-norm, every activation,
+The blocks are model.py's ``block_forward`` with a cached attention hook (``qkv_project``,
+``out_project``, attention.py's ``causal_attend``) and ``unembed``, so pre-/post-norm, every activation,
 ``qk_norm`` and muP's scales behave exactly as in ``model.forward``; the layer loop is a ``lax.scan`` over the
 stacked block params with the per-layer caches as xs and the updated caches as ys.
 Attention always uses the XLA ``causal_attend`` path (``cfg.attention_impl`` is
@@ -32,7 +32,6 @@ import numpy as np
 from andrea_jax import attention
 from andrea_jax import errors
 from andrea_jax import model
-from andrea_jax import mup
 from andrea_jax.model import ModelConfig, Params
 
 Cache = tuple[jax.Array, jax.Array]  # (k_LBCHK, v_LBCHK)
@@ -71,19 +70,16 @@ def _blocks_cached(params: Params, x_BTD: jax.Array, cache: Cache, pos: jax.Arra
     block, k_BCHK, v_BCHK = xs
     written = {}
 
-    def attn_branch(h_BTD):
-      q, k, v = model.qkv_project(h_BTD, block["attn"], cfg)
+    def cached_attention(h_BTD, attn):
+      q, k, v = model.qkv_project(h_BTD, attn, cfg)
       start = (0, pos, 0, 0)
       written["k"] = jax.lax.dynamic_update_slice(k_BCHK, k.astype(k_BCHK.dtype), start)
       written["v"] = jax.lax.dynamic_update_slice(v_BCHK, v.astype(v_BCHK.dtype), start)
       o_BTHK = attention.causal_attend(q, written["k"], written["v"], mask_BTC)
-      return model.out_project(o_BTHK, block["attn"], cfg)
+      return model.out_project(o_BTHK, attn, cfg)
 
-    # residual_sublayer calls its branch exactly once (pre or post), so `written` is set.
-    m = mup.branch_multiplier(cfg)
-    x_BTD = model.residual_sublayer(x_BTD, attn_branch, block["ln_1"], cfg.norm, cfg.ln_eps, m)
-    x_BTD = model.residual_sublayer(x_BTD, lambda h: model.mlp(h, block["mlp"], cfg),
-                                    block["ln_2"], cfg.norm, cfg.ln_eps, m)
+    # The model's own block; its attention branch runs exactly once, so `written` is set.
+    x_BTD = model.block_forward(block, x_BTD, cfg, attn_fn=cached_attention)
     return x_BTD, (written["k"], written["v"])
 
   x_BTD, cache = jax.lax.scan(layer, x_BTD, (params["blocks"], *cache), unroll=cfg.scan_unroll)

@@ -38,9 +38,11 @@ PARAM_AXES = {
     "wte": ("vocab", "embed"),
     "wpe": (None, "embed"),
     "lm_head": ("embed", "vocab"),
-    "ln_f/scale": (None,), "ln_f/bias": (None,),
-    "ln_1/scale": ("layers", None), "ln_1/bias": ("layers", None),
-    "ln_2/scale": ("layers", None), "ln_2/bias": ("layers", None),
+    "ln_f/scale": (None,), "ln_f/bias": (None,), "ln_f/alpha": (),  # alpha: DyT's scalar
+    "ln_1/scale": ("layers", None), "ln_1/bias": ("layers", None), "ln_1/alpha": ("layers",),
+    "ln_2/scale": ("layers", None), "ln_2/bias": ("layers", None), "ln_2/alpha": ("layers",),
+    **{f"ln_{i}_out/{leaf}": ("layers",) + ((None,) if leaf != "alpha" else ())  # peri
+       for i in (1, 2) for leaf in ("scale", "bias", "alpha")},
     "attn/w_qkv": ("layers", "embed", "heads"), "attn/b_qkv": ("layers", None),
     "attn/w_out": ("layers", "heads", "embed"), "attn/b_out": ("layers", None),
     "q_norm/scale": ("layers", None), "q_norm/bias": ("layers", None),  # qk_norm, over head_dim

@@ -24,6 +24,7 @@ import json
 from absl import flags, logging
 
 from andrea_jax import errors
+from andrea_jax import model
 from andrea_jax.files import read_json
 from andrea_jax.tools import coord_check
 from experiments import cli
@@ -39,7 +40,7 @@ _BATCH = flags.DEFINE_integer("batch_size", 8, "sequences in the one training ba
 _SEED = flags.DEFINE_integer("seed", 0, "init seed (the batch is drawn from seed + 1)")
 _N_LAYER = flags.DEFINE_integer("n_layer", 2, "blocks at every width")
 _N_HEAD = flags.DEFINE_integer("n_head", 4, "heads at every width (d_head grows with width)")
-_NORM = flags.DEFINE_enum("norm", "pre", ["pre", "post"], "norm placement")
+_NORM = flags.DEFINE_enum("norm", "pre", list(model.NORMS), "norm placement")
 _QK_NORM = flags.DEFINE_bool("qk_norm", False, "LayerNorm on queries and keys")
 _READOUT = flags.DEFINE_float("readout_multiplier", None, "the base model's readout multiplier "
                               "(mup.py; default: the muP base stage's choice)")

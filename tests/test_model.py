@@ -64,6 +64,32 @@ def test_residual_sublayer_rejects_unknown_norm():
     model.residual_sublayer(jnp.asarray(TOY_X), toy_branch, TOY_LN, norm="mid")
 
 
+def test_an_unknown_placement_is_an_error_in_every_reader_of_the_model():
+  # A config that slipped past ModelConfig's own check (as a hand-built one might): every
+  # reader looks the placement up in model.PLACEMENTS, none treats it as post-norm.
+  from andrea_jax import sample
+  from andrea_jax.tools import lens
+  cfg = small(n_layer=1)
+  params = model.init_params(cfg, jax.random.key(0))
+  object.__setattr__(cfg, "norm", "mid")
+  tokens = random_tokens(cfg, (1, 4))
+  readers = {
+      "init_params": lambda: model.init_params(cfg, jax.random.key(0)),
+      "count_params": lambda: model.count_params(cfg),
+      "forward": lambda: model.forward(params, tokens, cfg),
+      "sample": lambda: sample.forward_cached(params, tokens, sample.init_cache(cfg, 1, 4), 0, cfg),
+      "lens": lambda: lens.capture(params, tokens, cfg),
+      "attribution": lambda: lens.direct_logit_attribution(params, tokens, tokens, cfg),
+      "diagnostics": lambda: diagnostics.attention_logits(params, tokens, cfg, 0),
+      "flax": lambda: AndreaLM(cfg).init(jax.random.key(0), tokens),
+  }
+  for name, read in readers.items():
+    # model.placement's line, or ModelConfig's where a reader rebuilds the config (resolve_auto)
+    with pytest.raises(errors.ConfigError, match=r"(model|ModelConfig)\.norm='mid': expected one of"):
+      read()
+  assert model.NORMS == tuple(model.PLACEMENTS)
+
+
 # ----------------------------------------------------------------------------- pieces
 
 

@@ -94,7 +94,11 @@ def check_exportable(cfg: ModelConfig) -> None:
   """Refuse the ANDREA variants that a GPT-2 checkpoint cannot express."""
   if cfg.norm != "pre":
     raise UnexportableError(f"model.norm={cfg.norm!r}: GPT-2 blocks are pre-norm (x + F(LN(x)) "
-                            f"with a final ln_f); a post-norm model cannot be written as GPT-2 "
+                            f"with a final ln_f); only model.norm='pre' can be written as GPT-2 "
+                            f"weights")
+  if cfg.norm_type != "layernorm":
+    raise UnexportableError(f"model.norm_type={cfg.norm_type!r}: GPT-2's norms are LayerNorms "
+                            f"(scale and bias); only norm_type=layernorm can be written as GPT-2 "
                             f"weights")
   if cfg.activation not in ACT_TO_HF:
     raise UnexportableError(f"model.activation={cfg.activation!r}: GPT-2's MLP is c_fc -> "

@@ -22,7 +22,7 @@ The tree (names in the pure-function layout -> Flax path)::
 
     wte (V, D)                      -> wte/embedding
     wpe (T, D)                      -> wpe/embedding
-    blocks/ln_1/{scale,bias} (L, D) -> blocks/ln_1/{scale,bias}
+    blocks/ln_1/{scale,bias} (L, D) -> blocks/ln_1/{scale,bias}  (rmsnorm: scale; dyt: + alpha (L,))
     blocks/attn/w_qkv, b_qkv        -> blocks/attn/qkv/{kernel,bias}
     blocks/attn/w_out, b_out        -> blocks/attn/out/{kernel,bias}
     blocks/attn/{q,k}_norm (L, K)   -> blocks/attn/{q,k}_norm/{scale,bias}  (qk_norm)
@@ -44,6 +44,7 @@ import jax.numpy as jnp
 from flax import traverse_util
 
 from andrea_jax import attention as kernels
+from andrea_jax import errors
 from andrea_jax import model
 from andrea_jax import mup
 from andrea_jax.model import ModelConfig
@@ -126,6 +127,34 @@ class LayerNorm(nn.Module):
     return model.layer_norm(x_BTD, scale, bias, self.cfg.ln_eps)
 
 
+class Norm(nn.Module):
+  """The residual norm ``cfg.norm_type`` (written out again, as the check of
+  ``model.normalise``): LayerNorm; RMSNorm ``scale * x / rms(x)``; DyT
+  ``scale * tanh(alpha * x) + bias`` with one scalar ``alpha``."""
+
+  cfg: ModelConfig
+
+  @nn.compact
+  def __call__(self, x_BTD):
+    cfg = self.cfg
+    D, dtype = x_BTD.shape[-1], jnp.dtype(cfg.param_dtype)
+    if cfg.norm_type == "layernorm":
+      scale = self.param("scale", nn.initializers.ones, (D,), dtype)
+      bias = self.param("bias", nn.initializers.zeros, (D,), dtype)
+      return model.layer_norm(x_BTD, scale, bias, cfg.ln_eps)
+    x32 = x_BTD.astype(jnp.promote_types(x_BTD.dtype, jnp.float32))
+    if cfg.norm_type == "rmsnorm":
+      scale = self.param("scale", nn.initializers.ones, (D,), dtype)
+      y = x32 / jnp.sqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + cfg.ln_eps) * scale
+      return y.astype(x_BTD.dtype)
+    if cfg.norm_type == "dyt":
+      alpha = self.param("alpha", nn.initializers.constant(cfg.dyt_alpha_init), (), dtype)
+      scale = self.param("scale", nn.initializers.ones, (D,), dtype)
+      bias = self.param("bias", nn.initializers.zeros, (D,), dtype)
+      return (jnp.tanh(alpha * x32) * scale + bias).astype(x_BTD.dtype)
+    raise errors.ConfigError(f"flax_model: model.norm_type={cfg.norm_type!r} has no Flax twin")
+
+
 class CausalSelfAttention(nn.Module):
   """Fused QKV projection, the causal attention kernel, and the output projection.
 
@@ -168,11 +197,23 @@ class Mlp(nn.Module):
     return _dense(cfg, cfg.d_model, "proj", _stds(cfg)["proj"])(h_BTF)
 
 
-def _sublayer(x, branch: Callable, norm: nn.Module, placement: str, multiplier: float = 1.0):
+# The residual patterns written out again, independently of model.PLACEMENTS (which this twin
+# checks): the names are the table's, so an unknown placement fails in model.placement.
+_PATTERNS = {"pre": lambda x, f, norm, out: x + f(norm(x)),
+             "post": lambda x, f, norm, out: norm(x + f(x)),
+             "peri": lambda x, f, norm, out: x + out(f(norm(x))),
+             "reordered": lambda x, f, norm, out: x + norm(f(x))}
+
+
+def _sublayer(x, branch: Callable, norm: nn.Module, placement: str, multiplier: float = 1.0,
+              out: nn.Module | None = None):
   """Pre-norm ``x + F(LN(x))``; post-norm ``LN(x + F(x))``; ``F`` times a depth rule's
   ``multiplier`` (``mup.branch_multiplier``)."""
+  model.placement(placement)  # an unknown name: the table's error
+  if placement not in _PATTERNS:
+    raise errors.ConfigError(f"flax_model: model.norm={placement!r} has no Flax twin yet")
   f = branch if multiplier == 1.0 else (lambda h: multiplier * branch(h))
-  return x + f(norm(x)) if placement == "pre" else norm(x + f(x))
+  return _PATTERNS[placement](x, f, norm, out)
 
 
 class Block(nn.Module):
@@ -184,8 +225,11 @@ class Block(nn.Module):
   def __call__(self, x_BTD, _):
     cfg = self.cfg
     m = mup.branch_multiplier(cfg)
-    x_BTD = _sublayer(x_BTD, CausalSelfAttention(cfg, name="attn"), LayerNorm(cfg, name="ln_1"), cfg.norm, m)
-    x_BTD = _sublayer(x_BTD, Mlp(cfg, name="mlp"), LayerNorm(cfg, name="ln_2"), cfg.norm, m)
+    peri = cfg.norm == "peri"
+    x_BTD = _sublayer(x_BTD, CausalSelfAttention(cfg, name="attn"), Norm(cfg, name="ln_1"), cfg.norm, m,
+                      Norm(cfg, name="ln_1_out") if peri else None)
+    x_BTD = _sublayer(x_BTD, Mlp(cfg, name="mlp"), Norm(cfg, name="ln_2"), cfg.norm, m,
+                      Norm(cfg, name="ln_2_out") if peri else None)
     return x_BTD, None
 
 
@@ -216,8 +260,8 @@ class AndreaLM(nn.Module):
     blocks = nn.scan(_remat(Block, cfg.remat_policy), variable_axes={"params": 0},
                      split_rngs={"params": True}, length=cfg.n_layer, unroll=cfg.scan_unroll)
     x_BTD, _ = blocks(cfg, name="blocks")(x_BTD, None)
-    if cfg.norm == "pre":
-      x_BTD = LayerNorm(cfg, name="ln_f")(x_BTD)
+    if model.placement(cfg.norm).final_norm:
+      x_BTD = Norm(cfg, name="ln_f")(x_BTD)
     x_BTD = x_BTD * jnp.asarray(mup.readout_multiplier(cfg), x_BTD.dtype)  # the readout multiplier
     if cfg.tie_embeddings:
       logits_BTV = wte.attend(x_BTD)

@@ -1,7 +1,7 @@
 """Reading the residual stream of the scanned model: capture, logit lens, contributions, ablation.
 
 Every block reads the residual stream through a LayerNorm and adds its branch's output
-back. This module runs the model's own pieces (``model.embed``, ``model.residual_sublayer``,
+back. This module runs the model's own pieces (``model.embed``, ``model.block_forward`` with hooks,
 ``model.attention``, ``model.mlp``, ``model.unembed``) under the same ``lax.scan`` over the
 stacked blocks and returns, beside the logits, what the scan saw:
 
@@ -75,19 +75,6 @@ def _heads_attention(h_BTD, attn: Params, cfg: ModelConfig, head_fn, extra):
   return model.out_project(o_BTHK, attn, cfg), p_BHTS, aux
 
 
-def _sublayer(x_BTD, branch: Callable, ln: Params, cfg: ModelConfig):
-  """``model.residual_sublayer`` that also hands back what the branch wrote into the stream
-  (with a depth rule's branch multiplier, ``mup.branch_multiplier``)."""
-  seen = {}
-  m = mup.branch_multiplier(cfg)
-
-  def recorded(h):
-    seen["f"] = branch(h) if m == 1.0 else m * branch(h)
-    return seen["f"]
-
-  return model.residual_sublayer(x_BTD, recorded, ln, cfg.norm, cfg.ln_eps), seen["f"]
-
-
 def _pair(a, b):
   return jax.tree.map(lambda u, v: jnp.stack([u, v]), a, b)
 
@@ -117,17 +104,20 @@ def scan_blocks(params: Params, tokens_BT, cfg: ModelConfig, *,
     block, extra = xs
     layer = {}
     if head_fn is not None:
-      def attn_branch(h):
-        out, layer["probs"], layer["aux"] = _heads_attention(h, block["attn"], cfg, head_fn,
+      def attn_fn(h, attn):
+        out, layer["probs"], layer["aux"] = _heads_attention(h, attn, cfg, head_fn,
                                                              extra.get("head"))
         return out
+    elif probs:
+      def attn_fn(h, attn):  # beside the model's own attention, whose output stays the one used
+        layer["probs"] = causal_probs(*model.qkv_project(h, attn, cfg)[:2])
+        return model.attention(h, attn, cfg)
     else:
-      def attn_branch(h):
-        if probs:  # beside the model's own attention, whose output stays the one used
-          layer["probs"] = causal_probs(*model.qkv_project(h, block["attn"], cfg)[:2])
-        return model.attention(h, block["attn"], cfg)
-    x1, fa = _sublayer(x, attn_branch, block["ln_1"], cfg)
-    x2, fm = _sublayer(x1, lambda h: model.mlp(h, block["mlp"], cfg), block["ln_2"], cfg)
+      attn_fn = None  # the model's own attention
+    seen = {}
+    x2 = model.block_forward(block, x, cfg, attn_fn=attn_fn,
+                             on_sublayer=lambda i, *read_f_new: seen.update({i: read_f_new}))
+    (_, fa, x1), (_, fm, _) = seen[0], seen[1]
     sub = extra.get("sub")
     pick = lambda i: None if sub is None else jax.tree.map(lambda a: a[i], sub)
     out = {"points": _pair(point_fn(x1), point_fn(x2)),
@@ -268,6 +258,13 @@ def direct_logit_attribution(params: Params, tokens_BT, targets_BT, cfg: ModelCo
   """
   u_BTD = _unembedding_rows(params, targets_BT, cfg)
   w_out = params["blocks"]["attn"]["w_out"]
+  if cfg.norm not in ("pre", "post"):  # the linearisations below are these two placements'
+    model.placement(cfg.norm)  # an unknown name: the table's own error
+    raise errors.ConfigError(f"direct_logit_attribution: model.norm={cfg.norm!r} has no "
+                             f"linearisation here (pre and post do)")
+  if cfg.norm_type != "layernorm":
+    raise errors.ConfigError(f"direct_logit_attribution: model.norm_type={cfg.norm_type!r}: the "
+                             f"frozen-std linearisation is LayerNorm's; use norm_type=layernorm")
   if cfg.norm == "pre":
     final, _, _, _ = scan_blocks(params, tokens_BT, cfg)
     ln_f = params["ln_f"]

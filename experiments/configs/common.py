@@ -32,8 +32,13 @@ def model_group(*, vocab_size: int, block_size: int, d_model: int, n_layer: int,
   m.n_head = n_head
   # MLP hidden width = round(mlp_ratio * d_model).
   m.mlp_ratio = 4.0
-  # Norm placement: "pre" (x + F(LN(x)), GPT-2) or "post" (LN(x + F(x)), 2017 original).
+  # Norm placement: "pre" (x + F(LN(x)), GPT-2), "post" (LN(x + F(x)), 2017 original), "peri"
+  # (x + LN(F(LN(x))), Peri-LN) or "reordered" (x + LN(F(x)), OLMo 2); docs/model.md.
   m.norm = "pre"
+  # What normalises: "layernorm", "rmsnorm" (Zhang & Sennrich 2019) or "dyt" (Zhu et al. 2025).
+  m.norm_type = "layernorm"
+  # DyT's initial alpha, the learned scalar in scale * tanh(alpha x) + bias (the paper's 0.5).
+  m.dyt_alpha_init = 0.5
   # Weight init: "gpt2" (N(0, 0.02), residual projections / sqrt(2 n_layer)) or "xavier" (Glorot normal).
   m.init = "gpt2"
   # MLP activation: "gelu_tanh" (GPT-2), "gelu" (exact erf), "relu" or "swiglu" (gated).
