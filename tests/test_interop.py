@@ -113,7 +113,7 @@ def test_bfloat16_params_are_exported_as_float32(tmp_path):
 
 
 @pytest.mark.parametrize("changes, match", [
-    ({"norm": "post"}, "post-norm"), ({"activation": "swiglu"}, "SwiGLU"),
+    ({"norm": "post"}, r"model.norm='post': GPT-2 blocks are pre-norm"), ({"activation": "swiglu"}, "SwiGLU"),
     ({"qk_norm": True}, r"model.qk_norm=True: GPT-2's attention has no LayerNorm on queries"
                         r"(.|\n)*export a model trained with qk_norm=False"),
     ({"parametrization": "mup", "base_width": 16}, r"model.parametrization='mup': GPT-2 computes"

@@ -32,8 +32,7 @@ def model_group(*, vocab_size: int, block_size: int, d_model: int, n_layer: int,
   m.n_head = n_head
   # MLP hidden width = round(mlp_ratio * d_model).
   m.mlp_ratio = 4.0
-  # Norm placement: "pre" (x + F(LN(x)), GPT-2), "post" (LN(x + F(x)), 2017 original), "peri"
-  # (x + LN(F(LN(x))), Peri-LN) or "reordered" (x + LN(F(x)), OLMo 2); docs/model.md.
+  # Norm placement: "pre" (GPT-2), "post" (2017), "peri" (Peri-LN), "reordered" (OLMo 2); docs/model.md.
   m.norm = "pre"
   # What normalises: "layernorm", "rmsnorm" (Zhang & Sennrich 2019) or "dyt" (Zhu et al. 2025).
   m.norm_type = "layernorm"
