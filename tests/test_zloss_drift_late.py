@@ -227,7 +227,7 @@ def test_the_committed_run_is_inconclusive_nine_of_twelve_seeds_ran_away():
 
 
 def test_the_committed_runs_exploratory_readings_in_docs_study_md():
-  """docs/study.md's readings beside the verdicts, recomputed from the committed cells: the
+  """docs/studies/zloss.md's readings beside the verdicts, recomputed from the committed cells: the
   50,000-step study's end-reading rule would judge 8 seeds and find z-loss's overshoot +0.31
   (reproduced); z-loss's late log Z jumps by 1.8-3.7 nats at most between readings in the
   judged seeds; at the spread seen, 0.78 nats from the bound needs 24 judged seeds (9 had
