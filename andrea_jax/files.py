@@ -37,6 +37,13 @@ def atomic_write(path: str | os.PathLike, *chunks: bytes) -> None:
     raise
 
 
+def user_cache_dir() -> str:
+  """Where the project caches what it measures or downloads for this user (a CPU's peak
+  FLOP/s, HellaSwag): ``$XDG_CACHE_HOME/andrea_jax``, by default ``~/.cache/andrea_jax``."""
+  root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+  return os.path.join(root, "andrea_jax")
+
+
 def write_json(path: str | os.PathLike, value: Any) -> None:
   """``value`` as indented JSON with sorted keys and a final newline, written atomically."""
   atomic_write(path, (json.dumps(value, indent=2, sort_keys=True) + "\n").encode("utf-8"))

@@ -24,6 +24,7 @@ each member's last train loss and evaluations that its summary is built from.
 from __future__ import annotations
 
 import dataclasses
+import glob
 import os
 import sys
 import time
@@ -199,9 +200,12 @@ class Logger:
     self.tokens_per_step = t.batch_size * cfg.block_size
     # The program's FLOPs per token of one member: all members run in it.
     self.flops_per_token = models.n * model.flops_per_token(cfg)
-    peak = metrics_lib.peak_flops(jax.devices()[0])
-    # The peak of the devices the program runs on (a group's: one): MFU is per device.
-    self.peak = peak and peak * models.n_devices
+    peak = metrics_lib.device_peak(jax.devices()[0], model.compute_dtype(cfg))
+    # The peak of the devices the program runs on (a group's: one; a CPU's devices share
+    # the cores its one peak was measured on).
+    per_program = 1 if jax.devices()[0].platform == "cpu" else models.n_devices
+    self.peak = peak.flops and peak.flops * per_program
+    self.peak_source = peak.source
     self.window, self.last = [], (time.time(), start_step)
     self.measured = False  # the first row of a segment prints the measured speed
     self.bar = tqdm(total=t.steps, initial=start_step, desc="train", unit="step",
@@ -223,26 +227,31 @@ class Logger:
     grad_norm = np.mean([per_member(h["grad_norm"]) for h in host], axis=0)
     z_loss = np.mean([per_member(h["z_loss"]) for h in host], axis=0) if "z_loss" in host[0] else None
     lr = self.models.learning_rate(step - 1)
+    mfu = self.peak and metrics_lib.mfu(rate, self.flops_per_token, self.peak)
     for i in np.flatnonzero(alive):
       row = {"loss": float(loss[i]), "lr": float(lr[i]), "grad_norm": float(grad_norm[i]),
              "tokens_per_s": rate, "wall_time_s": self.clock.seconds()}
       if z_loss is not None:  # the z-loss term, apart from the cross-entropy
         row["z_loss"] = float(z_loss[i])
       if self.peak:
-        row["mfu"] = metrics_lib.mfu(rate, self.flops_per_token, self.peak)
+        row["mfu"] = mfu
       self._write(i, step, row)
     live = np.flatnonzero(alive)
     self.bar.set_postfix(loss=f"{np.mean(loss[live]):.3f}", tok_s=f"{rate * len(live):,.0f}")
     if not self.measured and sharding.is_lead():
       self.measured = True
       per_step = max(now - self.last[0], 1e-9) / max(step - self.last[1], 1)
-      tqdm.write(forecast.measured(per_step, rate * len(live), self.steps - step))
+      line = forecast.measured(per_step, rate * len(live), self.steps - step)
+      # MFU beside the step time; an unknown peak says so on a line of its own.
+      tqdm.write(f"{line}; MFU {mfu:.2%} of {self.peak_source}" if self.peak else
+                 f"{line}\n{self.peak_source}")
     if self.print_rows:
       i = live[0]
       what = (f"loss {loss[i]:.4f}, lr {lr[i]:.3g}, grad_norm {grad_norm[i]:.3f}"
               if self.models.n == 1 else "loss " + ", ".join(
                   f"{os.path.basename(self.models.dirs[j])} {loss[j]:.4f}" for j in live))
-      print(f"step {step}/{self.steps}: {what}, {rate * len(live):,.0f} tokens/s", flush=True)
+      speed = f"{rate * len(live):,.0f} tokens/s" + (f", MFU {mfu:.2%}" if self.peak else "")
+      print(f"step {step}/{self.steps}: {what}, {speed}", flush=True)
     self.window, self.last = [], (now, step)
 
   def log_eval(self, step: int, val: np.ndarray, alive: np.ndarray) -> None:
@@ -316,15 +325,65 @@ class Batches:
       loader.close()
 
 
+# ----------------------------------------------------------------------------- the profiler
+
+
+class Profiler:
+  """A ``jax.profiler`` trace of updates ``first..last`` (``train.profile_steps``) in
+  ``directory``, in the layout TensorBoard's profile plugin reads
+  (``plugins/profile/<run>/<host>.xplane.pb``); one line says where and how to open it.
+
+  The trace starts once the update before ``first`` has finished and stops once ``last``
+  has (a resumed segment traces what is left of the range); leaving its ``with`` stops a
+  trace still running (a stop, a divergence, an error).
+  """
+
+  def __init__(self, steps: tuple[int, int] | None, directory: str):
+    self.steps, self.directory = steps, directory
+    self.running, self.last, self.done = None, None, False  # the first and the last traced
+
+  def before(self, step: int, state) -> None:
+    if self.steps and not self.done and not self.running and self.steps[0] <= step <= self.steps[1]:
+      jax.block_until_ready(state)  # the updates before it are not in the trace
+      jax.profiler.start_trace(self.directory)
+      self.running = step
+
+  def after(self, step: int, state) -> None:
+    self.last = step
+    if self.running and step == self.steps[1]:
+      jax.block_until_ready(state)
+      self.stop()
+
+  def stop(self) -> None:
+    jax.profiler.stop_trace()
+    first, last, self.running, self.done = self.running, self.last, None, True
+    runs = sorted(glob.glob(os.path.join(self.directory, "plugins", "profile", "*")),
+                  key=os.path.getmtime)
+    if sharding.is_lead():
+      tqdm.write(f"profile of updates {first}-{last}: {runs[-1] if runs else self.directory}; open "
+                 f"it with: tensorboard --logdir {self.directory} (pip install tensorboard "
+                 f"tensorboard-plugin-profile), then the Profile tab")
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    if self.running:
+      self.stop()
+
+
 # ----------------------------------------------------------------------------- the loop
 
 
 @dataclasses.dataclass
 class Outputs:
-  """Where the loop's results go: rows, checkpoints and (if on) diagnostics."""
+  """Where the loop's results go: rows, checkpoints, (if on) diagnostics, the profiler's
+  trace and the downstream task's scores."""
   log: Logger
   checkpoints: Any  # an orbax CheckpointManager (``checkpoint.manager``)
   diagnostics: diagnostics.Recorder | None = None
+  profiler: Profiler = dataclasses.field(default_factory=lambda: Profiler(None, ""))
+  task: Any = None  # a ``tasks.Scorer`` (``train.task_eval_every``), or None
 
 
 class Outcome(NamedTuple):
@@ -393,7 +452,9 @@ def train_loop(models: Models, state, t: step_lib.TrainConfig, start_step: int,
       if step > start_step + 1:
         batch = next(batches)
       before = diag.snapshot(state["params"]) if diag and diag.wants_snapshot(step) else None
+      out.profiler.before(step, state)
       state, m = models.step(state, batch)
+      out.profiler.after(step, state)
       log.window.append(m)
       logging = step % t.log_every == 0 or step == t.steps
       evaluating = step % t.eval_every == 0 or step == t.steps

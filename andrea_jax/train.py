@@ -246,12 +246,13 @@ def run(config: config_lib.RunConfig, workdir: str,
       workdir_lib.record_start(workdir, config, plan, {
           **dataclasses.asdict(prepared),
           "tokenizer_sha256": files.sha256(prepared.tokenizer_path)})
-    out = loop.Outputs(loop.Logger(models, cfg, t, eval_set, plan.start_step, clock), mngr)
+    out = loop.Outputs(loop.Logger(models, cfg, t, eval_set, plan.start_step, clock), mngr,
+                       profiler=loop.Profiler(t.profile_range, os.path.join(workdir, "profile")))
     if config.diagnostics.enabled:
       out.diagnostics = diagnostics.Recorder(config.diagnostics, cfg, eval_set.first_batch,
                                              models.dirs, models.stacked, last_step=t.steps)
     with loop.Batches(models, prepared.train_paths, t, cfg.block_size, plan.start_step,
-                      config.data.prefetch) as batches, out_of_memory_advice(t):
+                      config.data.prefetch) as batches, out_of_memory_advice(t), out.profiler:
       outcome = loop.train_loop(models, state, t, plan.start_step, batches, eval_set, out)
     out.log.close()
     mngr.close()

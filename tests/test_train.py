@@ -728,3 +728,32 @@ def test_out_of_memory_in_training_is_one_line_naming_the_microbatches_that_fit(
   with pytest.raises(jax.errors.JaxRuntimeError, match="INTERNAL"):
     with train.out_of_memory_advice(t):
       raise other
+
+
+def test_a_profiled_run_writes_a_trace_tensorboard_reads_and_prints_mfu_on_the_cpu(
+    data_cache, tmp_path, capsys, monkeypatch):
+  monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the CPU's peak, measured here
+  config = small_config(data_cache, **{"train.steps": 6, "train.profile_steps": "3-4",
+                                       "train.eval_every": 6, "sample.num_samples": 0})
+  workdir = tmp_path / "run"
+  train.train_and_evaluate(config, str(workdir))
+  out = capsys.readouterr().out
+  # TensorBoard's profile plugin reads <logdir>/plugins/profile/<run>/<host>.xplane.pb.
+  traces = glob.glob(str(workdir / "profile" / "plugins" / "profile" / "*" / "*.xplane.pb"))
+  assert len(traces) == 1 and os.path.getsize(traces[0]) > 0
+  line = next(l for l in out.splitlines() if l.startswith("profile of updates 3-4: "))
+  assert os.path.dirname(traces[0]) in line and f"tensorboard --logdir {workdir / 'profile'}" in line
+  # MFU against this CPU's measured peak: printed beside the step time, in every train row.
+  assert "measured on this CPU" in next(l for l in out.splitlines() if l.startswith("measured: "))
+  rows = [r for r in metrics_lib.read_metrics(str(workdir)) if "loss" in r]
+  assert len(rows) == 6 and all(0 < r["mfu"] < 1 for r in rows)
+  assert len(json.loads((tmp_path / "cache" / "andrea_jax" / "cpu_peak.json").read_text())) == 1
+
+
+@pytest.mark.parametrize("value", ["10-", "5-3", "0-2", "3-99", "abc"])
+def test_a_bad_profile_range_is_one_line_naming_the_field(value):
+  fields = {**common.train_group().to_dict(), "steps": 20, "warmup_steps": 2, "profile_steps": value}
+  with pytest.raises(errors.ConfigError,
+                     match=rf"^train.profile_steps='{value}': expected the updates to trace as "
+                           r"'first-last' within 1..train.steps=20, e.g. '10-12' \(or '' for none\)$"):
+    step_lib.TrainConfig(**fields)
