@@ -16,6 +16,9 @@ evaluation, so a signal during any of them saves that step. A step slower than
 ``SLOW_STEP_S`` is waited for before the next starts, so what is saved is the step just
 ended, not the one after it.
 
+Every ``train.task_eval_every`` updates (and at the end) the downstream task scores each
+member (``tasks.Scorer``: HellaSwag), a row of its own.
+
 ``evaluate`` computes; the ``Logger`` writes and prints: ``metrics.jsonl`` (+ TensorBoard,
 and Weights & Biases with ``train.wandb_mode``), the progress bar, a line per row where stdout is not a terminal, and the ``Record`` of
 each member's last train loss and evaluations that its summary is built from.
@@ -45,6 +48,7 @@ from andrea_jax import progress as progress_lib
 from andrea_jax import sharding
 from andrea_jax import signals as signals_lib
 from andrea_jax import step as step_lib
+from andrea_jax import tasks
 from andrea_jax import tokenizer as tokenizer_lib
 from andrea_jax import workdir as workdir_lib
 
@@ -267,6 +271,16 @@ class Logger:
       what = ", ".join(f"{os.path.basename(self.models.dirs[i])} {val[i]:.4f}" for i in live)
     tqdm.write(f"step {step}: val_loss {what} (unigram {ev.unigram:.4f})")
 
+  def log_task(self, step: int, scores: list[dict], alive: np.ndarray) -> None:
+    """The downstream task's accuracies of each member still training (``tasks.Scorer``)."""
+    for i in np.flatnonzero(alive):
+      self._write(i, step, {"hellaswag_acc": scores[i]["acc"],
+                            "hellaswag_acc_norm": scores[i]["acc_norm"]})
+    live = np.flatnonzero(alive)
+    what = (tasks.describe(scores[0]) if self.models.n == 1 else "hellaswag acc_norm " + ", ".join(
+        f"{os.path.basename(self.models.dirs[i])} {scores[i]['acc_norm']:.4f}" for i in live))
+    tqdm.write(f"step {step}: {what}")
+
   def restart_clock(self) -> None:
     """The speed is measured from now (not over compilation and the step-0 evaluation)."""
     self.last = (time.time(), self.last[1])
@@ -420,6 +434,10 @@ def train_loop(models: Models, state, t: step_lib.TrainConfig, start_step: int,
     log.log_eval(step, evaluate(models, state["params"], eval_set, step), alive)
     evaluated = step
 
+  def task_evaluation(step):
+    signals_lib.set_phase(f"scoring hellaswag at step {step}")
+    log.log_task(step, out.task(state["params"], models.stacked, models.n), alive)
+
   def settle(flags, step) -> None:
     """Drop the members that diverged by ``step`` (its flags): the host waits for it."""
     alive[:] &= per_member(flags["good"])
@@ -458,10 +476,11 @@ def train_loop(models: Models, state, t: step_lib.TrainConfig, start_step: int,
       log.window.append(m)
       logging = step % t.log_every == 0 or step == t.steps
       evaluating = step % t.eval_every == 0 or step == t.steps
+      tasking = out.task is not None and (step % t.task_eval_every == 0 or step == t.steps)
       # Divergence, read one step late: the previous step has finished by now, so the host
       # does not wait on this one, except where it waits anyway (logs, evaluations) or where
       # steps are slow (nothing to overlap: a save or a stop then takes the step just done).
-      waited = logging or evaluating or slow
+      waited = logging or evaluating or tasking or slow
       if waited or previous is not None:
         settle(*((m, step) if waited else (previous, step - 1)))
       previous = m
@@ -475,11 +494,13 @@ def train_loop(models: Models, state, t: step_lib.TrainConfig, start_step: int,
         log.log_train(step, alive)
       log.bar.update(1)
       stop = False
-      if evaluating:
-        try:
+      try:
+        if evaluating:
           evaluation(step)
-        except signals_lib.Interrupted:  # stopped between its batches: save the step
-          stop = True
+        if tasking:
+          task_evaluation(step)
+      except signals_lib.Interrupted:  # stopped between its batches: save the step
+        stop = True
       # Asked last: a signal during this step's wait, rows or evaluation stops at it, and
       # the time policy (checkpoint.every_seconds) reads the time this step ended.
       stop = stop or signals_lib.stop_requested(signals, step, t.log_every)
