@@ -30,7 +30,6 @@ import dataclasses
 import functools
 import json
 import os
-import urllib.error
 import urllib.request
 
 import jax
@@ -86,8 +85,9 @@ def hellaswag_file(task_file: str = "", cache_dir: str | None = None) -> str:
   try:
     with urllib.request.urlopen(HELLASWAG_URL, timeout=60) as response:
       data = response.read()
-  except (urllib.error.URLError, OSError) as e:
-    reason = getattr(e, "reason", None) or e
+  except OSError as e:  # URLError too: no network, no such host, a refusal
+    reason = getattr(e, "reason", e)
+    reason = getattr(reason, "strerror", None) or reason  # without its [Errno n]
     raise errors.DataError(
         f"hellaswag: cannot download {HELLASWAG_URL} ({reason}): offline? Download it "
         f"elsewhere and pass it with --task_file=path/to/hellaswag_val.jsonl (in a run: "
