@@ -757,3 +757,24 @@ def test_a_bad_profile_range_is_one_line_naming_the_field(value):
                      match=rf"^train.profile_steps='{value}': expected the updates to trace as "
                            r"'first-last' within 1..train.steps=20, e.g. '10-12' \(or '' for none\)$"):
     step_lib.TrainConfig(**fields)
+
+
+def test_a_run_scores_hellaswag_every_task_eval_every_updates_as_evaluate_scores_it(
+    data_cache, tmp_path, capsys):
+  task_file = tmp_path / "hellaswag.jsonl"  # HellaSwag's format (tests/test_tasks.py: its scorer)
+  task_file.write_text("".join(json.dumps(
+      {"ctx": f"def f{i}(x):", "endings": ["return x", "pass", "x = 1", "print(x)"], "label": i % 4}
+  ) + "\n" for i in range(6)))
+  config = small_config(data_cache, **{"train.steps": 6, "train.task_eval_every": 3,
+                                       "train.task_file": str(task_file), "train.task_examples": 5,
+                                       "train.eval_every": 6, "sample.num_samples": 0})
+  workdir = tmp_path / "run"
+  train.train_and_evaluate(config, str(workdir))
+  scored = {r["step"]: r for r in metrics_lib.read_metrics(str(workdir)) if "hellaswag_acc" in r}
+  assert sorted(scored) == [3, 6]
+  out = capsys.readouterr().out
+  assert "step 3: hellaswag acc " in out and "over 5 examples (chance 0.25)" in out
+  # The final checkpoint scored from its workdir (python -m experiments.evaluate --task=hellaswag).
+  final = train.evaluate_task(str(workdir), str(task_file), examples=5)
+  assert final["step"] == 6 and final["examples"] == 5
+  assert (final["acc"], final["acc_norm"]) == (scored[6]["hellaswag_acc"], scored[6]["hellaswag_acc_norm"])
