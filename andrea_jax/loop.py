@@ -26,6 +26,7 @@ each member's last train loss and evaluations that its summary is built from.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import glob
 import os
@@ -362,6 +363,12 @@ class Profiler:
       jax.profiler.start_trace(self.directory)
       self.running = step
 
+  def annotate(self, step: int):
+    """Around update ``step``'s call: TensorBoard's step-time view reads ``train`` steps."""
+    if not self.running:
+      return contextlib.nullcontext()
+    return jax.profiler.StepTraceAnnotation("train", step_num=step)
+
   def after(self, step: int, state) -> None:
     self.last = step
     if self.running and step == self.steps[1]:
@@ -471,7 +478,8 @@ def train_loop(models: Models, state, t: step_lib.TrainConfig, start_step: int,
         batch = next(batches)
       before = diag.snapshot(state["params"]) if diag and diag.wants_snapshot(step) else None
       out.profiler.before(step, state)
-      state, m = models.step(state, batch)
+      with out.profiler.annotate(step):
+        state, m = models.step(state, batch)
       out.profiler.after(step, state)
       log.window.append(m)
       logging = step % t.log_every == 0 or step == t.steps

@@ -741,6 +741,10 @@ def test_a_profiled_run_writes_a_trace_tensorboard_reads_and_prints_mfu_on_the_c
   # TensorBoard's profile plugin reads <logdir>/plugins/profile/<run>/<host>.xplane.pb.
   traces = glob.glob(str(workdir / "profile" / "plugins" / "profile" / "*" / "*.xplane.pb"))
   assert len(traces) == 1 and os.path.getsize(traces[0]) > 0
+  # Read back (the XSpace proto the plugin reads): it holds updates 3 and 4, whole, and no other.
+  traced = [dict(e.stats)["step_num"] for plane in jax.profiler.ProfileData.from_file(traces[0]).planes
+            for line in plane.lines for e in line.events if e.name == "train"]
+  assert traced == [3, 4]
   line = next(l for l in out.splitlines() if l.startswith("profile of updates 3-4: "))
   assert os.path.dirname(traces[0]) in line and f"tensorboard --logdir {workdir / 'profile'}" in line
   # MFU against this CPU's measured peak: printed beside the step time, in every train row.
