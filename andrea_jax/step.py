@@ -133,17 +133,17 @@ class TrainConfig:
       raise errors.ConfigError(f"train.wandb_mode={self.wandb_mode!r}: expected one of "
                                f"{WANDB_MODES}")
     self.profile_range  # pylint: disable=pointless-statement  (its own checks)
-    for name in ("task_eval_every", "task_examples"):
+    for name, zero, what in (("task_eval_every", "off", "updates"),
+                             ("task_examples", "all of them", "examples")):
       if not getattr(self, name) >= 0:
-        raise errors.ConfigError(f"train.{name}={getattr(self, name)!r}: expected 0 (off"
-                                 f"{'' if name == 'task_eval_every' else ': all of them'}) or "
-                                 f"a positive number")
+        raise errors.ConfigError(f"train.{name}={getattr(self, name)!r}: expected 0 ({zero}) "
+                                 f"or a positive number of {what}")
 
   @property
   def profile_range(self) -> tuple[int, int] | None:
     """``(first, last)`` of ``profile_steps`` (``"10-12"``; ``"10"``: that step alone), the
     updates the profiler traces; None when it is off (``""``)."""
-    text = self.profile_steps.strip()
+    text = str(self.profile_steps).strip()
     if not text:
       return None
     found = re.fullmatch(r"(\d+)(?:\s*-\s*(\d+))?", text)

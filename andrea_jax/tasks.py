@@ -70,14 +70,15 @@ class Encoded:
 # ----------------------------------------------------------------------------- the data
 
 
-def hellaswag_file(task_file: str = "", cache_dir: str | None = None) -> str:
-  """The HellaSwag JSONL to read: ``task_file`` where given, else the validation set
-  downloaded once from ``HELLASWAG_URL`` into ``<cache_dir>/hellaswag/`` (default
-  ``files.user_cache_dir()``). Offline: one line naming ``--task_file``."""
+def hellaswag_file(task_file: str = "", cache_dir: str | None = None,
+                   name: str = "--task_file") -> str:
+  """The HellaSwag JSONL to read: ``task_file`` where given (``name``: the flag or field
+  that gave it), else the validation set downloaded once from ``HELLASWAG_URL`` into
+  ``<cache_dir>/hellaswag/`` (default ``files.user_cache_dir()``). Offline: one line
+  naming ``--task_file``."""
   if task_file:
-    if not os.path.isfile(task_file):
-      raise errors.DataError(f"--task_file={task_file!r} is not a file: pass HellaSwag's JSONL "
-                             f"(hellaswag_val.jsonl from {HELLASWAG_URL})")
+    files.check_paths(read_files={name: (task_file, f"HellaSwag's JSONL ({HELLASWAG_URL})")},
+                      error=errors.DataError)
     return task_file
   path = os.path.join(cache_dir or files.user_cache_dir(), "hellaswag", "hellaswag_val.jsonl")
   if os.path.exists(path):

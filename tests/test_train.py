@@ -460,7 +460,11 @@ def test_corrupt_checkpoint_is_a_clear_error(full_run, data_cache, tmp_path):
     ("muon_consistent_rms", -1.0, r"^train.muon_consistent_rms=-1.0: expected 0"),
     ("schedule", "linear", r"^train.schedule='linear': expected one of \('cosine', 'wsd'\)$"),
     ("decay_shape", "exp", r"^train.decay_shape='exp': expected one of"),
-    ("decay_fraction", -0.1, r"^train.decay_fraction=-0.1: expected a fraction")])
+    ("decay_fraction", -0.1, r"^train.decay_fraction=-0.1: expected a fraction"),
+    ("task_eval_every", -1,
+     r"^train.task_eval_every=-1: expected 0 \(off\) or a positive number of updates$"),
+    ("task_examples", -5,
+     r"^train.task_examples=-5: expected 0 \(all of them\) or a positive number of examples$")])
 def test_bad_train_config(field, value, match, data_cache, tmp_path):
   config = small_config(data_cache, **{f"train.{field}": value})
   with pytest.raises(ValueError, match=match):
