@@ -242,7 +242,8 @@ class Logger:
         row["mfu"] = mfu
       self._write(i, step, row)
     live = np.flatnonzero(alive)
-    self.bar.set_postfix(loss=f"{np.mean(loss[live]):.3f}", tok_s=f"{rate * len(live):,.0f}")
+    self.bar.set_postfix(loss=f"{np.mean(loss[live]):.3f}", tok_s=f"{rate * len(live):,.0f}",
+                         **({"mfu": f"{mfu:.1%}"} if self.peak else {}))
     if not self.measured and sharding.is_lead():
       self.measured = True
       per_step = max(now - self.last[0], 1e-9) / max(step - self.last[1], 1)

@@ -224,7 +224,8 @@ def run(config: config_lib.RunConfig, workdir: str,
     if lead and allocator.note():
       print(allocator.note(), flush=True)
     # The downstream task's file first: offline, one line, before anything is prepared.
-    task_path = tasks.hellaswag_file(t.task_file, name="train.task_file") if t.task_eval_every else None
+    task_path = (tasks.hellaswag_file(t.task_file, name="train.task_file")
+                 if t.task_eval_every else None)
     signals_lib.set_phase("preparing data")
     prepared = prepare_data(config, workdir=workdir)
     signals_lib.check()

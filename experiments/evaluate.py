@@ -67,7 +67,8 @@ def main(argv):
     logging.set_verbosity(logging.WARNING)
   hellaswag = _TASK.value == "hellaswag"
   if not hellaswag and (_TASK_FILE.value is not None or _TASK_EXAMPLES.value):
-    raise errors.ConfigError("--task_file and --task_examples are HellaSwag's: add --task=hellaswag")
+    raise errors.ConfigError(
+        "--task_file and --task_examples are HellaSwag's: add --task=hellaswag")
   files.check_paths(  # before anything is printed or read
       write_files={"--out": (_OUT.value, "for the JSON")},
       read_dirs={"--data": (_DATA.value, "a prepared data directory or another run's workdir")},

@@ -70,7 +70,8 @@ def test_the_scores_are_the_completions_log_likelihoods_computed_by_hand(setup, 
   # Labels where the per-byte choice is right and the sum's is not, for at least one example.
   labels = np.argmax(per_byte, axis=1)
   assert (np.argmax(hand, axis=1) != labels).any()
-  path = write(tmp_path / "hellaswag.jsonl", [{**e, "label": int(l)} for e, l in zip(EXAMPLES, labels)])
+  path = write(tmp_path / "hellaswag.jsonl",
+               [{**e, "label": int(l)} for e, l in zip(EXAMPLES, labels)])
   encoded = tasks.encode(tasks.read_hellaswag(path), tok, cfg.block_size)
   got = tasks.completion_logprobs(params, cfg, encoded, batch_examples=2)  # a padded last batch
   np.testing.assert_allclose(got, hand, rtol=1e-5, atol=1e-4)
@@ -80,7 +81,8 @@ def test_the_scores_are_the_completions_log_likelihoods_computed_by_hand(setup, 
 
 
 @pytest.mark.parametrize("line, message", [
-    ('{"ctx": "a", "endings": ["b", "c"], "label": 0}', "line 2: expected 4 endings and a label in 0..3"),
+    ('{"ctx": "a", "endings": ["b", "c"], "label": 0}',
+     "line 2: expected 4 endings and a label in 0..3"),
     ('{"ctx": "a", "label": 0}', "line 2: not a HellaSwag example (KeyError: 'endings')"),
     ("not json", "line 2: not a HellaSwag example (JSONDecodeError")])
 def test_a_line_that_is_not_an_example_is_one_line_naming_it(tmp_path, line, message):

@@ -746,11 +746,13 @@ def test_a_profiled_run_writes_a_trace_tensorboard_reads_and_prints_mfu_on_the_c
   traces = glob.glob(str(workdir / "profile" / "plugins" / "profile" / "*" / "*.xplane.pb"))
   assert len(traces) == 1 and os.path.getsize(traces[0]) > 0
   # Read back (the XSpace proto the plugin reads): it holds updates 3 and 4, whole, and no other.
-  traced = [dict(e.stats)["step_num"] for plane in jax.profiler.ProfileData.from_file(traces[0]).planes
-            for line in plane.lines for e in line.events if e.name == "train"]
+  planes = jax.profiler.ProfileData.from_file(traces[0]).planes
+  traced = [dict(e.stats)["step_num"] for plane in planes for line in plane.lines
+            for e in line.events if e.name == "train"]
   assert traced == [3, 4]
   line = next(l for l in out.splitlines() if l.startswith("profile of updates 3-4: "))
-  assert os.path.dirname(traces[0]) in line and f"tensorboard --logdir {workdir / 'profile'}" in line
+  assert os.path.dirname(traces[0]) in line
+  assert f"tensorboard --logdir {workdir / 'profile'}" in line
   # MFU against this CPU's measured peak: printed beside the step time, in every train row.
   assert "measured on this CPU" in next(l for l in out.splitlines() if l.startswith("measured: "))
   rows = [r for r in metrics_lib.read_metrics(str(workdir)) if "loss" in r]
@@ -760,7 +762,8 @@ def test_a_profiled_run_writes_a_trace_tensorboard_reads_and_prints_mfu_on_the_c
 
 @pytest.mark.parametrize("value", ["10-", "5-3", "0-2", "3-99", "abc"])
 def test_a_bad_profile_range_is_one_line_naming_the_field(value):
-  fields = {**common.train_group().to_dict(), "steps": 20, "warmup_steps": 2, "profile_steps": value}
+  fields = {**common.train_group().to_dict(), "steps": 20, "warmup_steps": 2,
+            "profile_steps": value}
   with pytest.raises(errors.ConfigError,
                      match=rf"^train.profile_steps='{value}': expected the updates to trace as "
                            r"'first-last' within 1..train.steps=20, e.g. '10-12' \(or '' for none\)$"):
@@ -785,4 +788,5 @@ def test_a_run_scores_hellaswag_every_task_eval_every_updates_as_evaluate_scores
   # The final checkpoint scored from its workdir (python -m experiments.evaluate --task=hellaswag).
   final = train.evaluate_task(str(workdir), str(task_file), examples=5)
   assert final["step"] == 6 and final["examples"] == 5
-  assert (final["acc"], final["acc_norm"]) == (scored[6]["hellaswag_acc"], scored[6]["hellaswag_acc_norm"])
+  assert final["acc"] == scored[6]["hellaswag_acc"]
+  assert final["acc_norm"] == scored[6]["hellaswag_acc_norm"]
