@@ -359,7 +359,8 @@ class Profiler:
     self.running, self.last, self.done = None, None, False  # the first and the last traced
 
   def before(self, step: int, state) -> None:
-    if self.steps and not self.done and not self.running and self.steps[0] <= step <= self.steps[1]:
+    if (self.steps and not self.done and not self.running
+        and self.steps[0] <= step <= self.steps[1]):
       jax.block_until_ready(state)  # the updates before it are not in the trace
       jax.profiler.start_trace(self.directory)
       self.running = step
@@ -405,7 +406,7 @@ class Outputs:
   checkpoints: Any  # an orbax CheckpointManager (``checkpoint.manager``)
   diagnostics: diagnostics.Recorder | None = None
   profiler: Profiler = dataclasses.field(default_factory=lambda: Profiler(None, ""))
-  task: Any = None  # a ``tasks.Scorer`` (``train.task_eval_every``), or None
+  task: tasks.Scorer | None = None  # ``train.task_eval_every``'s
 
 
 class Outcome(NamedTuple):

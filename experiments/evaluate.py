@@ -69,6 +69,9 @@ def main(argv):
   if not hellaswag and (_TASK_FILE.value is not None or _TASK_EXAMPLES.value):
     raise errors.ConfigError(
         "--task_file and --task_examples are HellaSwag's: add --task=hellaswag")
+  if hellaswag and (_DATA.value is not None or _EVAL_BATCHES.value is not None):
+    raise errors.ConfigError("--data and --eval_batches are the validation loss's: "
+                             "--task=hellaswag reads --task_file (or downloads HellaSwag)")
   files.check_paths(  # before anything is printed or read
       write_files={"--out": (_OUT.value, "for the JSON")},
       read_dirs={"--data": (_DATA.value, "a prepared data directory or another run's workdir")},

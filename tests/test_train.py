@@ -785,8 +785,15 @@ def test_a_run_scores_hellaswag_every_task_eval_every_updates_as_evaluate_scores
   assert sorted(scored) == [3, 6]
   out = capsys.readouterr().out
   assert "step 3: hellaswag acc " in out and "over 5 examples (chance 0.25)" in out
-  # The final checkpoint scored from its workdir (python -m experiments.evaluate --task=hellaswag).
-  final = train.evaluate_task(str(workdir), str(task_file), examples=5)
+  # The final checkpoint scored from its workdir by the command (train.evaluate_task).
+  out_json = tmp_path / "hellaswag.json"
+  done = subprocess.run(
+      [sys.executable, "-m", "experiments.evaluate", f"--workdir={workdir}", "--task=hellaswag",
+       f"--task_file={task_file}", "--task_examples=5", f"--out={out_json}"],
+      cwd=REPO, env={**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": REPO},
+      capture_output=True, text=True, timeout=300, check=True)
+  final = json.loads(out_json.read_text())
+  assert f"{workdir} at step 6: hellaswag acc {final['acc']:.4f}, " in done.stdout
   assert final["step"] == 6 and final["examples"] == 5
   assert final["acc"] == scored[6]["hellaswag_acc"]
   assert final["acc_norm"] == scored[6]["hellaswag_acc_norm"]
