@@ -45,7 +45,8 @@ from andrea_jax import tokenizer as tokenizer_lib
 # tensor-core figures where the device has them, never the 2:4-sparse ones datasheets print
 # beside them (twice as large). ``device_kind`` (``jax.devices()[0].device_kind``) is
 # searched for each pattern in order, the first found wins: the more specific names come
-# first (an "H100 PCIe" is not an SXM part; "A10" must not match "A100"). Sources, dense:
+# first (an "H100 PCIe" is not an SXM part; "A10" must not match "A100"; a GH200 or GB200,
+# not listed, is not an H200 or a B200). Sources, dense:
 #   NVIDIA H100 datasheet: SXM5 ("NVIDIA H100 80GB HBM3") bf16/fp16 989.4 T, tf32 494.7 T,
 #     fp32 66.9 T; PCIe bf16/fp16 756 T, tf32 378 T, fp32 51.2 T; NVL bf16/fp16 835 T,
 #     tf32 417.5 T, fp32 60 T.
@@ -63,10 +64,10 @@ from andrea_jax import tokenizer as tokenizer_lib
 #     459 T, v6e (Trillium) 918 T; float32 at the default precision runs as one bf16 pass.
 _T = 1e12
 PEAK_FLOPS = {
-    r"H100.*PCIe": {"bf16": 756 * _T, "fp16": 756 * _T, "tf32": 378 * _T, "fp32": 51.2 * _T},
-    r"H[12]00 NVL": {"bf16": 835 * _T, "fp16": 835 * _T, "tf32": 417.5 * _T, "fp32": 60 * _T},
-    r"H[12]00": {"bf16": 989.4 * _T, "fp16": 989.4 * _T, "tf32": 494.7 * _T, "fp32": 66.9 * _T},
-    r"B200": {"bf16": 2250 * _T, "fp16": 2250 * _T, "tf32": 1125 * _T},
+    r"\bH100.*PCIe": {"bf16": 756 * _T, "fp16": 756 * _T, "tf32": 378 * _T, "fp32": 51.2 * _T},
+    r"\bH[12]00 NVL": {"bf16": 835 * _T, "fp16": 835 * _T, "tf32": 417.5 * _T, "fp32": 60 * _T},
+    r"\bH[12]00\b": {"bf16": 989.4 * _T, "fp16": 989.4 * _T, "tf32": 494.7 * _T, "fp32": 66.9 * _T},
+    r"\bB200\b": {"bf16": 2250 * _T, "fp16": 2250 * _T, "tf32": 1125 * _T},
     r"A100": {"bf16": 312 * _T, "fp16": 312 * _T, "tf32": 156 * _T, "fp32": 19.5 * _T},
     r"\bL4\b": {"bf16": 121 * _T, "fp16": 121 * _T, "tf32": 60 * _T, "fp32": 30.3 * _T},
     r"RTX 4090": {"bf16": 165.2 * _T, "fp16": 165.2 * _T, "tf32": 82.6 * _T, "fp32": 82.6 * _T},

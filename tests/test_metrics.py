@@ -94,6 +94,7 @@ print("ok", torch.zeros(2).sum().item())
     ("NVIDIA H100 PCIe", "bfloat16", "gpu", 756e12),
     ("NVIDIA H100 80GB HBM3", "float32", "gpu", 494.7e12),  # TF32 at the default precision
     ("NVIDIA H200", "float16", "gpu", 989.4e12),
+    ("NVIDIA B200", "bfloat16", "gpu", 2250e12),
     ("NVIDIA H200 NVL", "bfloat16", "gpu", 835e12),
     ("NVIDIA A100-SXM4-80GB", "bfloat16", "gpu", 312e12),
     ("NVIDIA A10", "bfloat16", "gpu", 125e12),  # not an A100's figure
@@ -117,6 +118,8 @@ def test_float32_at_the_highest_precision_is_the_fp32_peak():
 @pytest.mark.parametrize("kind, dtype, message", [
     ("NVIDIA A10G", "bfloat16",
      "MFU: unknown peak for device kind 'NVIDIA A10G'; add it to metrics.PEAK_FLOPS"),
+    ("NVIDIA GB200", "bfloat16",
+     "MFU: unknown peak for device kind 'NVIDIA GB200'; add it to metrics.PEAK_FLOPS"),
     ("Tesla V100-SXM2-16GB", "bfloat16",
      "MFU: no bf16 peak for device kind 'Tesla V100-SXM2-16GB' (it has fp16, fp32); add it to "
      "metrics.PEAK_FLOPS")])
