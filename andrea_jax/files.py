@@ -37,6 +37,13 @@ def atomic_write(path: str | os.PathLike, *chunks: bytes) -> None:
     raise
 
 
+def user_cache_dir() -> str:
+  """Where the project caches what it measures or downloads for this user (a CPU's peak
+  FLOP/s, HellaSwag): ``$XDG_CACHE_HOME/andrea_jax``, by default ``~/.cache/andrea_jax``."""
+  root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+  return os.path.join(root, "andrea_jax")
+
+
 def write_json(path: str | os.PathLike, value: Any) -> None:
   """``value`` as indented JSON with sorted keys and a final newline, written atomically."""
   atomic_write(path, (json.dumps(value, indent=2, sort_keys=True) + "\n").encode("utf-8"))
@@ -113,11 +120,13 @@ def check_file(path: str, name: str, purpose: str,
 def check_paths(write_dirs: dict[str, tuple[str, str]] | None = None,
                 write_files: dict[str, tuple[str, str]] | None = None,
                 read_dirs: dict[str, tuple[str, str]] | None = None,
+                read_files: dict[str, tuple[str, str]] | None = None,
                 error: type[errors.AndreaError] = errors.ConfigError) -> None:
   """Check every path a command will use, before it prints or compiles anything: each maps
   a flag's name to ``(value, purpose)``; None values (a flag not given) are left out.
   ``write_dirs``: ``check_directory``; ``write_files``: ``check_file``; ``read_dirs``: an
-  existing directory. The first that fails is one line naming the flag, its value and the fix."""
+  existing directory; ``read_files``: an existing file. The first that fails is one line
+  naming the flag, its value and the fix."""
   for name, (path, purpose) in (write_dirs or {}).items():
     if path is not None:
       check_directory(path, name, purpose, error)
@@ -131,6 +140,13 @@ def check_paths(write_dirs: dict[str, tuple[str, str]] | None = None,
       raise error(f"{name}={path!r} does not exist: pass {purpose}")
     if not os.path.isdir(path):
       raise error(f"{name}={path!r} is a file: pass {purpose}")
+  for name, (path, purpose) in (read_files or {}).items():
+    if path is None:
+      continue
+    if not os.path.exists(path):
+      raise error(f"{name}={path!r} does not exist: pass {purpose}")
+    if os.path.isdir(path):
+      raise error(f"{name}={path!r} is a directory: pass {purpose}")
 
 
 def make_directory(path: str, name: str, purpose: str,

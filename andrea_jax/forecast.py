@@ -16,6 +16,7 @@ import time
 import jax
 import jax.numpy as jnp
 
+from andrea_jax import metrics
 from andrea_jax import signals as signals_lib
 
 # Configs sized for accelerators (experiments/configs): on a CPU, a step takes minutes.
@@ -87,14 +88,8 @@ def _or_jit(compiled, jitted):
 def matmul_flops(device=None) -> float:
   """This machine's measured FLOP/s on one float32 matmul (a probe of a few ms to a second)."""
   device = device or jax.devices()[0]
-  n = 1024 if device.platform == "cpu" else 4096
-  a = jax.device_put(jnp.ones((n, n), jnp.float32), device)
-  f = jax.jit(lambda x: x @ x)
-  f(a).block_until_ready()
-  start, calls = time.time(), 3
-  for _ in range(calls):
-    f(a).block_until_ready()
-  return calls * 2.0 * n ** 3 / max(time.time() - start, 1e-9)
+  return metrics.matmul_flops(device, jnp.float32, n=1024 if device.platform == "cpu" else 4096,
+                              calls=3)
 
 
 def estimate(flops: float, tokens: int, t, n_devices: int, start_step: int, compile_s: float,

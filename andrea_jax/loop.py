@@ -16,6 +16,9 @@ evaluation, so a signal during any of them saves that step. A step slower than
 ``SLOW_STEP_S`` is waited for before the next starts, so what is saved is the step just
 ended, not the one after it.
 
+Every ``train.task_eval_every`` updates (and at the end) the downstream task scores each
+member (``tasks.Scorer``: HellaSwag), a row of its own.
+
 ``evaluate`` computes; the ``Logger`` writes and prints: ``metrics.jsonl`` (+ TensorBoard,
 and Weights & Biases with ``train.wandb_mode``), the progress bar, a line per row where stdout is not a terminal, and the ``Record`` of
 each member's last train loss and evaluations that its summary is built from.
@@ -23,7 +26,9 @@ each member's last train loss and evaluations that its summary is built from.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import glob
 import os
 import sys
 import time
@@ -44,6 +49,7 @@ from andrea_jax import progress as progress_lib
 from andrea_jax import sharding
 from andrea_jax import signals as signals_lib
 from andrea_jax import step as step_lib
+from andrea_jax import tasks
 from andrea_jax import tokenizer as tokenizer_lib
 from andrea_jax import workdir as workdir_lib
 
@@ -199,9 +205,12 @@ class Logger:
     self.tokens_per_step = t.batch_size * cfg.block_size
     # The program's FLOPs per token of one member: all members run in it.
     self.flops_per_token = models.n * model.flops_per_token(cfg)
-    peak = metrics_lib.peak_flops(jax.devices()[0])
-    # The peak of the devices the program runs on (a group's: one): MFU is per device.
-    self.peak = peak and peak * models.n_devices
+    peak = metrics_lib.device_peak(jax.devices()[0], model.compute_dtype(cfg))
+    # The peak of the devices the program runs on (a group's: one; a CPU's devices share
+    # the cores its one peak was measured on).
+    per_program = 1 if jax.devices()[0].platform == "cpu" else models.n_devices
+    self.peak = peak.flops and peak.flops * per_program
+    self.peak_source = peak.source
     self.window, self.last = [], (time.time(), start_step)
     self.measured = False  # the first row of a segment prints the measured speed
     self.bar = tqdm(total=t.steps, initial=start_step, desc="train", unit="step",
@@ -223,26 +232,32 @@ class Logger:
     grad_norm = np.mean([per_member(h["grad_norm"]) for h in host], axis=0)
     z_loss = np.mean([per_member(h["z_loss"]) for h in host], axis=0) if "z_loss" in host[0] else None
     lr = self.models.learning_rate(step - 1)
+    mfu = self.peak and metrics_lib.mfu(rate, self.flops_per_token, self.peak)
     for i in np.flatnonzero(alive):
       row = {"loss": float(loss[i]), "lr": float(lr[i]), "grad_norm": float(grad_norm[i]),
              "tokens_per_s": rate, "wall_time_s": self.clock.seconds()}
       if z_loss is not None:  # the z-loss term, apart from the cross-entropy
         row["z_loss"] = float(z_loss[i])
       if self.peak:
-        row["mfu"] = metrics_lib.mfu(rate, self.flops_per_token, self.peak)
+        row["mfu"] = mfu
       self._write(i, step, row)
     live = np.flatnonzero(alive)
-    self.bar.set_postfix(loss=f"{np.mean(loss[live]):.3f}", tok_s=f"{rate * len(live):,.0f}")
+    self.bar.set_postfix(loss=f"{np.mean(loss[live]):.3f}", tok_s=f"{rate * len(live):,.0f}",
+                         **({"mfu": f"{mfu:.1%}"} if self.peak else {}))
     if not self.measured and sharding.is_lead():
       self.measured = True
       per_step = max(now - self.last[0], 1e-9) / max(step - self.last[1], 1)
-      tqdm.write(forecast.measured(per_step, rate * len(live), self.steps - step))
+      line = forecast.measured(per_step, rate * len(live), self.steps - step)
+      # MFU beside the step time; an unknown peak says so on a line of its own.
+      tqdm.write(f"{line}; MFU {mfu:.2%} of {self.peak_source}" if self.peak else
+                 f"{line}\n{self.peak_source}")
     if self.print_rows:
       i = live[0]
       what = (f"loss {loss[i]:.4f}, lr {lr[i]:.3g}, grad_norm {grad_norm[i]:.3f}"
               if self.models.n == 1 else "loss " + ", ".join(
                   f"{os.path.basename(self.models.dirs[j])} {loss[j]:.4f}" for j in live))
-      print(f"step {step}/{self.steps}: {what}, {rate * len(live):,.0f} tokens/s", flush=True)
+      speed = f"{rate * len(live):,.0f} tokens/s" + (f", MFU {mfu:.2%}" if self.peak else "")
+      print(f"step {step}/{self.steps}: {what}, {speed}", flush=True)
     self.window, self.last = [], (now, step)
 
   def log_eval(self, step: int, val: np.ndarray, alive: np.ndarray) -> None:
@@ -257,6 +272,16 @@ class Logger:
     else:
       what = ", ".join(f"{os.path.basename(self.models.dirs[i])} {val[i]:.4f}" for i in live)
     tqdm.write(f"step {step}: val_loss {what} (unigram {ev.unigram:.4f})")
+
+  def log_task(self, step: int, scores: list[dict], alive: np.ndarray) -> None:
+    """The downstream task's accuracies of each member still training (``tasks.Scorer``)."""
+    for i in np.flatnonzero(alive):
+      self._write(i, step, {"hellaswag_acc": scores[i]["acc"],
+                            "hellaswag_acc_norm": scores[i]["acc_norm"]})
+    live = np.flatnonzero(alive)
+    what = (tasks.describe(scores[0]) if self.models.n == 1 else "hellaswag acc_norm " + ", ".join(
+        f"{os.path.basename(self.models.dirs[i])} {scores[i]['acc_norm']:.4f}" for i in live))
+    tqdm.write(f"step {step}: {what}")
 
   def restart_clock(self) -> None:
     """The speed is measured from now (not over compilation and the step-0 evaluation)."""
@@ -316,15 +341,72 @@ class Batches:
       loader.close()
 
 
+# ----------------------------------------------------------------------------- the profiler
+
+
+class Profiler:
+  """A ``jax.profiler`` trace of updates ``first..last`` (``train.profile_steps``) in
+  ``directory``, in the layout TensorBoard's profile plugin reads
+  (``plugins/profile/<run>/<host>.xplane.pb``); one line says where and how to open it.
+
+  The trace starts once the update before ``first`` has finished and stops once ``last``
+  has (a resumed segment traces what is left of the range); leaving its ``with`` stops a
+  trace still running (a stop, a divergence, an error).
+  """
+
+  def __init__(self, steps: tuple[int, int] | None, directory: str):
+    self.steps, self.directory = steps, directory
+    self.running, self.last, self.done = None, None, False  # the first and the last traced
+
+  def before(self, step: int, state) -> None:
+    if (self.steps and not self.done and not self.running
+        and self.steps[0] <= step <= self.steps[1]):
+      jax.block_until_ready(state)  # the updates before it are not in the trace
+      jax.profiler.start_trace(self.directory)
+      self.running = step
+
+  def annotate(self, step: int):
+    """Around update ``step``'s call: TensorBoard's step-time view reads ``train`` steps."""
+    if not self.running:
+      return contextlib.nullcontext()
+    return jax.profiler.StepTraceAnnotation("train", step_num=step)
+
+  def after(self, step: int, state) -> None:
+    self.last = step
+    if self.running and step == self.steps[1]:
+      jax.block_until_ready(state)
+      self.stop()
+
+  def stop(self) -> None:
+    jax.profiler.stop_trace()
+    first, last, self.running, self.done = self.running, self.last, None, True
+    runs = sorted(glob.glob(os.path.join(self.directory, "plugins", "profile", "*")),
+                  key=os.path.getmtime)
+    if sharding.is_lead():
+      tqdm.write(f"profile of updates {first}-{last}: {runs[-1] if runs else self.directory}; open "
+                 f"it with: tensorboard --logdir {self.directory} (pip install tensorboard "
+                 f"tensorboard-plugin-profile), then the Profile tab")
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    if self.running:
+      self.stop()
+
+
 # ----------------------------------------------------------------------------- the loop
 
 
 @dataclasses.dataclass
 class Outputs:
-  """Where the loop's results go: rows, checkpoints and (if on) diagnostics."""
+  """Where the loop's results go: rows, checkpoints, (if on) diagnostics, the profiler's
+  trace and the downstream task's scores."""
   log: Logger
   checkpoints: Any  # an orbax CheckpointManager (``checkpoint.manager``)
   diagnostics: diagnostics.Recorder | None = None
+  profiler: Profiler = dataclasses.field(default_factory=lambda: Profiler(None, ""))
+  task: tasks.Scorer | None = None  # ``train.task_eval_every``'s
 
 
 class Outcome(NamedTuple):
@@ -361,6 +443,10 @@ def train_loop(models: Models, state, t: step_lib.TrainConfig, start_step: int,
     log.log_eval(step, evaluate(models, state["params"], eval_set, step), alive)
     evaluated = step
 
+  def task_evaluation(step):
+    signals_lib.set_phase(f"scoring hellaswag at step {step}")
+    log.log_task(step, out.task(state["params"], models.stacked, models.n), alive)
+
   def settle(flags, step) -> None:
     """Drop the members that diverged by ``step`` (its flags): the host waits for it."""
     alive[:] &= per_member(flags["good"])
@@ -393,14 +479,18 @@ def train_loop(models: Models, state, t: step_lib.TrainConfig, start_step: int,
       if step > start_step + 1:
         batch = next(batches)
       before = diag.snapshot(state["params"]) if diag and diag.wants_snapshot(step) else None
-      state, m = models.step(state, batch)
+      out.profiler.before(step, state)
+      with out.profiler.annotate(step):
+        state, m = models.step(state, batch)
+      out.profiler.after(step, state)
       log.window.append(m)
       logging = step % t.log_every == 0 or step == t.steps
       evaluating = step % t.eval_every == 0 or step == t.steps
+      tasking = out.task is not None and (step % t.task_eval_every == 0 or step == t.steps)
       # Divergence, read one step late: the previous step has finished by now, so the host
       # does not wait on this one, except where it waits anyway (logs, evaluations) or where
       # steps are slow (nothing to overlap: a save or a stop then takes the step just done).
-      waited = logging or evaluating or slow
+      waited = logging or evaluating or tasking or slow
       if waited or previous is not None:
         settle(*((m, step) if waited else (previous, step - 1)))
       previous = m
@@ -414,11 +504,13 @@ def train_loop(models: Models, state, t: step_lib.TrainConfig, start_step: int,
         log.log_train(step, alive)
       log.bar.update(1)
       stop = False
-      if evaluating:
-        try:
+      try:
+        if evaluating:
           evaluation(step)
-        except signals_lib.Interrupted:  # stopped between its batches: save the step
-          stop = True
+        if tasking:
+          task_evaluation(step)
+      except signals_lib.Interrupted:  # stopped between its batches: save the step
+        stop = True
       # Asked last: a signal during this step's wait, rows or evaluation stops at it, and
       # the time policy (checkpoint.every_seconds) reads the time this step ended.
       stop = stop or signals_lib.stop_requested(signals, step, t.log_every)

@@ -3,6 +3,12 @@
 asked, ``diagnostics.jsonl``); throughput as model FLOPs utilisation; validation bits per
 byte.
 
+MFU divides the model's FLOP/s by the peak of the devices it runs on (``device_peak``):
+an accelerator's dense peak from its datasheet, by device kind and by the precision its
+matmuls run in (``PEAK_FLOPS``, ``precision``); a CPU's measured once on a matmul of the
+model's compute dtype and cached (``cpu_peak``). A device the table does not know has no
+MFU, and a line that says so (``Peak.source``), never an invented peak.
+
 Weights & Biases (``train.wandb_mode``; the optional ``wandb`` package) logs the same rows
 as ``metrics.jsonl``, at the same steps, to ``<workdir>/wandb`` (``offline``; ``wandb sync``
 uploads them later) or to the server (``online``). A resumed run continues its W&B run:
@@ -21,18 +27,61 @@ import dataclasses
 import json
 import math
 import os
+import platform
+import re
 import secrets
 import sys
+import time
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from andrea_jax import errors
 from andrea_jax import files
 from andrea_jax import tokenizer as tokenizer_lib
 
-# Peak dense bf16 FLOP/s by device kind, for the MFU estimate on accelerators (brief, sec. 5).
-PEAK_FLOPS = {"H100": 989e12, "H200": 989e12, "B200": 2250e12, "A100": 312e12, "L4": 121e12,
-              "TPU v4": 275e12, "TPU v5 lite": 197e12, "TPU v5p": 459e12, "TPU v6 lite": 918e12}
+# Dense peak FLOP/s of one device by the precision its matmuls run in (``precision``):
+# tensor-core figures where the device has them, never the 2:4-sparse ones datasheets print
+# beside them (twice as large). ``device_kind`` (``jax.devices()[0].device_kind``) is
+# searched for each pattern in order, the first found wins: the more specific names come
+# first (an "H100 PCIe" is not an SXM part; "A10" must not match "A100"; a GH200 or GB200,
+# not listed, is not an H200 or a B200). Sources, dense:
+#   NVIDIA H100 datasheet: SXM5 ("NVIDIA H100 80GB HBM3") bf16/fp16 989.4 T, tf32 494.7 T,
+#     fp32 66.9 T; PCIe bf16/fp16 756 T, tf32 378 T, fp32 51.2 T; NVL bf16/fp16 835 T,
+#     tf32 417.5 T, fp32 60 T.
+#   NVIDIA H200 datasheet: SXM as H100 SXM5; NVL as H100 NVL.
+#   NVIDIA HGX B200 datasheet: per GPU bf16/fp16 2.25 P, tf32 1.125 P (fp32 not listed here).
+#   NVIDIA A100 datasheet (SXM4 and PCIe, 40 and 80 GB): bf16/fp16 312 T, tf32 156 T, fp32 19.5 T.
+#   NVIDIA L4 datasheet: bf16/fp16 121 T, tf32 60 T, fp32 30.3 T.
+#   NVIDIA Ada Lovelace whitepaper, GeForce RTX 4090: bf16/fp16 with fp32 accumulate (what
+#     XLA asks for) 165.2 T, tf32 82.6 T, fp32 82.6 T.
+#   NVIDIA A10 datasheet: bf16/fp16 125 T, tf32 62.5 T, fp32 31.2 T (the A10G of AWS is not
+#     an A10 and has no NVIDIA datasheet: it is left unknown).
+#   NVIDIA V100 datasheet: SXM2 fp16 125 T, fp32 15.7 T; PCIe fp16 112 T, fp32 14 T (no
+#     bf16 or tf32 tensor cores).
+#   Google Cloud TPU system architecture pages, bf16 per chip: v4 275 T, v5e 197 T, v5p
+#     459 T, v6e (Trillium) 918 T; float32 at the default precision runs as one bf16 pass.
+_T = 1e12
+PEAK_FLOPS = {
+    r"\bH100.*PCIe": {"bf16": 756 * _T, "fp16": 756 * _T, "tf32": 378 * _T, "fp32": 51.2 * _T},
+    r"\bH[12]00 NVL": {"bf16": 835 * _T, "fp16": 835 * _T, "tf32": 417.5 * _T, "fp32": 60 * _T},
+    r"\bH[12]00\b": {"bf16": 989.4 * _T, "fp16": 989.4 * _T, "tf32": 494.7 * _T, "fp32": 66.9 * _T},
+    r"\bB200\b": {"bf16": 2250 * _T, "fp16": 2250 * _T, "tf32": 1125 * _T},
+    r"A100": {"bf16": 312 * _T, "fp16": 312 * _T, "tf32": 156 * _T, "fp32": 19.5 * _T},
+    r"\bL4\b": {"bf16": 121 * _T, "fp16": 121 * _T, "tf32": 60 * _T, "fp32": 30.3 * _T},
+    r"RTX 4090": {"bf16": 165.2 * _T, "fp16": 165.2 * _T, "tf32": 82.6 * _T, "fp32": 82.6 * _T},
+    r"\bA10\b": {"bf16": 125 * _T, "fp16": 125 * _T, "tf32": 62.5 * _T, "fp32": 31.2 * _T},
+    r"V100.*PCIE": {"fp16": 112 * _T, "fp32": 14 * _T},
+    r"V100": {"fp16": 125 * _T, "fp32": 15.7 * _T},
+    r"TPU v4": {"bf16": 275 * _T},
+    r"TPU v5 ?(lite|e)": {"bf16": 197 * _T},
+    r"TPU v5": {"bf16": 459 * _T},  # v5p
+    r"TPU v6": {"bf16": 918 * _T},  # v6e ("TPU v6 lite")
+}
+# The matmul a CPU's peak is measured on: n x n by n x n, the best of a few calls.
+CPU_PEAK_N = 512
+CPU_PEAK_CALLS = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -225,11 +274,96 @@ def read_metrics(workdir: str) -> list[dict]:
   return read_jsonl(os.path.join(workdir, "metrics.jsonl"))
 
 
-def peak_flops(device) -> float | None:
-  """Peak dense bf16 FLOP/s of an accelerator (None on CPUs and unknown devices)."""
+@dataclasses.dataclass(frozen=True)
+class Peak:
+  """The peak that MFU divides by: dense FLOP/s of one device, and where it comes from."""
+  flops: float | None  # None: not known (``source`` says so, and how to add it)
+  source: str
+
+
+def precision(dtype, platform: str, matmul_precision: str | None = None) -> str:
+  """The precision a device's matmuls of ``dtype`` run in: a key of ``PEAK_FLOPS``' rows.
+
+  float32 at JAX's default matmul precision runs as TF32 on NVIDIA tensor cores and as one
+  bf16 pass on a TPU; ``jax_default_matmul_precision="highest"`` (or ``"float32"``) keeps
+  it float32.
+  """
+  name = np.dtype(dtype).name
+  if name in ("bfloat16", "float16"):
+    return {"bfloat16": "bf16", "float16": "fp16"}[name]
+  if name == "float32" and matmul_precision not in ("highest", "float32"):
+    return {"gpu": "tf32", "tpu": "bf16"}.get(platform, "fp32")
+  return {"float32": "fp32", "float64": "fp64"}.get(name, name)
+
+
+def table_peak(device_kind: str, prec: str) -> Peak:
+  """The datasheet peak of ``device_kind`` at ``prec`` (``PEAK_FLOPS``), or why there is none."""
+  row = next((r for pattern, r in PEAK_FLOPS.items()
+              if re.search(pattern, device_kind, re.IGNORECASE)), None)
+  if row is None:
+    return Peak(None, f"MFU: unknown peak for device kind {device_kind!r}; add it to "
+                      f"metrics.PEAK_FLOPS")
+  if prec not in row:
+    return Peak(None, f"MFU: no {prec} peak for device kind {device_kind!r} (it has "
+                      f"{', '.join(row)}); add it to metrics.PEAK_FLOPS")
+  return Peak(row[prec], f"{device_kind}'s dense {prec} peak, {row[prec] / 1e12:,.1f} TFLOP/s "
+                         f"(datasheet, metrics.PEAK_FLOPS)")
+
+
+def device_peak(device, dtype, cache_dir: str | None = None) -> Peak:
+  """The peak of ``device`` for matmuls of ``dtype`` (the model's compute dtype): its
+  datasheet figure (``table_peak``), or on a CPU the measured one (``cpu_peak``)."""
   if device.platform == "cpu":
-    return None
-  return next((v for k, v in PEAK_FLOPS.items() if k.lower() in device.device_kind.lower()), None)
+    return cpu_peak(dtype, cache_dir)
+  matmul_precision = jax.config.jax_default_matmul_precision
+  return table_peak(device.device_kind, precision(dtype, device.platform, matmul_precision))
+
+
+def peak_flops(device, dtype="bfloat16") -> float | None:
+  """``device_peak``'s FLOP/s alone (None where it is not known)."""
+  return device_peak(device, dtype).flops
+
+
+def cpu_peak(dtype, cache_dir: str | None = None) -> Peak:
+  """This CPU's peak FLOP/s on ``dtype``: measured once (``matmul_flops``, well under a
+  second), then read from ``<cache_dir>/cpu_peak.json`` (default ``files.user_cache_dir()``),
+  keyed by the CPU's model, its cores, JAX's version and the dtype."""
+  name = np.dtype(dtype).name
+  key = f"{cpu_model()} x {len(os.sched_getaffinity(0))} cores, jax {jax.__version__}, {name}"
+  path = os.path.join(cache_dir or files.user_cache_dir(), "cpu_peak.json")
+  cached = files.read_json(path, error=errors.ConfigError) or {}
+  if key not in cached:
+    flops = matmul_flops(jax.devices("cpu")[0], name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    cached = {**(files.read_json(path, error=errors.ConfigError) or {}), key: flops}
+    files.write_json(path, cached)
+  return Peak(cached[key], f"{cached[key] / 1e9:,.1f} GFLOP/s on {name} matmuls, measured on "
+                           f"this CPU ({key}; cached in {path})")
+
+
+def cpu_model() -> str:
+  """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` says."""
+  try:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+      found = re.search(r"^model name\s*:\s*(.+)$", f.read(), re.MULTILINE)
+    if found:
+      return found.group(1).strip()
+  except OSError:
+    pass
+  return platform.processor() or platform.machine()
+
+
+def matmul_flops(device, dtype, n: int = CPU_PEAK_N, calls: int = CPU_PEAK_CALLS) -> float:
+  """FLOP/s of the fastest of ``calls`` jitted ``n x n`` matmuls of ``dtype`` on ``device``."""
+  a = jax.device_put(jnp.ones((n, n), dtype), device)
+  f = jax.jit(lambda x: x @ x)
+  f(a).block_until_ready()
+  best = float("inf")
+  for _ in range(calls):
+    start = time.perf_counter()
+    f(a).block_until_ready()
+    best = min(best, time.perf_counter() - start)
+  return 2.0 * n ** 3 / max(best, 1e-9)
 
 
 def mfu(tokens_per_s: float, flops_per_token: float, peak: float) -> float:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from typing import Any
 
 import jax
@@ -89,6 +90,11 @@ class TrainConfig:
   schedule: str = "cosine"
   decay_shape: str = "1-sqrt"
   decay_fraction: float = 0.2
+  # (nor before the profiler and the downstream evaluation: both off)
+  profile_steps: str = ""
+  task_eval_every: int = 0
+  task_file: str = ""
+  task_examples: int = 0
 
   def __post_init__(self):
     for name in ("steps", "batch_size", "grad_accum_steps", "learning_rate", "log_every",
@@ -126,6 +132,27 @@ class TrainConfig:
     if self.wandb_mode not in WANDB_MODES:
       raise errors.ConfigError(f"train.wandb_mode={self.wandb_mode!r}: expected one of "
                                f"{WANDB_MODES}")
+    self.profile_range  # pylint: disable=pointless-statement  (its own checks)
+    for name, zero, what in (("task_eval_every", "off", "updates"),
+                             ("task_examples", "all of them", "examples")):
+      if not getattr(self, name) >= 0:
+        raise errors.ConfigError(f"train.{name}={getattr(self, name)!r}: expected 0 ({zero}) "
+                                 f"or a positive number of {what}")
+
+  @property
+  def profile_range(self) -> tuple[int, int] | None:
+    """``(first, last)`` of ``profile_steps`` (``"10-12"``; ``"10"``: that step alone), the
+    updates the profiler traces; None when it is off (``""``)."""
+    text = str(self.profile_steps).strip()
+    if not text:
+      return None
+    found = re.fullmatch(r"(\d+)(?:\s*-\s*(\d+))?", text)
+    first, last = (int(found[1]), int(found[2] or found[1])) if found else (0, 0)
+    if not 1 <= first <= last <= self.steps:
+      raise errors.ConfigError(
+          f"train.profile_steps={self.profile_steps!r}: expected the updates to trace as "
+          f"'first-last' within 1..train.steps={self.steps}, e.g. '10-12' (or '' for none)")
+    return first, last
 
   @property
   def shape(self) -> schedule_lib.Shape:

@@ -10,7 +10,7 @@ group's members (``multi.group``), each member with its own directory of metrics
 diagnostics, summary and loss plot. A single run is ``train_and_evaluate`` (the README's entry point). The step's
 maths is ``step.py``; the loop, its evaluation and its rows are ``loop.py``.
 ``evaluate_run`` scores a saved checkpoint with a run's own evaluation, training nothing
-(``python -m experiments.evaluate``).
+(``python -m experiments.evaluate``); ``evaluate_task`` scores it on HellaSwag (``tasks.py``).
 
 Divergence (``step.train_step``) means one thing for a run and for each member of a group:
 the loop stops once no member is left training (a group's others go on). The summary says
@@ -58,6 +58,8 @@ from andrea_jax import schedule as schedule_lib
 from andrea_jax import sharding
 from andrea_jax import signals as signals_lib
 from andrea_jax import step as step_lib
+from andrea_jax import tasks
+from andrea_jax import tokenizer as tokenizer_lib
 from andrea_jax import workdir as workdir_lib
 
 EXIT_COMPLETED, EXIT_DIVERGED, EXIT_INTERRUPTED = (
@@ -221,6 +223,9 @@ def run(config: config_lib.RunConfig, workdir: str,
     started = time.time()
     if lead and allocator.note():
       print(allocator.note(), flush=True)
+    # The downstream task's file first: offline, one line, before anything is prepared.
+    task_path = (tasks.hellaswag_file(t.task_file, name="train.task_file")
+                 if t.task_eval_every else None)
     signals_lib.set_phase("preparing data")
     prepared = prepare_data(config, workdir=workdir)
     signals_lib.check()
@@ -229,6 +234,7 @@ def run(config: config_lib.RunConfig, workdir: str,
     loader_lib.check_batch_fits(prepared.stream("train"), t.batch_size, cfg.block_size,
                                 f"the training shards in {prepared.directory!r}")
     eval_set = loop.make_eval_set(t, cfg, prepared, mesh)
+    task = task_path and task_scorer(task_path, t, cfg, prepared.tokenizer_path)
     models = build(cfg, t, mesh)
     if config.sample.num_samples > 0 and not models.stacked:  # not found at the end, lost
       workdir_lib.check_samples(cfg, prepared.tokenizer_path, config.sample)
@@ -246,12 +252,14 @@ def run(config: config_lib.RunConfig, workdir: str,
       workdir_lib.record_start(workdir, config, plan, {
           **dataclasses.asdict(prepared),
           "tokenizer_sha256": files.sha256(prepared.tokenizer_path)})
-    out = loop.Outputs(loop.Logger(models, cfg, t, eval_set, plan.start_step, clock), mngr)
+    out = loop.Outputs(loop.Logger(models, cfg, t, eval_set, plan.start_step, clock), mngr,
+                       profiler=loop.Profiler(t.profile_range, os.path.join(workdir, "profile")),
+                       task=task)
     if config.diagnostics.enabled:
       out.diagnostics = diagnostics.Recorder(config.diagnostics, cfg, eval_set.first_batch,
                                              models.dirs, models.stacked, last_step=t.steps)
     with loop.Batches(models, prepared.train_paths, t, cfg.block_size, plan.start_step,
-                      config.data.prefetch) as batches, out_of_memory_advice(t):
+                      config.data.prefetch) as batches, out_of_memory_advice(t), out.profiler:
       outcome = loop.train_loop(models, state, t, plan.start_step, batches, eval_set, out)
     out.log.close()
     mngr.close()
@@ -280,6 +288,15 @@ def run(config: config_lib.RunConfig, workdir: str,
     own = members[0] if not models.stacked else group_summary(models, outcome.status, members,
                                                               latest, shared["wall_time_s"])
     return RunResult(outcome.status, own, state, members=members)
+
+
+def task_scorer(path: str, t: step_lib.TrainConfig, cfg: model.ModelConfig,
+                tokenizer_path: str) -> tasks.Scorer:
+  """HellaSwag's first ``train.task_examples`` examples of ``path``, encoded with the run's
+  tokenizer, as the loop scores them every ``train.task_eval_every`` updates."""
+  examples = tasks.read_hellaswag(path, t.task_examples)
+  tok = tokenizer_lib.load(tokenizer_path, cfg.vocab_size)
+  return tasks.Scorer(cfg, tasks.encode(examples, tok, cfg.block_size))
 
 
 def group_summary(models: loop.Models, status: str, members: list[dict], latest: int | None,
@@ -385,6 +402,16 @@ def evaluate_run(workdir: str, step: int | None = None, data: str | None = None,
           "batch_size": t.batch_size, "block_size": cfg.block_size,
           "tokens": int(eval_set.targets.size), "val_loss": val_loss,
           "val_bpb": eval_set.bpb(val_loss), "unigram_val_loss": eval_set.unigram}
+
+
+def evaluate_task(workdir: str, task_file: str, step: int | None = None, examples: int = 0) -> dict:
+  """HellaSwag's ``acc`` and ``acc_norm`` (``tasks.py``) of a saved checkpoint of the run in
+  ``workdir`` (``step``: default the newest that reads whole), on the first ``examples``
+  (0: all) of ``task_file``, encoded with the run's tokenizer. Writes nothing."""
+  step, params, cfg, tok, _ = workdir_lib.load_run_with_step(workdir, step)
+  encoded = tasks.encode(tasks.read_hellaswag(task_file, examples), tok, cfg.block_size)
+  return {"workdir": workdir, "step": step, "task": "hellaswag", "task_file": task_file,
+          "block_size": cfg.block_size, **tasks.hellaswag(params, cfg, encoded)}
 
 
 def eval_data(data: str, workdir: str) -> prepare_lib.PreparedData:

@@ -70,7 +70,8 @@ LOCK = ".lock"
 FREE_GROUPS = ("checkpoint", "sample", "diagnostics", "mesh", "distributed")
 FREE_FIELDS = {"data.cache_dir", "data.prefetch", "data.workers", "train.log_every",
                "train.eval_every", "train.eval_at_start", "train.wandb_mode",
-               "train.wandb_project", "train.wandb_name",
+               "train.wandb_project", "train.wandb_name", "train.profile_steps",
+               "train.task_eval_every", "train.task_file", "train.task_examples",
                "model.remat_policy", "model.scan_unroll"}
 # Groups whose fields fix the parameters' meaning or the text: never changed on a resume ...
 FROZEN_GROUPS = ("model", "data")
@@ -80,7 +81,7 @@ TRAJECTORY_FIELDS = {"model.compute_dtype", "model.attention_impl", "model.atten
 # Fields that name files or directories: stored in config.json and compared on a resume as
 # absolute paths, so a run resumes from any directory (``absolute_paths``).
 PATH_FIELDS = ("data.path", "data.shards", "data.hf_dataset", "data.tokenizer_path",
-               "train.init_from")
+               "train.init_from", "train.task_file")
 # Fields added after workdirs were saved: a saved config.json without one ran with the value
 # it had before the field existed, given here. For most that is the field's default
 # (experiments/configs/common.py); two muP rules changed their default when they became
@@ -97,7 +98,9 @@ ADDED_FIELDS = {"model.qk_norm": False, "model.parametrization": "sp", "model.ba
                 "checkpoint.every_seconds": 0, "train.optimizer": "adamw",
                 "train.adam_lr_ratio": 1.0, "train.muon_momentum": 0.95,
                 "train.muon_consistent_rms": 0.2, "train.schedule": "cosine",
-                "train.decay_shape": "1-sqrt", "train.decay_fraction": 0.2}
+                "train.decay_shape": "1-sqrt", "train.decay_fraction": 0.2,
+                "train.profile_steps": "", "train.task_eval_every": 0, "train.task_file": "",
+                "train.task_examples": 0}
 
 
 # Fields that only a muP model reads (mup.py).

@@ -104,9 +104,9 @@ def time_variant(s: dict, setting: str, device: str) -> dict:
   compile time, median step time, tokens/s, loss and MFU."""
   config = shapes.load_config(s["config"], setting)
   row = step_bench.measure_side("andrea_jax", config, s["batch"], s["seq"], 1, s["steps"], device)
-  peak = metrics.peak_flops(jax.devices()[0])
+  cfg = shapes.model_config(config, s["seq"])
+  peak = metrics.peak_flops(jax.devices()[0], model.compute_dtype(cfg))
   if peak:
-    cfg = shapes.model_config(config, s["seq"])
     row["mfu"] = row["tokens_per_s"] * model.flops_per_token(cfg, s["seq"]) / peak
   return row
 

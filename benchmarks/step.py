@@ -454,7 +454,7 @@ def bench_shape(name: str, batch: int, seq: int, reps: int, warmup: int, setting
                                                 model.flops_per_token(cfg, seq, causal=True))})
   if isinstance(theirs, dict):
     row["peer_missing"] = theirs["skipped"]
-  peak = metrics.peak_flops(jax.devices()[0])
+  peak = metrics.peak_flops(jax.devices()[0], model.compute_dtype(cfg))
   for who in ("andrea_jax", "model_only", "peer"):
     if peak and f"{who}_tokens_per_s" in row:
       row[f"{who}_mfu"] = row[f"{who}_tokens_per_s"] * model.flops_per_token(cfg, seq) / peak

@@ -117,7 +117,10 @@ def main(argv):
   files.check_paths(write_dirs={  # before anything is printed or compiled
       "--workdir": (workdir, "for the run (a new one, or a run's workdir)"),
       "data.cache_dir": (config.data.cache_dir,
-                         "for the prepared data (--config.data.cache_dir=...)")})
+                         "for the prepared data (--config.data.cache_dir=...)")},
+      read_files={"train.task_file": (
+          config.train.task_file or None,
+          "HellaSwag's JSONL (hellaswag_val.jsonl), or '' to download it")})
   # One handler for every phase, data preparation included (andrea_jax/signals.py).
   with signals_lib.StopSignals() as stop:
     stop.resume = resume_command(workdir)

@@ -483,6 +483,10 @@ def hf_dir(tmp_path_factory):
     (("report", "--sweep_dir={a_file}"), "--sweep_dir='{a_file}' is a file"),
     (("sample", "--flagfile={missing}"),
      "--flagfile={missing}: No such file or directory; pass a text file of flags, one per line"),
+    (("evaluate", "--workdir={tmp}/none", "--task=hellaswag", "--task_file={missing}"),
+     "--task_file='{missing}' does not exist: pass HellaSwag's JSONL (hellaswag_val.jsonl)"),
+    (("evaluate", "--workdir={tmp}/none", "--task=hellaswag", "--task_file={a_dir}"),
+     "--task_file='{a_dir}' is a directory: pass HellaSwag's JSONL"),
 ], ids=lambda x: " ".join(x)[:40] if isinstance(x, tuple) else "")
 def test_paths_a_command_reads_that_are_missing_or_the_wrong_kind(args, message, tmp_path,
                                                                   monkeypatch, capsys, hf_dir):
@@ -532,6 +536,27 @@ def test_directories_a_command_writes_that_a_file_is_in_the_way_of(args, message
   assert message.format(**paths) in err
   assert paths["a_file"].read_text() == "keep me"
   assert {p.name: p.stat().st_mtime_ns for p in RESULTS.iterdir()} == before  # nothing written
+
+
+def test_hellaswag_by_name_offline_is_one_line_naming_task_file(tmp_path, monkeypatch, capsys):
+  import urllib.error  # pylint: disable=import-outside-toplevel
+  import urllib.request  # pylint: disable=import-outside-toplevel
+
+  def offline(*args, **kwargs):
+    raise urllib.error.URLError(OSError(-3, "Temporary failure in name resolution"))
+
+  module, own = entry_point("evaluate", monkeypatch)  # (which undoes the monkeypatches)
+  monkeypatch.setattr(urllib.request, "urlopen", offline)
+  monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+  with pytest.raises(SystemExit) as exit_info:
+    rest = cli.parse_flags(["evaluate", f"--workdir={tmp_path}/none", "--task=hellaswag"], own)
+    cli._report_user_errors(module.main)(rest)  # pylint: disable=protected-access
+  assert exit_info.value.code == errors.EXIT_USER_ERROR
+  out, err = capsys.readouterr()
+  assert not out and err == (
+      f"error: hellaswag: cannot download {module.tasks.HELLASWAG_URL} (Temporary failure in "
+      f"name resolution): offline? Download it elsewhere and pass it with "
+      f"--task_file=path/to/hellaswag_val.jsonl (in a run: --config.train.task_file=...)\n")
 
 
 def test_a_cache_dir_under_a_file_is_one_line(tmp_path):

@@ -5,6 +5,7 @@ import json
 import math
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -83,3 +84,66 @@ print("ok", torch.zeros(2).sum().item())
 """
   out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
   assert out.returncode == 0 and out.stdout.startswith("ok 0.0"), out.stderr[-2000:]
+
+
+# ----------------------------------------------------------------------------- MFU's peak
+
+
+@pytest.mark.parametrize("kind, dtype, platform, flops", [
+    ("NVIDIA H100 80GB HBM3", "bfloat16", "gpu", 989.4e12),  # SXM5
+    ("NVIDIA H100 PCIe", "bfloat16", "gpu", 756e12),
+    ("NVIDIA H100 80GB HBM3", "float32", "gpu", 494.7e12),  # TF32 at the default precision
+    ("NVIDIA H200", "float16", "gpu", 989.4e12),
+    ("NVIDIA B200", "bfloat16", "gpu", 2250e12),
+    ("NVIDIA H200 NVL", "bfloat16", "gpu", 835e12),
+    ("NVIDIA A100-SXM4-80GB", "bfloat16", "gpu", 312e12),
+    ("NVIDIA A10", "bfloat16", "gpu", 125e12),  # not an A100's figure
+    ("NVIDIA L4", "float32", "gpu", 60e12),
+    ("NVIDIA GeForce RTX 4090", "bfloat16", "gpu", 165.2e12),
+    ("Tesla V100-SXM2-16GB", "float16", "gpu", 125e12),
+    ("TPU v5 lite", "bfloat16", "tpu", 197e12),
+    ("TPU v5", "float32", "tpu", 459e12),  # one bf16 pass at the default precision
+])
+def test_the_peak_is_the_datasheets_for_the_device_kind_and_precision(kind, dtype, platform, flops):
+  device = types.SimpleNamespace(platform=platform, device_kind=kind)
+  peak = metrics.device_peak(device, dtype)
+  assert peak.flops == pytest.approx(flops) and kind in peak.source
+
+
+def test_float32_at_the_highest_precision_is_the_fp32_peak():
+  assert metrics.precision("float32", "gpu", "highest") == "fp32"
+  assert metrics.table_peak("NVIDIA A100-PCIE-40GB", "fp32").flops == pytest.approx(19.5e12)
+
+
+@pytest.mark.parametrize("kind, dtype, message", [
+    ("NVIDIA A10G", "bfloat16",
+     "MFU: unknown peak for device kind 'NVIDIA A10G'; add it to metrics.PEAK_FLOPS"),
+    ("NVIDIA GB200", "bfloat16",
+     "MFU: unknown peak for device kind 'NVIDIA GB200'; add it to metrics.PEAK_FLOPS"),
+    ("Tesla V100-SXM2-16GB", "bfloat16",
+     "MFU: no bf16 peak for device kind 'Tesla V100-SXM2-16GB' (it has fp16, fp32); add it to "
+     "metrics.PEAK_FLOPS")])
+def test_a_device_the_table_does_not_know_says_so_and_gets_no_peak(kind, dtype, message):
+  peak = metrics.device_peak(types.SimpleNamespace(platform="gpu", device_kind=kind), dtype)
+  assert peak == metrics.Peak(None, message)
+
+
+def test_a_cpus_peak_is_measured_once_then_read_from_the_cache(tmp_path, monkeypatch):
+  calls = []
+  measure = metrics.matmul_flops
+
+  def counted(device, dtype, **kw):
+    calls.append(dtype)
+    return measure(device, dtype, **kw)
+
+  monkeypatch.setattr(metrics, "matmul_flops", counted)
+  cpu = types.SimpleNamespace(platform="cpu", device_kind="cpu")
+  first = metrics.device_peak(cpu, "float32", cache_dir=str(tmp_path))
+  again = metrics.device_peak(cpu, "float32", cache_dir=str(tmp_path))
+  assert calls == ["float32"] and first == again and first.flops > 1e8
+  assert "measured on this CPU" in first.source and str(tmp_path) in first.source
+  cached = json.loads((tmp_path / "cpu_peak.json").read_text())
+  assert list(cached.values()) == [first.flops] and "float32" in next(iter(cached))
+  metrics.device_peak(cpu, "bfloat16", cache_dir=str(tmp_path))  # another dtype: its own
+  assert calls == ["float32", "bfloat16"]
+  assert len(json.loads((tmp_path / "cpu_peak.json").read_text())) == 2

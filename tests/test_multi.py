@@ -217,7 +217,8 @@ def test_a_resume_with_other_members_or_config_is_refused(vmapped, cache):
 
 def test_a_groups_mfu_is_over_the_one_device_it_runs_on(tmp_path, monkeypatch):
   """A group's program runs on one device: its MFU divides by that device's peak alone."""
-  monkeypatch.setattr(metrics_lib, "peak_flops", lambda device: 100.0)
+  monkeypatch.setattr(metrics_lib, "device_peak",
+                      lambda device, dtype: metrics_lib.Peak(100.0, "a test's"))
   monkeypatch.setattr(jax, "device_count", lambda: 8)  # a machine with 8 of them
   c = config(str(tmp_path))
   cfg = model.resolve_auto(model.ModelConfig(**c.model), verbose=False)

@@ -17,8 +17,8 @@ def run(*args):
 
 
 def test_smoke_runs_every_path_and_reports_each(tmp_path, capsys, monkeypatch):
-  # A CPU has no peak FLOP/s entry: pretend one, so the MFU path runs too.
-  monkeypatch.setattr(gpu_check.metrics, "peak_flops", lambda device: 1e12)
+  # A fixed peak: the MFU path runs without measuring this CPU's.
+  monkeypatch.setattr(gpu_check.metrics, "peak_flops", lambda device, dtype: 1e12)
   out = tmp_path / "gpu_check.json"
   assert run("--smoke", f"--out={out}") == 0
   text = capsys.readouterr().out

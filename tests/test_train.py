@@ -460,7 +460,11 @@ def test_corrupt_checkpoint_is_a_clear_error(full_run, data_cache, tmp_path):
     ("muon_consistent_rms", -1.0, r"^train.muon_consistent_rms=-1.0: expected 0"),
     ("schedule", "linear", r"^train.schedule='linear': expected one of \('cosine', 'wsd'\)$"),
     ("decay_shape", "exp", r"^train.decay_shape='exp': expected one of"),
-    ("decay_fraction", -0.1, r"^train.decay_fraction=-0.1: expected a fraction")])
+    ("decay_fraction", -0.1, r"^train.decay_fraction=-0.1: expected a fraction"),
+    ("task_eval_every", -1,
+     r"^train.task_eval_every=-1: expected 0 \(off\) or a positive number of updates$"),
+    ("task_examples", -5,
+     r"^train.task_examples=-5: expected 0 \(all of them\) or a positive number of examples$")])
 def test_bad_train_config(field, value, match, data_cache, tmp_path):
   config = small_config(data_cache, **{f"train.{field}": value})
   with pytest.raises(ValueError, match=match):
@@ -728,3 +732,68 @@ def test_out_of_memory_in_training_is_one_line_naming_the_microbatches_that_fit(
   with pytest.raises(jax.errors.JaxRuntimeError, match="INTERNAL"):
     with train.out_of_memory_advice(t):
       raise other
+
+
+def test_a_profiled_run_writes_a_trace_tensorboard_reads_and_prints_mfu_on_the_cpu(
+    data_cache, tmp_path, capsys, monkeypatch):
+  monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the CPU's peak, measured here
+  config = small_config(data_cache, **{"train.steps": 6, "train.profile_steps": "3-4",
+                                       "train.eval_every": 6, "sample.num_samples": 0})
+  workdir = tmp_path / "run"
+  train.train_and_evaluate(config, str(workdir))
+  out = capsys.readouterr().out
+  # TensorBoard's profile plugin reads <logdir>/plugins/profile/<run>/<host>.xplane.pb.
+  traces = glob.glob(str(workdir / "profile" / "plugins" / "profile" / "*" / "*.xplane.pb"))
+  assert len(traces) == 1 and os.path.getsize(traces[0]) > 0
+  # Read back (the XSpace proto the plugin reads): it holds updates 3 and 4, whole, and no other.
+  planes = jax.profiler.ProfileData.from_file(traces[0]).planes
+  traced = [dict(e.stats)["step_num"] for plane in planes for line in plane.lines
+            for e in line.events if e.name == "train"]
+  assert traced == [3, 4]
+  line = next(l for l in out.splitlines() if l.startswith("profile of updates 3-4: "))
+  assert os.path.dirname(traces[0]) in line
+  assert f"tensorboard --logdir {workdir / 'profile'}" in line
+  # MFU against this CPU's measured peak: printed beside the step time, in every train row.
+  assert "measured on this CPU" in next(l for l in out.splitlines() if l.startswith("measured: "))
+  rows = [r for r in metrics_lib.read_metrics(str(workdir)) if "loss" in r]
+  assert len(rows) == 6 and all(0 < r["mfu"] < 1 for r in rows)
+  assert len(json.loads((tmp_path / "cache" / "andrea_jax" / "cpu_peak.json").read_text())) == 1
+
+
+@pytest.mark.parametrize("value", ["10-", "5-3", "0-2", "3-99", "abc"])
+def test_a_bad_profile_range_is_one_line_naming_the_field(value):
+  fields = {**common.train_group().to_dict(), "steps": 20, "warmup_steps": 2,
+            "profile_steps": value}
+  with pytest.raises(errors.ConfigError,
+                     match=rf"^train.profile_steps='{value}': expected the updates to trace as "
+                           r"'first-last' within 1..train.steps=20, e.g. '10-12' \(or '' for none\)$"):
+    step_lib.TrainConfig(**fields)
+
+
+def test_a_run_scores_hellaswag_every_task_eval_every_updates_as_evaluate_scores_it(
+    data_cache, tmp_path, capsys):
+  task_file = tmp_path / "hellaswag.jsonl"  # HellaSwag's format (tests/test_tasks.py: its scorer)
+  task_file.write_text("".join(json.dumps(
+      {"ctx": f"def f{i}(x):", "endings": ["return x", "pass", "x = 1", "print(x)"], "label": i % 4}
+  ) + "\n" for i in range(6)))
+  config = small_config(data_cache, **{"train.steps": 6, "train.task_eval_every": 3,
+                                       "train.task_file": str(task_file), "train.task_examples": 5,
+                                       "train.eval_every": 6, "sample.num_samples": 0})
+  workdir = tmp_path / "run"
+  train.train_and_evaluate(config, str(workdir))
+  scored = {r["step"]: r for r in metrics_lib.read_metrics(str(workdir)) if "hellaswag_acc" in r}
+  assert sorted(scored) == [3, 6]
+  out = capsys.readouterr().out
+  assert "step 3: hellaswag acc " in out and "over 5 examples (chance 0.25)" in out
+  # The final checkpoint scored from its workdir by the command (train.evaluate_task).
+  out_json = tmp_path / "hellaswag.json"
+  done = subprocess.run(
+      [sys.executable, "-m", "experiments.evaluate", f"--workdir={workdir}", "--task=hellaswag",
+       f"--task_file={task_file}", "--task_examples=5", f"--out={out_json}"],
+      cwd=REPO, env={**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": REPO},
+      capture_output=True, text=True, timeout=300, check=True)
+  final = json.loads(out_json.read_text())
+  assert f"{workdir} at step 6: hellaswag acc {final['acc']:.4f}, " in done.stdout
+  assert final["step"] == 6 and final["examples"] == 5
+  assert final["acc"] == scored[6]["hellaswag_acc"]
+  assert final["acc_norm"] == scored[6]["hellaswag_acc_norm"]

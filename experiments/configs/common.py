@@ -215,6 +215,14 @@ def train_group() -> ml_collections.ConfigDict:
   t.wandb_project = "andrea_jax"
   # The W&B run name ("" = the workdir's name; a group's members: theirs, in a W&B group of this name).
   t.wandb_name = ""
+  # Trace these updates with jax.profiler into <workdir>/profile for TensorBoard, "first-last" such as "10-12" ("" = off; docs/training.md).
+  t.profile_steps = ""
+  # Score HellaSwag every this many updates, logged to metrics.jsonl (0 = off; andrea_jax/tasks.py).
+  t.task_eval_every = 0
+  # HellaSwag's JSONL ("" = download hellaswag_val.jsonl into ~/.cache/andrea_jax once).
+  t.task_file = ""
+  # Score the first this many HellaSwag examples (0 = all 10,042: slow on a CPU).
+  t.task_examples = 0
   return t
 
 
