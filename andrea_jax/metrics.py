@@ -327,9 +327,11 @@ def peak_flops(device, dtype="bfloat16") -> float | None:
 def cpu_peak(dtype, cache_dir: str | None = None) -> Peak:
   """This CPU's peak FLOP/s on ``dtype``: measured once (``matmul_flops``, well under a
   second), then read from ``<cache_dir>/cpu_peak.json`` (default ``files.user_cache_dir()``),
-  keyed by the CPU's model, its cores, JAX's version and the dtype."""
+  keyed by the CPU's model, its cores, JAX's version, the dtype and any ``XLA_FLAGS``."""
   name = np.dtype(dtype).name
-  key = f"{cpu_model()} x {len(os.sched_getaffinity(0))} cores, jax {jax.__version__}, {name}"
+  flags = os.environ.get("XLA_FLAGS", "").strip()  # compile flags move the peak (the tests' -O0)
+  key = (f"{cpu_model()} x {len(os.sched_getaffinity(0))} cores, jax {jax.__version__}, {name}"
+         + (f", XLA_FLAGS {flags}" if flags else ""))
   path = os.path.join(cache_dir or files.user_cache_dir(), "cpu_peak.json")
   cached = files.read_json(path, error=errors.ConfigError) or {}
   if key not in cached:

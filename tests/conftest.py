@@ -26,6 +26,14 @@ FAST_COMPILE = " ".join(f"--{name}={str(value).lower()}" for name, value in _OPT
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
   os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip()
 
+# The user cache (``files.user_cache_dir``: the CPU's measured matmul peak, downloaded task
+# sets) goes to a directory of this run's own: a peak measured under the fast-compile flags
+# above would otherwise be read back by the user's next real run, and the tests would read
+# whatever the user's machine left there.
+import tempfile  # noqa: E402
+
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="andrea-test-cache-")
+
 
 @pytest.fixture(scope="session")
 def data_cache(tmp_path_factory):
