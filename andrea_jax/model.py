@@ -392,8 +392,8 @@ def norm_params(cfg: ModelConfig, *lead: int) -> dict:
 
 def norm_size(cfg: ModelConfig) -> int:
   """The number of parameters of one residual norm (``norm_params`` without a lead axis)."""
-  per_d = {"layernorm": 2, "rmsnorm": 1, "dyt": 2}[cfg.norm_type] - (cfg.norm_type != "rmsnorm" and not cfg.bias)
-  return per_d * cfg.d_model + (cfg.norm_type == "dyt")
+  biased = cfg.bias and cfg.norm_type != "rmsnorm"  # LayerNorm's and DyT's bias
+  return (1 + biased) * cfg.d_model + (cfg.norm_type == "dyt")
 
 
 def normalise(x: jax.Array, p: Params, norm_type: str = "layernorm", eps: float = 1e-5) -> jax.Array:
