@@ -155,18 +155,21 @@ def test_rope_model_is_causal(impl):
 
 @pytest.mark.parametrize("impl", ["xla", "xla_flash"])
 def test_every_attention_kernel_sees_rotated_queries_and_keys(impl):
-  # The kernels against the plain masked softmax of the rotated q and k (and the logit max).
+  # The kernel's output and logit maximum against a plain masked softmax of the unrotated
+  # q and k rotated here by the numpy rotation (cuDNN's kernel gets the same q and k: GPU only).
   cfg = tiny_cfg(**ROPE, attention_impl=impl, attention_block=4)
   attn = jax.tree.map(lambda a: a[0], lively_params(cfg)["blocks"]["attn"])
   h = jax.random.normal(jax.random.key(3), (2, 12, cfg.d_model))
-  q, k, v = model.qkv_project(h, attn, cfg)
-  want = model.out_project(attention.causal_attend(q, k, v, jnp.tril(jnp.ones((12, 12), bool))[None]),
-                           attn, cfg)
-  out, logit_max = model.attention(h, attn, cfg, logit_max=True)
+  q, k, v = model.qkv_project(h, attn, dataclasses.replace(cfg, position="learned"))
+  rotate = lambda a: jnp.asarray(np.stack(
+      [np.stack([np_rope(np.asarray(a[b, :, i], np.float64), range(12)) for i in range(2)], 1)
+       for b in range(2)]), jnp.float32)
+  q, k, causal = rotate(q), rotate(k), jnp.tril(jnp.ones((12, 12), bool))
+  want = model.out_project(attention.causal_attend(q, k, v, causal[None]), attn, cfg)
+  out, logit_max = jax.jit(model.attention, static_argnums=(2, 3))(h, attn, cfg, True)
   np.testing.assert_allclose(out, want, atol=1e-5)
   scores = jnp.einsum("bthk,bshk->bhts", q, k) / np.sqrt(cfg.head_dim)
-  np.testing.assert_allclose(logit_max, jnp.max(jnp.where(jnp.tril(jnp.ones((12, 12), bool)), scores, -jnp.inf)),
-                             rtol=1e-5)
+  np.testing.assert_allclose(logit_max, jnp.max(jnp.where(causal, scores, -jnp.inf)), rtol=1e-5)
 
 
 @pytest.mark.parametrize("name", ["rope", "all"])
