@@ -4,14 +4,17 @@ Read top to bottom: config, initialisation, the pieces (LayerNorm, activations,
 attention, MLP), the seed's residual pattern, one block, the whole model, the loss,
 and the exact parameter count.
 
-    x = wte[ids] + wpe[positions]                       # (B, T, D)
+    x = wte[ids] + wpe[positions]                       # (B, T, D); rope: wte[ids] alone
     for each block (lax.scan over params stacked on a leading n_layer axis):
         x = x + Attention(LN(x))                        # pre-norm (default)
         x = x + MLP(LN(x))
     x = LN(x)                                           # final norm (pre-norm only)
     logits = x @ wte.T                                  # tied unembedding, (B, T, V)
 
-Variants beside the norm placement: ``qk_norm`` (a LayerNorm on each head's queries and
+Variants beside the norm placement: ``position="rope"`` (rotary positions, Su et al. 2021:
+no ``wpe``; each head's queries and keys rotated by their position, ``rope``),
+``activation="relu2"`` (ReLU squared, So et al. 2021), ``bias=False`` (no bias in any linear
+layer or norm, nanoGPT's flag), ``qk_norm`` (a LayerNorm on each head's queries and
 keys before their dot product), ``parametrization="mup"`` (the width rules of ``mup.py``),
 the base model's readout, attention and embedding multipliers (``mup.py``; 1 by default)
 and, in the loss, PaLM's z-loss (``loss_terms``).
@@ -46,7 +49,8 @@ Params = Mapping[str, Any]
 
 NORM_TYPES = ("layernorm", "rmsnorm", "dyt")  # what normalises (normalise); NORMS: where
 INITS = ("gpt2", "xavier")
-ACTIVATIONS = ("gelu_tanh", "gelu", "relu", "swiglu")
+ACTIVATIONS = ("gelu_tanh", "gelu", "relu", "relu2", "swiglu")
+POSITIONS = ("learned", "rope")  # a learned table wpe (GPT-2); rotary (Su et al. 2021)
 DTYPES = ("float32", "bfloat16", "float16", "float64")
 AUTO = "auto"  # compute_dtype / attention_impl / remat_policy chosen from the platform (resolve_auto)
 REMAT_POLICIES = ("none", "full", "dots_saveable", "dots_with_no_batch_dims_saveable")
@@ -97,6 +101,11 @@ class ModelConfig:
   depth_rule: str = "none"
   base_depth: int = 0
   dropout: float = 0.0
+  # Positions: "learned" (the wpe table) or "rope" (rotary, base rope_base; no table).
+  position: str = "learned"
+  rope_base: float = 10000.0
+  # False: no bias in any linear layer or norm (nanoGPT's bias flag).
+  bias: bool = True
 
   def __post_init__(self):
     for name in ("vocab_size", "block_size", "d_model", "n_layer", "n_head", "scan_unroll",
@@ -122,7 +131,7 @@ class ModelConfig:
                           ("attention_impl", ATTENTION_IMPLS), ("init", INITS),
                           ("parametrization", mup.PARAMETRIZATIONS),
                           ("mup_attention", mup.MUP_ATTENTION), ("mup_decay", mup.MUP_DECAY),
-                          ("depth_rule", mup.DEPTH_RULES)):
+                          ("depth_rule", mup.DEPTH_RULES), ("position", POSITIONS)):
       if getattr(self, name) not in allowed:
         raise errors.ConfigError(f"ModelConfig.{name}={getattr(self, name)!r}: expected one of "
                                  f"{allowed}")
@@ -143,7 +152,15 @@ class ModelConfig:
       raise errors.ConfigError(f"ModelConfig.dropout={self.dropout} with attention_impl='cudnn': "
                                f"cuDNN's kernel here takes no attention dropout; set "
                                f"attention_impl='xla_flash' (or 'auto'), or dropout=0")
-    for name in ("tie_embeddings", "qk_norm", "zero_query_init"):
+    if isinstance(self.rope_base, bool) or not isinstance(self.rope_base, (int, float)) \
+        or not 1 < self.rope_base < math.inf:
+      raise errors.ConfigError(f"ModelConfig.rope_base={self.rope_base!r}: expected a number "
+                               f"above 1 (Su et al. 2021 use 10000.0)")
+    if self.position == "rope" and self.head_dim % 2:
+      raise errors.ConfigError(f"ModelConfig.position='rope' with head_dim={self.head_dim} "
+                               f"(d_model / n_head): RoPE rotates pairs of a head's dimensions; "
+                               f"choose n_head so that d_model / n_head is even")
+    for name in ("tie_embeddings", "qk_norm", "zero_query_init", "bias"):
       if not isinstance(getattr(self, name), bool):
         raise errors.ConfigError(f"ModelConfig.{name}={getattr(self, name)!r}: expected True or "
                                  f"False")
@@ -268,7 +285,8 @@ def init_params(cfg: ModelConfig, key: jax.Array) -> dict:
 
   The block matrices as ``block_init_stds`` says; the embeddings (and an untied head)
   N(0, 0.02). LayerNorm scale 1, bias 0 (also the per-head query and key norms of
-  ``qk_norm``, over ``head_dim``); biases 0. Works under ``jax.eval_shape`` (nothing is
+  ``qk_norm``, over ``head_dim``); biases 0. ``position="rope"``: no ``wpe``; ``bias=False``:
+  no bias leaves (``b_*``, the norms' ``bias``). Works under ``jax.eval_shape`` (nothing is
   allocated there).
   """
   L, D, F, V, T = cfg.n_layer, cfg.d_model, cfg.mlp_dim, cfg.vocab_size, cfg.block_size
@@ -277,7 +295,8 @@ def init_params(cfg: ModelConfig, key: jax.Array) -> dict:
   k = iter(jax.random.split(key, 7))
   normal = lambda shape, s: (s * jax.random.normal(next(k), shape, jnp.float32)).astype(dtype)
   zeros = lambda shape: jnp.zeros(shape, dtype)
-  ln = lambda *lead, n=D: {"scale": jnp.ones((*lead, n), dtype), "bias": zeros((*lead, n))}
+  ln = lambda *lead, n=D: {"scale": jnp.ones((*lead, n), dtype),
+                           **({"bias": zeros((*lead, n))} if cfg.bias else {})}
   norm = lambda *lead: norm_params(cfg, *lead)  # the residual norms: cfg.norm_type's leaves
   f_in = 2 * F if cfg.activation == "swiglu" else F  # gate and up fused in one matrix
   pad = cfg.padded_vocab - V  # zero rows: the real rows equal the unpadded model's
@@ -293,6 +312,11 @@ def init_params(cfg: ModelConfig, key: jax.Array) -> dict:
                   "w_out": normal((L, F, D), s["mlp_out"]), "b_out": zeros((L, D))},
       },
   }
+  if cfg.position != "learned":
+    del params["wpe"]  # drawn all the same, so every other leaf keeps its key
+  if not cfg.bias:
+    for group, name in (("attn", "b_qkv"), ("attn", "b_out"), ("mlp", "b_in"), ("mlp", "b_out")):
+      del params["blocks"][group][name]
   if cfg.qk_norm:
     params["blocks"]["attn"].update(q_norm=ln(L, n=cfg.head_dim), k_norm=ln(L, n=cfg.head_dim))
   if placement(cfg.norm).out_norm:
@@ -315,8 +339,9 @@ def zero_query(w_qkv: jax.Array, cfg: ModelConfig) -> jax.Array:
 # ----------------------------------------------------------------------------- pieces
 
 
-def layer_norm(x: jax.Array, scale: jax.Array, bias: jax.Array, eps: float = 1e-5) -> jax.Array:
-  """``scale * (x - mean) / sqrt(var + eps) + bias`` over the last axis, in at least float32.
+def layer_norm(x: jax.Array, scale: jax.Array, bias: jax.Array | None, eps: float = 1e-5) -> jax.Array:
+  """``scale * (x - mean) / sqrt(var + eps) + bias`` over the last axis, in at least float32
+  (``bias=None``: none, ``ModelConfig.bias=False``).
 
   Computed on the rows ``(N, D)``: a batch of one would otherwise leave a unit axis in
   every reduction, which XLA:CPU's YNNPACK fusions ran several times slower
@@ -326,7 +351,8 @@ def layer_norm(x: jax.Array, scale: jax.Array, bias: jax.Array, eps: float = 1e-
   mean = jnp.mean(x32, axis=-1, keepdims=True)
   var = jnp.mean(jnp.square(x32 - mean), axis=-1, keepdims=True)
   y = (x32 - mean) * jax.lax.rsqrt(var + eps)
-  return (y * at_least_f32(scale) + at_least_f32(bias)).astype(x.dtype).reshape(x.shape)
+  y = y * at_least_f32(scale) if bias is None else y * at_least_f32(scale) + at_least_f32(bias)
+  return y.astype(x.dtype).reshape(x.shape)
 
 
 def rms_norm(x: jax.Array, scale: jax.Array, eps: float = 1e-5) -> jax.Array:
@@ -337,12 +363,12 @@ def rms_norm(x: jax.Array, scale: jax.Array, eps: float = 1e-5) -> jax.Array:
   return (y * at_least_f32(scale)).astype(x.dtype).reshape(x.shape)
 
 
-def dyt(x: jax.Array, alpha: jax.Array, scale: jax.Array, bias: jax.Array) -> jax.Array:
+def dyt(x: jax.Array, alpha: jax.Array, scale: jax.Array, bias: jax.Array | None) -> jax.Array:
   """Dynamic Tanh (Zhu et al. 2025, "Transformers without Normalization", section 3, eq. 1):
   ``scale * tanh(alpha * x) + bias`` with a learned scalar ``alpha``; no statistics."""
   x32 = at_least_f32(x)
-  y = jnp.tanh(at_least_f32(alpha) * x32) * at_least_f32(scale) + at_least_f32(bias)
-  return y.astype(x.dtype)
+  y = jnp.tanh(at_least_f32(alpha) * x32) * at_least_f32(scale)
+  return (y if bias is None else y + at_least_f32(bias)).astype(x.dtype)
 
 
 def norm_params(cfg: ModelConfig, *lead: int) -> dict:
@@ -350,32 +376,34 @@ def norm_params(cfg: ModelConfig, *lead: int) -> dict:
 
   LayerNorm: scale 1, bias 0. RMSNorm: scale 1 (Zhang & Sennrich 2019 has no bias). DyT:
   ``alpha`` (one scalar per norm) ``dyt_alpha_init``, scale 1, bias 0 (Zhu et al. 2025,
-  section 3: alpha_0 = 0.5 by default, gamma ones, beta zeros).
+  section 3: alpha_0 = 0.5 by default, gamma ones, beta zeros). ``bias=False``: no ``bias``.
   """
   D, dtype = cfg.d_model, jnp.dtype(cfg.param_dtype)
   ones, zeros = jnp.ones((*lead, D), dtype), jnp.zeros((*lead, D), dtype)
+  bias = {"bias": zeros} if cfg.bias else {}
   if cfg.norm_type == "layernorm":
-    return {"scale": ones, "bias": zeros}
+    return {"scale": ones, **bias}
   if cfg.norm_type == "rmsnorm":
     return {"scale": ones}
   if cfg.norm_type == "dyt":
-    return {"alpha": jnp.full(lead, cfg.dyt_alpha_init, dtype), "scale": ones, "bias": zeros}
+    return {"alpha": jnp.full(lead, cfg.dyt_alpha_init, dtype), "scale": ones, **bias}
   raise errors.ConfigError(f"model.norm_type={cfg.norm_type!r}: expected one of {NORM_TYPES}")
 
 
 def norm_size(cfg: ModelConfig) -> int:
   """The number of parameters of one residual norm (``norm_params`` without a lead axis)."""
-  return {"layernorm": 2, "rmsnorm": 1, "dyt": 2}[cfg.norm_type] * cfg.d_model + (cfg.norm_type == "dyt")
+  biased = cfg.bias and cfg.norm_type != "rmsnorm"  # LayerNorm's and DyT's bias
+  return (1 + biased) * cfg.d_model + (cfg.norm_type == "dyt")
 
 
 def normalise(x: jax.Array, p: Params, norm_type: str = "layernorm", eps: float = 1e-5) -> jax.Array:
   """The residual norm ``norm_type`` with leaves ``p`` (``norm_params``'s)."""
   if norm_type == "layernorm":
-    return layer_norm(x, p["scale"], p["bias"], eps)
+    return layer_norm(x, p["scale"], p.get("bias"), eps)  # no bias: ModelConfig.bias=False
   if norm_type == "rmsnorm":
     return rms_norm(x, p["scale"], eps)
   if norm_type == "dyt":
-    return dyt(x, p["alpha"], p["scale"], p["bias"])
+    return dyt(x, p["alpha"], p["scale"], p.get("bias"))
   raise errors.ConfigError(f"model.norm_type={norm_type!r}: expected one of {NORM_TYPES}")
 
 
@@ -393,31 +421,70 @@ def relu(x: jax.Array) -> jax.Array:
   return jnp.maximum(x, 0)
 
 
+def relu2(x: jax.Array) -> jax.Array:
+  """Squared ReLU, ``max(x, 0)^2`` (So et al. 2021, "Primer", section 4)."""
+  return jnp.square(jnp.maximum(x, 0))
+
+
 ACTIVATION_FNS: dict[str, Callable[[jax.Array], jax.Array]] = {
-    "gelu_tanh": gelu_tanh, "gelu": gelu, "relu": relu}
+    "gelu_tanh": gelu_tanh, "gelu": gelu, "relu": relu, "relu2": relu2}
 
 
 def _dense(x, w, b, dtype):
   """``x @ w + b`` on the rows ``(N, i)``, so the bias gradient reduces no unit axis (see
-  ``layer_norm``)."""
-  y = x.reshape(-1, x.shape[-1]).astype(dtype) @ w.astype(dtype) + b.astype(dtype)
+  ``layer_norm``); ``b=None``: no bias (``ModelConfig.bias=False``)."""
+  y = x.reshape(-1, x.shape[-1]).astype(dtype) @ w.astype(dtype)
+  y = y if b is None else y + b.astype(dtype)
   return y.reshape(*x.shape[:-1], w.shape[-1])
 
 
-def qkv_project(x_BTD: jax.Array, attn: Params, cfg: ModelConfig):
+def _bias(p: Params, name: str, cfg: ModelConfig) -> jax.Array | None:
+  """The bias leaf ``name`` of a linear layer, or None under ``bias=False`` (it has none)."""
+  return p[name] if cfg.bias else None
+
+
+def rope(x_BTHK: jax.Array, positions_T: jax.Array, base: float = 10000.0) -> jax.Array:
+  """Rotary position embedding (Su et al. 2021, RoFormer, section 3.4.2, eq. 34).
+
+  Each pair ``(x_2i, x_2i+1)`` of a head's ``K`` dimensions, at position ``m``, is rotated by
+  the angle ``m * theta_i``, ``theta_i = base^(-2i / K)``, ``i = 0 .. K/2 - 1``: the paper's
+  block-diagonal ``R_{Theta,m}`` in its cos/sin form. Then ``R_m q . R_n k = q . R_{n-m} k``:
+  the attention score depends on the offset ``n - m`` only. The angles and the rotation run
+  in at least float32 (positions up to 2^24 are exact), the result in ``x``'s dtype.
+  """
+  K = x_BTHK.shape[-1]
+  x = at_least_f32(x_BTHK)
+  theta_I = base ** (-jnp.arange(0, K, 2, dtype=x.dtype) / K)  # (K/2,)
+  angle_TI = jnp.asarray(positions_T, x.dtype)[:, None] * theta_I
+  cos_T1I, sin_T1I = jnp.cos(angle_TI)[:, None], jnp.sin(angle_TI)[:, None]  # broadcast over H
+  x_BTHI2 = x.reshape(*x.shape[:-1], K // 2, 2)
+  even, odd = x_BTHI2[..., 0], x_BTHI2[..., 1]
+  rotated = jnp.stack([even * cos_T1I - odd * sin_T1I, even * sin_T1I + odd * cos_T1I], axis=-1)
+  return rotated.reshape(x_BTHK.shape).astype(x_BTHK.dtype)
+
+
+def qkv_project(x_BTD: jax.Array, attn: Params, cfg: ModelConfig,
+                positions_T: jax.Array | None = None):
   """The fused QKV projection, split into heads: three ``(B, T, H, K)`` arrays.
 
   With ``qk_norm`` the queries and keys pass each head's LayerNorm (over ``K``; Dehghani et
-  al. 2023). The kernels (and every reader of ``q . k``) divide by ``sqrt(K)``; the queries
-  carry whatever else ``mup.attention_scale`` asks for (the attention multiplier; muP's
-  width factor).
+  al. 2023). With ``position="rope"`` they are then rotated (``rope``) at ``positions_T``,
+  their absolute positions (default ``0 .. T-1``; the KV-cache sampler passes
+  ``pos .. pos+T-1``), so every kernel and every reader of ``q . k`` gets rotated ones.
+  The kernels divide by ``sqrt(K)``; the queries carry whatever else
+  ``mup.attention_scale`` asks for (the attention multiplier; muP's width factor).
   """
   B, T, _ = x_BTD.shape
-  qkv = _dense(x_BTD, attn["w_qkv"], attn["b_qkv"], compute_dtype(cfg))
+  qkv = _dense(x_BTD, attn["w_qkv"], _bias(attn, "b_qkv", cfg), compute_dtype(cfg))
   q, k, v = (a.reshape(B, T, cfg.n_head, cfg.head_dim) for a in jnp.split(qkv, 3, axis=-1))
   if cfg.qk_norm:
-    q = layer_norm(q, attn["q_norm"]["scale"], attn["q_norm"]["bias"], cfg.ln_eps)
-    k = layer_norm(k, attn["k_norm"]["scale"], attn["k_norm"]["bias"], cfg.ln_eps)
+    q = layer_norm(q, attn["q_norm"]["scale"], attn["q_norm"].get("bias"), cfg.ln_eps)
+    k = layer_norm(k, attn["k_norm"]["scale"], attn["k_norm"].get("bias"), cfg.ln_eps)
+  if cfg.position == "rope":
+    # Rotated after the qk norm, as OLMo 2 (q_norm/k_norm, then apply_rotary_pos_emb), Gemma 3
+    # and Qwen 3 do: the norm sees the unrotated head, and the rotation keeps its length.
+    positions_T = jnp.arange(T) if positions_T is None else positions_T
+    q, k = rope(q, positions_T, cfg.rope_base), rope(k, positions_T, cfg.rope_base)
   q_scale = mup.attention_scale(cfg) * math.sqrt(cfg.head_dim)
   return (q if math.isclose(q_scale, 1.0) else q * jnp.asarray(q_scale, q.dtype)), k, v
 
@@ -425,12 +492,13 @@ def qkv_project(x_BTD: jax.Array, attn: Params, cfg: ModelConfig):
 def out_project(o_BTHK: jax.Array, attn: Params, cfg: ModelConfig) -> jax.Array:
   """Merge the heads and apply the attention output projection: ``(B, T, H, K) -> (B, T, D)``."""
   B, T, H, K = o_BTHK.shape
-  return _dense(o_BTHK.reshape(B, T, H * K), attn["w_out"], attn["b_out"], compute_dtype(cfg))
+  return _dense(o_BTHK.reshape(B, T, H * K), attn["w_out"], _bias(attn, "b_out", cfg),
+                compute_dtype(cfg))
 
 
 def attention(x_BTD: jax.Array, attn: Params, cfg: ModelConfig, logit_max: bool = False,
               dropout_key: jax.Array | None = None):
-  """Causal multi-head self-attention with fused QKV and output projections (with biases).
+  """Causal multi-head self-attention with fused QKV and output projections (biases: ``cfg.bias``).
 
   The kernel (``andrea_jax/attention.py``) is ``cfg.attention_impl``'s; with a
   ``dropout_key`` it drops attention probabilities at rate ``cfg.dropout``.
@@ -450,13 +518,13 @@ def attention(x_BTD: jax.Array, attn: Params, cfg: ModelConfig, logit_max: bool 
 def mlp(x_BTD: jax.Array, mlp_params: Params, cfg: ModelConfig) -> jax.Array:
   """``W_2 act(W_1 x + b_1) + b_2``; SwiGLU gates ``silu(gate) * up`` from a fused W_1."""
   dtype = compute_dtype(cfg)
-  h_BTF = _dense(x_BTD, mlp_params["w_in"], mlp_params["b_in"], dtype)
+  h_BTF = _dense(x_BTD, mlp_params["w_in"], _bias(mlp_params, "b_in", cfg), dtype)
   if cfg.activation == "swiglu":
     gate, up = jnp.split(h_BTF, 2, axis=-1)
     h_BTF = jax.nn.silu(gate) * up
   else:
     h_BTF = ACTIVATION_FNS[cfg.activation](h_BTF)
-  return _dense(h_BTF, mlp_params["w_out"], mlp_params["b_out"], dtype)
+  return _dense(h_BTF, mlp_params["w_out"], _bias(mlp_params, "b_out", cfg), dtype)
 
 
 # ----------------------------------------------------------------------------- the residual pattern
@@ -608,13 +676,19 @@ def _remat(fn, policy: str):
   return jax.checkpoint(fn, prevent_cse=False, policy=getattr(jax.checkpoint_policies, policy))
 
 
-def embed(params: Params, tokens_BT: jax.Array, cfg: ModelConfig) -> jax.Array:
+def embed(params: Params, tokens_BT: jax.Array, cfg: ModelConfig,
+          pos: jax.Array | int = 0) -> jax.Array:
   """Token plus learned position embeddings, in the compute dtype: ``(B, T, D)``.
 
-  Times ``mup.embedding_multiplier`` (the base model's embedding multiplier; 1 by default).
+  The tokens sit at positions ``pos .. pos+T-1`` (``pos`` may be traced: the KV-cache
+  sampler's). ``position="rope"``: the token embeddings alone (the positions rotate the
+  queries and keys in ``qkv_project``). Times ``mup.embedding_multiplier`` (the base
+  model's embedding multiplier; 1 by default).
   """
   T = tokens_BT.shape[1]
-  x_BTD = jnp.take(params["wte"], tokens_BT, axis=0) + params["wpe"][:T]
+  x_BTD = jnp.take(params["wte"], tokens_BT, axis=0)
+  if cfg.position == "learned":
+    x_BTD = x_BTD + jax.lax.dynamic_slice_in_dim(params["wpe"], pos, T, axis=0)
   m = mup.embedding_multiplier(cfg)
   x_BTD = x_BTD if m == 1.0 else x_BTD * jnp.asarray(m, x_BTD.dtype)
   return x_BTD.astype(compute_dtype(cfg))
@@ -734,14 +808,20 @@ def count_params(cfg: ModelConfig) -> int:
   """The exact number of parameters, from the config alone (equals the leaves of init_params)."""
   D, F, L = cfg.d_model, cfg.mlp_dim, cfg.n_layer
   f_in = 2 * F if cfg.activation == "swiglu" else F
-  attn = D * 3 * D + 3 * D + D * D + D
-  mlp_ = D * f_in + f_in + F * D + D
+  b = 1 if cfg.bias else 0  # the linear layers' biases (norm_size counts the norms')
+  attn = D * 3 * D + b * 3 * D + D * D + b * D
+  mlp_ = D * f_in + b * f_in + F * D + b * D
   norms = 4 if placement(cfg.norm).out_norm else 2
-  block = attn + mlp_ + norms * norm_size(cfg) + (4 * cfg.head_dim if cfg.qk_norm else 0)
-  total = L * block + cfg.padded_vocab * D + cfg.block_size * D
+  block = attn + mlp_ + norms * norm_size(cfg) + ((2 + 2 * b) * cfg.head_dim if cfg.qk_norm else 0)
+  total = L * block + cfg.padded_vocab * D + position_params(cfg)
   total += norm_size(cfg) if placement(cfg.norm).final_norm else 0
   total += 0 if cfg.tie_embeddings else D * cfg.padded_vocab
   return total
+
+
+def position_params(cfg: ModelConfig) -> int:
+  """The learned position table's size, ``block_size * d_model`` (0 under ``position="rope"``)."""
+  return cfg.block_size * cfg.d_model if cfg.position == "learned" else 0
 
 
 def count_layer_norms(cfg: ModelConfig) -> int:
@@ -758,6 +838,6 @@ def flops_per_token(cfg: ModelConfig, seq_len: int | None = None, causal: bool =
   before it, ``(T + 1) / 2`` on average): ``6 N + 12 L H Q (T + 1) / 2``.
   """
   T = cfg.block_size if seq_len is None else seq_len
-  n = count_params(cfg) - cfg.block_size * cfg.d_model
+  n = count_params(cfg) - position_params(cfg)
   keys = (T + 1) / 2 if causal else T
   return 6.0 * n + 12.0 * cfg.n_layer * cfg.n_head * cfg.head_dim * keys

@@ -7,15 +7,18 @@
               lax.dynamic_update_slice, attend over cache positions <= P + i,
               sample new token i + 1                       (lax.scan over i)
 
-The blocks are model.py's ``block_forward`` with a cached attention hook (``qkv_project``,
-``out_project``, attention.py's ``causal_attend``) and ``unembed``, so pre-/post-norm, every activation,
-``qk_norm`` and muP's scales behave exactly as in ``model.forward``; the layer loop is a ``lax.scan`` over the
+The blocks are model.py's ``embed`` at the tokens' positions, ``block_forward`` with a cached
+attention hook (``qkv_project`` at the absolute positions ``pos..pos+T-1``, so rotary queries and
+keys are rotated where they stand, ``out_project``, attention.py's ``causal_attend``) and
+``unembed``, so pre-/post-norm, every activation, ``qk_norm``, RoPE and muP's scales behave
+exactly as in ``model.forward``; the layer loop is a ``lax.scan`` over the
 stacked block params with the per-layer caches as xs and the updated caches as ys.
 Attention always uses the XLA ``causal_attend`` path (``cfg.attention_impl`` is
 ignored here: the cache needs an explicit position mask).
 
 There is no sliding window: prompt plus new tokens must fit in ``cfg.block_size``
-(the learned position table has no rows beyond it), and ``generate`` says so before
+(the learned position table has no rows beyond it; a rotary model was never trained
+beyond it, so the same limit holds), and ``generate`` says so before
 compiling anything rather than silently dropping the start of the context.
 """
 
@@ -47,15 +50,6 @@ def init_cache(cfg: ModelConfig, batch: int, length: int) -> Cache:
   return zeros, zeros
 
 
-def _embed_at(params: Params, tokens_BT: jax.Array, pos: jax.Array | int,
-              cfg: ModelConfig) -> jax.Array:
-  """``model.embed`` for tokens that start at position ``pos`` (may be traced)."""
-  T = tokens_BT.shape[1]
-  wpe_TD = jax.lax.dynamic_slice_in_dim(params["wpe"], pos, T, axis=0)
-  x_BTD = jnp.take(params["wte"], tokens_BT, axis=0) + wpe_TD
-  return x_BTD.astype(model.compute_dtype(cfg))
-
-
 def _blocks_cached(params: Params, x_BTD: jax.Array, cache: Cache, pos: jax.Array | int,
                    cfg: ModelConfig) -> tuple[jax.Array, Cache]:
   """All blocks for ``T`` tokens at positions ``pos..pos+T-1``, reading and writing the cache."""
@@ -71,7 +65,7 @@ def _blocks_cached(params: Params, x_BTD: jax.Array, cache: Cache, pos: jax.Arra
     written = {}
 
     def cached_attention(h_BTD, attn):
-      q, k, v = model.qkv_project(h_BTD, attn, cfg)
+      q, k, v = model.qkv_project(h_BTD, attn, cfg, pos + jnp.arange(T))  # rope: absolute positions
       start = (0, pos, 0, 0)
       written["k"] = jax.lax.dynamic_update_slice(k_BCHK, k.astype(k_BCHK.dtype), start)
       written["v"] = jax.lax.dynamic_update_slice(v_BCHK, v.astype(v_BCHK.dtype), start)
@@ -93,7 +87,7 @@ def forward_cached(params: Params, tokens_BT: jax.Array, cache: Cache, pos: jax.
   With an empty cache and ``pos=0`` this equals ``model.forward``; feeding a sequence in
   chunks at increasing ``pos`` gives the same logits as feeding it whole.
   """
-  x_BTD = _embed_at(params, tokens_BT, pos, cfg)
+  x_BTD = model.embed(params, tokens_BT, cfg, pos)
   x_BTD, cache = _blocks_cached(params, x_BTD, cache, pos, cfg)
   return model.unembed(params, x_BTD, cfg), cache
 
@@ -160,7 +154,7 @@ def _decode(params: Params, prompt_BP: jax.Array, key: jax.Array, temperature: j
   sample = functools.partial(sample_logits, temperature=temperature, greedy=greedy,
                              top_k=top_k if use_top_k else 0, top_p=top_p if use_top_p else 1.0)
 
-  x_BPD = _embed_at(params, prompt_BP, 0, cfg)
+  x_BPD = model.embed(params, prompt_BP, cfg)
   x_BPD, cache = _blocks_cached(params, x_BPD, init_cache(cfg, B, P + N), 0, cfg)
   # Only the last prompt position predicts a new token; skip the (P, V) unembedding.
   logits_BV = model.unembed(params, x_BPD[:, -1:], cfg)[:, 0]
@@ -169,7 +163,7 @@ def _decode(params: Params, prompt_BP: jax.Array, key: jax.Array, temperature: j
   def step(carry, xs):
     cache, token_B = carry
     i, key_i = xs  # token_B is new token i, at position P + i; predict token i + 1
-    x_B1D = _embed_at(params, token_B[:, None], P + i, cfg)
+    x_B1D = model.embed(params, token_B[:, None], cfg, P + i)
     x_B1D, cache = _blocks_cached(params, x_B1D, cache, P + i, cfg)
     logits_BV = model.unembed(params, x_B1D, cfg)[:, 0]
     next_B = sample(logits_BV, key_i)

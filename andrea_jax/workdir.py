@@ -100,7 +100,8 @@ ADDED_FIELDS = {"model.qk_norm": False, "model.parametrization": "sp", "model.ba
                 "train.muon_consistent_rms": 0.2, "train.schedule": "cosine",
                 "train.decay_shape": "1-sqrt", "train.decay_fraction": 0.2,
                 "train.profile_steps": "", "train.task_eval_every": 0, "train.task_file": "",
-                "train.task_examples": 0}
+                "train.task_examples": 0,
+                "model.position": "learned", "model.rope_base": 10000.0, "model.bias": True}
 
 
 # Fields that only a muP model reads (mup.py).

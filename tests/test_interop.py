@@ -71,7 +71,8 @@ def small_tokenizer():
 
 
 @pytest.mark.parametrize("changes", [{}, {"tie_embeddings": False}, {"mlp_ratio": 1.5},
-                                     {"activation": "relu"}, {"activation": "gelu", "ln_eps": 1e-6}])
+                                     {"activation": "relu"}, {"activation": "gelu", "ln_eps": 1e-6},
+                                     {"activation": "relu2"}])
 def test_export_then_import_gives_identical_params(changes, tmp_path):
   cfg = tiny_cfg(**changes)
   params = lively(model.init_params(cfg, jax.random.key(0)))
@@ -121,7 +122,10 @@ def test_bfloat16_params_are_exported_as_float32(tmp_path):
     ({"readout_multiplier": 2.0}, r"model.readout_multiplier=2.0: GPT-2's config has no multiplier"
                                   r"(.|\n)*readout_multiplier=1.0"),
     ({"depth_rule": "completep", "base_depth": 1}, r"model.depth_rule='completep' at n_layer=2 "
-                                                   r"(.|\n)*trained with depth_rule='none'")])
+                                                   r"(.|\n)*trained with depth_rule='none'"),
+    ({"position": "rope"}, r"model.position='rope': GPT-2 adds a learned position table"
+                           r"(.|\n)*only model.position='learned'"),
+    ({"bias": False}, r"model.bias=False: every GPT-2 linear layer and LayerNorm has a bias")])
 def test_variants_gpt2_cannot_express_are_refused(changes, match, tmp_path):
   cfg = tiny_cfg(**changes)
   with pytest.raises(InteropError, match=match) as e:
@@ -258,7 +262,8 @@ def test_imported_transformers_model_gives_its_logits_and_loss(variant, hf, tmp_
 
 
 @pytest.mark.parametrize("changes", [{}, {"tie_embeddings": False, "activation": "relu", "mlp_ratio": 2.0},
-                                     {"vocab_pad_multiple": 128, "dropout": 0.1}])
+                                     {"vocab_pad_multiple": 128, "dropout": 0.1},
+                                     {"activation": "relu2"}])
 def test_exported_model_gives_our_logits_in_transformers(changes, hf, tmp_path):
   cfg = tiny_cfg(**changes)
   params = lively(model.init_params(cfg, jax.random.key(0)))

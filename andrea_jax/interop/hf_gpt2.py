@@ -25,8 +25,9 @@ runs code from the checkpoint. The causal-mask buffers ``attn.bias``/``attn.mask
 of older checkpoints are not weights and are skipped; every other tensor must be
 expected and of the expected shape.
 
-GPT-2 cannot express post-norm blocks, a SwiGLU MLP, query/key LayerNorms (``qk_norm``) or
-muP's attention scale and readout multiplier, so those are refused on export.
+GPT-2 cannot express post-norm blocks, a SwiGLU MLP, query/key LayerNorms
+(``qk_norm``), rotary positions, layers without biases or muP's attention scale and readout
+multiplier, so those are refused on export.
 """
 
 from __future__ import annotations
@@ -53,16 +54,18 @@ SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 PYTORCH_BIN = "pytorch_model.bin"
 
-# transformers' activation names <-> ours; gelu_pytorch_tanh is the same tanh GELU, fused.
+# transformers' activation names <-> ours; gelu_pytorch_tanh is the same tanh GELU, fused;
+# relu2 is transformers' ReLUSquaredActivation, max(x, 0)^2.
 ACT_FROM_HF = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu",
-               "relu": "relu"}
-ACT_TO_HF = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}
+               "relu": "relu", "relu2": "relu2"}
+ACT_TO_HF = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu", "relu2": "relu2"}
 
 # ModelConfig fields that decide what the model computes; the rest (dtypes, remat,
 # scan unroll, attention kernel) are how it runs and may differ freely.
 FUNCTION_FIELDS = ("vocab_size", "block_size", "d_model", "n_layer", "n_head", "mlp_ratio",
                    "norm", "activation", "tie_embeddings", "ln_eps", "qk_norm", "parametrization",
-                   "readout_multiplier", "attention_multiplier", "embedding_multiplier")
+                   "readout_multiplier", "attention_multiplier", "embedding_multiplier",
+                   "position", "rope_base", "bias")
 
 # HF name inside transformer.h.{i} -> (group, leaf) in params["blocks"].
 BLOCK_KEYS = {
@@ -104,6 +107,13 @@ def check_exportable(cfg: ModelConfig) -> None:
     raise UnexportableError(f"model.activation={cfg.activation!r}: GPT-2's MLP is c_fc -> "
                             f"activation -> c_proj with no gate; it can express "
                             f"{sorted(ACT_TO_HF)}, not a gated SwiGLU MLP")
+  if cfg.position != "learned":
+    raise UnexportableError(f"model.position={cfg.position!r}: GPT-2 adds a learned position "
+                            f"table (wpe) and has no rotary positions; only "
+                            f"model.position='learned' can be written as GPT-2 weights")
+  if not cfg.bias:
+    raise UnexportableError("model.bias=False: every GPT-2 linear layer and LayerNorm has a bias; "
+                            "export a model trained with model.bias=True")
   if cfg.qk_norm:
     raise UnexportableError("model.qk_norm=True: GPT-2's attention has no LayerNorm on queries "
                             "and keys (no such weights in a GPT-2 checkpoint); export a model "

@@ -7,7 +7,9 @@ the activations, and the attention kernels of ``andrea_jax/attention.py``. So th
 independent implementations of one model, and the tests check that they agree in logits
 and gradients. Every config runs: pre/post-norm, tied/untied, all activations and SwiGLU,
 both inits, remat policies, ``qk_norm``, muP (its multipliers from ``andrea_jax/mup.py``),
-and ``"auto"`` settings (resolved like ``model.forward`` does).
+rotary positions (written here again, in the complex-number form, ``rotate``), ``bias=False``
+(``use_bias=False`` and norms without a bias) and ``"auto"`` settings (resolved like
+``model.forward`` does).
 
 Flax names its parameters its own way (``kernel``/``bias``, ``embedding``);
 ``to_flax`` and ``from_flax`` convert between that tree and ``model.init_params``'s, both
@@ -21,7 +23,7 @@ ways and exactly::
 The tree (names in the pure-function layout -> Flax path)::
 
     wte (V, D)                      -> wte/embedding
-    wpe (T, D)                      -> wpe/embedding
+    wpe (T, D) (learned positions)  -> wpe/embedding
     blocks/ln_1/{scale,bias} (L, D) -> blocks/ln_1/{scale,bias}  (rmsnorm: scale; dyt: + alpha (L,))
     blocks/attn/w_qkv, b_qkv        -> blocks/attn/qkv/{kernel,bias}
     blocks/attn/w_out, b_out        -> blocks/attn/out/{kernel,bias}
@@ -31,6 +33,8 @@ The tree (names in the pure-function layout -> Flax path)::
     blocks/mlp/w_out, b_out         -> blocks/mlp/proj/{kernel,bias}
     ln_f/{scale,bias} (pre-norm)    -> ln_f/{scale,bias}
     lm_head (D, V) (untied)         -> lm_head/kernel
+
+``bias=False`` drops every ``b_*`` and every norm's ``bias``; ``position="rope"`` drops ``wpe``.
 """
 
 from __future__ import annotations
@@ -96,7 +100,8 @@ def _dense(cfg: ModelConfig, features: int, name: str, std: float = 0.02,
   if zero_query:  # model.zero_query: the fused QKV kernel's query columns start at zero
     init = lambda key, shape, dtype, normal=init: normal(key, shape, dtype).at[:, :cfg.d_model].set(0)
   return nn.Dense(features, dtype=jnp.dtype(cfg.compute_dtype), param_dtype=jnp.dtype(cfg.param_dtype),
-                  kernel_init=init, bias_init=nn.initializers.zeros, name=name, **kwargs)
+                  kernel_init=init, bias_init=nn.initializers.zeros, use_bias=cfg.bias, name=name,
+                  **kwargs)
 
 
 def _padded_normal(real: int, axis: int):
@@ -123,7 +128,7 @@ class LayerNorm(nn.Module):
   def __call__(self, x_BTD):
     D, dtype = x_BTD.shape[-1], jnp.dtype(self.cfg.param_dtype)
     scale = self.param("scale", nn.initializers.ones, (D,), dtype)
-    bias = self.param("bias", nn.initializers.zeros, (D,), dtype)
+    bias = self.param("bias", nn.initializers.zeros, (D,), dtype) if self.cfg.bias else None
     return model.layer_norm(x_BTD, scale, bias, self.cfg.ln_eps)
 
 
@@ -138,10 +143,10 @@ class Norm(nn.Module):
   def __call__(self, x_BTD):
     cfg = self.cfg
     D, dtype = x_BTD.shape[-1], jnp.dtype(cfg.param_dtype)
+    bias = lambda: self.param("bias", nn.initializers.zeros, (D,), dtype) if cfg.bias else None
     if cfg.norm_type == "layernorm":
       scale = self.param("scale", nn.initializers.ones, (D,), dtype)
-      bias = self.param("bias", nn.initializers.zeros, (D,), dtype)
-      return model.layer_norm(x_BTD, scale, bias, cfg.ln_eps)
+      return model.layer_norm(x_BTD, scale, bias(), cfg.ln_eps)
     x32 = x_BTD.astype(jnp.promote_types(x_BTD.dtype, jnp.float32))
     if cfg.norm_type == "rmsnorm":
       scale = self.param("scale", nn.initializers.ones, (D,), dtype)
@@ -149,19 +154,34 @@ class Norm(nn.Module):
       return y.astype(x_BTD.dtype)
     if cfg.norm_type == "dyt":
       alpha = self.param("alpha", nn.initializers.constant(cfg.dyt_alpha_init), (), dtype)
-      scale = self.param("scale", nn.initializers.ones, (D,), dtype)
-      bias = self.param("bias", nn.initializers.zeros, (D,), dtype)
-      return (jnp.tanh(alpha * x32) * scale + bias).astype(x_BTD.dtype)
+      scale, b = self.param("scale", nn.initializers.ones, (D,), dtype), bias()
+      y = jnp.tanh(alpha * x32) * scale
+      return (y if b is None else y + b).astype(x_BTD.dtype)
     raise errors.ConfigError(f"flax_model: model.norm_type={cfg.norm_type!r} has no Flax twin")
+
+
+def rotate(x_BTHK, positions_T, base: float):
+  """RoPE (Su et al. 2021) in the complex form of its 2D case (section 3.2.1), per pair:
+  each pair ``(x_2i, x_2i+1)`` is the complex number ``x_2i + i x_2i+1``, multiplied by
+  ``exp(i m theta_i)``, ``theta_i = base^(-2i / K)``: written apart from ``model.rope``'s
+  cos/sin form, as its check."""
+  K = x_BTHK.shape[-1]
+  real = jnp.promote_types(x_BTHK.dtype, jnp.float32)
+  x = x_BTHK.astype(real)
+  z_BTHI = jax.lax.complex(x[..., 0::2], x[..., 1::2])
+  theta_I = 1.0 / base ** (jnp.arange(K // 2, dtype=real) * 2 / K)
+  turn_TI = jnp.exp(1j * (positions_T.astype(real)[:, None] * theta_I))
+  z_BTHI = z_BTHI * turn_TI[:, None, :]
+  return jnp.stack([z_BTHI.real, z_BTHI.imag], axis=-1).reshape(x_BTHK.shape).astype(x_BTHK.dtype)
 
 
 class CausalSelfAttention(nn.Module):
   """Fused QKV projection, the causal attention kernel, and the output projection.
 
   ``qk_norm``: a LayerNorm over each head's queries and keys (one per role, shared by the
-  heads). The kernels scale ``q . k`` by ``1 / sqrt(K)``; the rest of
-  ``mup.attention_scale`` (the attention multiplier, muP's width factor) is carried by
-  the queries.
+  heads); ``position="rope"``: then both rotated at positions ``0 .. T-1`` (``rotate``).
+  The kernels scale ``q . k`` by ``1 / sqrt(K)``; the rest of ``mup.attention_scale`` (the
+  attention multiplier, muP's width factor) is carried by the queries.
   """
 
   cfg: ModelConfig
@@ -174,6 +194,8 @@ class CausalSelfAttention(nn.Module):
     q, k, v = (a.reshape(B, T, cfg.n_head, cfg.head_dim) for a in jnp.split(qkv_BT3D, 3, axis=-1))
     if cfg.qk_norm:
       q, k = LayerNorm(cfg, name="q_norm")(q), LayerNorm(cfg, name="k_norm")(k)
+    if cfg.position == "rope":
+      q, k = (rotate(a, jnp.arange(T), cfg.rope_base) for a in (q, k))
     q = q * jnp.asarray(mup.attention_scale(cfg) * math.sqrt(cfg.head_dim), q.dtype)
     o_BTHK = causal_attention_kernel(q, k, v, cfg)
     return _dense(cfg, D, "out", _stds(cfg)["out"])(o_BTHK.reshape(B, T, D))
@@ -254,7 +276,9 @@ class AndreaLM(nn.Module):
     embed = lambda n, init, name: nn.Embed(n, cfg.d_model, embedding_init=init, dtype=dtype,
                                            param_dtype=jnp.dtype(cfg.param_dtype), name=name)
     wte = embed(cfg.padded_vocab, _padded_normal(cfg.vocab_size, 0), "wte")
-    x_BTD = wte(tokens_BT) + embed(cfg.block_size, nn.initializers.normal(0.02), "wpe")(jnp.arange(T))
+    x_BTD = wte(tokens_BT)
+    if cfg.position == "learned":  # rope: the positions rotate q and k in the attention
+      x_BTD = x_BTD + embed(cfg.block_size, nn.initializers.normal(0.02), "wpe")(jnp.arange(T))
     x_BTD = x_BTD * jnp.asarray(mup.embedding_multiplier(cfg), x_BTD.dtype)
     # Every layer its own parameters, stacked on a leading n_layer axis like init_params.
     blocks = nn.scan(_remat(Block, cfg.remat_policy), variable_axes={"params": 0},

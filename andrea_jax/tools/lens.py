@@ -22,8 +22,9 @@ embedding point, which no LayerNorm has touched yet, is decoded raw).
 
 The model's variants come with its pieces: ``qk_norm`` and muP's attention scale live in
 ``model.qkv_project`` (the queries and keys every reader here uses, the probabilities of
-``causal_probs`` included), the readout multiplier in ``model.unembed`` (and in the
-unembedding rows of the attribution).
+``causal_probs`` included; so do rotary positions, rotated there at ``0 .. T-1``), the
+readout multiplier in ``model.unembed`` (and in the unembedding rows of the attribution).
+Under ``bias=False`` the norms have no bias: their share of the attribution is zero.
 """
 
 from __future__ import annotations
@@ -236,6 +237,11 @@ def _through_ln(d_BTD, scale_D, inv_std_BT):
   return (g - jnp.mean(g, axis=-1, keepdims=True)) * inv_std_BT[..., None]
 
 
+def _ln_bias(ln: Params) -> jax.Array:
+  """A LayerNorm's bias, zeros where it has none (``ModelConfig.bias=False``)."""
+  return ln["bias"] if "bias" in ln else jnp.zeros_like(ln["scale"])
+
+
 def _dot(a_BTD, b_BTD):
   return jnp.sum(_f32(a_BTD) * _f32(b_BTD), axis=-1)
 
@@ -246,7 +252,7 @@ def direct_logit_attribution(params: Params, tokens_BT, targets_BT, cfg: ModelCo
   A LayerNorm is ``scale * center(y) / std(y) + bias``: linear in y once ``std(y)`` is
   frozen at its actual value (TransformerLens's "linearised at the final stream"). With
   every LayerNorm on the path to the head frozen that way, the target's logit splits
-  exactly into ``embed_BT`` (token + position embedding), ``sublayers_SBT`` (each branch's
+  exactly into ``embed_BT`` (token + position embedding; rope: the token embedding alone), ``sublayers_SBT`` (each branch's
   output, its ``b_out`` included) and ``bias_BT`` (the LayerNorm biases that reach the head:
   ``ln_f`` pre-norm, every block's two post-norm): they sum to ``logit_BT`` (the model's
   own logit, also returned) up to float rounding. ``heads_LHBT`` splits each attention
@@ -269,7 +275,7 @@ def direct_logit_attribution(params: Params, tokens_BT, targets_BT, cfg: ModelCo
     final, _, _, _ = scan_blocks(params, tokens_BT, cfg)
     ln_f = params["ln_f"]
     d_BTD = _through_ln(u_BTD, ln_f["scale"], _inv_std(final, cfg.ln_eps))
-    bias_BT = _dot(jnp.broadcast_to(_f32(ln_f["bias"]), u_BTD.shape), u_BTD)
+    bias_BT = _dot(jnp.broadcast_to(_f32(_ln_bias(ln_f)), u_BTD.shape), u_BTD)
     embed_dir, layer_xs = d_BTD, {"head": {"w_out": w_out}}
     sublayer_fn = lambda x, f, x_new, extra: _dot(f, d_BTD)
     head_fn = lambda o, extra: (o, _head_shares(o, extra["w_out"], d_BTD))
@@ -303,7 +309,7 @@ def _post_norm_directions(params, tokens_BT, u_BTD, cfg):
   blocks = params["blocks"]
   interleave = lambda a, b: jnp.stack([a, b], axis=1).reshape(-1, *a.shape[1:])
   scale_SD = interleave(blocks["ln_1"]["scale"], blocks["ln_2"]["scale"])
-  bias_SD = interleave(blocks["ln_1"]["bias"], blocks["ln_2"]["bias"])
+  bias_SD = interleave(_ln_bias(blocks["ln_1"]), _ln_bias(blocks["ln_2"]))
 
   def back(d_BTD, xs):  # from the head backwards: d is the direction the stream after s feeds
     scale, bias, inv_std = xs

@@ -22,7 +22,7 @@ def model_group(*, vocab_size: int, block_size: int, d_model: int, n_layer: int,
   m = ml_collections.ConfigDict()
   # Vocabulary size: 256 byte tokens + learned BPE merges + 1 end-of-text token.
   m.vocab_size = vocab_size
-  # Context length (number of learned position embeddings).
+  # Context length (rows of the learned position table; the longest sequence a rotary model sees).
   m.block_size = block_size
   # Width of the residual stream.
   m.d_model = d_model
@@ -40,7 +40,7 @@ def model_group(*, vocab_size: int, block_size: int, d_model: int, n_layer: int,
   m.dyt_alpha_init = 0.5
   # Weight init: "gpt2" (N(0, 0.02), residual projections / sqrt(2 n_layer)) or "xavier" (Glorot normal).
   m.init = "gpt2"
-  # MLP activation: "gelu_tanh" (GPT-2), "gelu" (exact erf), "relu" or "swiglu" (gated).
+  # MLP activation: "gelu_tanh" (GPT-2), "gelu" (exact erf), "relu", "relu2" (ReLU squared, So et al. 2021) or "swiglu" (gated).
   m.activation = "gelu_tanh"
   # Tie the unembedding to the token embedding (GPT-2 style).
   m.tie_embeddings = True
@@ -88,6 +88,12 @@ def model_group(*, vocab_size: int, block_size: int, d_model: int, n_layer: int,
   m.base_depth = 0
   # Dropout in training (nanoGPT's: embeddings, attention probabilities, each block's two outputs); 0 = off.
   m.dropout = 0.0
+  # Positions: "learned" (a wpe table, GPT-2) or "rope" (rotary q and k, Su et al. 2021; no wpe).
+  m.position = "learned"
+  # RoPE's base: pair i of a head turns by position * rope_base^(-2i / head_dim).
+  m.rope_base = 10000.0
+  # Biases in every linear layer and norm (False: none, nanoGPT's bias=False; GPT-2 export needs True).
+  m.bias = True
   return m
 
 

@@ -3,6 +3,7 @@
 Launch:
   python -m experiments.run --config=tiny
   python -m experiments.run --config=tiny:norm=post
+  python -m experiments.run --config=tiny:position=rope,activation=relu2,bias=False
 """
 
 from experiments.configs import common
