@@ -101,7 +101,7 @@ def scan_blocks(params: Params, tokens_BT, cfg: ModelConfig, *,
   layer_xs = {} if layer_xs is None else layer_xs
 
   def step(x, xs):
-    block, extra = xs
+    block, extra, index = xs
     layer = {}
     if head_fn is not None:
       def attn_fn(h, attn):
@@ -115,7 +115,7 @@ def scan_blocks(params: Params, tokens_BT, cfg: ModelConfig, *,
     else:
       attn_fn = None  # the model's own attention
     seen = {}
-    x2 = model.block_forward(block, x, cfg, attn_fn=attn_fn,
+    x2 = model.block_forward(block, x, cfg, attn_fn=attn_fn, layer=index,
                              on_sublayer=lambda i, *read_f_new: seen.update({i: read_f_new}))
     (_, fa, x1), (_, fm, _) = seen[0], seen[1]
     sub = extra.get("sub")
@@ -127,7 +127,8 @@ def scan_blocks(params: Params, tokens_BT, cfg: ModelConfig, *,
     out["layer"] = {k: v for k, v in layer.items() if v is not None}
     return x2, out
 
-  final, ys = jax.lax.scan(step, x0, (params["blocks"], layer_xs), unroll=cfg.scan_unroll)
+  final, ys = jax.lax.scan(step, x0, (params["blocks"], layer_xs, jnp.arange(cfg.n_layer)),
+                           unroll=cfg.scan_unroll)
   points = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), point_fn(x0),
                         _flatten_pairs(ys["points"]))
   return final, points, _flatten_pairs(ys["sub"]), ys["layer"]
