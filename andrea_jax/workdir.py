@@ -97,7 +97,9 @@ ADDED_FIELDS = {"model.qk_norm": False, "model.parametrization": "sp", "model.ba
                 "checkpoint.every_seconds": 0, "train.optimizer": "adamw",
                 "train.adam_lr_ratio": 1.0, "train.muon_momentum": 0.95,
                 "train.muon_consistent_rms": 0.2, "train.schedule": "cosine",
-                "train.decay_shape": "1-sqrt", "train.decay_fraction": 0.2}
+                "train.decay_shape": "1-sqrt", "train.decay_fraction": 0.2,
+                "model.norm_type": "layernorm", "model.dyt_alpha_init": 0.5,
+                "model.mix_post_fraction": 0.25, "model.norm_depth_scaling": False}
 
 
 # Fields that only a muP model reads (mup.py).

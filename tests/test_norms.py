@@ -332,3 +332,18 @@ def test_direct_logit_attribution_refuses_the_new_placements_by_name(norm):
   tokens = jnp.zeros((1, 4), jnp.int32)
   with pytest.raises(errors.ConfigError, match=f"model.norm='{norm}' has no linearisation"):
     lens.direct_logit_attribution(params, tokens, tokens, cfg)
+
+
+def test_inspect_reads_a_model_the_attribution_cannot_and_says_why(tmp_path):
+  from experiments import inspect as inspect_cmd  # pylint: disable=import-outside-toplevel
+  cfg = tiny("mix", "layernorm", n_layer=2)
+  params = model.init_params(cfg, jax.random.key(0))
+  ids = np.arange(6) % cfg.vocab_size
+  result = inspect_cmd.inspect_model(params, cfg, ids, ablation_batch=0)
+  s = inspect_cmd.summary(result, cfg, [str(i) for i in ids])
+  assert s["attribution_missing"] == "model.norm='mix' has no linearisation here (pre and post do)"
+  assert s["contributions"]["direct_logit_attribution"] is None
+  assert len(s["contributions"]["relative_norm"]) == 4  # the lens itself reads every sublayer
+  inspect_cmd.write_figures(str(tmp_path), "", result, s, None, 0, 4)
+  inspect_cmd.contributions_figure([("mix", s)]).savefig(tmp_path / "contributions.png")
+  assert (tmp_path / "ablation.png").exists()

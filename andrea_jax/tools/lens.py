@@ -241,6 +241,22 @@ def _dot(a_BTD, b_BTD):
   return jnp.sum(_f32(a_BTD) * _f32(b_BTD), axis=-1)
 
 
+def attribution_refusal(cfg: ModelConfig) -> str | None:
+  """Why ``direct_logit_attribution`` cannot read this model (one line), or None if it can.
+
+  Its linearisations are pre-norm's (one frozen ``ln_f``; LayerNorm scaling changes only what
+  the branches read, so it is pre-norm's too) and post-norm's (every later block's norm),
+  both with LayerNorm; peri, reordered, deepnorm (alpha on the stream) and mix have none here.
+  """
+  if cfg.norm not in ("pre", "post"):
+    model.placement(cfg.norm)  # an unknown name: the table's own error
+    return f"model.norm={cfg.norm!r} has no linearisation here (pre and post do)"
+  if cfg.norm_type != "layernorm":
+    return (f"model.norm_type={cfg.norm_type!r}: the frozen-std linearisation is LayerNorm's; "
+            f"use norm_type=layernorm")
+  return None
+
+
 def direct_logit_attribution(params: Params, tokens_BT, targets_BT, cfg: ModelConfig) -> dict:
   """Each component's direct contribution to the logit of the target token.
 
@@ -257,15 +273,11 @@ def direct_logit_attribution(params: Params, tokens_BT, targets_BT, cfg: ModelCo
   later block's LayerNorms, so its direction is pulled back through each of them (a
   reverse scan that holds ``(S, B, T, D)`` directions).
   """
+  refusal = attribution_refusal(cfg)
+  if refusal:
+    raise errors.ConfigError(f"direct_logit_attribution: {refusal}")
   u_BTD = _unembedding_rows(params, targets_BT, cfg)
   w_out = params["blocks"]["attn"]["w_out"]
-  if cfg.norm not in ("pre", "post"):  # the linearisations below are these two placements'
-    model.placement(cfg.norm)  # an unknown name: the table's own error
-    raise errors.ConfigError(f"direct_logit_attribution: model.norm={cfg.norm!r} has no "
-                             f"linearisation here (pre and post do)")
-  if cfg.norm_type != "layernorm":
-    raise errors.ConfigError(f"direct_logit_attribution: model.norm_type={cfg.norm_type!r}: the "
-                             f"frozen-std linearisation is LayerNorm's; use norm_type=layernorm")
   if cfg.norm == "pre":
     final, _, _, _ = scan_blocks(params, tokens_BT, cfg)
     ln_f = params["ln_f"]
