@@ -11,6 +11,11 @@ and the exact parameter count.
     x = LN(x)                                           # final norm (pre-norm only)
     logits = x @ wte.T                                  # tied unembedding, (B, T, V)
 
+The norm placement (``model.norm``) is an entry of ``PLACEMENTS``: pre, post, peri,
+reordered, deepnorm and mix, with LayerNorm scaling (``norm_depth_scaling``) on pre; what
+differs by layer (Mix-LN, LayerNorm scaling) reads the layer index the scan walks beside the
+parameters (``layer_site``). docs/model.md has the table.
+
 Variants beside the norm placement: ``qk_norm`` (a LayerNorm on each head's queries and
 keys before their dot product), ``parametrization="mup"`` (the width rules of ``mup.py``),
 the base model's readout, attention and embedding multipliers (``mup.py``; 1 by default)
