@@ -347,3 +347,15 @@ def test_inspect_reads_a_model_the_attribution_cannot_and_says_why(tmp_path):
   inspect_cmd.write_figures(str(tmp_path), "", result, s, None, 0, 4)
   inspect_cmd.contributions_figure([("mix", s)]).savefig(tmp_path / "contributions.png")
   assert (tmp_path / "ablation.png").exists()
+
+
+@pytest.mark.parametrize("norm, lns", [("deepnorm", False), ("mix", False), ("pre", True)])
+def test_mup_at_its_base_width_is_the_sp_model_in_the_new_placements(norm, lns):
+  # muP's width rules multiply the same matrices as DeepNet's beta; at the base width every
+  # width factor is 1, so the init is sp's to the bit.
+  sp = tiny(norm, "layernorm", lns)
+  mup_cfg = tiny(norm, "layernorm", lns, parametrization="mup", base_width=TINY["d_model"])
+  a, b = (model.init_params(c, jax.random.key(0)) for c in (sp, mup_cfg))
+  jax.tree.map(np.testing.assert_array_equal, a, b)
+  tokens = jax.random.randint(jax.random.key(2), (1, 8), 0, sp.vocab_size)
+  np.testing.assert_array_equal(model.forward(a, tokens, sp), model.forward(b, tokens, mup_cfg))

@@ -14,11 +14,13 @@ the full streams ``(P, B, T, D)``, the branch outputs ``(S, B, T, D)`` and the a
 probabilities ``(L, B, H, T, T)`` are opt-in. Each public function is pure and jit-able
 with ``cfg`` static: one compile per shape.
 
-Post-norm models have no final LayerNorm: their head reads the last stream directly, and
-every stream after a sublayer is already a LayerNorm output. So the logit lens decodes
-each point exactly as the head would read it there: pre-norm through ``ln_f`` and the
-unembedding (nostalgebraist's logit lens), post-norm through the unembedding alone (the
-embedding point, which no LayerNorm has touched yet, is decoded raw).
+Post-norm models (``post``, ``deepnorm``) have no final LayerNorm: their head reads the last
+stream directly, and every stream after a sublayer is already a LayerNorm output. So the
+logit lens decodes each point exactly as the head would read it there: through ``ln_f`` and
+the unembedding where the placement has a final norm (nostalgebraist's logit lens), through
+the unembedding alone where it has none (the embedding point, which no LayerNorm has
+touched yet, is decoded raw). The scan walks the layer index beside the blocks, as the
+model's does (Mix-LN and LayerNorm scaling read it).
 
 The model's variants come with its pieces: ``qk_norm`` and muP's attention scale live in
 ``model.qkv_project`` (the queries and keys every reader here uses, the probabilities of
