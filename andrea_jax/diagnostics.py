@@ -46,8 +46,8 @@ def residual_norms(params, tokens_BT, cfg: model.ModelConfig) -> jax.Array:
   """Mean per-token L2 norm of the residual stream: after the embedding, then each block."""
   x_BTD = model.embed(params, tokens_BT, cfg)
   norm = lambda x: jnp.mean(jnp.linalg.norm(x.astype(jnp.float32), axis=-1))
-  step = lambda x, block: (model.block_forward(block, x, cfg),) * 2
-  _, xs_LBTD = jax.lax.scan(step, x_BTD, params["blocks"])
+  step = lambda x, bl: (model.block_forward(bl[0], x, cfg, layer=bl[1]),) * 2
+  _, xs_LBTD = jax.lax.scan(step, x_BTD, (params["blocks"], jnp.arange(cfg.n_layer)))
   return jnp.concatenate([norm(x_BTD)[None], jax.vmap(norm)(xs_LBTD)])
 
 
@@ -82,15 +82,16 @@ def gradient_flow(params, tokens_BT, cfg: model.ModelConfig, residual: bool = Tr
   gradient-flow claim made measurable; notebook 2 plots it and the tests check it.
   """
   inputs_BT, targets_BT = tokens_BT[:, :-1], tokens_BT[:, 1:]
-  # The model's own block; the ablations replace only its residual pattern (x, f, n) -> x'.
-  ablated = {(True, True): None, (True, False): lambda x, f, n, _: x + f(x),
-             (False, True): lambda x, f, n, _: f(n(x)), (False, False): lambda x, f, n, _: f(x)}
-  block = lambda b, x: model.block_forward(b, x, cfg, sublayer=ablated[residual, layer_norm])
+  # The model's own block; the ablations replace only its residual pattern (x, f, n, ...) -> x'.
+  ablated = {(True, True): None, (True, False): lambda x, f, n, *_: x + f(x),
+             (False, True): lambda x, f, n, *_: f(n(x)), (False, False): lambda x, f, n, *_: f(x)}
+  block = lambda b, x, i: model.block_forward(b, x, cfg, sublayer=ablated[residual, layer_norm],
+                                              layer=i)
 
   def loss(probes_LBTD, x_BTD):
     # A zero added at each block's input: its gradient is the gradient at that point.
-    step = lambda x, bp: (block(bp[0], x + bp[1]), None)
-    h, _ = jax.lax.scan(step, x_BTD, (params["blocks"], probes_LBTD[:-1]))
+    step = lambda x, bp: (block(bp[0], x + bp[1], bp[2]), None)
+    h, _ = jax.lax.scan(step, x_BTD, (params["blocks"], probes_LBTD[:-1], jnp.arange(cfg.n_layer)))
     logits_BTV = model.unembed(params, h + probes_LBTD[-1], cfg)
     return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits_BTV, targets_BT))
 
@@ -105,7 +106,7 @@ def attention_logits(params, tokens_BT, cfg: model.ModelConfig, layer: int) -> j
   scores its softmax sees, ``-inf`` above the diagonal (the future is masked)."""
   x = model.embed(params, tokens_BT, cfg)
   for i in range(layer):
-    x = model.block_forward(jax.tree.map(lambda a, i=i: a[i], params["blocks"]), x, cfg)
+    x = model.block_forward(jax.tree.map(lambda a, i=i: a[i], params["blocks"]), x, cfg, layer=i)
   block = jax.tree.map(lambda a: a[layer], params["blocks"])
   seen = {}
 
@@ -113,7 +114,7 @@ def attention_logits(params, tokens_BT, cfg: model.ModelConfig, layer: int) -> j
     seen["q"], seen["k"], _ = model.qkv_project(h, attn, cfg)
     return model.attention(h, attn, cfg)
 
-  model.block_forward(block, x, cfg, attn_fn=attn_fn)
+  model.block_forward(block, x, cfg, attn_fn=attn_fn, layer=layer)
   q, k = seen["q"], seen["k"]
   T = tokens_BT.shape[1]
   s = jnp.einsum("bthk,bshk->bhts", q, k) / jnp.sqrt(cfg.head_dim).astype(q.dtype)

@@ -11,6 +11,11 @@ and the exact parameter count.
     x = LN(x)                                           # final norm (pre-norm only)
     logits = x @ wte.T                                  # tied unembedding, (B, T, V)
 
+The norm placement (``model.norm``) is an entry of ``PLACEMENTS``: pre, post, peri,
+reordered, deepnorm and mix, with LayerNorm scaling (``norm_depth_scaling``) on pre; what
+differs by layer (Mix-LN, LayerNorm scaling) reads the layer index the scan walks beside the
+parameters (``layer_site``). docs/model.md has the table.
+
 Variants beside the norm placement: ``position="rope"`` (rotary positions, Su et al. 2021:
 no ``wpe``; each head's queries and keys rotated by their position, ``rope``),
 ``activation="relu2"`` (ReLU squared, So et al. 2021), ``bias=False`` (no bias in any linear
@@ -33,7 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -73,6 +78,10 @@ class ModelConfig:
   norm: str = "pre"
   norm_type: str = "layernorm"
   dyt_alpha_init: float = 0.5
+  # Mix-LN (norm="mix"): the fraction of the blocks, from the first, that are post-LN.
+  mix_post_fraction: float = 0.25
+  # LayerNorm scaling (Sun et al. 2025): each pre-norm output times 1 / sqrt(layer index).
+  norm_depth_scaling: bool = False
   activation: str = "gelu_tanh"
   tie_embeddings: bool = True
   ln_eps: float = 1e-5
@@ -165,6 +174,29 @@ class ModelConfig:
         raise errors.ConfigError(f"ModelConfig.{name}={getattr(self, name)!r}: expected True or "
                                  f"False")
     self._check_mup()
+    self._check_norms()
+
+  def _check_norms(self):
+    f = self.mix_post_fraction
+    if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 <= f <= 1:
+      raise errors.ConfigError(f"model.mix_post_fraction={f!r}: expected a fraction in [0, 1] of "
+                               f"the blocks that are post-LN under norm='mix' (Mix-LN's 0.25)")
+    if not isinstance(self.norm_depth_scaling, bool):
+      raise errors.ConfigError(f"model.norm_depth_scaling={self.norm_depth_scaling!r}: expected "
+                               f"True or False")
+    if self.norm_depth_scaling and self.norm in PLACEMENTS and not PLACEMENTS[self.norm].depth_scaling:
+      raise errors.ConfigError(f"model.norm_depth_scaling=True with model.norm={self.norm!r}: "
+                               f"LayerNorm scaling (Sun et al. 2025, section 4) scales a pre-norm's "
+                               f"output and gives no rule for this placement; use norm='pre'")
+    if self.norm_depth_scaling and self.norm_type == "dyt":
+      raise errors.ConfigError("model.norm_depth_scaling=True with model.norm_type='dyt': Sun et al. "
+                               "2025 scale a LayerNorm/RMSNorm output; DyT normalises nothing and "
+                               "the paper gives it no rule; use norm_type='layernorm' or 'rmsnorm'")
+    own = "norm_depth_scaling=True" if self.norm_depth_scaling else f"norm={self.norm!r}"
+    if self.depth_rule != "none" and (self.norm_depth_scaling or self.norm in ("deepnorm", "mix")):
+      raise errors.ConfigError(f"model.depth_rule={self.depth_rule!r} with model.{own}: CompleteP's "
+                               f"rule is derived for pre-LN and this has a depth rule of its own; "
+                               f"no paper combines them; set depth_rule='none'")
 
   def _check_mup(self):
     b = self.base_width
@@ -259,25 +291,38 @@ def compute_dtype(cfg: ModelConfig) -> jnp.dtype:
 
 
 def block_init_stds(cfg: ModelConfig) -> dict[str, float]:
-  """Init std of each block matrix: ``{"qkv", "attn_out", "mlp_in", "mlp_out"}``.
+  """Init std of each block matrix: ``{"qkv", "v", "attn_out", "mlp_in", "mlp_out"}``
+  (``"qkv"``: the query and key columns of the fused QKV matrix, ``"v"``: its value columns).
 
   ``init="gpt2"``: N(0, 0.02); the two projections that write into the residual stream
   (attention output, MLP output) are scaled by 1/sqrt(2 n_layer) so the stream's variance
   does not grow with depth (under a depth rule, by 1/sqrt(2 base_depth): the branch
-  multiplier ``mup.branch_multiplier`` carries the depth); under muP all four also by
+  multiplier ``mup.branch_multiplier`` carries the depth); under muP all of them also by
   ``mup.hidden_init_scale``.
   ``init="xavier"``: Glorot normal, N(0, 2 / (fan_in + fan_out)), with no depth scaling,
   the initialisation Xiong et al. 2020 analyse (the fused QKV and SwiGLU matrices count as
   separate D x D and D x F matrices).
+  ``norm="deepnorm"``: DeepNet's init (Wang et al. 2022, section 3 and Figure 2): the value,
+  attention output and both MLP matrices times beta = (8 n_layer)^(-1/4), queries and keys
+  gain 1, and no GPT-2 depth scaling (beta is DeepNet's own); with ``init="xavier"`` it is
+  Figure 2's Xavier normal with gain beta exactly. ``norm_depth_scaling``: no GPT-2 depth
+  scaling either (Sun et al. 2025, footnote 1: scaled initialisation undoes LayerNorm scaling).
   """
   D, F = cfg.d_model, cfg.mlp_dim
+  gain = placement(cfg.norm).init_gain
   if cfg.init == "xavier":
     glorot = lambda fan_in, fan_out: math.sqrt(2.0 / (fan_in + fan_out))
-    return {"qkv": glorot(D, D), "attn_out": glorot(D, D), "mlp_in": glorot(D, F),
-            "mlp_out": glorot(F, D)}
-  std = 0.02 * mup.hidden_init_scale(cfg)
-  resid_std = std / math.sqrt(2 * mup.init_depth(cfg))
-  return {"qkv": std, "attn_out": resid_std, "mlp_in": std, "mlp_out": resid_std}
+    stds = {"qkv": glorot(D, D), "v": glorot(D, D), "attn_out": glorot(D, D),
+            "mlp_in": glorot(D, F), "mlp_out": glorot(F, D)}
+  else:
+    std = 0.02 * mup.hidden_init_scale(cfg)
+    own_depth_rule = gain is not None or cfg.norm_depth_scaling
+    resid_std = std if own_depth_rule else std / math.sqrt(2 * mup.init_depth(cfg))
+    stds = {"qkv": std, "v": std, "attn_out": resid_std, "mlp_in": std, "mlp_out": resid_std}
+  if gain is not None:
+    beta = gain(cfg.n_layer)
+    stds = {name: s if name == "qkv" else s * beta for name, s in stds.items()}
+  return stds
 
 
 def init_params(cfg: ModelConfig, key: jax.Array) -> dict:
@@ -300,12 +345,14 @@ def init_params(cfg: ModelConfig, key: jax.Array) -> dict:
   norm = lambda *lead: norm_params(cfg, *lead)  # the residual norms: cfg.norm_type's leaves
   f_in = 2 * F if cfg.activation == "swiglu" else F  # gate and up fused in one matrix
   pad = cfg.padded_vocab - V  # zero rows: the real rows equal the unpadded model's
+  # Per column of the fused QKV matrix (q, k, v): deepnorm's beta reaches the value part alone.
+  qkv_std = jnp.repeat(jnp.asarray([s["qkv"], s["qkv"], s["v"]], jnp.float32), D)
   params = {
       "wte": jnp.pad(normal((V, D), std), ((0, pad), (0, 0))),
       "wpe": normal((T, D), std),
       "blocks": {
           "ln_1": norm(L),
-          "attn": {"w_qkv": zero_query(normal((L, D, 3 * D), s["qkv"]), cfg), "b_qkv": zeros((L, 3 * D)),
+          "attn": {"w_qkv": zero_query(normal((L, D, 3 * D), qkv_std), cfg), "b_qkv": zeros((L, 3 * D)),
                    "w_out": normal((L, D, D), s["attn_out"]), "b_out": zeros((L, D))},
           "ln_2": norm(L),
           "mlp": {"w_in": normal((L, D, f_in), s["mlp_in"]), "b_in": zeros((L, f_in)),
@@ -530,30 +577,68 @@ def mlp(x_BTD: jax.Array, mlp_params: Params, cfg: ModelConfig) -> jax.Array:
 # ----------------------------------------------------------------------------- the residual pattern
 
 
+class Site(NamedTuple):
+  """What a layer's residual pattern reads besides ``x``, its branch and its norms
+  (``layer_site``): DeepNorm's ``alpha``; Mix-LN's ``post`` (whether this layer is post-LN: a
+  traced bool under the layer scan); LayerNorm scaling's ``norm_scale`` (1/sqrt(l), or None)."""
+
+  alpha: float = 1.0
+  post: Any = False
+  norm_scale: Any = None
+
+
+def _scaled(h: jax.Array, site: Site) -> jax.Array:
+  """A pre-norm's output times LayerNorm scaling's 1/sqrt(l) (Sun et al. 2025, section 4), if on."""
+  return h if site.norm_scale is None else (h * site.norm_scale).astype(h.dtype)
+
+
+def _mix(x, f, n, n_out, site: Site):
+  """Mix-LN (Li et al. 2024, section 4): post-LN ``N(x + F(x))`` where ``site.post``, pre-LN
+  ``x + F(N(x))`` after. One branch call: the norm is computed in both places and selected
+  (a norm is cheap beside the branch; the branch, and any hook on it, runs once)."""
+  y = x + f(jnp.where(site.post, x, n(x)))
+  return jnp.where(site.post, n(y), y)
+
+
 @dataclasses.dataclass(frozen=True)
 class Placement:
-  """Where a norm sits: ``sublayer(x, f, n)`` is one residual sublayer (``f`` its branch, ``n``
-  its norm, both one-argument functions), ``final_norm`` whether the model normalises the
-  last stream before the head (``ln_f``). Every reader of the model (``block_forward``, the
-  parameter count, the Flax twin, the lens) looks a placement up here (``placement``), so an
-  unknown one is an error everywhere rather than silently one of these."""
+  """Where a norm sits: ``sublayer(x, f, n, n_out, site)`` is one residual sublayer (``f`` its
+  branch, ``n`` its norm, ``n_out`` a branch-output norm, ``site`` the layer's ``Site``),
+  ``final_norm`` whether the model normalises the last stream before the head (``ln_f``).
+  Every reader of the model (``block_forward``, the parameter count, the Flax twin, the lens)
+  looks a placement up here (``placement``), so an unknown one is an error everywhere rather
+  than silently one of these."""
 
-  sublayer: Callable[[jax.Array, Callable, Callable, Callable | None], jax.Array]
+  sublayer: Callable[[jax.Array, Callable, Callable, Callable | None, Site], jax.Array]
   final_norm: bool
   out_norm: bool = False  # a second norm per sublayer, on the branch output (ln_1_out, ln_2_out)
+  alpha: Callable[[int], float] | None = None  # residual scale from n_layer (DeepNorm)
+  init_gain: Callable[[int], float] | None = None  # init gain from n_layer (block_init_stds)
+  by_layer: bool = False  # the pattern differs by layer: block_forward needs the layer index
+  depth_scaling: bool = False  # takes model.norm_depth_scaling (a pre-norm to scale)
 
 
 PLACEMENTS: dict[str, Placement] = {
-    # Pre-norm x + F(N(x)) (GPT-2; Xiong et al. 2020), with a final norm.
-    "pre": Placement(lambda x, f, n, n_out: x + f(n(x)), final_norm=True),
+    # Pre-norm x + F(N(x)) (GPT-2; Xiong et al. 2020), with a final norm; N(x) / sqrt(l) under
+    # norm_depth_scaling (Sun et al. 2025, section 4, eq. for LayerNorm scaling).
+    "pre": Placement(lambda x, f, n, n_out, s: x + f(_scaled(n(x), s)), final_norm=True,
+                     depth_scaling=True),
     # Post-norm N(x + F(x)) (Vaswani et al. 2017, section 3.1), no final norm.
-    "post": Placement(lambda x, f, n, n_out: n(x + f(x)), final_norm=False),
+    "post": Placement(lambda x, f, n, n_out, s: n(x + f(x)), final_norm=False),
     # Peri-LN x + N_out(F(N(x))) (Kim et al. 2025, section 3, eq. 3; Sandwich-LN, Ding et al.
     # 2021; Gemma 2's post-attention/post-FFW norms): a second norm on each branch output.
-    "peri": Placement(lambda x, f, n, n_out: x + n_out(f(n(x))), final_norm=True, out_norm=True),
+    "peri": Placement(lambda x, f, n, n_out, s: x + n_out(f(n(x))), final_norm=True, out_norm=True),
     # Reordered x + N(F(x)) (OLMo 2, OLMo et al. 2024, section 3.2.1): the branch reads the raw
     # stream and its output is normalised; the one norm per sublayer sits in ln_1 / ln_2.
-    "reordered": Placement(lambda x, f, n, n_out: x + n(f(x)), final_norm=True),
+    "reordered": Placement(lambda x, f, n, n_out, s: x + n(f(x)), final_norm=True),
+    # DeepNorm N(alpha x + F(x)) (Wang et al. 2022, "DeepNet", section 3 and Figure 2, the
+    # decoder-only column): alpha = (2L)^(1/4), init gain beta = (8L)^(-1/4); post-LN, so no
+    # final norm.
+    "deepnorm": Placement(lambda x, f, n, n_out, s: n(s.alpha * x + f(x)), final_norm=False,
+                          alpha=lambda L: (2 * L) ** 0.25, init_gain=lambda L: (8 * L) ** -0.25),
+    # Mix-LN (Li et al. 2024, section 4): post-LN in the first mix_post_layers(cfg) blocks, pre-LN
+    # after; the pre-LN part ends in a final norm (the paper's code keeps LLaMA's).
+    "mix": Placement(_mix, final_norm=True, by_layer=True),
 }
 NORMS = tuple(PLACEMENTS)
 
@@ -566,20 +651,47 @@ def placement(norm: str) -> Placement:
     raise errors.ConfigError(f"model.norm={norm!r}: expected one of {NORMS}") from None
 
 
+def mix_post_layers(cfg: ModelConfig) -> int:
+  """Mix-LN's post-LN blocks: ``mix_post_fraction * n_layer`` rounded half up (0.25 x 12 = 3)."""
+  return int(math.floor(cfg.mix_post_fraction * cfg.n_layer + 0.5))
+
+
+def layer_site(cfg: ModelConfig, layer: Any = None) -> Site:
+  """The ``Site`` of block ``layer`` (0-based; a traced int under the layer scan).
+
+  ``layer`` may be left out only where nothing differs by layer (not ``mix``, not
+  ``norm_depth_scaling``); an index is then a one-line error naming what needs it.
+  """
+  p = placement(cfg.norm)
+  if layer is None and (p.by_layer or cfg.norm_depth_scaling):
+    what = "norm_depth_scaling=True" if cfg.norm_depth_scaling else f"norm={cfg.norm!r}"
+    raise ValueError(f"block_forward: model.{what} differs by layer: pass layer= (the 0-based "
+                     f"block index the layer scan walks)")
+  alpha = 1.0 if p.alpha is None else p.alpha(cfg.n_layer)
+  post = p.by_layer and jnp.asarray(layer) < mix_post_layers(cfg)
+  norm_scale = None
+  if cfg.norm_depth_scaling:  # 1/sqrt(l), l = layer + 1 the 1-based index (Sun et al. 2025)
+    norm_scale = jax.lax.rsqrt(jnp.asarray(layer, jnp.float32) + 1.0)
+  return Site(alpha, post, norm_scale)
+
+
 def residual_sublayer(x: jax.Array, branch_fn: Callable[[jax.Array], jax.Array],
                       ln_params: Params, norm: str = "pre", eps: float = 1e-5,
                       multiplier: float = 1.0,
                       tap: Callable[[jax.Array], None] | None = None,
                       sublayer: Callable | None = None,
-                      norm_type: str = "layernorm", out_params: Params | None = None) -> jax.Array:
+                      norm_type: str = "layernorm", out_params: Params | None = None,
+                      site: Site = Site()) -> jax.Array:
   """The seed's residual pattern as ``norm``'s ``Placement`` says: pre-norm ``x + F(LN(x))``;
   post-norm ``LN(x + F(x))``; the norm is ``norm_type``'s (``normalise``).
 
   ``multiplier`` scales the branch (a depth rule's ``base_depth / n_layer``); at 1 the
   pattern is the seed's exactly (no multiply is traced). ``tap(f)``, if given, sees what the
-  branch writes into the stream (the multiplier applied), for the lens. ``sublayer(x, f, n)``
-  replaces the placement's own (the diagnostics' ablations: no skip, no norm).
+  branch writes into the stream (the multiplier applied), for the lens. ``sublayer(x, f, n,
+  n_out, site)`` replaces the placement's own (the diagnostics' ablations: no skip, no norm).
   ``out_params``: the branch-output norm's leaves of a placement with ``out_norm`` (peri).
+  ``site``: the layer's constants (``layer_site``: DeepNorm's alpha, Mix-LN's post flag,
+  LayerNorm scaling's factor).
   """
   def branch(h):
     f = branch_fn(h) if multiplier == 1.0 else multiplier * branch_fn(h)
@@ -589,22 +701,23 @@ def residual_sublayer(x: jax.Array, branch_fn: Callable[[jax.Array], jax.Array],
 
   n = lambda h: normalise(h, ln_params, norm_type, eps)
   n_out = None if out_params is None else (lambda h: normalise(h, out_params, norm_type, eps))
-  return (sublayer or placement(norm).sublayer)(x, branch, n, n_out)
+  return (sublayer or placement(norm).sublayer)(x, branch, n, n_out, site)
 
 
 def block_forward(block: Params, x_BTD: jax.Array, cfg: ModelConfig, stats: bool = False,
                   dropout_key: jax.Array | None = None,
                   attn_fn: Callable[[jax.Array, Params], jax.Array] | None = None,
                   on_sublayer: Callable[[int, jax.Array, jax.Array, jax.Array], None] | None = None,
-                  sublayer: Callable | None = None):
+                  sublayer: Callable | None = None, layer: Any = None):
   """One transformer block: attention, then MLP, each wrapped in ``residual_sublayer``.
 
   The only block: the KV-cache sampler, the lens and the diagnostics call it with hooks.
   ``attn_fn(h_BTD, block["attn"])`` replaces the attention (the sampler's cached attention,
   the lens's per-head one); ``on_sublayer(i, x_read, f, x_new)`` sees sublayer ``i`` (0
   attention, 1 MLP): the stream it read, what its branch wrote and the stream after it;
-  ``sublayer(x, f, n)`` replaces the placement's residual pattern (``residual_sublayer``).
-  ``stats=True`` returns ``(x_BTD, {"attn_logit_max": scalar})`` (see ``attention``; not
+  ``sublayer(x, f, n, n_out, site)`` replaces the placement's residual pattern
+  (``residual_sublayer``). ``layer``: this block's 0-based index (the layer scans pass it;
+  ``mix`` and ``norm_depth_scaling`` need it, ``layer_site``). ``stats=True`` returns ``(x_BTD, {"attn_logit_max": scalar})`` (see ``attention``; not
   with ``attn_fn``). With a ``dropout_key`` (and ``cfg.dropout > 0``): attention-probability
   dropout, and dropout on the attention and MLP outputs before they are added back
   (nanoGPT's).
@@ -627,13 +740,14 @@ def block_forward(block: Params, x_BTD: jax.Array, cfg: ModelConfig, stats: bool
     return kernels.dropout(out, cfg.dropout, k_attn)
 
   m = mup.branch_multiplier(cfg)
+  site = layer_site(cfg, layer)
   mlp_branch = lambda h: kernels.dropout(mlp(h, block["mlp"], cfg), cfg.dropout, k_mlp)
   for i, (branch, ln) in enumerate(((attn_branch, "ln_1"), (mlp_branch, "ln_2"))):
     wrote = {}
     x_new = residual_sublayer(x_BTD, branch, block[ln], cfg.norm, cfg.ln_eps, m,
                               tap=None if on_sublayer is None else (lambda f: wrote.update(f=f)),
                               sublayer=sublayer, norm_type=cfg.norm_type,
-                              out_params=block.get(ln + "_out"))
+                              out_params=block.get(ln + "_out"), site=site)
     if on_sublayer is not None:
       on_sublayer(i, x_BTD, wrote["f"], x_new)
     x_BTD = x_new
@@ -737,13 +851,14 @@ def _blocks(params: Params, tokens_BT: jax.Array, cfg: ModelConfig, stats: bool 
     keys_L = jax.random.split(layers_key, cfg.n_layer)
 
   def step(x, layer):
-    block, key = layer
-    out = block_forward(block, x, cfg, stats, dropout_key=key)
+    block, key, index = layer
+    out = block_forward(block, x, cfg, stats, dropout_key=key, layer=index)
     return out if stats else (out, None)
 
   policy = resolve_auto(cfg, verbose=False).remat_policy
-  return jax.lax.scan(_remat(step, policy), x_BTD, (params["blocks"], keys_L),
-                      unroll=cfg.scan_unroll)
+  # The layer index is scanned beside the parameters (Mix-LN and LayerNorm scaling read it).
+  return jax.lax.scan(_remat(step, policy), x_BTD,
+                      (params["blocks"], keys_L, jnp.arange(cfg.n_layer)), unroll=cfg.scan_unroll)
 
 
 def forward(params: Params, tokens_BT: jax.Array, cfg: ModelConfig) -> jax.Array:

@@ -62,7 +62,10 @@ projections keep the init of the base depth, so at ``base_depth`` the model is t
 one exactly; with alpha = 1 the Adam rates of the hidden matrices, biases and norms do
 not change with depth. (CompleteP also scales Adam's epsilon by depth; at this project's
 epsilon it is far below the updates' scale and is not applied.) ``"none"``: the plain
-model, whose rate moves with depth. The widths are checked by ``python -m experiments.coord_check``
+model, whose rate moves with depth. CompleteP is refused with ``norm="deepnorm"``, ``"mix"``
+and ``norm_depth_scaling`` (each carries a depth rule of its own that no paper combines with
+it); muP's width rules apply to every placement unchanged (their constants depend on depth
+alone). The widths are checked by ``python -m experiments.coord_check``
 (``coord_check.py``).
 """
 

@@ -61,7 +61,7 @@ def _blocks_cached(params: Params, x_BTD: jax.Array, cache: Cache, pos: jax.Arra
       jnp.arange(C)[None, :] <= (pos + jnp.arange(T))[:, None], (B, T, C))
 
   def layer(x_BTD, xs):
-    block, k_BCHK, v_BCHK = xs
+    block, k_BCHK, v_BCHK, index = xs
     written = {}
 
     def cached_attention(h_BTD, attn):
@@ -73,10 +73,11 @@ def _blocks_cached(params: Params, x_BTD: jax.Array, cache: Cache, pos: jax.Arra
       return model.out_project(o_BTHK, attn, cfg)
 
     # The model's own block; its attention branch runs exactly once, so `written` is set.
-    x_BTD = model.block_forward(block, x_BTD, cfg, attn_fn=cached_attention)
+    x_BTD = model.block_forward(block, x_BTD, cfg, attn_fn=cached_attention, layer=index)
     return x_BTD, (written["k"], written["v"])
 
-  x_BTD, cache = jax.lax.scan(layer, x_BTD, (params["blocks"], *cache), unroll=cfg.scan_unroll)
+  x_BTD, cache = jax.lax.scan(layer, x_BTD, (params["blocks"], *cache, jnp.arange(cfg.n_layer)),
+                              unroll=cfg.scan_unroll)
   return x_BTD, cache
 
 

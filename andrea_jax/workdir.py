@@ -101,7 +101,9 @@ ADDED_FIELDS = {"model.qk_norm": False, "model.parametrization": "sp", "model.ba
                 "train.decay_shape": "1-sqrt", "train.decay_fraction": 0.2,
                 "train.profile_steps": "", "train.task_eval_every": 0, "train.task_file": "",
                 "train.task_examples": 0,
-                "model.position": "learned", "model.rope_base": 10000.0, "model.bias": True}
+                "model.position": "learned", "model.rope_base": 10000.0, "model.bias": True,
+                "model.norm_type": "layernorm", "model.dyt_alpha_init": 0.5,
+                "model.mix_post_fraction": 0.25, "model.norm_depth_scaling": False}
 
 
 # Fields that only a muP model reads (mup.py).

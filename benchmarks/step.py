@@ -13,6 +13,7 @@ command, its modes as flags.
   python -m benchmarks.step --measure=unit_axis --shapes=andrea120m       # reductions on (1, T, D)
   python -m benchmarks.step --measure=compile --shapes=andrea12m --seq=256 --compile_depths=6,12,24
   python -m benchmarks.step --measure=generate --shapes=tiny              # KV-cache generation
+  python -m benchmarks.step --shapes=tiny --norm_variants   # each norm switch against pre-LN
   # On a GPU (python -m benchmarks.gpu_check runs its check through this module):
   python -m benchmarks.step --device=gpu --shapes=andrea120m --batch=64 --rounds=1
 
@@ -100,6 +101,9 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS) -> None:
                             "(repeatable; --processes=separate): an arm per allocator in which "
                             "only ours runs, with these settings added, its ratio paired with "
                             "that allocator's peer and its time with the default arm's", **d)
+  flags.DEFINE_bool("norm_variants", False, "add a --variant per norm type and placement "
+                    "(NORM_VARIANTS: rmsnorm, dyt, post, peri, reordered, deepnorm, mix, lns), "
+                    "each timed beside the shape's own pre-LN LayerNorm in the same run", **d)
   flags.DEFINE_list("allocators", ["system"], "with --processes=separate: 'system', 'auto' (the "
                     "default a command preloads), 'tcmalloc', 'mimalloc' (the wheel's) or a "
                     "library path; each round runs both sides under each (LD_PRELOAD), rotating the "
@@ -142,11 +146,25 @@ def flag_values(args: list[str]) -> flags.FlagValues:
   return fv
 
 
+# The norm switches of issue 59 as variants of ours, each against the default pre-LN LayerNorm.
+NORM_VARIANTS = {"rmsnorm": "model.norm_type=rmsnorm", "dyt": "model.norm_type=dyt",
+                 "post": "model.norm=post", "peri": "model.norm=peri",
+                 "reordered": "model.norm=reordered", "deepnorm": "model.norm=deepnorm",
+                 "mix": "model.norm=mix", "lns": "model.norm_depth_scaling=True"}
+
+
+def variants(fv: flags.FlagValues) -> list[str]:
+  """``--variant``'s NAME:SETTINGS, then ``NORM_VARIANTS`` under ``--norm_variants``."""
+  extra = [f"{name}:{settings}" for name, settings in NORM_VARIANTS.items()] if fv.norm_variants else []
+  return list(fv.variant) + extra
+
+
 def check(fv: flags.FlagValues) -> None:
   """Refuse, before anything runs, flags the chosen mode would ignore and values that name
   nothing (``app.UsageError`` or the config's error: one line)."""
   from benchmarks import shapes  # pylint: disable=import-outside-toplevel
-  separate_only = [name for name in ("variant", "allocators", "interleave") if fv[name].present]
+  separate_only = [name for name in ("variant", "norm_variants", "allocators", "interleave")
+                   if fv[name].present]
   if separate_only and (fv.processes != "separate" or fv.measure != "step"):
     raise app.UsageError(f"--{separate_only[0]} arms the whole step in separate processes: "
                          f"use it with --processes=separate --measure=step")
@@ -157,13 +175,14 @@ def check(fv: flags.FlagValues) -> None:
     raise app.UsageError(f"--measure={fv.measure} prints its table and writes nothing: drop --out")
   if not fv.shapes:
     raise app.UsageError("--shapes is empty: name one or more configs, e.g. --shapes=tiny")
-  for name in fv.shapes:  # a bad name fails now, not an hour in
-    shapes.load_config(name, fv.settings)
   try:
     rounds.allocator_paths(",".join(fv.allocators))
-    rounds.variant_settings(fv.variant)
+    arms = rounds.variant_settings(variants(fv))
   except ValueError as e:
     raise app.UsageError(str(e)) from None
+  for name in fv.shapes:  # a bad name or setting fails now, not an hour in
+    for extra in arms.values():
+      shapes.model_config(shapes.load_config(name, ",".join(filter(None, (fv.settings, extra)))), 1)
 
 
 def command(fv: flags.FlagValues) -> list[str]:
@@ -320,7 +339,7 @@ def separate_step(fv: flags.FlagValues, out: dict, sleep=time.sleep) -> dict:
   sides, each in a fresh process; a row per shape and arm (``rounds.summarise``)."""
   from benchmarks import matmul_limit  # pylint: disable=import-outside-toplevel
   setup = rounds.arms(rounds.allocator_paths(",".join(fv.allocators)),
-                      rounds.variant_settings(fv.variant), fv.settings)
+                      rounds.variant_settings(variants(fv)), fv.settings)
   out.update({"arms": {a: arm._asdict() for a, arm in setup.items()}, "interleave": fv.interleave})
   limit = fv.limit and out["platform"] == "cpu"
   if limit:

@@ -119,10 +119,11 @@ def inspect_model(params, cfg: model.ModelConfig, ids, ablation_batch: int | Non
   parts = {
       "capture": lambda p: lens.capture(p, x, cfg, attention=True),
       "logit_lens": lambda p: lens.logit_lens(p, x, y, cfg),
-      "attribution": lambda p: lens.direct_logit_attribution(p, x, y, cfg),
       "ablation_zero": lambda p: lens.head_ablation(p, x, y, cfg, "zero", ablation_batch or None),
       "ablation_mean": lambda p: lens.head_ablation(p, x, y, cfg, "mean", ablation_batch or None),
   }
+  if lens.attribution_refusal(cfg) is None:  # else summary records why it is missing
+    parts["attribution"] = lambda p: lens.direct_logit_attribution(p, x, y, cfg)
   out, timings = {}, {}
   for name, fn in parts.items():
     out[name], compile_s, run_s = _timed(fn, params)
@@ -133,8 +134,17 @@ def inspect_model(params, cfg: model.ModelConfig, ids, ablation_batch: int | Non
 
 def summary(result: dict, cfg: model.ModelConfig, labels: list[str]) -> dict:
   """The JSON-able numbers: means over positions, and the per-position lens table."""
-  ll, cap, attr = result["logit_lens"], result["capture"], result["attribution"]
+  ll, cap, attr = result["logit_lens"], result["capture"], result.get("attribution")
   mean = lambda a: np.asarray(a, np.float64).mean(axis=(-2, -1)).round(5).tolist()
+  # None where the attribution has no linearisation for the model (attribution_missing says why)
+  dla = {"direct_logit_attribution": None, "head_attribution_LH": None,
+         "embedding_attribution": None, "ln_bias_attribution": None, "target_logit": None}
+  if attr is not None:
+    dla = {"direct_logit_attribution": mean(attr["sublayers_SBT"]),
+           "head_attribution_LH": mean(attr["heads_LHBT"]),
+           "embedding_attribution": float(attr["embed_BT"].mean()),
+           "ln_bias_attribution": float(attr["bias_BT"].mean()),
+           "target_logit": float(attr["logit_BT"].mean())}
   return {
       "config": {k: v for k, v in vars(cfg).items()},
       "tokens": labels,
@@ -143,12 +153,8 @@ def summary(result: dict, cfg: model.ModelConfig, labels: list[str]) -> dict:
                "top1_agreement": mean(ll["agree_PBT"]),
                "top_token_PT": ll["top_PBT"][:, 0].tolist()},
       "contributions": {"relative_norm": mean(cap["rel_norm_SBT"]), "cosine": mean(cap["cos_SBT"]),
-                        "stream_norm": mean(cap["norm_PBT"]),
-                        "direct_logit_attribution": mean(attr["sublayers_SBT"]),
-                        "head_attribution_LH": mean(attr["heads_LHBT"]),
-                        "embedding_attribution": float(attr["embed_BT"].mean()),
-                        "ln_bias_attribution": float(attr["bias_BT"].mean()),
-                        "target_logit": float(attr["logit_BT"].mean())},
+                        "stream_norm": mean(cap["norm_PBT"]), **dla},
+      "attribution_missing": lens.attribution_refusal(cfg),
       "ablation": {mode: {"baseline_loss": float(result[f"ablation_{mode}"]["baseline"]),
                           "loss_LH": result[f"ablation_{mode}"]["loss_LH"].round(5).tolist()}
                    for mode in lens.ABLATIONS},
@@ -186,7 +192,8 @@ def contributions_figure(named: list[tuple[str, dict]]) -> Figure:
     c = s["contributions"]
     pos = np.arange(len(s["sublayers"])) + (i - (len(named) - 1) / 2) * width
     for ax, key in zip(axes, ("relative_norm", "cosine", "direct_logit_attribution")):
-      ax.bar(pos, c[key], width, label=name)
+      if c[key] is not None:  # no attribution for some placements (attribution_missing)
+        ax.bar(pos, c[key], width, label=name)
   for ax, title in zip(axes, ("|f| / |x| (what it adds vs what it reads)", "cos(f, x)",
                               "direct logit attribution (correct token)")):
     ax.set_title(title, fontsize=10)
@@ -247,9 +254,10 @@ def ablation_figure(s: dict) -> Figure:
   panels = [(f"{mode} ablation: loss - {s['ablation'][mode]['baseline_loss']:.3f}",
              np.asarray(s["ablation"][mode]["loss_LH"]) - s["ablation"][mode]["baseline_loss"],
              "nats") for mode in lens.ABLATIONS]
-  panels.append(("direct logit attribution per head", np.asarray(
-      s["contributions"]["head_attribution_LH"]), "logit"))
-  for ax, (title, values, unit) in zip(fig.subplots(1, 3), panels):
+  if s["contributions"]["head_attribution_LH"] is not None:
+    panels.append(("direct logit attribution per head", np.asarray(
+        s["contributions"]["head_attribution_LH"]), "logit"))
+  for ax, (title, values, unit) in zip(fig.subplots(1, len(panels)), panels):
     lim = max(float(np.abs(values).max()), 1e-6)
     im = ax.imshow(values, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto")
     ax.set(title=title, xlabel="head", ylabel="layer")
@@ -305,6 +313,8 @@ def main(argv):
     ids = token_ids(name, cfg, tok, _TEXT.value, _RANDOM_TOKENS.value)
     result = inspect_model(params, cfg, ids, _ABLATION_BATCH.value)
     s = summary(result, cfg, token_labels(tok, ids))
+    if s["attribution_missing"]:
+      print(f"{name}: no direct logit attribution ({s['attribution_missing']})")
     if any(name == n for n, _ in named):
       name = f"{name}-{i}"
     named.append((name, s))

@@ -375,3 +375,17 @@ def test_ctrl_c_stops_the_run_in_one_line_and_writes_nothing(monkeypatch, tmp_pa
   assert run_main(["--shapes=tiny", "--nolimit", f"--measure={measure}", f"--out={out}"],
                   sleep=lambda s: None) == 130
   assert capsys.readouterr().err.startswith("interrupted: nothing written") and not out.exists()
+
+
+def test_norm_variants_add_an_arm_per_norm_switch_beside_pre_ln():
+  fv = step.flag_values(["--shapes=tiny", "--norm_variants", "--nolimit"])
+  step.check(fv)  # every variant's config builds
+  settings = rounds.variant_settings(step.variants(fv))
+  assert list(settings) == ["", *step.NORM_VARIANTS]
+  cfgs = {n: shapes.model_config(shapes.load_config("tiny", s), 1) for n, s in settings.items()}
+  assert (cfgs[""].norm, cfgs[""].norm_type, cfgs[""].norm_depth_scaling) == ("pre", "layernorm", False)
+  assert {cfgs[n].norm for n in ("post", "peri", "reordered", "deepnorm", "mix")} == \
+      {"post", "peri", "reordered", "deepnorm", "mix"}
+  assert cfgs["rmsnorm"].norm_type == "rmsnorm" and cfgs["lns"].norm_depth_scaling
+  with pytest.raises(app.UsageError, match="--norm_variants arms the whole step"):
+    step.check(step.flag_values(["--shapes=tiny", "--norm_variants", "--processes=one"]))

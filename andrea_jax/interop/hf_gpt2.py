@@ -99,6 +99,10 @@ def check_exportable(cfg: ModelConfig) -> None:
     raise UnexportableError(f"model.norm={cfg.norm!r}: GPT-2 blocks are pre-norm (x + F(LN(x)) "
                             f"with a final ln_f); only model.norm='pre' can be written as GPT-2 "
                             f"weights")
+  if cfg.norm_depth_scaling:
+    raise UnexportableError("model.norm_depth_scaling=True: GPT-2's blocks do not scale their "
+                            "LayerNorm outputs by 1/sqrt(layer); only norm_depth_scaling=False "
+                            "can be written as GPT-2 weights")
   if cfg.norm_type != "layernorm":
     raise UnexportableError(f"model.norm_type={cfg.norm_type!r}: GPT-2's norms are LayerNorms "
                             f"(scale and bias); only norm_type=layernorm can be written as GPT-2 "

@@ -5,9 +5,10 @@ For users who compose Flax modules. The layers are Flax's own (``nn.Embed``, ``n
 functions are shared with ``andrea_jax.model``: the LayerNorm math (``model.layer_norm``),
 the activations, and the attention kernels of ``andrea_jax/attention.py``. So the two are
 independent implementations of one model, and the tests check that they agree in logits
-and gradients. Every config runs: pre/post-norm, tied/untied, all activations and SwiGLU,
-both inits, remat policies, ``qk_norm``, muP (its multipliers from ``andrea_jax/mup.py``),
-rotary positions (written here again, in the complex-number form, ``rotate``), ``bias=False``
+and gradients. Every config runs: every placement (pre, post, peri, reordered, deepnorm,
+mix; LayerNorm scaling) and norm type, tied/untied, all activations and SwiGLU, both inits,
+remat policies, ``qk_norm``, muP (its multipliers from ``andrea_jax/mup.py``), rotary
+positions (written here again, in the complex-number form, ``rotate``), ``bias=False``
 (``use_bias=False`` and norms without a bias) and ``"auto"`` settings (resolved like
 ``model.forward`` does).
 
@@ -95,8 +96,10 @@ def causal_attention_kernel(q_BTHK, k_BTHK, v_BTHK, cfg: ModelConfig):
 
 
 def _dense(cfg: ModelConfig, features: int, name: str, std: float = 0.02,
-           zero_query: bool = False, **kwargs) -> nn.Dense:
+           zero_query: bool = False, v_std: float | None = None, **kwargs) -> nn.Dense:
   init = nn.initializers.normal(std)
+  if v_std is not None and v_std != std:  # deepnorm: the fused QKV kernel's value columns
+    init = lambda key, shape, dtype, normal=init: normal(key, shape, dtype).at[:, 2 * cfg.d_model:].multiply(v_std / std)
   if zero_query:  # model.zero_query: the fused QKV kernel's query columns start at zero
     init = lambda key, shape, dtype, normal=init: normal(key, shape, dtype).at[:, :cfg.d_model].set(0)
   return nn.Dense(features, dtype=jnp.dtype(cfg.compute_dtype), param_dtype=jnp.dtype(cfg.param_dtype),
@@ -115,7 +118,7 @@ def _padded_normal(real: int, axis: int):
 def _stds(cfg: ModelConfig) -> dict[str, float]:
   """Init std of each block matrix, by its Flax name: ``model.block_init_stds``' values."""
   s = model.block_init_stds(cfg)
-  return {"qkv": s["qkv"], "out": s["attn_out"], "fc": s["mlp_in"], "proj": s["mlp_out"]}
+  return {"qkv": s["qkv"], "v": s["v"], "out": s["attn_out"], "fc": s["mlp_in"], "proj": s["mlp_out"]}
 
 
 class LayerNorm(nn.Module):
@@ -190,7 +193,8 @@ class CausalSelfAttention(nn.Module):
   def __call__(self, x_BTD):
     cfg = self.cfg
     B, T, D = x_BTD.shape
-    qkv_BT3D = _dense(cfg, 3 * D, "qkv", _stds(cfg)["qkv"], zero_query=cfg.zero_query_init)(x_BTD)
+    qkv_BT3D = _dense(cfg, 3 * D, "qkv", _stds(cfg)["qkv"], zero_query=cfg.zero_query_init,
+                      v_std=_stds(cfg)["v"])(x_BTD)
     q, k, v = (a.reshape(B, T, cfg.n_head, cfg.head_dim) for a in jnp.split(qkv_BT3D, 3, axis=-1))
     if cfg.qk_norm:
       q, k = LayerNorm(cfg, name="q_norm")(q), LayerNorm(cfg, name="k_norm")(k)
@@ -220,38 +224,52 @@ class Mlp(nn.Module):
 
 
 # The residual patterns written out again, independently of model.PLACEMENTS (which this twin
-# checks): the names are the table's, so an unknown placement fails in model.placement.
-_PATTERNS = {"pre": lambda x, f, norm, out: x + f(norm(x)),
-             "post": lambda x, f, norm, out: norm(x + f(x)),
-             "peri": lambda x, f, norm, out: x + out(f(norm(x))),
-             "reordered": lambda x, f, norm, out: x + norm(f(x))}
+# checks): the names are the table's, so an unknown placement fails in model.placement. ``c``
+# holds the layer's constants, computed again in Block from the papers' formulas.
+_PATTERNS = {"pre": lambda x, f, norm, out, c: x + f(norm(x) * c["lns"]),
+             "post": lambda x, f, norm, out, c: norm(x + f(x)),
+             "peri": lambda x, f, norm, out, c: x + out(f(norm(x))),
+             "reordered": lambda x, f, norm, out, c: x + norm(f(x)),
+             "deepnorm": lambda x, f, norm, out, c: norm(c["alpha"] * x + f(x)),
+             # both sublayers computed (the shared modules called twice), one kept
+             "mix": lambda x, f, norm, out, c: jnp.where(c["post"], norm(x + f(x)), x + f(norm(x)))}
 
 
 def _sublayer(x, branch: Callable, norm: nn.Module, placement: str, multiplier: float = 1.0,
-              out: nn.Module | None = None):
-  """Pre-norm ``x + F(LN(x))``; post-norm ``LN(x + F(x))``; ``F`` times a depth rule's
-  ``multiplier`` (``mup.branch_multiplier``)."""
+              out: nn.Module | None = None, consts: dict | None = None):
+  """Pre-norm ``x + F(LN(x))``; post-norm ``LN(x + F(x))``; ... (``_PATTERNS``); ``F`` times a
+  depth rule's ``multiplier`` (``mup.branch_multiplier``)."""
   model.placement(placement)  # an unknown name: the table's error
   if placement not in _PATTERNS:
     raise errors.ConfigError(f"flax_model: model.norm={placement!r} has no Flax twin yet")
   f = branch if multiplier == 1.0 else (lambda h: multiplier * branch(h))
-  return _PATTERNS[placement](x, f, norm, out)
+  return _PATTERNS[placement](x, f, norm, out, consts or {"lns": 1.0, "alpha": 1.0, "post": False})
+
+
+def _layer_constants(cfg: ModelConfig, layer) -> dict:
+  """DeepNet's alpha = (2L)^(1/4) (Wang et al. 2022, Figure 2, decoder-only); Mix-LN's post-LN
+  flag, layer < floor(fraction * L + 1/2); LayerNorm scaling's 1 / sqrt(layer + 1)."""
+  L = cfg.n_layer
+  return {"alpha": (2.0 * L) ** 0.25 if cfg.norm == "deepnorm" else 1.0,
+          "post": layer < math.floor(cfg.mix_post_fraction * L + 0.5),
+          "lns": 1.0 / jnp.sqrt(layer + 1.0) if cfg.norm_depth_scaling else 1.0}
 
 
 class Block(nn.Module):
-  """One transformer block; ``(x, None) -> (x, None)`` so that ``nn.scan`` can stack it."""
+  """One transformer block; ``(x, layer index) -> (x, None)`` so that ``nn.scan`` can stack it."""
 
   cfg: ModelConfig
 
   @nn.compact
-  def __call__(self, x_BTD, _):
+  def __call__(self, x_BTD, layer):
     cfg = self.cfg
     m = mup.branch_multiplier(cfg)
     peri = cfg.norm == "peri"
+    c = _layer_constants(cfg, layer)
     x_BTD = _sublayer(x_BTD, CausalSelfAttention(cfg, name="attn"), Norm(cfg, name="ln_1"), cfg.norm, m,
-                      Norm(cfg, name="ln_1_out") if peri else None)
+                      Norm(cfg, name="ln_1_out") if peri else None, c)
     x_BTD = _sublayer(x_BTD, Mlp(cfg, name="mlp"), Norm(cfg, name="ln_2"), cfg.norm, m,
-                      Norm(cfg, name="ln_2_out") if peri else None)
+                      Norm(cfg, name="ln_2_out") if peri else None, c)
     return x_BTD, None
 
 
@@ -283,7 +301,7 @@ class AndreaLM(nn.Module):
     # Every layer its own parameters, stacked on a leading n_layer axis like init_params.
     blocks = nn.scan(_remat(Block, cfg.remat_policy), variable_axes={"params": 0},
                      split_rngs={"params": True}, length=cfg.n_layer, unroll=cfg.scan_unroll)
-    x_BTD, _ = blocks(cfg, name="blocks")(x_BTD, None)
+    x_BTD, _ = blocks(cfg, name="blocks")(x_BTD, jnp.arange(cfg.n_layer))  # and each layer's index
     if model.placement(cfg.norm).final_norm:
       x_BTD = Norm(cfg, name="ln_f")(x_BTD)
     x_BTD = x_BTD * jnp.asarray(mup.readout_multiplier(cfg), x_BTD.dtype)  # the readout multiplier

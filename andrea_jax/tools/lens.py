@@ -14,11 +14,13 @@ the full streams ``(P, B, T, D)``, the branch outputs ``(S, B, T, D)`` and the a
 probabilities ``(L, B, H, T, T)`` are opt-in. Each public function is pure and jit-able
 with ``cfg`` static: one compile per shape.
 
-Post-norm models have no final LayerNorm: their head reads the last stream directly, and
-every stream after a sublayer is already a LayerNorm output. So the logit lens decodes
-each point exactly as the head would read it there: pre-norm through ``ln_f`` and the
-unembedding (nostalgebraist's logit lens), post-norm through the unembedding alone (the
-embedding point, which no LayerNorm has touched yet, is decoded raw).
+Post-norm models (``post``, ``deepnorm``) have no final LayerNorm: their head reads the last
+stream directly, and every stream after a sublayer is already a LayerNorm output. So the
+logit lens decodes each point exactly as the head would read it there: through ``ln_f`` and
+the unembedding where the placement has a final norm (nostalgebraist's logit lens), through
+the unembedding alone where it has none (the embedding point, which no LayerNorm has
+touched yet, is decoded raw). The scan walks the layer index beside the blocks, as the
+model's does (Mix-LN and LayerNorm scaling read it).
 
 The model's variants come with its pieces: ``qk_norm`` and muP's attention scale live in
 ``model.qkv_project`` (the queries and keys every reader here uses, the probabilities of
@@ -102,7 +104,7 @@ def scan_blocks(params: Params, tokens_BT, cfg: ModelConfig, *,
   layer_xs = {} if layer_xs is None else layer_xs
 
   def step(x, xs):
-    block, extra = xs
+    block, extra, index = xs
     layer = {}
     if head_fn is not None:
       def attn_fn(h, attn):
@@ -116,7 +118,7 @@ def scan_blocks(params: Params, tokens_BT, cfg: ModelConfig, *,
     else:
       attn_fn = None  # the model's own attention
     seen = {}
-    x2 = model.block_forward(block, x, cfg, attn_fn=attn_fn,
+    x2 = model.block_forward(block, x, cfg, attn_fn=attn_fn, layer=index,
                              on_sublayer=lambda i, *read_f_new: seen.update({i: read_f_new}))
     (_, fa, x1), (_, fm, _) = seen[0], seen[1]
     sub = extra.get("sub")
@@ -128,7 +130,8 @@ def scan_blocks(params: Params, tokens_BT, cfg: ModelConfig, *,
     out["layer"] = {k: v for k, v in layer.items() if v is not None}
     return x2, out
 
-  final, ys = jax.lax.scan(step, x0, (params["blocks"], layer_xs), unroll=cfg.scan_unroll)
+  final, ys = jax.lax.scan(step, x0, (params["blocks"], layer_xs, jnp.arange(cfg.n_layer)),
+                           unroll=cfg.scan_unroll)
   points = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), point_fn(x0),
                         _flatten_pairs(ys["points"]))
   return final, points, _flatten_pairs(ys["sub"]), ys["layer"]
@@ -246,6 +249,22 @@ def _dot(a_BTD, b_BTD):
   return jnp.sum(_f32(a_BTD) * _f32(b_BTD), axis=-1)
 
 
+def attribution_refusal(cfg: ModelConfig) -> str | None:
+  """Why ``direct_logit_attribution`` cannot read this model (one line), or None if it can.
+
+  Its linearisations are pre-norm's (one frozen ``ln_f``; LayerNorm scaling changes only what
+  the branches read, so it is pre-norm's too) and post-norm's (every later block's norm),
+  both with LayerNorm; peri, reordered, deepnorm (alpha on the stream) and mix have none here.
+  """
+  if cfg.norm not in ("pre", "post"):
+    model.placement(cfg.norm)  # an unknown name: the table's own error
+    return f"model.norm={cfg.norm!r} has no linearisation here (pre and post do)"
+  if cfg.norm_type != "layernorm":
+    return (f"model.norm_type={cfg.norm_type!r}: the frozen-std linearisation is LayerNorm's; "
+            f"use norm_type=layernorm")
+  return None
+
+
 def direct_logit_attribution(params: Params, tokens_BT, targets_BT, cfg: ModelConfig) -> dict:
   """Each component's direct contribution to the logit of the target token.
 
@@ -262,15 +281,11 @@ def direct_logit_attribution(params: Params, tokens_BT, targets_BT, cfg: ModelCo
   later block's LayerNorms, so its direction is pulled back through each of them (a
   reverse scan that holds ``(S, B, T, D)`` directions).
   """
+  refusal = attribution_refusal(cfg)
+  if refusal:
+    raise errors.ConfigError(f"direct_logit_attribution: {refusal}")
   u_BTD = _unembedding_rows(params, targets_BT, cfg)
   w_out = params["blocks"]["attn"]["w_out"]
-  if cfg.norm not in ("pre", "post"):  # the linearisations below are these two placements'
-    model.placement(cfg.norm)  # an unknown name: the table's own error
-    raise errors.ConfigError(f"direct_logit_attribution: model.norm={cfg.norm!r} has no "
-                             f"linearisation here (pre and post do)")
-  if cfg.norm_type != "layernorm":
-    raise errors.ConfigError(f"direct_logit_attribution: model.norm_type={cfg.norm_type!r}: the "
-                             f"frozen-std linearisation is LayerNorm's; use norm_type=layernorm")
   if cfg.norm == "pre":
     final, _, _, _ = scan_blocks(params, tokens_BT, cfg)
     ln_f = params["ln_f"]

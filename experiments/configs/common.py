@@ -32,12 +32,16 @@ def model_group(*, vocab_size: int, block_size: int, d_model: int, n_layer: int,
   m.n_head = n_head
   # MLP hidden width = round(mlp_ratio * d_model).
   m.mlp_ratio = 4.0
-  # Norm placement: "pre" (GPT-2), "post" (2017), "peri" (Peri-LN), "reordered" (OLMo 2); docs/model.md.
+  # Norm placement: "pre" (GPT-2), "post", "peri" (Peri-LN), "reordered" (OLMo 2), "deepnorm", "mix" (Mix-LN); docs/model.md.
   m.norm = "pre"
   # What normalises: "layernorm", "rmsnorm" (Zhang & Sennrich 2019) or "dyt" (Zhu et al. 2025).
   m.norm_type = "layernorm"
   # DyT's initial alpha, the learned scalar in scale * tanh(alpha x) + bias (the paper's 0.5).
   m.dyt_alpha_init = 0.5
+  # Mix-LN (norm="mix"): fraction of the blocks, from the first, that are post-LN (the paper's 0.25).
+  m.mix_post_fraction = 0.25
+  # LayerNorm scaling (Sun et al. 2025; norm="pre" only): each pre-norm output / sqrt(layer index).
+  m.norm_depth_scaling = False
   # Weight init: "gpt2" (N(0, 0.02), residual projections / sqrt(2 n_layer)) or "xavier" (Glorot normal).
   m.init = "gpt2"
   # MLP activation: "gelu_tanh" (GPT-2), "gelu" (exact erf), "relu", "relu2" (ReLU squared, So et al. 2021) or "swiglu" (gated).
