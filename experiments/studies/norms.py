@@ -26,7 +26,7 @@ from research import ladder
 from research.power import Spread
 from research.study import Arm, Budget, Grid, Study
 
-PRE, PERI, POST, RMS, DYT, POST16, DEEP16 = "pre", "peri", "post", "rmsnorm", "dyt", "post-16", "deepnorm-16"
+PRE, PERI, POST, RMS, DYT, POST16, DEEP16 = "pre", "peri", "post", "rmsnorm", "dyt", "post-deep", "deepnorm-deep"
 LAYERS, DEEP = "model.n_layer", (POST16, DEEP16)
 RATES = (3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
 STEPS = 300
@@ -43,7 +43,7 @@ def seconds_per_model_step(overrides) -> float:
 MEASURED = (f"{ladder.SECONDS_PER_MODEL_STEP_CPU[64]} s per model-step of the 2-layer d64 ladder "
             f"shape (research/ladder.py, the proxies study's run), times layers / 2; norm_mlp_confirm "
             f"measured 0.066 s at 6 x 64, 0.011 s per layer against 0.0116 here")
-CUT = ("peri-16", "pre-16")  # the depth claim's arms, which the plan cut
+CUT = ("peri-deep", "pre-deep")  # the depth claim's arms, which the plan cut
 COST = {arm: len(RATES) * STEPS * seconds_per_model_step({LAYERS: 16 if arm in DEEP + CUT else 8}) / 60
         for arm in (*SEEDS, *CUT)}
 
