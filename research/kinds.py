@@ -38,6 +38,9 @@ The kinds:
 - ``Holds`` and ``LowersLoss`` (both ``Runaway``): on the seeds where a reference arm's
   output log Z ran away from ``log V``, whether an arm holds it, and lowers the final loss
   (*cannot be judged* where too few ran away: a premise, not a test outcome);
+- ``ProbeGap``: a per-layer probe's growth with depth (last entry over first), at the end of
+  training or at initialisation, one arm against another paired by seed (the norms study's:
+  Kim et al. 2025's hidden-state growth, Peri-LN against pre-LN);
 - ``Departs`` and ``Choice``: a finding (where a probe ends away from ``log V``) and a
   choice among arms; ``test_kind = "finding"``: no power plan, no family, no
   leave-one-seed-out.
