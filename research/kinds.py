@@ -38,6 +38,9 @@ The kinds:
 - ``Holds`` and ``LowersLoss`` (both ``Runaway``): on the seeds where a reference arm's
   output log Z ran away from ``log V``, whether an arm holds it, and lowers the final loss
   (*cannot be judged* where too few ran away: a premise, not a test outcome);
+- ``ProbeGap``: a per-layer probe's growth with depth (last entry over first), at the end of
+  training or at initialisation, one arm against another paired by seed (the norms study's:
+  Kim et al. 2025's hidden-state growth, Peri-LN against pre-LN);
 - ``Departs`` and ``Choice``: a finding (where a probe ends away from ``log V``) and a
   choice among arms; ``test_kind = "finding"``: no power plan, no family, no
   leave-one-seed-out.
@@ -2920,3 +2923,88 @@ class HeldOut(Claim):
              f"x{math.exp(margin):.2f} on that side)."]
     return claims.Test(self.key, self.claim, self.rule(), lines, e, self.quantity_text(), pf, pa,
                        [not_located(out)], tuple(sorted(diffs)))
+
+
+# ----------------------------------------------------------------------------- norms
+# The norms study's kind (experiments/studies/norms.py, issue 59): a per-layer probe's growth
+# with depth compared between two arms, as Kim et al. 2025 compare Peri-LN's hidden states with
+# Pre-LN's (their Figure 1: the variance per layer during training, not at initialisation).
+
+WHEN = ("init", "end")
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeGap(Claim):
+  """``arm`` against ``reference``: per seed, log of ``probe``'s last entry over its entry
+  ``first`` (1: after the first block, 0 being the embedding) ``when`` (``end``: at the end of
+  training, each arm at the seed's best rate tried, a diverged model left out; ``init``: at
+  initialisation, the seed's first record), ``arm - reference`` paired by seed; reproduced when
+  decisively ``predict`` (lower or higher) of 0, not reproduced when decisively the other way or
+  equivalent to 0 within ``none_within`` (TOST, log units: a gap too small to matter);
+  inconclusive otherwise, or (``end``) when an arm does not learn."""
+  arm: str = ""
+  reference: str = ""
+  probe: str = "residual_norm"
+  first: int = 1
+  when: str = "end"
+  predict: str = "lower"
+  none_within: float = NAN
+
+  def __post_init__(self):
+    if self.when not in WHEN or self.predict not in ("lower", "higher"):
+      raise ValueError(f"ProbeGap {self.claim!r}: when={self.when!r}, predict={self.predict!r}; "
+                       f"expected when in {WHEN} and predict 'lower' or 'higher'")
+
+  def needs(self) -> tuple[str, ...]:
+    return (self.arm, self.reference)
+
+  def quantity_text(self) -> str:
+    at = "at the end of training, at each seed's best rate" if self.when == "end" else "at initialisation"
+    return f"{self.arm} - {self.reference}: log({self.probe} last / entry {self.first}) {at}"
+
+  def rule(self) -> str:
+    return (f"paired by seed, {self.quantity_text()}; reproduced when it lies decisively "
+            f"{'below' if self.predict == 'lower' else 'above'} 0 (its test at the family's Holm "
+            f"level), not reproduced when decisively on the other side"
+            + (f" or equivalent to 0 within ±log {math.exp(self.none_within):g} (TOST)"
+               if math.isfinite(self.none_within) else "")
+            + "; inconclusive otherwise" + (", or when an arm does not learn" if self.when == "end" else "") + ".")
+
+  def ratios(self, data: Data, arm: str) -> dict[int, float]:
+    """Per seed, the log ratio (``end``: at the seed's best rate tried, not diverged)."""
+    rows = [(run, rec) for a, _, run, rec in data.rows if a == arm]
+    best = curves.optima([run for run, _ in rows]) if self.when == "end" else {}
+    out: dict[int, float] = {}
+    for run, rec in rows:
+      if self.when == "end" and (run.seed not in best or run.lr != best[run.seed].grid_lr or run.diverged):
+        continue
+      v = probe_ratio(rec, self.when, self.probe, self.first)
+      if math.isfinite(v) and v > 0:
+        out.setdefault(run.seed, math.log(v))
+    return out
+
+  def test(self, data: Data) -> claims.Test:
+    a, b = self.ratios(data, self.arm), self.ratios(data, self.reference)
+    seeds = sorted(set(a) & set(b))
+    if len(seeds) < 2:
+      return claims.Test(self.key, self.claim, self.rule(), [], missing=claims.missing(
+          self.claim, f"{self.probe} {self.when} profiles of two seeds of {self.arm} and {self.reference}",
+          self.rule()))
+    e = dataclasses.replace(stats.one_sample([a[s] - b[s] for s in seeds], self.none_within), kind="paired")
+    side, other = ("below", "above") if self.predict == "lower" else ("above", "below")
+    p_for, p_against = p_beyond(e, 0.0, side), p_beyond(e, 0.0, other)
+    if math.isfinite(self.none_within):
+      p_against = min(p_against, e.p_same)
+    lines = [f"{self.probe} last / entry {self.first} ({self.when}, geometric mean): {self.arm} "
+             f"{ratio_text(a)}, {self.reference} {ratio_text(b)}; the ratio of the two "
+             f"{ratio_text({s: a[s] - b[s] for s in seeds})}."]
+    named = {x: data.runs(x) for x in (self.arm, self.reference)}
+    checks = [learn_guard(named)] if self.when == "end" else []
+    return claims.Test(self.key, self.claim, self.rule(), lines, e, self.quantity_text(), p_for,
+                       p_against, checks, tuple(seeds))
+
+  def section(self, data: Data, out: str) -> Section:
+    """A figure: the probe per layer at initialisation and at the end, both arms."""
+    panels = ((self.probe, "init"), (self.probe, "end"))
+    return Section([], [plot_profiles(data, (self.arm, self.reference), panels, out,
+                                      f"{self.probe}_{self.arm}_{self.reference}.png")])
