@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 
 from andrea_jax.files import check_directory, make_directory, read_json
@@ -58,11 +59,12 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   the data; returns REPORT.md's path. With ``pack`` (a study's ``results/<study>-<scale>``),
   the sweep's cells are packed there first (``cells.pack``) and the report read from there:
   only what will be committed. Without ``command``, the one results.json recorded is kept,
-  so the regenerate line rebuilds the same REPORT.md."""
+  so the regenerate line rebuilds the same REPORT.md. Reading a committed study's cells.jsonl
+  it writes nothing beside them (``writes_results``) unless ``pack`` is that directory."""
   purpose = "for REPORT.md and its plots"
   if out:  # before anything is packed
     check_directory(out, "--out", purpose)
-  if pack:
+  if pack and not _same(pack, sweep_dir):
     cells_lib.pack(sweep_dir, pack)
     command = " && ".join(filter(None, [command, f"python -m experiments.report --sweep_dir={sweep_dir} "
                                         f"--pack={pack}" + (f" --out={out}" if out else "")]))
@@ -70,6 +72,7 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   command = command or produced_by(sweep_dir)
   out = out or sweep_dir
   index, cells, source = cells_lib.load(sweep_dir)
+  sweep_dir, out = shown_path(sweep_dir), shown_path(out)
   make_directory(out, "--out", purpose)
   page = registry.report(study).page(index, cells, out)
   readings = posthoc.read(study, cells, out)
@@ -77,8 +80,10 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   regenerate = f"python -m experiments.report --sweep_dir={sweep_dir}" + (
       f" --out={out}" if out != sweep_dir else "")
   design = registry.design(study)
+  trained = training_commands(command) or (
+      f"python -m experiments.sweep --sweep={index['name']} --scale={index['scale']}" if index["scale"] != "?" else "")
   lines = [f"# Sweep `{index['name']}` at scale `{index['scale']}`", "", *([design, ""] if design else []),
-           "Produced by:", "", "```bash", *([command] if command else []), regenerate, "```", "",
+           "Produced by:", "", "```bash", *([trained] if trained else []), regenerate, "```", "",
            f"Read from {source}.", "", index.get("description", ""), "",
            f"{diverged_text(cells)} {measured_time(cells)}", "",
            *page.notes,
@@ -97,11 +102,55 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   path = os.path.join(out, "REPORT.md")
   with open(path, "w", encoding="utf-8") as f:
     f.write("\n".join(lines) + "\n")
-  if source != cells_lib.LEGACY:  # an older study's results.json is its data: left as it is
+  if writes_results(source, sweep_dir, pack):
     write_results(index, cells, page, sweep_dir, command)
   if page.printed:
     print("\n".join(page.printed))
   return path
+
+
+def _same(a: str, b: str) -> bool:
+  return os.path.abspath(a) == os.path.abspath(b)
+
+
+def shown_path(path: str) -> str:
+  """A path as a report prints it: relative to the repository where it lies inside it, so the
+  printed command runs from any checkout (``results/<study>``, not this machine's path)."""
+  rel = os.path.relpath(os.path.abspath(path), identity.ROOT)
+  return path if rel.startswith("..") else rel
+
+
+def training_commands(command: str) -> str:
+  """What trained a study's cells, of the command recorded in results.json: its parts other
+  than the report (whose packing read a sweep directory that is not in the repository; the
+  regenerate line beside it is the report command to run)."""
+  return " && ".join(c for c in command.split(" && ") if c and "experiments.report" not in c)
+
+
+def writes_results(source: str, sweep_dir: str, pack: str | None) -> bool:
+  """Whether a report writes results.json beside its data: for a sweep's per-cell files, or
+  when asked to (``--pack``; ``--pack`` equal to ``--sweep_dir`` rewrites a committed study's
+  results.json from its cells.jsonl). Never otherwise for committed cells: a report reads
+  ``results/`` and writes only under ``--out``. An older study's results.json is its data."""
+  if source == cells_lib.LEGACY:
+    return False
+  return bool(pack) or not source.endswith(cells_lib.PACKED)
+
+
+# Significant digits a results.json float keeps: past every printed figure, short of the
+# last digits that differ between CPUs, so that another machine writes the same bytes.
+DIGITS = 7
+
+
+def rounded(x):
+  """``x`` with every float rounded to ``DIGITS`` significant digits (NaN and inf kept)."""
+  if isinstance(x, float):
+    return float(f"{x:.{DIGITS}g}") if math.isfinite(x) else x
+  if isinstance(x, dict):
+    return {k: rounded(v) for k, v in x.items()}
+  if isinstance(x, (list, tuple)):
+    return [rounded(v) for v in x]
+  return x
 
 
 # The verdicts a study's earlier rules gave its committed cells, kept when the study is
@@ -173,8 +222,8 @@ def write_results(index: dict, cells: list[dict], page: Page, out: str, command:
   """``results.json``: the numbers behind the report, beside the cells (the notebooks read it),
   and the command that produced the data (``produced_by``)."""
   path = os.path.join(out, "results.json")
-  body = ({k: index.get(k) for k in page.index_keys} | ({"produced_by": command} if command else {})
-          | _plain(page.results) | {"cells": cells})
+  body = rounded({k: index.get(k) for k in page.index_keys} | ({"produced_by": command} if command else {})
+                 | _plain(page.results) | {"cells": cells})
   with open(path, "w", encoding="utf-8") as f:
     json.dump(body, f, indent=1, allow_nan=True)
   return path
