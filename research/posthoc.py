@@ -43,6 +43,7 @@ import numpy as np
 
 from research import cells as cells_lib
 from research import curves
+from research import guards
 from research import kinds
 from research import optimum
 from research import registry
@@ -701,9 +702,10 @@ class Recipes:
     lo, hi = p.interval
     seen = math.exp(p.log_rate + e.diff)
     inside = lo <= seen <= hi
+    ci = (math.exp(p.log_rate + e.lo), math.exp(p.log_rate + e.hi))
     text = (f"Held-out rung, {arm} at {kinds.words(at)}: predicted {p.text()}; its seeds' optimum "
             f"(geometric mean of {len(diffs)}) {seen:.3g}, x{math.exp(e.diff):.2f} "
             f"[{math.exp(e.lo):.2f}, {math.exp(e.hi):.2f}] the prediction: "
-            + ("inside the predicted interval." if inside else "**outside the predicted interval.**"))
+            + guards.placement(seen, ci, lo, hi, math.exp(p.log_rate)))
     return text, {"arm": arm, "predicted": p.rate, "interval": [lo, hi], "observed": seen,
                   "ratio": [math.exp(x) for x in (e.diff, e.lo, e.hi)], "inside": inside}

@@ -108,6 +108,15 @@ def design(name: str) -> str:
     return ""
 
 
+def saw_data(name: str) -> tuple[str, ...]:
+  """The inputs to ``name``'s headline that saw its data (``SAW_DATA`` in its study file, outside
+  ``STUDY`` and so its rules' identity: seeds trained before, an estimator written after a run):
+  its report is then exploratory whatever its design says (``research.guards.header``)."""
+  if not is_file(name):
+    return ()
+  return tuple(getattr(importlib.import_module(f"experiments.studies.{name}"), "SAW_DATA", ()))
+
+
 def rules(name: str):
   """The module of ``name``'s claims (``judge``, ``RULE_ROOTS``)."""
   return importlib.import_module(f"experiments.studies.{name}.rules")

@@ -25,6 +25,7 @@ import os
 
 from andrea_jax.files import check_directory, make_directory, read_json
 from research import cells as cells_lib
+from research import guards
 from research import identity
 from research import posthoc
 from research import registry
@@ -75,11 +76,17 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   sweep_dir, out = shown_path(sweep_dir), shown_path(out)
   make_directory(out, "--out", purpose)
   page = registry.report(study).page(index, cells, out)
+  frozen, changed, titles = page.verdicts, [], {}
+  if registry.is_file(study):  # the guards on what a report may say (research/guards.py)
+    rules_of = registry.study(study)
+    page.verdicts, changed = guards.apply(rules_of, rules_of.data(cells), frozen)
+    titles = {c.claim: guards.title(c) for c in rules_of.claims}
+    page.results["guarded"] = [{"claim": c, "frozen": a, "guarded": b} for c, a, b in changed]
   readings = posthoc.read(study, cells, out)
   notes = posthoc.pointers(readings)
   regenerate = f"python -m experiments.report --sweep_dir={sweep_dir}" + (
       f" --out={out}" if out != sweep_dir else "")
-  design = registry.design(study)
+  design = guards.header(registry.design(study), registry.saw_data(study), changed)
   trained = training_commands(command) or (
       f"python -m experiments.sweep --sweep={index['name']} --scale={index['scale']}" if index["scale"] != "?" else "")
   lines = [f"# Sweep `{index['name']}` at scale `{index['scale']}`", "", *([design, ""] if design else []),
@@ -88,10 +95,10 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
            f"{diverged_text(cells)} {measured_time(cells)}", "",
            *page.notes,
            "## Verdicts", "", page.method, "",
-           *reexpressed(read_json_file(os.path.join(sweep_dir, BEFORE)), page.verdicts,
+           *reexpressed(read_json_file(os.path.join(sweep_dir, BEFORE)), frozen,
                         identity.rules_lines(index.get("rules"), study), index.get("rules")), ""]
   for verdict in page.verdicts:
-    lines += [f"### {verdict.claim}", "", *verdict.markdown(), "",
+    lines += [f"### {titles.get(verdict.claim, verdict.claim)}", "", *verdict.markdown(), "",
               *[line for note in notes.get(verdict.claim, []) for line in (note, "")]]
   lines += posthoc.section_lines(readings)
   for line in page.sections:  # a reading's pointer under the section title it names
