@@ -115,8 +115,8 @@ def header(design: str, saw_data: tuple[str, ...], changed: list) -> str:
   """The report's design line: exploratory where the study says confirmatory but an input to
   its headline saw the data (``saw_data``); the verdicts a guard changed named as exploratory."""
   if saw_data and design.strip("*").lower().startswith("confirmatory"):
-    design = (f"**Exploratory: declared confirmatory, but inputs to its headline saw the data: "
-              f"{'; '.join(saw_data)}.** (Declared: {design.strip('*')})")
+    design = (f"**Exploratory.** Declared confirmatory, but inputs to its headline saw the data: "
+              f"{'; '.join(saw_data)}.")
   if changed:
     design += (f" **{len(changed)} verdict{'s' * (len(changed) != 1)} changed under guards added "
                f"after the data (issue 58): those are exploratory.**")

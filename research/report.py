@@ -90,6 +90,7 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   trained = training_commands(command) or (
       f"python -m experiments.sweep --sweep={index['name']} --scale={index['scale']}" if index["scale"] != "?" else "")
   lines = [f"# Sweep `{index['name']}` at scale `{index['scale']}`", "", *([design, ""] if design else []),
+           *posthoc.headlines(readings),
            "Produced by:", "", "```bash", *([trained] if trained else []), regenerate, "```", "",
            f"Read from {source}.", "", index.get("description", ""), "",
            f"{diverged_text(cells)} {measured_time(cells)}", "",

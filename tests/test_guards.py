@@ -69,7 +69,7 @@ def test_confirmatory_only_when_nothing_in_the_headline_saw_the_data():
   design = "**Confirmatory: seeds and rules committed before the run.**"
   assert guards.header(design, (), []) == design
   saw = guards.header(design, ("the estimator was written after a first run",), [])
-  assert saw.startswith("**Exploratory: declared confirmatory") and "estimator was written after" in saw
+  assert saw.startswith("**Exploratory.** Declared confirmatory") and "estimator was written after" in saw
   assert "1 verdict changed under guards added after the data" in guards.header(design, (), [("c", "Found", kinds.CANNOT_JUDGE)])
   assert registry.saw_data("recipe") and not registry.saw_data("zloss")
 
@@ -79,6 +79,9 @@ def test_the_committed_reports_read_as_their_figures_say():
     return open(os.path.join(ROOT, "docs", "studies", study, "REPORT.md"), encoding="utf-8").read()
   recipe = report("recipe-cpu")
   assert recipe.splitlines()[2].startswith("**Exploratory")
+  top = "\n".join(recipe.splitlines()[:10])  # the answer: the literature's rate, the estimate beside it
+  assert "`python -m experiments.run --config=andrea120m --config.train.learning_rate=6e-4`" in top
+  assert "Table 2.1" in top and "sp 0.0144 [0.000789, 0.261]" in top and "could not fail" in top
   assert "x1.41 [1.25, 1.59] the prediction: inside the predicted interval." not in recipe
   zloss = report("zloss-cpu").split("\n### ")
   at_03 = [s for s in zloss if "(rate 0.3)" in s.splitlines()[0]]
