@@ -34,8 +34,13 @@ def is_file(name: str) -> bool:
 
 
 def study(name: str):
-  """The ``research.study.Study`` that ``experiments/studies/<name>.py`` defines."""
-  return importlib.import_module(f"experiments.studies.{name}").STUDY
+  """The ``research.study.Study`` that ``experiments/studies/<name>.py`` defines, its claims'
+  parameters checked (``research.checks.claim_parameters``)."""
+  from research import checks  # pylint: disable=import-outside-toplevel
+  defined = importlib.import_module(f"experiments.studies.{name}").STUDY
+  for claim in defined.claims:
+    checks.claim_parameters(claim)
+  return defined
 
 
 def names() -> list[str]:
