@@ -22,6 +22,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 
 from andrea_jax.files import check_directory, make_directory, read_json
 from research import cells as cells_lib
@@ -87,10 +88,10 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   regenerate = f"python -m experiments.report --sweep_dir={sweep_dir}" + (
       f" --out={out}" if out != sweep_dir else "")
   design = guards.header(registry.design(study), registry.saw_data(study), changed)
+  appendix = ["## Appendix", "", *([design, ""] if design else [])]
   trained = training_commands(command) or (
       f"python -m experiments.sweep --sweep={index['name']} --scale={index['scale']}" if index["scale"] != "?" else "")
-  lines = [f"# Sweep `{index['name']}` at scale `{index['scale']}`", "", *([design, ""] if design else []),
-           *posthoc.headlines(readings),
+  lines = [*appendix,
            "Produced by:", "", "```bash", *([trained] if trained else []), regenerate, "```", "",
            f"Read from {source}.", "", index.get("description", ""), "",
            f"{diverged_text(cells)} {measured_time(cells)}", "",
@@ -107,14 +108,99 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   lines += ["## Plots", "", *[f"![{p}]({p})" for p in page.plots if p]]
   if readings:
     page.results["posthoc"] = posthoc.results(readings)
+  front = opening(study, index, cells, design, posthoc.headlines(readings), page, titles, changed)
+  text = "\n".join(wrapped([*front, *lines])) + "\n"
+  for name in {k for c in cells for k in c.get("overrides", {}) if "_" in k}:
+    text = text.replace(name.replace("_", " "), name)  # names as written in code: model.d_model
   path = os.path.join(out, "REPORT.md")
   with open(path, "w", encoding="utf-8") as f:
-    f.write("\n".join(lines) + "\n")
+    f.write(text)
   if writes_results(source, sweep_dir, pack):
     write_results(index, cells, page, sweep_dir, command)
   if page.printed:
     print("\n".join(page.printed))
   return path
+
+
+def opening(study: str, index: dict, cells: list[dict], design: str, headline: list[str], page: Page,
+            titles: dict, changed: list) -> list[str]:
+  """What a reader reads first: the question as the title, an abstract (the design in a word,
+  the answer, what was tested), one table of the claims (with its threshold, the estimate and
+  its interval, the verdict), the main figure and the limitations; the rest is the appendix."""
+  question = registry.study(study).question if registry.is_file(study) else ""
+  name = index["name"]
+  head = [f"# {question or f'Sweep `{name}`'}", "",
+          f"Study `{index['name']}` at scale `{index['scale']}`, {design_word(design)}: "
+          f"{len(page.verdicts)} claims judged on {diverged_text(cells)[:-1]}.", ""]
+  if headline:
+    head += headline
+  else:
+    counts = {}
+    for v in page.verdicts:
+      counts[v.verdict] = counts.get(v.verdict, 0) + 1
+    head += ["**Answer:** " + ", ".join(f"{n} {word.lower()}" for word, n in counts.items()) + " (the table).", ""]
+  rows = ["| claim (its threshold) | verdict | estimate [95 % CI] |", "|---|---|---|"]
+  for v in page.verdicts:
+    estimate = "—" if v.effect is None else v.effect.text().replace("[95 % CI ", "[").split(";")[0]
+    estimate += "]" if estimate.count("[") > estimate.count("]") else ""
+    rows.append(f"| {titles.get(v.claim, v.claim)} | {v.verdict} | {estimate} |")
+  main = page.plots[0] if page.plots else None
+  figure_line = [f"![{main}]({main})", ""] if main else []
+  return [*head, *rows, "", *figure_line, "## Limitations", "", *limitations(cells, page, changed, design), ""]
+
+
+def design_word(design: str) -> str:
+  """The design in a word: exploratory or confirmatory (as the guarded header says)."""
+  first = design.strip("*").split(".", 1)[0].split(":", 1)[0].strip("* ").lower()
+  return first.split()[0] if first else "design not stated"
+
+
+def limitations(cells: list[dict], page: Page, changed: list, design: str) -> list[str]:
+  """The short list every report gives: what limits the reading of its verdicts."""
+  out = []
+  n = sum(map(cells_lib.diverged, cells))
+  if n:
+    out.append(f"- {n} of {len(cells)} models diverged.")
+  for word in ("Not powered", "Inconclusive", "Cannot be judged"):
+    k = sum(v.verdict == word for v in page.verdicts)
+    if k:
+      out.append(f"- {k} claim{'s' * (k != 1)} {word.lower()}.")
+  if changed:
+    out.append(f"- {len(changed)} verdict{'s' * (len(changed) != 1)} changed by guards added after the data "
+               f"(exploratory): " + "; ".join(f"{c!r}: {a} -> {b}" for c, a, b in changed) + ".")
+  if design_word(design) == "exploratory":
+    out.append("- Exploratory: its verdicts are hypotheses for a confirmatory run, not tests.")
+  return out or ["- None stated beyond the appendix."]
+
+
+# A prose line longer than this is wrapped (markdown joins the lines of a paragraph).
+WIDTH = 280
+# Words a wrapped line may not start with: markdown would read a list, a heading or a quote.
+OPENERS = re.compile(r"[-+*]|#+|>.*|\d+[.)]|=+")
+
+
+def wrapped(lines: list[str]) -> list[str]:
+  """Every prose line at most ``WIDTH`` characters: a paragraph, a list item or a quote wrapped
+  at spaces (its continuation indented or quoted, never opening with a markdown marker);
+  headings, tables, code and figures kept as they are."""
+  out, code = [], False
+  for line in lines:
+    if line.startswith("```"):
+      code = not code
+    if code or len(line) <= WIDTH or line.startswith(("|", "#", "    ", "![")):
+      out.append(line)
+      continue
+    lead = "> " if line.startswith("> ") else "  " if line.startswith("- ") else ""
+    current = ""
+    for word in line.split(" "):
+      opener = OPENERS.fullmatch(word) is not None
+      if current and len(current) + 1 + len(word) > WIDTH - len(lead) and not opener:
+        out.append(current)
+        current = lead + word
+      else:
+        current = f"{current} {word}" if current else word
+    out.append(current)
+  return out
 
 
 def _same(a: str, b: str) -> bool:

@@ -78,7 +78,7 @@ def test_the_committed_reports_read_as_their_figures_say():
   def report(study):
     return open(os.path.join(ROOT, "docs", "studies", study, "REPORT.md"), encoding="utf-8").read()
   recipe = report("recipe-cpu")
-  assert recipe.splitlines()[2].startswith("**Exploratory")
+  assert ", exploratory:" in recipe.splitlines()[2] and "\n**Exploratory.** Declared confirmatory" in recipe
   top = "\n".join(recipe.splitlines()[:10])  # the answer: the literature's rate, the estimate beside it
   assert "`python -m experiments.run --config=andrea120m --config.train.learning_rate=6e-4`" in top
   assert "Table 2.1" in top and "sp 0.0144 [0.000789, 0.261]" in top and "could not fail" in top

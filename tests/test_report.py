@@ -167,3 +167,30 @@ def test_a_committed_report_regenerates_byte_for_byte_and_writes_nothing_into_re
   shutil.copytree(data, copy)
   reporting.write_report(study.split("-")[0], str(copy), str(tmp_path / "out2"), pack=str(copy))
   assert digest(copy) == before  # the committed results.json is what the code writes
+
+
+def test_every_committed_report_opens_with_its_question_abstract_and_claims_table():
+  # A reader's two minutes: the question as the title, the design and the answer, one table of
+  # the claims, the main figure and the limitations before the appendix; no prose line over
+  # 300 characters; names as written in code.
+  from research import registry
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  for study in sorted(os.listdir(os.path.join(root, "docs", "studies"))):
+    text = open(os.path.join(root, "docs", "studies", study, "REPORT.md"), encoding="utf-8").read()
+    lines = text.splitlines()
+    name = study.rsplit("-", 1)[0]
+    assert lines[0] == f"# {registry.study(name).question}", study
+    assert lines[2].startswith(f"Study `{name}` at scale ") and ("exploratory" in lines[2] or "confirmatory" in lines[2])
+    assert text.index("| claim (its threshold) | verdict | estimate [95 % CI] |") < text.index("## Limitations") \
+        < text.index("## Appendix"), study
+    assert not [l for l in lines if len(l) > 300 and not l.startswith("|")], study
+    assert "model.d model" not in text and "train.batch size" not in text, study
+
+
+def test_a_wrapped_line_never_opens_a_list_heading_or_quote():
+  from research import report as reporting
+  lines = [" ".join([w * k, m] * 200) for k in range(1, 9) for w, m in (("a", "-"), ("b", "#"), ("c", "1."))]
+  out = reporting.wrapped([*lines, "| a table row " + "x " * 200, "> " + lines[0]])  # every other word a marker
+  assert all(len(l) <= 300 for l in out if not l.startswith("|")) and len(out) > 3
+  for l in out[1:]:
+    assert l.startswith(("|", "> ")) or l.split(" ", 1)[0] not in ("-", "#", ">", "1."), l

@@ -164,7 +164,8 @@ def test_the_report_command_sends_a_zloss_sweep_to_this_study(tmp_path):
   (sweep / "sweep.json").write_text(json.dumps({"name": "zloss", "scale": "cpu", "study": "zloss",
                                                 "description": "synthetic"}))
   text = open(report_cmd.write_report(str(sweep), str(tmp_path / "out"), pack=str(tmp_path / "results"))).read()
-  assert text.startswith("# Sweep `zloss` at scale `cpu`") and "**Confirmatory:" in text
+  assert text.startswith(f"# {STUDY.question}\n") and "Study `zloss` at scale `cpu`, confirmatory" in text
+  assert "**Confirmatory:" in text
   assert text.count("**Reproduced.**") == 4 and "### z-loss 0.0001 holds log Z" in text
 
 
