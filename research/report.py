@@ -108,7 +108,8 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   lines += ["## Plots", "", *[f"![{p}]({p})" for p in page.plots if p]]
   if readings:
     page.results["posthoc"] = posthoc.results(readings)
-  front = opening(study, index, cells, design, posthoc.headlines(readings), page, titles, changed)
+  front = opening(study, index, cells, design, posthoc.headlines(readings), page, titles, changed,
+                  [(r.title, next(iter(r.pointers.values()))) for r in readings if r.pointers])
   text = "\n".join(wrapped([*front, *lines])) + "\n"
   for name in {k for c in cells for k in c.get("overrides", {}) if "_" in k}:
     text = text.replace(name.replace("_", " "), name)  # names as written in code: model.d_model
@@ -123,7 +124,7 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
 
 
 def opening(study: str, index: dict, cells: list[dict], design: str, headline: list[str], page: Page,
-            titles: dict, changed: list) -> list[str]:
+            titles: dict, changed: list, qualified: list[tuple[str, str]] = ()) -> list[str]:
   """What a reader reads first: the question as the title, an abstract (the design in a word,
   the answer, what was tested), one table of the claims (with its threshold, the estimate and
   its interval, the verdict), the main figure and the limitations; the rest is the appendix."""
@@ -146,7 +147,10 @@ def opening(study: str, index: dict, cells: list[dict], design: str, headline: l
     rows.append(f"| {titles.get(v.claim, v.claim)} | {v.verdict} | {estimate} |")
   main = page.plots[0] if page.plots else None
   figure_line = [f"![{main}]({main})", ""] if main else []
-  return [*head, *rows, "", *figure_line, "## Limitations", "", *limitations(cells, page, changed, design), ""]
+  qualify = [f"- Post-hoc, exploratory ({title}): {re.split(r'(?<!al)[.;] (?=[A-Z])', text)[0].rstrip('.')}."
+             for title, text in qualified]  # its first sentence
+  return [*head, *rows, "", *figure_line, "## Limitations", "", *limitations(cells, page, changed, design),
+          *qualify, ""]
 
 
 def design_word(design: str) -> str:
