@@ -84,17 +84,27 @@ def _threshold(form: str, v: float) -> str:
   return form.format(v)
 
 
+def _in_rule(rule: str, v: float) -> bool:
+  """Whether the rule's text decides at ``v`` (as it prints it, to any of the usual digits)."""
+  return not rule or any(_states(rule, float(x)) for x in (f"{v:g}", f"{v:.3f}", f"{v:.3g}", f"{v:.2f}"))
+
+
 def title(claim) -> str:
-  """The claim's text, with the threshold or margin its rule decides at where the text omits it."""
-  stated = []
+  """The claim's text, with the threshold or margin its rule decides at where the text omits
+  it: the kind's threshold parameters (``THRESHOLDS``) its rule's text names (a parameter the
+  rule does not use for this claim, as a directed slope's factor, is left out); nothing added
+  when the text states one of them."""
+  rule = claim.rule() if callable(getattr(claim, "rule", None)) else ""
+  found = []
   for name, form in THRESHOLDS.items():
     v = getattr(claim, name, None)
-    if not isinstance(v, (int, float)) or not math.isfinite(v) or not v:
-      continue
-    v = v if name == "factor" else abs(v)
-    text = " ".join([claim.claim, *stated])
-    if not _states(text, v) and not _states(text, math.exp(v)):
-      stated.append(_threshold(form, v))
+    if isinstance(v, (int, float)) and math.isfinite(v) and v:
+      v = v if name == "factor" else abs(v)
+      if _in_rule(rule, v) and all(abs(v - w) > 1e-12 for _, w in found):
+        found.append((form, v))
+  if any(_states(claim.claim, v) or _states(claim.claim, math.exp(v)) for _, v in found):
+    return claim.claim
+  stated = [_threshold(form, v) for form, v in found]
   return claim.claim + (f" ({', '.join(stated)})" if stated else "")
 
 
