@@ -41,6 +41,14 @@ _DRY_RUN = flags.DEFINE_bool("dry_run", False, "check every cell's config, the c
                              "cost; the study's power plan where it has one) and train nothing")
 
 
+def check(sweep) -> None:
+  """What ``research/checks.py`` checks of a sweep's study before a cell trains: every cell's
+  config, its claims' parameters (``registry.study``) and a confirmatory study's seeds."""
+  checks.cell_configs(sweep.cells, lambda overrides: registry.group_config(sweep.base_config, overrides))
+  if registry.is_file(sweep.judged_by) and not registry.is_smoke(sweep.judged_by, sweep.scale):
+    checks.fresh_seeds(registry.study(sweep.judged_by), sweep.scale, registry.used_seeds(sweep.judged_by))
+
+
 def main(argv):
   del argv
   if _RUN_GROUP.value:
@@ -51,7 +59,7 @@ def main(argv):
   workdir = _WORKDIR.value or os.path.join("runs", "sweeps", f"{sweep.name}-{sweep.scale}")
   purpose = "for the sweep's cells (default: runs/sweeps/<sweep>-<scale>)"
   files.check_directory(workdir, "--workdir", purpose)
-  checks.check(sweep.judged_by, sweep.scale, sweep)  # before any cell trains, dry run or not
+  check(sweep)  # before any cell trains, dry run or not
   if _DRY_RUN.value:
     print("\n".join(runner.plan_lines(sweep, workdir)))
     return

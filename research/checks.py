@@ -89,10 +89,10 @@ def claim_parameters(claim) -> None:
                                f"is not one of {sorted(ok)}")
 
 
-def cell_configs(base_config: str, cells) -> None:
-  """Build every cell's run config (``RunConfig``, as ``experiments.run`` does); a refusal names the cell."""
+def cell_configs(cells, config_of) -> None:
+  """Build every cell's run config (``RunConfig`` of ``config_of(overrides)``, the ConfigDict a
+  group trains: ``registry.group_config``), as ``experiments.run`` does; a refusal names the cell."""
   from andrea_jax import config as config_lib  # pylint: disable=import-outside-toplevel
-  from research import registry  # pylint: disable=import-outside-toplevel
   seen = set()
   for c in cells:
     key = repr(sorted(c.overrides.items()))
@@ -100,7 +100,7 @@ def cell_configs(base_config: str, cells) -> None:
       continue
     seen.add(key)
     try:
-      config_lib.RunConfig.from_configdict(registry.group_config(base_config, dict(c.overrides)))
+      config_lib.RunConfig.from_configdict(config_of(dict(c.overrides)))
     except errors.ConfigError as e:
       raise errors.ConfigError(f"cell {c.name}: {str(e).splitlines()[0]}") from None
 
@@ -116,15 +116,3 @@ def fresh_seeds(study, scale: str, used: set) -> None:
     raise errors.ConfigError(f"study {study.name!r} is confirmatory but seeds {reused} were used by an "
                              f"earlier study (registry.used_seeds): choose seeds none used, or call it "
                              f"exploratory")
-
-
-def check(name: str, scale: str, sweep) -> None:
-  """Everything above for study ``name`` at ``scale`` (a one-file study), before a cell trains."""
-  from research import registry  # pylint: disable=import-outside-toplevel
-  cell_configs(sweep.base_config, sweep.cells)
-  if registry.is_file(name):
-    study = registry.study(name)
-    for claim in study.claims:
-      claim_parameters(claim)
-    if not registry.is_smoke(name, scale):
-      fresh_seeds(study, scale, registry.used_seeds(name))

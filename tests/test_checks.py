@@ -21,6 +21,10 @@ def refusal(call) -> str:
   return text
 
 
+def config_of(sweep):
+  return lambda overrides: registry.group_config(sweep.base_config, overrides)
+
+
 def with_arm(overrides):
   study = dataclasses.replace(TEMPLATE, arms=(*TEMPLATE.arms[:1], Arm("pre+qk", overrides)))
   return study.sweep("smoke")
@@ -28,16 +32,16 @@ def with_arm(overrides):
 
 def test_a_misspelt_override_is_refused_naming_it():
   sweep = with_arm({"model.activaton": "gelu"})
-  text = refusal(lambda: checks.cell_configs(sweep.base_config, sweep.cells))
+  text = refusal(lambda: checks.cell_configs(sweep.cells, config_of(sweep)))
   assert "model.activaton" in text and "did you mean 'activation'" in text and text.startswith("cell pre-qk")
 
 
 def test_a_bad_value_is_refused_naming_it():
   sweep = with_arm({"model.activation": "SwiGLU"})
-  text = refusal(lambda: checks.cell_configs(sweep.base_config, sweep.cells))
+  text = refusal(lambda: checks.cell_configs(sweep.cells, config_of(sweep)))
   assert "activation='SwiGLU'" in text and "'swiglu'" in text
   good = registry.load("template", "smoke")
-  checks.cell_configs(good.base_config, good.cells)  # the template's own cells build
+  checks.cell_configs(good.cells, config_of(good))  # the template's own cells build
 
 
 def test_a_claim_parameter_its_kind_does_not_read_is_refused():
