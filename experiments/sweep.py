@@ -23,6 +23,7 @@ from absl import flags, logging
 from andrea_jax import errors
 from andrea_jax import files
 from experiments import cli
+from research import checks
 from research import registry
 from research import runner
 
@@ -35,8 +36,17 @@ _ONLY = flags.DEFINE_string("only", "", "run only cells whose path contains this
 _GPUS = flags.DEFINE_integer("gpus", 0, "GPUs to spread parallel jobs over (0 = no pinning)",
                              lower_bound=0)
 _RUN_GROUP = flags.DEFINE_string("run_group", None, "internal: train the group in this directory")
-_DRY_RUN = flags.DEFINE_bool("dry_run", False, "print the plan (groups, rates, seeds, cost; the "
-                             "study's power plan where it has one) and train nothing")
+_DRY_RUN = flags.DEFINE_bool("dry_run", False, "check every cell's config, the claims' parameters "
+                             "and a confirmatory study's seeds, print the plan (groups, rates, seeds, "
+                             "cost; the study's power plan where it has one) and train nothing")
+
+
+def check(sweep) -> None:
+  """What ``research/checks.py`` checks of a sweep's study before a cell trains: every cell's
+  config, its claims' parameters (``registry.study``) and a confirmatory study's seeds."""
+  checks.cell_configs(sweep.cells, lambda overrides: registry.group_config(sweep.base_config, overrides))
+  if registry.is_file(sweep.judged_by) and not registry.is_smoke(sweep.judged_by, sweep.scale):
+    checks.fresh_seeds(registry.study(sweep.judged_by), sweep.scale, registry.used_seeds(sweep.judged_by))
 
 
 def main(argv):
@@ -49,6 +59,7 @@ def main(argv):
   workdir = _WORKDIR.value or os.path.join("runs", "sweeps", f"{sweep.name}-{sweep.scale}")
   purpose = "for the sweep's cells (default: runs/sweeps/<sweep>-<scale>)"
   files.check_directory(workdir, "--workdir", purpose)
+  check(sweep)  # before any cell trains, dry run or not
   if _DRY_RUN.value:
     print("\n".join(runner.plan_lines(sweep, workdir)))
     return

@@ -43,6 +43,7 @@ import numpy as np
 
 from research import cells as cells_lib
 from research import curves
+from research import guards
 from research import kinds
 from research import optimum
 from research import registry
@@ -66,6 +67,12 @@ class Reading:
   pointers: dict[str, str] = dataclasses.field(default_factory=dict)
   results: dict[str, Any] = dataclasses.field(default_factory=dict)
   plots: list[str] = dataclasses.field(default_factory=list)  # PNGs in the report's folder
+  headline: list[str] = dataclasses.field(default_factory=list)  # lines the report opens with
+
+
+def headlines(readings: list[Reading]) -> list[str]:
+  """The lines the readings put at the top of the report (the answer a reader takes away)."""
+  return [line for r in readings for line in (*r.headline, "") if r.headline]
 
 
 def read(name: str, cells: list[dict], out: str | None = None) -> list[Reading]:
@@ -560,6 +567,11 @@ class Recipes:
   t interval, inside the predicted interval or not."""
   held: Mapping[str, str] = dataclasses.field(default_factory=dict)
   title: str = "The recipes with each seed's optimum bracketed"
+  # The command to run instead, at the literature's rate, with its source, and why the
+  # study's own estimate is not the one to run: the report opens with them, the estimates beside.
+  literature: str = ""
+  literature_source: str = ""
+  why: str = ""
 
   def read(self, study, data: kinds.Data) -> Reading:
     frozen_missing = sum(len(kinds.basin_optima(data, a, x)[1]) for a, x in self.axes(study))
@@ -621,7 +633,17 @@ class Recipes:
       results[recipe.name] = {"rate": p.rate, "low": lo, "high": hi, "command": recipe.command(p),
                               "held_out": check[1] if check else None}
       pointers[recipe.title] = f"{recipe.name}: {p.text()} with each seed's optimum bracketed."
-    return Reading(self.title, lines, pointers, results)
+    return Reading(self.title, lines, pointers, results, headline=self.headline(results))
+
+  def headline(self, results: dict) -> list[str]:
+    if not self.literature:
+      return []
+    estimates = "; ".join(f"{name} {r['rate']:.3g} [{r['low']:.3g}, {r['high']:.3g}]"
+                          for name, r in results.items() if name != "slopes" and r)
+    return [f"**Answer (exploratory):** run the literature's rate, `{self.literature}` "
+            f"({self.literature_source}).", "",
+            f"This study's estimates beside it, not to be run: {estimates}.", "",
+            f"Why: {self.why}"]
 
   def panels(self, study, data: kinds.Data) -> list[dict]:
     """What ``plot`` draws, a panel per leg (arm and axis) and per held-out rung: per grid
@@ -701,9 +723,10 @@ class Recipes:
     lo, hi = p.interval
     seen = math.exp(p.log_rate + e.diff)
     inside = lo <= seen <= hi
+    ci = (math.exp(p.log_rate + e.lo), math.exp(p.log_rate + e.hi))
     text = (f"Held-out rung, {arm} at {kinds.words(at)}: predicted {p.text()}; its seeds' optimum "
             f"(geometric mean of {len(diffs)}) {seen:.3g}, x{math.exp(e.diff):.2f} "
             f"[{math.exp(e.lo):.2f}, {math.exp(e.hi):.2f}] the prediction: "
-            + ("inside the predicted interval." if inside else "**outside the predicted interval.**"))
+            + guards.placement(seen, ci, lo, hi, math.exp(p.log_rate)))
     return text, {"arm": arm, "predicted": p.rate, "interval": [lo, hi], "observed": seen,
                   "ratio": [math.exp(x) for x in (e.diff, e.lo, e.hi)], "inside": inside}

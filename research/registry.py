@@ -34,8 +34,13 @@ def is_file(name: str) -> bool:
 
 
 def study(name: str):
-  """The ``research.study.Study`` that ``experiments/studies/<name>.py`` defines."""
-  return importlib.import_module(f"experiments.studies.{name}").STUDY
+  """The ``research.study.Study`` that ``experiments/studies/<name>.py`` defines, its claims'
+  parameters checked (``research.checks.claim_parameters``)."""
+  from research import checks  # pylint: disable=import-outside-toplevel
+  defined = importlib.import_module(f"experiments.studies.{name}").STUDY
+  for claim in defined.claims:
+    checks.claim_parameters(claim)
+  return defined
 
 
 def names() -> list[str]:
@@ -106,6 +111,15 @@ def design(name: str) -> str:
     return getattr(importlib.import_module(f"experiments.studies.{name}"), "DESIGN", "")
   except ImportError:
     return ""
+
+
+def saw_data(name: str) -> tuple[str, ...]:
+  """The inputs to ``name``'s headline that saw its data (``SAW_DATA`` in its study file, outside
+  ``STUDY`` and so its rules' identity: seeds trained before, an estimator written after a run):
+  its report is then exploratory whatever its design says (``research.guards.header``)."""
+  if not is_file(name):
+    return ()
+  return tuple(getattr(importlib.import_module(f"experiments.studies.{name}"), "SAW_DATA", ()))
 
 
 def rules(name: str):

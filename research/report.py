@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
+import re
 
 from andrea_jax.files import check_directory, make_directory, read_json
 from research import cells as cells_lib
+from research import guards
 from research import identity
 from research import posthoc
 from research import registry
@@ -58,11 +61,12 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   the data; returns REPORT.md's path. With ``pack`` (a study's ``results/<study>-<scale>``),
   the sweep's cells are packed there first (``cells.pack``) and the report read from there:
   only what will be committed. Without ``command``, the one results.json recorded is kept,
-  so the regenerate line rebuilds the same REPORT.md."""
+  so the regenerate line rebuilds the same REPORT.md. Reading a committed study's cells.jsonl
+  it writes nothing beside them (``writes_results``) unless ``pack`` is that directory."""
   purpose = "for REPORT.md and its plots"
   if out:  # before anything is packed
     check_directory(out, "--out", purpose)
-  if pack:
+  if pack and not _same(pack, sweep_dir):
     cells_lib.pack(sweep_dir, pack)
     command = " && ".join(filter(None, [command, f"python -m experiments.report --sweep_dir={sweep_dir} "
                                         f"--pack={pack}" + (f" --out={out}" if out else "")]))
@@ -70,23 +74,33 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   command = command or produced_by(sweep_dir)
   out = out or sweep_dir
   index, cells, source = cells_lib.load(sweep_dir)
+  sweep_dir, out = shown_path(sweep_dir), shown_path(out)
   make_directory(out, "--out", purpose)
   page = registry.report(study).page(index, cells, out)
+  frozen, changed, titles = page.verdicts, [], {}
+  if registry.is_file(study):  # the guards on what a report may say (research/guards.py)
+    rules_of = registry.study(study)
+    page.verdicts, changed = guards.apply(rules_of, rules_of.data(cells), frozen)
+    titles = {c.claim: guards.title(c) for c in rules_of.claims}
+    page.results["guarded"] = [{"claim": c, "frozen": a, "guarded": b} for c, a, b in changed]
   readings = posthoc.read(study, cells, out)
   notes = posthoc.pointers(readings)
   regenerate = f"python -m experiments.report --sweep_dir={sweep_dir}" + (
       f" --out={out}" if out != sweep_dir else "")
-  design = registry.design(study)
-  lines = [f"# Sweep `{index['name']}` at scale `{index['scale']}`", "", *([design, ""] if design else []),
-           "Produced by:", "", "```bash", *([command] if command else []), regenerate, "```", "",
+  design = guards.header(registry.design(study), registry.saw_data(study), changed)
+  appendix = ["## Appendix", "", *([design, ""] if design else [])]
+  trained = training_commands(command) or (
+      f"python -m experiments.sweep --sweep={index['name']} --scale={index['scale']}" if index["scale"] != "?" else "")
+  lines = [*appendix,
+           "Produced by:", "", "```bash", *([trained] if trained else []), regenerate, "```", "",
            f"Read from {source}.", "", index.get("description", ""), "",
            f"{diverged_text(cells)} {measured_time(cells)}", "",
            *page.notes,
            "## Verdicts", "", page.method, "",
-           *reexpressed(read_json_file(os.path.join(sweep_dir, BEFORE)), page.verdicts,
+           *reexpressed(read_json_file(os.path.join(sweep_dir, BEFORE)), frozen,
                         identity.rules_lines(index.get("rules"), study), index.get("rules")), ""]
   for verdict in page.verdicts:
-    lines += [f"### {verdict.claim}", "", *verdict.markdown(), "",
+    lines += [f"### {titles.get(verdict.claim, verdict.claim)}", "", *verdict.markdown(), "",
               *[line for note in notes.get(verdict.claim, []) for line in (note, "")]]
   lines += posthoc.section_lines(readings)
   for line in page.sections:  # a reading's pointer under the section title it names
@@ -94,14 +108,147 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   lines += ["## Plots", "", *[f"![{p}]({p})" for p in page.plots if p]]
   if readings:
     page.results["posthoc"] = posthoc.results(readings)
+  front = opening(study, index, cells, design, posthoc.headlines(readings), page, titles, changed,
+                  [(r.title, next(iter(r.pointers.values()))) for r in readings if r.pointers])
+  text = "\n".join(wrapped([*front, *lines])) + "\n"
+  for name in {k for c in cells for k in c.get("overrides", {}) if "_" in k}:
+    text = text.replace(name.replace("_", " "), name)  # names as written in code: model.d_model
   path = os.path.join(out, "REPORT.md")
   with open(path, "w", encoding="utf-8") as f:
-    f.write("\n".join(lines) + "\n")
-  if source != cells_lib.LEGACY:  # an older study's results.json is its data: left as it is
+    f.write(text)
+  if writes_results(source, sweep_dir, pack):
     write_results(index, cells, page, sweep_dir, command)
   if page.printed:
     print("\n".join(page.printed))
   return path
+
+
+def opening(study: str, index: dict, cells: list[dict], design: str, headline: list[str], page: Page,
+            titles: dict, changed: list, qualified: list[tuple[str, str]] = ()) -> list[str]:
+  """What a reader reads first: the question as the title, an abstract (the design in a word,
+  the answer, what was tested), one table of the claims (with its threshold, the estimate and
+  its interval, the verdict), the main figure and the limitations; the rest is the appendix."""
+  question = registry.study(study).question if registry.is_file(study) else ""
+  name = index["name"]
+  head = [f"# {question or f'Sweep `{name}`'}", "",
+          f"Study `{index['name']}` at scale `{index['scale']}`, {design_word(design)}: "
+          f"{len(page.verdicts)} claims judged on {diverged_text(cells)[:-1]}.", ""]
+  if headline:
+    head += headline
+  else:
+    counts = {}
+    for v in page.verdicts:
+      counts[v.verdict] = counts.get(v.verdict, 0) + 1
+    head += ["**Answer:** " + ", ".join(f"{n} {word.lower()}" for word, n in counts.items()) + " (the table).", ""]
+  rows = ["| claim (its threshold) | verdict | estimate [95 % CI] |", "|---|---|---|"]
+  for v in page.verdicts:
+    estimate = "—" if v.effect is None else v.effect.text().replace("[95 % CI ", "[").split(";")[0]
+    estimate += "]" if estimate.count("[") > estimate.count("]") else ""
+    rows.append(f"| {titles.get(v.claim, v.claim)} | {v.verdict} | {estimate} |")
+  main = page.plots[0] if page.plots else None
+  figure_line = [f"![{main}]({main})", ""] if main else []
+  qualify = [f"- Post-hoc, exploratory ({title}): {re.split(r'(?<!al)[.;] (?=[A-Z])', text)[0].rstrip('.')}."
+             for title, text in qualified]  # its first sentence
+  return [*head, *rows, "", *figure_line, "## Limitations", "", *limitations(cells, page, changed, design),
+          *qualify, ""]
+
+
+def design_word(design: str) -> str:
+  """The design in a word: exploratory or confirmatory (as the guarded header says)."""
+  first = design.strip("*").split(".", 1)[0].split(":", 1)[0].strip("* ").lower()
+  return first.split()[0] if first else "design not stated"
+
+
+def limitations(cells: list[dict], page: Page, changed: list, design: str) -> list[str]:
+  """The short list every report gives: what limits the reading of its verdicts."""
+  out = []
+  n = sum(map(cells_lib.diverged, cells))
+  if n:
+    out.append(f"- {n} of {len(cells)} models diverged.")
+  for word in ("Not powered", "Inconclusive", "Cannot be judged"):
+    k = sum(v.verdict == word for v in page.verdicts)
+    if k:
+      out.append(f"- {k} claim{'s' * (k != 1)} {word.lower()}.")
+  if changed:
+    out.append(f"- {len(changed)} verdict{'s' * (len(changed) != 1)} changed by guards added after the data "
+               f"(exploratory): " + "; ".join(f"{c!r}: {a} -> {b}" for c, a, b in changed) + ".")
+  if design_word(design) == "exploratory":
+    out.append("- Exploratory: its verdicts are hypotheses for a confirmatory run, not tests.")
+  return out or ["- None stated beyond the appendix."]
+
+
+# A prose line longer than this is wrapped (markdown joins the lines of a paragraph).
+WIDTH = 280
+# Words a wrapped line may not start with: markdown would read a list, a heading or a quote.
+OPENERS = re.compile(r"[-+*]|#+|>.*|\d+[.)]|=+")
+
+
+def wrapped(lines: list[str]) -> list[str]:
+  """Every prose line at most ``WIDTH`` characters: a paragraph, a list item or a quote wrapped
+  at spaces (its continuation indented or quoted, never opening with a markdown marker);
+  headings, tables, code and figures kept as they are."""
+  out, code = [], False
+  for line in lines:
+    if line.startswith("```"):
+      code = not code
+    if code or len(line) <= WIDTH or line.startswith(("|", "#", "    ", "![")):
+      out.append(line)
+      continue
+    lead = "> " if line.startswith("> ") else "  " if line.startswith("- ") else ""
+    current = ""
+    for word in line.split(" "):
+      opener = OPENERS.fullmatch(word) is not None
+      if current and len(current) + 1 + len(word) > WIDTH - len(lead) and not opener:
+        out.append(current)
+        current = lead + word
+      else:
+        current = f"{current} {word}" if current else word
+    out.append(current)
+  return out
+
+
+def _same(a: str, b: str) -> bool:
+  return os.path.abspath(a) == os.path.abspath(b)
+
+
+def shown_path(path: str) -> str:
+  """A path as a report prints it: relative to the repository where it lies inside it, so the
+  printed command runs from any checkout (``results/<study>``, not this machine's path)."""
+  rel = os.path.relpath(os.path.abspath(path), identity.ROOT)
+  return path if rel.startswith("..") else rel
+
+
+def training_commands(command: str) -> str:
+  """What trained a study's cells, of the command recorded in results.json: its parts other
+  than the report (whose packing read a sweep directory that is not in the repository; the
+  regenerate line beside it is the report command to run)."""
+  return " && ".join(c for c in command.split(" && ") if c and "experiments.report" not in c)
+
+
+def writes_results(source: str, sweep_dir: str, pack: str | None) -> bool:
+  """Whether a report writes results.json beside its data: for a sweep's per-cell files, or
+  when asked to (``--pack``; ``--pack`` equal to ``--sweep_dir`` rewrites a committed study's
+  results.json from its cells.jsonl). Never otherwise for committed cells: a report reads
+  ``results/`` and writes only under ``--out``. An older study's results.json is its data."""
+  if source == cells_lib.LEGACY:
+    return False
+  return bool(pack) or not source.endswith(cells_lib.PACKED)
+
+
+# Significant digits a results.json float keeps: past every printed figure, short of the
+# last digits that differ between CPUs, so that another machine writes the same bytes.
+DIGITS = 7
+
+
+def rounded(x):
+  """``x`` with every float rounded to ``DIGITS`` significant digits (NaN and inf kept)."""
+  if isinstance(x, float):
+    return float(f"{x:.{DIGITS}g}") if math.isfinite(x) else x
+  if isinstance(x, dict):
+    return {k: rounded(v) for k, v in x.items()}
+  if isinstance(x, (list, tuple)):
+    return [rounded(v) for v in x]
+  return x
 
 
 # The verdicts a study's earlier rules gave its committed cells, kept when the study is
@@ -173,8 +320,8 @@ def write_results(index: dict, cells: list[dict], page: Page, out: str, command:
   """``results.json``: the numbers behind the report, beside the cells (the notebooks read it),
   and the command that produced the data (``produced_by``)."""
   path = os.path.join(out, "results.json")
-  body = ({k: index.get(k) for k in page.index_keys} | ({"produced_by": command} if command else {})
-          | _plain(page.results) | {"cells": cells})
+  body = rounded({k: index.get(k) for k in page.index_keys} | ({"produced_by": command} if command else {})
+                 | _plain(page.results) | {"cells": cells})
   with open(path, "w", encoding="utf-8") as f:
     json.dump(body, f, indent=1, allow_nan=True)
   return path

@@ -123,8 +123,10 @@ def test_the_report_says_re_expressed_and_gives_the_rates(tmp_path):
   # A copy of the committed data: the report writes results.json beside the data it reads.
   data = shutil.copytree(os.path.join(RESULTS, "mutransfer-cpu"), tmp_path / "data")
   path = reporting.write_report("mutransfer", str(data), str(tmp_path))
-  text = open(path, encoding="utf-8").read()
-  assert "**re-expressed, same verdicts.**" in text and "## Power plan" in text
+  text = " ".join(open(path, encoding="utf-8").read().split(" "))
+  text = text.replace("\n  ", " ").replace("\n> ", " ")  # long prose lines wrapped (reporting.wrapped)
+  assert "**re-expressed, same verdicts.**" in " ".join(text.split()) and "## Power plan" in text
+  text = " ".join(text.split())
   assert "- muP, arm `pre+mup`: 0.007 (95 % t interval over seeds 0.0066 .. 0.0075" in text
   assert "check: fitted without 256, the lines predict its optimum x0.75 of the fitted one [0.61, 0.94]" in text
   assert ("`python -m experiments.run --config=andrea120m --config.model.parametrization=mup "

@@ -120,7 +120,7 @@ def test_the_command_packs_the_cells_and_puts_the_report_apart(tmp_path):
   assert sorted(os.listdir(data)) == ["cells.jsonl", "results.json"]
   assert "REPORT.md" in os.listdir(docs) and not {"cells.jsonl", "results.json"} & set(os.listdir(docs))
   text = (docs / "REPORT.md").read_text()
-  assert f"python -m experiments.report --sweep_dir={sweep} --pack={data} --out={docs}\n" in text
+  assert f"--sweep_dir={sweep}" not in text  # a sweep directory the repository has not
   assert f"python -m experiments.report --sweep_dir={data} --out={docs}\n" in text  # regenerates it
   assert "Read from the 2 cells of cells.jsonl." in text and "2 models, 1 diverged" in text
   assert [c["name"] for c in json.load(open(data / "results.json"))["cells"]] == ["a/lr0.001-s0", "a/lr0.01-s0"]
@@ -134,3 +134,63 @@ def test_no_parabola_over_a_wide_bracket():
   # A neighbour 1e33 times away (a diverged rate) would fit a parabola far below every point.
   opt = curves.fit_optimum({1e-3: 5.5, 1e-2: 4.6, 1e30: 7.7})
   assert opt.bracketed and opt.lr == 1e-2 and opt.loss == 4.6
+
+
+def test_a_committed_report_regenerates_byte_for_byte_and_writes_nothing_into_results(tmp_path):
+  # The command a committed report prints, pointed at another --out, gives the same REPORT.md
+  # and leaves results/ as committed; --pack onto a copy of the data rewrites the same
+  # results.json (floats rounded: report.DIGITS).
+  import hashlib
+  import shutil
+  from research import report as reporting
+  study = "zloss_drift_long-cpu"
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  data, docs = os.path.join(root, "results", study), os.path.join(root, "docs", "studies", study)
+  digest = lambda d: {f: hashlib.sha256(open(os.path.join(d, f), "rb").read()).hexdigest()
+                      for f in sorted(os.listdir(d))}
+  written = lambda d: {f: os.stat(os.path.join(d, f)).st_mtime_ns for f in sorted(os.listdir(d))}
+  stamps = written(data)
+  before = digest(data)
+  committed = open(os.path.join(docs, "REPORT.md"), encoding="utf-8").read()
+  regenerate = f"python -m experiments.report --sweep_dir=results/{study} --out=docs/studies/{study}"
+  assert regenerate + "\n" in committed and "runs/sweeps" not in committed
+  out = tmp_path / "out"
+  cwd = os.getcwd()
+  os.chdir(root)  # the printed command runs from the repository's root
+  try:
+    text = open(reporting.write_report(study.split("-")[0], f"results/{study}", str(out))).read()
+  finally:
+    os.chdir(cwd)
+  assert text == committed.replace(f"--out=docs/studies/{study}", f"--out={out}")
+  assert digest(data) == before and written(data) == stamps  # nothing written into results/
+  copy = tmp_path / study
+  shutil.copytree(data, copy)
+  reporting.write_report(study.split("-")[0], str(copy), str(tmp_path / "out2"), pack=str(copy))
+  assert digest(copy) == before  # the committed results.json is what the code writes
+
+
+def test_every_committed_report_opens_with_its_question_abstract_and_claims_table():
+  # A reader's two minutes: the question as the title, the design and the answer, one table of
+  # the claims, the main figure and the limitations before the appendix; no prose line over
+  # 300 characters; names as written in code.
+  from research import registry
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  for study in sorted(os.listdir(os.path.join(root, "docs", "studies"))):
+    text = open(os.path.join(root, "docs", "studies", study, "REPORT.md"), encoding="utf-8").read()
+    lines = text.splitlines()
+    name = study.rsplit("-", 1)[0]
+    assert lines[0] == f"# {registry.study(name).question}", study
+    assert lines[2].startswith(f"Study `{name}` at scale ") and ("exploratory" in lines[2] or "confirmatory" in lines[2])
+    assert text.index("| claim (its threshold) | verdict | estimate [95 % CI] |") < text.index("## Limitations") \
+        < text.index("## Appendix"), study
+    assert not [l for l in lines if len(l) > 300 and not l.startswith("|")], study
+    assert "model.d model" not in text and "train.batch size" not in text, study
+
+
+def test_a_wrapped_line_never_opens_a_list_heading_or_quote():
+  from research import report as reporting
+  lines = [" ".join([w * k, m] * 200) for k in range(1, 9) for w, m in (("a", "-"), ("b", "#"), ("c", "1."))]
+  out = reporting.wrapped([*lines, "| a table row " + "x " * 200, "> " + lines[0]])  # every other word a marker
+  assert all(len(l) <= 300 for l in out if not l.startswith("|")) and len(out) > 3
+  for l in out[1:]:
+    assert l.startswith(("|", "> ")) or l.split(" ", 1)[0] not in ("-", "#", ">", "1."), l

@@ -147,7 +147,9 @@ def test_the_report_page_gives_the_plan_the_pairs_and_the_reported_arm(tmp_path)
 def test_the_report_command_sends_a_zloss_sweep_to_this_study(tmp_path):
   from experiments import report as report_cmd  # pylint: disable=import-outside-toplevel
   sweep = tmp_path / "sweep"
-  for c in models(held, loss_lower, seeds=zloss.SEEDS[:5]):
+  # z-loss's models learn here (4.5 nats under a 5.29 unigram): the report's guard
+  # (research/guards.py) makes a claim none of whose models learn cannot be judged.
+  for c in models(held, lambda z, lr: 14.3 if z == 0 else 4.5, seeds=zloss.SEEDS[:5]):
     d = sweep / c["group"] / f"lr{c['learning_rate']:g}-s{c['seed']}"
     d.mkdir(parents=True)
     (d / "cell.json").write_text(json.dumps({"name": c["name"], "arms": c["arms"], "seed": c["seed"],
@@ -162,7 +164,8 @@ def test_the_report_command_sends_a_zloss_sweep_to_this_study(tmp_path):
   (sweep / "sweep.json").write_text(json.dumps({"name": "zloss", "scale": "cpu", "study": "zloss",
                                                 "description": "synthetic"}))
   text = open(report_cmd.write_report(str(sweep), str(tmp_path / "out"), pack=str(tmp_path / "results"))).read()
-  assert text.startswith("# Sweep `zloss` at scale `cpu`") and "**Confirmatory:" in text
+  assert text.startswith(f"# {STUDY.question}\n") and "Study `zloss` at scale `cpu`, confirmatory" in text
+  assert "**Confirmatory:" in text
   assert text.count("**Reproduced.**") == 4 and "### z-loss 0.0001 holds log Z" in text
 
 

@@ -1,0 +1,118 @@
+"""What is checked of a study before any of its cells trains (``python -m experiments.sweep --dry_run`` and every sweep), each refusal one line that names the fault.
+
+- ``claim_parameters``: each claim's text-valued parameters against the values its kind's
+  code reads. A kind decides on ``self.predict == "lower"`` and takes every other value as
+  the opposite, so a misspelt ``predict="less"`` would be judged as "higher" without a word;
+  ``quantity="best"`` would be a bare KeyError in the middle of a report. The allowed values
+  are read from the kind's own code (the constants it compares a parameter with, their
+  opposites, the keys of the table it looks a parameter up in, the values its docstring names
+  in double backquotes), so a new kind needs no entry here;
+- ``cell_configs``: every cell's run config built as ``experiments.run`` builds it (a
+  misspelt override, ``model.activaton``, or a bad value, ``"SwiGLU"``);
+- ``fresh_seeds``: a confirmatory study's seeds against those an earlier study's grid or
+  committed cells used (``registry.used_seeds``).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import inspect
+import re
+
+from andrea_jax import errors
+from research import kinds
+
+# A decision's direction and its opposite: a kind that tests one takes the other as its else.
+OPPOSITES = {"lower": "higher", "higher": "lower", "above": "below", "below": "above",
+             "falls": "rises", "rises": "falls"}
+
+
+def _is_field(node: ast.AST, field: str) -> bool:
+  return isinstance(node, ast.Attribute) and node.attr == field and isinstance(node.value, ast.Name) \
+      and node.value.id == "self"
+
+
+def _strings(node: ast.AST) -> set[str]:
+  if isinstance(node, ast.Constant) and isinstance(node.value, str):
+    return {node.value}
+  if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+    return {s for e in node.elts for s in _strings(e)}
+  return set()
+
+
+@functools.lru_cache(maxsize=None)
+def _class_nodes(path: str) -> dict[str, ast.ClassDef]:
+  """The top-level classes of the module at ``path``, parsed once (``inspect.getsource`` of a
+  class parses its whole module at every call)."""
+  with open(path, encoding="utf-8") as f:
+    return {n.name: n for n in ast.parse(f.read()).body if isinstance(n, ast.ClassDef)}
+
+
+@functools.lru_cache(maxsize=None)
+def allowed(kind: type, field: str) -> frozenset[str] | None:
+  """The values ``kind``'s code reads ``field`` as (None: it reads it as no fixed set): the
+  strings it compares ``self.<field>`` with, their opposites, and the keys of a module table
+  it indexes with it (``QUANTITIES[self.quantity]``)."""
+  values: set[str] = set()
+  for cls in kind.__mro__:
+    if not (isinstance(cls, type) and issubclass(cls, kinds.Claim)):
+      continue
+    for node in ast.walk(_class_nodes(inspect.getsourcefile(cls)).get(cls.__name__, ast.Module([], []))):
+      if isinstance(node, ast.Compare):
+        sides = [node.left, *node.comparators]
+        if any(_is_field(s, field) for s in sides):
+          values |= {v for s in sides for v in _strings(s)}
+      elif isinstance(node, ast.Subscript) and _is_field(node.slice, field) and isinstance(node.value, ast.Name):
+        table = getattr(kinds, node.value.id, None)
+        if isinstance(table, dict):
+          values |= set(table)
+  if not values:
+    return None
+  # The value a kind takes as its else, where its docstring names it (``grows``, ``at="shared"``).
+  named = {m for cls in kind.__mro__ for m in re.findall(rf'``(?:{field}=)?"?([a-z_]+)"?``', cls.__doc__ or "")}
+  named -= {f.name for f in dataclasses.fields(kind)}  # ``predict``: a parameter's name, not a value
+  return frozenset(values | {OPPOSITES[v] for v in values if v in OPPOSITES} | named)
+
+
+def claim_parameters(claim) -> None:
+  """Refuse a claim whose text-valued parameter (or a tuple of them) is not one its kind reads."""
+  for f in dataclasses.fields(claim):
+    value = getattr(claim, f.name)
+    given = (value,) if isinstance(value, str) else value if isinstance(value, tuple) and all(
+        isinstance(v, str) for v in value) else ()
+    ok = allowed(type(claim), f.name) if given and f.name != "claim" else None
+    bad = [v for v in given if ok is not None and v not in ok]
+    if bad:
+      raise errors.ConfigError(f"claim {claim.claim!r} ({type(claim).__name__}): {f.name}={bad[0]!r} "
+                               f"is not one of {sorted(ok)}")
+
+
+def cell_configs(cells, config_of) -> None:
+  """Build every cell's run config (``RunConfig`` of ``config_of(overrides)``, the ConfigDict a
+  group trains: ``registry.group_config``), as ``experiments.run`` does; a refusal names the cell."""
+  from andrea_jax import config as config_lib  # pylint: disable=import-outside-toplevel
+  seen = set()
+  for c in cells:
+    key = repr(sorted(c.overrides.items()))
+    if key in seen:
+      continue
+    seen.add(key)
+    try:
+      config_lib.RunConfig.from_configdict(config_of(dict(c.overrides)))
+    except errors.ConfigError as e:
+      raise errors.ConfigError(f"cell {c.name}: {str(e).splitlines()[0]}") from None
+
+
+def fresh_seeds(study, scale: str, used: set) -> None:
+  """Refuse a confirmatory study whose seeds at ``scale`` an earlier study used (``used``)."""
+  if not study.design.lower().lstrip("*").startswith("confirmatory"):
+    return
+  grid = study.grid(scale)
+  mine = {s for a in study.arms_at(scale) for s in grid.arm_seeds.get(a.name, grid.seeds)}
+  reused = sorted(mine & used)
+  if reused:
+    raise errors.ConfigError(f"study {study.name!r} is confirmatory but seeds {reused} were used by an "
+                             f"earlier study (registry.used_seeds): choose seeds none used, or call it "
+                             f"exploratory")
