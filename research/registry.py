@@ -122,6 +122,14 @@ def saw_data(name: str) -> tuple[str, ...]:
   return tuple(getattr(importlib.import_module(f"experiments.studies.{name}"), "SAW_DATA", ()))
 
 
+def limits(name: str) -> tuple[str, ...]:
+  """What limits the reading of ``name``'s verdicts, in its author's words (``LIMITS`` in its
+  study file, outside ``STUDY``: the report's limitations list gives them first)."""
+  if not is_file(name):
+    return ()
+  return tuple(getattr(importlib.import_module(f"experiments.studies.{name}"), "LIMITS", ()))
+
+
 def rules(name: str):
   """The module of ``name``'s claims (``judge``, ``RULE_ROOTS``)."""
   return importlib.import_module(f"experiments.studies.{name}.rules")

@@ -149,7 +149,7 @@ def opening(study: str, index: dict, cells: list[dict], design: str, headline: l
   figure_line = [f"![{main}]({main})", ""] if main else []
   qualify = [f"- Post-hoc, exploratory ({title}): {re.split(r'(?<!al)[.;] (?=[A-Z])', text)[0].rstrip('.')}."
              for title, text in qualified]  # its first sentence
-  return [*head, *rows, "", *figure_line, "## Limitations", "", *limitations(cells, page, changed, design),
+  return [*head, *rows, "", *figure_line, "## Limitations", "", *limitations(cells, page, changed, design, registry.limits(study)),
           *qualify, ""]
 
 
@@ -159,9 +159,11 @@ def design_word(design: str) -> str:
   return first.split()[0] if first else "design not stated"
 
 
-def limitations(cells: list[dict], page: Page, changed: list, design: str) -> list[str]:
-  """The short list every report gives: what limits the reading of its verdicts."""
-  out = []
+def limitations(cells: list[dict], page: Page, changed: list, design: str,
+                stated: tuple[str, ...] = ()) -> list[str]:
+  """The short list every report gives: what limits the reading of its verdicts, the study's
+  own ``stated`` limits first."""
+  out = [f"- {text}" for text in stated]
   n = sum(map(cells_lib.diverged, cells))
   if n:
     out.append(f"- {n} of {len(cells)} models diverged.")
