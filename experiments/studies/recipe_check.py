@@ -114,8 +114,8 @@ SP = kinds.Recipe("andrea120m under sp (its own parametrisation)", "sp", "base",
 CHECK = rate_check.BeatsNaive(
     "the recipe predicts the held-out rung better than keeping the base rate, by the margin",
     family="check", arm="held", recipe=SP, effect=0.56,
-    source="the committed recipe's slopes (results/recipe-cpu) move the rung's optimum 0.91 in "
-           "log rate from the base's; 0.91 less the margin 0.35")
+    source="the committed recipe's bracketed slopes (results/recipe-cpu) move this rung's "
+           "optimum 0.91 in log rate from the base's; 0.91 less the margin 0.35")
 LEGS_SOURCE = "the committed recipe's per-seed slopes (3 seeds): half their mean, or the literature's"
 
 STUDY = rate_check.CheckedStudy(
@@ -179,8 +179,9 @@ STUDY = rate_check.CheckedStudy(
                  "the optimal rate falls with the depth"),
     spread={"*": Spread(0.155, 3), CHECK.claim: Spread(0.30, 3)},
     spread_source=("per-seed SD of a slope over two doublings, the committed recipe's plan (0.155); "
-                   "the check's, the SD of the committed base's per-seed log optimum (about 0.3, "
-                   "3 seeds), the largest term of a per-seed recipe at the rung"),
+                   "the check's 0.30 from the committed cells (results/recipe-cpu, 3 seeds, each "
+                   "seed's bracketed optimum): the base's per-seed log optimum has SD 0.28, and "
+                   "the per-seed recipe carried to this rung 0.25"),
     tags={W: "d", L: "L", S: "s", B: "b"},
     reports=(rate_check.Widths("width", W),),
     answer=rate_check.Answer(CHECK, measured="andrea120m"),
