@@ -288,7 +288,7 @@ class BeatsNaive(kinds.Claim):
     if joint is None or min(len(found), len(joint.per_seed)) < self.min_seeds:
       return claims.Test(self.key, self.claim, self.rule(), [], missing=claims.missing(
           self.claim, f"{self.min_seeds} located seeds on {self.arm} and on every leg", self.rule(),
-          ["Not located: " + "; ".join(missing) + "."] if missing else []))
+          ["Not located: " + "; ".join(missing)] if missing else []))
     a, lo, hi, pf, pa = advantage(found, joint.per_seed, joint.base, self.margin)
     e = stats.Effect(a, lo, hi, NAN, NAN, len(found) + len(joint.per_seed), "seed bootstrap", self.margin)
     m = stats.one_sample(list(found.values()))
