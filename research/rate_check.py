@@ -139,8 +139,8 @@ class Widths:
              "shallower than the ladder's, intervals apart" if e.lo > hi else
              "steeper than the ladder's, intervals apart")
     lines = ["## The width slope against the confirmed ladder's", "",
-             f"Here ({self.arm}, sp, heads of 64): {e.diff:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}] per doubling "
-             f"({e.n} seeds); the confirmed muTransfer ladder's sp slope: {LADDER_SLOPE[0]:+.3f} "
+             f"Here ({self.arm}, sp, heads of 64): " + (f"{e.diff:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}] per "
+             f"doubling ({e.n} seeds)" if e.defined else "no slope located") + f"; the confirmed muTransfer ladder's sp slope: {LADDER_SLOPE[0]:+.3f} "
              f"[{lo:+.3f}, {hi:+.3f}] (results/mutransfer-cpu, 9 seeds): {where}. What differs "
              "between the two designs (any may move the slope; this study varies none of them):", "",
              *[f"- {d}" for d in LADDER_DIFFERENCES], ""]
