@@ -347,7 +347,8 @@ class Answer:
       ranges.append(f"measured at {recipe.config}'s own shape ({self.measured}, "
                     f"{kinds.words(dict(data.points(self.measured)[0]))}): "
                     f"{Joint(found, found, ()).text()} over {len(found)} seeds")
-    out += ["The study's range: " + ("; ".join(ranges) if ranges else "none located at this scale") + ".", ""]
+    out += ["The study's range: " + ("; ".join(r.strip().rstrip(".") for r in ranges) if ranges else
+                                     "none located at this scale") + ".", ""]
     found_rung, joint_rung, _ = self.check.reading(data)
     if joint_rung and found_rung:
       m = stats.one_sample(list(found_rung.values()))

@@ -1,9 +1,9 @@
 """The learning-rate recipe for andrea120m, reworked so that it could have been wrong (issue 61).
 
-  python -m experiments.sweep --sweep=recipe_check --scale=smoke             # the whole path at toy size
+  python -m experiments.sweep --sweep=recipe_check --scale=smoke             # 210 toy models, ~10 min on the shared 2-core CPU
   python -m experiments.sweep --sweep=recipe_check --scale=cpu --dry_run     # the confirmatory plan
-  python -m experiments.sweep --sweep=recipe_check --scale=cpu               # see the dry run's time, idle 2-core CPU
-  python -m experiments.sweep --sweep=recipe_check --scale=gpu --dry_run     # andrea120m's shape, one H100
+  python -m experiments.sweep --sweep=recipe_check --scale=cpu               # 480 models, ~168 min planned, idle 2-core CPU
+  python -m experiments.sweep --sweep=recipe_check --scale=gpu --dry_run     # andrea120m's shape: ~8.5 min estimated, one H100
   python -m experiments.sweep --sweep=recipe_check --scale=gpu
   python -m experiments.report --sweep_dir=runs/sweeps/recipe_check-<scale> --out=docs/studies/recipe_check-<scale>
 
