@@ -38,9 +38,10 @@ FILE_FORM_FILES = ("experiments/verdicts.py", "experiments/stats.py")
 
 
 # A one-file study's definition is hashed with the framework that builds, judges and
-# plans it (research/study.py), its claim kinds and the ladder its grids share.
+# plans it (research/study.py), its claim kinds and the ladder its grids share, and the
+# rate-recipe check's rules (research/rate_check.py).
 FRAMEWORK_MODULES = ("research/study.py", "research/kinds.py", "research/ladder.py",
-                     "research/optimum.py")
+                     "research/optimum.py", "research/rate_check.py")
 # What a one-file study's identity starts from: its STUDY record and the judging.
 FILE_ROOTS = ("STUDY", "judge", "decide")
 

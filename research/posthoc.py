@@ -46,6 +46,7 @@ from research import curves
 from research import guards
 from research import kinds
 from research import optimum
+from research import rate_check
 from research import registry
 from research import stats
 
@@ -501,23 +502,8 @@ class MlpGradientNote:
     return Note(self.title, text, self.claims).read(study, data)
 
 
-def centred_optima(data: kinds.Data, arm: str, axis: str) -> tuple[dict[int, dict[Any, float]], list[str]]:
-  """``{seed: {value: log(optimum)}}`` of ``arm`` along ``axis`` by ``optimum.seed_optimum``
-  (the fit that brackets each seed's best rate), and what was not located."""
-  missing, points = [], {}
-  for v in data.values(arm, axis):
-    runs, where = data.runs(arm, {axis: v}), kinds.at_text({axis: v})[2:]
-    if not curves.learns(runs):
-      missing.append(f"{where}: {arm} does not learn")
-      continue
-    table = optimum.table(runs)
-    for seed in sorted({r.seed for r in runs}):
-      opt, why = optimum.seed_optimum({lr: by[seed] for lr, by in table.items() if seed in by})
-      if opt is None:
-        missing.append(f"{where} seed {seed}: {why}")
-      else:
-        points.setdefault(seed, {})[v] = math.log(opt)
-  return dict(sorted(points.items())), missing
+# Each seed's optimum by the fit that brackets its best rate: ``rate_check.seed_optima``.
+centred_optima = rate_check.seed_optima
 
 
 def recipe_prediction(recipe: kinds.Recipe, data: kinds.Data, at: Mapping[str, Any] | None = None
