@@ -334,8 +334,11 @@ def test_direct_logit_attribution_refuses_the_new_placements_by_name(norm):
     lens.direct_logit_attribution(params, tokens, tokens, cfg)
 
 
-def test_inspect_reads_a_model_the_attribution_cannot_and_says_why(tmp_path):
-  from experiments import inspect as inspect_cmd  # pylint: disable=import-outside-toplevel
+def test_inspect_reads_a_model_the_attribution_cannot_and_says_why(tmp_path, monkeypatch):
+  # Loaded with flags of its own: experiments.report's --out, imported by another test in the
+  # same worker, would collide with inspect's on absl's global flags.
+  from test_cli import entry_point  # pylint: disable=import-outside-toplevel
+  inspect_cmd, _ = entry_point("inspect", monkeypatch)
   cfg = tiny("mix", "layernorm", n_layer=2)
   params = model.init_params(cfg, jax.random.key(0))
   ids = np.arange(6) % cfg.vocab_size
