@@ -33,6 +33,14 @@ SECONDS_PER_MODEL_STEP_CPU = {16: 0.0084, 32: 0.0108, 64: 0.0231, 128: 0.0529, 2
 SECONDS_PER_GROUP_CPU = 32.0
 
 
+W, L, B = "model.d_model", "model.n_layer", "train.batch_size"
+
+
+def seconds_per_model_step(o) -> float:
+  """The ladder's measured cost at the width, scaled with the layers and the batch."""
+  return SECONDS_PER_MODEL_STEP_CPU[o[W]] * o[L] / 2 * o[B] / 16
+
+
 # The ladder's scale records (``ladder_overrides``' ``s``): the cpu scale's shape, and the smoke
 # scale's (one layer, 12 steps: proves the pipeline). A study adds its own ``extra``.
 CPU = dict(n_layer=2, n_head=2, block_size=64, vocab=512, batch_size=16, steps=200,

@@ -245,13 +245,11 @@ def test_causal_in_every_combination(norm, norm_type, lns):
   assert not np.allclose(a[:, 5:], b[:, 5:])
 
 
-@pytest.mark.parametrize("norm, norm_type, lns", COMBOS)
-def test_one_layer_few_steps_learns(norm, norm_type, lns):
-  # Mix-LN in two layers, one post-LN and one pre-LN; the rest in one.
-  cfg = tiny(norm, norm_type, lns, n_layer=2 if norm == "mix" else 1, mix_post_fraction=0.5)
+def adam_losses(cfg, tokens, steps: int, rate: float = 3e-2) -> list[float]:
+  """The training loss of ``steps`` full-batch Adam updates on ``tokens`` from the model's init
+  (key 0): the short run a switch's "it learns" test reads."""
   params = model.init_params(cfg, jax.random.key(0))
-  tokens = jax.random.randint(jax.random.key(3), (4, 8), 0, cfg.vocab_size)
-  opt = optax.adam(3e-2)
+  opt = optax.adam(rate)
 
   @jax.jit
   def step(params, state):
@@ -260,11 +258,20 @@ def test_one_layer_few_steps_learns(norm, norm_type, lns):
     return optax.apply_updates(params, updates), state, loss
 
   state, losses = opt.init(params), []
-  # 100 steps for Mix-LN's two layers: DyT in its post-LN block starts in tanh's linear region
-  # (a stream of the embeddings' 0.02 scale) and halves its loss only after about 80.
-  for _ in range(100 if norm == "mix" else 30):
+  for _ in range(steps):
     params, state, loss = step(params, state)
     losses.append(float(loss))
+  return losses
+
+
+@pytest.mark.parametrize("norm, norm_type, lns", COMBOS)
+def test_one_layer_few_steps_learns(norm, norm_type, lns):
+  # Mix-LN in two layers, one post-LN and one pre-LN; the rest in one.
+  cfg = tiny(norm, norm_type, lns, n_layer=2 if norm == "mix" else 1, mix_post_fraction=0.5)
+  tokens = jax.random.randint(jax.random.key(3), (4, 8), 0, cfg.vocab_size)
+  # 100 steps for Mix-LN's two layers: DyT in its post-LN block starts in tanh's linear region
+  # (a stream of the embeddings' 0.02 scale) and halves its loss only after about 80.
+  losses = adam_losses(cfg, tokens, 100 if norm == "mix" else 30)
   assert losses[-1] < 0.5 * losses[0], losses
 
 

@@ -295,19 +295,7 @@ def test_the_tiny_variant_selects_rope():
 
 @pytest.mark.parametrize("name", ["rope", "relu2", "no_bias"])
 def test_one_layer_few_steps_learns(name):
+  from test_norms import adam_losses  # pylint: disable=import-outside-toplevel
   cfg = tiny_cfg(**SWITCHES[name], n_layer=1)
-  params = init_params(cfg, jax.random.key(0))
-  tokens = tokens_for(cfg, (4, 12), seed=5)
-  opt = optax.adam(3e-2)
-
-  @jax.jit
-  def step(params, state):
-    loss, g = jax.value_and_grad(model.loss_fn)(params, tokens[:, :-1], tokens[:, 1:], cfg)
-    updates, state = opt.update(g, state, params)
-    return optax.apply_updates(params, updates), state, loss
-
-  state, losses = opt.init(params), []
-  for _ in range(30):
-    params, state, loss = step(params, state)
-    losses.append(float(loss))
+  losses = adam_losses(cfg, tokens_for(cfg, (4, 12), seed=5), 30)
   assert losses[-1] < 0.5 * losses[0], losses

@@ -91,11 +91,6 @@ def scale(s: dict, base: dict, axes: dict, held: dict, head: int, seeds, held_se
               seeds=seeds, arm_seeds={"held": held_seeds}, arms=tuple(arms), **grid)
 
 
-def seconds_per_model_step(o) -> float:
-  """The ladder's measured cost at the width, scaled with the layers and the batch."""
-  return ladder.SECONDS_PER_MODEL_STEP_CPU[o[W]] * o[L] / 2 * o[B] / 16
-
-
 # The smoke scale trains 384 steps at its base, not the ladder's 12: at 12, 96 and 192 steps
 # its toy models stayed within 0.1 nats of the unigram plateau (curves.learns), so nothing past
 # the optima was exercised. Its rung keeps the base's tokens (768 x 4 = 384 x 8).
@@ -146,7 +141,7 @@ STUDY = rate_check.CheckedStudy(
         "cpu": scale(ladder.CPU, CPU_BASE, CPU_AXES, CPU_HELD, HEAD, (1300, 1301, 1302, 1303, 1304),
                      (1310, 1311, 1312, 1313, 1314), rates=(5e-4, 1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2),
                      arm_rates={"held": (2.5e-4, 5e-4, 1e-3, 2e-3, 4e-3, 8e-3)},
-                     seconds_per_model_step=seconds_per_model_step),
+                     seconds_per_model_step=ladder.seconds_per_model_step),
         "smoke": scale(ladder.SMOKE, SMOKE_BASE, SMOKE_AXES, SMOKE_HELD, 16, (1300, 1301, 1302),
                        (1310, 1311, 1312), rates=(3e-4, 1e-3, 3e-3, 1e-2, 3e-2), smoke=True),
         "gpu": Grid(rates=(3e-4, 6e-4, 1.2e-3, 2.4e-3, 4.8e-3, 1.44e-2), seeds=(1320, 1321),
