@@ -40,8 +40,12 @@ FILE_FORM_FILES = ("experiments/verdicts.py", "experiments/stats.py")
 # A one-file study's definition is hashed with the framework that builds, judges and
 # plans it (research/study.py), its claim kinds and the ladder its grids share, and the
 # rate-recipe check's rules (research/rate_check.py).
-FRAMEWORK_MODULES = ("research/study.py", "research/kinds.py", "research/ladder.py",
+FRAMEWORK_MODULES = ("research/study.py", "research/kinds.py", *(f"research/kind_{f}.py" for f in (
+    "base", "contrast", "zloss", "drift", "choice", "ladder", "norm_mlp", "recipe")), "research/ladder.py",
                      "research/optimum.py", "research/rate_check.py")
+# The claim kinds' modules, split from research/kinds.py, name a definition two modules share
+# (``NAN (research/kinds.py)``) as that one module did, so the split keeps every recorded hash.
+KIND_MODULES = {p: "research/kinds.py" for p in FRAMEWORK_MODULES if p.startswith("research/kind_")}
 # What a one-file study's identity starts from: its STUDY record and the judging.
 FILE_ROOTS = ("STUDY", "judge", "decide")
 
@@ -210,7 +214,7 @@ def definitions(sources: dict[str, str], roots: Iterable[str]) -> dict[str, tupl
   names = [n for _, n in reached]
   out = {}
   for path, name in sorted(reached, key=lambda r: (order.index(r[0]), r[1])):
-    key = name if names.count(name) == 1 else f"{name} ({path})"
+    key = name if names.count(name) == 1 else f"{name} ({KIND_MODULES.get(path, path)})"
     text = modules[path].normalised(name)
     out[key] = (path, hashlib.sha256(text.encode()).hexdigest()[:12])
   return out
@@ -334,14 +338,23 @@ def rules_lines(recorded: dict | None, study: str, show=None) -> list[str]:
   ``recorded_definitions``)."""
   if not recorded:
     now = rules_version(study)
-    return [f"Rules: `{' '.join(now['modules'])}` at rules hash {now['sha256']}; the sweep "
-            f"recorded no rules of its own (it predates the record)."]
+    first, rest = now["modules"][0], len(now["modules"]) - 1
+    return [f"Rules: `{first}` with {rest} shared rule modules (research/identity.py) at rules hash "
+            f"{now['sha256']}; the sweep recorded no rules of its own (it predates the record)."]
   kind = "rules hash" if recorded.get("form") == "definitions" else "content hash"
-  at = f"commit {recorded.get('commit') or '?'}, {kind} {recorded.get('sha256')}"
+  at = f"commit {(recorded.get('commit') or '?')[:12]}, {kind} {recorded.get('sha256')}"
   if recorded.get("uncommitted_changes"):
     at += ", **with uncommitted changes at run time**"
   c = compare(recorded, study, show)
-  moves = lambda items: _names(items, lambda m: f"{m[1]} → {m[2]}" if m[1] != m[2] else m[1])
+  route = lambda m: f"{m[1]} → {m[2]}" if m[1] != m[2] else m[1]
+
+  def moves(items):  # names while few; past six, how many went each way (a line a reader reads)
+    if len(items) <= 6:
+      return _names(items, route)
+    counts: dict[str, int] = {}
+    for m in items:
+      counts[route(m)] = counts.get(route(m), 0) + 1
+    return f"{len(items)} definitions (" + "; ".join(f"{n} {r}" for r, n in counts.items()) + ")"
   if c.same:
     if not c.moved:
       return [f"Rules: judged with the rules fixed before the run ({at}), unchanged since."]

@@ -326,7 +326,7 @@ def seed_optimum(losses: Mapping[float, float], min_ratio: float = MIN_RATIO) ->
   basin at x2 spacing the best point can end at the run's edge, the parabola's vertex falls
   outside the run and nothing is located although the best lies inside the grid (issue 45's
   recipe run: every seed of sp at d256). This reading is the post-hoc one
-  (``research/posthoc.py``'s ``Recipes``)."""
+  (``research/posthoc_rates.py``'s ``Recipes``)."""
   points = grid_points([r for r, l in losses.items() if math.isfinite(l)], min_ratio)
   if not points:
     return None, "no finite loss"

@@ -1,13 +1,11 @@
 """What a study is, in one record: its question, arms, grid per scale and claims; from it the framework makes the sweep, the power plan, the verdicts and the report.
 
-A study is one file, ``experiments/studies/<name>.py``, that defines ``STUDY = Study(...)``
-(``experiments/studies/template.py`` is the one to copy; ``docs/study.md`` walks through
-it). From that record:
+A study is one file defining ``STUDY = Study(...)`` (copy ``experiments/studies/template.py``;
+``docs/study.md`` walks through it). From that record:
 
-- ``sweep(scale)``: the cells (``research.sweep``): every arm the scale trains
-  (``Grid.arms``) at every point of the grid's axes, over its rates and seeds (an arm's own
-  where its grid gives them: ``Grid.arm_rates``, ``arm_seeds``, ``arm_overrides``), one
-  vmapped program per (arm, point), named by the arm's ``prefix`` and the point (``tags``);
+- ``sweep(scale)``: the cells (``research.sweep``): every arm (``Grid.arms``) at every point of
+  the grid's axes, over its rates and seeds (an arm's own: ``Grid.arm_rates``, ``arm_seeds``,
+  ``arm_overrides``), one vmapped program per (arm, point), named by ``prefix`` and ``tags``;
 - ``plan_lines(scale)``: per tested claim, the seeds its test needs at its family's Holm
   level for the effect it states, from the study's stated per-seed spread, against the seeds
   the grid gives it: powered or **not powered**, declared before the run
@@ -16,20 +14,15 @@ it). From that record:
   budget, ``research.power.admit``, at costs stated or measured) and whether the grid and
   ``Study.not_powered`` still keep it. A finding or a choice (``test_kind = "finding"``) is
   not a test: no plan sizes it;
-- ``judge(cells)``: each claim's test (``research/kinds.py``), each family decided
-  together under Holm (``research/claims.py``), with the leave-one-seed-out check where the
-  verdict is a test's outcome; a claim declared not powered, a finding and a claim whose
-  premise did not hold are outside every family;
-- ``page(index, cells, out)``: the report page: the plan, the verdicts, the code that
-  trained the cells, the optimum of every arm at every point, the loss against the rate
-  and a plot of it, the figures of the kinds that draw their own (``figures``) and the
-  sections of the claims and report items that add one (``section``, ``Study.reports``).
+- ``judge(cells)``: each claim's test (``research/kinds.py``), each family decided under Holm
+  (``research/claims.py``) with its leave-one-seed-out check; a claim not powered, a finding and
+  a claim whose premise did not hold are outside every family;
+- ``page(index, cells, out)``: the report page: plan, verdicts, the code that trained the
+  cells, every arm's optimum, the loss against the rate, the kinds' figures and sections.
 
-Pre-registration: the study's rules identity (``research/identity.py``) hashes ``STUDY``
-and everything it reaches in its file, ``research/kinds.py`` and the shared rule modules
-(its grid, seeds and claims included); ``experiments.sweep`` records it in ``sweep.json``
-before the first cell trains, and the report says whether the rules that judge it are
-those. Commit the study file before its seeds run.
+Pre-registration: the rules identity (``research/identity.py``) hashes ``STUDY`` and all it
+reaches (grid, seeds, claims); ``experiments.sweep`` records it before the first cell trains and
+the report says whether the rules that judge it are those. Commit the study file before its seeds run.
 """
 
 from __future__ import annotations
@@ -41,11 +34,11 @@ from typing import Any, Callable, Mapping
 from andrea_jax import errors
 from research import cells as cells_lib
 from research import claims
-from research import curves
 from research import kinds
 from research import power
 from research import provenance
 from research import page as reporting
+from research.kind_choice import optimum_lines, plot_curves
 from research.sweep import Cell, Sweep, split_groups
 
 DESIGNS = ("exploratory", "confirmatory")
@@ -455,45 +448,3 @@ def decide(study: Study, tests: list[claims.Test]) -> list[claims.Verdict]:
     for t, v in claims.decide_family(family):
       by_key[t.key] = v
   return [by_key[t.key] for t in tests]
-
-
-def optimum_lines(data: kinds.Data) -> tuple[list[dict], list[str]]:
-  """The optimum of every arm at every grid point: rate and loss with their intervals over
-  seeds, bracketed seeds, sensitivity; as rows for results.json and a markdown table."""
-  rows = []
-  lines = ["## Optima", "", "Per arm and grid point, over seeds: the fitted optimal peak rate "
-           "(geometric mean, 95 % t interval), the best loss there, the seeds whose optimum is "
-           "bracketed by the grid, the sensitivity and whether the arm learns.", "",
-           "| arm | point | optimal rate | best loss | bracketed | sensitivity | learns |",
-           "|---|---|---|---|---|---|---|"]
-  for arm in data.arms():
-    for point in data.points(arm):
-      runs = data.runs(arm, point)
-      s = curves.summary(runs)
-      rows.append({"arm": arm, "point": dict(point), **s, "rates": curves.rate_curve(runs)})
-      f = lambda x, ci, fmt: reporting.interval_text(x, ci, fmt)
-      lines.append(f"| {arm} | {kinds.at_text(point)[2:] or '—'} | "
-                   f"{f(s['optimum_lr'], s['optimum_lr_interval'], '.3g')} | "
-                   f"{f(s['optimum_loss'], s['optimum_loss_interval'], '.3f')} | "
-                   f"{s['bracketed_seeds']}/{s['seeds']} | "
-                   f"{f(s['sensitivity'], s['sensitivity_interval'], '.3f')} | "
-                   f"{'yes' if s['learns'] else 'no'} |")
-  return rows, lines + [""]
-
-
-def plot_curves(data: kinds.Data, out: str) -> str | None:
-  """The mean final loss against the peak rate, a line per arm and grid point."""
-  if not data.rows:
-    return None
-  fig = reporting.figure(figsize=(6, 4))
-  ax = fig.add_subplot(1, 1, 1)
-  i = 0
-  for arm in data.arms():
-    for point in data.points(arm):
-      curve = curves.rate_curve(data.runs(arm, point))
-      ax.plot(list(curve), [v["mean"] for v in curve.values()], "o-", color=f"C{i % 10}",
-              label=arm + kinds.at_text(point))
-      i += 1
-  ax.set(xscale="log", xlabel="peak learning rate", ylabel="final validation loss (mean over seeds)")
-  ax.legend(fontsize=7)
-  return reporting.save(fig, out, "loss_vs_rate.png")

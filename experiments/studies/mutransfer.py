@@ -16,6 +16,7 @@ from research import figures
 from research import kinds
 from research import ladder
 from research import posthoc
+from research import posthoc_rates
 from research.power import Spread
 from research.study import Arm, Budget, Grid, Study
 
@@ -106,8 +107,8 @@ POSTHOC = (
         "The margin was 0.05 nats until commit e5552a0 widened it to 0.08, before the run, because "
         "the power plan found that 0.05 needed 15-16 seeds where the budget gave 9: a margin set "
         "for the seed budget, not from the literature (Yang et al. 2022: muP at least as good).")),
-    posthoc.Basins(("pre+mup", "pre")),
-    posthoc.Extrapolated("pre+mup", W, 768, label="muP", section=ANDREA120M),
-    posthoc.HeldOut(RATES[1], section=ANDREA120M),
-    posthoc.NearDuplicates("pre+mup"),
+    posthoc_rates.Basins(("pre+mup", "pre")),
+    posthoc_rates.Extrapolated("pre+mup", W, 768, label="muP", section=ANDREA120M),
+    posthoc_rates.HeldOut(RATES[1], section=ANDREA120M),
+    posthoc_rates.NearDuplicates("pre+mup"),
 )

@@ -11,6 +11,7 @@ import math
 
 from research import kinds
 from research import posthoc
+from research import posthoc_rates
 from research.power import Spread
 from research.study import Arm, Budget, Grid, Study
 
@@ -103,7 +104,7 @@ STUDY = Study(
 # the sensitivity gap over the rates near the optima, the optima at the grid's resolution, and
 # what the init-gradient claims cite and measure.
 POSTHOC = (
-    posthoc.SensitivityFrom(POST, PRE, claims=(CLAIMS[6].claim,)),
-    posthoc.Basins((POST, PRE), claims=(*(c.claim for c in CLAIMS[3:8] if POST in c.needs()), "Optima")),
+    posthoc_rates.SensitivityFrom(POST, PRE, claims=(CLAIMS[6].claim,)),
+    posthoc_rates.Basins((POST, PRE), claims=(*(c.claim for c in CLAIMS[3:8] if POST in c.needs()), "Optima")),
     posthoc.MlpGradientNote(claims=(CLAIMS[0].claim, CLAIMS[1].claim)),
 )

@@ -1,0 +1,285 @@
+"""What every claim kind shares (``research/kinds.py`` lists the kinds): a study's ``Data``, the ``Claim`` base, a report ``Section``, the per-seed quantities, the p-value helpers, and the two plainest kinds.
+
+``Difference``: the paired per-seed difference ``arm - reference`` of a quantity (the best
+loss at the fitted optimum, the log optimal rate, Wortsman et al.'s sensitivity), predicted
+lower or higher (beyond ``margin`` when one is given); ``Equivalent``: the same difference
+within ``+-margin`` (two one-sided tests).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable, Mapping
+
+import numpy as np
+from scipy import stats as sps
+
+from research import claims
+from research import curves
+from research import power
+from research import stats
+
+NAN = float("nan")
+
+
+# ----------------------------------------------------------------------------- the data
+
+
+@dataclasses.dataclass(frozen=True)
+class Data:
+  """A study's finished cells: each run with its arm, its grid point and its record.
+
+  ``point`` is a tuple of ``(axis, value)`` over the study's axes (``()`` with none)."""
+  rows: tuple[tuple[str, tuple, curves.Run, Mapping[str, Any]], ...]
+
+  @classmethod
+  def of(cls, records: list[dict], axes: tuple[str, ...], to_run: Callable) -> "Data":
+    rows = []
+    for r in records:
+      point = tuple((a, r["overrides"].get(a)) for a in axes)
+      for arm in r["arms"]:
+        rows.append((arm, point, to_run(r), r))
+    return cls(tuple(rows))
+
+  def runs(self, arm: str, at: Mapping[str, Any] | tuple = ()) -> list[curves.Run]:
+    """The runs of ``arm`` at the grid point ``at`` (axes not named: any value)."""
+    at = dict(at)
+    return [run for a, point, run, _ in self.rows
+            if a == arm and all(dict(point).get(k) == v for k, v in at.items())]
+
+  def records(self, arm: str, at: Mapping[str, Any] | tuple = ()) -> list[Mapping[str, Any]]:
+    at = dict(at)
+    return [rec for a, point, _, rec in self.rows
+            if a == arm and all(dict(point).get(k) == v for k, v in at.items())]
+
+  def values(self, arm: str, axis: str) -> list:
+    """The values ``axis`` takes among ``arm``'s runs, sorted."""
+    return sorted({dict(p)[axis] for a, p, _, _ in self.rows if a == arm and axis in dict(p)})
+
+  def points(self, arm: str) -> list[tuple]:
+    return sorted({p for a, p, _, _ in self.rows if a == arm}, key=repr)
+
+  def arms(self) -> list[str]:
+    return list(dict.fromkeys(a for a, _, _, _ in self.rows))
+
+
+# The per-seed quantities a claim can be on: name -> (what it is, function of an arm's runs).
+QUANTITIES: dict[str, tuple[str, Callable[[list[curves.Run]], dict[int, float]]]] = {
+    "best_loss": ("the best validation loss at the fitted optimum (nats)", curves.best_losses),
+    "log_optimum": ("the natural log of the fitted optimal peak rate", curves.log_optima),
+    "sensitivity": ("Wortsman et al.'s sensitivity over the base rates (nats)", curves.sensitivity),
+}
+
+
+def at_text(at: Mapping[str, Any] | tuple) -> str:
+  return "".join(f", {k.split('.')[-1]} {v}" for k, v in dict(at).items())
+
+
+def guards(named: dict[str, list[curves.Run]]) -> list[tuple[bool, str]]:
+  """An arm that does not learn, or a learning arm with an optimum at the grid's edge."""
+  lost = claims.not_learning(named)
+  return [(bool(lost), f"Does not learn: {', '.join(lost)}." if lost else ""),
+          claims.edge_guard(named)]
+
+
+def se_of(e: stats.Effect) -> float:
+  """The standard error behind an effect's t interval."""
+  q = float(sps.t.ppf(1 - stats.ALPHA / 2, e.df)) if e.df > 0 else NAN
+  return (e.hi - e.diff) / q if e.defined and q > 0 else NAN
+
+
+def p_beyond(e: stats.Effect, bound: float, side: str) -> float:
+  """One-sided t p-value that the mean lies ``above`` or ``below`` ``bound``, doubled
+  (the two-sided test's level, as ``stats``' intervals are)."""
+  se = se_of(e)
+  if not math.isfinite(se):
+    return NAN
+  if se == 0:
+    return 0.0 if (e.diff > bound if side == "above" else e.diff < bound) else 1.0
+  t = (e.diff - bound) / se if side == "above" else (bound - e.diff) / se
+  return float(min(1.0, 2 * sps.t.sf(t, e.df)))
+
+
+def p_outside(e: stats.Effect, margin: float) -> float:
+  """p that the mean lies outside ``+-margin``: beyond the margin on the estimate's side."""
+  return p_beyond(e, margin, "above") if e.diff >= 0 else p_beyond(e, -margin, "below")
+
+
+@dataclasses.dataclass
+class Section:
+  """A report section a claim or a report item adds: markdown lines, the plots it drew into
+  the report's directory, and its numbers for results.json."""
+  lines: list[str]
+  plots: list[str | None] = dataclasses.field(default_factory=list)
+  results: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+# ----------------------------------------------------------------------------- the kinds
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+  """What every kind has: its text, its multiplicity family (None: judged alone) and the
+  effect its power is planned for, with where that effect comes from."""
+  claim: str
+  family: str | None = "main"
+  effect: float = NAN
+  source: str = ""
+
+  test_kind = "directed"
+
+  @property
+  def key(self) -> str:
+    return self.claim
+
+  def needs(self) -> tuple[str, ...]:
+    raise NotImplementedError
+
+  def quantity_text(self) -> str:
+    raise NotImplementedError
+
+  def section(self, data: Data, out: str) -> Section | None:
+    """What the claim adds to the report beyond its verdict (None: nothing)."""
+    return None
+
+  def plan(self) -> power.ClaimPlan:
+    return power.ClaimPlan(self.key, self.claim, self.quantity_text(), self.test_kind,
+                           self.effect, getattr(self, "margin", None) if self.test_kind ==
+                           "equivalent" else None, self.source, self.needs(),
+                           getattr(self, "power", None))
+
+
+@dataclasses.dataclass(frozen=True)
+class Difference(Claim):
+  """``arm - reference`` of a per-seed ``quantity`` at grid point ``at``, paired by seed:
+  reproduced when its interval lies ``predict`` (lower or higher) of ``-margin``/``+margin``
+  (0 without one), not reproduced when it lies on the other side or within a given margin."""
+  arm: str = ""
+  reference: str = ""
+  predict: str = "lower"
+  quantity: str = "best_loss"
+  at: tuple = ()
+  margin: float = NAN
+
+  def needs(self) -> tuple[str, ...]:
+    return (self.arm, self.reference)
+
+  def quantity_text(self) -> str:
+    return f"{self.arm} - {self.reference}: {QUANTITIES[self.quantity][0]}{at_text(self.at)}"
+
+  def rule(self) -> str:
+    bound = 0.0 if not math.isfinite(self.margin) else (-self.margin if self.predict == "lower" else self.margin)
+    return (f"paired by seed, {self.quantity_text()}; reproduced when the difference lies "
+            f"{'below' if self.predict == 'lower' else 'above'} {bound:+g} (its test at the "
+            f"family's Holm level), not reproduced when it lies on the other side of 0"
+            + (f" or within ±{self.margin:g}" if math.isfinite(self.margin) else "")
+            + "; inconclusive otherwise, or when an arm does not learn or has an optimum at the "
+            "grid's edge")
+
+  def test(self, data: Data) -> claims.Test:
+    named = {self.arm: data.runs(self.arm, self.at), self.reference: data.runs(self.reference, self.at)}
+    f = QUANTITIES[self.quantity][1]
+    a, b = f(named[self.arm]), f(named[self.reference])
+    shared = sorted(set(a) & set(b))
+    if len(shared) < 2:
+      return claims.Test(self.key, self.claim, self.rule(), [], missing=claims.missing(
+          self.claim, f"two seeds shared by {self.arm} and {self.reference}{at_text(self.at)}", self.rule()))
+    margin = self.margin if math.isfinite(self.margin) else NAN
+    e = stats.paired(a, b, margin)
+    side, other = ("below", "above") if self.predict == "lower" else ("above", "below")
+    bound = 0.0 if not math.isfinite(margin) else (-margin if self.predict == "lower" else margin)
+    p_for = p_beyond(e, bound, side)
+    p_against = p_beyond(e, 0.0, other)
+    if math.isfinite(margin):
+      p_against = min(p_against, e.p_same)
+    return claims.Test(self.key, self.claim, self.rule(), [], e, self.quantity_text(), p_for,
+                       p_against, guards(named), tuple(shared))
+
+
+@dataclasses.dataclass(frozen=True)
+class Equivalent(Difference):
+  """``arm - reference`` within ``+-margin``: reproduced by two one-sided tests, not
+  reproduced when the difference lies decisively outside the margin."""
+  predict: str = "same"
+  test_kind = "equivalent"
+
+  def rule(self) -> str:
+    return (f"paired by seed, {self.quantity_text()}; reproduced when two one-sided tests put "
+            f"the difference within ±{self.margin:g} (margin: {self.source or 'stated'}), not "
+            f"reproduced when it lies decisively outside it; inconclusive otherwise, or when an "
+            f"arm does not learn or has an optimum at the grid's edge")
+
+  def test(self, data: Data) -> claims.Test:
+    t = Difference.test(self, data)
+    if t.missing is not None:
+      return t
+    return dataclasses.replace(t, p_for=t.effect.p_same, p_against=p_outside(t.effect, self.margin))
+
+
+def slope(xs: list[float], ys: list[float]) -> float:
+  """The least-squares slope of ``ys`` on ``xs`` (nan with fewer than two distinct xs)."""
+  if len(set(xs)) < 2:
+    return NAN
+  return float(np.polyfit(np.asarray(xs, float), np.asarray(ys, float), 1)[0])
+
+
+def named(data: Data, arm: str, keys: tuple[str, ...]) -> dict[str, Any]:
+  """The overrides ``keys`` of ``arm``'s first record, by their last name."""
+  recs = data.records(arm)
+  return {k.split(".")[-1]: recs[0]["overrides"].get(k) for k in keys} if recs else {}
+
+
+def in_order(points) -> list[tuple]:
+  """Grid points by their values (numbers as numbers: d64 before d128)."""
+  num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+  return sorted(points, key=lambda p: [(not num(v), v if num(v) else repr(v)) for _, v in p])
+
+
+def words(values: Mapping[str, Any]) -> str:
+  return ", ".join(f"{k.replace('_', ' ')} {v:g}" for k, v in values.items())
+
+
+def span(values) -> float:
+  """Doublings the values span (log2 of the largest over the smallest)."""
+  return math.log2(max(values) / min(values)) if len(values) else NAN
+
+
+def seed_slopes(points: Mapping[int, Mapping[Any, float]], min_points: int) -> dict[int, float]:
+  """Per seed, the least-squares slope of its values against log2 of the axis."""
+  return {s: slope([math.log2(v) for v in by], list(by.values()))
+          for s, by in points.items() if len(by) >= min_points}
+
+
+def not_located(missing: list[str]) -> tuple[bool, str]:
+  return bool(missing), "Not located, so no verdict: " + "; ".join(missing) + "."
+
+
+def _missing(c: Claim, rule: str, what: str, notes=()) -> claims.Test:
+  return claims.Test(c.key, c.claim, rule, [], missing=claims.missing(c.claim, what, rule, notes))
+
+
+def lowest(ps) -> float:
+  """The smallest finite p (nan when none): "some part decisively"."""
+  finite = [p for p in ps if math.isfinite(p)]
+  return min(finite) if finite else NAN
+
+
+def highest(ps) -> float:
+  """The largest p, nan when one is (an intersection: "every part decisively")."""
+  ps = list(ps)
+  return max(ps) if ps and all(math.isfinite(p) for p in ps) else NAN
+
+
+def learn_guard(named: dict[str, list[curves.Run]], reason: str = "Does not learn") -> tuple[bool, str]:
+  lost = claims.not_learning(named)
+  return bool(lost), f"{reason}: {', '.join(lost)}." if lost else ""
+
+
+def probe_ratio(record: Mapping[str, Any], when: str, probe: str, first: int = 0) -> float:
+  """A per-layer probe's last entry over its ``first`` (``when``: ``init`` or ``end``); nan
+  where it is missing or zero."""
+  profile = (record.get(when) or {}).get(probe)
+  if not profile or len(profile) <= first or not profile[first] or profile[-1] is None:
+    return NAN
+  return float(profile[-1] / profile[first])

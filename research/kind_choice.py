@@ -1,0 +1,351 @@
+"""A choice among arms (``Choice``, a finding with no power plan) and the report items that tabulate and draw arms: ``RateTable``, ``BestCurves``, the per-layer profile figure, and every study page's table of optima and its loss-against-rate plot (``optimum_lines``, ``plot_curves``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from research import claims
+from research import curves
+from research import page as reporting
+from research import stats
+from research.kind_base import at_text, Claim, Data, lowest, named, NAN, Section, words
+from research.kind_zloss import CHOSEN, models
+
+
+@dataclasses.dataclass
+class Setting:
+  """One arm of a ``Choice`` over its rates and seeds."""
+  arm: str
+  values: dict[str, float]  # its ``by`` overrides, by their last name
+  score: float  # the mean over seeds of the fitted best loss (nan: no seed has an optimum)
+  lr: float  # exp of the mean over seeds of the log optimum
+  seeds: int
+  eligible: bool
+  reason: str  # why not eligible ("" when eligible)
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice(Claim):
+  """A choice: among ``arms`` (each set by its overrides ``by``), those eligible (every seed
+  learns, ``curves.learns_every_seed``, and has its optimum bracketed by the rates), the one
+  with the lowest score, the mean over seeds of the fitted best loss; an eligible arm within
+  ``tie`` nats of it nearer ``default`` (in factor-2 steps of its ``by`` values) instead. The
+  rate carried: the chosen arm's mean log optimum with its 95 % t interval. A choice at the
+  edge of a ``by`` grid is flagged; its effect is the chosen arm minus the default's best
+  loss, paired by seed (optimistic: chosen on these seeds). Its section: the arms' scores,
+  their rate curves, a figure over the first two ``by``, and results.json's ``choice`` (the
+  ``by`` values by last name, ``learning_rate``, ``learning_rate_interval``; null when none
+  is eligible) and ``settings``."""
+  family: str | None = None
+  arms: tuple[str, ...] = ()
+  by: tuple[str, ...] = ()
+  default: tuple[float, ...] = ()
+  tie: float = 0.02
+  carried: str = "The next stage"  # who carries the choice, for the section
+  test_kind = "finding"
+
+  def needs(self) -> tuple[str, ...]:
+    return self.arms
+
+  def quantity_text(self) -> str:
+    return "the mean over seeds of the fitted best loss"
+
+  def rule(self) -> str:
+    return (f"among the arms that learn with every seed's optimum bracketed, the lowest mean over "
+            f"seeds of the fitted best loss; an arm within {self.tie} nats of it nearer the default "
+            f"({', '.join(f'{d:g}' for d in self.default)}) is preferred; the rate is the chosen "
+            f"arm's mean log optimum with its 95 % t interval.")
+
+  def settings(self, data: Data) -> list[Setting]:
+    out = []
+    for arm in [a for a in self.arms if data.runs(a)]:
+      rs = data.runs(arm)
+      best, logs = curves.best_losses(rs), curves.log_optima(rs)
+      reason = ("a seed does not learn" if not curves.learns_every_seed(rs) else
+                "a seed's optimum is at the rate grid's edge" if not curves.bracketed(rs) else "")
+      out.append(Setting(arm, {k: float(v) for k, v in named(data, arm, self.by).items()},
+                         sum(best.values()) / len(best) if best else NAN,
+                         math.exp(sum(logs.values()) / len(logs)) if logs else NAN, len(best),
+                         not reason, reason))
+    return sorted(out, key=lambda s: tuple(s.values.values()))
+
+  def distance(self, s: Setting) -> float:
+    return sum(abs(math.log2(v / d)) for v, d in zip(s.values.values(), self.default))
+
+  def choose(self, data: Data) -> tuple[Setting | None, tuple | None, list[str],
+                                         stats.Effect | None, list[Setting]]:
+    """``(chosen, its rate's interval, lines, chosen minus default, every setting)``."""
+    table = self.settings(data)
+    eligible = [s for s in table if s.eligible]
+    if not eligible:
+      why = "; ".join(f"{s.arm}: {s.reason}" for s in table)
+      return None, None, [f"No arm is eligible: {why}."], None, table
+    lowest = min(eligible, key=lambda s: s.score)
+    chosen = min([s for s in eligible if s.score <= lowest.score + self.tie],
+                 key=lambda s: (self.distance(s), s.score))
+    runs = data.runs(chosen.arm)
+    logs = list(curves.log_optima(runs).values())
+    e = stats.one_sample(logs) if len(logs) > 1 else None
+    interval = (math.exp(e.lo), math.exp(e.hi)) if e is not None and e.defined else None
+    lines = [f"Chosen: {words(chosen.values)} (mean best loss {chosen.score:.3f} over {chosen.seeds} "
+             f"seeds), rate {chosen.lr:.3g}"
+             + (f" [{interval[0]:.3g}, {interval[1]:.3g}]" if interval else "") + "."]
+    if chosen is not lowest:
+      lines.append(f"The lowest score was {lowest.arm}'s ({lowest.score:.3f}), within {self.tie} "
+                   f"nats: the arm nearer the default is kept.")
+    for i, v in enumerate(chosen.values.values()):
+      grid = sorted({list(s.values.values())[i] for s in table})
+      if len(grid) > 1 and v in (grid[0], grid[-1]):
+        lines.append("The choice is at the edge of the grid: the best arm may lie beyond it.")
+        break
+    default = [s for s in table if self.distance(s) == 0]
+    against = None
+    if default and default[0] is not chosen:
+      against = stats.paired(curves.best_losses(runs), curves.best_losses(data.runs(default[0].arm)))
+      lines.append(f"Against the default, paired by seed: {against.text()} (optimistic: chosen "
+                   f"on these seeds).")
+    return chosen, interval, lines, against, table
+
+  def test(self, data: Data) -> claims.Test:
+    chosen, _, lines, against, _ = self.choose(data)
+    return claims.Test(self.key, self.claim, self.rule(), [], missing=claims.Verdict(
+        self.claim, CHOSEN if chosen else claims.INCONCLUSIVE, lines, self.rule(), against,
+        "chosen minus default best loss"))
+
+  def section(self, data: Data, out: str) -> Section:
+    chosen, interval, _, _, table = self.choose(data)
+    keys = [k.split(".")[-1] for k in self.by]
+    if chosen:
+      values = ", ".join(f"`{k}={v:g}`" for k, v in zip(self.by, chosen.values.values()))
+      head = f"{self.carried} carries {values} and the rate {chosen.lr:.3g} (results.json's `choice`)."
+    else:
+      head = f"No arm was eligible: {self.carried} has no choice (results.json's `choice` is null)."
+    lines = [head, "",
+             "## The choice's grid", "", "Per arm: the mean over seeds of the fitted best loss (the "
+             "score), the optimum rate (exp of the mean log optimum), and whether the rule could "
+             "choose it.", "",
+             "| " + " | ".join(keys) + " | score (nats) | optimum rate | seeds | eligible |",
+             "|---" * (len(keys) + 4) + "|"]
+    for s in table:
+      mark = "**chosen**" if s is chosen else ("yes" if s.eligible else f"no: {s.reason}")
+      lines.append("| " + " | ".join(f"{v:g}" for v in s.values.values())
+                   + f" | {s.score:.3f} | {s.lr:.3g} | {s.seeds} | {mark} |")
+    result = None if chosen is None else {**chosen.values, "learning_rate": chosen.lr,
+                                          "learning_rate_interval": interval}
+    return Section(lines + [""], [self.plot(table, chosen, out)], {"choice": result, "settings": table})
+
+  def plot(self, table: list[Setting], chosen: Setting | None, out: str) -> str | None:
+    table = [s for s in table if math.isfinite(s.score)]
+    if len(self.by) != 2 or not table:
+      return None
+    from research import page as reporting  # pylint: disable=import-outside-toplevel
+    kx, ky = (k.split(".")[-1] for k in self.by)
+    xs, ys = sorted({s.values[kx] for s in table}), sorted({s.values[ky] for s in table})
+    z = np.full((len(ys), len(xs)), np.nan)
+    for s in table:
+      z[ys.index(s.values[ky]), xs.index(s.values[kx])] = s.score
+    fig = reporting.figure(figsize=(6, 3.5))
+    ax = fig.add_subplot()
+    im = ax.imshow(z, cmap="viridis_r", aspect="auto")
+    ax.set(xticks=range(len(xs)), xticklabels=[f"{x:g}" for x in xs], yticks=range(len(ys)),
+           yticklabels=[f"{y:g}" for y in ys], xlabel=kx.replace("_", " "), ylabel=ky.replace("_", " "),
+           title="Mean best loss (lower is better)")
+    for s in table:
+      mark = "*" if s is chosen else ""
+      ax.text(xs.index(s.values[kx]), ys.index(s.values[ky]), f"{s.score:.2f}{mark}", ha="center",
+              va="center", color="white", fontsize=8)
+    fig.colorbar(im, ax=ax, label="nats")
+    return reporting.save(fig, out, "choice_grid.png")
+
+
+# The norm x MLP study's report items: the loss against the rate per arm (a table and a
+# figure per comparison), per-layer profiles, and the loss curves at each arm's best rate.
+
+
+def _pm(c: dict) -> str:
+  return f"{c['mean']:.3f}" + ("" if np.isnan(c["std"]) else f" ± {c['std']:.3f}") + (
+      f" ({c['diverged']}✕)" if c["diverged"] else "")
+
+
+@dataclasses.dataclass(frozen=True)
+class RateTable:
+  """A report item: per arm (and grid point), its loss against the rate: the fitted optimum
+  and the loss there with their intervals over seeds, the seeds bracketed, whether it learns,
+  the sensitivity over its base grid, the models that diverged, and the mean ± std over seeds
+  at each rate (a diverged model at the loss at init); then a figure per comparison
+  (``comparisons``: ``(key, title, arms, beside)``, drawn when one of ``arms`` has runs at
+  two rates, with the arms ``beside`` them for reference)."""
+  comparisons: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = ()
+
+  def table(self, data: Data) -> dict[str, dict]:
+    out = {}
+    for arm in sorted(data.arms()):
+      for point in data.points(arm):
+        rs = data.runs(arm, point)
+        curve = curves.rate_curve(rs)
+        out[arm + at_text(point)] = {"rates": {f"{lr:g}": c for lr, c in curve.items()}, **curves.summary(rs),
+                                     "cells": len(rs), "diverged": sum(r.diverged for r in rs)}
+    return out
+
+  def section(self, data: Data, out: str) -> Section:
+    from research import page as reporting  # pylint: disable=import-outside-toplevel
+    table = self.table(data)
+    rates = sorted({float(lr) for a in table.values() for lr in a["rates"]})
+    f = reporting.interval_text
+    lines = ["## Learning-rate curves per arm", "",
+             "Final validation loss (mean ± std over seeds, a diverged seed counted at the loss at "
+             "init) at each peak rate; ✕ = diverged seeds. Fitted optimum: the geometric mean over "
+             "seeds of each seed's fitted optimal rate, and the mean of the fitted losses there, "
+             "with 95 % t intervals; bracketed: seeds whose best rate tried is not the smallest or "
+             f"largest; learns: best loss decisively {curves.LEARNS_BY} nats below the unigram "
+             "baseline; sensitivity (Wortsman et al. 2023) per seed over the arm's base grid.", ""]
+    if table and all(len(a["rates"]) == 1 for a in table.values()):
+      lines += ["**Every arm was trained at a single learning rate**, so no optimum is bracketed: "
+                "the claims on optima are inconclusive by rule.", ""]
+    lines += ["| arm | fitted optimum [95 % CI] | loss there [95 % CI] | bracketed | learns | "
+              "LR sensitivity [95 % CI] | diverged | " + " | ".join(f"{lr:.3g}" for lr in rates) + " |",
+              "|---" * (7 + len(rates)) + "|"]
+    for arm, a in table.items():
+      cells = [_pm(a["rates"][f"{lr:g}"]) if f"{lr:g}" in a["rates"] else "" for lr in rates]
+      lines.append(f"| {arm} | {f(a['optimum_lr'], a['optimum_lr_interval'], '.2g')} | "
+                   f"{f(a['optimum_loss'], a['optimum_loss_interval'], '.3f')} | "
+                   f"{a['bracketed_seeds']}/{a['seeds']} | {'yes' if a['learns'] else 'no'} | "
+                   f"{f(a['sensitivity'], a['sensitivity_interval'], '.3f')} | "
+                   f"{a['diverged']}/{a['cells']} | " + " | ".join(cells) + " |")
+    return Section(lines + [""], [self.plot(data, *c, out) for c in self.comparisons], {"arms": table})
+
+  def plot(self, data: Data, key: str, title: str, arms: tuple[str, ...], beside: tuple[str, ...],
+           out: str) -> str | None:
+    """Final loss (mean ± std over seeds) against the rate per arm, with the loss at init and
+    the unigram baseline (a model that learnt only token frequencies)."""
+    from research import page as reporting  # pylint: disable=import-outside-toplevel
+    if not any(len(curves.by_rate(data.runs(a))) > 1 for a in arms):
+      return None
+    runs = {a: data.runs(a) for a in arms + beside if data.runs(a)}
+    fig = reporting.figure(figsize=(7, 4.5))
+    ax = fig.subplots()
+    for i, (arm, rs) in enumerate(runs.items()):
+      curve = curves.rate_curve(rs)
+      lrs = list(curve)
+      ax.errorbar(lrs, [curve[lr]["mean"] for lr in lrs], yerr=np.nan_to_num([curve[lr]["std"] for lr in lrs]),
+                  marker="o", ms=4, capsize=3, color=f"C{i}", label=arm)
+      div = [lr for lr in lrs if curve[lr]["diverged"]]
+      ax.plot(div, [curve[lr]["mean"] for lr in div], "x", color=f"C{i}", ms=10, mew=2)
+    every = [r for _, _, r, _ in data.rows]
+    initial, unigram = float(np.nanmedian([r.initial for r in every])), curves.unigram(every)
+    ax.axhline(initial, color="gray", ls=":", lw=1, label=f"loss at init ({initial:.2f})")
+    if np.isfinite(unigram):
+      ax.axhline(unigram, color="gray", ls="--", lw=1, label=f"unigram baseline ({unigram:.2f})")
+    ax.set(xscale="log", xlabel="peak learning rate", ylabel="final validation loss (nats)",
+           title=f"{title}\n(mean ± std over seeds; ✕ = a seed diverged, counted at the init loss)")
+    ax.legend(fontsize=7)
+    return reporting.save(fig, out, f"lr_{key}.png")
+
+
+def mean_profile(data: Data, arm: str, probe: str, when: str) -> np.ndarray | None:
+  """The mean of ``arm``'s per-layer ``probe`` (``when``: ``init``, one per seed; ``end``,
+  each completed model)."""
+  seen = {}
+  for _, _, run, rec in (r for r in data.rows if r[0] == arm):
+    prof = (rec.get(when) or {}).get(probe)
+    if prof and all(v is not None for v in prof) and np.all(np.isfinite(prof)) and (when == "init" or not run.diverged):
+      seen.setdefault(run.seed if when == "init" else rec["name"], prof)
+  return np.mean(list(seen.values()), axis=0) if seen else None
+
+
+def plot_profiles(data: Data, arms: tuple[str, ...], panels: tuple[tuple[str, str], ...], out: str,
+                  name: str) -> str | None:
+  """Per-layer probes, a panel per ``(probe, when)``, a line per arm (mean over its models)."""
+  from research import page as reporting  # pylint: disable=import-outside-toplevel
+  fig = reporting.figure(figsize=(4.3 * len(panels), 4))
+  axes = fig.subplots(1, len(panels))
+  drawn = False
+  for ax, (probe, when) in zip(np.atleast_1d(axes), panels):
+    for i, arm in enumerate(arms):
+      prof = mean_profile(data, arm, probe, when)
+      if prof is not None:
+        first = 0 if probe == "residual_norm" else 1  # the residual stream starts at the embedding
+        ax.plot(range(first, first + len(prof)), prof, "o-", ms=4, color=f"C{i}", label=arm)
+        drawn = True
+    ax.set(title=f"{probe} {'at init' if when == 'init' else 'at the end'}", yscale="log",
+           xlabel="after block (0 = embedding)" if probe == "residual_norm" else "layer")
+    if ax.get_legend_handles_labels()[0]:
+      ax.legend(fontsize=7)
+  return reporting.save(fig, out, name) if drawn else None
+
+
+@dataclasses.dataclass(frozen=True)
+class BestCurves:
+  """A report item: the training and validation loss of each of ``arms`` at each seed's best
+  rate tried, a line per seed."""
+  arms: tuple[str, ...] = ()
+
+  def section(self, data: Data, out: str) -> Section:
+    from research import page as reporting  # pylint: disable=import-outside-toplevel
+    arms = [a for a in self.arms if data.runs(a)]
+    if not arms:
+      return Section([])
+    fig = reporting.figure(figsize=(12, 4.5))
+    axes = fig.subplots(1, 2, sharey=True)
+    for i, arm in enumerate(arms):
+      opts = curves.optima(data.runs(arm))
+      best = np.exp(np.mean([np.log(o.grid_lr) for o in opts.values()])) if opts else float("nan")
+      mine = sorted(((run.seed, rec) for a, _, run, rec in data.rows
+                     if a == arm and run.seed in opts and run.lr == opts[run.seed].grid_lr), key=lambda x: x[0])
+      for j, (_, rec) in enumerate(mine):
+        for ax, key in ((axes[0], "train_curve"), (axes[1], "val_curve")):
+          pts = [(s, l) for s, l in rec.get(key, []) if l is not None and np.isfinite(l)]
+          if pts:
+            ax.plot(*zip(*pts), color=f"C{i}", lw=1, alpha=0.8, label=f"{arm} @ ~{best:.2g}" if j == 0 else None)
+    for ax, title in zip(axes, ("train loss", "validation loss")):
+      ax.set(title=f"{title} at each arm's best rate", xlabel="step")
+    axes[0].set_ylabel("nats / token")
+    if axes[1].get_legend_handles_labels()[0]:
+      axes[1].legend(fontsize=7)
+    return Section([], [reporting.save(fig, out, "loss_curves.png")])
+
+
+def optimum_lines(data: Data) -> tuple[list[dict], list[str]]:
+  """The optimum of every arm at every grid point: rate and loss with their intervals over
+  seeds, bracketed seeds, sensitivity; as rows for results.json and a markdown table."""
+  rows = []
+  lines = ["## Optima", "", "Per arm and grid point, over seeds: the fitted optimal peak rate "
+           "(geometric mean, 95 % t interval), the best loss there, the seeds whose optimum is "
+           "bracketed by the grid, the sensitivity and whether the arm learns.", "",
+           "| arm | point | optimal rate | best loss | bracketed | sensitivity | learns |",
+           "|---|---|---|---|---|---|---|"]
+  for arm in data.arms():
+    for point in data.points(arm):
+      runs = data.runs(arm, point)
+      s = curves.summary(runs)
+      rows.append({"arm": arm, "point": dict(point), **s, "rates": curves.rate_curve(runs)})
+      f = lambda x, ci, fmt: reporting.interval_text(x, ci, fmt)
+      lines.append(f"| {arm} | {at_text(point)[2:] or '—'} | "
+                   f"{f(s['optimum_lr'], s['optimum_lr_interval'], '.3g')} | "
+                   f"{f(s['optimum_loss'], s['optimum_loss_interval'], '.3f')} | "
+                   f"{s['bracketed_seeds']}/{s['seeds']} | "
+                   f"{f(s['sensitivity'], s['sensitivity_interval'], '.3f')} | "
+                   f"{'yes' if s['learns'] else 'no'} |")
+  return rows, lines + [""]
+
+
+def plot_curves(data: Data, out: str) -> str | None:
+  """The mean final loss against the peak rate, a line per arm and grid point."""
+  if not data.rows:
+    return None
+  fig = reporting.figure(figsize=(6, 4))
+  ax = fig.add_subplot(1, 1, 1)
+  i = 0
+  for arm in data.arms():
+    for point in data.points(arm):
+      curve = curves.rate_curve(data.runs(arm, point))
+      ax.plot(list(curve), [v["mean"] for v in curve.values()], "o-", color=f"C{i % 10}",
+              label=arm + at_text(point))
+      i += 1
+  ax.set(xscale="log", xlabel="peak learning rate", ylabel="final validation loss (mean over seeds)")
+  ax.legend(fontsize=7)
+  return reporting.save(fig, out, "loss_vs_rate.png")

@@ -1,0 +1,332 @@
+"""The z-loss drift studies' kinds: a probe's track over training, its drift over the second half and its late window.
+
+``Drifts`` (a finding), ``HoldsLate`` and ``LowersLossLate`` (``Holds`` and ``LowersLoss`` read
+over a late window of the track), and the report items ``DriftTable`` and ``LateSeeds``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Mapping
+
+import numpy as np
+
+from research import claims
+from research import curves
+from research.kind_base import at_text, Claim, Data, in_order, NAN, Section
+from research.kind_zloss import (
+    FOUND, Holds, LowersLoss, Model, models, NOT_FOUND, Pairs, runaway, Runaway, state)
+
+
+
+# ----------------------------------------------------------------------------- log Z's trajectory
+
+
+def model_learns(rec: Mapping[str, Any]) -> bool:
+  """A model that completed without diverging (``cells.diverged``) with its final validation
+  loss ``curves.LEARNS_BY`` below the unigram: one that still trains."""
+  from research import cells as cells_lib  # pylint: disable=import-outside-toplevel
+  return (rec["status"] == "completed" and not cells_lib.diverged(rec)
+          and rec.get("unigram_val_loss") is not None
+          and float(rec["final_val_loss"]) < float(rec["unigram_val_loss"]) - curves.LEARNS_BY)
+
+
+@dataclasses.dataclass(frozen=True)
+class Track:
+  """One model's probe over training as the drift kinds see it. Wortsman et al. 2023 (sec.
+  3.2): the output-logit divergence is a drift of log Z late in training, in a model that
+  still trains; its late drift is the probe at the end minus the probe half-way."""
+  seed: int
+  lr: float
+  curve: tuple[tuple[int, float], ...]  # (step, probe) at every probe
+  steps: int  # the run's length
+  completed: bool
+  learns: bool  # ``model_learns``
+  final: float  # the final validation loss (nan: the model did not complete)
+  attn_end: float  # the largest attention logit at the last probe (nan: none)
+
+  def at(self, step: float) -> float:
+    """The probe nearest ``step`` (nan: none)."""
+    return min(self.curve, key=lambda sv: abs(sv[0] - step))[1] if self.curve else NAN
+
+  @property
+  def start(self) -> float:
+    return self.at(0)
+
+  @property
+  def mid(self) -> float:
+    return self.at(self.steps / 2)
+
+  @property
+  def end(self) -> float:
+    return self.curve[-1][1] if self.curve else NAN
+
+  @property
+  def drift(self) -> float:
+    """The late drift: the probe at the end minus the probe nearest half the run (nan where
+    the model did not complete, or was probed fewer than 3 times)."""
+    if not self.completed or len(self.curve) < 3:
+      return NAN
+    return self.end - self.mid
+
+  @property
+  def read(self) -> bool:
+    return math.isfinite(self.drift)
+
+
+def tracks(data: Data, arm: str, at: Mapping[str, Any] | tuple = (), probe: str = "log_z") -> list[Track]:
+  """``arm``'s models at ``at`` with their ``probe`` trajectories, by rate and seed."""
+  out = []
+  for rec in data.records(arm, at):
+    curve = tuple((int(s), float(v)) for s, v in rec.get(f"{probe}_curve") or () if v is not None)
+    attn = rec.get("attn_logit_curve") or []
+    done = rec["status"] == "completed"
+    out.append(Track(int(rec["seed"]), float(rec["learning_rate"]), curve,
+                     int(rec["overrides"].get("train.steps") or rec["steps"]), done, model_learns(rec),
+                     float(rec["final_val_loss"]) if done else NAN,
+                     float(attn[-1][1]) if attn and attn[-1][1] is not None else NAN))
+  return sorted(out, key=lambda t: (t.lr, t.seed))
+
+
+def tracks_by_rate(ts: list[Track]) -> dict[float, list[Track]]:
+  out: dict[float, list[Track]] = {}
+  for t in ts:
+    out.setdefault(t.lr, []).append(t)
+  return out
+
+
+def drift_state(ts: list[Track], bound: float) -> str:
+  """``drifts`` (every seed learns, with a late drift of at least ``bound`` nats either way),
+  ``stays`` (every seed completed with a late drift below ``bound``) or ``mixed`` (seeds
+  disagree, a model did not complete, or one drifted without learning)."""
+  if not ts or not all(t.read for t in ts):
+    return "mixed"
+  big = [abs(t.drift) >= bound for t in ts]
+  if all(big) and all(t.learns for t in ts):
+    return "drifts"
+  return "stays" if not any(big) else "mixed"
+
+
+def median_of(xs) -> float:
+  finite = [x for x in xs if math.isfinite(x)]
+  return float(np.median(finite)) if finite else NAN
+
+
+@dataclasses.dataclass(frozen=True)
+class DriftTable:
+  """A report item: per arm, grid point and rate, over seeds, how many models learn
+  (``model_learns``), the probe at step 0, half-way and at the end (medians), the late drift
+  (median, and each seed's), its ``drift_state`` at ``bound``, the largest attention logit at
+  the end and the final loss (medians); and a figure of every model's trajectory, a panel
+  per rate."""
+  bound: float = 2.0
+  probe: str = "log_z"
+  note: str = ""
+
+  def section(self, data: Data, out: str) -> Section:
+    f = lambda x, spec: "—" if not math.isfinite(x) else format(x, spec)
+    lines = [f"## {self.probe} over training per arm and rate", "", *([self.note, ""] if self.note else []),
+             f"Per arm, grid point and rate, over the seeds: the models that learn (completed, not "
+             f"diverged, final loss {curves.LEARNS_BY:g} nats below the unigram), {self.probe} at "
+             f"step 0, half-way and at the end (medians), the late drift (the end minus half-way: "
+             f"median, and each seed's), its state at {self.bound:g} nats (drifts: every seed learns "
+             f"and drifts that far; stays; mixed), the largest attention logit at the end and the "
+             f"final validation loss (medians).", "",
+             "| arm | point | rate | learn | start | half-way | end | late drift (per seed) | state "
+             "| attention logit at the end | final loss |", "|---" * 11 + "|"]
+    panels: dict[float, list[tuple[str, Track]]] = {}
+    rows = []
+    for point in in_order({p for arm in data.arms() for p in data.points(arm)}):
+      for arm in [a for a in data.arms() if point in data.points(a)]:
+        for lr, ts in tracks_by_rate(tracks(data, arm, point, self.probe)).items():
+          seeds = ", ".join(f(t.drift, "+.2f") for t in ts)
+          st = drift_state(ts, self.bound)
+          lines.append(
+              f"| {arm} | {at_text(point)[2:] or '—'} | {lr:g} | {sum(t.learns for t in ts)}/{len(ts)} | "
+              f"{f(median_of(t.start for t in ts), '.2f')} | {f(median_of(t.mid for t in ts), '.2f')} | "
+              f"{f(median_of(t.end for t in ts), '.2f')} | {f(median_of(t.drift for t in ts), '+.2f')} "
+              f"({seeds}) | {st} | {f(median_of(t.attn_end for t in ts), '.3g')} | "
+              f"{f(median_of(t.final for t in ts), '.3f')} |")
+          rows.append({"arm": arm, **dict(point), "learning_rate": lr, "state": st,
+                       "drift": {t.seed: t.drift for t in ts}, "learns": sum(t.learns for t in ts)})
+          panels.setdefault(lr, []).extend((arm, t) for t in ts)
+    return Section(lines + [""], [self.plot(panels, out)], {"drift": rows})
+
+  def plot(self, panels: dict[float, list[tuple[str, Track]]], out: str) -> str | None:
+    if not panels:
+      return None
+    from research import page as reporting  # pylint: disable=import-outside-toplevel
+    fig = reporting.figure(figsize=(4 * len(panels), 3.6))
+    arms = list(dict.fromkeys(a for ts in panels.values() for a, _ in ts))
+    for i, lr in enumerate(sorted(panels)):
+      ax = fig.add_subplot(1, len(panels), i + 1)
+      for arm, t in panels[lr]:
+        j = arms.index(arm)
+        ax.plot([s for s, _ in t.curve], [v for _, v in t.curve], color=f"C{j}", lw=1,
+                label=arm if t is next(u for a, u in panels[lr] if a == arm) else None)
+      ax.set(xlabel="step", ylabel=self.probe, title=f"rate {lr:g}")
+      ax.legend(fontsize=7)
+    return reporting.save(fig, out, f"{self.probe}_trajectories.png")
+
+
+@dataclasses.dataclass(frozen=True)
+class Drifts(Claim):
+  """A finding: where the probe drifts late in models that still train. Per arm of ``arms``
+  and rate, at ``at``: ``drift_state`` over its seeds. Found when one drifts, Not found when
+  all stay, Inconclusive otherwise; beside each found setting, its arm's partner in
+  ``beside`` (shown, not judged). Its section: ``DriftTable`` and results.json's ``finding``."""
+  family: str | None = None
+  arms: tuple[str, ...] = ()
+  beside: tuple[tuple[str, str], ...] = ()  # (arm, the arm shown beside it)
+  at: tuple = ()
+  bound: float = 2.0
+  probe: str = "log_z"
+  test_kind = "finding"
+
+  def needs(self) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(self.arms + tuple(b for _, b in self.beside)))
+
+  def quantity_text(self) -> str:
+    return f"late drift of {self.probe} (the end minus half-way) per arm and rate, in models that learn"
+
+  def rule(self) -> str:
+    return (f"per (arm, rate) of {', '.join(self.arms)}: 'drifts' when every seed completed, "
+            f"learns (not diverged, final loss {curves.LEARNS_BY:g} nats below the unigram) and "
+            f"its {self.probe} at the end lies at least {self.bound:g} nats from its {self.probe} "
+            f"half-way through, 'stays' when every seed completed with a late drift below "
+            f"{self.bound:g}, 'mixed' otherwise; Found when one (arm, rate) drifts, Not found when "
+            f"all stay, Inconclusive otherwise")
+
+  def find(self, data: Data) -> tuple[str, list[tuple[str, float]], list[str]]:
+    """``(verdict, the (arm, rate) that drift, lines)``."""
+    plain = {(a, lr): ts for a in self.arms
+             for lr, ts in tracks_by_rate(tracks(data, a, self.at, self.probe)).items()}
+    if not plain:
+      return claims.INCONCLUSIVE, [], ["No models."]
+    states = {k: drift_state(ts, self.bound) for k, ts in plain.items()}
+    found = [k for k, s in states.items() if s == "drifts"]
+    lines = []
+    for arm, lr in found:
+      text = (f"{arm}, rate {lr:g}: late drift of {self.probe}, median "
+              f"{median_of(t.drift for t in plain[(arm, lr)]):+.2f} nats, every seed learning")
+      for partner in [b for a, b in self.beside if a == arm]:
+        ts = tracks_by_rate(tracks(data, partner, self.at, self.probe)).get(lr, [])
+        text += f"; {partner}: median {median_of(t.drift for t in ts):+.2f} ({drift_state(ts, self.bound)})"
+      lines.append(text + ".")
+    if found:
+      return FOUND, found, lines + ["Found: " + ", ".join(f"{a} at rate {lr:g}" for a, lr in found) + "."]
+    if all(s == "stays" for s in states.values()):
+      return NOT_FOUND, [], [f"{self.probe} moves by less than {self.bound:g} nats over the second half "
+                             f"of training in every arm and rate (largest |median late drift| "
+                             f"{max(abs(median_of(t.drift for t in ts)) for ts in plain.values()):.2f})."]
+    mixed = sum(s == "mixed" for s in states.values())
+    return claims.INCONCLUSIVE, [], lines + [
+        f"No setting drifts in every seed while learning; {mixed} of {len(states)} are mixed (seeds "
+        f"disagree, a model did not complete, or one drifted without learning)."]
+
+  def test(self, data: Data) -> claims.Test:
+    verdict, _, lines = self.find(data)
+    return claims.Test(self.key, self.claim, self.rule(), [],
+                       missing=claims.Verdict(self.claim, verdict, lines, self.rule()))
+
+  def section(self, data: Data, out: str) -> Section:
+    verdict, found, _ = self.find(data)
+    s = DriftTable(self.bound, self.probe).section(data, out)
+    s.results["finding"] = {"verdict": verdict, "drifts": [{"arm": a, "learning_rate": lr} for a, lr in found]}
+    return s
+
+
+# ----------------------------------------------------------------------------- log Z late in training
+#
+# The runaway kinds (``Holds``, ``LowersLoss``) read the probe at its last reading, one noisy
+# number: on the confirmatory drift study's models (``results/zloss_drift-cpu``) log Z moved
+# by 1-3 nats between readings 2,500 steps apart. The late kinds read it over the trajectory's
+# late window instead, in models that still train.
+
+
+def late_mean(t: Track, window: float) -> float:
+  """The mean of ``t``'s probe over its readings in the last ``window`` of the run (steps at
+  or after ``(1 - window) * steps``); nan where the model does not learn (``model_learns``),
+  or has no reading there."""
+  late = [v for s, v in t.curve if s >= (1 - window) * t.steps]
+  return float(np.mean(late)) if t.learns and late else NAN
+
+
+def late_models(data: Data, arm: str, at: Mapping[str, Any] | tuple = (), probe: str = "log_z",
+                window: float = 0.2) -> list[Model]:
+  """``arm``'s models (``models``) with ``end`` the probe's ``late_mean`` over ``window``:
+  a model that does not learn is not read."""
+  late = {(t.lr, t.seed): late_mean(t, window) for t in tracks(data, arm, at, probe)}
+  return [dataclasses.replace(m, end=late[(m.lr, m.seed)]) for m in models(data, arm, at, probe)]
+
+
+@dataclasses.dataclass(frozen=True)
+class LateRunaway(Runaway):
+  """A runaway kind read late: where the ``reference``'s probe, averaged over the last
+  ``window`` of training in a model that still learns, lies ``bound`` past the band, ``arm``'s
+  over the same window (``late_models``)."""
+  window: float = 0.2
+
+  def pairs(self, data: Data, arm: str | None = None) -> Pairs:
+    p = super().pairs(data, arm)
+    at_rate = lambda a: {m.seed: m for m in late_models(data, a, self.at, self.probe, self.window)
+                         if m.lr == self.rate}
+    plain, other = at_rate(self.reference), at_rate(arm or self.arm)
+    sides = {s: runaway(m, self.bound) for s, m in sorted(plain.items())
+             if s in other and runaway(m, self.bound)}
+    return dataclasses.replace(p, plain=plain, other=other, sides=sides)
+
+  def premise(self) -> str:
+    return (f"at rate {self.rate:g}, on the seeds where {self.reference} learned (completed, not "
+            f"diverged, below the unigram) with its {self.probe} averaged over the readings in the "
+            f"last {self.window:.0%} of training at least {self.bound:g} nats past the band [0, "
+            f"log V] (above: {self.probe} - log V; below: -{self.probe}; at least "
+            f"{self.min_seeds} such seeds, else it cannot be judged there), {self.arm} of the same "
+            f"seed and rate over the same readings (a model that does not learn is not read)")
+
+
+@dataclasses.dataclass(frozen=True)
+class HoldsLate(LateRunaway, Holds):
+  """``Holds`` read over the late window (``LateRunaway``)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LowersLossLate(LateRunaway, LowersLoss):
+  """``LowersLoss`` on the seeds where the reference ran away over the late window."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LateSeeds:
+  """A report item: per seed at ``rate``, each arm's probe over the late window
+  (``late_mean``), whether ``reference``'s lies ``bound`` past the band [0, log V] (and on
+  which side), and every model's final loss."""
+  reference: str
+  arms: tuple[str, ...]
+  rate: float
+  bound: float = 2.0
+  window: float = 0.2
+  probe: str = "log_z"
+
+  def section(self, data: Data, out: str) -> Section:
+    del out
+    fmt = lambda x, f: "—" if not math.isfinite(x) else format(x, f)
+    names = (self.reference, *self.arms)
+    by = {a: {m.seed: m for m in late_models(data, a, (), self.probe, self.window) if m.lr == self.rate}
+          for a in names}
+    lines = ["## Per seed, late in training", "", f"Each seed's models at rate {self.rate:g}: "
+             f"{self.probe} averaged over the readings in the last {self.window:.0%} of training "
+             f"(— where a model does not learn), whether {self.reference}'s lies {self.bound:g} nats "
+             f"past the band [0, log V] (and on which side), and the final validation loss.", "",
+             "| seed | " + " | ".join(f"{a}: late {self.probe}" for a in names) + " | ran away | "
+             + " | ".join(f"{a} loss" for a in names) + " |", "|---" * (2 + 2 * len(names)) + "|"]
+    rows = []
+    for seed, plain in sorted(by[self.reference].items()):
+      side = runaway(plain, self.bound)
+      get = lambda a, f, seed=seed: getattr(by[a][seed], f) if seed in by[a] else NAN
+      rows.append({"seed": seed, "runaway": side, **{f"{a}_late": get(a, "end") for a in names},
+                   **{f"{a}_final": get(a, "final") for a in names}})
+      lines.append(f"| {seed} | " + " | ".join(fmt(get(a, "end"), "+.2f") for a in names)
+                   + f" | { {1: 'above', -1: 'below', 0: 'no'}[side]} | "
+                   + " | ".join(fmt(get(a, "final"), ".3f") for a in names) + " |")
+    return Section(lines + [""], [], {"late_seeds": rows})

@@ -1,0 +1,381 @@
+"""The rate recipe's kinds and the per-layer probe gap.
+
+``AxisSlope`` (the optimum's slope per doubling of an axis), ``Recipe`` of ``Leg``s (the
+prediction it carries to a target, ``Prediction``), ``HeldOut`` (a held-out rung against that
+prediction), and ``ProbeGap``: a per-layer probe's growth with depth (last entry over first),
+at the end of training or at initialisation, one arm against another paired by seed (the norms
+study's: Kim et al. 2025's hidden-state growth).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Mapping
+
+import numpy as np
+
+from research import claims
+from research import curves
+from research import optimum
+from research import stats
+from research.kind_base import (
+    _missing, at_text, Claim, Data, learn_guard, named, NAN, not_located, p_beyond, probe_ratio, Section,
+    seed_slopes, slope, span, words)
+from research.kind_contrast import ratio_text
+from research.kind_choice import plot_profiles
+
+
+# ----------------------------------------------------------------------------- a rate recipe
+# The learning-rate recipe (issue 45): how the optimal rate moves along each axis that
+# separates a small base from a target model, one axis at a time, each seed's optimum
+# placed by the flat-basin fit (``research/optimum.py``), and the axes combined into one
+# predicted rate whose interval holds each extrapolation's error.
+
+
+def basin_optima(data: Data, arm: str, axis: str) -> tuple[dict[int, dict[Any, float]], list[str]]:
+  """``{seed: {value: log(optimum)}}`` of ``arm`` along ``axis``, each seed's optimum the
+  vertex of the parabola over its rates within ``optimum.BAND`` of its best
+  (``optimum.basin`` of that seed alone), and what was not located: a value where the arm
+  does not learn, a seed whose basin has no minimum among its rates (an optimum at or
+  beyond the grid's edge)."""
+  missing, points = [], {}
+  for v in data.values(arm, axis):
+    runs, where = data.runs(arm, {axis: v}), at_text({axis: v})[2:]
+    if not curves.learns(runs):
+      missing.append(f"{where}: {arm} does not learn")
+      continue
+    table = optimum.table(runs)
+    for seed in sorted({r.seed for r in runs}):
+      own = {lr: {seed: by[seed]} for lr, by in table.items() if seed in by}
+      b = optimum.basin(own, resamples=0)
+      if b.optimum is None:
+        missing.append(f"{where} seed {seed}: {arm}'s basin has no minimum inside the grid "
+                       f"(best grid rate {b.best:.3g})")
+      else:
+        points.setdefault(seed, {})[v] = math.log(b.optimum)
+  return dict(sorted(points.items())), missing
+
+
+def local_slopes(points: Mapping[int, Mapping[Any, float]]) -> list[float]:
+  """The slopes between neighbouring values of the axis of the seeds' mean log optimum
+  (per doubling): where they differ from the straight line's, the line bends."""
+  values = sorted({v for by in points.values() for v in by})
+  means = [float(np.mean([by[v] for by in points.values() if v in by])) for v in values]
+  return [(b - a) / math.log2(w / v) for (v, a), (w, b) in zip(zip(values, means),
+                                                                zip(values[1:], means[1:]))]
+
+
+@dataclasses.dataclass(frozen=True)
+class AxisSlope(Claim):
+  """How far the optimal rate moves along one axis: per seed, the least-squares slope of
+  log(flat-basin optimum) against log2 ``axis`` (``basin_optima``; at least ``min_points``
+  values); over seeds a one-sample t test: ``falls`` / ``rises`` (beyond 0), or ``flat``
+  (the optimum moves by less than ``factor`` over the axis' span: within
+  ``+-log(factor) / span`` per doubling, two one-sided tests)."""
+  arm: str = ""
+  axis: str = ""
+  predict: str = "falls"
+  factor: float = 2.0
+  span: float = 2.0  # doublings the axis spans in the grid (for the flat margin and the plan)
+  min_points: int = 3
+
+  @property
+  def test_kind(self) -> str:  # type: ignore[override]
+    return "equivalent" if self.predict == "flat" else "directed"
+
+  @property
+  def margin(self) -> float:
+    """log(factor) per the span of the axis, in log per doubling (``flat`` only)."""
+    return math.log(self.factor) / self.span if self.predict == "flat" else NAN
+
+  def needs(self) -> tuple[str, ...]:
+    return (self.arm,)
+
+  def quantity_text(self) -> str:
+    return f"{self.arm}: slope of log(flat-basin optimal rate) per doubling of {self.axis}"
+
+  def rule(self) -> str:
+    want = (f"within ±log {self.factor:g} / {self.span:g} = ±{self.margin:.3f} per doubling (the "
+            f"optimum moves by less than a factor {self.factor:g} over the axis; two one-sided "
+            f"tests)" if self.predict == "flat" else
+            f"{'below' if self.predict == 'falls' else 'above'} 0")
+    return (f"per seed and value of {self.axis}, the optimal rate: the vertex of the parabola in "
+            f"log(rate) over the seed's rates within {optimum.BAND:g} nats of its best "
+            f"(research/optimum.py); per seed, the least-squares {self.quantity_text()} (at "
+            f"least {self.min_points} values); reproduced when the mean slope over seeds lies "
+            f"{want}, not reproduced when it lies decisively "
+            + ("outside the margin" if self.predict == "flat" else "on the other side of 0")
+            + "; inconclusive otherwise, or when a seed's optimum is not located (the arm does "
+              "not learn, or its basin has no minimum inside the grid) at a value of the axis")
+
+  def slopes(self, data: Data) -> tuple[dict[int, float], dict, list[str]]:
+    points, missing = basin_optima(data, self.arm, self.axis)
+    return seed_slopes(points, self.min_points), points, missing
+
+  def test(self, data: Data) -> claims.Test:
+    slopes, points, out = self.slopes(data)
+    if len(slopes) < 2:
+      return _missing(self, self.rule(), f"{self.min_points} located optima for two seeds of "
+                      f"{self.arm} along {self.axis}", out)
+    if self.predict == "flat":
+      e, pf, pa = stats.within(list(slopes.values()), self.margin)
+    else:
+      e = stats.one_sample(list(slopes.values()))
+      side = "below" if self.predict == "falls" else "above"
+      pf, pa = p_beyond(e, 0.0, side), p_beyond(e, 0.0, "above" if side == "below" else "below")
+    bends = ", ".join(f"{s:+.2f}" for s in local_slopes(points))
+    lines = [f"{self.arm}'s optimum moves by a factor {math.exp(e.diff):.2f} "
+             f"per doubling of {self.axis.split('.')[-1]}; the local slopes between neighbouring "
+             f"values (seeds' mean) are {bends} per doubling."]
+    return claims.Test(self.key, self.claim, self.rule(), lines, e, self.quantity_text(), pf, pa,
+                       [not_located(out)], tuple(sorted(slopes)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Leg:
+  """One axis of a recipe: ``arm``'s optimum along ``axis``, carried from the base's value
+  to the target's."""
+  arm: str
+  axis: str
+  target: float  # the target model's value of the axis
+
+
+@dataclasses.dataclass(frozen=True)
+class Prediction:
+  """A recipe's rate at a point: the log rate, and how far below and above it the interval
+  reaches (log units), with a row per source of error."""
+  log_rate: float
+  below: float
+  above: float
+  rows: list
+
+  @property
+  def rate(self) -> float:
+    return math.exp(self.log_rate)
+
+  @property
+  def interval(self) -> tuple[float, float]:
+    return math.exp(self.log_rate - self.below), math.exp(self.log_rate + self.above)
+
+  def text(self) -> str:
+    return "{:.3g} [{:.3g}, {:.3g}]".format(self.rate, *self.interval)
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+  """A learning-rate recipe (issue 45): the base's optimal rate (``base_arm`` at its one
+  grid point, the base, the multi-seed flat-basin reading: its bootstrap interval where the fit resolves it, the
+  grid points beside the best where it does not), carried along each ``Leg``: per seed the
+  slope of log(optimum) per doubling (``AxisSlope``), its mean times the doublings from the
+  base to the target. Each leg's error, in log units, is (the half-width of the slope's 95 %
+  t interval over seeds + the largest gap between a local slope and the line, its bend)
+  times the doublings it is carried; the interval adds the base's and every leg's error in
+  quadrature (independent sources). ``command``: the run that trains the target model under
+  the recipe's rules (``carry``: its overrides) at the predicted rate."""
+  title: str
+  name: str
+  base_arm: str
+  legs: tuple[Leg, ...]
+  config: str = "andrea120m"
+  carry: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  note: str = ""
+
+  def base(self, data: Data) -> dict[str, Any] | None:
+    """The base: ``base_arm``'s one grid point (None: it has none or several)."""
+    points = data.points(self.base_arm)
+    return dict(points[0]) if len(points) == 1 else None
+
+  def base_rate(self, data: Data, base: Mapping[str, Any]) -> tuple[float, float, float, str]:
+    b = optimum.basin(optimum.table(data.runs(self.base_arm, base)))
+    if b.resolved:
+      lo, hi = b.interval
+      center = b.optimum
+    else:
+      center = b.best
+      lo, hi = (x if x is not None else b.best for x in b.between)
+    return math.log(center), math.log(center / lo), math.log(hi / center), b.text()
+
+  def predict(self, data: Data, at: Mapping[str, Any] | None = None) -> Prediction | None:
+    """The rate at ``at`` (default: every leg's target); None without a base or when a leg
+    has no slope."""
+    base = self.base(data)
+    if base is None or not data.runs(self.base_arm, base):
+      return None
+    log_rate, below, above, base_text = self.base_rate(data, base)
+    rows = [("base", f"{self.base_arm} at {words(base)}", base_text, below, above)]
+    err2_lo, err2_hi = below ** 2, above ** 2
+    for leg in self.legs:
+      target = (at or {}).get(leg.axis, leg.target) if at is not None else leg.target
+      doublings = math.log2(target / base[leg.axis])
+      if doublings == 0:
+        continue
+      points, missing = basin_optima(data, leg.arm, leg.axis)
+      slopes = seed_slopes(points, 2)
+      if len(slopes) < 2:
+        return None
+      e = stats.one_sample(list(slopes.values()))
+      bend = max((abs(s - e.diff) for s in local_slopes(points)), default=0.0)
+      half = (e.hi - e.diff if e.defined else math.inf) + bend
+      err = half * abs(doublings)
+      log_rate += e.diff * doublings
+      err2_lo, err2_hi = err2_lo + err ** 2, err2_hi + err ** 2
+      rows.append((leg.axis, leg.arm, e, bend, doublings, err))
+    return Prediction(log_rate, math.sqrt(err2_lo), math.sqrt(err2_hi), rows)
+
+  def command(self, p: Prediction) -> str:
+    flags = "".join(f" --config.{k}={v}" for k, v in self.carry.items())
+    return (f"python -m experiments.run --config={self.config}{flags} "
+            f"--config.train.learning_rate={p.rate:.3g}")
+
+  def section(self, data: Data, out: str) -> Section:
+    p = self.predict(data)
+    lines = [f"## {self.title}", ""]
+    if p is None:
+      lines += ["Not predicted: the base has no runs, or a leg has fewer than two seeds with "
+                "located optima (the claims above say which).", ""]
+      return Section(lines, results={self.name: None})
+    lines += ["| source | measured on | slope per doubling (log rate) [95 % t] | bend | doublings "
+              "carried | error (x) |", "|---|---|---|---|---|---|"]
+    base = p.rows[0]
+    lines.append(f"| base rate | {base[1]} | {base[2]} | | | x{math.exp(max(base[3], base[4])):.2f} |")
+    for axis, arm, e, bend, doublings, err in p.rows[1:]:
+      lines.append(f"| {axis} | {arm} | {e.diff:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}] | {bend:.3f} | "
+                   f"{doublings:+.2f} | x{math.exp(err):.2f} |")
+    lines += ["", f"**{self.name}: {p.text()}** (the interval adds the base's and each leg's "
+              f"error in quadrature; a leg's error is its slope's 95 % t half-width plus its bend, "
+              f"times the doublings carried).", "", f"    {self.command(p)}", ""]
+    if self.note:
+      lines += [self.note, ""]
+    lo, hi = p.interval
+    return Section(lines, results={self.name: {"rate": p.rate, "low": lo, "high": hi,
+                                               "command": self.command(p)}})
+
+
+@dataclasses.dataclass(frozen=True)
+class HeldOut(Claim):
+  """A recipe checked on a rung it did not use (``arm``'s one grid point): per seed, log of
+  ``arm``'s flat-basin optimum there minus the recipe's predicted log rate there; reproduced when the mean lies within
+  the predicted interval's half-width on its side (two one-sided tests), not reproduced when
+  decisively beyond it, inconclusive otherwise or when an optimum is not located."""
+  arm: str = ""
+  recipe: Recipe | None = None
+  test_kind = "equivalent"
+
+  def needs(self) -> tuple[str, ...]:
+    return (self.arm, self.recipe.base_arm, *(leg.arm for leg in self.recipe.legs))
+
+  def quantity_text(self) -> str:
+    return f"log({self.arm}'s optimum at the held-out rung / the {self.recipe.name} recipe's rate there)"
+
+  def rule(self) -> str:
+    return (f"the {self.recipe.name} recipe's rate at {self.arm}'s grid point with its interval "
+            f"(the recipe's rule); per seed, {self.arm}'s flat-basin optimum there; "
+            f"{self.quantity_text()} over seeds: reproduced when its mean lies within the "
+            f"predicted interval's half-width on its side (two one-sided tests), not reproduced "
+            f"when decisively beyond it, inconclusive otherwise or when an optimum or a leg's "
+            f"slope is not located")
+
+  def test(self, data: Data) -> claims.Test:
+    rung = data.points(self.arm)
+    at = dict(rung[0]) if len(rung) == 1 else {}
+    p = self.recipe.predict(data, at) if at else None
+    points, out = basin_optima(data, self.arm, next(iter(at))) if at else ({}, [])
+    if p is None or len(points) < 2:
+      return _missing(self, self.rule(), f"two seeds of {self.arm} with located optima and "
+                      f"every leg of the {self.recipe.name} recipe", out)
+    diffs = {s: list(by.values())[0] - p.log_rate for s, by in points.items()}
+    mean = float(np.mean(list(diffs.values())))
+    margin = p.above if mean >= 0 else p.below
+    e, pf, pa = stats.within(list(diffs.values()), margin)
+    held = math.exp(p.log_rate + mean)
+    lines = [f"Predicted at the held-out rung: {p.text()}; {self.arm}'s optimum there (seeds' "
+             f"geometric mean) {held:.3g}, x{math.exp(mean):.2f} the prediction (margin "
+             f"x{math.exp(margin):.2f} on that side)."]
+    return claims.Test(self.key, self.claim, self.rule(), lines, e, self.quantity_text(), pf, pa,
+                       [not_located(out)], tuple(sorted(diffs)))
+
+
+# ----------------------------------------------------------------------------- norms
+# The norms study's kind (experiments/studies/norms.py, issue 59): a per-layer probe's growth
+# with depth compared between two arms, as Kim et al. 2025 compare Peri-LN's hidden states with
+# Pre-LN's (their Figure 1: the variance per layer during training, not at initialisation).
+
+WHEN = ("init", "end")
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeGap(Claim):
+  """``arm`` against ``reference``: per seed, log of ``probe``'s last entry over its entry
+  ``first`` (1: after the first block, 0 being the embedding) ``when`` (``end``: at the end of
+  training, each arm at the seed's best rate tried, a diverged model left out; ``init``: at
+  initialisation, the seed's first record), ``arm - reference`` paired by seed; reproduced when
+  decisively ``predict`` (lower or higher) of 0, not reproduced when decisively the other way or
+  equivalent to 0 within ``none_within`` (TOST, log units: a gap too small to matter);
+  inconclusive otherwise, or (``end``) when an arm does not learn."""
+  arm: str = ""
+  reference: str = ""
+  probe: str = "residual_norm"
+  first: int = 1
+  when: str = "end"
+  predict: str = "lower"
+  none_within: float = NAN
+
+  def __post_init__(self):
+    if self.when not in WHEN or self.predict not in ("lower", "higher"):
+      raise ValueError(f"ProbeGap {self.claim!r}: when={self.when!r}, predict={self.predict!r}; "
+                       f"expected when in {WHEN} and predict 'lower' or 'higher'")
+
+  def needs(self) -> tuple[str, ...]:
+    return (self.arm, self.reference)
+
+  def quantity_text(self) -> str:
+    at = "at the end of training, at each seed's best rate" if self.when == "end" else "at initialisation"
+    return f"{self.arm} - {self.reference}: log({self.probe} last / entry {self.first}) {at}"
+
+  def rule(self) -> str:
+    return (f"paired by seed, {self.quantity_text()}; reproduced when it lies decisively "
+            f"{'below' if self.predict == 'lower' else 'above'} 0 (its test at the family's Holm "
+            f"level), not reproduced when decisively on the other side"
+            + (f" or equivalent to 0 within ±log {math.exp(self.none_within):g} (TOST)"
+               if math.isfinite(self.none_within) else "")
+            + "; inconclusive otherwise" + (", or when an arm does not learn" if self.when == "end" else "") + ".")
+
+  def ratios(self, data: Data, arm: str) -> dict[int, float]:
+    """Per seed, the log ratio (``end``: at the seed's best rate tried, not diverged)."""
+    rows = [(run, rec) for a, _, run, rec in data.rows if a == arm]
+    best = curves.optima([run for run, _ in rows]) if self.when == "end" else {}
+    out: dict[int, float] = {}
+    for run, rec in rows:
+      if self.when == "end" and (run.seed not in best or run.lr != best[run.seed].grid_lr or run.diverged):
+        continue
+      v = probe_ratio(rec, self.when, self.probe, self.first)
+      if math.isfinite(v) and v > 0:
+        out.setdefault(run.seed, math.log(v))
+    return out
+
+  def test(self, data: Data) -> claims.Test:
+    a, b = self.ratios(data, self.arm), self.ratios(data, self.reference)
+    seeds = sorted(set(a) & set(b))
+    if len(seeds) < 2:
+      return claims.Test(self.key, self.claim, self.rule(), [], missing=claims.missing(
+          self.claim, f"{self.probe} {self.when} profiles of two seeds of {self.arm} and {self.reference}",
+          self.rule()))
+    e = dataclasses.replace(stats.one_sample([a[s] - b[s] for s in seeds], self.none_within), kind="paired")
+    side, other = ("below", "above") if self.predict == "lower" else ("above", "below")
+    p_for, p_against = p_beyond(e, 0.0, side), p_beyond(e, 0.0, other)
+    if math.isfinite(self.none_within):
+      p_against = min(p_against, e.p_same)
+    lines = [f"{self.probe} last / entry {self.first} ({self.when}, geometric mean): {self.arm} "
+             f"{ratio_text(a)}, {self.reference} {ratio_text(b)}; the ratio of the two "
+             f"{ratio_text({s: a[s] - b[s] for s in seeds})}."]
+    named = {x: data.runs(x) for x in (self.arm, self.reference)}
+    checks = [learn_guard(named)] if self.when == "end" else []
+    return claims.Test(self.key, self.claim, self.rule(), lines, e, self.quantity_text(), p_for,
+                       p_against, checks, tuple(seeds))
+
+  def section(self, data: Data, out: str) -> Section:
+    """A figure: the probe per layer at initialisation and at the end, both arms."""
+    panels = ((self.probe, "init"), (self.probe, "end"))
+    return Section([], [plot_profiles(data, (self.arm, self.reference), panels, out,
+                                      f"{self.probe}_{self.arm}_{self.reference}.png")])
