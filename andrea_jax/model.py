@@ -652,7 +652,8 @@ def placement(norm: str) -> Placement:
 
 
 def mix_post_layers(cfg: ModelConfig) -> int:
-  """Mix-LN's post-LN blocks: ``mix_post_fraction * n_layer`` rounded half up (0.25 x 12 = 3)."""
+  """Mix-LN's post-LN blocks: ``mix_post_fraction * n_layer`` rounded half up (0.25 x 12 = 3, as
+  the authors' code runs its 12-layer model: ``POST_NUM=3``, github.com/pixeli99/MixLN)."""
   return int(math.floor(cfg.mix_post_fraction * cfg.n_layer + 0.5))
 
 
