@@ -17,6 +17,7 @@ class Page:
   plots: list[str | None]  # the PNGs written into ``out`` (None: nothing to draw)
   results: dict[str, Any]  # results.json's body after the sweep's own fields (dataclasses allowed)
   notes: list[str] = dataclasses.field(default_factory=list)  # lines above "## Verdicts"
+  headline: list[str] = dataclasses.field(default_factory=list)  # the answer, under the title
   index_keys: tuple[str, ...] = ("name", "scale", "base_config", "description")  # of sweep.json
   printed: list[str] = dataclasses.field(default_factory=list)  # printed after writing
 

@@ -420,6 +420,6 @@ class CheckedStudy(Study):
     page = super().page(index, cells, out)
     if self.answer is not None:
       lines, results = self.answer.lines(self.data(cells), self.answer.check.claim not in self.not_powered)
-      page.notes = ["## Answer", "", *lines, *page.notes]
+      page.headline = lines
       page.results["answer"] = results
     return page

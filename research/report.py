@@ -133,8 +133,8 @@ def opening(study: str, index: dict, cells: list[dict], design: str, headline: l
   head = [f"# {question or f'Sweep `{name}`'}", "",
           f"Study `{index['name']}` at scale `{index['scale']}`, {design_word(design)}: "
           f"{len(page.verdicts)} claims judged on {diverged_text(cells)[:-1]}.", ""]
-  if headline:
-    head += headline
+  if headline or page.headline:  # a reading's headline, or the study's own answer (rate_check.Answer)
+    head += [*page.headline, *headline]
   else:
     counts = {}
     for v in page.verdicts:
