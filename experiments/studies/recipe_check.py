@@ -185,3 +185,15 @@ STUDY = rate_check.CheckedStudy(
     answer=rate_check.Answer(CHECK, measured="andrea120m"),
     devices={"gpu": rate_check.DeviceTime()},
 )
+
+# What limits the reading (outside STUDY: the report's limitations, first).
+LIMITS = (
+    "One corpus, context 64 and vocabulary 512 at the cpu scale: the recipe carries width, depth, "
+    "steps and batch, not context, vocabulary or data, and its interval omits them.",
+    "Each horizon trains from step 0 under the cosine schedule andrea120m uses. Warmup-stable-decay "
+    "cooldowns branched from one stable run (experiments.run --cooldown_from) would read many horizons for the "
+    "price of one, but they measure another schedule's optimum, and the sweep's vmapped groups "
+    "start every member at step 0: not used here.",
+    "The legs are declared not powered (5 seeds where their plan needs 7 to 63): their slopes are "
+    "reported, and only the held-out check is judged.",
+)
