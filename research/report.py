@@ -118,6 +118,8 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
     f.write(text)
   if writes_results(source, sweep_dir, pack):
     write_results(index, cells, page, sweep_dir, command)
+  if pack and registry.is_file(study) and index.get("rules"):
+    record_verdicts(study, index, frozen, sweep_dir)
   if page.printed:
     print("\n".join(page.printed))
   return path
@@ -271,6 +273,22 @@ def _figures(v) -> tuple:
   e = v["effect"] if isinstance(v, dict) else (dataclasses.asdict(v.effect) if v.effect else None)
   claim, verdict = (v["claim"], v["verdict"]) if isinstance(v, dict) else (v.claim, v.verdict)
   return claim, verdict, None if not e else tuple(round(e[k], 3) for k in ("diff", "lo", "hi"))
+
+
+def record_verdicts(study: str, index: dict, verdicts: list, where: str) -> str | None:
+  """``verdicts_before.json`` beside a packed study's cells, once: the verdicts and effects its
+  rules (the sweep's recorded commit, the study file there) gave, against which a later
+  re-expression of those rules is checked (``reexpressed``). An existing record is kept."""
+  path = os.path.join(where, BEFORE)
+  if os.path.exists(path):
+    return None
+  body = {"commit": index["rules"].get("commit"), "rules": f"experiments/studies/{study}.py",
+          "verdicts": [{"claim": v.claim, "verdict": v.verdict,
+                        "effect": None if v.effect is None else {k: getattr(v.effect, k) for k in ("diff", "lo", "hi")}}
+                       for v in verdicts]}
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(rounded(body), f, indent=1, allow_nan=True)
+  return path
 
 
 def reexpressed(before: dict | None, verdicts: list, rules_lines: list[str],

@@ -196,3 +196,36 @@ def test_a_wrapped_line_never_opens_a_list_heading_or_quote():
   assert all(len(l) <= 300 for l in out if not l.startswith("|")) and len(out) > 3
   for l in out[1:]:
     assert l.startswith(("|", "> ")) or l.split(" ", 1)[0] not in ("-", "#", ">", "1."), l
+
+
+ROOT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKS_WITH_BEFORE = sorted(d for d in os.listdir(os.path.join(ROOT_DIR, "results"))
+                           if os.path.exists(os.path.join(ROOT_DIR, "results", d, "verdicts_before.json")))
+
+
+@pytest.mark.parametrize("pack", [p for p in PACKS_WITH_BEFORE if not p.endswith("-smoke")])
+def test_re_judging_every_committed_pack_gives_the_verdicts_recorded_before(pack):
+  """Each committed pack records the verdicts its rules gave (verdicts_before.json): re-judging
+  its cells with the rules now gives them, to the printed digits, so a re-expression of the
+  claim kinds that keeps the verdicts says so, and one that does not is caught here."""
+  from research import cells as cells_lib  # pylint: disable=import-outside-toplevel
+  from research import registry  # pylint: disable=import-outside-toplevel
+  from research import report  # pylint: disable=import-outside-toplevel
+  index, cells, _ = cells_lib.load(os.path.join(ROOT_DIR, "results", pack))
+  before = json.load(open(os.path.join(ROOT_DIR, "results", pack, report.BEFORE)))
+  verdicts = registry.study(registry.study_of(index)).judge(cells, robust=False)
+  assert [report._figures(v) for v in verdicts] == [report._figures(v) for v in before["verdicts"]]
+
+
+def test_packing_a_study_records_its_verdicts_once(tmp_path):
+  from research import claims  # pylint: disable=import-outside-toplevel
+  from research import report  # pylint: disable=import-outside-toplevel
+  from research import stats  # pylint: disable=import-outside-toplevel
+  v = claims.Verdict("c", "Reproduced", [], "rule", stats.one_sample([0.1, 0.2, 0.3]))
+  path = report.record_verdicts("muon", {"rules": {"commit": "abc"}}, [v], str(tmp_path))
+  body = json.load(open(path))
+  assert body["commit"] == "abc" and body["rules"] == "experiments/studies/muon.py"
+  assert report._figures(body["verdicts"][0]) == ("c", "Reproduced", (0.2, round(v.effect.lo, 3), round(v.effect.hi, 3)))
+  # A record already there is the one to keep: a later pack does not overwrite it.
+  assert report.record_verdicts("muon", {"rules": {"commit": "def"}}, [], str(tmp_path)) is None
+  assert json.load(open(path))["commit"] == "abc"
