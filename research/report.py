@@ -118,7 +118,7 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
     f.write(text)
   if writes_results(source, sweep_dir, pack):
     write_results(index, cells, page, sweep_dir, command)
-  if pack and registry.is_file(study) and index.get("rules"):
+  if pack and registry.is_file(study) and index.get("rules") and identity.compare(index["rules"], study).same:
     record_verdicts(study, index, frozen, sweep_dir)
   if page.printed:
     print("\n".join(page.printed))
@@ -277,7 +277,8 @@ def _figures(v) -> tuple:
 
 def record_verdicts(study: str, index: dict, verdicts: list, where: str) -> str | None:
   """``verdicts_before.json`` beside a packed study's cells, once: the verdicts and effects its
-  rules (the sweep's recorded commit, the study file there) gave, against which a later
+  rules (the sweep's recorded commit, the study file there; written only while the rules now
+  are those) gave, against which a later
   re-expression of those rules is checked (``reexpressed``). An existing record is kept."""
   path = os.path.join(where, BEFORE)
   if os.path.exists(path):
