@@ -372,7 +372,16 @@ def init_params(cfg: ModelConfig, key: jax.Array) -> dict:
     params["ln_f"] = norm()
   if not cfg.tie_embeddings:
     params["lm_head"] = jnp.pad(normal((D, V), std), ((0, 0), (0, pad)))
+  if cfg.norm_type == "dyt":
+    params["emb_scale"] = jnp.asarray(embedding_scale_init(cfg), dtype)
   return params
+
+
+def embedding_scale_init(cfg: ModelConfig) -> float:
+  """DyT's learned scalar on the embedding's output, ``sqrt(d_model)`` at init (Zhu et al. 2025,
+  their LLaMA code: ``shared_scale``, github.com/jiachenzhu/DyT, other_tasks/LLaMA): without a
+  norm, the blocks would see the embedding at its init scale (0.02), where tanh is linear."""
+  return math.sqrt(cfg.d_model)
 
 
 def zero_query(w_qkv: jax.Array, cfg: ModelConfig) -> jax.Array:
@@ -798,7 +807,7 @@ def embed(params: Params, tokens_BT: jax.Array, cfg: ModelConfig,
   The tokens sit at positions ``pos .. pos+T-1`` (``pos`` may be traced: the KV-cache
   sampler's). ``position="rope"``: the token embeddings alone (the positions rotate the
   queries and keys in ``qkv_project``). Times ``mup.embedding_multiplier`` (the base
-  model's embedding multiplier; 1 by default).
+  model's embedding multiplier; 1 by default) and, under DyT, its learned ``emb_scale``.
   """
   T = tokens_BT.shape[1]
   x_BTD = jnp.take(params["wte"], tokens_BT, axis=0)
@@ -806,6 +815,8 @@ def embed(params: Params, tokens_BT: jax.Array, cfg: ModelConfig,
     x_BTD = x_BTD + jax.lax.dynamic_slice_in_dim(params["wpe"], pos, T, axis=0)
   m = mup.embedding_multiplier(cfg)
   x_BTD = x_BTD if m == 1.0 else x_BTD * jnp.asarray(m, x_BTD.dtype)
+  if cfg.norm_type == "dyt":  # its learned scalar on the embedding (embedding_scale_init)
+    x_BTD = x_BTD * params["emb_scale"].astype(x_BTD.dtype)
   return x_BTD.astype(compute_dtype(cfg))
 
 
@@ -932,7 +943,7 @@ def count_params(cfg: ModelConfig) -> int:
   total = L * block + cfg.padded_vocab * D + position_params(cfg)
   total += norm_size(cfg) if placement(cfg.norm).final_norm else 0
   total += 0 if cfg.tie_embeddings else D * cfg.padded_vocab
-  return total
+  return total + (1 if cfg.norm_type == "dyt" else 0)  # DyT's embedding scale
 
 
 def position_params(cfg: ModelConfig) -> int:

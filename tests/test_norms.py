@@ -119,6 +119,24 @@ def test_norm_gradients_match_float64_finite_differences():
                 order=2, modes=["rev"])
 
 
+def test_dyt_scales_the_embedding_by_a_learned_scalar_at_sqrt_d_and_its_gradient_is_exact():
+  """Zhu et al.'s LLaMA recipe: a learned scalar after the embedding, sqrt(d_model) at init
+  (their code's ``shared_scale``); LayerNorm and RMSNorm have none. Its gradient through the
+  whole loss against float64 finite differences."""
+  cfg = tiny("pre", "dyt")
+  params = model.init_params(cfg, jax.random.key(0))
+  assert float(params["emb_scale"]) == pytest.approx(math.sqrt(cfg.d_model))
+  assert "emb_scale" not in model.init_params(tiny("pre", "rmsnorm"), jax.random.key(0))
+  tokens = jax.random.randint(jax.random.key(1), (2, 8), 0, cfg.vocab_size)
+  unscaled = model.embed({**params, "emb_scale": jnp.asarray(1.0)}, tokens, cfg)
+  np.testing.assert_allclose(model.embed(params, tokens, cfg), math.sqrt(cfg.d_model) * unscaled, rtol=1e-6)
+  with jax.enable_x64(True):
+    cfg64 = tiny("pre", "dyt", param_dtype="float64", compute_dtype="float64")
+    p64 = model.init_params(cfg64, jax.random.key(0))
+    loss = lambda scale: model.loss_fn({**p64, "emb_scale": scale}, tokens[:, :-1], tokens[:, 1:], cfg64)
+    check_grads(loss, (p64["emb_scale"],), order=1, modes=["rev"])
+
+
 @pytest.mark.parametrize("norm, site", [
     ("deepnorm", Site(alpha=1.7)),  # the alpha path: d/dx of N(alpha x + F(x))
     ("pre", Site(norm_scale=1 / math.sqrt(3))),  # LayerNorm scaling's 1/sqrt(l)

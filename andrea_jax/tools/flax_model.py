@@ -34,6 +34,7 @@ The tree (names in the pure-function layout -> Flax path)::
     blocks/mlp/w_out, b_out         -> blocks/mlp/proj/{kernel,bias}
     ln_f/{scale,bias} (pre-norm)    -> ln_f/{scale,bias}
     lm_head (D, V) (untied)         -> lm_head/kernel
+    emb_scale () (dyt)              -> emb_scale
 
 ``bias=False`` drops every ``b_*`` and every norm's ``bias``; ``position="rope"`` drops ``wpe``.
 """
@@ -298,6 +299,10 @@ class AndreaLM(nn.Module):
     if cfg.position == "learned":  # rope: the positions rotate q and k in the attention
       x_BTD = x_BTD + embed(cfg.block_size, nn.initializers.normal(0.02), "wpe")(jnp.arange(T))
     x_BTD = x_BTD * jnp.asarray(mup.embedding_multiplier(cfg), x_BTD.dtype)
+    if cfg.norm_type == "dyt":  # Zhu et al.'s learned scalar on the embedding, sqrt(D) at init
+      scale = self.param("emb_scale", nn.initializers.constant(math.sqrt(cfg.d_model)), (),
+                         jnp.dtype(cfg.param_dtype))
+      x_BTD = x_BTD * scale.astype(x_BTD.dtype)
     # Every layer its own parameters, stacked on a leading n_layer axis like init_params.
     blocks = nn.scan(_remat(Block, cfg.remat_policy), variable_axes={"params": 0},
                      split_rngs={"params": True}, length=cfg.n_layer, unroll=cfg.scan_unroll)
