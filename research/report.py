@@ -132,7 +132,7 @@ def opening(study: str, index: dict, cells: list[dict], design: str, headline: l
   its interval, the verdict), the main figure and the limitations; the rest is the appendix."""
   question = registry.study(study).question if registry.is_file(study) else ""
   name = index["name"]
-  head = [f"# {question or f'Sweep `{name}`'}", "",
+  head = [f"# {title_of(question) or f'Sweep `{name}`'}", "",
           f"Study `{index['name']}` at scale `{index['scale']}`, {design_word(design)}: "
           f"{len(page.verdicts)} claims judged on {diverged_text(cells)[:-1]}.", ""]
   if headline or page.headline:  # a reading's headline, or the study's own answer (rate_check.Answer)
@@ -153,6 +153,15 @@ def opening(study: str, index: dict, cells: list[dict], design: str, headline: l
              for title, text in qualified]  # its first sentence
   return [*head, *rows, "", *figure_line, "## Limitations", "", *limitations(cells, page, changed, design, registry.limits(study)),
           *qualify, ""]
+
+
+def title_of(question: str, most: int = 298) -> str:
+  """A report's title: its question, or where that runs past ``most`` characters its first
+  clause (to the first "?" or ":"); the whole question opens the appendix's description."""
+  if len(question) <= most:
+    return question
+  cut = min((i for i in (question.find("?"), question.find(":")) if i > 0), default=-1)
+  return question if cut < 0 else question[:cut].rstrip() + "?"
 
 
 def design_word(design: str) -> str:

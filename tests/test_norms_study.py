@@ -186,3 +186,22 @@ def test_probe_gap_refuses_what_its_code_does_not_handle():
     kinds.ProbeGap("x", arm="a", reference="b", when="middle")
   with pytest.raises(ValueError, match="predict='same'"):
     kinds.ProbeGap("x", arm="a", reference="b", predict="same")
+
+
+def test_the_committed_run_is_the_frozen_rules_on_a_clean_tree_and_its_verdicts():
+  """results/norms-cpu: every cell trained at one clean commit under the rules the sweep
+  recorded (unchanged since), and the verdicts the report prints."""
+  import json  # pylint: disable=import-outside-toplevel
+  from research import identity  # pylint: disable=import-outside-toplevel
+  _, cells, _ = cells_lib.load(os.path.join(registry.RESULTS, "norms-cpu"))
+  assert len(cells) == 230 and {(c["code"]["clean"], c["code"]["commit"][:7]) for c in cells} == {(True, "c7450b4")}
+  assert not any(cells_lib.diverged(c) for c in cells)
+  with open(os.path.join(registry.RESULTS, "norms-cpu", "sweep.json")) as f:
+    assert identity.compare(json.load(f)["rules"], "norms").same
+  verdicts = {v.claim: v.verdict for v in STUDY.judge(cells, robust=False)}
+  assert [verdicts[c.claim] for c in STUDY.claims] == [
+      claims.NOT_REPRODUCED, claims.NOT_REPRODUCED, claims.REPRODUCED, claims.INCONCLUSIVE,
+      claims.INCONCLUSIVE, claims.INCONCLUSIVE, claims.INCONCLUSIVE, "Not powered"]
+  # DyT never leaves the unigram plateau, at any rate (the post-hoc note's figure).
+  dyt = [c["final_val_loss"] - c["unigram_val_loss"] for c in cells if c["group"].startswith(S.DYT)]
+  assert len(dyt) == 30 and max(abs(x) for x in dyt) < 0.03

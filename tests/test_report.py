@@ -181,7 +181,10 @@ def test_every_committed_report_opens_with_its_question_abstract_and_claims_tabl
     text = open(os.path.join(root, "docs", "studies", study, "REPORT.md"), encoding="utf-8").read()
     lines = text.splitlines()
     name = study.rsplit("-", 1)[0]
-    assert lines[0] == f"# {registry.study(name).question}", study
+    from research import report  # pylint: disable=import-outside-toplevel
+    question = registry.study(name).question
+    assert lines[0] == f"# {report.title_of(question)}" and (lines[0] == f"# {question}") == (len(question) <= 298), study
+    assert question in " ".join(lines), study  # a question cut in the title is whole in the appendix
     assert lines[2].startswith(f"Study `{name}` at scale ") and ("exploratory" in lines[2] or "confirmatory" in lines[2])
     assert text.index("| claim (its threshold) | verdict | estimate [95 % CI] |") < text.index("## Limitations") \
         < text.index("## Appendix"), study

@@ -131,3 +131,45 @@ STUDY = Study(
     loso_min_seeds=5,
     tags={LAYERS: "L"},
 )
+
+# What limits the reading (outside STUDY: the report's limitations, first).
+LIMITS = (
+    "One small shape (d64, 8 layers; 16 for the DeepNorm pair), 300 steps with a 60-step warmup: "
+    "the papers argue from 400M-7B models trained on billions of tokens.",
+    "DyT ran as built at the run's commit, without the learned embedding scale of Zhu et al.'s "
+    "LLaMA code (added after the run); its alpha_0 was the default 0.5, not tuned as the paper "
+    "tunes it for language models.",
+    "Peri-LN's output norms start at gain 1, the arms' shared init; no other init was tried.",
+)
+
+# Read after the run (exploratory, outside STUDY and so outside the rules' identity).
+from research import posthoc  # noqa: E402  (a reading, not a rule)
+
+POSTHOC = (
+    posthoc.Note("DyT never left the unigram plateau", (
+        "At every rate DyT's final loss is the unigram's (best 5.273 against the unigram's "
+        "5.271; pre-LN's 3.866), so its equivalence claim is inconclusive by its rule (both arms "
+        "must learn); read as the source's 'a deficit decisively beyond the margin', DyT is 1.41 "
+        "nats worse [1.33, 1.49]. The code then lacked Zhu et al.'s learned embedding scale "
+        "(sqrt(d_model) at init, their LLaMA code's shared_scale), added after the run. Two "
+        "exploratory runs with it (cell dyt-L8/lr0.003-s1700's config at alpha_0 0.5 and 4.0) "
+        "still end at the unigram (5.276 both), where RMSNorm ends at 4.020: at this width the "
+        "scale brings the embedding only to RMS 0.16. A confirmatory DyT arm needs fresh seeds."),
+        ("DyT's best loss matches LayerNorm's",),
+        "DyT never leaves the unigram plateau, at any rate; with the embedding scale "
+        "added after the run it still does not (two exploratory runs)."),
+    posthoc.Note("Peri-LN's lower sensitivity is a flatter curve of a worse model", (
+        "Peri-LN's best loss is 0.85 nats above pre-LN's and its curve lies above pre-LN's at every "
+        "rate: the sensitivity (the mean loss over the rates less the best) is lower because the "
+        "curve is flatter, not because Peri-LN tolerates the rates pre-LN cannot."),
+        ("Peri-LN is less sensitive to the learning rate than pre-LN",),
+        "Lower sensitivity here comes with a loss 0.85 nats worse at every rate."),
+    posthoc.Note("DeepNorm fails where plain post-LN fails", (
+        "At 16 layers plain post-LN learns only at the two lowest rates (mean final loss 5.157 at "
+        "3e-4, 4.903 at 1e-3) and stays at the unigram (5.27) from 3e-3 up; DeepNorm does the "
+        "same (5.241, 4.898, then 5.27). The claim's best-loss contrast compares the two at their "
+        "best rates, where both learn; at the rates where post-LN fails, DeepNorm's constants "
+        "(alpha = 32^(1/4), beta = 128^(-1/4)) did not rescue it in 300 steps."),
+        ("DeepNorm trains a 16-layer post-LN stack where plain post-LN does not",),
+        "From 3e-3 up, DeepNorm stays at the unigram wherever plain post-LN does."),
+)
