@@ -62,7 +62,9 @@ def test_report_from_the_packed_cells_alone(swept, tmp_path):
                                   pack=str(kept))).read()
   assert "python -m experiments.sweep --sweep=micro\n" in text and "the 7 cells of cells.jsonl" in text
   assert f"--sweep_dir={workdir}" not in text  # the report prints what regenerates it from results/
-  assert sorted(os.listdir(kept)) == ["cells.jsonl", "results.json", "sweep.json"]
+  assert sorted(os.listdir(kept)) == ["cells.jsonl", "results.json", "sweep.json", "verdicts_before.json"]
+  before = json.load(open(kept / "verdicts_before.json"))  # the verdicts its rules gave, for a re-expression
+  assert before["rules"] == "experiments/studies/norm_mlp.py" and before["verdicts"]  # the study that judges it
   os.remove(kept / "sweep.json")
   path = report.write_report(str(kept), str(out), command="python -m experiments.sweep --sweep=micro")
   text = open(path).read()
