@@ -183,3 +183,30 @@ def test_the_report_opens_with_the_answer_its_command_in_the_first_ten_lines():
   assert printed_rate(head) == rate_check.DEFAULT_RATE
   assert any(line.startswith("The study's range") for line in head)
   assert not any(line.startswith("**Answer:** ") and "(the table)" in line for line in head)
+
+
+def test_the_committed_run_is_the_frozen_rules_on_a_clean_tree_and_its_check_passed():
+  """results/recipe_check-cpu: every cell trained at one clean commit under the rules the sweep
+  recorded (unchanged since); the held-out check passed, so the answer is the recipe's rate,
+  inside its own interval and the literature's cap, and said to be a guess past the data."""
+  import json  # pylint: disable=import-outside-toplevel
+  import os  # pylint: disable=import-outside-toplevel
+  from experiments.studies import recipe_check as study_file  # pylint: disable=import-outside-toplevel
+  from research import cells as cells_lib  # pylint: disable=import-outside-toplevel
+  from research import identity  # pylint: disable=import-outside-toplevel
+  from research import registry  # pylint: disable=import-outside-toplevel
+  where = os.path.join(registry.RESULTS, "recipe_check-cpu")
+  _, cells, _ = cells_lib.load(where)
+  assert len(cells) == 480 and {(c["code"]["clean"], c["code"]["commit"][:7]) for c in cells} == {(True, "fe0a575")}
+  with open(os.path.join(where, "sweep.json")) as f:
+    assert identity.compare(json.load(f)["rules"], "recipe_check").same
+  study = study_file.STUDY
+  data = study.data(cells)
+  assert rate_check.passed(study_file.CHECK, data)
+  lines, results = study.answer.lines(data)
+  joint = rate_check.predict(study_file.SP, data)
+  assert results["passed"] and printed_rate(lines) == pytest.approx(math.exp(joint.recipe.diff), rel=1e-2)
+  assert joint.recipe.lo < joint.recipe.diff < joint.recipe.hi and math.exp(joint.recipe.diff) < rate_check.CAP
+  assert joint.guesses and "A guess" in " ".join(lines)
+  verdicts = [v.verdict for v in study.judge(cells, robust=False)]
+  assert verdicts == ["Reproduced"] + ["Not powered"] * 6
