@@ -77,9 +77,10 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   sweep_dir, out = shown_path(sweep_dir), shown_path(out)
   make_directory(out, "--out", purpose)
   page = registry.report(study).page(index, cells, out)
-  frozen, changed, titles = page.verdicts, [], {}
+  frozen, changed, titles, sources = page.verdicts, [], {}, {}
   if registry.is_file(study):  # the guards on what a report may say (research/guards.py)
     rules_of = registry.study(study)
+    sources = {c.claim: c.source for c in rules_of.claims if getattr(c, "source", "")}
     page.verdicts, changed = guards.apply(rules_of, rules_of.data(cells), frozen)
     titles = {c.claim: guards.title(c) for c in rules_of.claims}
     page.results["guarded"] = [{"claim": c, "frozen": a, "guarded": b} for c, a, b in changed]
@@ -101,6 +102,8 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
                         identity.rules_lines(index.get("rules"), study), index.get("rules")), ""]
   for verdict in page.verdicts:
     lines += [f"### {titles.get(verdict.claim, verdict.claim)}", "", *verdict.markdown(), "",
+              *([f"Its source (the paper's figure, the effect planned): {sources[verdict.claim]}.", ""]
+                if verdict.claim in sources else []),
               *[line for note in notes.get(verdict.claim, []) for line in (note, "")]]
   lines += posthoc.section_lines(readings)
   for line in page.sections:  # a reading's pointer under the section title it names
