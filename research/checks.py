@@ -6,7 +6,7 @@
   ``quantity="best"`` would be a bare KeyError in the middle of a report. The allowed values
   are read from the kind's own code (the constants it compares a parameter with, their
   opposites, the keys of the table it looks a parameter up in, the values its docstring names
-  in double backquotes), so a new kind needs no entry here;
+  as ``field="value"``), so a new kind needs no entry here;
 - ``cell_configs``: every cell's run config built as ``experiments.run`` builds it (a
   misspelt override, ``model.activaton``, or a bad value, ``"SwiGLU"``);
 - ``fresh_seeds``: a confirmatory study's seeds against those an earlier study's grid or
@@ -70,9 +70,8 @@ def allowed(kind: type, field: str) -> frozenset[str] | None:
           values |= set(table)
   if not values:
     return None
-  # The value a kind takes as its else, where its docstring names it (``grows``, ``at="shared"``).
-  named = {m for cls in kind.__mro__ for m in re.findall(rf'``(?:{field}=)?"?([a-z_]+)"?``', cls.__doc__ or "")}
-  named -= {f.name for f in dataclasses.fields(kind)}  # ``predict``: a parameter's name, not a value
+  # The value a kind takes as its else, where its docstring names it (``at="shared"``).
+  named = {m for cls in kind.__mro__ for m in re.findall(rf'``{field}="?([a-z_]+)"?``', cls.__doc__ or "")}
   return frozenset(values | {OPPOSITES[v] for v in values if v in OPPOSITES} | named)
 
 

@@ -86,7 +86,8 @@ def _threshold(form: str, v: float) -> str:
 
 def _in_rule(rule: str, v: float) -> bool:
   """Whether the rule's text decides at ``v`` (as it prints it, to any of the usual digits)."""
-  return not rule or any(_states(rule, float(x)) for x in (f"{v:g}", f"{v:.3f}", f"{v:.3g}", f"{v:.2f}"))
+  return not rule or any(_states(rule, float(x)) for x in (f"{v:g}", f"{v:.3f}", f"{v:.3g}", f"{v:.2f}")) \
+      or f"log {round(math.exp(v), 2):g}" in rule
 
 
 def title(claim) -> str:

@@ -1,9 +1,4 @@
-"""What every claim kind shares (``research/kinds.py`` lists the kinds): a study's ``Data``, the ``Claim`` base, a report ``Section``, the per-seed quantities, the p-value helpers, and the two plainest kinds.
-
-``Difference``: the paired per-seed difference ``arm - reference`` of a quantity (the best
-loss at the fitted optimum, the log optimal rate, Wortsman et al.'s sensitivity), predicted
-lower or higher (beyond ``margin`` when one is given); ``Equivalent``: the same difference
-within ``+-margin`` (two one-sided tests).
+"""What every claim kind shares (``research/kinds.py`` lists the kinds): a study's ``Data``, the ``Claim`` base, a report ``Section``, the per-seed quantities and the p-value helpers.
 """
 
 from __future__ import annotations
@@ -148,73 +143,6 @@ class Claim:
                            self.effect, getattr(self, "margin", None) if self.test_kind ==
                            "equivalent" else None, self.source, self.needs(),
                            getattr(self, "power", None))
-
-
-@dataclasses.dataclass(frozen=True)
-class Difference(Claim):
-  """``arm - reference`` of a per-seed ``quantity`` at grid point ``at``, paired by seed:
-  reproduced when its interval lies ``predict`` (lower or higher) of ``-margin``/``+margin``
-  (0 without one), not reproduced when it lies on the other side or within a given margin."""
-  arm: str = ""
-  reference: str = ""
-  predict: str = "lower"
-  quantity: str = "best_loss"
-  at: tuple = ()
-  margin: float = NAN
-
-  def needs(self) -> tuple[str, ...]:
-    return (self.arm, self.reference)
-
-  def quantity_text(self) -> str:
-    return f"{self.arm} - {self.reference}: {QUANTITIES[self.quantity][0]}{at_text(self.at)}"
-
-  def rule(self) -> str:
-    bound = 0.0 if not math.isfinite(self.margin) else (-self.margin if self.predict == "lower" else self.margin)
-    return (f"paired by seed, {self.quantity_text()}; reproduced when the difference lies "
-            f"{'below' if self.predict == 'lower' else 'above'} {bound:+g} (its test at the "
-            f"family's Holm level), not reproduced when it lies on the other side of 0"
-            + (f" or within ±{self.margin:g}" if math.isfinite(self.margin) else "")
-            + "; inconclusive otherwise, or when an arm does not learn or has an optimum at the "
-            "grid's edge")
-
-  def test(self, data: Data) -> claims.Test:
-    named = {self.arm: data.runs(self.arm, self.at), self.reference: data.runs(self.reference, self.at)}
-    f = QUANTITIES[self.quantity][1]
-    a, b = f(named[self.arm]), f(named[self.reference])
-    shared = sorted(set(a) & set(b))
-    if len(shared) < 2:
-      return claims.Test(self.key, self.claim, self.rule(), [], missing=claims.missing(
-          self.claim, f"two seeds shared by {self.arm} and {self.reference}{at_text(self.at)}", self.rule()))
-    margin = self.margin if math.isfinite(self.margin) else NAN
-    e = stats.paired(a, b, margin)
-    side, other = ("below", "above") if self.predict == "lower" else ("above", "below")
-    bound = 0.0 if not math.isfinite(margin) else (-margin if self.predict == "lower" else margin)
-    p_for = p_beyond(e, bound, side)
-    p_against = p_beyond(e, 0.0, other)
-    if math.isfinite(margin):
-      p_against = min(p_against, e.p_same)
-    return claims.Test(self.key, self.claim, self.rule(), [], e, self.quantity_text(), p_for,
-                       p_against, guards(named), tuple(shared))
-
-
-@dataclasses.dataclass(frozen=True)
-class Equivalent(Difference):
-  """``arm - reference`` within ``+-margin``: reproduced by two one-sided tests, not
-  reproduced when the difference lies decisively outside the margin."""
-  predict: str = "same"
-  test_kind = "equivalent"
-
-  def rule(self) -> str:
-    return (f"paired by seed, {self.quantity_text()}; reproduced when two one-sided tests put "
-            f"the difference within ±{self.margin:g} (margin: {self.source or 'stated'}), not "
-            f"reproduced when it lies decisively outside it; inconclusive otherwise, or when an "
-            f"arm does not learn or has an optimum at the grid's edge")
-
-  def test(self, data: Data) -> claims.Test:
-    t = Difference.test(self, data)
-    if t.missing is not None:
-      return t
-    return dataclasses.replace(t, p_for=t.effect.p_same, p_against=p_outside(t.effect, self.margin))
 
 
 def slope(xs: list[float], ys: list[float]) -> float:

@@ -1,11 +1,4 @@
-"""Claim kinds over several arms and per-layer profiles (first for the confirmatory norm x MLP study).
-
-``Contrast``: a signed sum of arms' per-seed quantity (a difference, a difference of
-differences), "none" within a margin an outcome; ``AllEquivalent``: several arms each within
-a margin of one reference; ``NotRun``: a claim the plan sized and its budget cut;
-``Profile``: a probe at initialisation (a per-layer profile, last layer over first), flat
-within a factor or growing beyond one; and the report section ``Rates`` of ``RateAt`` (the rate
-the optima give at another value of an axis).
+"""``Contrast``: a signed sum of arms' per-seed quantity (``QUANTITIES`` or a ``Probe``), decided by ``decide``; ``AllEquivalent`` (several arms each within a margin of one reference), ``NotRun`` (a claim the plan sized and its budget cut) and the report section ``Rates`` of ``RateAt`` (the rate the optima give at another value of an axis).
 """
 
 from __future__ import annotations
@@ -20,100 +13,16 @@ from research import claims
 from research import curves
 from research import power
 from research import stats
-from research.kind_base import at_text, Claim, Data, named, NAN, p_beyond, p_outside, QUANTITIES, Section
+from research.kind_base import (
+    at_text, Claim, Data, highest, lowest, NAN, p_beyond, p_outside, probe_ratio, QUANTITIES, Section)
+from research.kind_choice import plot_profiles
 from research.kind_ladder import located_optima
 
 
-@dataclasses.dataclass(frozen=True)
-class Profile(Claim):
-  """A probe at initialisation: per seed, log of ``probe``'s last layer over its layer
-  ``first`` (``init`` of the cell record; one rate per seed suffices: init does not depend on
-  it; ``first=1`` for a residual profile whose entry 0 is the embedding), ``flat`` within
-  ``log(factor)`` or ``grows`` beyond ``log(beyond)`` (the effect is then the mean minus
-  it). The same ratio of the arms in ``report`` is reported beside it, not judged."""
-  arm: str = ""
-  probe: str = "grad_mlp"
-  predict: str = "flat"
-  factor: float = 1.5
-  at: tuple = ()
-  first: int = 0
-  beyond: float = 1.0
-  report: tuple[str, ...] = ()
-
-  @property
-  def test_kind(self) -> str:  # type: ignore[override]
-    return "equivalent" if self.predict == "flat" else "directed"
-
-  @property
-  def margin(self) -> float:
-    return math.log(self.factor)
-
-  def needs(self) -> tuple[str, ...]:
-    return (self.arm,)
-
-  def quantity_text(self) -> str:
-    return f"{self.arm}: log({self.probe} last layer / first) at initialisation{at_text(self.at)}"
-
-  def rule(self) -> str:
-    want = (f"within a factor {self.factor:g} (two one-sided tests)" if self.predict == "flat"
-            else f"above {self.beyond:g} (grows with depth)")
-    return f"per seed, {self.quantity_text()}; reproduced when the ratio lies {want}, not reproduced when it lies decisively on the other side"
-
-  @staticmethod
-  def figures(profiles: list["Profile"], data: Data, out: str) -> list[str]:
-    """Its report figures (``Study.page`` asks each kind with ``figures`` for its claims')."""
-    return profile_figure(profiles, data, out)
-
-  def ratios(self, data: Data, arm: str) -> dict[int, float]:
-    """Per seed, log of the probe's last layer over layer ``first`` (the first record of a seed)."""
-    per_seed: dict[int, float] = {}
-    for rec in data.records(arm, self.at):
-      profile = (rec.get("init") or {}).get(self.probe)
-      if (profile and len(profile) > self.first and profile[self.first] and profile[-1]
-          and int(rec["seed"]) not in per_seed):
-        per_seed[int(rec["seed"])] = math.log(profile[-1] / profile[self.first])
-    return per_seed
-
-  def test(self, data: Data) -> claims.Test:
-    per_seed = self.ratios(data, self.arm)
-    if len(per_seed) < 2:
-      return claims.Test(self.key, self.claim, self.rule(), [], missing=claims.missing(
-          self.claim, f"a probe at initialisation for two seeds of {self.arm}", self.rule()))
-    lines = [f"{a}: {self.probe} last / first at initialisation {ratio_text(self.ratios(data, a))}"
-             + (" (reported, not judged)." if a != self.arm else ".") for a in (self.arm, *self.report)]
-    if self.predict == "flat":
-      e = stats.one_sample(list(per_seed.values()), self.margin)
-      p_for, p_against = e.p_same, p_outside(e, self.margin)
-    else:
-      e = stats.one_sample([v - math.log(self.beyond) for v in per_seed.values()], self.margin)
-      p_for, p_against = p_beyond(e, 0.0, "above"), p_beyond(e, 0.0, "below")
-    return claims.Test(self.key, self.claim, self.rule(), lines, e, self.quantity_text()
-                       + (f" - log {self.beyond:g}" if self.predict != "flat" and self.beyond != 1 else ""),
-                       p_for, p_against, [], tuple(sorted(per_seed)))
-
-
-def profile_figure(profiles: list["Profile"], data: Data, out: str) -> list[str]:
-  """A report's figure per probe the ``Profile`` claims judge: the mean of each arm's
-  per-layer profile at initialisation (its arm and the ones it reports), on a log scale."""
-  from research import page as reporting  # pylint: disable=import-outside-toplevel
-  names = []
-  for probe in dict.fromkeys(p.probe for p in profiles):
-    arms = dict.fromkeys(a for p in profiles if p.probe == probe for a in (p.arm, *p.report))
-    fig = reporting.figure(figsize=(6, 4))
-    ax = fig.add_subplot(1, 1, 1)
-    for i, arm in enumerate(arms):
-      rows = [(rec.get("init") or {}).get(probe) for rec in data.records(arm)]
-      rows = [r for r in rows if r and len(r) == len(rows[0] or ())]
-      if rows:
-        ax.plot(range(len(rows[0])), np.exp(np.log(np.asarray(rows, float)).mean(0)), "o-",
-                color=f"C{i}", label=f"{arm} ({len(rows)} cells)")
-    if not ax.get_legend_handles_labels()[0]:
-      continue
-    ax.set(yscale="log", xlabel="layer" + (" (0: the embedding)" if probe == "residual_norm" else ""),
-           ylabel=f"{probe} at initialisation (geometric mean)")
-    ax.legend(fontsize=7)
-    names.append(reporting.save(fig, out, f"init_{probe}.png"))
-  return names
+def log_text(x: float) -> str:
+  """A threshold as a rule states it: ``log 1.5`` where it is the log of a short factor, else ``0.05``."""
+  f = round(math.exp(x), 2)
+  return f"log {f:g}" if x and abs(math.log(f) - x) < 1e-12 else f"{x:g}"
 
 
 def ratio_text(logs: Mapping[int, float]) -> str:
@@ -153,26 +62,114 @@ def signed(terms: tuple[tuple[str, int], ...], per: Mapping[str, Mapping[int, fl
 
 
 @dataclasses.dataclass(frozen=True)
+class Probe:
+  """A per-seed quantity read from a per-layer probe: log of its last entry over entry ``first``
+  (1: after the first block, 0 being the embedding) and over ``over`` (log(last / first / over)),
+  ``when`` ``init`` (at initialisation: a seed's first record) or ``end`` (at the end of
+  training, at the seed's best rate tried, a diverged model left out)."""
+  name: str = "residual_norm"
+  when: str = "end"
+  first: int = 1
+  over: float = 1.0
+
+  def __post_init__(self):
+    if self.when not in ("init", "end"):
+      raise ValueError(f"Probe {self.name!r}: when={self.when!r}; expected 'init' or 'end'")
+
+  def text(self) -> str:
+    at = "at the end of training, at each seed's best rate" if self.when == "end" else "at initialisation"
+    return f"log({self.name} last / entry {self.first}{f' / {self.over:g}' if self.over != 1 else ''}) {at}"
+
+  def per_seed(self, data: Data, arm: str, at=()) -> dict[int, float]:
+    rows = [(run, rec) for a, point, run, rec in data.rows
+            if a == arm and all(dict(point).get(k) == v for k, v in dict(at).items())]
+    best = curves.optima([run for run, _ in rows]) if self.when == "end" else {}
+    out: dict[int, float] = {}
+    for run, rec in rows:
+      if self.when == "end" and (run.seed not in best or run.lr != best[run.seed].grid_lr or run.diverged):
+        continue
+      v = probe_ratio(rec, self.when, self.name, self.first)
+      if math.isfinite(v) and v > 0:
+        out.setdefault(run.seed, math.log(v / self.over))
+    return out
+
+
+def decide(parts: list[stats.Effect], predict: str, margin: float = NAN, none_within: float = NAN,
+           bound: float = 0.0, against: float = NAN, negligible_first: bool = False) -> tuple[float, float]:
+  """``(p for, p against)`` of the first of ``parts`` (the others must also point ``predict``):
+  ``same``, two one-sided tests within ``+-margin`` for, decisively outside against;
+  ``higher``/``lower``, decisively beyond ``bound`` for, decisively on its other side against,
+  or equivalent to 0 within ``none_within`` (TOST); with ``negligible_first`` a part decisively
+  within ``none_within`` is never for it (``stats.outcomes``' order), Holm over the parts; a
+  finite ``against``: also against when decisively on its far side."""
+  e = parts[0]
+  if predict == "same":
+    return e.p_same, p_outside(e, margin)
+  side, other = ("below", "above") if predict == "lower" else ("above", "below")
+  if negligible_first:
+    ps = outcome_ps(parts, predict)
+    p_for, p_against = highest(p for p, _ in ps), ps[0][1]
+  else:
+    p_for, p_against = p_beyond(e, bound, side), p_beyond(e, bound, other)
+    if math.isfinite(none_within):
+      p_against = min(p_against, e.p_same)
+  if math.isfinite(against):
+    p_against = lowest([p_against, p_beyond(e, against, other)])
+  return p_for, p_against
+
+
+def outcome_ps(effects: list[stats.Effect], predict: str) -> list[tuple[float, float]]:
+  """Per part, ``(p for, p against)``, Holm over the parts (for the difference and, apart, for
+  the TOST): for, the adjusted p when the estimate points ``predict`` and the part is not
+  decisively within its margin (else 1); against, the smaller of the adjusted TOST p and the
+  adjusted p when it points the other way."""
+  ps, same = stats.holm([e.p for e in effects]), stats.holm([e.p_same for e in effects])
+  out = []
+  for e, p, s in zip(effects, ps, same):
+    if not math.isfinite(p):
+      out.append((NAN, s if math.isfinite(s) else NAN))
+      continue
+    toward = e.diff > 0 if predict == "higher" else e.diff < 0
+    within = math.isfinite(s) and s < stats.ALPHA
+    away = e.diff != 0 and not toward
+    out.append((p if toward and not within else 1.0, min(s if math.isfinite(s) else 1.0, p if away else 1.0)))
+  return out
+
+
+def pair(arm: str, reference: str) -> tuple[tuple[str, int], ...]:
+  """The terms of ``arm - reference``."""
+  return ((arm, 1), (reference, -1))
+
+
+@dataclasses.dataclass(frozen=True)
 class Contrast(Claim):
-  """Per seed, ``sum(sign * quantity(arm))`` over ``terms`` at grid point ``at``: ``(("a", 1),
-  ("b", -1))`` is a - b paired by seed, four terms a difference of differences (an
-  interaction). ``predict`` ``higher``/``lower``: reproduced when the mean lies decisively
-  on that side of 0, not reproduced when decisively on the other side or equivalent to 0
-  within ``none_within`` (TOST: an effect too small to matter); ``same``: reproduced when
-  within ``+-margin`` (TOST), not reproduced when decisively outside. Guards: the arms in
-  ``learners`` (None: every term's) must learn; with ``edge``, a learning arm's optimum at
-  the grid's edge makes it inconclusive. With ``shared_rates`` each arm's quantity is taken
-  over the rates all its terms were trained at. Its lines report each arm's optimum and the
-  contrast at each shared rate."""
+  """Per seed, ``sum(sign * quantity(arm))`` over ``terms`` at grid point ``at`` (``pair(a, b)``:
+  a - b paired by seed; one term: the arm's own value; four: a difference of differences).
+  The quantity: a name in ``QUANTITIES`` (the sensitivity over the base rates the terms share)
+  or a ``Probe``. The decision (the function decide): ``predict`` ``higher``/``lower`` of ``bound``,
+  with ``none_within``, ``negligible_first``, ``against`` and ``also`` (further term sets that
+  must point the same way, Holm over the parts); or ``same``, within ``+-margin``. With
+  ``welch``, arms sharing fewer than two seeds are compared by Welch's test. Guards: the arms
+  in ``learners`` (None: every term's) must learn; with ``edge``, a learning arm's optimum at
+  the grid's edge makes it inconclusive. With ``shared_rates`` each arm's quantity is taken over
+  the rates all its terms were trained at. ``report``: arms whose value is shown beside it, and
+  ``beside``: arms drawn beside it in a probe's figure, neither judged."""
   terms: tuple[tuple[str, int], ...] = ()
   predict: str = "higher"
-  quantity: str = "best_loss"
+  quantity: str | Probe = "best_loss"
   at: tuple = ()
   none_within: float = NAN
   margin: float = NAN
+  bound: float = 0.0
+  against: float = NAN
+  negligible_first: bool = False
+  also: tuple[tuple[tuple[str, int], ...], ...] = ()
+  welch: bool = False
   shared_rates: bool = False
   learners: tuple[str, ...] | None = None
   edge: bool = True
+  report: tuple[str, ...] = ()
+  beside: tuple[str, ...] = ()
   name: str = ""  # the effect's name in the report
 
   @property
@@ -182,53 +179,91 @@ class Contrast(Claim):
   def needs(self) -> tuple[str, ...]:
     return tuple(a for a, _ in self.terms)
 
+  def what(self) -> str:
+    return self.quantity.text() if isinstance(self.quantity, Probe) else QUANTITIES[self.quantity][0]
+
   def quantity_text(self) -> str:
     expr = " ".join(f"{'+' if s > 0 else '-'} {a}" for a, s in self.terms).removeprefix("+ ")
-    return (f"{expr}: {QUANTITIES[self.quantity][0]}{at_text(self.at)}"
+    return (f"{expr}: {self.what()}{at_text(self.at)}"
             + (", over the rates they share" if self.shared_rates else ""))
 
   def rule(self) -> str:
     if self.predict == "same":
-      want = (f"reproduced when two one-sided tests put it within ±{self.margin:g}, not "
+      want = (f"reproduced when two one-sided tests put it within ±{log_text(self.margin)}, not "
               f"reproduced when it lies decisively outside")
     else:
+      none = f"within ±{log_text(self.none_within)} (TOST)" if math.isfinite(self.none_within) else ""
       want = (f"reproduced when it lies decisively {'below' if self.predict == 'lower' else 'above'} "
-              f"0 (its test at the family's Holm level), not reproduced when decisively on the "
-              f"other side" + (f" or equivalent to 0 within ±{self.none_within:g} (TOST)"
-                               if math.isfinite(self.none_within) else ""))
-    return (f"per seed, {self.quantity_text()}; {want}; inconclusive otherwise"
-            + (f", or when {', '.join(self.learners if self.learners is not None else self.needs()) or 'no arm'}"
-               " does not learn" if self.learners != () else "")
+              f"{log_text(self.bound)}" + "".join(f" and {self.expr(t)} too" for t in self.also)
+              + (f" and not {none}" if self.negligible_first and none else "")
+              + (" (Holm over the parts)" if self.also else "") + ", not reproduced when decisively on "
+              "the other side" + (f" or equivalent to 0 {none}" if none else "")
+              + (f" or decisively beyond {self.against:+g} on that side" if math.isfinite(self.against) else ""))
+    learners = self.needs() if self.learners is None else self.learners
+    return (f"per seed, {self.quantity_text()}" + (" (Welch when fewer than two seeds are shared)" if self.welch else "")
+            + f"; {want}; inconclusive otherwise"
+            + (f", or when {', '.join(learners)} does not learn" if learners else "")
             + (", or when a learning arm has a seed's optimum at the grid's edge" if self.edge else ""))
+
+  @staticmethod
+  def expr(terms) -> str:
+    return " ".join(f"{'+' if s > 0 else '-'} {a}" for a, s in terms).removeprefix("+ ")
+
+  def values(self, data: Data, named: dict[str, list[curves.Run]]) -> dict[str, dict[int, float]]:
+    if isinstance(self.quantity, Probe):
+      return {a: self.quantity.per_seed(data, a, self.at) for a in named}
+    if self.quantity == "sensitivity" and not self.shared_rates:
+      rates = curves.base_rates(*named.values())
+      return {a: curves.sensitivity(rs, rates) for a, rs in named.items()}
+    return {a: QUANTITIES[self.quantity][1](rs) for a, rs in named.items()}
+
+  def effect_of(self, terms, per: dict, margin: float) -> stats.Effect:
+    values = signed(terms, per)
+    if self.welch and len(values) < 2 and len(terms) == 2:
+      return stats.welch(list(per[terms[0][0]].values()), list(per[terms[1][0]].values()), margin)
+    e = stats.one_sample(list(values.values()), margin)
+    return dataclasses.replace(e, kind="paired") if len(terms) > 1 else e
 
   def test(self, data: Data) -> claims.Test:
     named = {a: data.runs(a, self.at) for a in self.needs()}
     if self.shared_rates:
       named = on_shared_rates(named)
-    f = QUANTITIES[self.quantity][1]
-    per = {a: f(rs) for a, rs in named.items()}
-    values = signed(self.terms, per)
-    if len(values) < 2:
+    per = self.values(data, named)
+    seeds = tuple(signed(self.terms, per))
+    if len(seeds) < 2 and not (self.welch and all(per.values())):
       return claims.Test(self.key, self.claim, self.rule(), [], missing=claims.missing(
           self.claim, f"two seeds shared by {', '.join(named)}{at_text(self.at)}", self.rule()))
-    if self.predict == "same":
-      e = stats.one_sample(list(values.values()), self.margin)
-      p_for, p_against = e.p_same, p_outside(e, self.margin)
-    else:
-      e = stats.one_sample(list(values.values()), self.none_within)
-      side, other = ("below", "above") if self.predict == "lower" else ("above", "below")
-      p_for, p_against = p_beyond(e, 0.0, side), p_beyond(e, 0.0, other)
-      if math.isfinite(self.none_within):
-        p_against = min(p_against, e.p_same)
+    e = self.effect_of(self.terms, per, self.margin if self.predict == "same" else self.none_within)
+    parts = [e] + [self.effect_of(t, per, NAN) for t in self.also]
+    p_for, p_against = decide(parts, self.predict, self.margin, self.none_within, self.bound,
+                              self.against, self.negligible_first)
     lost = claims.not_learning({a: named[a] for a in (self.needs() if self.learners is None else self.learners)})
     checks = [(bool(lost), f"Does not learn: {', '.join(lost)}." if lost else "")]
     checks += [claims.edge_guard(named)] if self.edge else []
-    lines = [f"{a}: {curves.describe(rs)}; {self.quantity} {stats.one_sample(list(per[a].values())).text()}."
-             for a, rs in named.items()]
-    lines.append("At each shared rate (reported, not judged): "
-                 + per_rate_text(named, lambda per: signed(self.terms, per)) + ".")
-    return claims.Test(self.key, self.claim, self.rule(), lines, dataclasses.replace(e, kind="paired"),
-                       self.name or self.quantity_text(), p_for, p_against, checks, tuple(values))
+    if isinstance(self.quantity, Probe):
+      shown = {a: per[a] for a in named} | {a: self.quantity.per_seed(data, a, self.at) for a in self.report}
+      lines = [f"{self.quantity.text()} (geometric mean): " + "; ".join(
+          f"{a} {ratio_text(v)}" + (" (reported, not judged)" if a in self.report else "") for a, v in shown.items()) + "."]
+    else:
+      lines = [f"{a}: {curves.describe(rs)}; {self.quantity} {stats.one_sample(list(per[a].values())).text()}."
+               for a, rs in named.items()]
+      lines.append("At each shared rate (reported, not judged): "
+                   + per_rate_text(named, lambda per: signed(self.terms, per)) + ".")
+    lines += [f"{self.expr(t)}: {p.text()}." for t, p in zip(self.also, parts[1:])]
+    return claims.Test(self.key, self.claim, self.rule(), lines, e, self.name or self.quantity_text(),
+                       p_for, p_against, checks, seeds)
+
+  @staticmethod
+  def figures(contrasts: list["Contrast"], data: Data, out: str) -> list[str]:
+    """A figure per probe the contrasts read: each arm's mean per-layer profile at
+    initialisation (and at the end, for a probe read there)."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for c in contrasts:
+      if isinstance(c.quantity, Probe):
+        groups.setdefault((c.quantity.name, c.quantity.when), []).extend((*c.needs(), *c.report, *c.beside))
+    plots = [plot_profiles(data, tuple(dict.fromkeys(arms)), ((probe, "init"),) + (((probe, "end"),) if when == "end" else ()),
+                           out, f"{probe}_{when}.png") for (probe, when), arms in groups.items()]
+    return [p for p in plots if p]
 
 
 @dataclasses.dataclass(frozen=True)

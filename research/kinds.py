@@ -1,7 +1,7 @@
 """The library of claim kinds a study chooses its claims from: each a frozen record of its parameters, its test and its power plan.
 
-A study (``research/study.py``) lists claims such as ``Difference("qk-norm lowers the best
-loss", arm="pre+qk", reference="pre", predict="lower")``. Each kind turns a study's
+A study (``research/study.py``) lists claims such as ``Contrast("qk-norm lowers the best
+loss", terms=pair("pre+qk", "pre"), predict="lower")``. Each kind turns a study's
 ``Data`` (its finished cells by arm and grid point) into a ``claims.Test``: the effect with
 its interval, the p-value for the claim and against it, the guards that make it
 inconclusive whatever the test says (an arm that does not learn, an optimum at the grid's
@@ -13,17 +13,17 @@ an equivalence, and the effect it is sized for, from which ``research.power`` gi
 it needs at its family's Holm level. A kind whose ``test_kind`` is ``"finding"`` (``Departs``,
 ``Drifts``, ``Choice``) has no power plan, no family and no leave-one-seed-out.
 
-This module is where a study finds them (``kinds.Difference``); each lives in the module of
+This module is where a study finds them (``kinds.Contrast``); each lives in the module of
 its family:
 
-- ``research/kind_base.py``: what every claim kind shares (``research/kinds.py`` lists the kinds): a study's ``Data``, the ``Claim`` base, a report ``Section``, the per-seed quantities, the p-value helpers, and the two plainest kinds.
-- ``research/kind_contrast.py``: claim kinds over several arms and per-layer profiles (first for the confirmatory norm x MLP study).
+- ``research/kind_base.py``: what every claim kind shares (``research/kinds.py`` lists the kinds): a study's ``Data``, the ``Claim`` base, a report ``Section``, the per-seed quantities, and the p-value helpers.
+- ``research/kind_contrast.py``: ``Contrast``, the one kind of a signed sum of arms' per-seed quantity (a ``QUANTITIES`` name or a ``Probe``) and its decision (``decide``); ``AllEquivalent``, ``NotRun`` and the ladder's rate lines (``Rates``).
 - ``research/kind_zloss.py``: the z-loss studies' kinds: where a probe (the output's log Z) sits against ``log V`` at the end of training.
 - ``research/kind_drift.py``: the z-loss drift studies' kinds: a probe's track over training, its drift over the second half and its late window.
 - ``research/kind_choice.py``: a choice among arms (``Choice``, a finding with no power plan) and the report items that tabulate and draw arms: ``RateTable``, ``BestCurves`` and the per-layer profile figure.
 - ``research/kind_ladder.py``: the width ladder's kinds (the proxies study and the muTransfer ladder): where the optimal rate moves along an axis and how flat the loss is around it.
-- ``research/kind_norm_mlp.py``: the norm x MLP study's kinds, each decided alone with Holm over its own parts, as its rules were: ``Versus``, ``Interaction``, ``ProfilePair``, ``EndProbe``, ``AllAlike`` and ``Diminishing``.
-- ``research/kind_recipe.py``: the rate recipe's kinds and the per-layer probe gap.
+- ``research/kind_norm_mlp.py``: the norm x MLP study's kinds, each decided alone with Holm over its own parts, as its rules were: ``ProfilePair``, ``AllAlike`` and ``Diminishing``.
+- ``research/kind_recipe.py``: the rate recipe's kinds.
 """
 
 # A kind's definitions are hashed where they live (research/identity.py: FRAMEWORK_MODULES). A kind
@@ -32,11 +32,10 @@ its family:
 # of every committed study are unchanged by the split (tests/test_identity.py).
 # ruff: noqa: F401
 from research.kind_base import (
-    NAN, Data, QUANTITIES, at_text, guards, se_of, p_beyond, p_outside, Section, Claim, Difference,
-    Equivalent, slope, named, in_order, words, span, seed_slopes, not_located, _missing, lowest, highest,
+    NAN, Data, QUANTITIES, at_text, guards, se_of, p_beyond, p_outside, Section, Claim, slope, named, in_order, words, span, seed_slopes, not_located, _missing, lowest, highest,
     learn_guard, probe_ratio)
 from research.kind_contrast import (
-    Profile, profile_figure, ratio_text, on_shared_rates, per_rate_text, signed, Contrast, AllEquivalent,
+    Probe, decide, outcome_ps, pair, ratio_text, on_shared_rates, per_rate_text, signed, Contrast, AllEquivalent,
     NotRun, RateAt, Rates)
 from research.kind_zloss import (
     CANNOT_JUDGE, FOUND, NOT_FOUND, CHOSEN, Model, models, by_rate, state, median_excess, ExcessTable,
@@ -49,7 +48,6 @@ from research.kind_ladder import (
     LEARNS, located_optima, directed_ps, OptimumSlopeGap, OptimumFlat, NotWorseAtEvery, FixedRateSlope,
     SensitivityGap, SensitivitySlope)
 from research.kind_norm_mlp import (
-    outcome_ps, per_seed_values, Versus, Interaction, log_mean, exp_text, ProfilePair, EndProbe, AllAlike,
-    Diminishing)
+    ProfilePair, AllAlike, Diminishing)
 from research.kind_recipe import (
-    basin_optima, local_slopes, AxisSlope, Leg, Prediction, Recipe, HeldOut, WHEN, ProbeGap)
+    basin_optima, local_slopes, AxisSlope, Leg, Prediction, Recipe, HeldOut)

@@ -98,8 +98,7 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
            f"{diverged_text(cells)} {measured_time(cells)}", "",
            *page.notes,
            "## Verdicts", "", page.method, "",
-           *reexpressed(read_json_file(os.path.join(sweep_dir, BEFORE)), frozen,
-                        identity.rules_lines(index.get("rules"), study), index.get("rules")), ""]
+           *rules_line(sweep_dir, index, study, frozen), ""]
   for verdict in page.verdicts:
     lines += [f"### {titles.get(verdict.claim, verdict.claim)}", "", *verdict.markdown(), "",
               *([f"Its source (the paper's figure, the effect planned): {sources[verdict.claim]}.", ""]
@@ -331,6 +330,13 @@ def reexpressed(before: dict | None, verdicts: list, rules_lines: list[str],
     diffs.append(f"{len(old)} verdicts before, {len(now)} now")
   return rules_lines + [f"Re-expressed since the run ({where}); on the committed cells it differs "
                         f"from the verdicts recorded before ({BEFORE}): " + "; ".join(diffs) + "."]
+
+
+def rules_line(sweep_dir: str, index: dict, study: str, verdicts: list) -> list[str]:
+  """The report's line on the rules that judged a study's cells in ``sweep_dir``: those recorded
+  before the run, or a re-expression of them that gives the same ``verdicts``, or what changed."""
+  return reexpressed(read_json_file(os.path.join(sweep_dir, BEFORE)), verdicts,
+                     identity.rules_lines(index.get("rules"), study), index.get("rules"))
 
 
 def _plain(x):

@@ -45,14 +45,14 @@ def test_a_bad_value_is_refused_naming_it():
 
 
 def test_a_claim_parameter_its_kind_does_not_read_is_refused():
-  less = kinds.Difference("qk lowers the loss", arm="pre+qk", reference="pre", predict="less")
+  less = kinds.Contrast("qk lowers the loss", terms=kinds.pair("pre+qk", "pre"), predict="less")
   text = refusal(lambda: checks.claim_parameters(less))
-  assert "predict='less' is not one of ['higher', 'lower']" in text and "qk lowers the loss" in text
-  best = kinds.Difference("qk lowers the loss", arm="pre+qk", reference="pre", quantity="best")
+  assert "predict='less' is not one of ['higher', 'lower', 'same']" in text and "qk lowers the loss" in text
+  best = kinds.Contrast("qk lowers the loss", terms=kinds.pair("pre+qk", "pre"), quantity="best")
   assert "quantity='best' is not one of ['best_loss', 'log_optimum', 'sensitivity']" in refusal(
       lambda: checks.claim_parameters(best))
-  assert sorted(checks.allowed(kinds.Profile, "predict")) == ["flat", "grows", "init"]
-  checks.claim_parameters(kinds.Difference("qk", arm="pre+qk", reference="pre", predict="higher"))
+  assert sorted(checks.allowed(kinds.AxisSlope, "predict")) == ["falls", "flat", "rises"]
+  checks.claim_parameters(kinds.Contrast("qk", terms=kinds.pair("pre+qk", "pre"), predict="higher"))
   for name in registry.names():  # every committed study's claims pass (registry.study checks them)
     if registry.is_file(name):
       registry.study(name)

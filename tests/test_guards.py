@@ -25,7 +25,7 @@ def judged(claim, cells, word="Not reproduced"):
 
 
 def test_a_claim_whose_models_do_not_learn_cannot_be_judged():
-  claim = kinds.Difference("b is lower than a", arm="b", reference="a")
+  claim = kinds.Contrast("b is lower than a", terms=kinds.pair("b", "a"), predict="lower")
   wrecked = [record(a, lr, s, 7.0) for a in "ab" for lr in (1e-2, 1e-1) for s in (0, 1)]  # above the unigram
   (v,), changed = judged(claim, wrecked)
   assert v.verdict == kinds.CANNOT_JUDGE and changed == [(claim.claim, "Not reproduced", kinds.CANNOT_JUDGE)]
@@ -36,7 +36,7 @@ def test_a_claim_whose_models_do_not_learn_cannot_be_judged():
   (v,), changed = judged(claim, learning)
   assert v.verdict == "Not reproduced" and not changed
   # A claim at one rate reads that rate's models only; one declared not powered is left as it is.
-  at_rate = kinds.Difference("b is lower than a", arm="b", reference="a")
+  at_rate = kinds.Contrast("b is lower than a", terms=kinds.pair("b", "a"), predict="lower")
   object.__setattr__(at_rate, "rate", 1e-1)
   mixed = [record(a, 1e-2, s, 4.0) for a in "ab" for s in (0, 1)] + [record(a, 1e-1, s, 7.0) for a in "ab" for s in (0, 1)]
   assert judged(at_rate, mixed)[0][0].verdict == kinds.CANNOT_JUDGE
@@ -45,14 +45,15 @@ def test_a_claim_whose_models_do_not_learn_cannot_be_judged():
 
 
 def test_a_claims_title_states_its_threshold():
-  wide = kinds.Difference("b is within a margin of a", arm="b", reference="a", margin=0.08)
+  wide = kinds.Contrast("b is within a margin of a", terms=kinds.pair("b", "a"), predict="same", margin=0.08)
   assert guards.title(wide) == "b is within a margin of a (margin 0.08)"
-  stated = kinds.Difference("b is within 0.08 nats of a", arm="b", reference="a", margin=0.08)
+  stated = kinds.Contrast("b is within 0.08 nats of a", terms=kinds.pair("b", "a"), predict="same", margin=0.08)
   assert guards.title(stated) == stated.claim
-  assert guards.title(kinds.Difference("b is lower than a", arm="b", reference="a")) == "b is lower than a"
-  probe = registry.study("norm_mlp").claims[4]  # kinds.EndProbe at factor 1.5
-  assert guards.title(probe) == "pre-LN's residual stream grows with depth (x1.5)"
-  assert guards.title(kinds.Difference("b is 0.005 lower", arm="b", reference="a", margin=0.05)).endswith("(margin 0.05)")
+  assert guards.title(kinds.Contrast("b is lower than a", terms=kinds.pair("b", "a"), predict="lower")) == "b is lower than a"
+  probe = registry.study("norm_mlp").claims[4]  # a probe's growth beyond log 1.5
+  assert guards.title(probe) == "pre-LN's residual stream grows with depth (bound 0.405 = log 1.5)"
+  assert guards.title(kinds.Contrast("b is 0.005 alike", terms=kinds.pair("b", "a"), predict="same",
+                                     margin=0.05)).endswith("(margin 0.05)")
 
 
 def test_inside_the_interval_is_said_only_of_what_is_inside():
@@ -88,7 +89,7 @@ def test_the_committed_reports_read_as_their_figures_say():
   assert len(at_03) == 2 and all(s.split("\n")[2].startswith("**Cannot be judged.** ") for s in at_03)
   assert all("Under the frozen rules:" in s for s in at_03)
   assert "**Cannot be judged.** Under the frozen rules: Found." in report("zloss_probe-cpu")
-  assert "### pre-LN's residual stream grows with depth (x1.5)" in report("norm_mlp-cpu")
+  assert "### pre-LN's residual stream grows with depth (bound 0.405 = log 1.5)" in report("norm_mlp-cpu")
 
 
 def test_the_guard_rejudges_zloss_probes_finding_on_its_cells():

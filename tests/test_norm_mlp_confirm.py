@@ -1,4 +1,4 @@
-"""The confirmatory norm x MLP study (experiments/studies/norm_mlp_confirm.py): unseen seeds, the one grid, the plan it froze, its committed cells and verdicts; its claim kinds (research/kinds.py: Contrast, AllEquivalent, NotRun, Profile's first/beyond) on synthetic results: reproduced, not reproduced, inconclusive, not powered."""
+"""The confirmatory norm x MLP study (experiments/studies/norm_mlp_confirm.py): unseen seeds, the one grid, the plan it froze, its committed cells and verdicts; its claim kinds (research/kinds.py: Contrast, on a Probe's first entry and bound too, AllEquivalent, NotRun) on synthetic results: reproduced, not reproduced, inconclusive, not powered."""
 
 import dataclasses
 import json
@@ -93,8 +93,8 @@ def test_the_stated_spreads_and_costs_are_the_exploratory_studys():
                                        shared_rates=False)  # its arms share no rate there
   got = []
   for c in S.CLAIMS:
-    if isinstance(c, kinds.Profile):
-      got.append(np.std(list(c.ratios(data, c.arm).values()), ddof=1))
+    if isinstance(c.quantity, kinds.Probe):
+      got.append(np.std(list(c.quantity.per_seed(data, c.needs()[0]).values()), ddof=1))
     elif isinstance(c, kinds.Contrast):
       got.append(sd(gelu(c).test(data).effect))
     elif isinstance(c, kinds.AllEquivalent):  # the larger of the two pairs' spreads
@@ -245,7 +245,7 @@ def test_profile_first_layer_and_growth_bound():
   data = STUDY.data(cells)
   resid = S.CLAIMS[2]
   t = resid.test(data)  # residual_norm [0.5, 1.0, r]: over layer 1, not the embedding's 0.5
-  assert t.effect.diff == pytest.approx(np.mean(list(resid.ratios(data, S.XPRE).values())) - math.log(1.5))
+  assert t.effect.diff == pytest.approx(np.mean(list(resid.quantity.per_seed(data, S.XPRE).values())))
   assert t.effect.diff == pytest.approx(math.log(3.6 / 1.5), abs=0.1)
   # Growth that does not pass the bound: 1.3 > 1 but below 1.5, decisively.
   t = dataclasses.replace(S.CLAIMS[0]).test(STUDY.data(synthetic(post_grad=1.2, init_noise=0.01)))

@@ -1,4 +1,4 @@
-"""The norms study (experiments/studies/norms.py, issue 59): fresh seeds, every cell's config builds with the arm's norm switches, the grid is its budgeted plan, the claims' margins and sources as stated, the stated spreads from the exploratory cells; its kind ProbeGap on synthetic results: reproduced, not reproduced, inconclusive."""
+"""The norms study (experiments/studies/norms.py, issue 59): fresh seeds, every cell's config builds with the arm's norm switches, the grid is its budgeted plan, the claims' margins and sources as stated, the stated spreads from the exploratory cells; its probe contrast on synthetic results: reproduced, not reproduced, inconclusive."""
 
 import dataclasses
 import math
@@ -94,8 +94,8 @@ def test_the_grid_is_the_budgeted_plan_within_three_hours():
 def test_the_claims_margins_and_sources_are_as_stated():
   c = {x.claim: x for x in S.CLAIMS}
   growth, loss, sens, deep, rms, dyt, stable, depth = S.CLAIMS
-  assert (growth.arm, growth.reference, growth.probe, growth.when, growth.first, growth.predict) == (
-      S.PERI, S.PRE, "residual_norm", "end", 1, "lower")  # Kim et al.: during training, not at init
+  assert (growth.terms, growth.quantity, growth.predict) == (
+      kinds.pair(S.PERI, S.PRE), kinds.Probe("residual_norm", "end", 1), "lower")  # Kim et al.: during training, not at init
   assert "Kim et al. 2025" in growth.source and "Fig. 1" in growth.source
   assert isinstance(loss, kinds.NotWorseAtEvery) and loss.margin == 0.02 and "Shazeer" in loss.source
   assert "3.34" in loss.source and "3.43" in loss.source and loss.effect == pytest.approx(0.09 + 0.02)
@@ -106,12 +106,11 @@ def test_the_claims_margins_and_sources_are_as_stated():
   assert deep.terms == ((S.DEEP16, 1), (S.POST16, -1)) and deep.learners == (S.DEEP16,)
   assert "Wang et al. 2022" in deep.source
   for eq, paper in ((rms, "Zhang & Sennrich 2019"), (dyt, "Zhu et al. 2025")):
-    assert isinstance(eq, kinds.Equivalent) and eq.margin == 0.05 and eq.reference == S.PRE
+    assert eq.predict == "same" and eq.margin == 0.05 and eq.terms[1] == (S.PRE, -1)
     assert paper in eq.source and eq.plan().test == "equivalent" and eq.plan().margin == 0.05
   assert isinstance(depth, kinds.NotRun) and set(depth.arms) == {*S.CUT, S.PERI, S.PRE}
   # Every predict is one the kind's code handles.
-  handled = {kinds.Contrast: {"higher", "lower", "same"}, kinds.Equivalent: {"same"},
-             kinds.ProbeGap: {"lower", "higher"}}
+  handled = {kinds.Contrast: {"higher", "lower", "same"}}
   for x in S.CLAIMS:
     if type(x) in handled:
       assert x.predict in handled[type(x)], x.claim
@@ -121,7 +120,7 @@ def test_the_claims_margins_and_sources_are_as_stated():
 def test_the_stated_spreads_are_the_exploratory_studys():
   _, cells, _ = cells_lib.load(os.path.join(ROOT, "results", "norm_mlp-cpu"))
   data = kinds.Data.of(cells, (), cells_lib.to_run)
-  pre = kinds.ProbeGap("x", arm="norm:pre/long", reference="norm:pre/long").ratios(data, "norm:pre/long")
+  pre = kinds.Probe("residual_norm", "end", 1).per_seed(data, "norm:pre/long")
   assert len(pre) == 3 and STUDY.spread[S.CLAIMS[0].claim].sd == pytest.approx(
       math.sqrt(2) * np.std(list(pre.values()), ddof=1), rel=1e-4)
   sd = dict(zip((x.claim for x in norm_mlp_confirm.CLAIMS), norm_mlp_confirm.SD))
@@ -134,7 +133,7 @@ def test_the_stated_spreads_are_the_exploratory_studys():
       assert STUDY.spread[x.claim].sd == pytest.approx(sd[theirs], rel=1e-5) and STUDY.spread[x.claim].n == 3
 
 
-# ----------------------------------------------------------------------------- ProbeGap, synthetic
+# ----------------------------------------------------------------------------- a probe's gap, synthetic
 
 
 def record(arm, lr, seed, final, resid_end, resid_init=(0.5, 1.0, 2.0)):
@@ -164,9 +163,9 @@ def verdict(data, claim=S.CLAIMS[0]):
 
 def test_probe_gap_reads_the_end_at_each_seeds_best_rate():
   data = synthetic(1.1)
-  per = S.CLAIMS[0].ratios(data, S.PERI)
+  per = S.CLAIMS[0].quantity.per_seed(data, S.PERI)
   assert len(per) == 6 and np.mean(list(per.values())) == pytest.approx(math.log(1.1), abs=0.02)
-  at_init = dataclasses.replace(S.CLAIMS[0], when="init").ratios(data, S.PERI)
+  at_init = kinds.Probe("residual_norm", "init", 1).per_seed(data, S.PERI)
   assert set(at_init.values()) == {math.log(2.0)}  # 2.0 / 1.0: entry 1, not the embedding
 
 
@@ -181,24 +180,24 @@ def test_probe_gap_comes_out_every_way():
   assert v.verdict == INC
 
 
-def test_probe_gap_refuses_what_its_code_does_not_handle():
+def test_a_probe_refuses_what_its_code_does_not_handle():
   with pytest.raises(ValueError, match="when='middle'"):
-    kinds.ProbeGap("x", arm="a", reference="b", when="middle")
-  with pytest.raises(ValueError, match="predict='same'"):
-    kinds.ProbeGap("x", arm="a", reference="b", predict="same")
+    kinds.Probe("residual_norm", "middle")
 
 
 def test_the_committed_run_is_the_frozen_rules_on_a_clean_tree_and_its_verdicts():
   """results/norms-cpu: every cell trained at one clean commit under the rules the sweep
-  recorded (unchanged since), and the verdicts the report prints."""
-  import json  # pylint: disable=import-outside-toplevel
+  recorded (unchanged since, or re-expressed with the same verdicts), and the verdicts the report prints."""
   from research import identity  # pylint: disable=import-outside-toplevel
-  _, cells, _ = cells_lib.load(os.path.join(registry.RESULTS, "norms-cpu"))
+  from research import report  # pylint: disable=import-outside-toplevel
+  index, cells, _ = cells_lib.load(os.path.join(registry.RESULTS, "norms-cpu"))
   assert len(cells) == 230 and {(c["code"]["clean"], c["code"]["commit"][:7]) for c in cells} == {(True, "c7450b4")}
   assert not any(cells_lib.diverged(c) for c in cells)
-  with open(os.path.join(registry.RESULTS, "norms-cpu", "sweep.json")) as f:
-    assert identity.compare(json.load(f)["rules"], "norms").same
-  verdicts = {v.claim: v.verdict for v in STUDY.judge(cells, robust=False)}
+  judged = STUDY.judge(cells, robust=False)
+  line, = report.rules_line(os.path.join(registry.RESULTS, "norms-cpu"), index, "norms", judged)
+  assert identity.compare(index["rules"], "norms").same or "re-expressed, same verdicts" in line
+  assert "revised after" not in line and "differs" not in line
+  verdicts = {v.claim: v.verdict for v in judged}
   assert [verdicts[c.claim] for c in STUDY.claims] == [
       claims.NOT_REPRODUCED, claims.NOT_REPRODUCED, claims.REPRODUCED, claims.INCONCLUSIVE,
       claims.INCONCLUSIVE, claims.INCONCLUSIVE, claims.INCONCLUSIVE, "Not powered"]

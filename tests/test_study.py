@@ -49,14 +49,14 @@ SEEDS = range(6)
 @pytest.mark.parametrize("offset,noise,expected", [
     (-0.1, 0.01, "Reproduced"), (0.1, 0.01, "Not reproduced"), (0.0, 0.2, "Inconclusive")])
 def test_a_difference_comes_out_each_way(offset, noise, expected):
-  claim = kinds.Difference("b is lower", arm="b", reference="a", predict="lower")
+  claim = kinds.Contrast("b is lower", terms=kinds.pair("b", "a"), predict="lower")
   v = judge(claim, basin("a", SEEDS) + basin("b", SEEDS, offset, noise, rng=np.random.default_rng(1)))
   assert v.verdict == expected, v.lines
   assert v.effect is not None and (v.effect.diff < 0) == (offset < 0 or (offset == 0 and v.effect.diff < 0))
 
 
 def test_a_difference_is_inconclusive_at_the_grids_edge_and_without_seeds():
-  claim = kinds.Difference("b is lower", arm="b", reference="a", predict="lower")
+  claim = kinds.Contrast("b is lower", terms=kinds.pair("b", "a"), predict="lower")
   edge = basin("a", SEEDS) + basin("b", SEEDS, -0.1, 0.01, optimum=1.0)  # optimum beyond the top
   v = judge(claim, edge)
   assert v.verdict == "Inconclusive" and any("edge" in l for l in v.lines)
@@ -67,7 +67,7 @@ def test_a_difference_is_inconclusive_at_the_grids_edge_and_without_seeds():
 @pytest.mark.parametrize("offset,noise,expected", [
     (0.002, 0.001, "Reproduced"), (0.2, 0.005, "Not reproduced"), (0.0, 0.3, "Inconclusive")])
 def test_an_equivalence_comes_out_each_way(offset, noise, expected):
-  claim = kinds.Equivalent("b is a", arm="b", reference="a", margin=0.05)
+  claim = kinds.Contrast("b is a", terms=kinds.pair("b", "a"), predict="same", margin=0.05)
   v = judge(claim, basin("a", SEEDS) + basin("b", SEEDS, offset, noise, rng=np.random.default_rng(2)))
   assert v.verdict == expected, v.lines
 
@@ -77,7 +77,9 @@ def test_an_equivalence_comes_out_each_way(offset, noise, expected):
     (0.5, "grows", "Not reproduced")])
 def test_a_profile_at_init_comes_out_each_way(last, predict, expected):
   cells = [record("a", 1e-2, s, 4.0, grad_mlp=(1.0, last * (1 + 0.01 * s))) for s in SEEDS]
-  claim = kinds.Profile("flat at init", arm="a", probe="grad_mlp", predict=predict, factor=1.5)
+  probe = kinds.Probe("grad_mlp", "init", 0, 1.5 if predict == "grows" else 1.0)
+  claim = kinds.Contrast("flat at init", terms=(("a", 1),), quantity=probe, learners=(), edge=False,
+                         predict="same" if predict == "flat" else "higher", margin=math.log(1.5))
   assert judge(claim, cells).verdict == expected
 
 
@@ -86,9 +88,9 @@ def test_a_family_is_decided_together_under_holm():
   # Per-seed differences -0.02, -0.03, -0.01, -0.025: p about 0.016 alone, above 0.05 / 6.
   cells = basin("a", range(4)) + [c for s, d in enumerate((-0.02, -0.03, -0.01, -0.025))
                                   for c in basin("b", [s], d)]
-  one = kinds.Difference("b lower", arm="b", reference="a", predict="lower", family="f")
+  one = kinds.Contrast("b lower", terms=kinds.pair("b", "a"), predict="lower", family="f")
   alone = judge(one, cells)
-  others = tuple(kinds.Difference(f"b lower {i}", arm="b", reference="a", predict="lower",
+  others = tuple(kinds.Contrast(f"b lower {i}", terms=kinds.pair("b", "a"), predict="lower",
                                   family="f", quantity="best_loss") for i in range(5))
   study = Study("t", "q", "exploratory", (Arm("a"), Arm("b")), {"cpu": Grid(RATES, (0,))}, (one,) + others)
   together = study.judge(cells, robust=False)[0]
@@ -115,12 +117,12 @@ def test_a_study_refuses_an_unknown_design_or_arm():
     Study("t", "q", "a hunch", (Arm("a"),), {}, ())
   with pytest.raises(errors.ConfigError, match=r"\['c'\]"):
     Study("t", "q", "exploratory", (Arm("a"),), {},
-          (kinds.Difference("x", arm="c", reference="a"),))
+          (kinds.Contrast("x", terms=kinds.pair("c", "a")),))
 
 
 def test_a_budget_costs_what_it_states_or_what_the_grid_measured():
   arms = (Arm("a"), Arm("b", {"model.qk_norm": True}, group="qk"))
-  claim = kinds.Difference("b lowers the loss", arm="b", reference="a", effect=0.1)
+  claim = kinds.Contrast("b lowers the loss", terms=kinds.pair("b", "a"), predict="lower", effect=0.1)
   grid = lambda **kw: Grid((1e-3, 1e-2), tuple(range(10)), shared={"train.steps": 100}, **kw)
   with pytest.raises(errors.ConfigError, match="seconds_per_model_step"):
     Study("t", "q", "exploratory", arms, {"cpu": grid(budget=Budget(10.0))}, (claim,))
@@ -173,10 +175,10 @@ def test_the_template_pre_registers_its_definition():
   assert edit("effect=0.05", "effect=0.06") != now
   assert edit("The template study: copy", "The template: copy") == now
   # A kind's code changed (in the module it lives in) changes it.
-  kind = "research/kind_base.py"
-  assert kind in modules and "len(shared) < 2" in sources[kind]
+  kind = "research/kind_contrast.py"
+  assert kind in modules and "len(seeds) < 2" in sources[kind]
   assert identity.identity(identity.definitions({**sources, kind: sources[kind].replace(
-      "len(shared) < 2", "len(shared) < 3")}, identity.FILE_ROOTS)) != now
+      "len(seeds) < 2", "len(seeds) < 3")}, identity.FILE_ROOTS)) != now
 
 
 def test_the_template_reports_through_the_framework(tmp_path):

@@ -65,14 +65,14 @@ STUDY = Study(
                       arm_overrides={"muon-half": half(SMOKE)}),
     },
     claims=(
-        kinds.Difference("Muon lowers the best loss at equal tokens (any token efficiency above 1x)",
-                         family="muon", arm="muon", reference="adamw", predict="lower",
-                         quantity="best_loss", effect=0.15,
+        kinds.Contrast("Muon lowers the best loss at equal tokens (any token efficiency above 1x)",
+                       family="muon", terms=kinds.pair("muon", "adamw"), predict="lower",
+                       quantity="best_loss", effect=0.15,
                          source="Jordan 2024's 1.35x is 0.43 of a doubling of steps: 0.15 nats at "
                                 "this shape (the recipe study's 200 -> 400 step drop, 0.34 nats)"),
-        kinds.Difference("Muon at half the tokens beats AdamW's best loss (a token efficiency above 2x)",
-                         family="muon", arm="muon-half", reference="adamw", predict="lower",
-                         quantity="best_loss", effect=0.19,
+        kinds.Contrast("Muon at half the tokens beats AdamW's best loss (a token efficiency above 2x)",
+                       family="muon", terms=kinds.pair("muon-half", "adamw"), predict="lower",
+                       quantity="best_loss", effect=0.19,
                          source="Liu et al. 2025 report ~2x (a tie here); at Jordan's 1.35x Muon at "
                                 "half the tokens is 0.57 doublings short: +0.19 nats"),
     ),

@@ -37,6 +37,13 @@ def grid(layers, width, heads, block, batch, steps, warmup, evals, diags, logs, 
 
 
 XAVIER = {"model.init": "xavier", "train.warmup_steps": 0}
+def alone(claim, *arms, **kw):
+  """A contrast decided alone (Holm over its own parts) as its rules were: ``a - b`` or ``(a - b) - (c - d)``,
+  a part decisively within ``none_within`` never for it, Welch where two arms share fewer than two seeds."""
+  return kinds.Contrast(claim, family=None, terms=tuple(zip(arms, (1, -1, -1, 1))), negligible_first=True,
+                        welch=True, **kw)
+
+
 ARMS = (
     Arm(NORM[0], {"train.warmup_steps": 0}, "pre-LN without warmup", "pre-none"),
     Arm(NORM[1], {}, "pre-LN, long warmup", "pre-long", also=("init:gpt2/pre", WIDTH[2], MATCHED[2])),
@@ -76,23 +83,24 @@ STUDY = Study(
                     members_per_program=1),
     },
     claims=(  # each judged alone, Holm over its own parts, as its rules were
-        kinds.Interaction("post-LN needs warmup; pre-LN does not", arms=NORM[2:] + NORM[:2], margin=0.05,
-                          and_first=True, learn=(NORM[3], NORM[1])),
-        kinds.Versus("post-LN needs a smaller learning rate", arm=NORM[3], reference=NORM[1],
-                     quantity="log_optimum", margin=math.log(curves.RATE_FACTOR)),
-        kinds.Versus("post-LN is more sensitive to the learning rate", arm=NORM[3], reference=NORM[1],
-                     predict="higher", quantity="sensitivity", margin=curves.SENSITIVITY_MARGIN,
-                     guard=("learns",)),
+        alone("post-LN needs warmup; pre-LN does not", *NORM[2:], *NORM[:2], none_within=0.05,
+              also=(kinds.pair(*NORM[2:]),), learners=(NORM[3], NORM[1])),
+        alone("post-LN needs a smaller learning rate", NORM[3], NORM[1], predict="lower", quantity="log_optimum",
+              none_within=math.log(curves.RATE_FACTOR)),
+        alone("post-LN is more sensitive to the learning rate", NORM[3], NORM[1], quantity="sensitivity",
+              none_within=curves.SENSITIVITY_MARGIN, edge=False),
         kinds.ProfilePair("at init post-LN's gradients grow toward the output; pre-LN's are flat",
                           grows="init:xavier/post", flat="init:xavier/pre",
                           reported=(("init:gpt2/post", "init:gpt2/pre"),)),
-        kinds.EndProbe("pre-LN's residual stream grows with depth", arm=NORM[1], beside=(NORM[3],)),
-        kinds.Interaction("post-LN's trouble grows with depth", arms=(DEPTH[1], NORM[3], DEPTH[0], NORM[1]), margin=0.05),
+        kinds.Contrast("pre-LN's residual stream grows with depth", family=None, terms=((NORM[1], 1),),
+                       quantity=kinds.Probe("residual_norm", "end", 1), bound=math.log(1.5), learners=(), edge=False,
+                       beside=(NORM[3],)),
+        alone("post-LN's trouble grows with depth", DEPTH[1], NORM[3], DEPTH[0], NORM[1], none_within=0.05, learners=()),
         # Kaplan et al. 2020, Fig. 5: at one parameter count the shape moves the loss "a few percent".
         kinds.AllAlike("parameter-matched MLP ratios perform alike", arms=MATCHED, reference=MATCHED[2], margin=0.02),
         kinds.Diminishing("wider MLPs are better, with diminishing returns", arms=WIDTH),
-        kinds.Versus("SwiGLU beats GELU at equal size", arm="swiglu", reference=WIDTH[2], against=-0.02,
-                     guard=("edge",), effect=0.04, source="Shazeer 2020: about 0.04 nats"),
+        alone("SwiGLU beats GELU at equal size", "swiglu", WIDTH[2], predict="lower", against=-0.02, learners=(),
+              effect=0.04, source="Shazeer 2020: about 0.04 nats"),
     ),
     reports=(kinds.RateTable((("norm", "Norm placement x warmup", NORM, ()),
                               ("mlp_width", "MLP ratio at fixed width (and SwiGLU)", WIDTH + ("swiglu",), ()),

@@ -39,15 +39,21 @@ def contrast(claim, *terms, **kw):
   return kinds.Contrast(claim, terms=tuple(zip(terms, (1, -1, -1, 1))), **kw)
 
 
+def at_init(claim, arm, probe, first, over=1.0, predict="higher", **kw):
+  """A probe's growth with depth at initialisation (log last / first / ``over``): no training, no guards."""
+  return kinds.Contrast(claim, terms=((arm, 1),), quantity=kinds.Probe(probe, "init", first, over), predict=predict,
+                        learners=(), edge=False, **kw)
+
+
 XIONG = "Xiong et al. 2020"
 CLAIMS = (
-    kinds.Profile("at init under Xavier, post-LN's gradient grows toward the output", arm=XPOST, predict="grows",
-                  beyond=1.5, report=("init:gpt2/post",), effect=math.log(2 / 1.5), source=f"{XIONG}, Fig. 3: 2"),
-    kinds.Profile("at init under Xavier, pre-LN's gradient is nearly flat", arm=XPRE, report=("init:gpt2/pre",),
-                  effect=0.0, source=f"{XIONG}, Thm. 1: true ratio 1"),
-    kinds.Profile("at init under Xavier, pre-LN's residual stream grows with depth", arm=XPRE, probe="residual_norm",
-                  first=1, predict="grows", beyond=1.5, report=("init:gpt2/pre",),
-                  effect=math.log(math.sqrt(4 / 1.5) / 1.5), source=f"{XIONG}, Lemma 1: block 6 / 1 >= 1.63"),
+    at_init("at init under Xavier, post-LN's gradient grows toward the output", XPOST, "grad_mlp", 0, 1.5,
+            report=("init:gpt2/post",), effect=math.log(2 / 1.5), source=f"{XIONG}, Fig. 3: 2"),
+    at_init("at init under Xavier, pre-LN's gradient is nearly flat", XPRE, "grad_mlp", 0, predict="same",
+            margin=math.log(1.5), report=("init:gpt2/pre",), effect=0.0, source=f"{XIONG}, Thm. 1: true ratio 1"),
+    at_init("at init under Xavier, pre-LN's residual stream grows with depth", XPRE, "residual_norm", 1, 1.5,
+            report=("init:gpt2/pre",), effect=math.log(math.sqrt(4 / 1.5) / 1.5),
+            source=f"{XIONG}, Lemma 1: block 6 / 1 >= 1.63"),
     contrast("without warmup, post-LN is penalised", POST0, POST, none_within=0.05, learners=(POST,),
              effect=0.25, source=f"{XIONG}: fails without; a third of the gap to the unigram"),
     contrast("without warmup, pre-LN is not penalised", PRE0, PRE, predict="same", margin=0.05, effect=0.0,

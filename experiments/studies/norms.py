@@ -61,8 +61,8 @@ KIM, WANG, WORTSMAN = "Kim et al. 2025 (Peri-LN)", "Wang et al. 2022 (DeepNet)",
 # the question's; a non-inferiority bound for a claimed gain can be tighter (half of Shazeer's 0.04).
 MATCH = "margin ±0.05 nats, norm_mlp_confirm's for 'no penalty' (about 1 % of the loss)"
 CLAIMS = (
-    kinds.ProbeGap("Peri-LN's residual stream grows less with depth than pre-LN's", arm=PERI, reference=PRE,
-                   probe="residual_norm", first=1, when="end", predict="lower", none_within=math.log(1.1),
+    kinds.Contrast("Peri-LN's residual stream grows less with depth than pre-LN's", terms=kinds.pair(PERI, PRE),
+                   quantity=kinds.Probe("residual_norm", "end", 1), predict="lower", none_within=math.log(1.1), edge=False,
                    effect=math.log(1.25), source=f"{KIM}, Fig. 1: pre-LN's hidden-state variance grows with "
                    "depth during training, Peri-LN's does not; sized for the growth pre-LN showed at the end "
                    "in norm_mlp (last / first block 1.25 at 6 layers); a gap under a factor 1.1 is none"),
@@ -77,10 +77,10 @@ CLAIMS = (
                    (POST16, -1)), predict="lower", none_within=0.05, learners=(DEEP16,), edge=False,
                    effect=0.25, source=f"{WANG}, Fig. 1/3: post-LN fails at depth at the same rates; a third "
                    "of norm_mlp's gap to the unigram"),
-    kinds.Equivalent("RMSNorm's best loss matches LayerNorm's", arm=RMS, reference=PRE, margin=0.05, effect=0.0,
+    kinds.Contrast("RMSNorm's best loss matches LayerNorm's", terms=kinds.pair(RMS, PRE), predict="same", margin=0.05, effect=0.0,
                      source=f"Zhang & Sennrich 2019: a match; {MATCH}; Narang et al. 2021's RMSNorm-LayerNorm "
                      "gap, 0.017 nats, lies well within it"),
-    kinds.Equivalent("DyT's best loss matches LayerNorm's", arm=DYT, reference=PRE, margin=0.05, effect=0.0,
+    kinds.Contrast("DyT's best loss matches LayerNorm's", terms=kinds.pair(DYT, PRE), predict="same", margin=0.05, effect=0.0,
                      source=f"Zhu et al. 2025: a match (LLaMA 7B 1.59 against 1.60 nats); {MATCH}; small-GPT "
                      "reports find DyT worse: a deficit decisively beyond it is not reproduced"),
     kinds.Contrast("pre-LN trains more stably than post-LN: post-LN is more sensitive to the rate",
