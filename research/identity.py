@@ -41,7 +41,7 @@ FILE_FORM_FILES = ("experiments/verdicts.py", "experiments/stats.py")
 # plans it (research/study.py), its claim kinds and the ladder its grids share, and the
 # rate-recipe check's rules (research/rate_check.py).
 FRAMEWORK_MODULES = ("research/study.py", "research/kinds.py", *(f"research/kind_{f}.py" for f in (
-    "base", "contrast", "zloss", "drift", "choice", "ladder", "norm_mlp", "recipe")), "research/ladder.py",
+    "base", "contrast", "zloss", "drift", "runaway", "choice", "ladder", "norm_mlp", "recipe")), "research/ladder.py",
                      "research/optimum.py", "research/rate_check.py")
 # The claim kinds' modules, split from research/kinds.py, name a definition two modules share
 # (``NAN (research/kinds.py)``) as that one module did, so the split keeps every recorded hash.

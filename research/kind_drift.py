@@ -1,7 +1,7 @@
 """The z-loss drift studies' kinds: a probe's track over training, its drift over the second half and its late window.
 
-``Drifts`` (a finding), ``HoldsLate`` and ``LowersLossLate`` (``Holds`` and ``LowersLoss`` read
-over a late window of the track), and the report items ``DriftTable`` and ``LateSeeds``.
+``Drifts`` (a finding), the report item ``DriftTable``, and ``late_models``: a model's probe
+averaged over the late window of its track, which ``Runaway`` reads with a ``window``.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ import numpy as np
 from research import claims
 from research import curves
 from research.kind_base import at_text, Claim, Data, in_order, NAN, Section
-from research.kind_zloss import (
-    FOUND, Holds, LowersLoss, Model, models, NOT_FOUND, Pairs, runaway, Runaway, state)
+from research.kind_zloss import FOUND, Model, models, NOT_FOUND
 
 
 
@@ -239,7 +238,7 @@ class Drifts(Claim):
 
 # ----------------------------------------------------------------------------- log Z late in training
 #
-# The runaway kinds (``Holds``, ``LowersLoss``) read the probe at its last reading, one noisy
+# The runaway kind (``Runaway``) reads the probe at its last reading, one noisy
 # number: on the confirmatory drift study's models (``results/zloss_drift-cpu``) log Z moved
 # by 1-3 nats between readings 2,500 steps apart. The late kinds read it over the trajectory's
 # late window instead, in models that still train.
@@ -259,74 +258,3 @@ def late_models(data: Data, arm: str, at: Mapping[str, Any] | tuple = (), probe:
   a model that does not learn is not read."""
   late = {(t.lr, t.seed): late_mean(t, window) for t in tracks(data, arm, at, probe)}
   return [dataclasses.replace(m, end=late[(m.lr, m.seed)]) for m in models(data, arm, at, probe)]
-
-
-@dataclasses.dataclass(frozen=True)
-class LateRunaway(Runaway):
-  """A runaway kind read late: where the ``reference``'s probe, averaged over the last
-  ``window`` of training in a model that still learns, lies ``bound`` past the band, ``arm``'s
-  over the same window (``late_models``)."""
-  window: float = 0.2
-
-  def pairs(self, data: Data, arm: str | None = None) -> Pairs:
-    p = super().pairs(data, arm)
-    at_rate = lambda a: {m.seed: m for m in late_models(data, a, self.at, self.probe, self.window)
-                         if m.lr == self.rate}
-    plain, other = at_rate(self.reference), at_rate(arm or self.arm)
-    sides = {s: runaway(m, self.bound) for s, m in sorted(plain.items())
-             if s in other and runaway(m, self.bound)}
-    return dataclasses.replace(p, plain=plain, other=other, sides=sides)
-
-  def premise(self) -> str:
-    return (f"at rate {self.rate:g}, on the seeds where {self.reference} learned (completed, not "
-            f"diverged, below the unigram) with its {self.probe} averaged over the readings in the "
-            f"last {self.window:.0%} of training at least {self.bound:g} nats past the band [0, "
-            f"log V] (above: {self.probe} - log V; below: -{self.probe}; at least "
-            f"{self.min_seeds} such seeds, else it cannot be judged there), {self.arm} of the same "
-            f"seed and rate over the same readings (a model that does not learn is not read)")
-
-
-@dataclasses.dataclass(frozen=True)
-class HoldsLate(LateRunaway, Holds):
-  """``Holds`` read over the late window (``LateRunaway``)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class LowersLossLate(LateRunaway, LowersLoss):
-  """``LowersLoss`` on the seeds where the reference ran away over the late window."""
-
-
-@dataclasses.dataclass(frozen=True)
-class LateSeeds:
-  """A report item: per seed at ``rate``, each arm's probe over the late window
-  (``late_mean``), whether ``reference``'s lies ``bound`` past the band [0, log V] (and on
-  which side), and every model's final loss."""
-  reference: str
-  arms: tuple[str, ...]
-  rate: float
-  bound: float = 2.0
-  window: float = 0.2
-  probe: str = "log_z"
-
-  def section(self, data: Data, out: str) -> Section:
-    del out
-    fmt = lambda x, f: "—" if not math.isfinite(x) else format(x, f)
-    names = (self.reference, *self.arms)
-    by = {a: {m.seed: m for m in late_models(data, a, (), self.probe, self.window) if m.lr == self.rate}
-          for a in names}
-    lines = ["## Per seed, late in training", "", f"Each seed's models at rate {self.rate:g}: "
-             f"{self.probe} averaged over the readings in the last {self.window:.0%} of training "
-             f"(— where a model does not learn), whether {self.reference}'s lies {self.bound:g} nats "
-             f"past the band [0, log V] (and on which side), and the final validation loss.", "",
-             "| seed | " + " | ".join(f"{a}: late {self.probe}" for a in names) + " | ran away | "
-             + " | ".join(f"{a} loss" for a in names) + " |", "|---" * (2 + 2 * len(names)) + "|"]
-    rows = []
-    for seed, plain in sorted(by[self.reference].items()):
-      side = runaway(plain, self.bound)
-      get = lambda a, f, seed=seed: getattr(by[a][seed], f) if seed in by[a] else NAN
-      rows.append({"seed": seed, "runaway": side, **{f"{a}_late": get(a, "end") for a in names},
-                   **{f"{a}_final": get(a, "final") for a in names}})
-      lines.append(f"| {seed} | " + " | ".join(fmt(get(a, "end"), "+.2f") for a in names)
-                   + f" | { {1: 'above', -1: 'below', 0: 'no'}[side]} | "
-                   + " | ".join(fmt(get(a, "final"), ".3f") for a in names) + " |")
-    return Section(lines + [""], [], {"late_seeds": rows})

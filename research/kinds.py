@@ -20,6 +20,7 @@ its family:
 - ``research/kind_contrast.py``: ``Contrast``, the one kind of a signed sum of arms' per-seed quantity (a ``QUANTITIES`` name or a ``Probe``) and its decision (``decide``); ``AllEquivalent``, ``NotRun`` and the ladder's rate lines (``Rates``).
 - ``research/kind_zloss.py``: the z-loss studies' kinds: where a probe (the output's log Z) sits against ``log V`` at the end of training.
 - ``research/kind_drift.py``: the z-loss drift studies' kinds: a probe's track over training, its drift over the second half and its late window.
+- ``research/kind_runaway.py``: ``Runaway``: on the seeds where a reference arm's log Z ran away, whether an arm holds it or lowers the final loss.
 - ``research/kind_choice.py``: a choice among arms (``Choice``, a finding with no power plan) and the report items that tabulate and draw arms: ``RateTable``, ``BestCurves`` and the per-layer profile figure.
 - ``research/kind_ladder.py``: the width ladder's kinds (the proxies study and the muTransfer ladder): where the optimal rate moves along an axis and how flat the loss is around it.
 - ``research/kind_norm_mlp.py``: the norm x MLP study's kinds, each decided alone with Holm over its own parts, as its rules were: ``ProfilePair``, ``AllAlike`` and ``Diminishing``.
@@ -38,11 +39,10 @@ from research.kind_contrast import (
     Probe, decide, outcome_ps, pair, ratio_text, on_shared_rates, per_rate_text, signed, Contrast, AllEquivalent,
     NotRun, RateAt, Rates)
 from research.kind_zloss import (
-    CANNOT_JUDGE, FOUND, NOT_FOUND, CHOSEN, Model, models, by_rate, state, median_excess, ExcessTable,
-    Departs, overshoot, runaway, Pairs, Runaway, Holds, LowersLoss, RunawaySeeds)
+    CANNOT_JUDGE, FOUND, NOT_FOUND, CHOSEN, Model, models, by_rate, state, median_excess, ExcessTable, Departs)
 from research.kind_drift import (
-    model_learns, Track, tracks, tracks_by_rate, drift_state, median_of, DriftTable, Drifts, late_mean,
-    late_models, LateRunaway, HoldsLate, LowersLossLate, LateSeeds)
+    model_learns, Track, tracks, tracks_by_rate, drift_state, median_of, DriftTable, Drifts, late_mean, late_models)
+from research.kind_runaway import overshoot, runaway, Pairs, Runaway, RunawaySeeds, LateSeeds
 from research.kind_choice import Setting, Choice, _pm, RateTable, mean_profile, plot_profiles, BestCurves
 from research.kind_ladder import (
     LEARNS, located_optima, directed_ps, OptimumSlopeGap, OptimumFlat, NotWorseAtEvery, FixedRateSlope,

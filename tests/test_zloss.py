@@ -1,5 +1,5 @@
-"""The z-loss study (experiments/studies/zloss.py): its claims (``kinds.Holds``,
-``kinds.LowersLoss``) coming out reproduced, not reproduced, inconclusive and cannot-be-judged
+"""The z-loss study (experiments/studies/zloss.py): its claims (``kinds.Runaway``,
+reading the overshoot and the loss) coming out reproduced, not reproduced, inconclusive and cannot-be-judged
 on synthetic models, decided as one family under Holm; its report items, its budgeted power
 plan, its cells the committed sweep's and its verdicts on the committed cells those recorded
 before it was re-expressed."""

@@ -1,5 +1,5 @@
-"""z-loss judged late in training (issue 45): the late kinds (``kinds.HoldsLate``,
-``kinds.LowersLossLate``) read log Z averaged over the last part of each trajectory, and come
+"""z-loss judged late in training (issue 45): ``kinds.Runaway`` with a ``window``
+reads log Z averaged over the last part of each trajectory, and come
 out each way on synthetic models; the study ``zloss_drift_late.py`` uses fresh seeds and the
 spreads and premise it states, recomputed from the 50,000-step run's cells."""
 
@@ -51,11 +51,11 @@ def models(late, final, seeds=SEEDS, noise=0.3, lost=()):
   return out
 
 
-CLAIMS = (kinds.HoldsLate("z-loss holds log Z late", effect=2.0, arm=ZLOSS, reference=PLAIN,
-                          rate=0.1, bound=2.0, min_seeds=3, window=0.2),
-          kinds.LowersLossLate("z-loss lowers the loss where log Z ran away late", effect=0.05,
-                               arm=ZLOSS, reference=PLAIN, rate=0.1, bound=2.0, min_seeds=3,
-                               margin=0.02, window=0.2))
+CLAIMS = (kinds.Runaway("z-loss holds log Z late", effect=2.0, arm=ZLOSS, reference=PLAIN,
+                        rate=0.1, bound=2.0, min_seeds=3, window=0.2),
+          kinds.Runaway("z-loss lowers the loss where log Z ran away late", effect=0.05,
+                        arm=ZLOSS, reference=PLAIN, rate=0.1, bound=2.0, min_seeds=3,
+                        reads="loss", margin=0.02, window=0.2))
 STUDY = Study(
     name="late_test", question="q", design="Confirmatory: a test double.",
     arms=(Arm(PLAIN, {"train.z_loss": 0.0}), Arm(ZLOSS, {"train.z_loss": 1e-4})),
@@ -109,7 +109,7 @@ def test_the_late_window_not_the_last_reading_decides():
   cells = [cell(PLAIN, s, late=-0.5, last=-3.0) for s in SEEDS]
   cells += [cell(ZLOSS, s, late=-0.2) for s in SEEDS]
   assert verdicts(cells)[0] == CANNOT
-  end_reading = kinds.Holds("end", effect=2.0, arm=ZLOSS, reference=PLAIN, rate=0.1, bound=2.0)
+  end_reading = kinds.Runaway("end", effect=2.0, arm=ZLOSS, reference=PLAIN, rate=0.1, bound=2.0)
   assert len(end_reading.pairs(STUDY.data(cells)).sides) == len(SEEDS)
   # And the other way: a z-loss model whose last reading is back at 0 but which sat 5 nats
   # below over the window does not hold it.
@@ -236,7 +236,7 @@ def test_the_committed_runs_exploratory_readings_in_docs_study_md():
   from research import cells as cells_lib  # pylint: disable=import-outside-toplevel
   from research import power  # pylint: disable=import-outside-toplevel
   _, cells, _ = cells_lib.load("results/zloss_drift_late-cpu")
-  end = kinds.Holds("end reading", effect=2.0, arm=ZLOSS, reference=PLAIN, rate=late_study.RATE,
+  end = kinds.Runaway("end reading", effect=2.0, arm=ZLOSS, reference=PLAIN, rate=late_study.RATE,
                     bound=2.0, min_seeds=3)
   study = dataclasses.replace(late_study.STUDY, claims=(end,), not_powered=(),
                               spread={end.key: late_study.STUDY.spread[late_study.CLAIMS[0].key]})

@@ -39,11 +39,11 @@ LOSS = ("smallest the claim cares about: 1 nat, a fifth of what the probe's runa
         "against their init (5.3 nats)")
 
 CLAIMS = tuple(claim for rate in RATES for claim in (
-    kinds.Holds(f"z-loss 0.0001 holds log Z where the plain model's runs away (rate {rate:g})",
-                effect=1.0, source=HOLDS, arm=JUDGED, reference=PLAIN, rate=rate, bound=2.0, min_seeds=3),
-    kinds.LowersLoss(f"z-loss 0.0001 lowers the final loss where the plain model's log Z runs away "
-                     f"(rate {rate:g})", effect=1.0, source=LOSS, arm=JUDGED, reference=PLAIN,
-                     rate=rate, bound=2.0, min_seeds=3, margin=0.1)))
+    kinds.Runaway(f"z-loss 0.0001 holds log Z where the plain model's runs away (rate {rate:g})",
+                  effect=1.0, source=HOLDS, arm=JUDGED, reference=PLAIN, rate=rate, bound=2.0, min_seeds=3),
+    kinds.Runaway(f"z-loss 0.0001 lowers the final loss where the plain model's log Z runs away "
+                  f"(rate {rate:g})", effect=1.0, source=LOSS, arm=JUDGED, reference=PLAIN,
+                  rate=rate, bound=2.0, min_seeds=3, reads="loss", margin=0.1)))
 
 STUDY = Study(
     name="zloss",
@@ -63,7 +63,7 @@ STUDY = Study(
                       shared={**ladder.ladder_overrides(SMOKE), **UNTUNED}),
     },
     claims=CLAIMS,
-    spread={c.key: power.Spread(0.544 if isinstance(c, kinds.Holds) else 0.288, 15) for c in CLAIMS},
+    spread={c.key: power.Spread(0.544 if c.reads == "overshoot" else 0.288, 15) for c in CLAIMS},
     spread_source=("the z-loss probe's d128 settings whose median log Z stayed within 2 nats of log V, "
                    "pooled (df 14): the excess over log V (holds); sqrt(2) x the final loss (loss)"),
     loso_min_seeds=5,  # the rules' before the re-expression (LOSO_MIN_SEEDS)

@@ -20,7 +20,7 @@ reproduced".
 Seeds 1130-1133 (none used before), paired by seed across the two arms, rate 0.3, the probe's
 shape (qk-LayerNorm, weight decay 0, multipliers 1, vocabulary 512, d32). The rules are the
 first z-loss study's kinds, written and tested each way before either drift probe ran
-(``kinds.Holds``, ``kinds.LowersLoss``; ``tests/test_zloss.py``): on the seeds where the
+(``kinds.Runaway``, reading the overshoot and the loss; ``tests/test_zloss.py``): on the seeds where the
 plain model ends at least 2 nats below 0, whether z-loss's overshoot below 0 lies decisively
 under 2 nats, and whether z-loss lowers the final loss. The trajectory table
 (``kinds.DriftTable``) shows every model's log Z over training beside them, and whether it
@@ -44,12 +44,12 @@ LOSS = ("the question: 0.05 nats, a loss change a user choosing z-loss would act
         "of no effect 0.02 nats")
 
 CLAIMS = (
-    kinds.Holds(f"z-loss 0.0001 holds log Z where the plain model's drifts below 0 (rate {RATE:g})",
-                effect=2.0, source=HOLDS, arm=first.ZLOSS, reference=first.PLAIN, rate=RATE,
-                bound=2.0, min_seeds=3),
-    kinds.LowersLoss(f"z-loss 0.0001 lowers the final loss where the plain model's log Z drifts "
-                     f"below 0 (rate {RATE:g})", effect=0.05, source=LOSS, arm=first.ZLOSS,
-                     reference=first.PLAIN, rate=RATE, bound=2.0, min_seeds=3, margin=0.02),
+    kinds.Runaway(f"z-loss 0.0001 holds log Z where the plain model's drifts below 0 (rate {RATE:g})",
+                  effect=2.0, source=HOLDS, arm=first.ZLOSS, reference=first.PLAIN, rate=RATE,
+                  bound=2.0, min_seeds=3),
+    kinds.Runaway(f"z-loss 0.0001 lowers the final loss where the plain model's log Z drifts "
+                  f"below 0 (rate {RATE:g})", effect=0.05, source=LOSS, arm=first.ZLOSS,
+                  reference=first.PLAIN, rate=RATE, bound=2.0, min_seeds=3, reads="loss", margin=0.02),
 )
 
 STUDY = Study(

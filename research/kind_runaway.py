@@ -1,0 +1,251 @@
+"""The z-loss runaway kinds: ``Runaway`` (on the seeds where a reference arm's log Z ran away past [0, log V], whether an arm holds it or lowers the final loss; *cannot be judged* where too few ran away), read at the last probe or over a late window, and the report items ``RunawaySeeds`` and ``LateSeeds``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from research import claims
+from research import stats
+from research.kind_base import at_text, Claim, Data, NAN, Section
+from research.kind_zloss import CANNOT_JUDGE, Model, models
+from research.kind_drift import late_models
+
+
+def overshoot(m: Model, side: int) -> float:
+  """How far the probe ended past the band [0, log V] on ``side`` (+1: above log V)."""
+  return m.excess if side > 0 else -m.end
+
+
+def runaway(m: Model | None, bound: float) -> int:
+  """The side (+1 above log V, -1 below 0) where the model's probe ended ``bound`` past the band, else 0."""
+  if m is None or not m.read:
+    return 0
+  return next((side for side in (1, -1) if overshoot(m, side) >= bound), 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Pairs:
+  """At one rate: the reference's and the arm's models by seed, and the seeds where the
+  reference ran away (with an arm model to pair) with the side it ran to."""
+  text: str  # "d_model 128, rate 0.3"
+  reference: str
+  arm: str
+  plain: dict[int, Model]
+  other: dict[int, Model]
+  sides: dict[int, int]
+  bound: float
+
+  def judged(self) -> list[int]:
+    return [s for s in self.sides if self.other[s].read]
+
+  def lost(self) -> list[int]:
+    return [s for s in self.sides if not self.other[s].read]
+
+  def overshoots(self) -> tuple[dict[int, float], dict[int, float]]:
+    seeds = self.judged()
+    return ({s: overshoot(self.plain[s], self.sides[s]) for s in seeds},
+            {s: overshoot(self.other[s], self.sides[s]) for s in seeds})
+
+  def losses(self) -> tuple[dict[int, float], dict[int, float]]:
+    seeds = self.judged()
+    return {s: self.plain[s].final for s in seeds}, {s: self.other[s].final for s in seeds}
+
+  def summary(self) -> str:
+    ran = {s: runaway(m, self.bound) for s, m in self.plain.items() if runaway(m, self.bound)}
+    up = sum(v > 0 for v in ran.values())
+    gone = sorted(s for s, m in self.plain.items() if not m.read)
+    unpaired = sorted(s for s in ran if s not in self.other)
+    notes = [f"{self.reference} did not complete at {', '.join(map(str, gone))}"] if gone else []
+    if unpaired:
+      notes.append(f"no {self.arm} model to pair with: {', '.join(map(str, unpaired))}")
+    return (f"{self.text}: {self.reference}'s log Z ran away in {len(ran)} of {len(self.plain)} "
+            f"seeds ({up} above log V, {len(ran) - up} below" + "".join(f"; {n}" for n in notes) + ")")
+
+
+@dataclasses.dataclass(frozen=True)
+class Runaway(Claim):
+  """At ``rate`` (and ``at``), the seeds where the ``reference`` arm's model completed with its
+  probe at least ``bound`` past the band [0, log V] (above: its excess over log V; below: minus
+  the probe), each paired with ``arm``'s model of that seed and rate, on that side; the probe read
+  at its last reading, or with a finite ``window`` averaged over the readings in that last
+  fraction of training in a model that still learns (``late_models``). ``reads="overshoot"``:
+  ``arm`` holds the probe, its mean overshoot decisively below ``bound`` (one-sided t test), not
+  reproduced when decisively above; ``reads="loss"``: ``arm`` lowers the final loss, ``arm -
+  reference`` decisively negative, not reproduced when decisively positive or equivalent to none
+  within ``margin`` (TOST). With fewer than ``min_seeds`` such seeds the claim cannot be judged
+  there (``CANNOT_JUDGE``: where nothing runs away nothing is held). An ``arm`` model that did not
+  complete at a judged seed cannot support the claim (its p for is 1), while the seeds that
+  completed can still decide against it."""
+  arm: str = ""
+  reference: str = ""
+  rate: float = NAN
+  at: tuple = ()
+  bound: float = 2.0
+  min_seeds: int = 3
+  probe: str = "log_z"
+  reads: str = "overshoot"
+  margin: float = NAN
+  window: float = NAN
+
+  def needs(self) -> tuple[str, ...]:
+    return (self.arm, self.reference)
+
+  def pairs(self, data: Data, arm: str | None = None) -> Pairs:
+    arm = arm or self.arm
+    read = lambda a: (late_models(data, a, self.at, self.probe, self.window) if math.isfinite(self.window)
+                      else models(data, a, self.at, self.probe))
+    at_rate = lambda a: {m.seed: m for m in read(a) if m.lr == self.rate}
+    plain, other = at_rate(self.reference), at_rate(arm)
+    sides = {s: runaway(m, self.bound) for s, m in sorted(plain.items())
+             if s in other and runaway(m, self.bound)}
+    points = {p for p in data.points(self.reference)} if not self.at else {tuple(self.at)}
+    where = "; ".join(at_text(p)[2:] for p in sorted(points, key=repr) if p)
+    return Pairs(f"{where + ', ' if where else ''}rate {self.rate:g}", self.reference, arm, plain,
+                 other, sides, self.bound)
+
+  def quantity_text(self) -> str:
+    if self.reads == "loss":
+      return f"final loss, {self.arm} - {self.reference}"
+    return f"{self.arm}'s overshoot past [0, log V] on {self.reference}'s side (held below +{self.bound:g})"
+
+  def premise(self) -> str:
+    late = (f" averaged over the readings in the last {self.window:.0%} of training" if math.isfinite(self.window)
+            else "")
+    learned = "learned (completed, not diverged, below the unigram)" if late else "completed"
+    return (f"at rate {self.rate:g}, on the seeds where {self.reference} {learned} with its "
+            f"{self.probe}{late} at least {self.bound:g} nats past the band [0, log V] (above: "
+            f"{self.probe} - log V; below: -{self.probe}; at least {self.min_seeds} such seeds, "
+            f"else it cannot be judged there), {self.arm} of the same seed and rate"
+            + (" over the same readings (a model that does not learn is not read)" if late else ""))
+
+  def rule(self) -> str:
+    if self.reads == "loss":
+      want = (f"the final validation loss minus {self.reference}'s, paired by seed; reproduced when "
+              f"decisively negative (t test), not reproduced when decisively positive or equivalent to "
+              f"none within {self.margin:g} nats (TOST)")
+    else:
+      want = (f"its overshoot past the band on that side; reproduced when the mean overshoot lies "
+              f"decisively below {self.bound:g} nats (one-sided t test), not reproduced when decisively above")
+    return (f"{self.premise()}: {want}, inconclusive otherwise; a model of {self.arm} that did not "
+            f"complete cannot support it")
+
+  def test(self, data: Data) -> claims.Test:
+    p = self.pairs(data)
+    if len(p.sides) < self.min_seeds:
+      return claims.Test(self.key, self.claim, self.rule(), [], missing=claims.Verdict(
+          self.claim, CANNOT_JUDGE, [p.summary() + ".", f"It cannot be judged at this rate: the "
+          f"claim is about models whose log Z runs away, and at least {self.min_seeds} seeds are "
+          f"needed. This is not a failure to reproduce it."], self.rule()))
+    if self.reads == "loss":
+      plain, other = p.losses()
+      values = {s: other[s] - plain[s] for s in plain}
+      e, p_for, p_against = stats.directed(list(values.values()), "lower", self.margin)
+      e = dataclasses.replace(e, kind="paired")
+      lines = [f"Final validation loss: {self.reference} {stats.one_sample(list(plain.values())).text()}, "
+               f"{self.arm} {stats.one_sample(list(other.values())).text()}."]
+    else:
+      plain, values = p.overshoots()
+      e, p_for, p_against = stats.below(list(values.values()), self.bound)
+      e = dataclasses.replace(e, kind="paired seeds")
+      lines = [f"Overshoot past the band [0, log V] on {self.reference}'s side: {self.reference} "
+               f"{stats.one_sample(list(plain.values())).text()}; {self.arm} {e.text()} (bound "
+               f"+{self.bound:g}); {self.reference} - {self.arm} {stats.paired(plain, values).text()}."]
+    t = claims.Test(self.key, self.claim, self.rule(), [p.summary() + ".", *lines], e, self.quantity_text(),
+                    p_for, p_against, [], tuple(values))
+    if p.lost():
+      t = dataclasses.replace(t, p_for=1.0, lines=t.lines + [
+          f"{self.arm} did not complete at seed{'s' * (len(p.lost()) > 1)} "
+          f"{', '.join(map(str, p.lost()))}, where {self.reference} ran away: the claim cannot "
+          f"come out reproduced; the other seeds can decide against it."])
+    return t
+
+
+@dataclasses.dataclass(frozen=True)
+class RunawaySeeds:
+  """A report item: per rate and seed, ``reference``'s excess over log V and whether (and on
+  which side) it ran away, each of ``arms``' excess, and every model's final loss; then, for
+  each of ``reported`` (arms not judged), its overshoot and its loss difference from
+  ``reference`` on the seeds where the reference ran away."""
+  reference: str
+  arms: tuple[str, ...]
+  reported: tuple[str, ...] = ()
+  bound: float = 2.0
+  at: tuple = ()
+
+  def section(self, data: Data, out: str) -> Section:
+    del out
+    fmt = lambda x, f: "—" if x is None else format(x, f)
+    names = (self.reference, *self.arms)
+    lines = ["## Per seed", "", f"Each seed's models at one rate: log Z at the end minus log V, "
+             f"whether {self.reference} ran away (past the band [0, log V] by {self.bound:g} nats, "
+             f"and on which side), and the final validation loss (— where a model did not complete).", "",
+             f"| rate | seed | {self.reference}: log Z - log V | ran away | " + " | ".join(self.arms)
+             + " | " + " | ".join(f"{a} loss" for a in names) + " |", "|---" * (3 + 2 * len(names)) + "|"]
+    rows, reported = [], []
+    for rate in sorted({m.lr for m in models(data, self.reference, self.at)}):
+      claim = lambda arm: Runaway("", None, arm=arm, reference=self.reference, rate=rate,
+                                  at=self.at, bound=self.bound)
+      by = {a: claim(a).pairs(data).other for a in names}
+      for seed, plain in claim(self.reference).pairs(data).plain.items():
+        row = {"learning_rate": rate, "seed": seed, "runaway": runaway(plain, self.bound)}
+        for a in names:
+          m = by[a].get(seed)
+          row[f"{a}_excess"], row[f"{a}_final"] = (m.excess, m.final) if m and m.read else (None, None)
+        rows.append(row)
+        lines.append(f"| {rate:g} | {seed} | {fmt(row[f'{self.reference}_excess'], '+.2f')} | "
+                     f"{ {1: 'above', -1: 'below', 0: 'no'}[row['runaway']]} | "
+                     + " | ".join(fmt(row[f"{a}_excess"], "+.2f") for a in self.arms) + " | "
+                     + " | ".join(fmt(row[f"{a}_final"], ".3f") for a in names) + " |")
+      for arm in self.reported:
+        p = claim(arm).pairs(data)
+        _, over = p.overshoots()
+        plain, other = p.losses()
+        o, d = stats.one_sample(list(over.values())), stats.paired(other, plain)
+        reported.append((arm, f"- {p.summary()}: overshoot {o.text()}; final loss {arm} - "
+                         f"{self.reference} {d.text()}" + (f"; did not complete at seeds "
+                         f"{', '.join(map(str, p.lost()))}" if p.lost() else "") + ".",
+                         {"arm": arm, "learning_rate": rate, "runaway_seeds": list(p.sides),
+                          "overshoot": o, "loss_difference": d, "not_completed": p.lost()}))
+    for arm in self.reported:
+      lines += ["", f"## {arm} (reported, not judged)", "", f"Not part of the claims: the same "
+                f"quantities for {arm}, on the seeds where {self.reference} ran away.", "",
+                *[text for a, text, _ in reported if a == arm]]
+    return Section(lines + [""], [], {"seeds": rows, "reported": [r for _, _, r in reported]})
+
+
+@dataclasses.dataclass(frozen=True)
+class LateSeeds:
+  """A report item: per seed at ``rate``, each arm's probe over the late window
+  (``late_mean``), whether ``reference``'s lies ``bound`` past the band [0, log V] (and on
+  which side), and every model's final loss."""
+  reference: str
+  arms: tuple[str, ...]
+  rate: float
+  bound: float = 2.0
+  window: float = 0.2
+  probe: str = "log_z"
+
+  def section(self, data: Data, out: str) -> Section:
+    del out
+    fmt = lambda x, f: "—" if not math.isfinite(x) else format(x, f)
+    names = (self.reference, *self.arms)
+    by = {a: {m.seed: m for m in late_models(data, a, (), self.probe, self.window) if m.lr == self.rate}
+          for a in names}
+    lines = ["## Per seed, late in training", "", f"Each seed's models at rate {self.rate:g}: "
+             f"{self.probe} averaged over the readings in the last {self.window:.0%} of training "
+             f"(— where a model does not learn), whether {self.reference}'s lies {self.bound:g} nats "
+             f"past the band [0, log V] (and on which side), and the final validation loss.", "",
+             "| seed | " + " | ".join(f"{a}: late {self.probe}" for a in names) + " | ran away | "
+             + " | ".join(f"{a} loss" for a in names) + " |", "|---" * (2 + 2 * len(names)) + "|"]
+    rows = []
+    for seed, plain in sorted(by[self.reference].items()):
+      side = runaway(plain, self.bound)
+      get = lambda a, f, seed=seed: getattr(by[a][seed], f) if seed in by[a] else NAN
+      rows.append({"seed": seed, "runaway": side, **{f"{a}_late": get(a, "end") for a in names},
+                   **{f"{a}_final": get(a, "final") for a in names}})
+      lines.append(f"| {seed} | " + " | ".join(fmt(get(a, "end"), "+.2f") for a in names)
+                   + f" | { {1: 'above', -1: 'below', 0: 'no'}[side]} | "
+                   + " | ".join(fmt(get(a, "final"), ".3f") for a in names) + " |")
+    return Section(lines + [""], [], {"late_seeds": rows})
