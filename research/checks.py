@@ -20,6 +20,7 @@ import dataclasses
 import functools
 import inspect
 import re
+import sys
 
 from andrea_jax import errors
 from research import kinds
@@ -60,13 +61,18 @@ def allowed(kind: type, field: str) -> frozenset[str] | None:
     if not (isinstance(cls, type) and issubclass(cls, kinds.Claim)):
       continue
     for node in ast.walk(_class_nodes(inspect.getsourcefile(cls)).get(cls.__name__, ast.Module([], []))):
+      module = sys.modules[cls.__module__]
       if isinstance(node, ast.Compare):
         sides = [node.left, *node.comparators]
         if any(_is_field(s, field) for s in sides):
           values |= {v for s in sides for v in _strings(s)}
-      elif isinstance(node, ast.Subscript) and _is_field(node.slice, field) and isinstance(node.value, ast.Name):
-        table = getattr(kinds, node.value.id, None)
-        if isinstance(table, dict):
+          values |= {v for s in sides if isinstance(s, ast.Name)  # ``self.of in FITS``
+                     for v in getattr(module, s.id, ()) if isinstance(v, str)}
+      elif isinstance(node, ast.Subscript) and _is_field(node.slice, field):
+        table = getattr(module, node.value.id, None) if isinstance(node.value, ast.Name) else None
+        if isinstance(node.value, ast.Dict):  # ``{"higher": ..., "lower": ...}[self.predict]``
+          values |= {v for k in node.value.keys if k is not None for v in _strings(k)}
+        elif isinstance(table, dict):
           values |= set(table)
   if not values:
     return None

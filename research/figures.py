@@ -119,7 +119,7 @@ def optima(data: kinds.Data, rates: tuple[kinds.RateAt, ...], out: str) -> str |
   fig = reporting.figure(figsize=(6, 4))
   ax, drawn = fig.subplots(), False
   for i, r in enumerate(rates):
-    points, _ = kinds.located_optima(data, r.arm, r.axis, r.learns)
+    points, _ = kinds.axis_optima(data, r.arm, r.axis, "fitted", r.learns)
     for j, v in enumerate(data.values(r.arm, r.axis)):
       opts = [math.exp(by[v]) for by in points.values() if v in by]
       ax.plot([v] * len(opts), opts, "o", color=f"C{i}", ms=3, alpha=0.6,

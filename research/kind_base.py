@@ -168,6 +168,12 @@ def words(values: Mapping[str, Any]) -> str:
   return ", ".join(f"{k.replace('_', ' ')} {v:g}" for k, v in values.items())
 
 
+def log_text(x: float) -> str:
+  """A threshold as a rule states it: ``log 1.5`` where it is the log of a short factor, else ``0.05``."""
+  f = round(math.exp(x), 2)
+  return f"log {f:g}" if x and abs(math.log(f) - x) < 1e-12 else f"{x:g}"
+
+
 def span(values) -> float:
   """Doublings the values span (log2 of the largest over the smallest)."""
   return math.log2(max(values) / min(values)) if len(values) else NAN

@@ -14,15 +14,9 @@ from research import curves
 from research import power
 from research import stats
 from research.kind_base import (
-    at_text, Claim, Data, highest, lowest, NAN, p_beyond, p_outside, probe_ratio, QUANTITIES, Section)
+    at_text, Claim, Data, highest, log_text, lowest, NAN, p_beyond, p_outside, probe_ratio, QUANTITIES, Section)
 from research.kind_choice import plot_profiles
-from research.kind_ladder import located_optima
-
-
-def log_text(x: float) -> str:
-  """A threshold as a rule states it: ``log 1.5`` where it is the log of a short factor, else ``0.05``."""
-  f = round(math.exp(x), 2)
-  return f"log {f:g}" if x and abs(math.log(f) - x) < 1e-12 else f"{x:g}"
+from research.kind_ladder import axis_optima
 
 
 def ratio_text(logs: Mapping[int, float]) -> str:
@@ -403,7 +397,7 @@ class RateAt:
     return out
 
   def result(self, data: Data) -> dict:
-    points, missing = located_optima(data, self.arm, self.axis, self.learns)
+    points, missing = axis_optima(data, self.arm, self.axis, "fitted", self.learns)
     e = stats.one_sample(list(self.per_seed(points, self.target).values()))
     used = [v for s, by in points.items() if s in self.per_seed(points, self.target) for v in by]
     out = {"arm": self.arm, "label": self.label, "method": self.method, "target": self.target,

@@ -1,7 +1,12 @@
-"""The width ladder's kinds (the proxies study and the muTransfer ladder): where the optimal rate moves along an axis and how flat the loss is around it.
+"""Claims along an axis (the width ladder, the recipe's legs): each seed's optimal rate at each value of the axis (three fits, one home: ``point_optima``), ``Slope`` (the one kind of a per-seed slope against log2 of the axis), ``NotWorseAtEvery`` and ``SensitivityGap``.
 
-``OptimumSlopeGap``, ``OptimumFlat``, ``NotWorseAtEvery``, ``FixedRateSlope``, ``SensitivityGap``
-and ``SensitivitySlope``.
+``Slope`` reads, per seed and value of ``axis``, a quantity ``of``: ``fitted`` (log of the seed's
+fitted optimum, ``curves.optima``, where it is bracketed and the arm learns), ``basin`` (log of
+the vertex of the seed's flat basin, ``optimum.basin``), ``bracketed`` (log of the fit that always
+brackets the seed's best rate, ``optimum.seed_optimum``), ``sensitivity`` (Wortsman et al.'s, over
+one base grid shared by every value where the arm learns) or ``fixed_rate`` (the final loss at the
+grid rate nearest the arm's mean optimum at the axis' smallest value); per seed the least-squares
+slope of it against log2 of the axis (``per doubling``).
 """
 
 from __future__ import annotations
@@ -10,145 +15,227 @@ import dataclasses
 import math
 from typing import Any
 
+import numpy as np
+
 from research import claims
 from research import curves
-from research import power
+from research import optimum
 from research import stats
-from research.kind_base import (
-    _missing, at_text, Claim, Data, NAN, not_located, QUANTITIES, seed_slopes, slope, span)
+from research.kind_base import _missing, at_text, Claim, Data, log_text, NAN, not_located, QUANTITIES, seed_slopes, span
 
-
-# ----------------------------------------------------------------------------- the width ladder
-# (the proxies study and the muTransfer ladder; any study with an axis of widths)
-#
-# Claims on how the optimum, the loss and the learning-rate sensitivity move along an axis
-# (``model.d_model``: the maths is on log2 of its values, "per doubling"), and the rate the
-# optima predict at another value of it. An optimum is a seed's fitted vertex
-# (``curves.optima``), located only where it is bracketed and the arm learns there
-# (``learns``: ``curves.learns``, the t interval of the seeds' best losses below the unigram
-# plateau, or ``curves.learns_every_seed``, every seed below it).
-
+# Whether an arm learns at a point: the t interval of its seeds' best losses below the unigram
+# plateau (``interval``), or every seed below it (``every_seed``).
 LEARNS = {"interval": curves.learns, "every_seed": curves.learns_every_seed}
+FITS = ("fitted", "basin", "bracketed")
 
 
-def located_optima(data: Data, arm: str, axis: str, learns: str = "interval"
-                   ) -> tuple[dict[int, dict[Any, float]], list[str]]:
-  """``{seed: {value: log(fitted optimum)}}`` of ``arm`` along ``axis``, and what was not
-  located: a value where it does not learn, a seed's optimum at the grid's edge."""
-  missing, points = [], {}
-  for v in data.values(arm, axis):
-    runs, where = data.runs(arm, {axis: v}), at_text({axis: v})[2:]
-    if not LEARNS[learns](runs):
-      missing.append(f"{where}: {arm} does not learn")
-      continue
+def point_optima(runs: list[curves.Run], arm: str, where: str, fit: str = "fitted",
+                 learns: str = "interval") -> tuple[dict[int, float], list[str]]:
+  """``{seed: log(optimum)}`` of ``arm``'s ``runs`` at one grid point (``where``) by ``fit``, and
+  what was not located: the point where the arm does not learn, a seed whose optimum the fit
+  cannot place inside the grid."""
+  if not LEARNS[learns](runs):
+    return {}, [f"{where}: {arm} does not learn"]
+  out, missing = {}, []
+  if fit == "fitted":
     for seed, opt in curves.optima(runs).items():
       if opt.bracketed:
-        points.setdefault(seed, {})[v] = math.log(opt.lr)
+        out[seed] = math.log(opt.lr)
       else:
         missing.append(f"{where} seed {seed}: {arm}'s optimum at the grid's edge ({opt.lr:.2g})")
+    return out, missing
+  table = optimum.table(runs)
+  for seed in sorted({r.seed for r in runs}):
+    own = {lr: by[seed] for lr, by in table.items() if seed in by}
+    if fit == "basin":
+      b = optimum.basin({lr: {seed: x} for lr, x in own.items()}, resamples=0)
+      opt, why = b.optimum, (f"{arm}'s basin has no minimum inside the grid (best grid rate {b.best:.3g})")
+    else:
+      opt, why = optimum.seed_optimum(own)
+    if opt is None:
+      missing.append(f"{where} seed {seed}: {why}")
+    else:
+      out[seed] = math.log(opt)
+  return out, missing
+
+
+def axis_optima(data: Data, arm: str, axis: str, fit: str = "fitted", learns: str = "interval"
+                ) -> tuple[dict[int, dict[Any, float]], list[str]]:
+  """``{seed: {value: log(optimum)}}`` of ``arm`` along ``axis`` (``point_optima`` at each value)."""
+  points, missing = {}, []
+  for v in data.values(arm, axis):
+    found, out = point_optima(data.runs(arm, {axis: v}), arm, at_text({axis: v})[2:], fit, learns)
+    missing += out
+    for seed, x in found.items():
+      points.setdefault(seed, {})[v] = x
   return dict(sorted(points.items())), missing
 
 
-def directed_ps(values: list[float], margin: float, same_first: bool, predict: str = "higher"
-                ) -> tuple[stats.Effect, float, float]:
-  """``stats.directed``; with ``same_first``, a mean decisively within ``+-margin`` is
-  against the claim even when it is decisively beyond 0 (``stats.outcome``'s order: an
-  effect too small to matter, however certain)."""
-  e, p_for, p_against = stats.directed(values, predict, margin)
-  if same_first and math.isfinite(e.p_same) and e.p_same < stats.ALPHA:
-    p_for = 1.0
-  return e, p_for, p_against
+def local_slopes(points) -> list[float]:
+  """The slopes between neighbouring values of the axis of the seeds' mean log optimum
+  (per doubling): where they differ from the straight line's, the line bends."""
+  values = sorted({v for by in points.values() for v in by})
+  means = [float(np.mean([by[v] for by in points.values() if v in by])) for v in values]
+  return [(b - a) / math.log2(w / v) for (v, a), (w, b) in zip(zip(values, means),
+                                                                zip(values[1:], means[1:]))]
 
 
 @dataclasses.dataclass(frozen=True)
-class OptimumSlopeGap(Claim):
-  """Transfer (Yang et al. 2022): per seed, the slope of log(fitted optimum) against log2
-  ``axis``; ``|slope reference| - |slope arm|`` paired by seed, reproduced when decisively
-  positive (the arm's optimum moves less), not reproduced when decisively negative or within
-  ``+-log(factor)`` over the axis' span (TOST); inconclusive when an optimum is not located."""
+class Reading:
+  """One arm's per-seed values along the axis, the values it spans, what was not located (a
+  guard for an optimum; notes otherwise) and a line on how it was read."""
+  points: dict
+  values: list
+  missing: list[str]
+  guards: list
+  line: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Slope(Claim):
+  """Per seed, the slope of ``arm``'s quantity ``of`` (the module docstring) against log2 ``axis``
+  over at least ``min_points`` values; with ``reference``, ``|slope reference| - |slope arm|``
+  paired by seed (the arm's optimum moves less); with ``times_span``, the slope times the axis'
+  doublings (the log of the factor it moves over the axis). ``predict``: ``higher`` or
+  ``lower`` (beyond 0; against when decisively the other way, or equivalent to none within
+  ``margin``, TOST; with ``same_first`` a slope decisively within the margin is never for it),
+  ``flat`` (within ``+-margin``, TOST) or ``below`` (below ``+margin``, one-sided). ``margin`` is
+  per doubling, or with ``per_span`` over the axis' span (``span`` doublings; NaN: the data's).
+  ``also``: arms whose slopes are reported, not judged."""
   arm: str = ""
+  axis: str = ""
+  of: str = "fitted"
+  predict: str = "lower"
   reference: str = ""
-  axis: str = ""
-  factor: float = curves.RATE_FACTOR
-  learns: str = "interval"
-  min_points: int = 3
+  margin: float = NAN
+  per_span: bool = False
+  span: float = NAN
+  times_span: bool = False
   same_first: bool = False
-
-  def needs(self) -> tuple[str, ...]:
-    return (self.arm, self.reference)
-
-  def quantity_text(self) -> str:
-    return (f"|slope {self.reference}| - |slope {self.arm}| of log(fitted optimum) per doubling "
-            f"of {self.axis}")
-
-  def rule(self) -> str:
-    return (f"per seed and {self.axis}, the fitted optimal rate; per seed, the least-squares "
-            f"slope of its log against log2({self.axis}) (at least {self.min_points} values); "
-            f"{self.quantity_text()}, paired by seed: reproduced when decisively positive, not "
-            f"reproduced when decisively negative or equivalent within a factor {self.factor:g} "
-            f"over the axis' span (TOST); inconclusive otherwise, or when any seed's optimum "
-            f"lies at the grid's edge or an arm does not learn at a value ({self.learns}).")
-
-  def test(self, data: Data) -> claims.Test:
-    (ref, ref_out), (arm, arm_out) = (located_optima(data, a, self.axis, self.learns)
-                                      for a in (self.reference, self.arm))
-    sr, sa = seed_slopes(ref, self.min_points), seed_slopes(arm, self.min_points)
-    shared = sorted(set(sr) & set(sa))
-    if len(shared) < 2:
-      return _missing(self, self.rule(), f"{self.min_points} located optima for two seeds of "
-                      f"both {self.reference} and {self.arm}", ref_out + arm_out)
-    margin = math.log(self.factor) / span(data.values(self.reference, self.axis)
-                                          + data.values(self.arm, self.axis))
-    e, pf, pa = directed_ps([abs(sr[s]) - abs(sa[s]) for s in shared], margin, self.same_first)
-    e = dataclasses.replace(e, kind="paired")
-    lines = [f"Slope of log(optimum) per doubling: {self.reference} "
-             f"{stats.one_sample(list(sr.values())).text('per doubling')}; {self.arm} "
-             f"{stats.one_sample(list(sa.values())).text('per doubling')} (margin {margin:.3f})."]
-    return claims.Test(self.key, self.claim, self.rule(), lines, e, self.quantity_text(), pf, pa,
-                       [not_located(ref_out + arm_out)], tuple(shared))
-
-
-@dataclasses.dataclass(frozen=True)
-class OptimumFlat(Claim):
-  """The optimum stays put (Yang et al. 2022, under muP): per seed, ``arm``'s slope of
-  log(fitted optimum) against log2 ``axis`` times the axis' span (the log of the factor it
-  moves over the axis), within ``+-log(factor)`` (TOST), against when decisively beyond."""
-  arm: str = ""
-  axis: str = ""
-  factor: float = 2.0
   learns: str = "interval"
   min_points: int = 3
-  test_kind = "equivalent"
+  also: tuple[str, ...] = ()
 
   @property
-  def margin(self) -> float:
-    return math.log(self.factor)
+  def test_kind(self) -> str:  # type: ignore[override]
+    return "equivalent" if self.predict == "flat" else "directed"
+
+  def plan(self):
+    return dataclasses.replace(super().plan(), margin=self.bound(None) if self.predict == "flat" else None)
 
   def needs(self) -> tuple[str, ...]:
-    return (self.arm,)
+    return (self.arm, *((self.reference,) if self.reference else ()), *self.also)
+
+  def what(self) -> str:
+    return {"fitted": "log(fitted optimal rate)", "basin": "log(flat-basin optimal rate)",
+            "bracketed": "log(bracketed optimal rate)", "sensitivity": "the learning-rate sensitivity",
+            "fixed_rate": "the final loss at a fixed rate"}[self.of]
 
   def quantity_text(self) -> str:
-    return f"log factor the {self.arm} optimum moves over the axis' span"
+    slope = f"slope of {self.what()} per doubling of {self.axis}" + (" times its doublings" if self.times_span else "")
+    return f"abs({self.reference}'s) - abs({self.arm}'s) {slope}" if self.reference else f"{self.arm}: {slope}"
+
+  def bound(self, values) -> float:
+    """The margin per doubling (``per_span``: over the span of ``values`` or ``span``)."""
+    if not self.per_span:
+      return self.margin
+    doublings = self.span if math.isfinite(self.span) else span(values or [])
+    return self.margin / doublings if doublings else NAN
+
+  def margin_text(self) -> str:
+    m = log_text(self.margin)
+    if not self.per_span:
+      return m + ("" if self.times_span else " per doubling")
+    if math.isfinite(self.span):
+      return f"{m} / {self.span:g} = {self.bound(None):.3f} per doubling"
+    return f"{m} over the axis' span (per doubling: divided by its doublings)"
 
   def rule(self) -> str:
-    return (f"per seed, {self.arm}'s slope of log(optimal rate) against log2({self.axis}) times "
-            f"the axis' span (the log of the factor the optimum moves over it): reproduced when "
-            f"within ±log {self.factor:g} (TOST), not reproduced when decisively beyond it; "
-            f"inconclusive otherwise or when an optimum was not located.")
+    m = self.margin_text()
+    want = {"higher": "decisively above 0", "lower": "decisively below 0",
+            "flat": f"within ±{m} (TOST)", "below": f"below +{m} (one-sided)"}[self.predict]
+    against = {"flat": "decisively beyond the margin", "below": "decisively above the margin"}.get(
+        self.predict, "decisively the other way" + (f" or equivalent to flat within ±{m} (TOST)"
+                                                     if math.isfinite(self.margin) else ""))
+    read = (f"per seed and value of {self.axis}, {self.what()}"
+            + (f" (located where the arm learns, {self.learns})" if self.of in FITS else ""))
+    return (f"{read}; per seed, the least-squares {self.quantity_text()} (at least {self.min_points} "
+            f"values); reproduced when the mean over seeds lies {want}"
+            + (" and not decisively within the margin" if self.same_first else "")
+            + f", not reproduced when it lies {against}; inconclusive otherwise"
+            + (", or when a seed's optimum is not located at a value of the axis" if self.of in FITS else "")
+            + (f" ({', '.join(self.also)}: reported, not judged)" if self.also else ""))
+
+  def read(self, data: Data, arm: str) -> Reading:
+    values = data.values(arm, self.axis)
+    runs = {v: data.runs(arm, {self.axis: v}) for v in values}
+    if self.of in FITS:
+      points, missing = axis_optima(data, arm, self.axis, self.of, self.learns)
+      return Reading(points, values, missing, [])
+    if self.of == "sensitivity":
+      notes = [f"{at_text({self.axis: v})[2:]}: {arm} does not learn, left out"
+               for v, rs in runs.items() if not LEARNS[self.learns](rs)]
+      learning = {v: rs for v, rs in runs.items() if LEARNS[self.learns](rs)}
+      rates = curves.base_rates(*learning.values()) if learning else []
+      points: dict[int, dict] = {}
+      for v, rs in learning.items():
+        for seed, s in curves.sensitivity(rs, rates).items():
+          points.setdefault(seed, {})[v] = s
+      return Reading(points, list(learning), notes, [])
+    opts = curves.optima(runs[values[0]]) if len(values) >= self.min_points else {}  # fixed_rate
+    if not opts:
+      return Reading({}, values, [f"{self.min_points} values of {self.axis} and an optimum at the smallest"], [])
+    centre = sum(math.log(o.lr) for o in opts.values()) / len(opts)
+    rate = min(sorted({r.lr for r in runs[values[0]]}), key=lambda r: abs(math.log(r) - centre))
+    points = {}
+    for v in values:
+      for r in runs[v]:
+        if r.lr == rate:
+          points.setdefault(r.seed, {})[v] = r.clipped
+    return Reading(points, values, [], [(not LEARNS[self.learns](runs[values[0]]), f"{arm} does not learn at the "
+                                         f"smallest {self.axis}.")], f"At rate {rate:g}.")
+
+  def slopes(self, data: Data, arm: str) -> dict[int, float]:
+    r = self.read(data, arm)
+    doublings = span(r.values) if self.times_span else 1.0
+    return {s: v * doublings for s, v in seed_slopes(r.points, self.min_points).items()}
 
   def test(self, data: Data) -> claims.Test:
-    points, out = located_optima(data, self.arm, self.axis, self.learns)
-    doublings = span(data.values(self.arm, self.axis))
-    moved = {s: v * doublings for s, v in seed_slopes(points, self.min_points).items()}
-    if len(moved) < 2:
-      return _missing(self, self.rule(), f"{self.min_points} located optima for two seeds of "
-                      f"{self.arm}", out)
-    e, pf, pa = stats.within(list(moved.values()), self.margin)
-    factor = (f"{math.exp(e.diff):.2f} [{math.exp(e.lo):.2f}, {math.exp(e.hi):.2f}]"
-              if e.defined else f"{math.exp(e.diff):.2f}")
-    lines = [f"{self.arm}'s optimum moves by a factor {factor} over {doublings:.0f} doublings."]
-    return claims.Test(self.key, self.claim, self.rule(), lines, e, self.quantity_text(), pf, pa,
-                       [not_located(out)], tuple(moved))
+    mine = self.read(data, self.arm)
+    arms = (self.reference, self.arm) if self.reference else (self.arm,)
+    readings = {a: mine if a == self.arm else self.read(data, a) for a in arms}
+    slopes = {a: self.slopes(data, a) for a in arms}
+    seeds = sorted(set.intersection(*(set(s) for s in slopes.values())))
+    missing = [m for r in readings.values() for m in r.missing]
+    if len(seeds) < 2:
+      return _missing(self, self.rule(), f"{self.min_points} values with a reading for two seeds of "
+                      f"{' and '.join(arms)}", missing)
+    values = ([abs(slopes[self.reference][s]) - abs(slopes[self.arm][s]) for s in seeds] if self.reference
+              else [slopes[self.arm][s] for s in seeds])
+    margin = self.bound([v for r in readings.values() for v in r.values])
+    if self.predict == "flat":
+      e, pf, pa = stats.within(values, margin)
+    elif self.predict == "below":
+      e, pf, pa = stats.below(values, margin)
+    else:
+      e, pf, pa = stats.directed(values, self.predict, margin)
+      if self.same_first and math.isfinite(e.p_same) and e.p_same < stats.ALPHA:
+        pf = 1.0
+    if self.reference:
+      e = dataclasses.replace(e, kind="paired")
+    unit = "per doubling" if not self.times_span else "in log over the axis"
+    lines = [mine.line] if mine.line else []
+    parts = [f"{a}'s slope {stats.one_sample(list(slopes[a].values())).text(unit)}" for a in arms] if self.reference else []
+    parts += [f"margin {margin:.3f}"] if math.isfinite(margin) else []
+    parts += [f"local slopes (seeds' mean) {', '.join(f'{x:+.2f}' for x in local_slopes(mine.points))}"] if self.of in FITS else []
+    lines += ["; ".join(parts).capitalize() + "."] if parts else []
+    others = [f"{a} {stats.one_sample(list(s.values())).text(unit)}" for a in self.also
+              for s in [self.slopes(data, a)] if s]
+    lines += (["Reported, not judged: " + "; ".join(others) + "."] if others else [])
+    guards = [not_located(missing)] if self.of in FITS else [g for r in readings.values() for g in r.guards]
+    lines += [f"{n}." for n in missing] if self.of == "sensitivity" else []
+    return claims.Test(self.key, self.claim, self.rule(), lines, e, self.quantity_text(), pf, pa, guards,
+                       tuple(seeds))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -199,55 +286,6 @@ class NotWorseAtEvery(Claim):
                        f"{self.arm} - {self.reference} at {worst[0]} (the widest gap)",
                        max(r[2] for r in results), min(1.0, min(r[3] for r in results) * len(results)),
                        [(bool(quiet), "; ".join(quiet) + ".")], tuple(sorted(seeds)))
-
-
-@dataclasses.dataclass(frozen=True)
-class FixedRateSlope(Claim):
-  """Wider is not worse at a fixed rate: at the grid rate nearest ``arm``'s mean log optimum
-  at the axis' smallest value, per seed the least-squares slope of the final loss
-  (``min(final, initial)``) against log2 ``axis``, below ``+margin`` (one-sided), against
-  when decisively above; inconclusive when the arm does not learn at the smallest value."""
-  arm: str = ""
-  axis: str = ""
-  margin: float = 0.0
-  learns: str = "interval"
-  min_points: int = 3
-
-  def needs(self) -> tuple[str, ...]:
-    return (self.arm,)
-
-  def quantity_text(self) -> str:
-    return f"{self.arm}: slope of the final loss per doubling of {self.axis} at a fixed rate"
-
-  def rule(self) -> str:
-    return (f"at the grid rate nearest {self.arm}'s fitted optimum at the smallest {self.axis}, "
-            f"per seed the least-squares slope of the final loss (min(final, initial)) against "
-            f"log2({self.axis}): reproduced when it lies below +{self.margin:g} nats per doubling "
-            f"(one-sided), not reproduced when decisively above; inconclusive otherwise or when "
-            f"{self.arm} does not learn at the smallest value ({self.learns}).")
-
-  def test(self, data: Data) -> claims.Test:
-    values = data.values(self.arm, self.axis)
-    if len(values) < self.min_points:
-      return _missing(self, self.rule(), f"{self.min_points} values of {self.axis} for {self.arm}")
-    base = data.runs(self.arm, {self.axis: values[0]})
-    opts = curves.optima(base)
-    if not opts:
-      return _missing(self, self.rule(), f"an optimum of {self.arm} at the smallest {self.axis}")
-    centre = sum(math.log(o.lr) for o in opts.values()) / len(opts)
-    rate = min(sorted({r.lr for r in base}), key=lambda r: abs(math.log(r) - centre))
-    per_seed: dict[int, dict] = {}
-    for v in values:
-      for r in data.runs(self.arm, {self.axis: v}):
-        if r.lr == rate:
-          per_seed.setdefault(r.seed, {})[v] = r.clipped
-    slopes = seed_slopes(per_seed, self.min_points)
-    e, pf, pa = stats.below(list(slopes.values()), self.margin)
-    lines = [f"At rate {rate:g}: slope of the final loss per doubling of {self.axis} {e.text()}."]
-    return claims.Test(self.key, self.claim, self.rule(), lines, e,
-                       f"slope of the loss at {rate:g} (nats per doubling)", pf, pa,
-                       [(not LEARNS[self.learns](base), f"{self.arm} does not learn at the "
-                         f"smallest {self.axis}.")], tuple(slopes))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -313,62 +351,3 @@ class SensitivityGap(Claim):
                        f"Sensitivity {self.reference} - {self.arm} at {self.axis} {top}", pf, pa,
                        [(bool(quiet), f"{' and '.join(quiet)} does not learn at {top}.")],
                        tuple(sorted(set(gaps[-1][0]) & set(gaps[-1][1]))))
-
-
-@dataclasses.dataclass(frozen=True)
-class SensitivitySlope(Claim):
-  """Wortsman et al. 2023: the learning-rate sensitivity grows with size. Per seed, the
-  least-squares slope of ``arm``'s sensitivity against log2 ``axis`` over one base grid
-  shared by every value where it learns (the others left out, at least ``min_points``);
-  ``predict`` "rises" (or "falls") beyond 0, not reproduced when decisively the other way
-  or within ``margin`` over the learning values' span (TOST). ``also``: arms whose slopes
-  are reported, not judged."""
-  arm: str = ""
-  axis: str = ""
-  predict: str = "rises"
-  margin: float = curves.SENSITIVITY_MARGIN
-  learns: str = "interval"
-  min_points: int = 3
-  same_first: bool = False
-  also: tuple[str, ...] = ()
-
-  def needs(self) -> tuple[str, ...]:
-    return (self.arm, *self.also)
-
-  def quantity_text(self) -> str:
-    return f"slope of {self.arm}'s sensitivity (nats per doubling of {self.axis})"
-
-  def rule(self) -> str:
-    return (f"per seed, the least-squares {self.quantity_text()}, over one base grid shared by "
-            f"every value (at least {self.min_points} values where the arm learns); a t "
-            f"interval over seeds. Reproduced when decisively {'positive' if self.predict == 'rises' else 'negative'}; "
-            f"not reproduced when decisively the other way or equivalent to flat (TOST: less "
-            f"than {self.margin:g} nats over the span); inconclusive otherwise."
-            + (f" The slopes of {', '.join(self.also)} are reported, not judged." if self.also else ""))
-
-  def slopes(self, data: Data, arm: str) -> tuple[dict[int, float], list, list[str]]:
-    runs = {v: data.runs(arm, {self.axis: v}) for v in data.values(arm, self.axis)}
-    notes = [f"{at_text({self.axis: v})[2:]}: {arm} does not learn, left out"
-             for v, rs in runs.items() if not LEARNS[self.learns](rs)]
-    learning = {v: rs for v, rs in runs.items() if LEARNS[self.learns](rs)}
-    rates = curves.base_rates(*learning.values()) if learning else []
-    per_seed: dict[int, dict] = {}
-    for v, rs in learning.items():
-      for seed, s in curves.sensitivity(rs, rates).items():
-        per_seed.setdefault(seed, {})[v] = s
-    return seed_slopes(per_seed, self.min_points), list(learning), notes
-
-  def test(self, data: Data) -> claims.Test:
-    slopes, learning, notes = self.slopes(data, self.arm)
-    if len(slopes) < 2:
-      return _missing(self, self.rule(), f"{self.min_points} values where {self.arm} learns, "
-                      f"for two seeds", notes)
-    margin = self.margin / span(learning)
-    e, pf, pa = directed_ps(list(slopes.values()), margin, self.same_first,
-                            "higher" if self.predict == "rises" else "lower")
-    lines = [f"Slope per doubling of {self.axis} (margin {margin:.3f}): {self.arm} {e.text()}."]
-    others = [f"{a} {stats.one_sample(list(s.values())).text()}"
-              for a in self.also for s in [self.slopes(data, a)[0]] if s]
-    lines += (["Reported, not judged: " + "; ".join(others) + "."] if others else []) + [f"{n}." for n in notes]
-    return claims.Test(self.key, self.claim, self.rule(), lines, e, self.quantity_text(), pf, pa,
-                       [], tuple(slopes))

@@ -1,4 +1,4 @@
-"""The rate recipe's kinds: ``AxisSlope`` (the optimum's slope per doubling of an axis), ``Recipe`` of ``Leg``s (the prediction it carries to a target, ``Prediction``) and ``HeldOut`` (a held-out rung against that prediction).
+"""The rate recipe's kinds: ``Recipe`` of ``Leg``s (the prediction it carries to a target, ``Prediction``) and ``HeldOut`` (a held-out rung against that prediction).
 """
 
 from __future__ import annotations
@@ -10,14 +10,12 @@ from typing import Any, Mapping
 import numpy as np
 
 from research import claims
-from research import curves
 from research import optimum
 from research import stats
 from research.kind_base import (
-    _missing, at_text, Claim, Data, learn_guard, named, NAN, not_located, p_beyond, probe_ratio, Section,
-    seed_slopes, slope, span, words)
-from research.kind_contrast import ratio_text
-from research.kind_choice import plot_profiles
+    _missing, Claim, Data, not_located, Section,
+    seed_slopes, words)
+from research.kind_ladder import axis_optima, local_slopes
 
 
 # ----------------------------------------------------------------------------- a rate recipe
@@ -25,105 +23,6 @@ from research.kind_choice import plot_profiles
 # separates a small base from a target model, one axis at a time, each seed's optimum
 # placed by the flat-basin fit (``research/optimum.py``), and the axes combined into one
 # predicted rate whose interval holds each extrapolation's error.
-
-
-def basin_optima(data: Data, arm: str, axis: str) -> tuple[dict[int, dict[Any, float]], list[str]]:
-  """``{seed: {value: log(optimum)}}`` of ``arm`` along ``axis``, each seed's optimum the
-  vertex of the parabola over its rates within ``optimum.BAND`` of its best
-  (``optimum.basin`` of that seed alone), and what was not located: a value where the arm
-  does not learn, a seed whose basin has no minimum among its rates (an optimum at or
-  beyond the grid's edge)."""
-  missing, points = [], {}
-  for v in data.values(arm, axis):
-    runs, where = data.runs(arm, {axis: v}), at_text({axis: v})[2:]
-    if not curves.learns(runs):
-      missing.append(f"{where}: {arm} does not learn")
-      continue
-    table = optimum.table(runs)
-    for seed in sorted({r.seed for r in runs}):
-      own = {lr: {seed: by[seed]} for lr, by in table.items() if seed in by}
-      b = optimum.basin(own, resamples=0)
-      if b.optimum is None:
-        missing.append(f"{where} seed {seed}: {arm}'s basin has no minimum inside the grid "
-                       f"(best grid rate {b.best:.3g})")
-      else:
-        points.setdefault(seed, {})[v] = math.log(b.optimum)
-  return dict(sorted(points.items())), missing
-
-
-def local_slopes(points: Mapping[int, Mapping[Any, float]]) -> list[float]:
-  """The slopes between neighbouring values of the axis of the seeds' mean log optimum
-  (per doubling): where they differ from the straight line's, the line bends."""
-  values = sorted({v for by in points.values() for v in by})
-  means = [float(np.mean([by[v] for by in points.values() if v in by])) for v in values]
-  return [(b - a) / math.log2(w / v) for (v, a), (w, b) in zip(zip(values, means),
-                                                                zip(values[1:], means[1:]))]
-
-
-@dataclasses.dataclass(frozen=True)
-class AxisSlope(Claim):
-  """How far the optimal rate moves along one axis: per seed, the least-squares slope of
-  log(flat-basin optimum) against log2 ``axis`` (``basin_optima``; at least ``min_points``
-  values); over seeds a one-sample t test: ``falls`` / ``rises`` (beyond 0), or ``flat``
-  (the optimum moves by less than ``factor`` over the axis' span: within
-  ``+-log(factor) / span`` per doubling, two one-sided tests)."""
-  arm: str = ""
-  axis: str = ""
-  predict: str = "falls"
-  factor: float = 2.0
-  span: float = 2.0  # doublings the axis spans in the grid (for the flat margin and the plan)
-  min_points: int = 3
-
-  @property
-  def test_kind(self) -> str:  # type: ignore[override]
-    return "equivalent" if self.predict == "flat" else "directed"
-
-  @property
-  def margin(self) -> float:
-    """log(factor) per the span of the axis, in log per doubling (``flat`` only)."""
-    return math.log(self.factor) / self.span if self.predict == "flat" else NAN
-
-  def needs(self) -> tuple[str, ...]:
-    return (self.arm,)
-
-  def quantity_text(self) -> str:
-    return f"{self.arm}: slope of log(flat-basin optimal rate) per doubling of {self.axis}"
-
-  def rule(self) -> str:
-    want = (f"within ±log {self.factor:g} / {self.span:g} = ±{self.margin:.3f} per doubling (the "
-            f"optimum moves by less than a factor {self.factor:g} over the axis; two one-sided "
-            f"tests)" if self.predict == "flat" else
-            f"{'below' if self.predict == 'falls' else 'above'} 0")
-    return (f"per seed and value of {self.axis}, the optimal rate: the vertex of the parabola in "
-            f"log(rate) over the seed's rates within {optimum.BAND:g} nats of its best "
-            f"(research/optimum.py); per seed, the least-squares {self.quantity_text()} (at "
-            f"least {self.min_points} values); reproduced when the mean slope over seeds lies "
-            f"{want}, not reproduced when it lies decisively "
-            + ("outside the margin" if self.predict == "flat" else "on the other side of 0")
-            + "; inconclusive otherwise, or when a seed's optimum is not located (the arm does "
-              "not learn, or its basin has no minimum inside the grid) at a value of the axis")
-
-  def slopes(self, data: Data) -> tuple[dict[int, float], dict, list[str]]:
-    points, missing = basin_optima(data, self.arm, self.axis)
-    return seed_slopes(points, self.min_points), points, missing
-
-  def test(self, data: Data) -> claims.Test:
-    slopes, points, out = self.slopes(data)
-    if len(slopes) < 2:
-      return _missing(self, self.rule(), f"{self.min_points} located optima for two seeds of "
-                      f"{self.arm} along {self.axis}", out)
-    if self.predict == "flat":
-      e, pf, pa = stats.within(list(slopes.values()), self.margin)
-    else:
-      e = stats.one_sample(list(slopes.values()))
-      side = "below" if self.predict == "falls" else "above"
-      pf, pa = p_beyond(e, 0.0, side), p_beyond(e, 0.0, "above" if side == "below" else "below")
-    bends = ", ".join(f"{s:+.2f}" for s in local_slopes(points))
-    lines = [f"{self.arm}'s optimum moves by a factor {math.exp(e.diff):.2f} "
-             f"per doubling of {self.axis.split('.')[-1]}; the local slopes between neighbouring "
-             f"values (seeds' mean) are {bends} per doubling."]
-    return claims.Test(self.key, self.claim, self.rule(), lines, e, self.quantity_text(), pf, pa,
-                       [not_located(out)], tuple(sorted(slopes)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,7 +60,7 @@ class Recipe:
   """A learning-rate recipe (issue 45): the base's optimal rate (``base_arm`` at its one
   grid point, the base, the multi-seed flat-basin reading: its bootstrap interval where the fit resolves it, the
   grid points beside the best where it does not), carried along each ``Leg``: per seed the
-  slope of log(optimum) per doubling (``AxisSlope``), its mean times the doublings from the
+  slope of log(flat-basin optimum) per doubling (``Slope`` of ``basin``), its mean times the doublings from the
   base to the target. Each leg's error, in log units, is (the half-width of the slope's 95 %
   t interval over seeds + the largest gap between a local slope and the line, its bend)
   times the doublings it is carried; the interval adds the base's and every leg's error in
@@ -204,7 +103,7 @@ class Recipe:
       doublings = math.log2(target / base[leg.axis])
       if doublings == 0:
         continue
-      points, missing = basin_optima(data, leg.arm, leg.axis)
+      points, missing = axis_optima(data, leg.arm, leg.axis, "basin")
       slopes = seed_slopes(points, 2)
       if len(slopes) < 2:
         return None
@@ -274,7 +173,7 @@ class HeldOut(Claim):
     rung = data.points(self.arm)
     at = dict(rung[0]) if len(rung) == 1 else {}
     p = self.recipe.predict(data, at) if at else None
-    points, out = basin_optima(data, self.arm, next(iter(at))) if at else ({}, [])
+    points, out = axis_optima(data, self.arm, next(iter(at)), "basin") if at else ({}, [])
     if p is None or len(points) < 2:
       return _missing(self, self.rule(), f"two seeds of {self.arm} with located optima and "
                       f"every leg of the {self.recipe.name} recipe", out)

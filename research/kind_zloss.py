@@ -14,7 +14,6 @@ from typing import Any, Mapping
 import numpy as np
 
 from research import claims
-from research import stats
 from research.kind_base import at_text, Claim, Data, in_order, named, NAN, Section, words
 
 

@@ -22,7 +22,7 @@ its family:
 - ``research/kind_drift.py``: the z-loss drift studies' kinds: a probe's track over training, its drift over the second half and its late window.
 - ``research/kind_runaway.py``: ``Runaway``: on the seeds where a reference arm's log Z ran away, whether an arm holds it or lowers the final loss.
 - ``research/kind_choice.py``: a choice among arms (``Choice``, a finding with no power plan) and the report items that tabulate and draw arms: ``RateTable``, ``BestCurves`` and the per-layer profile figure.
-- ``research/kind_ladder.py``: the width ladder's kinds (the proxies study and the muTransfer ladder): where the optimal rate moves along an axis and how flat the loss is around it.
+- ``research/kind_ladder.py``: claims along an axis: each seed's optimum per value (``point_optima``, ``axis_optima``), ``Slope`` (a per-seed slope against log2 of the axis: of the optimum, the sensitivity, the loss at a fixed rate), ``NotWorseAtEvery`` and ``SensitivityGap``.
 - ``research/kind_norm_mlp.py``: the norm x MLP study's kinds, each decided alone with Holm over its own parts, as its rules were: ``ProfilePair``, ``AllAlike`` and ``Diminishing``.
 - ``research/kind_recipe.py``: the rate recipe's kinds.
 """
@@ -45,9 +45,8 @@ from research.kind_drift import (
 from research.kind_runaway import overshoot, runaway, Pairs, Runaway, RunawaySeeds, LateSeeds
 from research.kind_choice import Setting, Choice, _pm, RateTable, mean_profile, plot_profiles, BestCurves
 from research.kind_ladder import (
-    LEARNS, located_optima, directed_ps, OptimumSlopeGap, OptimumFlat, NotWorseAtEvery, FixedRateSlope,
-    SensitivityGap, SensitivitySlope)
+    LEARNS, FITS, point_optima, axis_optima, local_slopes, Reading, Slope, NotWorseAtEvery, SensitivityGap)
 from research.kind_norm_mlp import (
     ProfilePair, AllAlike, Diminishing)
 from research.kind_recipe import (
-    basin_optima, local_slopes, AxisSlope, Leg, Prediction, Recipe, HeldOut)
+    Leg, Prediction, Recipe, HeldOut)

@@ -18,7 +18,6 @@ from research import curves
 from research import guards
 from research import kinds
 from research import optimum
-from research import rate_check
 from research import stats
 from research.posthoc import effect_text, Reading, sign_text
 
@@ -98,7 +97,7 @@ class Extrapolated:
     del study
     widest = max(data.values(self.arm, self.axis))
     b = basin_of(data, self.arm, {self.axis: widest})
-    points, _ = kinds.located_optima(data, self.arm, self.axis, self.learns)
+    points, _ = kinds.axis_optima(data, self.arm, self.axis, "fitted", self.learns)
     s = stats.one_sample(list(kinds.seed_slopes(points, 3).values()))
     d = math.log2(self.target / widest)
     anchor = (b.optimum, *(b.interval or (b.optimum, b.optimum))) if b.resolved else (b.best, *b.indistinct)
@@ -128,7 +127,7 @@ class HeldOut:
   def read(self, study, data: kinds.Data) -> Reading:
     del study
     r = self.rate
-    points, _ = kinds.located_optima(data, r.arm, r.axis, r.learns)
+    points, _ = kinds.axis_optima(data, r.arm, r.axis, "fitted", r.learns)
     widest = max(v for by in points.values() for v in by)
     held = r.per_seed({s: {v: x for v, x in by.items() if v != widest} for s, by in points.items()}, widest)
     e = stats.one_sample([held[s] - by[widest] for s, by in points.items() if s in held and widest in by])
@@ -204,8 +203,6 @@ class SensitivityFrom:
                    {k: dataclasses.asdict(e) for k, e in found.items()} | {"near": near})
 
 
-# Each seed's optimum by the fit that brackets its best rate: ``rate_check.seed_optima``.
-centred_optima = rate_check.seed_optima
 
 
 def recipe_prediction(recipe: kinds.Recipe, data: kinds.Data, at: Mapping[str, Any] | None = None
@@ -213,7 +210,7 @@ def recipe_prediction(recipe: kinds.Recipe, data: kinds.Data, at: Mapping[str, A
   """``recipe``'s rate at ``at`` (default: its target) by the frozen combination
   (``kinds.Recipe.predict``: the base's rate, each leg's mean slope carried the doublings, a
   leg's error its slope's 95 % t half-width plus its bend, in quadrature), each seed's
-  optimum by ``centred_optima``; and what was not located."""
+  optimum by ``kinds.axis_optima``'s ``bracketed`` fit; and what was not located."""
   base = recipe.base(data)
   if base is None or not data.runs(recipe.base_arm, base):
     return None, [f"{recipe.base_arm} has no single grid point"]
@@ -224,7 +221,7 @@ def recipe_prediction(recipe: kinds.Recipe, data: kinds.Data, at: Mapping[str, A
     doublings = math.log2((at or {}).get(leg.axis, leg.target) / base[leg.axis])
     if doublings == 0:
       continue
-    points, out = centred_optima(data, leg.arm, leg.axis)
+    points, out = kinds.axis_optima(data, leg.arm, leg.axis, "bracketed")
     missing += out
     slopes = kinds.seed_slopes(points, 2)
     if len(slopes) < 2:
@@ -248,7 +245,7 @@ def _panel_line(label: str, runs, log_optima: list[float]) -> dict:
 @dataclasses.dataclass(frozen=True)
 class Recipes:
   """The recipes re-read with each seed's optimum by ``optimum.seed_optimum`` (where the
-  frozen per-seed fit, ``kinds.basin_optima``, leaves seeds unlocated whose best rate lies
+  frozen per-seed fit, ``kinds.axis_optima``'s ``basin`` fit, leaves seeds unlocated whose best rate lies
   inside the grid): per recipe, its legs, its rate at the target with the interval and the
   command, and its held-out check (``held``: the arm of the held-out rung per recipe name):
   each seed's optimum there against the prediction there, the mean log ratio with its 95 %
@@ -262,9 +259,9 @@ class Recipes:
   why: str = ""
 
   def read(self, study, data: kinds.Data) -> Reading:
-    frozen_missing = sum(len(kinds.basin_optima(data, a, x)[1]) for a, x in self.axes(study))
-    mine_missing = sum(len(centred_optima(data, a, x)[1]) for a, x in self.axes(study))
-    lines = [f"The frozen per-seed fit (`kinds.basin_optima`) extends a run of fewer than three "
+    frozen_missing = sum(len(kinds.axis_optima(data, a, x, "basin")[1]) for a, x in self.axes(study))
+    mine_missing = sum(len(kinds.axis_optima(data, a, x, "bracketed")[1]) for a, x in self.axes(study))
+    lines = [f"The frozen per-seed fit (`kinds.axis_optima`'s `basin` fit) extends a run of fewer than three "
              f"grid points toward the lower neighbouring loss only; on a sharp basin at this grid's "
              f"x2 spacing the best rate then sits at the run's edge, the parabola's minimum falls "
              f"outside it, and the seed is reported as having no minimum inside the grid although "
@@ -280,9 +277,9 @@ class Recipes:
               "its 95 % t interval):", "", "| claim's arm | axis | slope per doubling [95 % t] | "
               "factor per doubling | local slopes | seeds | not located |", "|---|---|---|---|---|---|---|"]
     for claim in study.claims:
-      if not isinstance(claim, kinds.AxisSlope):
+      if not isinstance(claim, kinds.Slope) or claim.of != "basin":
         continue
-      points, missing = centred_optima(data, claim.arm, claim.axis)
+      points, missing = kinds.axis_optima(data, claim.arm, claim.axis, "bracketed")
       slopes = kinds.seed_slopes(points, claim.min_points)
       e = stats.one_sample(list(slopes.values()))
       local = ", ".join(f"{x:+.2f}" for x in kinds.local_slopes(points))
@@ -336,11 +333,11 @@ class Recipes:
   def panels(self, study, data: kinds.Data) -> list[dict]:
     """What ``plot`` draws, a panel per leg (arm and axis) and per held-out rung: per grid
     point, the mean final loss over seeds against the rate, and the rate at the geometric
-    mean of the seeds' optima (``centred_optima``); for a held-out rung also the rate its
+    mean of the seeds' optima (``kinds.axis_optima``'s ``bracketed`` fit); for a held-out rung also the rate its
     recipe predicted there, with the interval."""
     out = []
     for arm, axis in self.axes(study):
-      points, _ = centred_optima(data, arm, axis)
+      points, _ = kinds.axis_optima(data, arm, axis, "bracketed")
       lines = []
       for v in data.values(arm, axis):
         lines.append(_panel_line(f"{axis.split('.')[-1]} {v:g}", data.runs(arm, {axis: v}),
@@ -353,7 +350,7 @@ class Recipes:
         continue
       at = dict(rung[0])
       axis = next(iter(at))
-      points, _ = centred_optima(data, arm, axis)
+      points, _ = kinds.axis_optima(data, arm, axis, "bracketed")
       p, _ = recipe_prediction(recipe, data, at)
       where = ", ".join(f"{k.split('.')[-1]} {v:g}" for k, v in at.items())
       line = _panel_line("measured", data.runs(arm, at), [v for by in points.values() for v in by.values()])
@@ -403,7 +400,7 @@ class Recipes:
     at = dict(rung[0])
     p, _ = recipe_prediction(recipe, data, at)
     axis = next(iter(at))
-    points, missing = centred_optima(data, arm, axis)
+    points, missing = kinds.axis_optima(data, arm, axis, "bracketed")
     diffs = [list(by.values())[0] - p.log_rate for by in points.values()] if p else []
     if p is None or len(diffs) < 2:
       return (f"Held-out rung ({arm}): not checked ({'; '.join(missing) or 'no prediction'}).", {})

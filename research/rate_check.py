@@ -1,7 +1,5 @@
 """A learning-rate recipe that could have been wrong (issue 61): its rate with an interval that resamples seeds jointly across legs, its check against the naive rule on a held-out rung, the rate a report tells a user to train with, and a device-time estimate from FLOPs.
 
-- ``seed_optima``: each seed's optimum at each value of an axis by ``optimum.seed_optimum``
-  (the fit that brackets the seed's best rate; the post-hoc readings use it too).
 - ``predict``: a ``kinds.Recipe`` carried to a point, *per seed*: seed s's base optimum plus,
   per leg, seed s's slope (its least-squares line of log optimum against log2 of the axis,
   the base's cells included) times the doublings carried. The rate is the mean over seeds of
@@ -36,9 +34,7 @@ import numpy as np
 from andrea_jax import config as config_lib
 from andrea_jax import model as model_lib
 from research import claims
-from research import curves
 from research import kinds
-from research import optimum
 from research import registry
 from research import stats
 from research.study import Study
@@ -63,54 +59,6 @@ BOOTSTRAP = 4000
 SEED = 0  # the resampling generator's seed: the same interval on every run
 
 
-# ----------------------------------------------------------------------------- per-seed optima
-
-
-def optima_at(runs: list[curves.Run], arm: str, where: str) -> tuple[dict[int, float], list[str]]:
-  """``{seed: log(optimum)}`` of ``arm``'s ``runs`` at one grid point (``where``) by
-  ``optimum.seed_optimum``, and what was not located."""
-  if not curves.learns(runs):
-    return {}, [f"{where}: {arm} does not learn"]
-  table, out, missing = optimum.table(runs), {}, []
-  for seed in sorted({r.seed for r in runs}):
-    opt, why = optimum.seed_optimum({lr: by[seed] for lr, by in table.items() if seed in by})
-    if opt is None:
-      missing.append(f"{where} seed {seed}: {why}")
-    else:
-      out[seed] = math.log(opt)
-  return out, missing
-
-
-def seed_optima(data: kinds.Data, arm: str, axis: str) -> tuple[dict[int, dict[Any, float]], list[str]]:
-  """``{seed: {value: log(optimum)}}`` of ``arm`` along ``axis``, and what was not located."""
-  points, missing = {}, []
-  for v in data.values(arm, axis):
-    found, out = optima_at(data.runs(arm, {axis: v}), arm, kinds.at_text({axis: v})[2:])
-    missing += out
-    for seed, x in found.items():
-      points.setdefault(seed, {})[v] = x
-  return dict(sorted(points.items())), missing
-
-
-@dataclasses.dataclass(frozen=True)
-class BracketedSlope(kinds.AxisSlope):
-  """``kinds.AxisSlope`` with each seed's optimum by ``seed_optima`` (the fit that brackets
-  the seed's best rate; the frozen ``kinds.basin_optima`` left seeds unlocated whose best rate
-  lies inside the grid, issue 45)."""
-
-  def rule(self) -> str:
-    return super().rule().replace(
-        f"the vertex of the parabola in log(rate) over the seed's rates within {optimum.BAND:g} "
-        f"nats of its best", "by the fit that brackets the seed's best rate (optimum.seed_optimum)")
-
-  def quantity_text(self) -> str:
-    return f"{self.arm}: slope of log(bracketed optimal rate) per doubling of {self.axis}"
-
-  def slopes(self, data: kinds.Data) -> tuple[dict[int, float], dict, list[str]]:
-    points, missing = seed_optima(data, self.arm, self.axis)
-    return kinds.seed_slopes(points, self.min_points), points, missing
-
-
 # The confirmed muTransfer ladder's sp width slope (docs/studies/mutransfer-cpu: "pre", 9 seeds).
 LADDER_SLOPE = (-0.664, -0.722, -0.606)
 LADDER_DIFFERENCES = (
@@ -131,7 +79,7 @@ class Widths:
   axis: str
 
   def section(self, data: kinds.Data, out: str) -> kinds.Section:
-    points, _ = seed_optima(data, self.arm, self.axis)
+    points, _ = kinds.axis_optima(data, self.arm, self.axis, "bracketed")
     e = stats.one_sample(list(kinds.seed_slopes(points, 2).values()))
     lo, hi = LADDER_SLOPE[1:]
     where = ("no slope located" if not e.defined else
@@ -205,14 +153,14 @@ def predict(recipe: kinds.Recipe, data: kinds.Data, at: Mapping[str, Any] | None
   base = recipe.base(data)
   if base is None or not data.runs(recipe.base_arm, base):
     return None
-  base_logs, missing = optima_at(data.runs(recipe.base_arm, base), recipe.base_arm, "the base")
+  base_logs, missing = kinds.point_optima(data.runs(recipe.base_arm, base), recipe.base_arm, "the base", "bracketed")
   per_seed, rows = dict(base_logs), []
   for leg in recipe.legs:
     target = (at or {}).get(leg.axis, leg.target)
     doublings = math.log2(target / base[leg.axis])
     if doublings == 0:
       continue
-    points, out = seed_optima(data, leg.arm, leg.axis)
+    points, out = kinds.axis_optima(data, leg.arm, leg.axis, "bracketed")
     missing += out
     slopes = kinds.seed_slopes(points, 2)
     values = data.values(leg.arm, leg.axis)
@@ -279,7 +227,7 @@ class BeatsNaive(kinds.Claim):
     if len(rung) != 1:
       return {}, None, [f"{self.arm} has {len(rung)} grid points, not one"]
     at = dict(rung[0])
-    found, missing = optima_at(data.runs(self.arm, at), self.arm, "the held-out rung")
+    found, missing = kinds.point_optima(data.runs(self.arm, at), self.arm, "the held-out rung", "bracketed")
     joint = predict(self.recipe, data, at)
     return found, joint, missing + list(joint.missing if joint else ["the recipe has no base or legs"])
 
@@ -341,7 +289,7 @@ class Answer:
            f"    {command(recipe.config, recipe.carry, rate)}", ""]
     ranges = [f"the recipe at {recipe.config}: {joint.text()} (the t interval over seeds of the "
               f"whole recipe; it omits {', '.join(OMITTED)}). {joint.guess_text()}"] if joint else []
-    found, _ = (optima_at(data.runs(self.measured), self.measured, "its point") if data.runs(self.measured)
+    found, _ = (kinds.point_optima(data.runs(self.measured), self.measured, "its point", "bracketed") if data.runs(self.measured)
                 else ({}, []))
     if found:
       ranges.append(f"measured at {recipe.config}'s own shape ({self.measured}, "

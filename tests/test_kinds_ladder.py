@@ -9,6 +9,7 @@ import math
 import pytest
 
 from research import claims as claims_lib
+from research import curves
 from research import kinds
 from research import study as study_lib
 from research.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
@@ -98,7 +99,8 @@ def test_a_flat_arm_is_not_insensitive_and_the_largest_width_is_needed():
 
 # ----------------------------------------------------------------------------- SensitivitySlope
 
-GROWTH = kinds.SensitivitySlope("sensitivity grows", arm="pre", axis=W, same_first=True, family=None)
+GROWTH = kinds.Slope("sensitivity grows", arm="pre", axis=W, of="sensitivity", predict="higher",
+                     margin=curves.SENSITIVITY_MARGIN, per_span=True, same_first=True, family=None)
 
 
 def test_sensitivity_slope_every_way():
@@ -119,10 +121,10 @@ def test_sensitivity_slope_leaves_out_a_width_where_every_seed_diverged():
   assert verdict(GROWTH, data(ladder("pre", gone2))).verdict == INCONCLUSIVE
 
 
-# ----------------------------------------------------------------------------- OptimumSlopeGap
+# ----------------------------------------------------------------------------- a slope gap of the optimum
 
-TRANSFER = kinds.OptimumSlopeGap("muP's optimum moves less", arm="pre+mup", reference="pre",
-                                 axis=W, same_first=True, family=None)
+TRANSFER = kinds.Slope("muP's optimum moves less", arm="pre+mup", reference="pre", axis=W, predict="higher",
+                       margin=math.log(curves.RATE_FACTOR), per_span=True, same_first=True, family=None)
 
 
 def test_optimum_slope_gap_every_way():
@@ -141,15 +143,15 @@ def test_an_optimum_at_the_grid_edge_is_not_located():
   d = data(ladder("pre", moving(1e-2, 0.35)), ladder("pre+mup", moving(1e-2, 1.0)))
   v = verdict(TRANSFER, d)
   assert v.verdict == INCONCLUSIVE and "d_model 256 seed 0: pre's optimum at the grid's edge" in " ".join(v.lines)
-  points, missing = kinds.located_optima(d, "pre", W)
+  points, missing = kinds.axis_optima(d, "pre", W)
   assert all(tuple(p) == (32, 64, 128) for p in points.values()) and len(missing) == 3
 
 
 # ----------------------------------------------------------------------------- the muTransfer family
 
-FLAT = kinds.OptimumFlat("flat", arm="pre+mup", axis=W, factor=2.0)
+FLAT = kinds.Slope("flat", arm="pre+mup", axis=W, predict="flat", margin=math.log(2.0), times_span=True)
 COST = kinds.NotWorseAtEvery("no cost", arm="pre+mup", reference="pre", axis=W, margin=0.08)
-WIDER = kinds.FixedRateSlope("wider", arm="pre+mup", axis=W, margin=0.01)
+WIDER = kinds.Slope("wider", arm="pre+mup", axis=W, of="fixed_rate", predict="below", margin=0.01)
 FAMILY = (TRANSFER, FLAT, COST, WIDER)
 
 
@@ -181,7 +183,7 @@ def test_the_mutransfer_kinds_every_way():
 
 def test_fixed_rate_slope_takes_the_rate_nearest_the_base_optimum():
   t = WIDER.test(mutransfer())
-  assert t.lines[0].startswith("At rate 0.01: ") and t.effect.diff == pytest.approx(-0.1, abs=0.01)
+  assert t.lines[0] == "At rate 0.01." and t.effect.diff == pytest.approx(-0.1, abs=0.01)
 
 
 def test_a_claim_declared_not_powered_is_reported_not_judged():

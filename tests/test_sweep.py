@@ -77,7 +77,7 @@ def test_report_from_the_packed_cells_alone(swept, tmp_path):
   arm = results["arms"]["norm:pre/long"]
   assert sorted(arm["rates"]) == ["0.001", "0.01", "1e+30"] and arm["rates"]["1e+30"]["diverged"] == 1
   assert (out / "lr_norm.png").stat().st_size > 1000 and "![lr_norm.png](lr_norm.png)" in text
-  assert (out / "residual_norm.png").stat().st_size > 1000  # pre-LN's at init and at the end
+  assert (out / "residual_norm_end.png").stat().st_size > 1000  # pre-LN's at init and at the end
   assert sorted(p for p in os.listdir(out) if not p.endswith(".png")) == ["REPORT.md"]
 
 

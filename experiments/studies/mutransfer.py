@@ -12,7 +12,10 @@ budgeted plan made before the run gives. Run at e5552a0's rules
 ``POSTHOC``: readings after the run (issue 45), outside ``STUDY`` and its rules' identity.
 """
 
+import math
+
 from research import figures
+from research import curves
 from research import kinds
 from research import ladder
 from research import posthoc
@@ -63,17 +66,19 @@ STUDY = Study(
                       arm_axes={"pre+qk": {W: (64,)}}),
     },
     claims=(
-        kinds.OptimumSlopeGap("under muP the optimal rate moves less with width than under sp",
-                              arm="pre+mup", reference="pre", **LADDER, effect=0.35,
+        kinds.Slope("under muP the optimal rate moves less with width than under sp", arm="pre+mup",
+                    reference="pre", predict="higher", margin=math.log(curves.RATE_FACTOR), per_span=True,
+                    **LADDER, effect=0.35,
                               source="half the sp movement the proxies ladder measured (-0.70)"),
-        kinds.OptimumFlat("under muP the optimal rate moves by less than a factor 2 over the ladder",
-                          arm="pre+mup", factor=2.0, **LADDER, effect=0.0, source="Yang et al. 2022"),
+        kinds.Slope("under muP the optimal rate moves by less than a factor 2 over the ladder",
+                    arm="pre+mup", predict="flat", margin=math.log(2.0), times_span=True, **LADDER, effect=0.0,
+                    source="Yang et al. 2022"),
         kinds.NotWorseAtEvery("at every width muP's best loss is within 0.08 nats of sp's or better",
                               arm="pre+mup", reference="pre", margin=0.08, **LADDER, effect=0.08,
                               power=0.8 ** (1 / 3),  # each of the 3 widths above the base
                               source="Yang et al. 2022: muP at least as good; 2 % of the loss"),
-        kinds.FixedRateSlope("under muP a wider model is not worse at a fixed rate", arm="pre+mup",
-                             margin=0.01, **LADDER, effect=0.06,
+        kinds.Slope("under muP a wider model is not worse at a fixed rate", arm="pre+mup", of="fixed_rate",
+                    predict="below", margin=0.01, **LADDER, effect=0.06,
                              source="half the proxies ladder's sp slope at a fixed rate (-0.096)"),
         kinds.SensitivityGap("qk-LayerNorm lowers the learning-rate sensitivity at the widest rung",
                              arm="pre+qk", reference="pre", at="shared", **LADDER, effect=0.1,

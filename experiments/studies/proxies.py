@@ -11,7 +11,10 @@ Each arm changes one thing from ``pre``. Run at c9c3aec's rules (then
 ``experiments/proxy_verdicts.py``); re-expressed here (``verdicts_before.json``).
 """
 
+import math
+
 from research import figures
+from research import curves
 from research import kinds
 from research import ladder
 from research.study import Arm, Grid, Study
@@ -60,11 +63,12 @@ STUDY = Study(
                              reference="pre", axis=W, family=None),
         kinds.SensitivityGap("z-loss lowers the learning-rate sensitivity", arm="pre+z",
                              reference="pre", axis=W, family=None),
-        kinds.SensitivitySlope("without qk-norm, the learning-rate sensitivity grows with width",
-                               arm="pre", axis=W, same_first=True, family=None,
-                               also=("pre+qk", "pre+z", "post", "pre+mup")),
-        kinds.OptimumSlopeGap("under muP the optimal learning rate moves less with width than under sp",
-                              arm="pre+mup", reference="pre", axis=W, same_first=True, family=None),
+        kinds.Slope("without qk-norm, the learning-rate sensitivity grows with width", arm="pre", axis=W,
+                    of="sensitivity", predict="higher", margin=curves.SENSITIVITY_MARGIN, per_span=True,
+                    same_first=True, family=None, also=("pre+qk", "pre+z", "post", "pre+mup")),
+        kinds.Slope("under muP the optimal learning rate moves less with width than under sp", arm="pre+mup",
+                    reference="pre", axis=W, predict="higher", margin=math.log(curves.RATE_FACTOR), per_span=True,
+                    same_first=True, family=None),
     ),
     tags={W: "d"},
     reports=(kinds.Rates("Predicted learning rates for andrea120m", RATES,

@@ -22,10 +22,15 @@ doublings to andrea120m) and are checked on a held-out rung no axis trained: d25
 heads and 4 layers. Seeds 1000-1002, none used before.
 """
 
+import math
+
 from research import kinds
 from research import ladder
 from research.power import Spread
 from research.study import Arm, Grid, Study
+
+# A flat optimum: the flat-basin optimum moves by less than a factor 2 over the axis' two doublings.
+FLAT = dict(of="basin", predict="flat", margin=math.log(2.0), per_span=True, span=2.0)
 
 W, L, S, B = "model.d_model", "model.n_layer", "train.steps", "train.batch_size"
 HEAD = 64  # the ANDREA family's d_head
@@ -123,24 +128,24 @@ STUDY = Study(
                        arm_overrides=SMOKE_RULES),
     },
     claims=(
-        kinds.AxisSlope("under sp the optimal rate falls with the width at d_head 64",
-                        family="axes", arm="sp-width", axis=W, predict="falls", effect=0.35,
+        kinds.Slope("under sp the optimal rate falls with the width at d_head 64",
+                        family="axes", arm="sp-width", axis=W, of="basin", predict="lower", effect=0.35,
                         source="half the sp slope the proxies ladder measured (-0.70 per doubling)"),
-        kinds.AxisSlope("under muP the optimal rate moves by less than a factor 2 over the widths",
-                        family="axes", arm="mup-width", axis=W, predict="flat", effect=0.0,
+        kinds.Slope("under muP the optimal rate moves by less than a factor 2 over the widths",
+                        family="axes", arm="mup-width", axis=W, **FLAT, effect=0.0,
                         source="Yang et al. 2022: the optimum stays put under muP"),
-        kinds.AxisSlope("without a depth rule the optimal rate falls with the depth",
-                        family="axes", arm="plain-depth", axis=L, predict="falls", effect=0.26,
+        kinds.Slope("without a depth rule the optimal rate falls with the depth",
+                        family="axes", arm="plain-depth", axis=L, of="basin", predict="lower", effect=0.26,
                         source="half the referee's probe: x0.35 from 2 to 8 layers (-0.52 per doubling)"),
-        kinds.AxisSlope("under CompleteP the optimal rate moves by less than a factor 2 over the depths",
-                        family="axes", arm="completep-depth", axis=L, predict="flat", effect=0.0,
+        kinds.Slope("under CompleteP the optimal rate moves by less than a factor 2 over the depths",
+                        family="axes", arm="completep-depth", axis=L, **FLAT, effect=0.0,
                         source="Dey et al. 2025: CompleteP transfers the rate across depth"),
-        kinds.AxisSlope("the optimal rate falls with the token horizon", family="axes",
-                        arm="horizon", axis=S, predict="falls", span=3.0, effect=0.10,
+        kinds.Slope("the optimal rate falls with the token horizon", family="axes",
+                        arm="horizon", axis=S, of="basin", predict="lower", span=3.0, effect=0.10,
                         source="Bjorck et al. 2024: the optimum falls as a power of the horizon; "
                                "0.10 per doubling is an exponent of 0.15, the small end"),
-        kinds.AxisSlope("the optimal rate rises with the batch at a fixed number of steps",
-                        family="axes", arm="batch", axis=B, predict="rises", effect=0.17,
+        kinds.Slope("the optimal rate rises with the batch at a fixed number of steps",
+                        family="axes", arm="batch", axis=B, of="basin", predict="higher", effect=0.17,
                         source="half the square-root rule for Adam (Malladi et al. 2022: +0.35 per doubling)"),
         kinds.HeldOut("the sp recipe predicts the held-out rung's optimum", family="held out",
                       arm="held-sp", recipe=SP, effect=0.0),
