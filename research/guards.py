@@ -42,7 +42,7 @@ def judged_records(claim, data: kinds.Data) -> list:
     rates = {claim.rate}
   if callable(getattr(claim, "find", None)):
     found = claim.find(data)
-    point, settings = (found[1], found[2]) if len(found) == 4 else ({}, found[1])  # (verdict, [point,] (arm, rate) found, lines)
+    point, settings = found[1], found[2]  # (verdict, the point, the (arm, rate) found, lines)
     at, rates = {**at, **point}, ({lr for _, lr in settings} or None)
   arms = set(claim.needs())
   out = {id(rec): rec for arm, point, run, rec in data.rows

@@ -1,6 +1,6 @@
 """The z-loss drift studies' kinds: a probe's track over training, its drift over the second half and its late window.
 
-``Drifts`` (a finding), the report item ``DriftTable``, and ``late_models``: a model's probe
+``Finding`` (where a probe ends away from ``log V``, or drifts late), the report item ``DriftTable``, and ``late_models``: a model's probe
 averaged over the late window of its track, which ``Runaway`` reads with a ``window``.
 """
 
@@ -14,8 +14,8 @@ import numpy as np
 
 from research import claims
 from research import curves
-from research.kind_base import at_text, Claim, Data, in_order, NAN, Section
-from research.kind_zloss import FOUND, Model, models, NOT_FOUND
+from research.kind_base import at_text, Claim, Data, in_order, named, NAN, Section, words
+from research.kind_zloss import by_rate, ExcessTable, FOUND, median_excess, Model, models, NOT_FOUND, state
 
 
 
@@ -170,69 +170,100 @@ class DriftTable:
 
 
 @dataclasses.dataclass(frozen=True)
-class Drifts(Claim):
-  """A finding: where the probe drifts late in models that still train. Per arm of ``arms``
-  and rate, at ``at``: ``drift_state`` over its seeds. Found when one drifts, Not found when
-  all stay, Inconclusive otherwise; beside each found setting, its arm's partner in
-  ``beside`` (shown, not judged). Its section: ``DriftTable`` and results.json's ``finding``."""
+class Finding(Claim):
+  """A finding: where ``probe`` lies ``bound`` nats away, per (arm, rate) of ``arms`` over its seeds:
+  ``reads="excess"``, at the end of training from ``log V`` (``state``: grows, stays or mixed), at
+  the largest value of ``axis``; ``reads="drift"``, its late drift, the end minus half-way, in
+  models that still learn (``drift_state``: drifts, stays or mixed), at ``at``. Found when one
+  (arm, rate) moves in every seed, Not found when all stay, Inconclusive otherwise; beside each
+  found setting its arm's partner in ``beside`` (shown, not judged), the arm named by its
+  overrides ``names``. Its section: the reading's table and results.json's ``finding``."""
   family: str | None = None
   arms: tuple[str, ...] = ()
   beside: tuple[tuple[str, str], ...] = ()  # (arm, the arm shown beside it)
+  reads: str = "excess"
+  axis: str = "model.d_model"
   at: tuple = ()
   bound: float = 2.0
   probe: str = "log_z"
+  names: tuple[str, ...] = ()  # the overrides that name an arm in the finding
   test_kind = "finding"
 
   def needs(self) -> tuple[str, ...]:
     return tuple(dict.fromkeys(self.arms + tuple(b for _, b in self.beside)))
 
+  def what(self) -> str:
+    return (f"late drift of {self.probe} (the end minus half-way)" if self.reads == "drift"
+            else f"{self.probe} at the end minus log V")
+
   def quantity_text(self) -> str:
-    return f"late drift of {self.probe} (the end minus half-way) per arm and rate, in models that learn"
+    return f"{self.what()} per arm and rate" + (", in models that learn" if self.reads == "drift"
+                                                 else f" at the largest {self.axis}")
 
   def rule(self) -> str:
-    return (f"per (arm, rate) of {', '.join(self.arms)}: 'drifts' when every seed completed, "
-            f"learns (not diverged, final loss {curves.LEARNS_BY:g} nats below the unigram) and "
-            f"its {self.probe} at the end lies at least {self.bound:g} nats from its {self.probe} "
-            f"half-way through, 'stays' when every seed completed with a late drift below "
-            f"{self.bound:g}, 'mixed' otherwise; Found when one (arm, rate) drifts, Not found when "
-            f"all stay, Inconclusive otherwise")
+    moves = (f"'drifts' when every seed completed, learns (not diverged, final loss "
+             f"{curves.LEARNS_BY:g} nats below the unigram) and its {self.probe} at the end lies at "
+             f"least {self.bound:g} nats from its {self.probe} half-way through"
+             if self.reads == "drift" else
+             f"'grows' when every seed completed with |{self.probe} at the end - log V| >= "
+             f"{self.bound:g} nats (V the vocabulary)")
+    where = "" if self.reads == "drift" else f" at the largest {self.axis.split('.')[-1]}"
+    return (f"per (arm, rate) of {', '.join(self.arms)}{where}: {moves}, 'stays' when every seed "
+            f"completed {self.bound:g} nats short of it, 'mixed' otherwise; Found when one (arm, "
+            f"rate) moves so, Not found when all stay, Inconclusive otherwise")
 
-  def find(self, data: Data) -> tuple[str, list[tuple[str, float]], list[str]]:
-    """``(verdict, the (arm, rate) that drift, lines)``."""
-    plain = {(a, lr): ts for a in self.arms
-             for lr, ts in tracks_by_rate(tracks(data, a, self.at, self.probe)).items()}
-    if not plain:
-      return claims.INCONCLUSIVE, [], ["No models."]
-    states = {k: drift_state(ts, self.bound) for k, ts in plain.items()}
-    found = [k for k, s in states.items() if s == "drifts"]
-    lines = []
-    for arm, lr in found:
-      text = (f"{arm}, rate {lr:g}: late drift of {self.probe}, median "
-              f"{median_of(t.drift for t in plain[(arm, lr)]):+.2f} nats, every seed learning")
+  def groups(self, data: Data, arm: str, point) -> dict[float, list]:
+    if self.reads == "drift":
+      return tracks_by_rate(tracks(data, arm, point, self.probe))
+    return by_rate(models(data, arm, point, self.probe))
+
+  def state(self, items: list) -> str:
+    return drift_state(items, self.bound) if self.reads == "drift" else state(items, self.bound)
+
+  def median(self, items: list) -> float:
+    return median_of(t.drift for t in items) if self.reads == "drift" else median_excess(items)
+
+  def find(self, data: Data) -> tuple[str, dict, list[tuple[str, float]], list[str]]:
+    """``(verdict, the point judged, the (arm, rate) that move, lines)``."""
+    values = sorted({v for a in self.arms for v in data.values(a, self.axis)})
+    point = dict(self.at) if self.reads == "drift" else ({self.axis: values[-1]} if values else None)
+    plain = {(a, lr): ms for a in self.arms for lr, ms in self.groups(data, a, point or {}).items()}
+    if point is None or not plain:
+      return claims.INCONCLUSIVE, {}, [], ["No models."]
+    states = {k: self.state(ms) for k, ms in plain.items()}
+    moved = [k for k, s in states.items() if s in ("grows", "drifts")]
+    where, lines = at_text(point)[2:], []
+    label = lambda a: words(named(data, a, self.names)) or a
+    for arm, lr in moved:
+      text = f"{where + ', ' if where else ''}{label(arm)}, rate {lr:g}: {self.what()}, median {self.median(plain[(arm, lr)]):+.2f} nats"
       for partner in [b for a, b in self.beside if a == arm]:
-        ts = tracks_by_rate(tracks(data, partner, self.at, self.probe)).get(lr, [])
-        text += f"; {partner}: median {median_of(t.drift for t in ts):+.2f} ({drift_state(ts, self.bound)})"
+        ms = self.groups(data, partner, point).get(lr, [])
+        text += f"; {partner}: median {self.median(ms):+.2f} ({self.state(ms)})"
       lines.append(text + ".")
-    if found:
-      return FOUND, found, lines + ["Found: " + ", ".join(f"{a} at rate {lr:g}" for a, lr in found) + "."]
+    if moved:
+      low = {a: min(lr for b, lr in moved if b == a) for a, _ in moved}
+      return FOUND, point, moved, lines + [f"Found{' at ' + where if where else ''}: " + ", ".join(
+          f"{label(a)} from rate {lr:g}" for a, lr in low.items()) + "."]
     if all(s == "stays" for s in states.values()):
-      return NOT_FOUND, [], [f"{self.probe} moves by less than {self.bound:g} nats over the second half "
-                             f"of training in every arm and rate (largest |median late drift| "
-                             f"{max(abs(median_of(t.drift for t in ts)) for ts in plain.values()):.2f})."]
+      return NOT_FOUND, point, [], lines + [
+          f"{self.what()} stays within {self.bound:g} nats in every arm and rate (largest |median| "
+          f"{max(abs(self.median(ms)) for ms in plain.values()):.2f})."]
     mixed = sum(s == "mixed" for s in states.values())
-    return claims.INCONCLUSIVE, [], lines + [
-        f"No setting drifts in every seed while learning; {mixed} of {len(states)} are mixed (seeds "
-        f"disagree, a model did not complete, or one drifted without learning)."]
+    return claims.INCONCLUSIVE, point, [], lines + [
+        f"No setting moves so in every seed; {mixed} of {len(states)} are mixed (seeds disagree, a "
+        f"model did not complete" + (", or one drifted without learning)." if self.reads == "drift" else ").")]
 
   def test(self, data: Data) -> claims.Test:
-    verdict, _, lines = self.find(data)
+    verdict, _, _, lines = self.find(data)
     return claims.Test(self.key, self.claim, self.rule(), [],
                        missing=claims.Verdict(self.claim, verdict, lines, self.rule()))
 
   def section(self, data: Data, out: str) -> Section:
-    verdict, found, _ = self.find(data)
-    s = DriftTable(self.bound, self.probe).section(data, out)
-    s.results["finding"] = {"verdict": verdict, "drifts": [{"arm": a, "learning_rate": lr} for a, lr in found]}
+    verdict, point, moved, _ = self.find(data)
+    table = DriftTable if self.reads == "drift" else ExcessTable
+    s = table(self.bound, self.probe).section(data, out)
+    s.results["finding"] = {"verdict": verdict, **{k.split(".")[-1]: v for k, v in point.items()},
+                            "moved": [{"arm": a, **named(data, a, self.names), "learning_rate": lr} for a, lr in moved]}
     return s
 
 

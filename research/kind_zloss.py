@@ -1,7 +1,7 @@
 """The z-loss studies' kinds: where a probe (the output's log Z) sits against ``log V`` at the end of training.
 
-``Model`` (one model's probe at the start and the end), ``Departs`` (a finding: where a probe ends
-away from ``log V``) and the report item ``ExcessTable``; the runaway kinds are in
+``Model`` (one model's probe at the start and the end) and the report item ``ExcessTable``; the
+finding of where a probe ends away from ``log V`` is ``kinds.Finding``, the runaway kinds are in
 ``research/kind_runaway.py``.
 """
 
@@ -131,76 +131,3 @@ class ExcessTable:
              title=at_text(point)[2:])
       ax.legend(fontsize=7)
     return reporting.save(fig, out, f"{self.probe}_excess.png")
-
-
-@dataclasses.dataclass(frozen=True)
-class Departs(Claim):
-  """A finding: where the probe at the end ends at least ``bound`` from ``log V``. At the
-  largest value of ``axis``, per arm of ``arms`` and rate: ``state`` over its seeds. Found when
-  one grows, Not found when all stay, Inconclusive otherwise; beside each found setting, its
-  arm's partner in ``beside`` (shown, not judged). Its section: ``ExcessTable`` and
-  results.json's ``finding`` (the arms found named by their overrides ``names``)."""
-  family: str | None = None
-  arms: tuple[str, ...] = ()
-  beside: tuple[tuple[str, str], ...] = ()  # (arm, the arm shown beside it)
-  axis: str = "model.d_model"
-  bound: float = 2.0
-  probe: str = "log_z"
-  names: tuple[str, ...] = ()  # the overrides that name an arm in the finding
-  test_kind = "finding"
-
-  def needs(self) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(self.arms + tuple(b for _, b in self.beside)))
-
-  def quantity_text(self) -> str:
-    return f"|{self.probe} at the end - log V| per arm and rate at the largest {self.axis}"
-
-  def rule(self) -> str:
-    return (f"per (arm, {self.axis.split('.')[-1]}, rate), 'grows' when every seed completed with "
-            f"|{self.probe} at the end - log V| >= {self.bound:g} nats (V the vocabulary), 'stays' "
-            f"when every seed completed below it, 'mixed' otherwise; at the largest "
-            f"{self.axis.split('.')[-1]} in {', '.join(self.arms)}: Found when one (arm, rate) "
-            f"grows, Not found when all stay, Inconclusive otherwise")
-
-  def find(self, data: Data) -> tuple[str, dict, list[tuple[str, float]], list[str]]:
-    """``(verdict, the point judged, the (arm, rate) that grow, lines)``."""
-    values = sorted({v for a in self.arms for v in data.values(a, self.axis)})
-    if not values:
-      return claims.INCONCLUSIVE, {}, [], ["No models."]
-    top = {self.axis: values[-1]}
-    plain = {(a, lr): ms for a in self.arms for lr, ms in by_rate(models(data, a, top, self.probe)).items()}
-    states = {k: state(ms, self.bound) for k, ms in plain.items()}
-    grows = [k for k, s in states.items() if s == "grows"]
-    where, lines = at_text(top)[2:], []
-    for arm, lr in grows:
-      text = (f"{where}, {words(named(data, arm, self.names)) or arm}, rate {lr:g}: {self.probe} minus "
-              f"log V, median {median_excess(plain[(arm, lr)]):+.2f} nats")
-      for partner in [b for a, b in self.beside if a == arm]:
-        ms = by_rate(models(data, partner, top, self.probe)).get(lr, [])
-        text += f"; {partner}: median excess {median_excess(ms):+.2f} ({state(ms, self.bound)})"
-      lines.append(text + ".")
-    if grows:
-      low = {a: min(lr for b, lr in grows if b == a) for a, _ in grows}
-      lines.append(f"Found at {where}: " + ", ".join(
-          f"{words(named(data, a, self.names)) or a} from rate {lr:g}" for a, lr in low.items()) + ".")
-      return FOUND, top, grows, lines
-    if states and all(s == "stays" for s in states.values()):
-      return NOT_FOUND, top, [], lines + [
-          f"At {where} {self.probe} ends within {self.bound:g} nats of log V in every arm and rate "
-          f"(largest |median excess| {max(abs(median_excess(ms)) for ms in plain.values()):.2f})."]
-    mixed = sum(s == "mixed" for s in states.values())
-    return claims.INCONCLUSIVE, top, [], lines + [
-        f"At {where} no setting grows in every seed; {mixed} of {len(states)} are mixed (seeds "
-        f"disagree or a model diverged)."]
-
-  def test(self, data: Data) -> claims.Test:
-    verdict, _, _, lines = self.find(data)
-    return claims.Test(self.key, self.claim, self.rule(), [],
-                       missing=claims.Verdict(self.claim, verdict, lines, self.rule()))
-
-  def section(self, data: Data, out: str) -> Section:
-    verdict, top, grows, _ = self.find(data)
-    s = ExcessTable(self.bound, self.probe).section(data, out)
-    s.results["finding"] = {"verdict": verdict, **{k.split(".")[-1]: v for k, v in top.items()},
-                            "grows": [{**named(data, a, self.names), "learning_rate": lr} for a, lr in grows]}
-    return s

@@ -10,8 +10,8 @@ edge) and the seeds it used. The study decides each family of tests together und
 decision) is in ``research/claims.py``, the maths in ``curves.py`` and ``stats.py``. Every
 kind also states its plan (``plan``): the per-seed quantity, whether its test is directed or
 an equivalence, and the effect it is sized for, from which ``research.power`` gives the seeds
-it needs at its family's Holm level. A kind whose ``test_kind`` is ``"finding"`` (``Departs``,
-``Drifts``, ``Choice``) has no power plan, no family and no leave-one-seed-out.
+it needs at its family's Holm level. A kind whose ``test_kind`` is ``"finding"`` (``Finding``,
+``Choice``) has no power plan, no family and no leave-one-seed-out.
 
 This module is where a study finds them (``kinds.Contrast``); each lives in the module of
 its family:
@@ -39,9 +39,9 @@ from research.kind_contrast import (
     Probe, decide, outcome_ps, pair, ratio_text, on_shared_rates, per_rate_text, signed, Contrast, AllEquivalent,
     NotRun, RateAt, Rates)
 from research.kind_zloss import (
-    CANNOT_JUDGE, FOUND, NOT_FOUND, CHOSEN, Model, models, by_rate, state, median_excess, ExcessTable, Departs)
+    CANNOT_JUDGE, FOUND, NOT_FOUND, CHOSEN, Model, models, by_rate, state, median_excess, ExcessTable)
 from research.kind_drift import (
-    model_learns, Track, tracks, tracks_by_rate, drift_state, median_of, DriftTable, Drifts, late_mean, late_models)
+    model_learns, Track, tracks, tracks_by_rate, drift_state, median_of, DriftTable, Finding, late_mean, late_models)
 from research.kind_runaway import overshoot, runaway, Pairs, Runaway, RunawaySeeds, LateSeeds
 from research.kind_choice import Setting, Choice, _pm, RateTable, mean_profile, plot_profiles, BestCurves
 from research.kind_ladder import (

@@ -141,7 +141,7 @@ def test_a_budget_costs_what_it_states_or_what_the_grid_measured():
 
 
 def test_leave_one_seed_out_is_for_a_test_outcome_not_a_finding_or_a_premise():
-  finding = kinds.Departs("where it departs", arms=("a",))
+  finding = kinds.Finding("where it departs", arms=("a",))
   study = Study("t", "q", "exploratory", (Arm("a"),), {"cpu": Grid((1e-2,), (1, 2, 3), axes={"model.d_model": (64,)})},
                 (finding,))
   cells = [{**record("a", 1e-2, s, 4.0), "overrides": {"model.d_model": 64, "model.vocab_size": 512},

@@ -1,5 +1,5 @@
 """z-loss judged in its domain (issue 45): the late drift of log Z read from each model's
-trajectory (``kinds.Track``) and the probe's finding (``kinds.Drifts``),
+trajectory (``kinds.Track``) and the probe's finding (``kinds.Finding`` reading the drift),
 on synthetic models; the probe study's seeds unused before it. The confirmatory kinds that
 read the drift over a late window are tests/test_zloss_drift_late.py's."""
 
@@ -74,10 +74,10 @@ def test_the_probe_finds_drift_only_where_every_seed_learns_and_drifts():
   found = probe.STUDY.claims[0]
   two = SEEDS[:2]
   verdict = lambda cells: found.find(probe.STUDY.data(cells))
-  v, where, _ = verdict(models(lambda a, lr: -6.0 if lr == 0.3 else -0.2, LOWER, two, (0.03, 0.3), 0.1))
+  v, _, where, _ = verdict(models(lambda a, lr: -6.0 if lr == 0.3 else -0.2, LOWER, two, (0.03, 0.3), 0.1))
   assert (v, where) == (kinds.FOUND, [(PLAIN, 0.3)])
-  v, where, lines = verdict(models(lambda a, lr: -0.2, LOWER, two, (0.03, 0.3), 0.1))
-  assert (v, where) == (kinds.NOT_FOUND, []) and "less than 2" in lines[-1]
+  v, _, where, lines = verdict(models(lambda a, lr: -0.2, LOWER, two, (0.03, 0.3), 0.1))
+  assert (v, where) == (kinds.NOT_FOUND, []) and "stays within 2 nats" in lines[-1]
   # One seed drifts, the other does not: mixed, so inconclusive.
   cells = models(lambda a, lr: -0.2, LOWER, two, (0.3,), 0.0)
   cells[0] = cell(PLAIN, 0.3, two[0], late=-6.0)
@@ -111,7 +111,7 @@ def test_the_committed_probes_found_no_late_drift(name, models):
   _, cells, _ = cells_lib.load(f"results/{name}-cpu")
   assert len(cells) == models and {c["code"]["clean"] for c in cells} == {True}
   study = registry.study(name)
-  verdict, found, _ = study.claims[0].find(study.data(cells))
+  verdict, _, found, _ = study.claims[0].find(study.data(cells))
   assert (verdict, found) == (kinds.NOT_FOUND, [])
 
 
@@ -133,7 +133,7 @@ def test_the_horizon_probe_found_the_late_drift_at_0_3_and_z_loss_moves_log_z_to
   assert len(cells) == 8 and {c["code"]["clean"] for c in cells} == {True}
   study = registry.study("zloss_drift_horizon")
   data = study.data(cells)
-  verdict, found, _ = study.claims[0].find(data)
+  verdict, _, found, _ = study.claims[0].find(data)
   assert (verdict, found) == (kinds.FOUND, [(PLAIN, 0.3)])
   z = {t.seed: t for t in kinds.tracks(data, ZLOSS) if t.lr == 0.3}
   plain = {t.seed: t for t in kinds.tracks(data, PLAIN) if t.lr == 0.3}

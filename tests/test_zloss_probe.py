@@ -1,4 +1,4 @@
-"""The z-loss probe (experiments/studies/zloss_probe.py): its finding (``kinds.Departs``) coming
+"""The z-loss probe (experiments/studies/zloss_probe.py): its finding (``kinds.Finding``) coming
 out found, not found and inconclusive on synthetic models, its report section, its cells the
 committed sweep's and its finding on the committed cells the one recorded before it was
 re-expressed."""
@@ -55,14 +55,14 @@ def test_found_where_log_z_runs_away_without_weight_decay():
   verdict, at, grows, lines = find(models(runaway))
   assert verdict == kinds.FOUND and at == {"model.d_model": 128}
   assert grows == [("wd0+z0", 0.1), ("wd0+z0", 0.3)]
-  assert ("d_model 128, weight decay 0, rate 0.1: log_z minus log V, median -4.50 nats; "
-          "wd0+z0.0001: median excess -0.50 (stays).") in lines
+  assert ("d_model 128, weight decay 0, rate 0.1: log_z at the end minus log V, median -4.50 nats; "
+          "wd0+z0.0001: median -0.50 (stays).") in lines
   assert lines[-1] == "Found at d_model 128: weight decay 0 from rate 0.1."
 
 
 def test_not_found_when_log_z_stays_everywhere():
   verdict, _, grows, lines = find(models(lambda *a: 0.6 if a[3] == 3e-1 else -0.2))
-  assert verdict == kinds.NOT_FOUND and grows == [] and "largest |median excess| 0.60" in lines[0]
+  assert verdict == kinds.NOT_FOUND and grows == [] and "largest |median| 0.60" in lines[0]
   # A log Z that starts far from log V (large logits at init) and comes back is learning, not
   # a divergence: what the probe's first rule, on the drift from step 0, called one.
   assert find(models(lambda *a: 0.3, start=LOG_V + 3.0))[0] == kinds.NOT_FOUND
@@ -89,8 +89,9 @@ def test_the_finding_is_a_verdict_neither_planned_nor_rejudged_without_a_seed(tm
   text = "\n".join(page.sections)
   assert "| wd0+z0 | d_model 128 | 0.1 | 9.00 | 1.74 | -4.50 (-4.00, -5.00) | grows | 4.000 |" in text
   assert "| wd0+z0.0001 | d_model 128 | 0.3 | 9.00 | 5.74 | -0.50 (-0.50, —) | mixed | 4.000 |" in text
-  assert page.results["finding"] == {"verdict": "Found", "d_model": 128, "grows": [
-      {"weight_decay": 0.0, "learning_rate": 0.1}, {"weight_decay": 0.0, "learning_rate": 0.3}]}
+  assert page.results["finding"] == {"verdict": "Found", "d_model": 128, "moved": [
+      {"arm": "wd0+z0", "weight_decay": 0.0, "learning_rate": 0.1},
+      {"arm": "wd0+z0", "weight_decay": 0.0, "learning_rate": 0.3}]}
   assert all((tmp_path / p).exists() for p in page.plots if p)
 
 

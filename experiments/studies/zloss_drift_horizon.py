@@ -9,7 +9,7 @@ d64, 3,200 steps) found no late drift. Steps, not width, set the drift of the so
 direction under Adam, and at d32 a step costs a fifth of d128's; so this probe trains the same
 family (qk-LayerNorm, weight decay 0, multipliers 1, vocabulary 512) at d32 for 20,000 steps
 (25x the first probe; warmup 2,000), log Z every 1,000 steps; rates 0.2 and 0.3, z-loss 0 and
-1e-4, seeds 1120-1121 (none used before). The same finding rule (``kinds.Drifts``, 2 nats over
+1e-4, seeds 1120-1121 (none used before). The same finding rule (``kinds.Finding`` reading the drift, 2 nats over
 the second half).
 
 Exploratory, and written after looking: before it was written, three informal single-seed runs
@@ -49,8 +49,9 @@ STUDY = Study(
                       axes={"model.d_model": (32,)}),
     },
     claims=(
-        kinds.Drifts("Where log Z drifts late in a model that still trains (2 nats over the second "
-                     "half of training)", arms=(first.PLAIN,), beside=((first.PLAIN, first.ZLOSS),), bound=2.0),
+        kinds.Finding("Where log Z drifts late in a model that still trains (2 nats over the second "
+                      "half of training)", arms=(first.PLAIN,), beside=((first.PLAIN, first.ZLOSS),), bound=2.0,
+                      reads="drift"),
     ),
     tags={"model.d_model": "d"},
 )

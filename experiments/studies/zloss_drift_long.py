@@ -12,7 +12,7 @@ together) takes Adam's normalised steps as a random walk, so a drift grows with 
 the horizon: here 3,200 steps (4x; warmup 320), at d64 for the budget (the same family, half
 the width), rates 0.1 and 0.2 (between the largest that trained and the one whose attention
 grew), z-loss 0 and 1e-4, seeds 1110-1111, log Z every 200 steps. The same finding rule
-(``kinds.Drifts``, 2 nats over the second half). Exploratory, written after the first probe
+(``kinds.Finding`` reading the drift, 2 nats over the second half). Exploratory, written after the first probe
 showed nothing: it says whether a longer horizon reaches the claim's domain.
 """
 
@@ -45,8 +45,9 @@ STUDY = Study(
                       axes={"model.d_model": (32,)}),
     },
     claims=(
-        kinds.Drifts("Where log Z drifts late in a model that still trains (2 nats over the second "
-                     "half of training)", arms=(first.PLAIN,), beside=((first.PLAIN, first.ZLOSS),), bound=2.0),
+        kinds.Finding("Where log Z drifts late in a model that still trains (2 nats over the second "
+                      "half of training)", arms=(first.PLAIN,), beside=((first.PLAIN, first.ZLOSS),), bound=2.0,
+                      reads="drift"),
     ),
     tags={"model.d_model": "d"},
 )

@@ -54,8 +54,8 @@ STUDY = Study(
                       axes={"model.d_model": (32,)}),
     },
     claims=(
-        kinds.Drifts("Where log Z drifts late in a model that still trains (2 nats over the second "
-                     "half of training)", arms=(PLAIN,), beside=((PLAIN, ZLOSS),), bound=2.0),
+        kinds.Finding("Where log Z drifts late in a model that still trains (2 nats over the second "
+                      "half of training)", arms=(PLAIN,), beside=((PLAIN, ZLOSS),), bound=2.0, reads="drift"),
     ),
     tags={"model.d_model": "d"},
 )

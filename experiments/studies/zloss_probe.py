@@ -46,7 +46,7 @@ STUDY = Study(
                       shared={**ladder.ladder_overrides(SMOKE), **UNTUNED}, axes={"model.d_model": (32, 64)}),
     },
     claims=(
-        kinds.Departs("Where the output logits diverge (log Z ends 2 nats from a uniform softmax's)",
+        kinds.Finding("Where the output logits diverge (log Z ends 2 nats from a uniform softmax's)",
                       arms=("wd0.1+z0", "wd0+z0"),
                       beside=(("wd0.1+z0", "wd0.1+z0.0001"), ("wd0+z0", "wd0+z0.0001")),
                       axis="model.d_model", bound=2.0, names=("train.weight_decay",)),
