@@ -89,23 +89,28 @@ class Recipe:
       lo, hi = (x if x is not None else b.best for x in b.between)
     return math.log(center), math.log(center / lo), math.log(hi / center), b.text()
 
-  def predict(self, data: Data, at: Mapping[str, Any] | None = None) -> Prediction | None:
-    """The rate at ``at`` (default: every leg's target); None without a base or when a leg
-    has no slope."""
+  def predict(self, data: Data, at: Mapping[str, Any] | None = None, fit: str = "basin",
+              missing: list[str] | None = None) -> Prediction | None:
+    """The rate at ``at`` (default: every leg's target), each seed's optimum on a leg by ``fit``
+    (``point_optima``); None without a base or when a leg has no slope (``missing``, a list
+    given, gets what was not located)."""
+    missing = [] if missing is None else missing
     base = self.base(data)
     if base is None or not data.runs(self.base_arm, base):
+      missing.append(f"{self.base_arm} has no single grid point")
       return None
     log_rate, below, above, base_text = self.base_rate(data, base)
     rows = [("base", f"{self.base_arm} at {words(base)}", base_text, below, above)]
     err2_lo, err2_hi = below ** 2, above ** 2
     for leg in self.legs:
-      target = (at or {}).get(leg.axis, leg.target) if at is not None else leg.target
-      doublings = math.log2(target / base[leg.axis])
+      doublings = math.log2((at or {}).get(leg.axis, leg.target) / base[leg.axis])
       if doublings == 0:
         continue
-      points, missing = axis_optima(data, leg.arm, leg.axis, "basin")
+      points, out = axis_optima(data, leg.arm, leg.axis, fit)
+      missing += out
       slopes = seed_slopes(points, 2)
       if len(slopes) < 2:
+        missing.append(f"{leg.arm}: fewer than two seeds with two located optima")
         return None
       e = stats.one_sample(list(slopes.values()))
       bend = max((abs(s - e.diff) for s in local_slopes(points)), default=0.0)

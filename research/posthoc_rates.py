@@ -207,32 +207,10 @@ class SensitivityFrom:
 
 def recipe_prediction(recipe: kinds.Recipe, data: kinds.Data, at: Mapping[str, Any] | None = None
                       ) -> tuple[kinds.Prediction | None, list[str]]:
-  """``recipe``'s rate at ``at`` (default: its target) by the frozen combination
-  (``kinds.Recipe.predict``: the base's rate, each leg's mean slope carried the doublings, a
-  leg's error its slope's 95 % t half-width plus its bend, in quadrature), each seed's
-  optimum by ``kinds.axis_optima``'s ``bracketed`` fit; and what was not located."""
-  base = recipe.base(data)
-  if base is None or not data.runs(recipe.base_arm, base):
-    return None, [f"{recipe.base_arm} has no single grid point"]
-  log_rate, below, above, base_text = recipe.base_rate(data, base)
-  rows = [("base", f"{recipe.base_arm} at {kinds.words(base)}", base_text, below, above)]
-  lo2, hi2, missing = below ** 2, above ** 2, []
-  for leg in recipe.legs:
-    doublings = math.log2((at or {}).get(leg.axis, leg.target) / base[leg.axis])
-    if doublings == 0:
-      continue
-    points, out = kinds.axis_optima(data, leg.arm, leg.axis, "bracketed")
-    missing += out
-    slopes = kinds.seed_slopes(points, 2)
-    if len(slopes) < 2:
-      return None, missing + [f"{leg.arm}: fewer than two seeds with two located optima"]
-    e = stats.one_sample(list(slopes.values()))
-    bend = max((abs(s - e.diff) for s in kinds.local_slopes(points)), default=0.0)
-    err = ((e.hi - e.diff if e.defined else math.inf) + bend) * abs(doublings)
-    log_rate += e.diff * doublings
-    lo2, hi2 = lo2 + err ** 2, hi2 + err ** 2
-    rows.append((leg.axis, leg.arm, e, bend, doublings, err))
-  return kinds.Prediction(log_rate, math.sqrt(lo2), math.sqrt(hi2), rows), missing
+  """``recipe``'s rate at ``at`` by the frozen combination (``kinds.Recipe.predict``), each
+  seed's optimum by the ``bracketed`` fit; and what was not located."""
+  missing: list[str] = []
+  return recipe.predict(data, at, "bracketed", missing), missing
 
 
 def _panel_line(label: str, runs, log_optima: list[float]) -> dict:
