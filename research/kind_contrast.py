@@ -1,4 +1,4 @@
-"""``Contrast``: a signed sum of arms' per-seed quantity (``QUANTITIES`` or a ``Probe``), decided by ``decide``; ``AllEquivalent`` (several arms each within a margin of one reference), ``NotRun`` (a claim the plan sized and its budget cut) and the report section ``Rates`` of ``RateAt`` (the rate the optima give at another value of an axis).
+"""``Contrast``: a signed sum of arms' per-seed quantity (``QUANTITIES`` or a ``Probe``), decided by ``decide``; ``Alike`` (several arms each within a margin of one reference), ``NotRun`` (a claim the plan sized and its budget cut) and the report section ``Rates`` of ``RateAt`` (the rate the optima give at another value of an axis).
 """
 
 from __future__ import annotations
@@ -261,17 +261,19 @@ class Contrast(Claim):
 
 
 @dataclasses.dataclass(frozen=True)
-class AllEquivalent(Claim):
-  """Every one of ``arms`` equivalent to ``reference`` within ``+-margin`` (with
-  ``relative``, a fraction of the reference's mean quantity), paired by seed at grid point
-  ``at``: an intersection-union test, reproduced when every arm's TOST passes (its p the
-  largest of theirs), not reproduced when one lies decisively outside the margin
-  (Bonferroni over the arms); its effect is the largest difference. With ``shared_rates``
-  each pair's quantities are over the rates the two share; a pair's optimum at the grid's
-  edge makes it inconclusive. The plan sizes it at ``margin * planned_reference`` when
-  ``relative``."""
+class Alike(Claim):
+  """Arms alike in a per-seed quantity, each pair a ``Contrast`` within ``+-margin`` (TOST; with
+  ``relative``, that fraction of ``reference``'s mean quantity, the plan at ``margin *
+  planned_reference``): ``pairs="reference"``, each of ``arms`` against ``reference`` at ``at``, an
+  intersection-union test (reproduced when every pair's TOST passes, its p the largest; not
+  reproduced when one lies decisively outside, Bonferroni over the pairs); ``pairs="every"``,
+  every pair of the arms with runs (Welch where a pair shares fewer than two seeds), Holm over
+  the pairs' TOSTs, not reproduced when some pair lies decisively outside. With
+  ``shared_rates`` each pair's quantity is over the rates the two share. A learning arm's
+  optimum at the grid's edge makes it inconclusive; its effect is the largest difference."""
   arms: tuple[str, ...] = ()
   reference: str = ""
+  pairs: str = "reference"
   quantity: str = "best_loss"
   at: tuple = ()
   margin: float = NAN
@@ -281,50 +283,50 @@ class AllEquivalent(Claim):
   test_kind = "equivalent"
 
   def needs(self) -> tuple[str, ...]:
-    return (*self.arms, self.reference)
+    return tuple(dict.fromkeys((*self.arms, self.reference) if self.pairs == "reference" else self.arms))
 
   def quantity_text(self) -> str:
-    return (f"each of {', '.join(self.arms)} - {self.reference}: {QUANTITIES[self.quantity][0]}"
-            f"{at_text(self.at)}" + (", over the rates each pair shares" if self.shared_rates else ""))
+    which = (f"each of {', '.join(self.arms)} - {self.reference}" if self.pairs == "reference"
+             else f"every pair of {', '.join(self.arms)}")
+    return (f"{which}: {QUANTITIES[self.quantity][0]}{at_text(self.at)}"
+            + (", over the rates each pair shares" if self.shared_rates else ""))
 
   def rule(self) -> str:
     within = f"{self.margin:.0%} of {self.reference}'s mean" if self.relative else f"±{self.margin:g}"
-    return (f"paired by seed, {self.quantity_text()}; reproduced when every one is within "
-            f"{within} (TOST each; an intersection-union test: all must pass), not reproduced when "
-            f"one lies decisively outside (Bonferroni over the {len(self.arms)}); inconclusive "
-            f"otherwise, or when a seed's optimum is at the grid's edge")
+    how = ("an intersection-union test: all must pass), not reproduced when one lies decisively outside "
+           f"(Bonferroni over the {len(self.arms)})" if self.pairs == "reference" else
+           "Holm over the pairs), not reproduced when some pair lies decisively outside")
+    return (f"paired by seed, {self.quantity_text()}; reproduced when every one is within {within} "
+            f"(TOST each; {how}; inconclusive otherwise, or when a seed's optimum is at the grid's edge")
 
   def plan(self) -> power.ClaimPlan:
-    m = self.margin * (self.planned_reference if self.relative else 1.0)
-    return power.ClaimPlan(self.key, self.claim, self.quantity_text(), "equivalent", self.effect,
-                           m, self.source, self.needs())
+    return dataclasses.replace(super().plan(), margin=self.margin * (self.planned_reference if self.relative else 1.0))
 
   def test(self, data: Data) -> claims.Test:
-    f = QUANTITIES[self.quantity][1]
-    ref = data.runs(self.reference, self.at)
-    margin = self.margin * (stats.one_sample(list(f(ref).values())).diff if self.relative else 1.0)
-    lines, checks, results, seeds = [f"Margin {margin:.3f}."], [], [], set()
-    for arm in self.arms:
-      named = {arm: data.runs(arm, self.at), self.reference: ref}
-      named = on_shared_rates(named) if self.shared_rates else named
-      x = signed(((arm, 1), (self.reference, -1)), {a: f(rs) for a, rs in named.items()})
-      if len(x) < 2:
-        return claims.Test(self.key, self.claim, self.rule(), [], missing=claims.missing(
-            self.claim, f"two seeds shared by {arm} and {self.reference}{at_text(self.at)}", self.rule()))
-      e = dataclasses.replace(stats.one_sample(list(x.values()), margin), kind="paired")
-      results.append((e, e.p_same, p_outside(e, margin)))
-      seeds |= set(x)
-      lines.append(f"{arm} - {self.reference}: {e.text()}; at each shared rate (reported): "
-                   + per_rate_text(named, lambda p, a=arm: signed(((a, 1), (self.reference, -1)), p)) + ".")
-      checks.append(claims.edge_guard(named))
-    ps = [p for _, p, _ in results]
-    p_for = max(ps) if all(math.isfinite(p) for p in ps) else NAN
-    against = [p for _, _, p in results if math.isfinite(p)]
-    p_against = min(1.0, len(results) * min(against)) if against else NAN
-    largest = max((e for e, _, _ in results), key=lambda e: abs(e.diff) if math.isfinite(e.diff) else -1)
-    return claims.Test(self.key, self.claim, self.rule(), lines, largest,
-                       f"Largest difference from {self.reference}", p_for, p_against, checks,
-                       tuple(sorted(seeds)))
+    present = [a for a in self.arms if data.runs(a, self.at)]
+    pairs = ([(a, self.reference) for a in self.arms] if self.pairs == "reference"
+             else [(a, b) for i, a in enumerate(present) for b in present[i + 1:]])
+    if not pairs:
+      return claims.Test(self.key, self.claim, self.rule(), [], missing=claims.missing(
+          self.claim, f"two of {', '.join(self.arms)}", self.rule()))
+    ref = self.reference if self.pairs == "reference" or self.reference in present else present[0]
+    mean = stats.one_sample(list(QUANTITIES[self.quantity][1](data.runs(ref, self.at)).values())).diff
+    margin = self.margin * (mean if self.relative else 1.0)
+    parts = [Contrast(self.claim, None, terms=pair(a, b), predict="same", quantity=self.quantity, at=self.at,
+                      margin=margin, welch=self.pairs == "every", shared_rates=self.shared_rates,
+                      learners=()).test(data) for a, b in pairs]
+    if any(t.missing is not None for t in parts):
+      return next(dataclasses.replace(t, key=self.key, rule=self.rule()) for t in parts if t.missing is not None)
+    ps, against = [t.p_for for t in parts], [t.p_against for t in parts]
+    if self.pairs == "reference":
+      p_for = max(ps) if all(math.isfinite(p) for p in ps) else NAN
+      p_against = min(1.0, len(parts) * lowest(against)) if math.isfinite(lowest(against)) else NAN
+    else:
+      p_for, p_against = highest(stats.holm(ps)), lowest(against)
+    lines = [f"Margin {margin:.3f}."] + [f"{a} - {b}: {t.effect.text()}." for (a, b), t in zip(pairs, parts)]
+    largest = max((t.effect for t in parts), key=lambda e: abs(e.diff) if math.isfinite(e.diff) else -1)
+    return claims.Test(self.key, self.claim, self.rule(), lines, largest, "Largest difference", p_for,
+                       p_against, [g for t in parts for g in t.guards], tuple(sorted({s for t in parts for s in t.seeds})))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The norm x MLP study's kinds, each decided alone with Holm over its own parts, as its rules were: ``ProfilePair``, ``AllAlike`` and ``Diminishing``.
+"""The norm x MLP study's kinds, each decided alone with Holm over its own parts, as its rules were: ``ProfilePair`` and ``Diminishing``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from research.kind_contrast import outcome_ps, Probe, ratio_text
 
 # ----------------------------------------------------------------------------- norm_mlp
 #
-# The norm x MLP study's kinds (experiments/studies/norm_mlp.py): ProfilePair, AllAlike,
+# The norm x MLP study's kinds (experiments/studies/norm_mlp.py): ProfilePair,
 # Diminishing (its contrasts are ``Contrast``s); its report items RateTable and BestCurves.
 # Each is decided alone by default (``family=None``), Holm over its own parts, a part's
 # outcome that of ``stats.outcomes``: decisively within a margin counts against a claim and
@@ -78,54 +78,6 @@ class ProfilePair(Claim):
     arms = (self.grows, self.flat, *(a for pair in self.reported for a in pair))
     panels = tuple(dict.fromkeys((p, "init") for p in ("grad_attn", self.probe, "residual_norm")))
     return Section([], [plot_profiles(data, arms, panels, out, "init_profiles.png")])
-
-
-@dataclasses.dataclass(frozen=True)
-class AllAlike(Claim):
-  """Every pair of ``arms`` (those with runs) alike in a per-seed quantity, paired by seed,
-  within ``margin`` (with ``relative``, that fraction of ``reference``'s mean): reproduced
-  when every pair is equivalent (TOST, Holm over the pairs); not reproduced when some pair
-  lies decisively outside the margin; inconclusive otherwise, or when a learning arm has a
-  seed's optimum at the grid's edge."""
-  family: str | None = None  # decided alone, Holm over its own parts
-  arms: tuple[str, ...] = ()
-  reference: str = ""
-  quantity: str = "best_loss"
-  margin: float = NAN
-  relative: bool = True
-  test_kind = "equivalent"
-
-  def needs(self) -> tuple[str, ...]:
-    return tuple(self.arms)
-
-  def quantity_text(self) -> str:
-    return f"every pair of {', '.join(self.arms)}: {QUANTITIES[self.quantity][0]}"
-
-  def rule(self) -> str:
-    within = f"{self.margin:.0%} of {self.reference}'s mean" if self.relative else f"±{self.margin:g}"
-    return (f"{self.quantity_text()}, paired by seed: reproduced when every pair is equivalent "
-            f"within {within} (TOST, Holm over the pairs); not reproduced when some pair lies "
-            f"decisively outside that margin; inconclusive otherwise, or when a learning arm has "
-            f"a seed's optimum at the grid's edge.")
-
-  def test(self, data: Data) -> claims.Test:
-    named = {a: data.runs(a) for a in self.arms if data.runs(a)}
-    if len(named) < 2:
-      return claims.Test(self.key, self.claim, self.rule(), [], missing=claims.missing(
-          self.claim, f"two of {', '.join(self.arms)}", self.rule()))
-    q = {a: QUANTITIES[self.quantity][1](rs) for a, rs in named.items()}
-    ref = q.get(self.reference) or next(iter(q.values()))
-    margin = self.margin * stats.one_sample(list(ref.values())).diff if self.relative else self.margin
-    pairs = [(a, b) for i, a in enumerate(named) for b in list(named)[i + 1:]]
-    effects = [stats.compare(q[a], q[b], margin) for a, b in pairs]
-    same = stats.holm([e.p_same for e in effects])
-    p_against = lowest([p for e in effects for p in (p_beyond(e, margin, "above"), p_beyond(e, -margin, "below"))])
-    lines = ["; ".join(f"{a}: {curves.describe(rs)}" for a, rs in named.items()) + ".",
-             f"Margin {margin:.3f}. Pairs: " + "; ".join(
-                 f"{a} - {b} {e.text()}" for (a, b), e in zip(pairs, effects)) + "."]
-    largest = max(effects, key=lambda e: abs(e.diff) if math.isfinite(e.diff) else -1)
-    return claims.Test(self.key, self.claim, self.rule(), lines, largest, "Largest pairwise difference",
-                       highest(same), p_against, [claims.edge_guard(named)], ())
 
 
 @dataclasses.dataclass(frozen=True)

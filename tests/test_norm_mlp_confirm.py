@@ -1,4 +1,4 @@
-"""The confirmatory norm x MLP study (experiments/studies/norm_mlp_confirm.py): unseen seeds, the one grid, the plan it froze, its committed cells and verdicts; its claim kinds (research/kinds.py: Contrast, on a Probe's first entry and bound too, AllEquivalent, NotRun) on synthetic results: reproduced, not reproduced, inconclusive, not powered."""
+"""The confirmatory norm x MLP study (experiments/studies/norm_mlp_confirm.py): unseen seeds, the one grid, the plan it froze, its committed cells and verdicts; its claim kinds (research/kinds.py: Contrast, on a Probe's first entry and bound too, Alike, NotRun) on synthetic results: reproduced, not reproduced, inconclusive, not powered."""
 
 import dataclasses
 import json
@@ -97,7 +97,7 @@ def test_the_stated_spreads_and_costs_are_the_exploratory_studys():
       got.append(np.std(list(c.quantity.per_seed(data, c.needs()[0]).values()), ddof=1))
     elif isinstance(c, kinds.Contrast):
       got.append(sd(gelu(c).test(data).effect))
-    elif isinstance(c, kinds.AllEquivalent):  # the larger of the two pairs' spreads
+    elif isinstance(c, kinds.Alike):  # the larger of the two pairs' spreads
       got.append(max(sd(gelu(kinds.Contrast("", terms=((a, 1), (S.GELU, -1)))).test(data).effect) for a in c.arms))
     else:  # depth: the interaction's
       got.append(got[5])
@@ -221,7 +221,7 @@ def test_every_judged_rule_comes_out_inconclusive_when_the_seeds_cannot_decide()
 
 
 def test_the_mlp_kinds_decide_where_the_plan_would_power_them():
-  # Contrast on shared rates and AllEquivalent (relative margin): all three ways when powered.
+  # Contrast on shared rates and Alike (relative margin): all three ways when powered.
   powered = dataclasses.replace(STUDY, not_powered=UNPOWERED[2:])
   sw, m = UNPOWERED[:2]
   v = verdicts(synthetic(swiglu=-0.1, matched=0.0), study=powered)
@@ -305,7 +305,7 @@ def test_a_sweep_records_the_study_file_as_its_rules(tmp_path):
   sweep_lib.write_index(STUDY.sweep("smoke"), str(tmp_path), {})
   index = json.load(open(tmp_path / "sweep.json"))
   assert index["study"] == "norm_mlp_confirm"
-  for name in ("STUDY", "judge", "decide_family", "Contrast", "AllEquivalent", "NotRun", "holm"):
+  for name in ("STUDY", "judge", "decide_family", "Contrast", "Alike", "NotRun", "holm"):
     assert name in index["rules"]["definitions"]
   assert index["rules"]["sha256"] == rules_identity.rules_version("norm_mlp_confirm")["sha256"]
 

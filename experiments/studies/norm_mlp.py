@@ -97,7 +97,8 @@ STUDY = Study(
                        beside=(NORM[3],)),
         alone("post-LN's trouble grows with depth", DEPTH[1], NORM[3], DEPTH[0], NORM[1], none_within=0.05, learners=()),
         # Kaplan et al. 2020, Fig. 5: at one parameter count the shape moves the loss "a few percent".
-        kinds.AllAlike("parameter-matched MLP ratios perform alike", arms=MATCHED, reference=MATCHED[2], margin=0.02),
+        kinds.Alike("parameter-matched MLP ratios perform alike", family=None, arms=MATCHED, reference=MATCHED[2],
+                    pairs="every", margin=0.02, relative=True),
         kinds.Diminishing("wider MLPs are better, with diminishing returns", arms=WIDTH),
         alone("SwiGLU beats GELU at equal size", "swiglu", WIDTH[2], predict="lower", against=-0.02, learners=(),
               effect=0.04, source="Shazeer 2020: about 0.04 nats"),
