@@ -26,6 +26,7 @@ import re
 
 from andrea_jax.files import check_directory, make_directory, read_json
 from research import cells as cells_lib
+from research import claims
 from research import guards
 from research import identity
 from research import posthoc
@@ -140,21 +141,37 @@ def opening(study: str, index: dict, cells: list[dict], design: str, headline: l
   if headline or page.headline:  # a reading's headline, or the study's own answer (rate_check.Answer)
     head += [*page.headline, *headline]
   else:
-    counts = {}
-    for v in page.verdicts:
-      counts[v.verdict] = counts.get(v.verdict, 0) + 1
-    head += ["**Answer:** " + ", ".join(f"{n} {word.lower()}" for word, n in counts.items()) + " (the table).", ""]
+    head += [answer(page.verdicts, titles), ""]
   rows = ["| claim (its threshold) | verdict | estimate [95 % CI] |", "|---|---|---|"]
   for v in page.verdicts:
-    estimate = "—" if v.effect is None else v.effect.text().replace("[95 % CI ", "[").split(";")[0]
-    estimate += "]" if estimate.count("[") > estimate.count("]") else ""
-    rows.append(f"| {titles.get(v.claim, v.claim)} | {v.verdict} | {estimate} |")
+    rows.append(f"| {titles.get(v.claim, v.claim)} | {v.verdict} | {estimate_text(v)} |")
   main = page.plots[0] if page.plots else None
   figure_line = [f"![{main}]({main})", ""] if main else []
   qualify = [f"- Post-hoc, exploratory ({title}): {re.split(r'(?<!al)[.;] (?=[A-Z])', text)[0].rstrip('.')}."
              for title, text in qualified]  # its first sentence
   return [*head, *rows, "", *figure_line, "## Limitations", "", *limitations(cells, page, changed, design, registry.limits(study)),
           *qualify, ""]
+
+
+def estimate_text(v) -> str:
+  """A verdict's estimate as the claims table prints it: ``+0.875 nats [+0.721, +1.029]``."""
+  if v.effect is None:
+    return "—"
+  estimate = v.effect.text().replace("[95 % CI ", "[").split(";")[0]
+  return estimate + ("]" if estimate.count("[") > estimate.count("]") else "")
+
+
+def answer(verdicts: list, titles: dict, most: int = 3) -> str:
+  """The abstract's answer: the claims the data decided, each with its estimate and interval
+  (at most ``most``, reproduced first), then how many the data left undecided."""
+  decided = sorted((v for v in verdicts if v.verdict in (claims.REPRODUCED, claims.NOT_REPRODUCED)),
+                   key=lambda v: v.verdict != claims.REPRODUCED)
+  said = [f"{titles.get(v.claim, v.claim)}: {v.verdict.lower()}, {estimate_text(v)}" for v in decided[:most]]
+  counts: dict[str, int] = {}
+  for v in (v for v in verdicts if v not in decided[:most]):
+    counts[v.verdict.lower()] = counts.get(v.verdict.lower(), 0) + 1
+  rest = ", ".join(f"{n} {word}" for word, n in counts.items())
+  return "**Answer:** " + "; ".join(said + ([("also " if said else "") + rest] if rest else [])) + " (the table)."
 
 
 def title_of(question: str, most: int = 298) -> str:

@@ -232,3 +232,22 @@ def test_packing_a_study_records_its_verdicts_once(tmp_path):
   # A record already there is the one to keep: a later pack does not overwrite it.
   assert report.record_verdicts("muon", {"rules": {"commit": "def"}}, [], str(tmp_path)) is None
   assert json.load(open(path))["commit"] == "abc"
+
+
+def test_the_abstract_answers_with_the_decided_claims_and_their_intervals():
+  """The abstract's answer is the claims the data decided, each with its estimate and interval
+  (reproduced first, at most three), then what was left undecided; the committed norms report
+  opens so."""
+  from research import claims  # pylint: disable=import-outside-toplevel
+  from research import report  # pylint: disable=import-outside-toplevel
+  from research import stats  # pylint: disable=import-outside-toplevel
+  e = stats.one_sample([0.1, 0.12, 0.11])
+  v = lambda c, word: claims.Verdict(c, word, [], "", e)
+  got = report.answer([v("a", "Inconclusive"), v("b", "Not reproduced"), v("c", "Reproduced")], {"b": "b (margin 1)"})
+  assert got.startswith("**Answer:** c: reproduced, +0.110 nats [") and "; b (margin 1): not reproduced, +0.110" in got
+  assert got.endswith("; also 1 inconclusive (the table).")
+  assert report.answer([v("a", "Inconclusive")], {}) == "**Answer:** 1 inconclusive (the table)."
+  text = open(os.path.join(ROOT_DIR, "docs", "studies", "norms-cpu", "REPORT.md"), encoding="utf-8").read()
+  head = " ".join(text.splitlines()[:8])
+  assert "less sensitive to the learning rate than pre-LN: reproduced, -0.252 nats [-0.277, -0.227]" in head
+  assert "also 4 inconclusive, 1 not powered (the table)." in head
