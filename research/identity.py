@@ -44,7 +44,7 @@ FRAMEWORK_MODULES = ("research/study.py", "research/kinds.py", *(f"research/kind
     "base", "contrast", "zloss", "drift", "runaway", "choice", "ladder", "norm_mlp", "recipe")), "research/ladder.py",
                      "research/optimum.py", "research/rate_check.py")
 # The claim kinds' modules, split from research/kinds.py, name a definition two modules share
-# (``NAN (research/kinds.py)``) as that one module did, so the split keeps every recorded hash.
+# (``NAN (research/kinds.py)``) as that one module did.
 KIND_MODULES = {p: "research/kinds.py" for p in FRAMEWORK_MODULES if p.startswith("research/kind_")}
 # What a one-file study's identity starts from: its STUDY record and the judging.
 FILE_ROOTS = ("STUDY", "judge", "decide")

@@ -12,8 +12,8 @@ from research import claims
 from research import curves
 from research import page as reporting
 from research import stats
-from research.kind_base import at_text, Claim, Data, lowest, named, NAN, Section, words
-from research.kind_zloss import CHOSEN, models
+from research.kind_base import at_text, Claim, Data, named, NAN, Section, words
+from research.kind_zloss import CHOSEN
 
 
 @dataclasses.dataclass

@@ -13,8 +13,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from research import claims
-from research.kind_base import at_text, Claim, Data, in_order, named, NAN, Section, words
+from research.kind_base import at_text, Data, in_order, NAN, Section
 
 
 # ----------------------------------------------------------------------------- zloss_probe, zloss, mup_base

@@ -27,10 +27,9 @@ its family:
 - ``research/kind_recipe.py``: the rate recipe's kinds.
 """
 
-# A kind's definitions are hashed where they live (research/identity.py: FRAMEWORK_MODULES). A kind
-# module imports every name of another that its code spells, a local variable named like a helper
-# too, so each definition reaches what it reached in the one module kinds.py was: the rules' hashes
-# of every committed study are unchanged by the split (tests/test_identity.py).
+# A kind's definitions are hashed where they live (research/identity.py: FRAMEWORK_MODULES); a
+# committed study whose kinds were re-expressed since its run says so in its report, with the
+# verdicts its recorded rules gave (verdicts_before.json; tests/test_report.py re-judges them).
 # ruff: noqa: F401
 from research.kind_base import (
     NAN, Data, QUANTITIES, at_text, guards, se_of, p_beyond, p_outside, Section, Claim, slope, named, in_order, words, span, seed_slopes, not_located, _missing, lowest, highest,

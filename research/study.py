@@ -370,9 +370,9 @@ class Study:
     data = self.data(cells)
     verdicts = self.judge(cells)
     findings = len(self.claims) - len(self.tested())
-    method = (f"Each claim's rule is stated under it (`research/kinds.py`); the claims of one "
-              f"family are decided together under Holm's correction at level 0.05, each verdict "
-              f"with its leave-one-seed-out check"
+    method = ("Each claim's rule is stated under it (`research/kinds.py`); the claims of one "
+              "family are decided together under Holm's correction at level 0.05, each verdict "
+              "with its leave-one-seed-out check"
               + (f" (from {self.loso_min_seeds} seeds)" if self.loso_min_seeds > 2 else "") + ". "
               + (f"The {len(self.not_powered)} claims declared not powered before the run are "
                  f"outside every family: their figures are reported, not judged. " if self.not_powered else "")

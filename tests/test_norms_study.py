@@ -1,6 +1,5 @@
 """The norms study (experiments/studies/norms.py, issue 59): fresh seeds, every cell's config builds with the arm's norm switches, the grid is its budgeted plan, the claims' margins and sources as stated, the stated spreads from the exploratory cells; its probe contrast on synthetic results: reproduced, not reproduced, inconclusive."""
 
-import dataclasses
 import math
 import os
 

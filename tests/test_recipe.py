@@ -2,7 +2,6 @@
 
 import math
 
-import numpy as np
 import pytest
 
 from research import claims
@@ -176,7 +175,6 @@ def test_the_post_hoc_slopes_point_under_their_claims():
 # ----------------------------------------------------------------------------- the committed run
 
 def test_the_committed_run_is_the_frozen_rules_on_a_clean_tree_and_its_held_out_rungs_lie_inside():
-  import json  # pylint: disable=import-outside-toplevel
   from experiments.studies import recipe as study_file  # pylint: disable=import-outside-toplevel
   from research import cells as cells_lib  # pylint: disable=import-outside-toplevel
   from research import identity  # pylint: disable=import-outside-toplevel
