@@ -207,8 +207,8 @@ class BeatsNaive(kinds.Claim):
     return (self.arm, self.recipe.base_arm, *(leg.arm for leg in self.recipe.legs))
 
   def quantity_text(self) -> str:
-    return (f"|log({self.arm}'s optimum / the base rate)| - |log({self.arm}'s optimum / the "
-            f"recipe's rate)| (log rate)")
+    return (f"abs(log({self.arm}'s optimum / the base rate)) - abs(log({self.arm}'s optimum / the "
+            f"recipe's rate)) (log rate)")
 
   def rule(self) -> str:
     return (f"per seed, the optimum by the fit that brackets its best rate "

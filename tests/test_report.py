@@ -251,3 +251,18 @@ def test_the_abstract_answers_with_the_decided_claims_and_their_intervals():
   head = " ".join(text.splitlines()[:8])
   assert "less sensitive to the learning rate than pre-LN: reproduced, -0.252 nats [-0.277, -0.227]" in head
   assert "also 4 inconclusive, 1 not powered (the table)." in head
+
+
+def test_no_table_cell_of_a_committed_report_holds_a_bare_pipe():
+  """A ``|`` inside a cell (``|log(x)|``) splits a markdown table's row: every row of every
+  committed report has its header's number of cells."""
+  import glob  # pylint: disable=import-outside-toplevel
+  for path in glob.glob(os.path.join(ROOT_DIR, "docs", "studies", "*", "REPORT.md")):
+    cells = None
+    for line in open(path, encoding="utf-8").read().splitlines():
+      if not line.startswith("|"):
+        cells = None
+        continue
+      n = line.replace("\\|", "").count("|")
+      cells = n if cells is None else cells
+      assert n == cells, f"{path}: {line[:120]}"
