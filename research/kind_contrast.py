@@ -88,13 +88,13 @@ class Probe:
     return out
 
 
-def decide(parts: list[stats.Effect], predict: str, margin: float = NAN, none_within: float = NAN,
-           bound: float = 0.0, against: float = NAN, negligible_first: bool = False) -> tuple[float, float]:
+def decide(parts: list[stats.Effect], predict: str, margin: float = NAN, bound: float = 0.0,
+           against: float = NAN, negligible_first: bool = False) -> tuple[float, float]:
   """``(p for, p against)`` of the first of ``parts`` (the others must also point ``predict``):
   ``same``, two one-sided tests within ``+-margin`` for, decisively outside against;
   ``higher``/``lower``, decisively beyond ``bound`` for, decisively on its other side against,
-  or equivalent to 0 within ``none_within`` (TOST); with ``negligible_first`` a part decisively
-  within ``none_within`` is never for it (``stats.outcomes``' order), Holm over the parts; a
+  or equivalent to 0 within ``margin`` (TOST); with ``negligible_first`` a part decisively
+  within ``margin`` is never for it (``stats.outcomes``' order), Holm over the parts; a
   finite ``against``: also against when decisively on its far side."""
   e = parts[0]
   if predict == "same":
@@ -105,7 +105,7 @@ def decide(parts: list[stats.Effect], predict: str, margin: float = NAN, none_wi
     p_for, p_against = highest(p for p, _ in ps), ps[0][1]
   else:
     p_for, p_against = p_beyond(e, bound, side), p_beyond(e, bound, other)
-    if math.isfinite(none_within):
+    if math.isfinite(margin):
       p_against = min(p_against, e.p_same)
   if math.isfinite(against):
     p_against = lowest([p_against, p_beyond(e, against, other)])
@@ -141,7 +141,7 @@ class Contrast(Claim):
   a - b paired by seed; one term: the arm's own value; four: a difference of differences).
   The quantity: a name in ``QUANTITIES`` (the sensitivity over the base rates the terms share)
   or a ``Probe``. The decision (the function decide): ``predict`` ``higher``/``lower`` of ``bound``,
-  with ``none_within``, ``negligible_first``, ``against`` and ``also`` (further term sets that
+  with ``margin`` (equivalent to none within it: against), ``negligible_first``, ``against`` and ``also`` (further term sets that
   must point the same way, Holm over the parts); or ``same``, within ``+-margin``. With
   ``welch``, arms sharing fewer than two seeds are compared by Welch's test. Guards: the arms
   in ``learners`` (None: every term's) must learn; with ``edge``, a learning arm's optimum at
@@ -152,7 +152,6 @@ class Contrast(Claim):
   predict: str = "higher"
   quantity: str | Probe = "best_loss"
   at: tuple = ()
-  none_within: float = NAN
   margin: float = NAN
   bound: float = 0.0
   against: float = NAN
@@ -186,7 +185,7 @@ class Contrast(Claim):
       want = (f"reproduced when two one-sided tests put it within ±{log_text(self.margin)}, not "
               f"reproduced when it lies decisively outside")
     else:
-      none = f"within ±{log_text(self.none_within)} (TOST)" if math.isfinite(self.none_within) else ""
+      none = f"within ±{log_text(self.margin)} (TOST)" if math.isfinite(self.margin) else ""
       want = (f"reproduced when it lies decisively {'below' if self.predict == 'lower' else 'above'} "
               f"{log_text(self.bound)}" + "".join(f" and {self.expr(t)} too" for t in self.also)
               + (f" and not {none}" if self.negligible_first and none else "")
@@ -227,9 +226,9 @@ class Contrast(Claim):
     if len(seeds) < 2 and not (self.welch and all(per.values())):
       return claims.Test(self.key, self.claim, self.rule(), [], missing=claims.missing(
           self.claim, f"two seeds shared by {', '.join(named)}{at_text(self.at)}", self.rule()))
-    e = self.effect_of(self.terms, per, self.margin if self.predict == "same" else self.none_within)
+    e = self.effect_of(self.terms, per, self.margin)
     parts = [e] + [self.effect_of(t, per, NAN) for t in self.also]
-    p_for, p_against = decide(parts, self.predict, self.margin, self.none_within, self.bound,
+    p_for, p_against = decide(parts, self.predict, self.margin, self.bound,
                               self.against, self.negligible_first)
     lost = claims.not_learning({a: named[a] for a in (self.needs() if self.learners is None else self.learners)})
     checks = [(bool(lost), f"Does not learn: {', '.join(lost)}." if lost else "")]

@@ -99,7 +99,7 @@ class Slope(Claim):
   doublings (the log of the factor it moves over the axis). ``predict``: ``higher`` or
   ``lower`` (beyond 0; against when decisively the other way, or equivalent to none within
   ``margin``, TOST; with ``same_first`` a slope decisively within the margin is never for it),
-  ``flat`` (within ``+-margin``, TOST) or ``below`` (below ``+margin``, one-sided). ``margin`` is
+  ``same`` (flat: within ``+-margin``, TOST) or ``below`` (below ``+margin``, one-sided). ``margin`` is
   per doubling, or with ``per_span`` over the axis' span (``span`` doublings; NaN: the data's).
   ``also``: arms whose slopes are reported, not judged."""
   arm: str = ""
@@ -118,10 +118,10 @@ class Slope(Claim):
 
   @property
   def test_kind(self) -> str:  # type: ignore[override]
-    return "equivalent" if self.predict == "flat" else "directed"
+    return "equivalent" if self.predict == "same" else "directed"
 
   def plan(self):
-    return dataclasses.replace(super().plan(), margin=self.bound(None) if self.predict == "flat" else None)
+    return dataclasses.replace(super().plan(), margin=self.bound(None) if self.predict == "same" else None)
 
   def needs(self) -> tuple[str, ...]:
     return (self.arm, *((self.reference,) if self.reference else ()), *self.also)
@@ -153,8 +153,8 @@ class Slope(Claim):
   def rule(self) -> str:
     m = self.margin_text()
     want = {"higher": "decisively above 0", "lower": "decisively below 0",
-            "flat": f"within ±{m} (TOST)", "below": f"below +{m} (one-sided)"}[self.predict]
-    against = {"flat": "decisively beyond the margin", "below": "decisively above the margin"}.get(
+            "same": f"within ±{m} (TOST)", "below": f"below +{m} (one-sided)"}[self.predict]
+    against = {"same": "decisively beyond the margin", "below": "decisively above the margin"}.get(
         self.predict, "decisively the other way" + (f" or equivalent to flat within ±{m} (TOST)"
                                                      if math.isfinite(self.margin) else ""))
     read = (f"per seed and value of {self.axis}, {self.what()}"
@@ -213,7 +213,7 @@ class Slope(Claim):
     values = ([abs(slopes[self.reference][s]) - abs(slopes[self.arm][s]) for s in seeds] if self.reference
               else [slopes[self.arm][s] for s in seeds])
     margin = self.bound([v for r in readings.values() for v in r.values])
-    if self.predict == "flat":
+    if self.predict == "same":
       e, pf, pa = stats.within(values, margin)
     elif self.predict == "below":
       e, pf, pa = stats.below(values, margin)

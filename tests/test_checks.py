@@ -51,7 +51,7 @@ def test_a_claim_parameter_its_kind_does_not_read_is_refused():
   best = kinds.Contrast("qk lowers the loss", terms=kinds.pair("pre+qk", "pre"), quantity="best")
   assert "quantity='best' is not one of ['best_loss', 'log_optimum', 'sensitivity']" in refusal(
       lambda: checks.claim_parameters(best))
-  assert sorted(checks.allowed(kinds.Slope, "predict")) == ["above", "below", "flat", "higher", "lower"]
+  assert sorted(checks.allowed(kinds.Slope, "predict")) == ["above", "below", "higher", "lower", "same"]
   assert sorted(checks.allowed(kinds.Slope, "of")) == ["basin", "bracketed", "fitted", "fixed_rate", "sensitivity"]
   checks.claim_parameters(kinds.Contrast("qk", terms=kinds.pair("pre+qk", "pre"), predict="higher"))
   for name in registry.names():  # every committed study's claims pass (registry.study checks them)

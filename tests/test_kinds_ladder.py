@@ -149,7 +149,7 @@ def test_an_optimum_at_the_grid_edge_is_not_located():
 
 # ----------------------------------------------------------------------------- the muTransfer family
 
-FLAT = kinds.Slope("flat", arm="pre+mup", axis=W, predict="flat", margin=math.log(2.0), times_span=True)
+FLAT = kinds.Slope("flat", arm="pre+mup", axis=W, predict="same", margin=math.log(2.0), times_span=True)
 COST = kinds.NotWorseAtEvery("no cost", arm="pre+mup", reference="pre", axis=W, margin=0.08)
 WIDER = kinds.Slope("wider", arm="pre+mup", axis=W, of="fixed_rate", predict="below", margin=0.01)
 FAMILY = (TRANSFER, FLAT, COST, WIDER)

@@ -99,7 +99,7 @@ def test_the_claims_margins_and_sources_are_as_stated():
   assert isinstance(loss, kinds.NotWorseAtEvery) and loss.margin == 0.02 and "Shazeer" in loss.source
   assert "3.34" in loss.source and "3.43" in loss.source and loss.effect == pytest.approx(0.09 + 0.02)
   for con in (sens, stable):
-    assert con.quantity == "sensitivity" and con.shared_rates and con.none_within == curves.SENSITIVITY_MARGIN
+    assert con.quantity == "sensitivity" and con.shared_rates and con.margin == curves.SENSITIVITY_MARGIN
   assert sens.terms == ((S.PERI, 1), (S.PRE, -1)) and sens.predict == "lower"
   assert stable.terms == ((S.POST, 1), (S.PRE, -1)) and stable.predict == "higher"
   assert deep.terms == ((S.DEEP16, 1), (S.POST16, -1)) and deep.learners == (S.DEEP16,)

@@ -42,7 +42,7 @@ def verdict(test):
 @pytest.mark.parametrize("predict, slope, expected", [
     ("lower", -0.7, claims.REPRODUCED), ("lower", +0.7, claims.NOT_REPRODUCED),
     ("higher", +0.35, claims.REPRODUCED), ("higher", -0.35, claims.NOT_REPRODUCED),
-    ("flat", 0.0, claims.REPRODUCED), ("flat", -0.9, claims.NOT_REPRODUCED)])
+    ("same", 0.0, claims.REPRODUCED), ("same", -0.9, claims.NOT_REPRODUCED)])
 def test_axis_slope_comes_out_each_way(predict, slope, expected):
   data = data_of(rows("a", "x", (64, 128, 256), slope, 128))
   c = kinds.Slope("c", arm="a", axis="x", of="basin", predict=predict, margin=math.log(2.0), per_span=True, span=2.0)

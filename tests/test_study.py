@@ -79,7 +79,8 @@ def test_a_profile_at_init_comes_out_each_way(last, predict, expected):
   cells = [record("a", 1e-2, s, 4.0, grad_mlp=(1.0, last * (1 + 0.01 * s))) for s in SEEDS]
   probe = kinds.Probe("grad_mlp", "init", 0, 1.5 if predict == "grows" else 1.0)
   claim = kinds.Contrast("flat at init", terms=(("a", 1),), quantity=probe, learners=(), edge=False,
-                         predict="same" if predict == "flat" else "higher", margin=math.log(1.5))
+                         predict="same" if predict == "flat" else "higher",
+                         margin=math.log(1.5) if predict == "flat" else float("nan"))
   assert judge(claim, cells).verdict == expected
 
 

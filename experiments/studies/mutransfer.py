@@ -71,7 +71,7 @@ STUDY = Study(
                     **LADDER, effect=0.35,
                               source="half the sp movement the proxies ladder measured (-0.70)"),
         kinds.Slope("under muP the optimal rate moves by less than a factor 2 over the ladder",
-                    arm="pre+mup", predict="flat", margin=math.log(2.0), times_span=True, **LADDER, effect=0.0,
+                    arm="pre+mup", predict="same", margin=math.log(2.0), times_span=True, **LADDER, effect=0.0,
                     source="Yang et al. 2022"),
         kinds.NotWorseAtEvery("at every width muP's best loss is within 0.08 nats of sp's or better",
                               arm="pre+mup", reference="pre", margin=0.08, **LADDER, effect=0.08,

@@ -39,7 +39,7 @@ def grid(layers, width, heads, block, batch, steps, warmup, evals, diags, logs, 
 XAVIER = {"model.init": "xavier", "train.warmup_steps": 0}
 def alone(claim, *arms, **kw):
   """A contrast decided alone (Holm over its own parts) as its rules were: ``a - b`` or ``(a - b) - (c - d)``,
-  a part decisively within ``none_within`` never for it, Welch where two arms share fewer than two seeds."""
+  a part decisively within ``margin`` never for it, Welch where two arms share fewer than two seeds."""
   return kinds.Contrast(claim, family=None, terms=tuple(zip(arms, (1, -1, -1, 1))), negligible_first=True,
                         welch=True, **kw)
 
@@ -83,19 +83,19 @@ STUDY = Study(
                     members_per_program=1),
     },
     claims=(  # each judged alone, Holm over its own parts, as its rules were
-        alone("post-LN needs warmup; pre-LN does not", *NORM[2:], *NORM[:2], none_within=0.05,
+        alone("post-LN needs warmup; pre-LN does not", *NORM[2:], *NORM[:2], margin=0.05,
               also=(kinds.pair(*NORM[2:]),), learners=(NORM[3], NORM[1])),
         alone("post-LN needs a smaller learning rate", NORM[3], NORM[1], predict="lower", quantity="log_optimum",
-              none_within=math.log(curves.RATE_FACTOR)),
+              margin=math.log(curves.RATE_FACTOR)),
         alone("post-LN is more sensitive to the learning rate", NORM[3], NORM[1], quantity="sensitivity",
-              none_within=curves.SENSITIVITY_MARGIN, edge=False),
+              margin=curves.SENSITIVITY_MARGIN, edge=False),
         kinds.ProfilePair("at init post-LN's gradients grow toward the output; pre-LN's are flat",
                           grows="init:xavier/post", flat="init:xavier/pre",
                           reported=(("init:gpt2/post", "init:gpt2/pre"),)),
         kinds.Contrast("pre-LN's residual stream grows with depth", family=None, terms=((NORM[1], 1),),
                        quantity=kinds.Probe("residual_norm", "end", 1), bound=math.log(1.5), learners=(), edge=False,
                        beside=(NORM[3],)),
-        alone("post-LN's trouble grows with depth", DEPTH[1], NORM[3], DEPTH[0], NORM[1], none_within=0.05, learners=()),
+        alone("post-LN's trouble grows with depth", DEPTH[1], NORM[3], DEPTH[0], NORM[1], margin=0.05, learners=()),
         # Kaplan et al. 2020, Fig. 5: at one parameter count the shape moves the loss "a few percent".
         kinds.Alike("parameter-matched MLP ratios perform alike", family=None, arms=MATCHED, reference=MATCHED[2],
                     pairs="every", margin=0.02, relative=True),

@@ -62,7 +62,7 @@ KIM, WANG, WORTSMAN = "Kim et al. 2025 (Peri-LN)", "Wang et al. 2022 (DeepNet)",
 MATCH = "margin ±0.05 nats, norm_mlp_confirm's for 'no penalty' (about 1 % of the loss)"
 CLAIMS = (
     kinds.Contrast("Peri-LN's residual stream grows less with depth than pre-LN's", terms=kinds.pair(PERI, PRE),
-                   quantity=kinds.Probe("residual_norm", "end", 1), predict="lower", none_within=math.log(1.1), edge=False,
+                   quantity=kinds.Probe("residual_norm", "end", 1), predict="lower", margin=math.log(1.1), edge=False,
                    effect=math.log(1.25), source=f"{KIM}, Fig. 1: pre-LN's hidden-state variance grows with "
                    "depth during training, Peri-LN's does not; sized for the growth pre-LN showed at the end "
                    "in norm_mlp (last / first block 1.25 at 6 layers); a gap under a factor 1.1 is none"),
@@ -70,11 +70,11 @@ CLAIMS = (
                           margin=0.02, effect=0.11, source=f"{KIM}: 3.34 against pre-LN's 3.43 nats at 400M "
                           "(0.09 better, 0.11 from the bound); margin half of Shazeer 2020's 0.04 nats"),
     kinds.Contrast("Peri-LN is less sensitive to the learning rate than pre-LN", terms=((PERI, 1), (PRE, -1)),
-                   predict="lower", quantity="sensitivity", none_within=0.05, shared_rates=True, edge=False,
+                   predict="lower", quantity="sensitivity", margin=0.05, shared_rates=True, edge=False,
                    effect=0.1, source=f"{KIM}'s rate sweeps: pre-LN degrades at the rates Peri-LN takes; "
                    f"twice the margin ({WORTSMAN})"),
     kinds.Contrast("DeepNorm trains a 16-layer post-LN stack where plain post-LN does not", terms=((DEEP16, 1),
-                   (POST16, -1)), predict="lower", none_within=0.05, learners=(DEEP16,), edge=False,
+                   (POST16, -1)), predict="lower", margin=0.05, learners=(DEEP16,), edge=False,
                    effect=0.25, source=f"{WANG}, Fig. 1/3: post-LN fails at depth at the same rates; a third "
                    "of norm_mlp's gap to the unigram"),
     kinds.Contrast("RMSNorm's best loss matches LayerNorm's", terms=kinds.pair(RMS, PRE), predict="same", margin=0.05, effect=0.0,
@@ -84,7 +84,7 @@ CLAIMS = (
                      source=f"Zhu et al. 2025: a match (LLaMA 7B 1.59 against 1.60 nats); {MATCH}; small-GPT "
                      "reports find DyT worse: a deficit decisively beyond it is not reproduced"),
     kinds.Contrast("pre-LN trains more stably than post-LN: post-LN is more sensitive to the rate",
-                   terms=((POST, 1), (PRE, -1)), predict="higher", quantity="sensitivity", none_within=0.05,
+                   terms=((POST, 1), (PRE, -1)), predict="higher", quantity="sensitivity", margin=0.05,
                    shared_rates=True, edge=False, effect=0.1,
                    source=f"the seed's statement, judged as norm_mlp_confirm did ({WORTSMAN}): twice the margin"),
     kinds.NotRun("Peri-LN's gain over pre-LN grows with depth", arms=(*CUT, PERI, PRE), effect=0.05,

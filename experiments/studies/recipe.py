@@ -30,7 +30,7 @@ from research.power import Spread
 from research.study import Arm, Grid, Study
 
 # A flat optimum: the flat-basin optimum moves by less than a factor 2 over the axis' two doublings.
-FLAT = dict(of="basin", predict="flat", margin=math.log(2.0), per_span=True, span=2.0)
+FLAT = dict(of="basin", predict="same", margin=math.log(2.0), per_span=True, span=2.0)
 
 W, L, S, B = "model.d_model", "model.n_layer", "train.steps", "train.batch_size"
 HEAD = 64  # the ANDREA family's d_head
