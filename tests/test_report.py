@@ -249,7 +249,7 @@ def test_the_abstract_answers_with_the_decided_claims_and_their_intervals():
   assert report.answer([v("a", "Inconclusive")], {}) == "**Answer:** 1 inconclusive (the table)."
   text = open(os.path.join(ROOT_DIR, "docs", "studies", "norms-cpu", "REPORT.md"), encoding="utf-8").read()
   head = " ".join(text.splitlines()[:8])
-  assert "less sensitive to the learning rate than pre-LN: reproduced, -0.252 nats [-0.277, -0.227]" in head
+  assert "less sensitive to the learning rate than pre-LN (margin 0.05): reproduced, -0.252 nats [-0.277, -0.227]" in head
   assert "also 4 inconclusive, 1 not powered (the table)." in head
 
 
