@@ -16,7 +16,7 @@ from research import stats
 from research.kind_base import (
     at_text, Claim, Data, highest, log_text, lowest, NAN, p_beyond, p_outside, probe_ratio, QUANTITIES, Section)
 from research.kind_choice import plot_profiles
-from research.kind_ladder import axis_optima
+from research.kind_ladder import axis_optima, LEARNS
 
 
 def ratio_text(logs: Mapping[int, float]) -> str:
@@ -99,6 +99,9 @@ def decide(parts: list[stats.Effect], predict: str, margin: float = NAN, bound: 
   e = parts[0]
   if predict == "same":
     return e.p_same, p_outside(e, margin)
+  if predict == "below":  # one-sided, no worse than +margin
+    return (p_beyond(e, margin, "below") / 2 if e.diff < margin else 1.0,
+            p_beyond(e, margin, "above") / 2 if e.diff >= margin else 1.0)
   side, other = ("below", "above") if predict == "lower" else ("above", "below")
   if negligible_first:
     ps = outcome_ps(parts, predict)
@@ -140,11 +143,12 @@ class Contrast(Claim):
   """Per seed, ``sum(sign * quantity(arm))`` over ``terms`` at grid point ``at`` (``pair(a, b)``:
   a - b paired by seed; one term: the arm's own value; four: a difference of differences).
   The quantity: a name in ``QUANTITIES`` (the sensitivity over the base rates the terms share)
-  or a ``Probe``. The decision (the function decide): ``predict`` ``higher``/``lower`` of ``bound``,
-  with ``margin`` (equivalent to none within it: against), ``negligible_first``, ``against`` and ``also`` (further term sets that
-  must point the same way, Holm over the parts); or ``same``, within ``+-margin``. With
-  ``welch``, arms sharing fewer than two seeds are compared by Welch's test. Guards: the arms
-  in ``learners`` (None: every term's) must learn; with ``edge``, a learning arm's optimum at
+  or a ``Probe``. The decision (the function decide): ``predict`` ``higher``/``lower`` of
+  ``bound``, with ``margin`` (equivalent to none within it: against), ``negligible_first``,
+  ``against`` and ``also`` (further term sets that must point the same way, Holm over the
+  parts); ``same``, within ``+-margin``; or ``below``, below ``+margin`` (one-sided: no worse).
+  With ``welch``, arms sharing fewer than two seeds are compared by Welch's test. Guards: the
+  arms in ``learners`` (None: every term's) must learn (``learns``); with ``edge``, a learning arm's optimum at
   the grid's edge makes it inconclusive. With ``shared_rates`` each arm's quantity is taken over
   the rates all its terms were trained at. ``report``: arms whose value is shown beside it, and
   ``beside``: arms drawn beside it in a probe's figure, neither judged."""
@@ -161,6 +165,7 @@ class Contrast(Claim):
   shared_rates: bool = False
   learners: tuple[str, ...] | None = None
   edge: bool = True
+  learns: str = "interval"
   report: tuple[str, ...] = ()
   beside: tuple[str, ...] = ()
   name: str = ""  # the effect's name in the report
@@ -184,6 +189,9 @@ class Contrast(Claim):
     if self.predict == "same":
       want = (f"reproduced when two one-sided tests put it within ±{log_text(self.margin)}, not "
               f"reproduced when it lies decisively outside")
+    elif self.predict == "below":
+      want = (f"reproduced when it lies below +{log_text(self.margin)} (one-sided), not reproduced when "
+              f"decisively above")
     else:
       none = f"within ±{log_text(self.margin)} (TOST)" if math.isfinite(self.margin) else ""
       want = (f"reproduced when it lies decisively {'below' if self.predict == 'lower' else 'above'} "
@@ -230,7 +238,7 @@ class Contrast(Claim):
     parts = [e] + [self.effect_of(t, per, NAN) for t in self.also]
     p_for, p_against = decide(parts, self.predict, self.margin, self.bound,
                               self.against, self.negligible_first)
-    lost = claims.not_learning({a: named[a] for a in (self.needs() if self.learners is None else self.learners)})
+    lost = [a for a in (self.needs() if self.learners is None else self.learners) if not LEARNS[self.learns](named[a])]
     checks = [(bool(lost), f"Does not learn: {', '.join(lost)}." if lost else "")]
     checks += [claims.edge_guard(named)] if self.edge else []
     if isinstance(self.quantity, Probe):
@@ -261,25 +269,38 @@ class Contrast(Claim):
 
 @dataclasses.dataclass(frozen=True)
 class Alike(Claim):
-  """Arms alike in a per-seed quantity, each pair a ``Contrast`` within ``+-margin`` (TOST; with
-  ``relative``, that fraction of ``reference``'s mean quantity, the plan at ``margin *
-  planned_reference``): ``pairs="reference"``, each of ``arms`` against ``reference`` at ``at``, an
-  intersection-union test (reproduced when every pair's TOST passes, its p the largest; not
-  reproduced when one lies decisively outside, Bonferroni over the pairs); ``pairs="every"``,
+  """Arms no different in a per-seed quantity, each part a ``Contrast`` ``a - b`` at ``+-margin``
+  (with ``relative``, that fraction of ``reference``'s mean quantity, the plan at ``margin *
+  planned_reference``): ``predict="same"``, within it (TOST), or ``below``, below ``+margin``
+  (one-sided: no worse). The parts: ``pairs="reference"``, each of ``arms`` against
+  ``reference`` at ``at`` (with ``over``, an axis: at each of its values both have), an
+  intersection-union test (reproduced when every part passes, its p the largest; not reproduced
+  when one lies decisively beyond the margin, Bonferroni over the parts); ``pairs="every"``,
   every pair of the arms with runs (Welch where a pair shares fewer than two seeds), Holm over
-  the pairs' TOSTs, not reproduced when some pair lies decisively outside. With
-  ``shared_rates`` each pair's quantity is over the rates the two share. A learning arm's
-  optimum at the grid's edge makes it inconclusive; its effect is the largest difference."""
+  the parts, not reproduced when some pair lies decisively outside. ``shared_rates``,
+  ``learners``, ``edge`` and ``learns``: as each part's ``Contrast``. Its effect is the largest
+  difference (``below``: the widest gap)."""
   arms: tuple[str, ...] = ()
   reference: str = ""
   pairs: str = "reference"
+  predict: str = "same"
+  over: str = ""
   quantity: str = "best_loss"
   at: tuple = ()
   margin: float = NAN
   relative: bool = False
   planned_reference: float = 1.0
   shared_rates: bool = False
-  test_kind = "equivalent"
+  learners: tuple[str, ...] | None = ()
+  edge: bool = True
+  learns: str = "interval"
+  # Its power target per part (None: the study's): every part must pass, so with k parts each
+  # is planned at power ** (1 / k).
+  power: float | None = None
+
+  @property
+  def test_kind(self) -> str:  # type: ignore[override]
+    return "equivalent" if self.predict == "same" else "directed"
 
   def needs(self) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*self.arms, self.reference) if self.pairs == "reference" else self.arms))
@@ -287,33 +308,41 @@ class Alike(Claim):
   def quantity_text(self) -> str:
     which = (f"each of {', '.join(self.arms)} - {self.reference}" if self.pairs == "reference"
              else f"every pair of {', '.join(self.arms)}")
-    return (f"{which}: {QUANTITIES[self.quantity][0]}{at_text(self.at)}"
+    return (f"{which}: {QUANTITIES[self.quantity][0]}{at_text(self.at)}" + (f" at each {self.over}" if self.over else "")
             + (", over the rates each pair shares" if self.shared_rates else ""))
 
   def rule(self) -> str:
     within = f"{self.margin:.0%} of {self.reference}'s mean" if self.relative else f"±{self.margin:g}"
-    how = ("an intersection-union test: all must pass), not reproduced when one lies decisively outside "
-           f"(Bonferroni over the {len(self.arms)})" if self.pairs == "reference" else
-           "Holm over the pairs), not reproduced when some pair lies decisively outside")
-    return (f"paired by seed, {self.quantity_text()}; reproduced when every one is within {within} "
-            f"(TOST each; {how}; inconclusive otherwise, or when a seed's optimum is at the grid's edge")
+    test = "TOST each" if self.predict == "same" else "one-sided each"
+    want = f"within {within}" if self.predict == "same" else f"below +{self.margin:g}"
+    how = ("an intersection-union test: all must pass), not reproduced when one lies decisively beyond "
+           f"it (Bonferroni over the {'values' if self.over else len(self.arms)})" if self.pairs == "reference"
+           else "Holm over the pairs), not reproduced when some pair lies decisively outside")
+    return (f"paired by seed, {self.quantity_text()}; reproduced when every one is {want} ({test}; {how}; "
+            f"inconclusive otherwise" + (", or when an arm does not learn" if self.learners != () else "")
+            + (", or when a seed's optimum is at the grid's edge" if self.edge else ""))
 
   def plan(self) -> power.ClaimPlan:
-    return dataclasses.replace(super().plan(), margin=self.margin * (self.planned_reference if self.relative else 1.0))
+    p = super().plan()
+    return dataclasses.replace(p, margin=self.margin * (self.planned_reference if self.relative else 1.0)) \
+        if self.predict == "same" else p
 
   def test(self, data: Data) -> claims.Test:
     present = [a for a in self.arms if data.runs(a, self.at)]
-    pairs = ([(a, self.reference) for a in self.arms] if self.pairs == "reference"
-             else [(a, b) for i, a in enumerate(present) for b in present[i + 1:]])
+    values = sorted(set(data.values(self.arms[0], self.over)) & set(data.values(self.reference, self.over))) \
+        if self.over else [None]
+    pairs = ([(a, self.reference, v) for a in self.arms for v in values] if self.pairs == "reference"
+             else [(a, b, None) for i, a in enumerate(present) for b in present[i + 1:]])
     if not pairs:
       return claims.Test(self.key, self.claim, self.rule(), [], missing=claims.missing(
-          self.claim, f"two of {', '.join(self.arms)}", self.rule()))
+          self.claim, f"two of {', '.join(self.arms)}" + (f" at a value of {self.over}" if self.over else ""), self.rule()))
     ref = self.reference if self.pairs == "reference" or self.reference in present else present[0]
     mean = stats.one_sample(list(QUANTITIES[self.quantity][1](data.runs(ref, self.at)).values())).diff
     margin = self.margin * (mean if self.relative else 1.0)
-    parts = [Contrast(self.claim, None, terms=pair(a, b), predict="same", quantity=self.quantity, at=self.at,
-                      margin=margin, welch=self.pairs == "every", shared_rates=self.shared_rates,
-                      learners=()).test(data) for a, b in pairs]
+    parts = [Contrast(self.claim, None, terms=pair(a, b), predict=self.predict, quantity=self.quantity,
+                      at=self.at + (((self.over, v),) if self.over else ()), margin=margin, welch=self.pairs == "every",
+                      shared_rates=self.shared_rates, learners=self.learners, edge=self.edge, learns=self.learns
+                      ).test(data) for a, b, v in pairs]
     if any(t.missing is not None for t in parts):
       return next(dataclasses.replace(t, key=self.key, rule=self.rule()) for t in parts if t.missing is not None)
     ps, against = [t.p_for for t in parts], [t.p_against for t in parts]
@@ -322,8 +351,10 @@ class Alike(Claim):
       p_against = min(1.0, len(parts) * lowest(against)) if math.isfinite(lowest(against)) else NAN
     else:
       p_for, p_against = highest(stats.holm(ps)), lowest(against)
-    lines = [f"Margin {margin:.3f}."] + [f"{a} - {b}: {t.effect.text()}." for (a, b), t in zip(pairs, parts)]
-    largest = max((t.effect for t in parts), key=lambda e: abs(e.diff) if math.isfinite(e.diff) else -1)
+    lines = [f"Margin {margin:.3f}."] + [f"{a} - {b}{at_text({self.over: v}) if self.over else ''}: {t.effect.text()}."
+                                         for (a, b, v), t in zip(pairs, parts)]
+    size = (lambda e: e.diff) if self.predict == "below" else (lambda e: abs(e.diff))
+    largest = max((t.effect for t in parts), key=lambda e: size(e) if math.isfinite(e.diff) else -math.inf)
     return claims.Test(self.key, self.claim, self.rule(), lines, largest, "Largest difference", p_for,
                        p_against, [g for t in parts for g in t.guards], tuple(sorted({s for t in parts for s in t.seeds})))
 

@@ -1,4 +1,4 @@
-"""Claims along an axis (the width ladder, the recipe's legs): each seed's optimal rate at each value of the axis (three fits, one home: ``point_optima``), ``Slope`` (the one kind of a per-seed slope against log2 of the axis), ``NotWorseAtEvery`` and ``SensitivityGap``.
+"""Claims along an axis (the width ladder, the recipe's legs): each seed's optimal rate at each value of the axis (three fits, one home: ``point_optima``), ``Slope`` (the one kind of a per-seed slope against log2 of the axis) and ``SensitivityGap``.
 
 ``Slope`` reads, per seed and value of ``axis``, a quantity ``of``: ``fitted`` (log of the seed's
 fitted optimum, ``curves.optima``, where it is bracketed and the arm learns), ``basin`` (log of
@@ -21,7 +21,7 @@ from research import claims
 from research import curves
 from research import optimum
 from research import stats
-from research.kind_base import _missing, at_text, Claim, Data, log_text, NAN, not_located, QUANTITIES, seed_slopes, span
+from research.kind_base import _missing, at_text, Claim, Data, log_text, NAN, not_located, seed_slopes, span
 
 # Whether an arm learns at a point: the t interval of its seeds' best losses below the unigram
 # plateau (``interval``), or every seed below it (``every_seed``).
@@ -236,56 +236,6 @@ class Slope(Claim):
     lines += [f"{n}." for n in missing] if self.of == "sensitivity" else []
     return claims.Test(self.key, self.claim, self.rule(), lines, e, self.quantity_text(), pf, pa, guards,
                        tuple(seeds))
-
-
-@dataclasses.dataclass(frozen=True)
-class NotWorseAtEvery(Claim):
-  """No cost: at every value of ``axis`` both arms have, ``arm - reference`` of a per-seed
-  ``quantity`` paired by seed lies below ``+margin`` (one-sided): for, the largest p of the
-  values (an intersection-union test); against, the smallest p above the margin times the
-  values; inconclusive when an arm does not learn at a value."""
-  arm: str = ""
-  reference: str = ""
-  axis: str = ""
-  quantity: str = "best_loss"
-  margin: float = NAN
-  learns: str = "interval"
-  # Its power target per value (None: the study's): every value must pass, so with k values
-  # each is planned at power ** (1 / k).
-  power: float | None = None
-
-  def needs(self) -> tuple[str, ...]:
-    return (self.arm, self.reference)
-
-  def quantity_text(self) -> str:
-    return f"{self.arm} - {self.reference}: {QUANTITIES[self.quantity][0]} at each {self.axis}"
-
-  def rule(self) -> str:
-    return (f"per {self.axis}, {self.quantity_text()}, paired by seed; reproduced when at every "
-            f"value it lies below +{self.margin:g} (one-sided; the largest p of the values, an "
-            f"intersection-union test); not reproduced when at some value it lies decisively "
-            f"above (the smallest p times the values); inconclusive otherwise or when an arm "
-            f"does not learn at a value ({self.learns}).")
-
-  def test(self, data: Data) -> claims.Test:
-    f, results, seeds, quiet = QUANTITIES[self.quantity][1], [], set(), []
-    for v in sorted(set(data.values(self.arm, self.axis)) & set(data.values(self.reference, self.axis))):
-      a, b = data.runs(self.arm, {self.axis: v}), data.runs(self.reference, {self.axis: v})
-      qa, qb = f(a), f(b)
-      d = {s: qa[s] - qb[s] for s in sorted(set(qa) & set(qb))}
-      seeds |= set(d)
-      results.append((v, *stats.below(list(d.values()), self.margin)))
-      quiet += [f"{at_text({self.axis: v})[2:]}: {n} does not learn"
-                for n, rs in ((self.reference, b), (self.arm, a)) if not LEARNS[self.learns](rs)]
-    if not results:
-      return _missing(self, self.rule(), f"a value of {self.axis} with both arms")
-    worst = max(results, key=lambda r: r[1].diff)
-    lines = [f"{self.arm} - {self.reference} per {self.axis}: "
-             + "; ".join(f"{v} {e.text()}" for v, e, _, _ in results) + "."]
-    return claims.Test(self.key, self.claim, self.rule(), lines, worst[1],
-                       f"{self.arm} - {self.reference} at {worst[0]} (the widest gap)",
-                       max(r[2] for r in results), min(1.0, min(r[3] for r in results) * len(results)),
-                       [(bool(quiet), "; ".join(quiet) + ".")], tuple(sorted(seeds)))
 
 
 @dataclasses.dataclass(frozen=True)

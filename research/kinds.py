@@ -22,7 +22,7 @@ its family:
 - ``research/kind_drift.py``: the z-loss drift studies' kinds: a probe's track over training, its drift over the second half and its late window.
 - ``research/kind_runaway.py``: ``Runaway``: on the seeds where a reference arm's log Z ran away, whether an arm holds it or lowers the final loss.
 - ``research/kind_choice.py``: a choice among arms (``Choice``, a finding with no power plan) and the report items that tabulate and draw arms: ``RateTable``, ``BestCurves`` and the per-layer profile figure.
-- ``research/kind_ladder.py``: claims along an axis: each seed's optimum per value (``point_optima``, ``axis_optima``), ``Slope`` (a per-seed slope against log2 of the axis: of the optimum, the sensitivity, the loss at a fixed rate), ``NotWorseAtEvery`` and ``SensitivityGap``.
+- ``research/kind_ladder.py``: claims along an axis: each seed's optimum per value (``point_optima``, ``axis_optima``), ``Slope`` (a per-seed slope against log2 of the axis: of the optimum, the sensitivity, the loss at a fixed rate) and ``SensitivityGap``.
 - ``research/kind_norm_mlp.py``: the norm x MLP study's kinds, each decided alone with Holm over its own parts, as its rules were: ``ProfilePair``, ``Diminishing``.
 - ``research/kind_recipe.py``: the rate recipe's kinds.
 """
@@ -44,7 +44,7 @@ from research.kind_drift import (
 from research.kind_runaway import overshoot, runaway, Pairs, Runaway, RunawaySeeds, LateSeeds
 from research.kind_choice import Setting, Choice, _pm, RateTable, mean_profile, plot_profiles, BestCurves
 from research.kind_ladder import (
-    LEARNS, FITS, point_optima, axis_optima, local_slopes, Reading, Slope, NotWorseAtEvery, SensitivityGap)
+    LEARNS, FITS, point_optima, axis_optima, local_slopes, Reading, Slope, SensitivityGap)
 from research.kind_norm_mlp import (
     ProfilePair, Diminishing)
 from research.kind_recipe import (

@@ -47,7 +47,7 @@ def test_a_bad_value_is_refused_naming_it():
 def test_a_claim_parameter_its_kind_does_not_read_is_refused():
   less = kinds.Contrast("qk lowers the loss", terms=kinds.pair("pre+qk", "pre"), predict="less")
   text = refusal(lambda: checks.claim_parameters(less))
-  assert "predict='less' is not one of ['higher', 'lower', 'same']" in text and "qk lowers the loss" in text
+  assert "predict='less' is not one of ['above', 'below', 'higher', 'lower', 'same']" in text and "qk lowers the loss" in text
   best = kinds.Contrast("qk lowers the loss", terms=kinds.pair("pre+qk", "pre"), quantity="best")
   assert "quantity='best' is not one of ['best_loss', 'log_optimum', 'sensitivity']" in refusal(
       lambda: checks.claim_parameters(best))

@@ -1,5 +1,6 @@
-"""The width ladder's claim kinds (research/kinds.py: OptimumSlopeGap, OptimumFlat,
-NotWorseAtEvery, FixedRateSlope, SensitivityGap, SensitivitySlope) and its rate section
+"""The width ladder's claims (research/kinds.py: Slope of the optimum, flat or moving less,
+Alike below a margin at every width, Slope of the loss at a fixed rate, SensitivityGap, Slope of
+the sensitivity) and its rate section
 (RateAt) on synthetic ladders: each kind reproduced, not reproduced and inconclusive; edge
 cases; the framework's per-arm grids and not-powered claims (research/study.py)."""
 
@@ -150,7 +151,8 @@ def test_an_optimum_at_the_grid_edge_is_not_located():
 # ----------------------------------------------------------------------------- the muTransfer family
 
 FLAT = kinds.Slope("flat", arm="pre+mup", axis=W, predict="same", margin=math.log(2.0), times_span=True)
-COST = kinds.NotWorseAtEvery("no cost", arm="pre+mup", reference="pre", axis=W, margin=0.08)
+COST = kinds.Alike("no cost", arms=("pre+mup",), reference="pre", predict="below", over=W, margin=0.08,
+                   learners=None, edge=False)
 WIDER = kinds.Slope("wider", arm="pre+mup", axis=W, of="fixed_rate", predict="below", margin=0.01)
 FAMILY = (TRANSFER, FLAT, COST, WIDER)
 

@@ -96,7 +96,7 @@ def test_the_claims_margins_and_sources_are_as_stated():
   assert (growth.terms, growth.quantity, growth.predict) == (
       kinds.pair(S.PERI, S.PRE), kinds.Probe("residual_norm", "end", 1), "lower")  # Kim et al.: during training, not at init
   assert "Kim et al. 2025" in growth.source and "Fig. 1" in growth.source
-  assert isinstance(loss, kinds.NotWorseAtEvery) and loss.margin == 0.02 and "Shazeer" in loss.source
+  assert (loss.predict, loss.over, loss.margin) == ("below", S.LAYERS, 0.02) and "Shazeer" in loss.source
   assert "3.34" in loss.source and "3.43" in loss.source and loss.effect == pytest.approx(0.09 + 0.02)
   for con in (sens, stable):
     assert con.quantity == "sensitivity" and con.shared_rates and con.margin == curves.SENSITIVITY_MARGIN

@@ -68,15 +68,15 @@ STUDY = Study(
     claims=(
         kinds.Slope("under muP the optimal rate moves less with width than under sp", arm="pre+mup",
                     reference="pre", predict="higher", margin=math.log(curves.RATE_FACTOR), per_span=True,
-                    **LADDER, effect=0.35,
-                              source="half the sp movement the proxies ladder measured (-0.70)"),
+                    **LADDER, effect=0.35, source="half the sp movement the proxies ladder measured (-0.70)"),
         kinds.Slope("under muP the optimal rate moves by less than a factor 2 over the ladder",
                     arm="pre+mup", predict="same", margin=math.log(2.0), times_span=True, **LADDER, effect=0.0,
                     source="Yang et al. 2022"),
-        kinds.NotWorseAtEvery("at every width muP's best loss is within 0.08 nats of sp's or better",
-                              arm="pre+mup", reference="pre", margin=0.08, **LADDER, effect=0.08,
-                              power=0.8 ** (1 / 3),  # each of the 3 widths above the base
-                              source="Yang et al. 2022: muP at least as good; 2 % of the loss"),
+        kinds.Alike("at every width muP's best loss is within 0.08 nats of sp's or better", arms=("pre+mup",),
+                    reference="pre", predict="below", over=W, margin=0.08, learners=None, edge=False,
+                    learns=LADDER["learns"], effect=0.08,
+                    power=0.8 ** (1 / 3),  # each of the 3 widths above the base
+                    source="Yang et al. 2022: muP at least as good; 2 % of the loss"),
         kinds.Slope("under muP a wider model is not worse at a fixed rate", arm="pre+mup", of="fixed_rate",
                     predict="below", margin=0.01, **LADDER, effect=0.06,
                              source="half the proxies ladder's sp slope at a fixed rate (-0.096)"),
