@@ -88,7 +88,7 @@ def claim_parameters(claim) -> None:
     given = (value,) if isinstance(value, str) else value if isinstance(value, tuple) and all(
         isinstance(v, str) for v in value) else ()
     ok = allowed(type(claim), f.name) if given and f.name != "claim" else None
-    default = f.default if f.default is not dataclasses.MISSING else None  # the kind's own (Equivalent: "same")
+    default = f.default if f.default is not dataclasses.MISSING else None  # the kind's own default
     bad = [v for v in given if ok is not None and v not in ok and v != default]
     if bad:
       raise errors.ConfigError(f"claim {claim.claim!r} ({type(claim).__name__}): {f.name}={bad[0]!r} "

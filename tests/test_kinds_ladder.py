@@ -98,7 +98,7 @@ def test_a_flat_arm_is_not_insensitive_and_the_largest_width_is_needed():
   assert verdict(shared, narrow).verdict == REPRODUCED and verdict(shared, narrow).effect_name.endswith("128")
 
 
-# ----------------------------------------------------------------------------- SensitivitySlope
+# ----------------------------------------------------------------------------- a slope of the sensitivity
 
 GROWTH = kinds.Slope("sensitivity grows", arm="pre", axis=W, of="sensitivity", predict="higher",
                      margin=curves.SENSITIVITY_MARGIN, per_span=True, same_first=True, family=None)
