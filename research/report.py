@@ -163,10 +163,13 @@ def estimate_text(v) -> str:
 
 def answer(verdicts: list, titles: dict, most: int = 3) -> str:
   """The abstract's answer: the claims the data decided, each with its estimate and interval
-  (at most ``most``, reproduced first), then how many the data left undecided."""
-  decided = sorted((v for v in verdicts if v.verdict in (claims.REPRODUCED, claims.NOT_REPRODUCED)),
-                   key=lambda v: v.verdict != claims.REPRODUCED)
-  said = [f"{titles.get(v.claim, v.claim)}: {v.verdict.lower()}, {estimate_text(v)}" for v in decided[:most]]
+  (at most ``most``, reproduced first; a finding or a choice with its first line, which says
+  what was found or chosen), then how many the data left undecided."""
+  order = (claims.REPRODUCED, claims.NOT_REPRODUCED, "Found", "Chosen")
+  decided = sorted((v for v in verdicts if v.verdict in order), key=lambda v: order.index(v.verdict))
+  said = [f"{titles.get(v.claim, v.claim)}: " + (
+      f"{v.verdict.lower()}, {estimate_text(v)}" if v.verdict in order[:2] else
+      (v.lines[-1] if v.verdict == "Found" else v.lines[0]).rstrip(".")) for v in decided[:most]]
   counts: dict[str, int] = {}
   for v in (v for v in verdicts if v not in decided[:most]):
     counts[v.verdict.lower()] = counts.get(v.verdict.lower(), 0) + 1

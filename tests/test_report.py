@@ -247,6 +247,8 @@ def test_the_abstract_answers_with_the_decided_claims_and_their_intervals():
   assert got.startswith("**Answer:** c: reproduced, +0.110 nats [") and "; b (margin 1): not reproduced, +0.110" in got
   assert got.endswith("; also 1 inconclusive (the table).")
   assert report.answer([v("a", "Inconclusive")], {}) == "**Answer:** 1 inconclusive (the table)."
+  found = claims.Verdict("where", "Found", ["x, rate 0.3: moved.", "Found: x from rate 0.3."], "")
+  assert report.answer([found], {}) == "**Answer:** where: Found: x from rate 0.3 (the table)."
   text = open(os.path.join(ROOT_DIR, "docs", "studies", "norms-cpu", "REPORT.md"), encoding="utf-8").read()
   head = " ".join(text.splitlines()[:8])
   assert "less sensitive to the learning rate than pre-LN (margin 0.05): reproduced, -0.252 nats [-0.277, -0.227]" in head
