@@ -1,4 +1,4 @@
-"""Claims along an axis (the width ladder, the recipe's legs): each seed's optimal rate at each value of the axis (three fits, one home: ``point_optima``), ``Slope`` (the one kind of a per-seed slope against log2 of the axis) and ``SensitivityGap``.
+"""Claims along an axis (the width ladder, the recipe's legs): each seed's optimal rate at each value of the axis (three fits, one home: ``point_optima``), ``Slope`` (the one kind of a per-seed slope against log2 of the axis), ``SensitivityGap`` and the report section ``Rates`` of ``RateAt`` (the rate the optima give at another value of an axis).
 
 ``Slope`` reads, per seed and value of ``axis``, a quantity ``of``: ``fitted`` (log of the seed's
 fitted optimum, ``curves.optima``, where it is bracketed and the arm learns), ``basin`` (log of
@@ -21,7 +21,7 @@ from research import claims
 from research import curves
 from research import optimum
 from research import stats
-from research.kind_base import _missing, at_text, Claim, Data, log_text, NAN, not_located, seed_slopes, span
+from research.kind_base import _missing, at_text, Claim, Data, log_text, NAN, not_located, Section, seed_slopes, span
 
 # Whether an arm learns at a point: the t interval of its seeds' best losses below the unigram
 # plateau (``interval``), or every seed below it (``every_seed``).
@@ -301,3 +301,93 @@ class SensitivityGap(Claim):
                        f"Sensitivity {self.reference} - {self.arm} at {self.axis} {top}", pf, pa,
                        [(bool(quiet), f"{' and '.join(quiet)} does not learn at {top}.")],
                        tuple(sorted(set(gaps[-1][0]) & set(gaps[-1][1]))))
+
+
+# ----------------------------------------------------------------------------- the ladder's rates
+# A report section (``Study.sections``): the peak rate the optima predict at another value
+# of the axis (andrea120m's width from a ladder of small ones).
+
+
+@dataclasses.dataclass(frozen=True)
+class RateAt:
+  """The rate ``arm``'s located optima give at ``target`` of ``axis``, with a t interval
+  over seeds. ``method`` "line": each seed's least-squares line of log(optimum) against
+  log2(axis) (at least ``min_points`` values) evaluated at the target, then the mean over
+  seeds; with ``holdout``, the lines refitted without the largest value predict it, against
+  its fitted optima (a check of the extrapolation). "mean": an optimum that does not move,
+  each seed's mean log optimum over the axis, then the mean over seeds."""
+  arm: str
+  axis: str
+  target: float
+  method: str = "line"
+  learns: str = "interval"
+  min_points: int = 3
+  holdout: bool = False
+  label: str = ""
+  # The command that trains ``config`` at the rate, carrying these overrides of the arm's
+  # cells (e.g. muP's base width and multipliers); no command without a config.
+  config: str = ""
+  carry: tuple[str, ...] = ()
+
+  def command(self, data: Data, lr: float) -> str:
+    rec = next(iter(data.records(self.arm)), {"overrides": {}})
+    return " ".join([f"python -m experiments.run --config={self.config}"]
+                    + [f"--config.{k}={rec['overrides'][k]:g}" if isinstance(rec["overrides"].get(k), float)
+                       else f"--config.{k}={rec['overrides'].get(k)}" for k in self.carry]
+                    + [f"--config.train.learning_rate={lr:.2g}"])
+
+  def per_seed(self, points: dict, target: float) -> dict[int, float]:
+    if self.method == "mean":
+      return {s: sum(by.values()) / len(by) for s, by in points.items() if by}
+    out = {}
+    for s, by in points.items():
+      if len(by) >= self.min_points:
+        b, a = np.polyfit([math.log2(v) for v in by], list(by.values()), 1)
+        out[s] = float(a + b * math.log2(target))
+    return out
+
+  def result(self, data: Data) -> dict:
+    points, missing = axis_optima(data, self.arm, self.axis, "fitted", self.learns)
+    e = stats.one_sample(list(self.per_seed(points, self.target).values()))
+    used = [v for s, by in points.items() if s in self.per_seed(points, self.target) for v in by]
+    out = {"arm": self.arm, "label": self.label, "method": self.method, "target": self.target,
+           "lr": math.exp(e.diff) if math.isfinite(e.diff) else None,
+           "interval": [math.exp(e.lo), math.exp(e.hi)] if e.defined else None,
+           "seeds": e.n, "widest": max(used, default=None), "missing": missing, "check": None}
+    if self.holdout and used:
+      widest = max(used)
+      held = self.per_seed({s: {v: x for v, x in by.items() if v != widest} for s, by in points.items()}, widest)
+      c = stats.one_sample([held[s] - by[widest] for s, by in points.items() if s in held and widest in by])
+      if math.isfinite(c.diff):
+        out["check"] = (f"fitted without {widest}, the lines predict its optimum x{math.exp(c.diff):.2f} "
+                        f"of the fitted one" + (f" [{math.exp(c.lo):.2f}, {math.exp(c.hi):.2f}]" if c.defined else ""))
+    return out
+
+  def text(self, data: Data) -> str:
+    r = self.result(data)
+    if r["lr"] is None:
+      return f"- {self.label or self.arm}: no prediction ({'; '.join(r['missing']) or 'no located optima'})."
+    ci = ("no interval" if r["interval"] is None else
+          "95 % t interval over seeds {:.2g} .. {:.2g}".format(*r["interval"]))
+    far = (f", extrapolated x{self.target / r['widest']:.1f} beyond {r['widest']}"
+           if self.method == "line" and r["widest"] and self.target > r["widest"] else "")
+    how = ("each seed's line of log(optimum) against log2 extrapolated" if self.method == "line"
+           else "each seed's mean log optimum over the axis (an optimum that does not move)")
+    return (f"- {self.label or self.arm}, arm `{self.arm}`: {r['lr']:.2g} ({ci}; {r['seeds']} seeds"
+            f"{far}; {how})" + (f"; check: {r['check']}" if r["check"] else "")
+            + (f"; optima not located: {'; '.join(r['missing'])}" if r["missing"] else "") + "."
+            + (f" To train it: `{self.command(data, r['lr'])}`." if self.config else ""))
+
+
+@dataclasses.dataclass(frozen=True)
+class Rates:
+  """A report section of ``RateAt`` lines under ``title``, with a closing note."""
+  title: str
+  rates: tuple[RateAt, ...]
+  note: str = ""
+  key: str = "rates"
+
+  def section(self, data: Data, out: str) -> Section:
+    del out
+    lines = [r.text(data) for r in self.rates] + (["", self.note] if self.note else [])
+    return Section([f"## {self.title}", "", *lines, ""], [], {self.key: [r.result(data) for r in self.rates]})
