@@ -1,30 +1,26 @@
-"""The claim skeleton every study's rules use: a verdict, its guards, its decision and its leave-one-seed-out check.
+"""The claim skeleton every kind uses: a verdict, its test, its guards and the family's decision.
 
-A claim is a function of a study's records (``curves.Run`` or a study's own rows) that
-returns a ``Verdict``: reproduced, not reproduced or inconclusive, with the effect it turns
-on, its lines and its rule. Each study writes only its claims' tests; what every claim
-shares is here, written once:
+A claim kind (``research/kinds.py``) turns a study's data into a ``Test``; the study decides
+the family and gives each claim a ``Verdict``: reproduced, not reproduced or inconclusive,
+with the effect it turns on, its lines and its rule. What every claim shares is here:
 
 - ``missing``: too few runs to judge, an inconclusive verdict that says what is missing;
 - the guards (``decide``): a claim is inconclusive, with the reason in its lines, when a
   guard holds (an arm that does not learn, ``not_learning``; a learning arm's optimum at the
   grid's edge, ``edge_guard``), whatever its tests say;
-- the decision (``decide``, ``directed``): reproduced when the rule's test for it holds,
-  not reproduced when the test against it holds (or the effect is equivalent to none),
-  inconclusive otherwise: what the seeds cannot decide is never "not reproduced";
-- ``robustness``: whether the verdict survives leaving out any one seed; ``judge_all`` runs a
-  study's claims with it;
+- the decision (``decide``): reproduced when the rule's test for it holds, not reproduced when
+  the test against it holds (or the effect is equivalent to none), inconclusive otherwise:
+  what the seeds cannot decide is never "not reproduced";
 - ``decide_family``: a family of ``Test`` records decided together under Holm (for the
-  claims and, apart, against them), for a study that judges its claims as one family (the
-  z-loss study; the confirmatory norm x MLP study and the muTransfer ladder each wrote theirs
-  in their own rules before this existed, and keep them as they were judged).
+  claims and, apart, against them); the leave-one-seed-out check is the study's
+  (``Study.judge``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, Iterable, Sequence
+from typing import Iterable, Sequence
 
 from research import curves
 from research import stats
@@ -41,7 +37,7 @@ class Verdict:
   rule: str
   effect: Effect | None = None  # the effect the verdict turns on, with its interval
   effect_name: str = ""
-  robustness: str = ""  # filled by ``judge_all``: does it survive leaving out any one seed?
+  robustness: str = ""  # filled by ``Study.judge``: does it survive leaving out any one seed?
 
   def markdown(self) -> list[str]:
     head = f"**{self.verdict}.** "
@@ -85,17 +81,6 @@ def edge_guard(named: dict[str, list[curves.Run]]) -> tuple[bool, str]:
   return bool(edge), f"Optimum at the grid's edge for a seed of: {', '.join(edge)}."
 
 
-# The outcome opposite to each direction a claim can predict (``stats.outcome`` gives
-# higher/lower/same/unclear, ``stats.beyond`` above/below/unclear).
-OPPOSITE = {"higher": "lower", "lower": "higher", "above": "below", "below": "above"}
-
-
-def directed(outcome: str, reproduced: str = "higher") -> tuple[bool, bool]:
-  """``(for, against)`` a claim that predicts ``reproduced``: for when the outcome is that
-  direction, against when it is the opposite one or equivalent to none (``same``)."""
-  return outcome == reproduced, outcome in (OPPOSITE[reproduced], "same")
-
-
 def decide(lines: list[str], guards: Iterable[tuple[bool, str]] = (), reproduced: bool = False,
            not_reproduced: bool = False) -> str:
   """The verdict: inconclusive when a guard ``(holds, reason)`` holds (the first one's reason
@@ -111,32 +96,6 @@ def decide(lines: list[str], guards: Iterable[tuple[bool, str]] = (), reproduced
   if not_reproduced:
     return NOT_REPRODUCED
   return INCONCLUSIVE
-
-
-def robustness(claim, runs: list, verdict: str) -> str:
-  """Whether ``claim`` gives ``verdict`` again with any one seed left out."""
-  seeds = sorted({r.seed for r in runs})
-  if len(seeds) < 2:
-    return "Leave-one-seed-out: not applicable (one seed)."
-  flips = []
-  for s in seeds:
-    other = claim([r for r in runs if r.seed != s]).verdict
-    if other != verdict:
-      flips.append(f"without seed {s}: {other.lower()}")
-  if not flips:
-    return "Leave-one-seed-out: the verdict survives leaving out any one seed."
-  return "Leave-one-seed-out: it does not survive (" + "; ".join(flips) + ")."
-
-
-def judge_all(claims: Sequence[Callable[[list], Verdict]], runs: list, robust: bool = True) -> list[Verdict]:
-  """Each claim's verdict on ``runs``, with its leave-one-seed-out check when ``robust``."""
-  out = []
-  for claim in claims:
-    v = claim(runs)
-    if robust:
-      v.robustness = robustness(claim, runs, v.verdict)
-    out.append(v)
-  return out
 
 
 def decide_family(tests: Sequence[Test]) -> list[tuple[Test, Verdict]]:

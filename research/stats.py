@@ -142,18 +142,6 @@ def outcome(effect: Effect) -> str:
   return outcomes([effect])[0]
 
 
-def beyond(effect: Effect, bound: float) -> str:
-  """Whether the estimate lies decisively ``above`` or ``below`` ``bound`` (one-sided tests
-  at ALPHA / 2 each, i.e. the interval excludes it), else ``unclear``."""
-  if not effect.defined:
-    return "unclear"
-  if effect.lo > bound:
-    return "above"
-  if effect.hi < bound:
-    return "below"
-  return "unclear"
-
-
 # ----------------------------------------------------------------------------- directed tests
 
 
