@@ -6,7 +6,7 @@ with the effect it turns on, its lines and its rule. What every claim shares is 
 
 - ``missing``: too few runs to judge, an inconclusive verdict that says what is missing;
 - the guards (``decide``): a claim is inconclusive, with the reason in its lines, when a
-  guard holds (an arm that does not learn, ``not_learning``; a learning arm's optimum at the
+  guard holds (an arm that does not learn, ``kinds.LEARNS``; a learning arm's optimum at the
   grid's edge, ``edge_guard``), whatever its tests say;
 - the decision (``decide``): reproduced when the rule's test for it holds, not reproduced when
   the test against it holds (or the effect is equivalent to none), inconclusive otherwise:
@@ -67,11 +67,6 @@ class Test:
 def missing(claim: str, what: str, rule: str, notes: Sequence[str] = ()) -> Verdict:
   """Inconclusive for want of runs: ``what`` names them, ``notes`` say what kept others out."""
   return Verdict(claim, INCONCLUSIVE, [f"Not enough runs: {what}."] + [f"{n}." for n in notes], rule)
-
-
-def not_learning(named: dict[str, list[curves.Run]]) -> list[str]:
-  """The named arms that do not learn (``curves.learns``)."""
-  return [n for n, rs in named.items() if not curves.learns(rs)]
 
 
 def edge_guard(named: dict[str, list[curves.Run]]) -> tuple[bool, str]:

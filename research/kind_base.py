@@ -71,13 +71,6 @@ def at_text(at: Mapping[str, Any] | tuple) -> str:
   return "".join(f", {k.split('.')[-1]} {v}" for k, v in dict(at).items())
 
 
-def guards(named: dict[str, list[curves.Run]]) -> list[tuple[bool, str]]:
-  """An arm that does not learn, or a learning arm with an optimum at the grid's edge."""
-  lost = claims.not_learning(named)
-  return [(bool(lost), f"Does not learn: {', '.join(lost)}." if lost else ""),
-          claims.edge_guard(named)]
-
-
 def se_of(e: stats.Effect) -> float:
   """The standard error behind an effect's t interval."""
   q = float(sps.t.ppf(1 - stats.ALPHA / 2, e.df)) if e.df > 0 else NAN
@@ -203,11 +196,6 @@ def highest(ps) -> float:
   """The largest p, nan when one is (an intersection: "every part decisively")."""
   ps = list(ps)
   return max(ps) if ps and all(math.isfinite(p) for p in ps) else NAN
-
-
-def learn_guard(named: dict[str, list[curves.Run]], reason: str = "Does not learn") -> tuple[bool, str]:
-  lost = claims.not_learning(named)
-  return bool(lost), f"{reason}: {', '.join(lost)}." if lost else ""
 
 
 def probe_ratio(record: Mapping[str, Any], when: str, probe: str, first: int = 0) -> float:

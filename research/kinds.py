@@ -32,8 +32,8 @@ its family:
 # verdicts its recorded rules gave (verdicts_before.json; tests/test_report.py re-judges them).
 # ruff: noqa: F401
 from research.kind_base import (
-    NAN, Data, QUANTITIES, at_text, guards, se_of, p_beyond, p_outside, Section, Claim, slope, named, in_order, words, span, seed_slopes, not_located, _missing, lowest, highest,
-    learn_guard, probe_ratio)
+    NAN, Data, QUANTITIES, at_text, se_of, p_beyond, p_outside, Section, Claim, slope, named, in_order, words, span, seed_slopes, not_located, _missing, lowest, highest,
+    probe_ratio)
 from research.kind_contrast import (
     Probe, decide, outcome_ps, pair, ratio_text, on_shared_rates, per_rate_text, signed, Contrast, Alike, NotRun)
 from research.kind_zloss import (

@@ -49,11 +49,6 @@ SMOKE = dict(n_layer=1, n_head=2, block_size=32, vocab=321, batch_size=8, steps=
              eval_batches=2, log_every=4, extra={"data.max_docs": 40})
 
 
-def group_name(arm: str, width: int) -> str:
-  """``pre+qk`` at 64 -> ``pre-qk-d64`` (a directory name; ``--only`` matches on it)."""
-  return f"{arm.replace('+', '-')}-d{width}"
-
-
 def ladder_overrides(s: dict) -> dict:
   """The overrides every cell of a width ladder at scale ``s`` shares (the proxies study's,
   and the muP base stage's and muTransfer ladder's, which train the same shape)."""

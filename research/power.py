@@ -125,7 +125,6 @@ class Planned:
   plan: ClaimPlan
   sd: float
   n_exploratory: int
-  exploratory_mean: float
   seeds: int | None  # needed at the family's level (None: more than MAX_SEEDS)
   seeds_sd_upper: int | None  # the same with the sd at its one-sided 80 % upper bound
   minutes: float  # its arms at its seeds, alone
@@ -164,7 +163,7 @@ def admit(claims: Sequence[ClaimPlan], spreads: Mapping[str, Spread],
       n = need(sp.sd)
       seeds = None if n is None else max(n, min_seeds)
       minutes = sum(per_seed[a] for a in p.arms) * seeds if seeds else float("inf")
-      planned.append(Planned(p, sp.sd, sp.n, sp.mean, seeds, need(upper_sd(sp.sd, sp.n)), minutes))
+      planned.append(Planned(p, sp.sd, sp.n, seeds, need(upper_sd(sp.sd, sp.n)), minutes))
     group_seeds: dict[str, int] = {}
     for c in sorted(planned, key=lambda c: c.minutes):
       if c.seeds is None or c.plan.key not in family:  # the family only shrinks: it ends
@@ -195,17 +194,3 @@ def table_lines(claims: Sequence[Planned], seeds: Mapping[str, int], minutes: Ma
           + f"; total {total:.0f} minutes of {budget:.0f}.", "",
           f"Not powered (declared before the run; their figures are reported, not judged): "
           f"{', '.join(not_powered) or 'none'}.", ""]
-
-
-class Totals:
-  """What a plan (a dataclass with ``claims`` and ``minutes`` per group) reports of itself."""
-  claims: list[Planned]
-  minutes: dict[str, float]
-
-  @property
-  def not_powered(self) -> tuple[str, ...]:
-    return tuple(c.plan.key for c in self.claims if not c.powered)
-
-  @property
-  def total_minutes(self) -> float:
-    return sum(self.minutes.values())

@@ -110,19 +110,6 @@ def split_groups(cells: list[Cell], size: int | None) -> list[Cell]:
   return out
 
 
-def merge(cells: list[Cell]) -> list[Cell]:
-  """One cell per distinct set of overrides; a shared cell keeps every arm it belongs to."""
-  merged: dict[tuple, Cell] = {}
-  for cell in cells:
-    key = tuple(sorted(cell.overrides.items()))
-    if key in merged:
-      old = merged[key]
-      merged[key] = dataclasses.replace(old, arms=old.arms + tuple(a for a in cell.arms if a not in old.arms))
-    else:
-      merged[key] = cell
-  return list(merged.values())
-
-
 # Rounds of a sweep: the sweep's own grid, then at most this many rounds of added rates.
 REFINE_ROUNDS = 2
 
