@@ -346,6 +346,12 @@ class RateAt:
         out[s] = float(a + b * math.log2(target))
     return out
 
+  def held_out(self, points: dict, widest) -> stats.Effect:
+    """Per seed, log(the optimum at ``widest`` the line fitted without it predicts / the fitted
+    one), over seeds: an interval excluding 0 says the extrapolation is biased."""
+    held = self.per_seed({s: {v: x for v, x in by.items() if v != widest} for s, by in points.items()}, widest)
+    return stats.one_sample([held[s] - by[widest] for s, by in points.items() if s in held and widest in by])
+
   def result(self, data: Data) -> dict:
     points, missing = axis_optima(data, self.arm, self.axis, "fitted", self.learns)
     e = stats.one_sample(list(self.per_seed(points, self.target).values()))
@@ -356,8 +362,7 @@ class RateAt:
            "seeds": e.n, "widest": max(used, default=None), "missing": missing, "check": None}
     if self.holdout and used:
       widest = max(used)
-      held = self.per_seed({s: {v: x for v, x in by.items() if v != widest} for s, by in points.items()}, widest)
-      c = stats.one_sample([held[s] - by[widest] for s, by in points.items() if s in held and widest in by])
+      c = self.held_out(points, widest)
       if math.isfinite(c.diff):
         out["check"] = (f"fitted without {widest}, the lines predict its optimum x{math.exp(c.diff):.2f} "
                         f"of the fitted one" + (f" [{math.exp(c.lo):.2f}, {math.exp(c.hi):.2f}]" if c.defined else ""))

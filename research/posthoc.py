@@ -23,7 +23,7 @@ where the rate's optimum lies, in ``research/posthoc_rates.py``:
   rates whose mean loss lies within ``flat`` nats of the best;
 - ``Extrapolated``: the rate at another value of the axis from the flat-basin optimum at the
   widest value and the slope's interval, both errors carried, not the seeds' spread alone;
-- ``HeldOut``: a ``kinds.RateAt`` line's held-out check as numbers: whether it excludes 1;
+- ``LineCheck``: a ``kinds.RateAt`` line's held-out check as numbers: whether it excludes 1;
 - ``NearDuplicates``: rates of one arm closer than ``optimum.MIN_RATIO``, and the round that
   added them;
 - ``SensitivityFrom``: a sensitivity gap over the rates from each lower end of the grid;

@@ -1,6 +1,6 @@
 """The post-hoc readings of where the learning rate's optimum lies (``research/posthoc.py`` says what a reading is; ``posthoc.Basins`` and the rest reach these).
 
-``Basins``, ``Extrapolated``, ``HeldOut``, ``NearDuplicates`` and ``SensitivityFrom`` (listed in
+``Basins``, ``Extrapolated``, ``LineCheck``, ``NearDuplicates`` and ``SensitivityFrom`` (listed in
 ``research/posthoc.py``), and ``Recipes``: the recipe study's headline reading, each seed's
 optimum bracketed by ``optimum.seed_optimum`` where the frozen per-seed fit left it unlocated,
 each recipe's rate at its target with its interval and command, and its held-out check.
@@ -116,10 +116,10 @@ class Extrapolated:
 
 
 @dataclasses.dataclass(frozen=True)
-class HeldOut:
-  """The held-out check of ``rate`` (a ``kinds.RateAt`` with ``holdout``) as numbers:
-  the lines fitted without the widest value predict its optimum, as a ratio to the fitted
-  one; an interval excluding 1 says the line's extrapolation is biased."""
+class LineCheck:
+  """The held-out check of ``rate`` (``kinds.RateAt.held_out``) as numbers: the lines fitted
+  without the widest value predict its optimum, as a ratio to the fitted one; an interval
+  excluding 1 says the line's extrapolation is biased."""
   rate: kinds.RateAt
   section: str = ""
   title: str = "The extrapolated line's held-out check"
@@ -129,8 +129,7 @@ class HeldOut:
     r = self.rate
     points, _ = kinds.axis_optima(data, r.arm, r.axis, "fitted", r.learns)
     widest = max(v for by in points.values() for v in by)
-    held = r.per_seed({s: {v: x for v, x in by.items() if v != widest} for s, by in points.items()}, widest)
-    e = stats.one_sample([held[s] - by[widest] for s, by in points.items() if s in held and widest in by])
+    e = r.held_out(points, widest)
     ratio = [math.exp(x) for x in (e.diff, e.lo, e.hi)]
     way = "below" if e.hi < 0 else "above" if e.lo > 0 else ""
     text = (f"{r.label or r.arm}: fitted without {widest}, each seed's line predicts its optimum "

@@ -114,6 +114,6 @@ POSTHOC = (
         "for the seed budget, not from the literature (Yang et al. 2022: muP at least as good).")),
     posthoc_rates.Basins(("pre+mup", "pre")),
     posthoc_rates.Extrapolated("pre+mup", W, 768, label="muP", section=ANDREA120M),
-    posthoc_rates.HeldOut(RATES[1], section=ANDREA120M),
+    posthoc_rates.LineCheck(RATES[1], section=ANDREA120M),
     posthoc_rates.NearDuplicates("pre+mup"),
 )
