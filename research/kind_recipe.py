@@ -87,7 +87,7 @@ class Recipe:
     else:
       center = b.best
       lo, hi = (x if x is not None else b.best for x in b.between)
-    return math.log(center), math.log(center / lo), math.log(hi / center), b.text()
+    return math.log(center), math.log(center / lo), math.log(hi / center), b.short()
 
   def predict(self, data: Data, at: Mapping[str, Any] | None = None, fit: str = "basin",
               missing: list[str] | None = None) -> Prediction | None:
