@@ -54,6 +54,15 @@ class Prediction:
   def text(self) -> str:
     return "{:.3g} [{:.3g}, {:.3g}]".format(self.rate, *self.interval)
 
+  def table(self) -> list[str]:
+    """Its rows as a markdown table: the base's rate, then each leg's slope, bend and error."""
+    base = self.rows[0]
+    return (["| source | measured on | slope per doubling (log rate) [95 % t] | bend | doublings carried | "
+             "error (x) |", "|---|---|---|---|---|---|",
+             f"| base rate | {base[1]} | {base[2]} | | | x{math.exp(max(base[3], base[4])):.2f} |"]
+            + [f"| {axis} | {arm} | {e.diff:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}] | {bend:.3f} | {doublings:+.2f} | "
+               f"x{math.exp(err):.2f} |" for axis, arm, e, bend, doublings, err in self.rows[1:]])
+
 
 @dataclasses.dataclass(frozen=True)
 class Recipe:
@@ -133,14 +142,7 @@ class Recipe:
       lines += ["Not predicted: the base has no runs, or a leg has fewer than two seeds with "
                 "located optima (the claims above say which).", ""]
       return Section(lines, results={self.name: None})
-    lines += ["| source | measured on | slope per doubling (log rate) [95 % t] | bend | doublings "
-              "carried | error (x) |", "|---|---|---|---|---|---|"]
-    base = p.rows[0]
-    lines.append(f"| base rate | {base[1]} | {base[2]} | | | x{math.exp(max(base[3], base[4])):.2f} |")
-    for axis, arm, e, bend, doublings, err in p.rows[1:]:
-      lines.append(f"| {axis} | {arm} | {e.diff:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}] | {bend:.3f} | "
-                   f"{doublings:+.2f} | x{math.exp(err):.2f} |")
-    lines += ["", f"**{self.name}: {p.text()}** (the interval adds the base's and each leg's "
+    lines += [*p.table(), "", f"**{self.name}: {p.text()}** (the interval adds the base's and each leg's "
               f"error in quadrature; a leg's error is its slope's 95 % t half-width plus its bend, "
               f"times the doublings carried).", "", f"    {self.command(p)}", ""]
     if self.note:

@@ -276,12 +276,7 @@ class Recipes:
         lines.append("Not predicted: " + "; ".join(missing) + ".")
         results[recipe.name] = None
         continue
-      lines += ["| source | measured on | slope per doubling (log rate) [95 % t] | bend | doublings "
-                "carried | error (x) |", "|---|---|---|---|---|---|",
-                f"| base rate | {p.rows[0][1]} | {p.rows[0][2]} | | | x{math.exp(max(p.rows[0][3], p.rows[0][4])):.2f} |"]
-      for axis, arm, e, bend, doublings, err in p.rows[1:]:
-        lines.append(f"| {axis} | {arm} | {e.diff:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}] | {bend:.3f} | "
-                     f"{doublings:+.2f} | x{math.exp(err):.2f} |")
+      lines += p.table()
       lo, hi = p.interval
       moves = ", ".join(f"{arm} x{math.exp(e.diff * d):.2g}" for _, arm, e, _, d, _ in p.rows[1:])
       lines += ["", f"{recipe.name} at the target: **{p.text()}** (x{p.rate / lo:.1f} below, "
