@@ -162,23 +162,17 @@ class Choice(Claim):
     return reporting.save(fig, out, "choice_grid.png")
 
 
-# The norm x MLP study's report items: the loss against the rate per arm (a table and a
+# The norm x MLP study's report items: the loss against the rate per arm (its numbers and a
 # figure per comparison), per-layer profiles, and the loss curves at each arm's best rate.
-
-
-def _pm(c: dict) -> str:
-  return f"{c['mean']:.3f}" + ("" if np.isnan(c["std"]) else f" ± {c['std']:.3f}") + (
-      f" ({c['diverged']}✕)" if c["diverged"] else "")
 
 
 @dataclasses.dataclass(frozen=True)
 class RateTable:
-  """A report item: per arm (and grid point), its loss against the rate: the fitted optimum
-  and the loss there with their intervals over seeds, the seeds bracketed, whether it learns,
-  the sensitivity over its base grid, the models that diverged, and the mean ± std over seeds
-  at each rate (a diverged model at the loss at init); then a figure per comparison
-  (``comparisons``: ``(key, title, arms, beside)``, drawn when one of ``arms`` has runs at
-  two rates, with the arms ``beside`` them for reference)."""
+  """A report item: per arm (and grid point), its loss against the rate as numbers (``table``,
+  results.json's ``arms``: the mean ± std over seeds at each rate, a diverged model at the loss
+  at init, beside the arm's optimum; the report's optima table shows the optimum) and a figure
+  per comparison (``comparisons``: ``(key, title, arms, beside)``, drawn when one of ``arms`` has
+  runs at two rates, with the arms ``beside`` them for reference)."""
   comparisons: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = ()
 
   def table(self, data: Data) -> dict[str, dict]:
@@ -192,31 +186,7 @@ class RateTable:
     return out
 
   def section(self, data: Data, out: str) -> Section:
-    from research import page as reporting  # pylint: disable=import-outside-toplevel
-    table = self.table(data)
-    rates = sorted({float(lr) for a in table.values() for lr in a["rates"]})
-    f = reporting.interval_text
-    lines = ["## Learning-rate curves per arm", "",
-             "Final validation loss (mean ± std over seeds, a diverged seed counted at the loss at "
-             "init) at each peak rate; ✕ = diverged seeds. Fitted optimum: the geometric mean over "
-             "seeds of each seed's fitted optimal rate, and the mean of the fitted losses there, "
-             "with 95 % t intervals; bracketed: seeds whose best rate tried is not the smallest or "
-             f"largest; learns: best loss decisively {curves.LEARNS_BY} nats below the unigram "
-             "baseline; sensitivity (Wortsman et al. 2023) per seed over the arm's base grid.", ""]
-    if table and all(len(a["rates"]) == 1 for a in table.values()):
-      lines += ["**Every arm was trained at a single learning rate**, so no optimum is bracketed: "
-                "the claims on optima are inconclusive by rule.", ""]
-    lines += ["| arm | fitted optimum [95 % CI] | loss there [95 % CI] | bracketed | learns | "
-              "LR sensitivity [95 % CI] | diverged | " + " | ".join(f"{lr:.3g}" for lr in rates) + " |",
-              "|---" * (7 + len(rates)) + "|"]
-    for arm, a in table.items():
-      cells = [_pm(a["rates"][f"{lr:g}"]) if f"{lr:g}" in a["rates"] else "" for lr in rates]
-      lines.append(f"| {arm} | {f(a['optimum_lr'], a['optimum_lr_interval'], '.2g')} | "
-                   f"{f(a['optimum_loss'], a['optimum_loss_interval'], '.3f')} | "
-                   f"{a['bracketed_seeds']}/{a['seeds']} | {'yes' if a['learns'] else 'no'} | "
-                   f"{f(a['sensitivity'], a['sensitivity_interval'], '.3f')} | "
-                   f"{a['diverged']}/{a['cells']} | " + " | ".join(cells) + " |")
-    return Section(lines + [""], [self.plot(data, *c, out) for c in self.comparisons], {"arms": table})
+    return Section([], [self.plot(data, *c, out) for c in self.comparisons], {"arms": self.table(data)})
 
   def plot(self, data: Data, key: str, title: str, arms: tuple[str, ...], beside: tuple[str, ...],
            out: str) -> str | None:
@@ -315,9 +285,9 @@ def optimum_lines(data: Data) -> tuple[list[dict], list[str]]:
   rows = []
   lines = ["## Optima", "", "Per arm and grid point, over seeds: the fitted optimal peak rate "
            "(geometric mean, 95 % t interval), the best loss there, the seeds whose optimum is "
-           "bracketed by the grid, the sensitivity and whether the arm learns.", "",
-           "| arm | point | optimal rate | best loss | bracketed | sensitivity | learns |",
-           "|---|---|---|---|---|---|---|"]
+           "bracketed by the grid, the sensitivity, whether the arm learns and its models that "
+           "diverged.", "", "| arm | point | optimal rate | best loss | bracketed | sensitivity | learns | diverged |",
+           "|---|---|---|---|---|---|---|---|"]
   for arm in data.arms():
     for point in data.points(arm):
       runs = data.runs(arm, point)
@@ -329,7 +299,10 @@ def optimum_lines(data: Data) -> tuple[list[dict], list[str]]:
                    f"{f(s['optimum_loss'], s['optimum_loss_interval'], '.3f')} | "
                    f"{s['bracketed_seeds']}/{s['seeds']} | "
                    f"{f(s['sensitivity'], s['sensitivity_interval'], '.3f')} | "
-                   f"{'yes' if s['learns'] else 'no'} |")
+                   f"{'yes' if s['learns'] else 'no'} | {sum(r.diverged for r in runs)}/{len(runs)} |")
+  if rows and all(len(r["rates"]) == 1 for r in rows):
+    lines += ["", "**Every arm was trained at a single learning rate**, so no optimum is bracketed: the "
+              "claims on optima are inconclusive by rule."]
   return rows, lines + [""]
 
 

@@ -70,7 +70,7 @@ def test_report_from_the_packed_cells_alone(swept, tmp_path):
   text = open(path).read()
   assert "python -m experiments.sweep --sweep=micro" in text and "the 7 cells of cells.jsonl" in text
   assert f"python -m experiments.report --sweep_dir={kept} --out={out}\n" in text  # what regenerates it
-  assert "| norm:pre/long | 0.0" in text  # fitted between 1e-3, 1e-2 and 1e30 (diverged)
+  assert "| norm:pre/long | — | 0.0" in text  # fitted between 1e-3, 1e-2 and 1e30 (diverged)
   for verdict in ("post-LN needs warmup", "SwiGLU beats GELU", "parameter-matched"):
     assert verdict in text
   results = json.load(open(kept / "results.json"))
