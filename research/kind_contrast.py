@@ -8,6 +8,7 @@ import math
 from typing import Callable, Mapping
 
 
+from andrea_jax import errors
 from research import claims
 from research import curves
 from research import power
@@ -67,7 +68,7 @@ class Probe:
 
   def __post_init__(self):
     if self.when not in ("init", "end"):
-      raise ValueError(f"Probe {self.name!r}: when={self.when!r}; expected 'init' or 'end'")
+      raise errors.ConfigError(f"Probe {self.name!r}: when={self.when!r} is not one of ['end', 'init']")
 
   def text(self) -> str:
     at = "at the end of training, at each seed's best rate" if self.when == "end" else "at initialisation"

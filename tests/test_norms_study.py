@@ -7,7 +7,7 @@ import jax
 import numpy as np
 import pytest
 
-from andrea_jax import model, step
+from andrea_jax import errors, model, step
 from experiments.studies import norms as S
 from experiments.studies import norm_mlp_confirm
 from research import cells as cells_lib
@@ -180,7 +180,7 @@ def test_probe_gap_comes_out_every_way():
 
 
 def test_a_probe_refuses_what_its_code_does_not_handle():
-  with pytest.raises(ValueError, match="when='middle'"):
+  with pytest.raises(errors.ConfigError, match="when='middle' is not one of"):
     kinds.Probe("residual_norm", "middle")
 
 
