@@ -37,7 +37,7 @@ identity hashes this module with ``study.py``, ``kinds.py`` and ``ladder.py``:
 ``research/identity.py``'s ``FRAMEWORK_MODULES``; the recipe's per-seed optimum is
 ``basin`` of one seed). ``seed_optimum``, the per-seed fit that always brackets the best
 rate, came after that run showed where ``basin`` of one seed fails; the post-hoc readings
-(``research/posthoc.py``) use it and the other readings here.
+(``experiments/readings/``) use it and the other readings here.
 """
 
 from __future__ import annotations
@@ -326,7 +326,7 @@ def seed_optimum(losses: Mapping[float, float], min_ratio: float = MIN_RATIO) ->
   basin at x2 spacing the best point can end at the run's edge, the parabola's vertex falls
   outside the run and nothing is located although the best lies inside the grid (issue 45's
   recipe run: every seed of sp at d256). This reading is the post-hoc one
-  (``research/posthoc_rates.py``'s ``Recipes``)."""
+  (``experiments/readings/recipe.py``'s ``Recipes``)."""
   points = grid_points([r for r, l in losses.items() if math.isfinite(l)], min_ratio)
   if not points:
     return None, "no finite loss"

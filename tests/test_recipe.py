@@ -114,32 +114,32 @@ def test_the_bracketing_fit_locates_a_sharp_basin_the_frozen_fit_does_not():
 
 
 def test_the_post_hoc_recipes_predict_and_check_the_held_out_rung():
-  from research import posthoc_rates  # pylint: disable=import-outside-toplevel
+  from experiments.readings import recipe as recipe_readings  # pylint: disable=import-outside-toplevel
   import types  # pylint: disable=import-outside-toplevel
   r, data = recipe()
   held = [(n, (("x", 256), ("y", 4)), run, rec) for n, _, run, rec in
           rows("h", "x", (256,), 0, 128, lr_at=BASE_LR * math.exp(-0.8))]
   study = types.SimpleNamespace(reports=(r,), claims=(kinds.Slope("c", arm="w", axis="x", of="basin"),))
-  reading = posthoc_rates.Recipes({"r": "h"}).read(study, kinds.Data(data.rows + tuple(held)))
+  reading = recipe_readings.Recipes({"r": "h"}).read(study, kinds.Data(data.rows + tuple(held)))
   out = reading.results["r"]
   assert out["rate"] == pytest.approx(r.predict(data).rate, rel=0.1)
   assert out["low"] < out["rate"] < out["high"] and "--config.train.learning_rate=" in out["command"]
   assert out["held_out"]["inside"] and "inside the predicted interval" in "\n".join(reading.lines)
   far = [(n, p, dataclasses_replace_lr(run), rec) for n, p, run, rec in held]
-  reading = posthoc_rates.Recipes({"r": "h"}).read(study, kinds.Data(data.rows + tuple(far)))
+  reading = recipe_readings.Recipes({"r": "h"}).read(study, kinds.Data(data.rows + tuple(far)))
   assert not reading.results["r"]["held_out"]["inside"]
   assert "outside the predicted interval" in "\n".join(reading.lines)
 
 
 def test_the_post_hoc_figure_has_a_panel_per_leg_and_per_held_out_rung(tmp_path):
-  from research import posthoc_rates  # pylint: disable=import-outside-toplevel
+  from experiments.readings import recipe as recipe_readings  # pylint: disable=import-outside-toplevel
   import types  # pylint: disable=import-outside-toplevel
   r, data = recipe()
   held = [(n, (("x", 256), ("y", 4)), run, rec) for n, _, run, rec in
           rows("h", "x", (256,), 0, 128, lr_at=BASE_LR * math.exp(-0.8))]
   study = types.SimpleNamespace(reports=(r,), claims=())
   both = kinds.Data(data.rows + tuple(held))
-  reading = posthoc_rates.Recipes({"r": "h"})
+  reading = recipe_readings.Recipes({"r": "h"})
   panels = reading.panels(study, both)
   legs = list(dict.fromkeys((leg.arm, leg.axis) for leg in r.legs))
   assert [p["title"] for p in panels] == [f"{a}: {x}" for a, x in legs] + ["h (held out)\nx 256, y 4"]
@@ -163,11 +163,11 @@ def dataclasses_replace_lr(run):
 
 
 def test_the_post_hoc_slopes_point_under_their_claims():
-  from research import posthoc_rates  # pylint: disable=import-outside-toplevel
+  from experiments.readings import recipe as recipe_readings  # pylint: disable=import-outside-toplevel
   import types  # pylint: disable=import-outside-toplevel
   r, data = recipe()
   study = types.SimpleNamespace(reports=(r,), claims=(kinds.Slope("c", arm="w", axis="x", of="basin"),))
-  reading = posthoc_rates.Recipes().read(study, data)
+  reading = recipe_readings.Recipes().read(study, data)
   slope = reading.results["slopes"]["w"]["slope"]["diff"]
   assert slope == pytest.approx(-0.5, abs=0.08) and "per doubling of x" in reading.pointers["c"]
 

@@ -18,8 +18,6 @@ from research import figures
 from research import curves
 from research import kinds
 from research import ladder
-from research import posthoc
-from research import posthoc_rates
 from research.power import Spread
 from research.study import Arm, Budget, Grid, Study
 
@@ -106,14 +104,16 @@ STUDY = Study(
 # the sign of muP's loss gap at each width and the margin it passed, the optimum over the flat
 # basin, andrea120m's rate with its extrapolation error, sp's held-out check, the near-duplicate rates.
 NO_COST, ANDREA120M = STUDY.claims[2].claim, STUDY.reports[0].title
+from experiments.readings.gaps import AtMargin, Gaps  # noqa: E402  (readings, not rules)
+from experiments.readings.rates import Basins, Extrapolated, LineCheck, NearDuplicates  # noqa: E402
 POSTHOC = (
-    posthoc.Gaps("pre+mup", "pre", W, claims=(NO_COST,), title="The sign of muP - sp at each width"),
-    posthoc.AtMargin(NO_COST, 0.05, history=(
+    Gaps("pre+mup", "pre", W, claims=(NO_COST,), title="The sign of muP - sp at each width"),
+    AtMargin(NO_COST, 0.05, history=(
         "The margin was 0.05 nats until commit e5552a0 widened it to 0.08, before the run, because "
         "the power plan found that 0.05 needed 15-16 seeds where the budget gave 9: a margin set "
         "for the seed budget, not from the literature (Yang et al. 2022: muP at least as good).")),
-    posthoc_rates.Basins(("pre+mup", "pre")),
-    posthoc_rates.Extrapolated("pre+mup", W, 768, label="muP", section=ANDREA120M),
-    posthoc_rates.LineCheck(RATES[1], section=ANDREA120M),
-    posthoc_rates.NearDuplicates("pre+mup"),
+    Basins(("pre+mup", "pre")),
+    Extrapolated("pre+mup", W, 768, label="muP", section=ANDREA120M),
+    LineCheck(RATES[1], section=ANDREA120M),
+    NearDuplicates("pre+mup"),
 )

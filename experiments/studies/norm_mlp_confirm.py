@@ -10,8 +10,6 @@ paired by seed. Seeds from 100, none an earlier study used (``research.registry.
 import math
 
 from research import kinds
-from research import posthoc
-from research import posthoc_rates
 from research.power import Spread
 from research.study import Arm, Budget, Grid, Study
 
@@ -109,8 +107,10 @@ STUDY = Study(
 # Read after the run (issue 45; exploratory, outside STUDY and so outside the rules' identity):
 # the sensitivity gap over the rates near the optima, the optima at the grid's resolution, and
 # what the init-gradient claims cite and measure.
+from experiments.readings.gaps import MlpGradientNote  # noqa: E402  (readings, not rules)
+from experiments.readings.rates import Basins, SensitivityFrom  # noqa: E402
 POSTHOC = (
-    posthoc_rates.SensitivityFrom(POST, PRE, claims=(CLAIMS[6].claim,)),
-    posthoc_rates.Basins((POST, PRE), claims=(*(c.claim for c in CLAIMS[3:8] if POST in c.needs()), "Optima")),
-    posthoc.MlpGradientNote(claims=(CLAIMS[0].claim, CLAIMS[1].claim)),
+    SensitivityFrom(POST, PRE, claims=(CLAIMS[6].claim,)),
+    Basins((POST, PRE), claims=(*(c.claim for c in CLAIMS[3:8] if POST in c.needs()), "Optima")),
+    MlpGradientNote(claims=(CLAIMS[0].claim, CLAIMS[1].claim)),
 )

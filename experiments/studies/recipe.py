@@ -175,15 +175,15 @@ STUDY = Study(
 # Inputs to the headline that saw the data (outside STUDY, read by the report's header,
 # research/guards.py): the report is exploratory, whatever the design line above says.
 SAW_DATA = ("seeds 1000-1002 trained once before (be55ef9), its partial report read",
-            "the headline's estimator (`posthoc_rates.Recipes`) written after that")
+            "the headline's estimator (`experiments/readings/recipe.py`'s `Recipes`) written after that")
 
 # Read after the run (exploratory, outside STUDY and so outside the rules' identity): the
 # recipes with each seed's optimum bracketed (the frozen per-seed fit left seeds whose best
 # rate lies inside the grid unlocated), and their held-out checks.
 from research import posthoc  # noqa: E402  (a reading, not a rule)
-from research import posthoc_rates  # noqa: E402  (a reading, not a rule)
+from experiments.readings.recipe import Recipes  # noqa: E402  (a reading, not a rule)
 
-POSTHOC = (posthoc_rates.Recipes(
+POSTHOC = (Recipes(
     {SP.name: "held-sp", MUP_RECIPE.name: "held-mup"},
     literature="python -m experiments.run --config=andrea120m --config.train.learning_rate=6e-4",
     literature_source="GPT-3 125M's 6e-4 at a 0.5 M-token batch, Brown et al. 2020, Table 2.1; "
@@ -196,7 +196,7 @@ POSTHOC = (posthoc_rates.Recipes(
                "A first run of these rules and seeds (at be55ef9) reached 15 of its 16 programs "
                "and was lost with its machine before its cells were committed. Its partial "
                "report showed the frozen per-seed fit leaving seeds unlocated; the bracketed "
-               "per-seed fit and this post-hoc reading (`posthoc_rates.Recipes`, "
+               "per-seed fit and this post-hoc reading (`experiments/readings/recipe.py`'s `Recipes`, "
                "`optimum.seed_optimum`) were written after seeing it, so they are exploratory. "
                "The committed cells are a second run of the unchanged rules (same hash, same "
                "grid, same seeds) from a clean tree, its log kept outside the worktree."),

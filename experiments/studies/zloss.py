@@ -24,7 +24,6 @@ at 0.17.
 
 from research import kinds
 from research import ladder
-from research import posthoc
 from research import power
 from research.study import Arm, Budget, Grid, Study
 
@@ -78,4 +77,5 @@ STUDY = Study(
 DOMAIN = ("Wortsman et al. 2023's output-logit divergence (sec. 3.2) is a late drift of log Z in a "
           "model that still trains, which z-loss holds; here the attention logits blew up within the "
           "first probe and log Z burst and fell back, so the claim is neither tested nor refuted.")
-POSTHOC = (posthoc.Divergence({r: tuple(c.claim for c in CLAIMS if c.rate == r) for r in RATES}, DOMAIN),)
+from experiments.readings.divergence import Divergence  # noqa: E402  (a reading, not a rule)
+POSTHOC = (Divergence({r: tuple(c.claim for c in CLAIMS if c.rate == r) for r in RATES}, DOMAIN),)
