@@ -40,7 +40,7 @@ from research.kind_zloss import (
     CANNOT_JUDGE, FOUND, NOT_FOUND, CHOSEN, Model, models, by_rate, state, median_excess, ExcessTable)
 from research.kind_drift import (
     model_learns, Track, tracks, tracks_by_rate, drift_state, median_of, DriftTable, Finding, late_mean, late_models)
-from research.kind_runaway import overshoot, runaway, Pairs, Runaway, RunawaySeeds, LateSeeds
+from research.kind_runaway import overshoot, runaway, Pairs, Runaway
 from research.kind_choice import Setting, Choice, RateTable, mean_profile, plot_profiles, BestCurves
 from research.kind_ladder import (
     LEARNS, FITS, point_optima, axis_optima, local_slopes, Reading, Slope, SensitivityGap, RateAt, Rates)

@@ -35,6 +35,7 @@ INTRO = ("Computed after the run from the committed cells (`experiments/readings
          "is a verdict. Each reading qualifies a verdict or section whose label says more than its "
          "figures do (a referee's report, issue 45); a pointer under that verdict leads here.")
 
+
 @dataclasses.dataclass
 class Reading:
   """What a reading adds: its title, markdown lines, one pointer line per verdict (by claim)
@@ -46,9 +47,11 @@ class Reading:
   plots: list[str] = dataclasses.field(default_factory=list)  # PNGs in the report's folder
   headline: list[str] = dataclasses.field(default_factory=list)  # lines the report opens with
 
+
 def headlines(readings: list[Reading]) -> list[str]:
   """The lines the readings put at the top of the report (the answer a reader takes away)."""
   return [line for r in readings for line in (*r.headline, "") if r.headline]
+
 
 def read(name: str, cells: list[dict], out: str | None = None) -> list[Reading]:
   """Every post-hoc reading of study ``name`` (its ``POSTHOC``) on its cells; none for a
@@ -66,6 +69,7 @@ def read(name: str, cells: list[dict], out: str | None = None) -> list[Reading]:
     out_readings.append(dataclasses.replace(reading, plots=[drawn]) if drawn else reading)
   return out_readings
 
+
 def section_lines(readings: list[Reading]) -> list[str]:
   if not readings:
     return []
@@ -73,6 +77,7 @@ def section_lines(readings: list[Reading]) -> list[str]:
   for r in readings:
     out += [f"### {r.title}", "", *r.lines, "", *[x for p in r.plots for x in (f"![{p}]({p})", "")]]
   return out
+
 
 def pointers(readings: list[Reading]) -> dict[str, list[str]]:
   """Per claim or section title, the pointer lines that go under it."""
@@ -83,8 +88,10 @@ def pointers(readings: list[Reading]) -> dict[str, list[str]]:
                                      f"([{r.title}](#{ANCHOR}))")
   return out
 
+
 def results(readings: list[Reading]) -> dict[str, Any]:
   return {r.title: r.results for r in readings}
+
 
 def effect_text(e: stats.Effect, unit: str = "nats") -> str:
   """``+0.016 [+0.007, +0.026] nats, p 0.004``: the estimate, its 95 % t interval and the
@@ -92,6 +99,7 @@ def effect_text(e: stats.Effect, unit: str = "nats") -> str:
   if not e.defined:
     return f"{e.diff:+.3f} {unit} (no interval)"
   return f"{e.diff:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}] {unit}, p {e.p:.2g}"
+
 
 def sign_text(e: stats.Effect, lower: str = "lower", higher: str = "higher") -> str:
   """Which way the interval lies: decisively ``lower`` or ``higher``, or undecided."""
@@ -113,4 +121,3 @@ class Note:
   def read(self, study, data: kinds.Data) -> Reading:
     del study, data
     return Reading(self.title, [self.text], {c: self.pointer or self.text for c in self.claims})
-

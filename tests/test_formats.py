@@ -10,7 +10,6 @@ import pathlib
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 import zstandard
 
 from andrea_jax import config as config_lib

@@ -342,7 +342,6 @@ def test_the_exploratory_report_names_itself_exploratory():
 
 def test_the_overrides_are_the_configs_fields():
   from andrea_jax import model, step
-  from research import runner as sweep_lib
   from research import sweep as base
   for scale in STUDY.scales:
     for members in base.groups(STUDY.sweep(scale).cells).values():

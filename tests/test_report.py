@@ -9,7 +9,7 @@ import pytest
 
 from research import curves
 
-from synthetic_runs import FLAT, LN_V, RATES, UNIGRAM, arm, bowl  # pylint: disable=unused-import
+from synthetic_runs import FLAT, LN_V, UNIGRAM, arm, bowl  # pylint: disable=unused-import
 
 
 # ----------------------------------------------------------------------------- one arm

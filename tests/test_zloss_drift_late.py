@@ -12,6 +12,7 @@ from research import claims
 from research import kinds
 from research import registry
 from research.study import Arm, Grid, Study
+from experiments.readings import zloss as zloss_readings
 from experiments.studies import zloss_drift_late as late_study
 from experiments.studies import zloss_drift_probe as probe
 
@@ -133,7 +134,7 @@ def test_the_rule_says_what_it_reads():
 def test_the_per_seed_table_gives_each_late_reading(tmp_path):
   cells = [cell(PLAIN, 1, late=-4.0), cell(ZLOSS, 1, late=-0.5), cell(PLAIN, 2, late=-1.0),
            cell(ZLOSS, 2, late=-1.5, final=7.0)]
-  s = kinds.LateSeeds(PLAIN, (ZLOSS,), 0.1).section(STUDY.data(cells), str(tmp_path))
+  s = zloss_readings.LateSeeds(PLAIN, (ZLOSS,), 0.1).section(STUDY.data(cells), str(tmp_path))
   text = "\n".join(s.lines)
   assert "| 1 | -4.00 | -0.50 | below |" in text and "| 2 | -1.00 | — | no |" in text
   assert [r["runaway"] for r in s.results["late_seeds"]] == [-1, 0]

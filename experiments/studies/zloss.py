@@ -22,6 +22,7 @@ test, 5 for each loss test, the rest a reserve for seeds whose plain model does 
 at 0.17.
 """
 
+from experiments.readings.zloss import RunawaySeeds
 from research import kinds
 from research import ladder
 from research import power
@@ -67,7 +68,7 @@ STUDY = Study(
                    "pooled (df 14): the excess over log V (holds); sqrt(2) x the final loss (loss)"),
     loso_min_seeds=5,  # the rules' before the re-expression (LOSO_MIN_SEEDS)
     tags={"model.d_model": "d"},
-    reports=(kinds.RunawaySeeds(PLAIN, (JUDGED, REPORTED), reported=(REPORTED,), bound=2.0),
+    reports=(RunawaySeeds(PLAIN, (JUDGED, REPORTED), reported=(REPORTED,), bound=2.0),
              kinds.ExcessTable(2.0, note="Over this study's models: the state column is the probe's "
                                "finding rule (grows, stays or mixed over the seeds), not this study's.")),
 )

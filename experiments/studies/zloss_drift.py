@@ -27,10 +27,11 @@ under 2 nats, and whether z-loss lowers the final loss. The trajectory table
 learns.
 """
 
+from experiments.readings.zloss import RunawaySeeds
 from research import kinds
 from research import ladder
 from research import power
-from research.study import Arm, Budget, Grid, Study
+from research.study import Budget, Grid, Study
 from experiments.studies import zloss_drift_horizon as probe
 from experiments.studies import zloss_drift_probe as first
 
@@ -84,5 +85,5 @@ STUDY = Study(
     tags={"model.d_model": "d"},
     reports=(kinds.DriftTable(2.0, note="The late drift (the end minus half-way) and whether each "
                               "model learns; the claims read log Z at the end against the band."),
-             kinds.RunawaySeeds(first.PLAIN, (first.ZLOSS,), bound=2.0)),
+             RunawaySeeds(first.PLAIN, (first.ZLOSS,), bound=2.0)),
 )

@@ -35,6 +35,7 @@ logit (650-1,300 at the end of the 50,000-step run, despite qk-LayerNorm: report
 the verdicts, not separated from them here).
 """
 
+from experiments.readings.zloss import LateSeeds
 from research import kinds
 from research import ladder
 from research import power
@@ -91,5 +92,5 @@ STUDY = Study(
     tags={"model.d_model": "d"},
     reports=(kinds.DriftTable(2.0, note="The late drift (the end minus half-way) and whether each "
                               "model learns; the claims read log Z over the last 20 % of training."),
-             kinds.LateSeeds(first.PLAIN, (first.ZLOSS,), RATE, bound=2.0, window=WINDOW)),
+             LateSeeds(first.PLAIN, (first.ZLOSS,), RATE, bound=2.0, window=WINDOW)),
 )
