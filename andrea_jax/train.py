@@ -44,6 +44,7 @@ from tqdm.auto import tqdm
 
 from andrea_jax import allocator
 from andrea_jax import checkpoint as ckpt
+from andrea_jax import checkpoint_faults
 from andrea_jax import config as config_lib
 from andrea_jax import diagnostics
 from andrea_jax import errors
@@ -334,7 +335,7 @@ def out_of_memory_advice(t: step_lib.TrainConfig):
   try:
     yield
   except jax.errors.JaxRuntimeError as e:
-    if not ckpt.out_of_memory(e):
+    if not checkpoint_faults.out_of_memory(e):
       raise
     found = re.search(r"allocating (\d+) bytes", str(e))
     need = int(found.group(1)) if found else 0
