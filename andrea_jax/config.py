@@ -19,7 +19,7 @@ values as the ConfigDict has them (``"auto"`` settings unresolved:
 ``model.resolve_auto`` does that where the platform is known). ``to_dict()`` is the
 ConfigDict's JSON exactly (``json.loads(config.to_json_best_effort())``): what a workdir
 records in ``config.json`` and ``config_history.json`` and what the resume rules compare
-(``workdir.py``), so workdirs written before this module resume as they did.
+(``resume.py``), so workdirs written before this module resume as they did.
 
 The new groups declare no defaults (the defaults live in ``common.py`` alone): a field
 they name that the config lacks is refused, and so is a field or group they do not name,

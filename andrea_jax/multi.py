@@ -49,7 +49,7 @@ from andrea_jax import model
 from andrea_jax import schedule as schedule_lib
 from andrea_jax import step as step_lib
 from andrea_jax import train
-from andrea_jax import workdir as workdir_lib
+from andrea_jax import run_record
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,6 +213,6 @@ def train_members(config, members: Sequence[Member], workdir: str,
   result = train.run(config, workdir, build, devices=jax.local_devices()[:1])
   dirs = [os.path.join(workdir, m.name) for m in members]
   if result.already_complete:
-    return [workdir_lib.read_summary(d) for d in dirs]
-  workdir_lib.write_summary(workdir, result.summary)  # the group's own (``train.group_summary``)
+    return [run_record.read_summary(d) for d in dirs]
+  run_record.write_summary(workdir, result.summary)  # the group's own (``train.group_summary``)
   return result.members

@@ -276,7 +276,7 @@ def prepare(config: RunConfig, fit_vocab: bool = False, check=None) -> PreparedD
   vocabulary it fills instead of an error (``PreparedData.vocab_size`` says which); the
   cache is then keyed by that size. ``check(fingerprint)``, when given, is called before
   any text is read past the fingerprint (a run refuses other text than it trained on:
-  ``workdir.check_same_data``). An error leaves no new cache directory; an interrupt keeps
+  ``resume.check_same_data``). An error leaves no new cache directory; an interrupt keeps
   every whole shard for the rerun to resume from.
   """
   data = config.data

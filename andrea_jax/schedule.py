@@ -3,7 +3,7 @@
 ``Shape`` is the schedule's plan at a peak of 1, read from the ``train`` group (a
 ``step.TrainConfig`` or a saved ``train`` dict of ``config.json`` / ``config_history.json``):
 its kind (``cosine`` or ``wsd``), steps, warmup, floor, and WSD's decay. ``learning_rate``
-turns a run's segments (``workdir.schedule_segments``: ``[(start_step, Shape), ...]``) and
+turns a run's segments (``resume.schedule_segments``: ``[(start_step, Shape), ...]``) and
 its peak into the one ``optax.Schedule`` the optimizer steps with and the metrics rows
 report (``lr``).
 
@@ -25,7 +25,7 @@ inside it), then goes on from the value there by its own plan: a cosine segment 
 a cosine to its floor at its ``steps``; a WSD segment holds the value until its decay
 starts (at once, if that is past), then decays by its shape to its floor at its ``steps``.
 So a run continued to more steps extends its decay without a jump at the seam, and a
-cooldown (``workdir.branch_cooldown``) is a WSD segment whose decay starts at its branch
+cooldown (``cooldown.branch_cooldown``) is a WSD segment whose decay starts at its branch
 step. A changed peak scales the whole shape from the seam on.
 """
 
@@ -81,7 +81,7 @@ class Shape:
   @classmethod
   def of(cls, train) -> Shape:
     """The shape of a ``step.TrainConfig`` or of a saved ``train`` dict (a record written
-    before a field existed ran with its default, as ``workdir.ADDED_FIELDS`` says)."""
+    before a field existed ran with its default, as ``run_record.ADDED_FIELDS`` says)."""
     get = train.get if isinstance(train, dict) else lambda k, d: getattr(train, k, d)
     defaults = {f.name: f.default for f in dataclasses.fields(cls)}
     return cls(**{k: get(k, defaults[k]) for k in cls.FIELDS})

@@ -3,7 +3,7 @@
 ``run``: check the config (a ``config.RunConfig``, built once from the experiment's
 ConfigDict by ``train_and_evaluate``; ``check_config``: its ``model.ModelConfig`` with
 ``"auto"`` resolved, its ``step.TrainConfig`` and the device mesh), claim the workdir,
-plan the resume (``workdir.py``), prepare the data and the evaluation set, restore or
+plan the resume (``resume.py``), prepare the data and the evaluation set, restore or
 initialise the state, then ``loop.train_loop`` and each member's summary, loss plot (and
 a single model's samples). It trains ``loop.Models``: one model (``single_run``) or a
 group's members (``multi.group``), each member with its own directory of metrics,
@@ -44,6 +44,7 @@ from tqdm.auto import tqdm
 
 from andrea_jax import allocator
 from andrea_jax import checkpoint as ckpt
+from andrea_jax import checkpoint_faults
 from andrea_jax import config as config_lib
 from andrea_jax import diagnostics
 from andrea_jax import errors
@@ -54,6 +55,8 @@ from andrea_jax import metrics
 from andrea_jax import model
 from andrea_jax import plots
 from andrea_jax import prepare as prepare_lib
+from andrea_jax import resume as resume_lib
+from andrea_jax import run_record
 from andrea_jax import schedule as schedule_lib
 from andrea_jax import sharding
 from andrea_jax import signals as signals_lib
@@ -76,7 +79,7 @@ def single_run(config: config_lib.RunConfig, cfg: model.ModelConfig, t: step_lib
   """One model on ``mesh``: state, steps and batches sharded, checkpoints on any mesh."""
   # One schedule for the optimizer and the logs; a resume keeps what was planned.
   schedule = schedule_lib.learning_rate(t.learning_rate,
-                                        workdir_lib.schedule_segments(workdir, config))
+                                        resume_lib.schedule_segments(workdir, config))
   optimizer = step_lib.make_optimizer(t, cfg, schedule)
   abstract = step_lib.abstract_state(cfg, optimizer, t.seed)
   shardings = sharding.state_shardings(abstract, mesh)
@@ -160,14 +163,14 @@ def prepare_data(config: config_lib.RunConfig, fit_vocab: bool = False,
   """Process 0 prepares (or finds) the cached data first; the others then read its cache.
 
   With ``workdir``, the text and the tokenizer must be those its run trained on
-  (``workdir.check_same_data``): other text is refused before a tokenizer is trained. A
+  (``resume.check_same_data``): other text is refused before a tokenizer is trained. A
   run that recorded its prepared data (``data.json``) reads it where it lies, from any
   directory and whatever ``data.cache_dir`` says (a moved or copied workdir): nothing is
   prepared again (``prepare.reuse_recorded``; given shards, ``data.shards``, are read where
   the config names them).
   """
-  check = None if workdir is None else functools.partial(workdir_lib.check_same_data, workdir)
-  record = None if workdir is None or config.data.shards else workdir_lib.read_data(workdir)
+  check = None if workdir is None else functools.partial(resume_lib.check_same_data, workdir)
+  record = None if workdir is None or config.data.shards else run_record.read_data(workdir)
   find = lambda: (prepare_lib.prepare(config, fit_vocab, check=check) if record is None else
                   prepare_lib.reuse_recorded(config, record, fit_vocab, check,
                                              verbose=sharding.is_lead()))
@@ -177,8 +180,8 @@ def prepare_data(config: config_lib.RunConfig, fit_vocab: bool = False,
   if not sharding.is_lead():
     prepared = find()
   if workdir is not None:
-    workdir_lib.check_same_data(workdir, prepared.fingerprint,
-                                files.sha256(prepared.tokenizer_path))
+    resume_lib.check_same_data(workdir, prepared.fingerprint,
+                               files.sha256(prepared.tokenizer_path))
   return prepared
 
 
@@ -199,16 +202,16 @@ def run(config: config_lib.RunConfig, workdir: str,
   """The lifecycle of a run in ``workdir``: train ``build(cfg, t, mesh)``'s models, resuming.
 
   A resume that changes training settings is refused unless ``allow_resume_changes``
-  (``workdir.py``); a workdir whose run already finished is left untouched. Each member's
+  (``resume.py``); a workdir whose run already finished is left untouched. Each member's
   summary and loss plot are written to its directory (a single model's samples too).
   """
   cfg, t, mesh = check_config(config, devices)
   lead = sharding.is_lead()  # every process trains; process 0 alone writes the run's files
   with signals_lib.StopSignals() as signals, workdir_lib.claim(workdir, enabled=lead) as claim:
-    plan = workdir_lib.plan_resume(workdir, config, allow_resume_changes)
+    plan = resume_lib.plan_resume(workdir, config, allow_resume_changes)
     signals.progress(saved=plan.start_step)  # a stop before the first step loses nothing
     if plan.changes and lead:
-      print(workdir_lib.describe_changes(plan), flush=True)
+      print(resume_lib.describe_changes(plan), flush=True)
     if plan.complete:
       print(f"already complete at step {plan.start_step}: {workdir} is left as it is. To "
             f"train again, pass a new --workdir (or raise train.steps with "
@@ -216,10 +219,10 @@ def run(config: config_lib.RunConfig, workdir: str,
       return RunResult("completed", plan.summary, already_complete=True)
     if plan.diverged:  # the same settings would diverge again, at the same step
       if lead:
-        print(workdir_lib.diverged_advice(plan, workdir, t.learning_rate), flush=True)
+        print(resume_lib.diverged_advice(plan, workdir, t.learning_rate), flush=True)
       return RunResult("diverged", plan.summary, already_complete=True)
     if lead:
-      print(workdir_lib.describe_start(workdir, plan), flush=True)
+      print(resume_lib.describe_start(workdir, plan), flush=True)
     started = time.time()
     if lead and allocator.note():
       print(allocator.note(), flush=True)
@@ -249,7 +252,7 @@ def run(config: config_lib.RunConfig, workdir: str,
       raise
     claim.started()  # from here on the workdir is the run's, whatever happens
     if lead:
-      workdir_lib.record_start(workdir, config, plan, {
+      resume_lib.record_start(workdir, config, plan, {
           **dataclasses.asdict(prepared),
           "tokenizer_sha256": files.sha256(prepared.tokenizer_path)})
     out = loop.Outputs(loop.Logger(models, cfg, t, eval_set, plan.start_step, clock), mngr,
@@ -265,7 +268,7 @@ def run(config: config_lib.RunConfig, workdir: str,
     mngr.close()
     if out.diagnostics:
       out.diagnostics.close()
-    state, latest = outcome.state, workdir_lib.latest_checkpoint(workdir)
+    state, latest = outcome.state, run_record.latest_checkpoint(workdir)
     steps = loop.per_member(state["step"])
     if outcome.status == "diverged" and lead:
       tqdm.write(f"diverged: non-finite loss, gradient or parameters at update "
@@ -273,7 +276,7 @@ def run(config: config_lib.RunConfig, workdir: str,
     shared = {"wall_time_s": clock.seconds(), "n_params": model.count_params(cfg),
               "tokens_per_step": t.batch_size * cfg.block_size,
               "corpus_fingerprint": prepared.fingerprint, "latest_checkpoint": latest,
-              "config_segments": workdir_lib.config_segments(workdir)}
+              "config_segments": run_record.config_segments(workdir)}
     members = [{**summary(outcome, i, eval_set, steps[i]), **shared, **models.summary_fields[i]}
                for i in range(models.n)]
     if outcome.status == "completed" and config.sample.num_samples > 0 and not models.stacked:
@@ -284,7 +287,7 @@ def run(config: config_lib.RunConfig, workdir: str,
     if lead:
       for d, member in zip(models.dirs, members):
         plots.plot_losses(d, eval_set.unigram)
-        workdir_lib.write_summary(d, member)
+        run_record.write_summary(d, member)
     own = members[0] if not models.stacked else group_summary(models, outcome.status, members,
                                                               latest, shared["wall_time_s"])
     return RunResult(outcome.status, own, state, members=members)
@@ -334,7 +337,7 @@ def out_of_memory_advice(t: step_lib.TrainConfig):
   try:
     yield
   except jax.errors.JaxRuntimeError as e:
-    if not ckpt.out_of_memory(e):
+    if not checkpoint_faults.out_of_memory(e):
       raise
     found = re.search(r"allocating (\d+) bytes", str(e))
     need = int(found.group(1)) if found else 0
@@ -364,7 +367,7 @@ def train_and_evaluate(config, workdir: str, allow_resume_changes: bool = False)
   result = run(config, workdir, lambda cfg, t, mesh: single_run(config, cfg, t, mesh, workdir),
                allow_resume_changes)
   if result.already_complete:
-    params = workdir_lib.load_run(workdir)[0]  # read only: callers may sample from the result
+    params = run_record.load_run(workdir)[0]  # read only: callers may sample from the result
     result.state = {"step": result.summary["steps"], "params": params}
   return result
 
@@ -382,12 +385,12 @@ def evaluate_run(workdir: str, step: int | None = None, data: str | None = None,
   The batches are the run's own validation set (its data found as a resume finds it,
   ``prepare_data``), or the validation split of ``data``: a prepared data directory
   (``python -m experiments.prepare`` prints it) or another run's workdir, tokenized with
-  this run's tokenizer (another is refused: ``workdir.check_same_tokenizer``). Writes
+  this run's tokenizer (another is refused: ``resume.check_same_tokenizer``). Writes
   nothing into the workdir.
   """
-  step, params, _, _, config = workdir_lib.load_run_with_step(workdir, step)
+  step, params, _, _, config = run_record.load_run_with_step(workdir, step)
   if config is None:
-    config = workdir_lib.run_config(workdir)  # the ConfigError naming the field it lacks
+    config = run_record.run_config(workdir)  # the ConfigError naming the field it lacks
   if eval_batches is not None:
     config = dataclasses.replace(
         config, train=dataclasses.replace(config.train, eval_batches=eval_batches))
@@ -408,7 +411,7 @@ def evaluate_task(workdir: str, task_file: str, step: int | None = None, example
   """HellaSwag's ``acc`` and ``acc_norm`` (``tasks.py``) of a saved checkpoint of the run in
   ``workdir`` (``step``: default the newest that reads whole), on the first ``examples``
   (0: all) of ``task_file``, encoded with the run's tokenizer. Writes nothing."""
-  step, params, cfg, tok, _ = workdir_lib.load_run_with_step(workdir, step)
+  step, params, cfg, tok, _ = run_record.load_run_with_step(workdir, step)
   encoded = tasks.encode(tasks.read_hellaswag(task_file, examples), tok, cfg.block_size)
   return {"workdir": workdir, "step": step, "task": "hellaswag", "task_file": task_file,
           "block_size": cfg.block_size, **tasks.hellaswag(params, cfg, encoded)}
@@ -424,13 +427,13 @@ def eval_data(data: str, workdir: str) -> prepare_lib.PreparedData:
                              f"short): run the python -m experiments.prepare command that made "
                              f"it again to finish it")
   elif os.path.isfile(os.path.join(data, "config.json")):
-    prepared = prepare_data(workdir_lib.run_config(data), workdir=data)
+    prepared = prepare_data(run_record.run_config(data), workdir=data)
   else:
     raise errors.DataError(
         f"--data={data!r} is neither a prepared data directory (with manifest.json: the one "
         f"python -m experiments.prepare prints) nor a run's workdir; to score text of your own, "
         f"prepare it with this run's tokenizer: {prepare_command(workdir, '<your text>')}")
-  workdir_lib.check_same_tokenizer(
+  resume_lib.check_same_tokenizer(
       workdir, files.sha256(prepared.tokenizer_path), f"the one --data={data} was prepared with",
       f"its token ids would be other text to this model; prepare the text with this run's "
       f"tokenizer: {prepare_command(workdir, '<its text>')}")
@@ -439,7 +442,7 @@ def eval_data(data: str, workdir: str) -> prepare_lib.PreparedData:
 
 def prepare_command(workdir: str, text: str) -> str:
   """The command that prepares ``text`` with the tokenizer of the run in ``workdir``."""
-  vocab_size = workdir_lib.load_config_dict(workdir)["model"]["vocab_size"]
+  vocab_size = run_record.load_config_dict(workdir)["model"]["vocab_size"]
   return (f"python -m experiments.prepare --config=tiny --config.data.path={text} "
-          f"--config.data.tokenizer_path={workdir_lib.tokenizer_file(workdir)} "
+          f"--config.data.tokenizer_path={run_record.tokenizer_file(workdir)} "
           f"--config.model.vocab_size={vocab_size}")

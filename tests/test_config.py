@@ -123,12 +123,12 @@ def test_a_config_saved_before_a_field_existed_reads_back_typed():
   for group, name in [f.split(".") for f in workdir_lib.ADDED_FIELDS]:
     del old[group][name]
   typed = config_lib.RunConfig.from_dict(workdir_lib.with_added_fields(old))
-  assert typed.model.mup_attention == "inverse"  # the rule it trained with (workdir.py)
+  assert typed.model.mup_attention == "inverse"  # the rule it trained with (run_record.py)
 
 
 def test_below_the_boundary_the_library_never_touches_a_configdict():
   # config.py alone converts one (from_configdict); no other module imports ml_collections
-  # or writes a ConfigDict's JSON (workdir.py records RunConfig.to_dict()).
+  # or writes a ConfigDict's JSON (resume.py records RunConfig.to_dict()).
   root = pathlib.Path(config_lib.__file__).parent
   for path in sorted(root.rglob("*.py")):
     tree = ast.parse(path.read_text(encoding="utf-8"))
