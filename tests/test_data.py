@@ -10,6 +10,7 @@ import ml_collections
 import numpy as np
 import pytest
 
+from andrea_jax import builtin_corpus
 from andrea_jax import config as config_lib
 from andrea_jax import corpus as corpus_lib
 from andrea_jax import errors
@@ -188,7 +189,7 @@ def test_generated_table_rule(tmp_path, monkeypatch):
   for name, text in (("a_table.py", HEX_TABLE), ("b_code.py", CODE), ("c_escapes.py", ESCAPE_TABLE)):
     files.append(tmp_path / name)
     files[-1].write_text(text, encoding="utf-8")
-  monkeypatch.setattr(corpus_lib, "builtin_source_files", lambda: files)
+  monkeypatch.setattr(builtin_corpus, "builtin_source_files", lambda: files)
   from pydoc_data.topics import topics  # pylint: disable=import-outside-toplevel
   corpus_lib.builtin_documents.cache_clear()  # read once a process: read these instead
   try:

@@ -16,6 +16,7 @@ import zstandard
 from andrea_jax import config as config_lib
 from andrea_jax import corpus as corpus_lib
 from andrea_jax import prepare as prepare_lib
+from andrea_jax import readers
 from experiments.configs import tiny
 
 VOCAB = 256 + 64 + 1
@@ -77,7 +78,7 @@ def prepared(path: pathlib.Path, cache: pathlib.Path) -> dict:
 def test_the_same_documents_in_every_format_give_the_same_tokenizer_and_shards(tmp_path, monkeypatch):
   # Text files stream in pieces; pieces this small cut the long document (and some short
   # ones) into many, as a large file's 1 M-character pieces do.
-  monkeypatch.setattr(corpus_lib, "PIECE_CHARS", 1000)
+  monkeypatch.setattr(readers, "PIECE_CHARS", 1000)
   monkeypatch.setattr(prepare_lib, "RUN_CHARS", 20_000)  # and the long one runs in several runs
   docs = documents()
   results = {}
