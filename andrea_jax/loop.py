@@ -44,7 +44,7 @@ from andrea_jax import forecast
 from andrea_jax import loader as loader_lib
 from andrea_jax import metrics as metrics_lib
 from andrea_jax import model
-from andrea_jax import prepare as prepare_lib
+from andrea_jax import prepared as prepared_lib
 from andrea_jax import progress as progress_lib
 from andrea_jax import sharding
 from andrea_jax import signals as signals_lib
@@ -103,7 +103,7 @@ class EvalSet:
 
 
 def make_eval_set(t: step_lib.TrainConfig, cfg: model.ModelConfig,
-                  prepared: prepare_lib.PreparedData, mesh) -> EvalSet:
+                  prepared: prepared_lib.PreparedData, mesh) -> EvalSet:
   """``t.eval_batches`` batches of ``t.batch_size`` rows from the validation shard."""
   train_tokens = prepared.stream("train")
   val_tokens = prepared.stream("val")

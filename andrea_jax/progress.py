@@ -6,6 +6,8 @@ line every ``every_s`` seconds instead: what is done, the rate and an estimate o
 time left. The last line comes at ``close`` (unless ``last_line=False``: a phase whose
 result is printed next, such as an evaluation). Bytes read as sizes (``1.2 GB of 10.0
 GB``), other units as counts (``batch 12/40``).
+
+``say`` prints one line of a phase's progress at once (a preparation's steps).
 """
 
 from __future__ import annotations
@@ -99,3 +101,8 @@ class Progress:
 
   def __exit__(self, *exc) -> None:
     self.close()
+
+
+def say(message: str) -> None:
+  """A progress line on stdout, flushed: a log that is not a terminal shows it at once."""
+  print(message, flush=True)

@@ -55,6 +55,7 @@ from andrea_jax import metrics
 from andrea_jax import model
 from andrea_jax import plots
 from andrea_jax import prepare as prepare_lib
+from andrea_jax import prepared as prepared_lib
 from andrea_jax import resume as resume_lib
 from andrea_jax import run_record
 from andrea_jax import schedule as schedule_lib
@@ -159,7 +160,7 @@ def check_config(config: config_lib.RunConfig, devices=None
 
 
 def prepare_data(config: config_lib.RunConfig, fit_vocab: bool = False,
-                 workdir: str | None = None) -> prepare_lib.PreparedData:
+                 workdir: str | None = None) -> prepared_lib.PreparedData:
   """Process 0 prepares (or finds) the cached data first; the others then read its cache.
 
   With ``workdir``, the text and the tokenizer must be those its run trained on
@@ -417,11 +418,11 @@ def evaluate_task(workdir: str, task_file: str, step: int | None = None, example
           "block_size": cfg.block_size, **tasks.hellaswag(params, cfg, encoded)}
 
 
-def eval_data(data: str, workdir: str) -> prepare_lib.PreparedData:
+def eval_data(data: str, workdir: str) -> prepared_lib.PreparedData:
   """The prepared data ``data`` names (a prepared data directory, or a run's workdir: the
   data it trained on), refused unless tokenized with the tokenizer of the run in ``workdir``."""
   if os.path.isfile(os.path.join(data, "manifest.json")):
-    prepared = prepare_lib.load_prepared(data)
+    prepared = prepared_lib.load_prepared(data)
     if prepared is None:
       raise errors.DataError(f"--data={data!r} holds a partial preparation (shards missing or cut "
                              f"short): run the python -m experiments.prepare command that made "

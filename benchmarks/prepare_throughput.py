@@ -64,8 +64,8 @@ def build_corpus(gb: float, corpus_dir: str, seed: int = 0, pool: list[str] | No
       and os.path.getsize(path) == meta["bytes"]:
     return meta
   from tqdm import tqdm  # pylint: disable=import-outside-toplevel
-  from andrea_jax import corpus  # pylint: disable=import-outside-toplevel
-  paras = paragraphs(corpus.builtin_documents() if pool is None else pool)
+  from andrea_jax import builtin_corpus  # pylint: disable=import-outside-toplevel
+  paras = paragraphs(builtin_corpus.builtin_documents() if pool is None else pool)
   rng, written, docs, partial = random.Random(seed), 0, 0, path + ".partial"
   os.makedirs(corpus_dir, exist_ok=True)
   next_report = time.monotonic() + REPORT_EVERY_S

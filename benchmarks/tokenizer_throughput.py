@@ -15,7 +15,7 @@ import time
 from absl import app
 from absl import flags
 
-from andrea_jax import corpus
+from andrea_jax import builtin_corpus
 from andrea_jax import tokenizer as tokenizer_lib
 
 
@@ -27,7 +27,7 @@ def timed(fn):
 
 def run(vocab_size: int, max_docs: int) -> list[tuple[str, float, str]]:
   """Rows of (what, seconds, rate) for training, single and batch encoding."""
-  docs = corpus.builtin_documents(max_docs)
+  docs = builtin_corpus.builtin_documents(max_docs)
   mb = sum(len(d.encode("utf-8")) for d in docs) / 1e6
   tok, t_train = timed(lambda: tokenizer_lib.train_tokenizer(docs, vocab_size))
   single, t_single = timed(lambda: [tokenizer_lib.encode(tok, d) for d in docs])

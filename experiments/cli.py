@@ -145,7 +145,7 @@ def fit_to_data(config, overridden: dict, workdir: str | None = None) -> list[st
   # Imported here: report and the other light commands share this module without JAX.
   from andrea_jax import config as config_lib  # pylint: disable=import-outside-toplevel
   from andrea_jax import train, workdir as workdir_lib  # pylint: disable=import-outside-toplevel
-  from andrea_jax import prepare as prepare_lib  # pylint: disable=import-outside-toplevel
+  from andrea_jax import prepared as prepared_lib  # pylint: disable=import-outside-toplevel
   saved = workdir_lib.load_config_dict(workdir) if workdir else None
   notes = []
   if "train.warmup_steps" not in overridden:
@@ -165,7 +165,7 @@ def fit_to_data(config, overridden: dict, workdir: str | None = None) -> list[st
                                   fit_vocab=fit_vocab(config, overridden), workdir=workdir)
     config.model.vocab_size = prepared.vocab_size  # data.vocab_size refers to it
     if "sample.prompt" not in overridden:
-      config.sample.prompt = prepare_lib.opening_words(prepared)
+      config.sample.prompt = prepared_lib.opening_words(prepared)
       notes.append(f"samples will continue {config.sample.prompt!r}, the opening of a "
                    f"held-out document (set --config.sample.prompt to choose)")
   return [n for n in notes if n]

@@ -25,13 +25,14 @@ from andrea_jax import config as config_lib
 from andrea_jax import errors
 from andrea_jax import files
 from andrea_jax import prepare as prepare_lib
+from andrea_jax import prepared as prepared_lib
 from andrea_jax import signals as signals_lib
 from experiments import cli
 
 _CONFIG = cli.define_config_flag()
 
 
-def summary(prepared: prepare_lib.PreparedData, seconds: float) -> str:
+def summary(prepared: prepared_lib.PreparedData, seconds: float) -> str:
   """A few lines describing a prepared dataset."""
   how = "reused cache" if prepared.reused else "prepared"
   lines = [f"{how} in {seconds:.1f}s: {prepared.directory}",

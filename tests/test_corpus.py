@@ -16,6 +16,7 @@ import zstandard
 from andrea_jax import config as config_lib
 from andrea_jax import corpus as corpus_lib
 from andrea_jax import errors
+from andrea_jax import readers
 from experiments.configs import tiny
 
 DOCS = ["first document\nwith two lines", "second: é, 漢字, 🙂", "third\u2028with a line "
@@ -117,7 +118,7 @@ def test_a_json_array_of_records_and_its_size_limit(tmp_path, monkeypatch):
   path = tmp_path / "d.json"
   path.write_text(json.dumps([{"text": d} for d in DOCS], indent=1), encoding="utf-8")
   assert read(path) == DOCS  # not one plain-text document
-  monkeypatch.setattr(corpus_lib, "MAX_JSON_ARRAY_BYTES", 10)
+  monkeypatch.setattr(readers, "MAX_JSON_ARRAY_BYTES", 10)
   with pytest.raises(errors.DataError, match=r"one JSON array .* write it as JSONL"):
     read(path)
 
@@ -174,7 +175,7 @@ def test_binary_text_and_broken_compression_are_refused(tmp_path):
 
 def test_a_long_text_file_streams_in_pieces_and_utf8_errors_keep_their_offset(tmp_path,
                                                                             monkeypatch):
-  monkeypatch.setattr(corpus_lib, "PIECE_CHARS", 100)
+  monkeypatch.setattr(readers, "PIECE_CHARS", 100)
   text = "".join(f"line {i}: é and 漢字\n" for i in range(200))
   (tmp_path / "long.txt").write_text(text, encoding="utf-8")
   data = data_config(path=str(tmp_path / "long.txt"))

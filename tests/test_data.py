@@ -10,14 +10,17 @@ import ml_collections
 import numpy as np
 import pytest
 
+from andrea_jax import builtin_corpus
 from andrea_jax import config as config_lib
 from andrea_jax import corpus as corpus_lib
+from andrea_jax import encode as encode_lib
 from andrea_jax import errors
 from andrea_jax import files as files_lib
 from andrea_jax import loader as loader_lib
 from andrea_jax import prepare as prepare_lib
 from andrea_jax import shards
 from andrea_jax import signals as signals_lib
+from andrea_jax import split as split_lib
 from andrea_jax import tokenizer as T
 from experiments.configs import tiny
 
@@ -188,7 +191,7 @@ def test_generated_table_rule(tmp_path, monkeypatch):
   for name, text in (("a_table.py", HEX_TABLE), ("b_code.py", CODE), ("c_escapes.py", ESCAPE_TABLE)):
     files.append(tmp_path / name)
     files[-1].write_text(text, encoding="utf-8")
-  monkeypatch.setattr(corpus_lib, "builtin_source_files", lambda: files)
+  monkeypatch.setattr(builtin_corpus, "builtin_source_files", lambda: files)
   from pydoc_data.topics import topics  # pylint: disable=import-outside-toplevel
   corpus_lib.builtin_documents.cache_clear()  # read once a process: read these instead
   try:
@@ -269,11 +272,11 @@ def test_the_tokenizer_sample_is_the_lowest_hashes_that_fill_it_wherever_they_co
   runs, kept = sample(MANY)
   texts = {raw.decode() for _, raw in kept}
   assert [i for i, _ in kept] == sorted(i for i, _ in kept)  # in the stream's order
-  units = sorted(prepare_lib._unit(r.text.encode(), key) for r in runs)  # pylint: disable=protected-access
-  held = [prepare_lib._unit(raw, key) for _, raw in kept]  # pylint: disable=protected-access
+  units = sorted(split_lib.keyed_unit(r.text.encode(), key) for r in runs)
+  held = [split_lib.keyed_unit(raw, key) for _, raw in kept]
   assert sorted(held) == units[:len(kept)]  # the lowest hashes ...
   total = sum(len(raw) for _, raw in kept)
-  assert total >= limit > total - len(max(kept, key=lambda k: prepare_lib._unit(k[1], key))[1])
+  assert total >= limit > total - len(max(kept, key=lambda k: split_lib.keyed_unit(k[1], key))[1])
   _, reversed_kept = sample(MANY[::-1])  # ... whatever the order the documents come in
   assert {raw.decode() for _, raw in reversed_kept} == texts
 
@@ -795,7 +798,7 @@ def test_an_interrupted_preparation_resumes_after_its_last_whole_shard(tmp_path,
   """Stopped after its third train shard, the rerun keeps those three (not rewritten) and
   ends with the shards an uninterrupted preparation writes, byte for byte; with one of them
   damaged, it encodes from the start, to the same shards."""
-  monkeypatch.setattr(prepare_lib, "ENCODE_BATCH_CHARS", 5_000)  # several batches a shard
+  monkeypatch.setattr(encode_lib, "ENCODE_BATCH_CHARS", 5_000)  # several batches a shard
   whole = prepare(prep_config(tmp_path / "whole", shard_tokens=20_000))
   config = prep_config(tmp_path / "cut", shard_tokens=20_000)
 
@@ -835,7 +838,7 @@ def test_a_killed_and_an_interrupted_command_resume(tmp_path):
   args = [f"--config.data.path={tmp_path / 'prose'}", "--config.data.shard_tokens=5000",
           f"--config.data.cache_dir={tmp_path / 'cache'}", "--config.model.vocab_size=300"]
   # Small encoding batches, so a shard is written every moment (the module's constant).
-  code = ("import sys; from andrea_jax import prepare; prepare.ENCODE_BATCH_CHARS = 3000; "
+  code = ("import sys; from andrea_jax import encode; encode.ENCODE_BATCH_CHARS = 3000; "
           "import runpy; sys.argv = ['prepare', '--config=tiny', *sys.argv[1:]]; "
           "runpy.run_module('experiments.prepare', run_name='__main__')")
   repo = pathlib.Path(__file__).resolve().parents[1]

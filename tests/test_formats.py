@@ -1,4 +1,4 @@
-"""Tokens are a function of the documents alone (prepare.py, corpus.py): the same documents
+"""Tokens are a function of the documents alone (split.py, readers.py): the same documents
 stored as a folder of text files, JSONL, gzip- or zstd-compressed JSONL and Parquet give
 byte-identical tokenizers and shards."""
 
@@ -15,6 +15,8 @@ import zstandard
 from andrea_jax import config as config_lib
 from andrea_jax import corpus as corpus_lib
 from andrea_jax import prepare as prepare_lib
+from andrea_jax import readers
+from andrea_jax import split as split_lib
 from experiments.configs import tiny
 
 VOCAB = 256 + 64 + 1
@@ -76,8 +78,8 @@ def prepared(path: pathlib.Path, cache: pathlib.Path) -> dict:
 def test_the_same_documents_in_every_format_give_the_same_tokenizer_and_shards(tmp_path, monkeypatch):
   # Text files stream in pieces; pieces this small cut the long document (and some short
   # ones) into many, as a large file's 1 M-character pieces do.
-  monkeypatch.setattr(corpus_lib, "PIECE_CHARS", 1000)
-  monkeypatch.setattr(prepare_lib, "RUN_CHARS", 20_000)  # and the long one runs in several runs
+  monkeypatch.setattr(readers, "PIECE_CHARS", 1000)
+  monkeypatch.setattr(split_lib, "RUN_CHARS", 20_000)  # and the long one runs in several runs
   docs = documents()
   results = {}
   for kind in ("jsonl", "text", "gzip", "zstd", "parquet"):

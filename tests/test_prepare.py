@@ -1,18 +1,18 @@
-"""andrea_jax/prepare.py: the advice when a batch cannot fit the training split names the field that fixes it."""
+"""andrea_jax/split.py: the advice when a batch cannot fit the training split names the field that fixes it."""
 
 import types
 
 import pytest
 
 from andrea_jax import errors
-from andrea_jax import prepare
+from andrea_jax import split as split_lib
 
 
 def check(batch_size, block_size, nbytes, docs):
   config = types.SimpleNamespace(train=types.SimpleNamespace(batch_size=batch_size),
                                  model=types.SimpleNamespace(block_size=block_size))
   splitter = types.SimpleNamespace(bytes={"train": nbytes}, docs={"train": docs})
-  prepare._check_batch_bound(config, splitter)  # pylint: disable=protected-access
+  split_lib.check_batch_bound(config, splitter)
 
 
 def test_a_batch_that_a_smaller_batch_fixes_names_the_batch_size():

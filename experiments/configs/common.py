@@ -12,8 +12,8 @@ import re
 
 import ml_collections
 
-from andrea_jax import corpus
 from andrea_jax import errors
+from andrea_jax import file_formats
 
 
 def model_group(*, vocab_size: int, block_size: int, d_model: int, n_layer: int,
@@ -282,7 +282,7 @@ def data_group(vocab_size: int) -> ml_collections.ConfigDict:
   # Existing llm.c token shards to train on (a folder or glob; names with "val" validate); needs tokenizer_path.
   d.shards = ""
   # File extensions read when data.path is a folder ("*": every file, extensionless too).
-  d.extensions = corpus.EXTENSIONS
+  d.extensions = file_formats.EXTENSIONS
   # At most this many documents from the built-in corpus (0 = all of them).
   d.max_docs = 0
   # Share of the corpus held out for validation, by a hash of each block of text (about 8k characters).
