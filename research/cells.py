@@ -1,14 +1,7 @@
 """A study's cells as records: what each finished cell was and did, read back from disk alone.
 
-A sweep leaves, per cell (in ``<sweep_dir>/**/``), ``cell.json`` (what the cell is) and
-``summary.json``, ``metrics.jsonl`` and ``diagnostics.jsonl`` (what it did): the right
-format while it trains. A committed study keeps the same four files of every cell packed
-into one compact ``results/<study>-<scale>/cells.jsonl`` (``pack``), one line per cell,
-``{"path", "cell", "summary", "metrics", "diagnostics"}``, beside its ``sweep.json``, so
-it is re-judged from the repository alone, without checkpoints. ``load`` reads either (or,
-for a directory with neither but a ``results.json``, an older study, that) into one record
-per finished cell; ``record`` builds a record from a cell's parts, whichever of the two
-supplied them; ``to_run`` is a record as the curve maths sees it (``curves.Run``).
+``load`` reads a sweep's per-cell files, a committed study's packed ``cells.jsonl`` (``pack``)
+or a legacy ``results.json`` into one record per finished cell; ``to_run`` gives a ``curves.Run``.
 """
 
 from __future__ import annotations
@@ -32,15 +25,15 @@ PROBED = ("grad_attn", "grad_mlp", "residual_norm", "attn_logit_max", "log_z")
 # A committed study's cells, one line each, in its results directory.
 PACKED = "cells.jsonl"
 
-# Where a study was read from when it has no cells but its results.json (see ``legacy_cell``).
+# The source of a study read from its results.json alone (``legacy_cell``).
 LEGACY = ("results.json alone: this study has no per-cell files (it predates them), "
           "so its report is regenerated from the numbers results.json kept; its arms "
           "'warmup' and 'no-warmup' are called 'long' and 'none' here")
 
 
 def cell_parts(sweep_dir: str, path: str) -> dict:
-  """The four files of the cell at ``<sweep_dir>/<path>`` as they read (a missing one: None, or
-  no rows), and the run's rate from its ``config.json`` where those four name none."""
+  """The four files of ``<sweep_dir>/<path>`` (missing: None or no rows), plus the rate from
+  ``config.json`` where they name none."""
   d = os.path.join(sweep_dir, path)
   parts = {"path": path, "cell": read_json(os.path.join(d, "cell.json")),
            "summary": read_json(os.path.join(d, "summary.json")),
@@ -74,15 +67,14 @@ def record(parts: dict) -> dict | None:
       "wall_time_s": summary["wall_time_s"], "group_size": summary.get("group_size", 1),
       "train_curve": [[r["step"], r["loss"]] for r in metrics if "loss" in r],
       "val_curve": [[r["step"], r["val_loss"]] for r in metrics if "val_loss" in r],
-      # log Z and the largest attention logit (over layers) at every probe: how a model got
-      # to its end (an early burst that recovers, a late drift).
+      # log Z and the max attention logit over layers, at every probe.
       "log_z_curve": [[r["step"], r["log_z"]] for r in diag if r.get("log_z") is not None],
       "attn_logit_curve": [[r["step"], max(r["attn_logit_max"])] for r in diag if r.get("attn_logit_max")],
       "init": pick(probes[0] if probes and probes[0]["step"] == 0 else None),
       "end": {"step": probes[-1]["step"] if probes else None, **pick(probes[-1] if probes else None)},
       "early_updates": [{k: r[k] for k in ("step", "update_attn", "update_mlp")}
                         for r in diag if "update_mlp" in r],
-      # The code that trained it (experiments.sweep.code_version), where the sweep recorded it.
+      # The code that trained it, where recorded.
       **{k: meta[k] for k in ("code", "code_earlier") if k in meta},
   }
 
@@ -93,14 +85,13 @@ def cell_record(d: str) -> dict | None:
 
 
 def learning_rate(parts: dict) -> float | None:
-  """The cell's peak rate: its override, its summary, or the config.json its run saved."""
+  """The peak rate: override, else summary, else the run's config.json."""
   lr = parts["cell"]["overrides"].get("train.learning_rate", (parts["summary"] or {}).get("learning_rate"))
   return lr if lr is not None else parts.get("config", {}).get("train", {}).get("learning_rate")
 
 
 def read_parts(sweep_dir: str) -> tuple[list[dict], str] | None:
-  """``(parts, source)``: every cell's parts, by path, from ``cells.jsonl`` if the directory
-  has one, else from its per-cell directories; None when it has neither."""
+  """``(parts, source)`` from ``cells.jsonl``, else the per-cell directories; None if neither."""
   packed = os.path.join(sweep_dir, PACKED)
   if os.path.exists(packed):
     with open(packed, encoding="utf-8") as f:
@@ -126,10 +117,8 @@ def _line(path: str, n: int, line: str) -> dict:
 
 
 def pack(sweep_dir: str, results_dir: str) -> int:
-  """Every cell of ``sweep_dir`` into ``<results_dir>/cells.jsonl`` (one compact line per cell,
-  sorted by path, nothing of the four files left out), and its ``sweep.json`` beside it;
-  returns the number of cells. What a commit keeps of a sweep: no checkpoints, logs or
-  TensorBoard files."""
+  """Pack ``sweep_dir``'s cells into ``<results_dir>/cells.jsonl`` (one line each, by path), with
+  its ``sweep.json``; returns the number of cells."""
   check_sweep_dir(sweep_dir)
   found = read_parts(sweep_dir)
   if found is None:
@@ -146,7 +135,7 @@ def pack(sweep_dir: str, results_dir: str) -> int:
 
 
 def check_sweep_dir(sweep_dir: str) -> None:
-  """Refuse a ``--sweep_dir`` that is not a directory, with one line saying what it is."""
+  """ConfigError unless ``sweep_dir`` is a directory."""
   if not os.path.isdir(sweep_dir):
     what = "is a file" if os.path.exists(sweep_dir) else "does not exist"
     raise errors.ConfigError(f"--sweep_dir={sweep_dir!r} {what}: pass a directory written by "
@@ -178,7 +167,7 @@ def load(sweep_dir: str) -> tuple[dict, list[dict], str]:
 
 
 def legacy_cell(c: dict) -> dict:
-  """A results.json row of a study written before the learning-rate grid (one rate, 'warmup' arms)."""
+  """A row of a results.json predating per-cell files, as a record ('warmup' arms renamed)."""
   rename = {"norm:pre/warmup": "norm:pre/long", "norm:post/warmup": "norm:post/long",
             "norm:pre/no-warmup": "norm:pre/none", "norm:post/no-warmup": "norm:post/none"}
   return {"learning_rate": c.get("overrides", {}).get("train.learning_rate"), "initial_val_loss": None,
@@ -198,11 +187,8 @@ def initial_loss(c: dict) -> float:
 
 
 def diverged(c: dict) -> bool:
-  """Whether a cell diverged: the divergence guard stopped it (a non-finite loss), or it
-  completed with its final validation loss above its loss at initialisation (Wortsman et
-  al. 2023 count a model that ends worse than it started as diverged; ``curves.Run.clipped``
-  scores it at its initial loss). What the report's model count and the post-hoc readings
-  count."""
+  """Stopped by the divergence guard, or ended above its initial loss (as Wortsman et al. 2023
+  count it)."""
   if c["status"] == "diverged":
     return True
   final = c.get("final_val_loss")

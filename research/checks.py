@@ -1,16 +1,8 @@
-"""What is checked of a study before any of its cells trains (``python -m experiments.sweep --dry_run`` and every sweep), each refusal one line that names the fault.
+"""What is checked of a study before any of its cells trains (``--dry_run`` and every sweep), each refusal one line that names the fault.
 
-- ``claim_parameters``: each claim's text-valued parameters against the values its kind's
-  code reads. A kind decides on ``self.predict == "lower"`` and takes every other value as
-  the opposite, so a misspelt ``predict="less"`` would be judged as "higher" without a word;
-  ``quantity="best"`` would be a bare KeyError in the middle of a report. The allowed values
-  are read from the kind's own code (the constants it compares a parameter with, their
-  opposites, the keys of the table it looks a parameter up in, the values its docstring names
-  as ``field="value"``), so a new kind needs no entry here;
-- ``cell_configs``: every cell's run config built as ``experiments.run`` builds it (a
-  misspelt override, ``model.activaton``, or a bad value, ``"SwiGLU"``);
-- ``fresh_seeds``: a confirmatory study's seeds against those an earlier study's grid or
-  committed cells used (``registry.used_seeds``).
+``claim_parameters`` (text parameters against the values the kind's code reads, so a misspelt
+``predict="less"`` is refused, not judged as "higher"), ``cell_configs`` (each run config
+builds), ``fresh_seeds`` (a confirmatory study's seeds unused before).
 """
 
 from __future__ import annotations
@@ -25,7 +17,7 @@ import sys
 from andrea_jax import errors
 from research import kinds
 
-# A decision's direction and its opposite: a kind that tests one takes the other as its else.
+# A kind that tests one direction takes the other as its else.
 OPPOSITES = {"lower": "higher", "higher": "lower", "above": "below", "below": "above",
              "falls": "rises", "rises": "falls"}
 
@@ -45,17 +37,15 @@ def _strings(node: ast.AST) -> set[str]:
 
 @functools.lru_cache(maxsize=None)
 def _class_nodes(path: str) -> dict[str, ast.ClassDef]:
-  """The top-level classes of the module at ``path``, parsed once (``inspect.getsource`` of a
-  class parses its whole module at every call)."""
+  """The top-level classes of the module at ``path``, parsed once (cheaper than ``inspect.getsource``)."""
   with open(path, encoding="utf-8") as f:
     return {n.name: n for n in ast.parse(f.read()).body if isinstance(n, ast.ClassDef)}
 
 
 @functools.lru_cache(maxsize=None)
 def allowed(kind: type, field: str) -> frozenset[str] | None:
-  """The values ``kind``'s code reads ``field`` as (None: it reads it as no fixed set): the
-  strings it compares ``self.<field>`` with, their opposites, and the keys of a module table
-  it indexes with it (``QUANTITIES[self.quantity]``)."""
+  """The values ``kind``'s code reads ``field`` as (None: no fixed set): strings compared with
+  ``self.<field>``, their opposites, and keys of a table it indexes (``QUANTITIES[self.quantity]``)."""
   values: set[str] = set()
   for cls in kind.__mro__:
     if not (isinstance(cls, type) and issubclass(cls, kinds.Claim)):
@@ -96,8 +86,7 @@ def claim_parameters(claim) -> None:
 
 
 def cell_configs(cells, config_of) -> None:
-  """Build every cell's run config (``RunConfig`` of ``config_of(overrides)``, the ConfigDict a
-  group trains: ``registry.group_config``), as ``experiments.run`` does; a refusal names the cell."""
+  """Build every cell's ``RunConfig`` from ``config_of(overrides)``; a refusal names the cell."""
   from andrea_jax import config as config_lib  # pylint: disable=import-outside-toplevel
   seen = set()
   for c in cells:

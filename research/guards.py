@@ -1,19 +1,8 @@
-"""Guards on what a report may say, applied to every study's verdicts after its frozen rules judged them (issue 58).
+"""Guards on what a report may say, applied to every study's verdicts after its frozen rules judged them.
 
-A study's rules (``research/identity.py``) are frozen before its run; these guards are not
-part of them, so a committed study's rules hash is unchanged and its re-judging tests
-(``verdicts_before.json``) check the frozen verdicts as before. The report prints the
-guarded verdict, and where a guard changed one it prints the frozen verdict beside it and
-says that the guard came after the data (exploratory). The guards:
-
-- ``learning``: a claim none of whose models learn (``kinds.model_learns``: completed, not
-  diverged, its final loss below the unigram) among the runs it is judged on (its arms, at its
-  grid point and rate where it names them; a finding at the settings it found) cannot be judged;
-- ``title``: a claim's heading states its threshold or margin (``THRESHOLDS``) where its text does not;
-- ``header``: a study declared confirmatory is reported as exploratory where an input to its
-  headline saw the data (``SAW_DATA`` in its study file, outside ``STUDY``);
-- ``placement``: an estimate with its interval is said to be inside a predicted interval only
-  when its whole interval is, and consistent with the prediction only when it covers it.
+Not part of the rules' identity: a changed verdict is shown beside the frozen one, marked
+exploratory. ``learning`` (no model learns: cannot be judged), ``title`` (states the
+threshold), ``header`` (exploratory when ``SAW_DATA``), ``placement`` (against a prediction).
 """
 
 from __future__ import annotations
@@ -26,23 +15,23 @@ from research import claims
 from research import curves
 from research import kinds
 
-# A claim's fields that state the threshold its rule decides at, and how a title states each.
+# Claim fields holding the rule's threshold, and how a title states each.
 THRESHOLDS = {"margin": "margin {:g}", "bound": "bound {:g}", "factor": "x{:g}", "against": "margin {:g}"}
-# Verdicts a guard leaves as they are: declared before the run, or already not judged.
+# Verdicts a guard leaves as they are.
 KEPT = ("Not powered", kinds.CANNOT_JUDGE)
 AFTER = "a guard added after the data (issue 58), so this verdict is exploratory"
 
 
 def judged_records(claim, data: kinds.Data) -> list:
-  """The records ``claim`` is judged on: its arms' at its grid point (``at``) and rate
-  (``rate``) where it names them; a finding's (``find``) at the point and rates it found."""
+  """The records ``claim`` is judged on: its arms' at its ``at`` point and ``rate`` if named; a
+  finding's at the point and rates it found."""
   at = getattr(claim, "at", ())
   at, rates = (dict(at) if isinstance(at, tuple) else {}), None  # "largest": no single point
   if getattr(claim, "rate", None) is not None:
     rates = {claim.rate}
   if callable(getattr(claim, "find", None)):
     found = claim.find(data)
-    point, settings = found[1], found[2]  # (verdict, the point, the (arm, rate) found, lines)
+    point, settings = found[1], found[2]  # (verdict, point, [(arm, rate)], lines)
     at, rates = {**at, **point}, ({lr for _, lr in settings} or None)
   arms = set(claim.needs())
   out = {id(rec): rec for arm, point, run, rec in data.rows
@@ -52,13 +41,12 @@ def judged_records(claim, data: kinds.Data) -> list:
 
 
 def at_init(claim) -> bool:
-  """Whether the claim reads its models at initialisation (a profile at step 0): no training to learn."""
+  """Whether the claim reads its models at initialisation (step 0)."""
   return "at initialisation" in claim.quantity_text()
 
 
 def learning(claim, data: kinds.Data, verdict: claims.Verdict) -> claims.Verdict:
-  """``verdict``, or cannot be judged where no model it is judged on learns (all diverged, or none
-  left the unigram plateau): a claim about training says nothing of models that do not train."""
+  """``verdict``, or cannot be judged where none of its models learns (``kinds.model_learns``)."""
   if verdict.verdict in KEPT or at_init(claim):
     return verdict
   recs = judged_records(claim, data)
@@ -78,23 +66,20 @@ def _states(title: str, value: float) -> bool:
 
 
 def _threshold(form: str, v: float) -> str:
-  """A threshold as a title states it; a margin on a log scale (log 1.5) also as its factor."""
+  """A threshold as a title states it (a log-scale margin also as its factor)."""
   if len(format(v, "g")) > 6:
     return f"{form.format(float(format(v, '.3g')))} = log {math.exp(v):.3g}"
   return form.format(v)
 
 
 def _in_rule(rule: str, v: float) -> bool:
-  """Whether the rule's text decides at ``v`` (as it prints it, to any of the usual digits)."""
+  """Whether the rule's text states ``v`` (to any of the usual digits)."""
   return not rule or any(_states(rule, float(x)) for x in (f"{v:g}", f"{v:.3f}", f"{v:.3g}", f"{v:.2f}")) \
       or f"log {round(math.exp(v), 2):g}" in rule
 
 
 def title(claim) -> str:
-  """The claim's text, with the threshold or margin its rule decides at where the text omits
-  it: the kind's threshold parameters (``THRESHOLDS``) its rule's text names (a parameter the
-  rule does not use for this claim, as a directed slope's factor, is left out); nothing added
-  when the text states one of them."""
+  """The claim's text, plus the ``THRESHOLDS`` its rule's text names where the claim omits them."""
   rule = claim.rule() if callable(getattr(claim, "rule", None)) else ""
   found = []
   for name, form in THRESHOLDS.items():
@@ -123,8 +108,7 @@ def apply(study, data: kinds.Data, verdicts: list) -> tuple[list, list[tuple[str
 
 
 def header(design: str, saw_data: tuple[str, ...], changed: list) -> str:
-  """The report's design line: exploratory where the study says confirmatory but an input to
-  its headline saw the data (``saw_data``); the verdicts a guard changed named as exploratory."""
+  """The report's design line: confirmatory becomes exploratory with ``saw_data``; guard changes noted."""
   if saw_data and design.strip("*").lower().startswith("confirmatory"):
     design = (f"**Exploratory.** Declared confirmatory, but inputs to its headline saw the data: "
               f"{'; '.join(saw_data)}.")
@@ -135,8 +119,7 @@ def header(design: str, saw_data: tuple[str, ...], changed: list) -> str:
 
 
 def placement(value: float, ci: tuple[float, float], lo: float, hi: float, centre: float) -> str:
-  """Where an estimate ``value`` [``ci``] lies against a prediction ``centre`` [``lo``, ``hi``]:
-  inside only when its whole interval is, consistent only when its interval covers the centre."""
+  """Where an estimate ``value`` [``ci``] lies against a prediction ``centre`` [``lo``, ``hi``]."""
   if ci[1] < lo or ci[0] > hi:
     return "**outside the predicted interval.**"
   if not (lo <= ci[0] and ci[1] <= hi):

@@ -1,21 +1,9 @@
 """The identity of a study's rules: what a sweep records as the rules that will judge it, and what the report says of it.
 
-A study's rules are the top-level definitions (functions, classes, constants) its verdicts
-are computed with: those its ``RULE_ROOTS`` (in its ``rules.py``; ``judge`` and what else
-decides the study, e.g. the rates the sweep adds) reach, transitively, in its rule modules
-(its ``rules.py``, then ``SHARED_MODULES``). Each definition is known by its name and hashed
-by its normalised source: the AST without docstrings and annotations, with references
-through a rule module's alias (``curves.learns``, ``V.learns``) written as the bare name,
-unparsed. So a definition moved to another rule module, or reformatted, or re-documented,
-keeps its digest; one whose code changed does not. ``rules_version`` is the record a sweep
-writes into ``sweep.json``: the digest of every definition with its module, and one hash
-over them all.
-
-``compare`` checks a recorded identity against the rules now, definition by definition:
-unchanged, moved without change, changed, added, removed. A record of the older *file
-form* (a hash of whole files' bytes, ``FILE_FORM_FILES`` or the record's ``files``) is
-rebuilt from git at its recorded commit (``git show COMMIT:path``), checked against its
-hash, and compared the same way. ``rules_lines`` is the report's sentence on it.
+The rules are the top-level definitions the study's roots reach in its rule modules, each
+hashed by its normalised source (no docstrings, annotations or module aliases), so moves and
+re-documentation keep the digest. ``rules_version`` is the sweep.json record, ``compare``
+checks a record against the rules now, ``rules_lines`` is the report's sentence.
 """
 
 from __future__ import annotations
@@ -33,26 +21,21 @@ from research import registry
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The rule modules every study shares, after its own rules.py (repository-relative).
 SHARED_MODULES = ("research/claims.py", "research/curves.py", "research/stats.py")
-# The files a file-form record hashed when it names none (the norm x MLP study's first record).
+# The files a file-form record hashed when it names none.
 FILE_FORM_FILES = ("experiments/verdicts.py", "experiments/stats.py")
 
 
-# A one-file study's definition is hashed with the framework that builds, judges and
-# plans it (research/study.py), its claim kinds and the ladder its grids share, and the
-# rate-recipe check's rules (research/rate_check.py).
+# The framework modules a one-file study's definitions are hashed with.
 FRAMEWORK_MODULES = ("research/study.py", "research/kinds.py", *(f"research/kind_{f}.py" for f in (
     "base", "contrast", "zloss", "drift", "runaway", "choice", "ladder", "norm_mlp", "recipe")), "research/ladder.py",
                      "research/optimum.py", "research/rate_check.py")
-# The claim kinds' modules, split from research/kinds.py, name a definition two modules share
-# (``NAN (research/kinds.py)``) as that one module did.
+# Kind modules key a name two modules share as ``NAN (research/kinds.py)``, keeping old records' keys.
 KIND_MODULES = {p: "research/kinds.py" for p in FRAMEWORK_MODULES if p.startswith("research/kind_")}
-# What a one-file study's identity starts from: its STUDY record and the judging.
 FILE_ROOTS = ("STUDY", "judge", "decide")
 
 
 def study_modules(study: str) -> tuple[str, ...]:
-  """The rule modules of ``study``: its own file (a one-file study, with
-  ``FRAMEWORK_MODULES``) or its rules.py first, then ``SHARED_MODULES``."""
+  """The rule modules of ``study``, its own first."""
   if registry.is_file(study):
     return (f"experiments/studies/{study}.py", *FRAMEWORK_MODULES, *SHARED_MODULES)
   return (f"experiments/studies/{study}/rules.py", *SHARED_MODULES)
@@ -89,10 +72,8 @@ def _strip(node: ast.AST) -> ast.AST:
 
 
 def _parse(text: str) -> ast.Module:
-  """``ast.parse``, tried once more on CPython 3.11's spurious "AST constructor recursion depth
-  mismatch" SystemError (python/cpython#106905: the parser's depth counter is shared by the
-  interpreter's threads, so a parse racing another thread's can trip it; the source is fine and
-  a second parse succeeds). Any other error, or a second one, propagates."""
+  """``ast.parse``, retried once on CPython 3.11's spurious "recursion depth mismatch"
+  SystemError (python/cpython#106905, a thread race)."""
   try:
     return ast.parse(text)
   except SystemError as e:
@@ -105,7 +86,7 @@ def _parse(text: str) -> ast.Module:
 class _Module:
   """One rule module's top-level definitions and how its names reach the other rule modules."""
   path: str
-  units: dict[str, ast.AST]  # name -> its definition (a tuple assignment split per name)
+  units: dict[str, ast.AST]  # name -> definition (tuple assignments split per name)
   aliases: dict[str, str]  # local name -> the rule module it stands for
   imported: dict[str, tuple[str, str]]  # local name -> (rule module, name there)
 
@@ -139,8 +120,7 @@ class _Module:
     return cls(path, units, aliases, imported)
 
   def alias_of(self, name: str) -> tuple[str, str] | None:
-    """``(module, name)`` when ``name`` here only re-exports another rule module's name
-    (``X = V.X``, or ``from ... import X``)."""
+    """``(module, name)`` when ``name`` only re-exports another rule module's (``X = V.X``)."""
     if name in self.imported:
       return self.imported[name]
     node = self.units.get(name)
@@ -150,7 +130,7 @@ class _Module:
     return None
 
   def normalised(self, name: str) -> str:
-    """The definition's source as compared: ``_strip``-ped, module aliases dropped, unparsed."""
+    """The source as hashed: ``_strip``-ped, module aliases dropped, unparsed."""
     node = _strip(copy.deepcopy(self.units[name]))
     for n in ast.walk(node):
       for field, value in ast.iter_fields(n):
@@ -180,9 +160,8 @@ class _Module:
 
 
 def definitions(sources: dict[str, str], roots: Iterable[str]) -> dict[str, tuple[str, str]]:
-  """``{name: (module, digest)}``: the definitions ``roots`` reach in the modules
-  ``sources`` (``{path: text}``, the study's own module first). A name two reached
-  definitions share is keyed ``name (module)``."""
+  """``{name: (module, digest)}`` of what ``roots`` reach in ``sources`` (``{path: text}``, the
+  study's own first); a name two definitions share is keyed ``name (module)``."""
   modules = {p: _Module.parse(p, t, set(sources)) for p, t in sources.items()}
   order = list(sources)
 
@@ -240,9 +219,7 @@ def _git(*args: str) -> str:
 
 
 def rules_version(study: str) -> dict:
-  """What judges ``study`` now, as a sweep records it in sweep.json: the definitions'
-  digests, their hash, and the last commit of the rule modules (with whether they have
-  uncommitted changes)."""
+  """The sweep.json record of ``study``'s rules now: digests, hash, last commit, dirty flag."""
   modules = study_modules(study)
   defs = definitions(_read(modules), study_roots(study))
   try:
@@ -278,9 +255,8 @@ class Comparison:
 
 def recorded_definitions(recorded: dict, roots: Iterable[str],
                          show=None) -> tuple[dict[str, tuple[str, str]] | None, tuple[str, ...], str]:
-  """``(definitions, modules, reason)`` of a record: its own list (definitions form), or
-  rebuilt from git at its commit (file form; ``show(commit, path)`` reads a file there),
-  checked against its hash; ``None`` and the reason when that cannot be done."""
+  """``(definitions, modules, reason)``; a file-form record is rebuilt via ``show(commit, path)``
+  and checked against its hash; definitions None (with the reason) when that fails."""
   if recorded.get("form") == "definitions":
     return ({k: tuple(v) for k, v in recorded["definitions"].items()},
             tuple(recorded.get("modules", ())), "")
@@ -333,9 +309,7 @@ def _names(items, where) -> str:
 
 
 def rules_lines(recorded: dict | None, study: str, show=None) -> list[str]:
-  """The report's line on which rules judged the study: those recorded before the run
-  (unchanged, or moved without change), or what changed since (``show``: as in
-  ``recorded_definitions``)."""
+  """The report's line on which rules judged the study, and what changed since the run."""
   if not recorded:
     now = rules_version(study)
     first, rest = now["modules"][0], len(now["modules"]) - 1
@@ -348,7 +322,7 @@ def rules_lines(recorded: dict | None, study: str, show=None) -> list[str]:
   c = compare(recorded, study, show)
   route = lambda m: f"{m[1]} → {m[2]}" if m[1] != m[2] else m[1]
 
-  def moves(items):  # names while few; past six, how many went each way (a line a reader reads)
+  def moves(items):  # names while few; past six, counts per route
     if len(items) <= 6:
       return _names(items, route)
     counts: dict[str, int] = {}

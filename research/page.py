@@ -1,5 +1,4 @@
-"""What a study's page holds and the figure helpers its kinds draw with: the lowest layer of the report, which the claim kinds and the framework import (``research/report.py`` writes the frame around a page; it imports the post-hoc readings, which import the kinds, so the kinds may not import it).
-"""
+"""What a study's page holds and the kinds' figure helpers: the report's lowest layer, so it must not import the kinds."""
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ class Page:
   method: str  # the paragraph under "## Verdicts": how the claims are judged
   sections: list[str]  # markdown lines after the verdicts (the study's tables, ...)
   plots: list[str | None]  # the PNGs written into ``out`` (None: nothing to draw)
-  results: dict[str, Any]  # results.json's body after the sweep's own fields (dataclasses allowed)
+  results: dict[str, Any]  # results.json's body (dataclasses allowed)
   notes: list[str] = dataclasses.field(default_factory=list)  # lines above "## Verdicts"
   headline: list[str] = dataclasses.field(default_factory=list)  # the answer, under the title
   index_keys: tuple[str, ...] = ("name", "scale", "base_config", "description")  # of sweep.json

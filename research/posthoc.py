@@ -1,21 +1,8 @@
-"""Post-hoc readings of a committed study: exploratory figures from its committed cells, shown beside the frozen verdicts they qualify (issue 45).
+"""Post-hoc readings of a committed study: exploratory figures from its committed cells, shown beside the frozen verdicts they qualify.
 
-A verdict is fixed by the rules committed before the run; a referee may still find that its
-label says more than its own figures do (a "reproduced" whose effect is decisively of the
-wrong sign, an optimum's interval that is parabola geometry, a "not reproduced" outside the
-claim's domain). A post-hoc reading puts the correction next to the label without touching
-the rules: a study file lists its readings in ``POSTHOC``, apart from ``STUDY``, so the rules'
-identity (``research/identity.py``: ``STUDY``, ``judge``, ``decide`` and what they reach) and
-the verdicts stay those fixed before the run. The report (``research/report.py``) renders
-them under ``TITLE`` right after the verdicts, and under each verdict or section a reading
-names, one pointer line (``Reading.pointers``, keyed by the claim's text or the section's
-title). Their figures go to results.json under ``posthoc``.
-
-A reading is a frozen record with ``read(study, data) -> Reading`` (and, if it draws, a
-``plot(study, data, out)`` method). This module is the frame (``Reading``, ``read``, the
-section, the pointers, the results) and ``Note``, a correction in words; the studies' own
-readings live beside them in ``experiments/readings/`` (a reading is no decision rule, so a
-study that brings one adds no code to ``research/``).
+A study lists readings in ``POSTHOC``, outside ``STUDY`` and so outside the rules' identity;
+each has ``read(study, data) -> Reading`` (and optionally ``plot``). The readings themselves
+live in ``experiments/readings/``; this module is the frame and ``Note``.
 """
 
 from __future__ import annotations
@@ -38,8 +25,7 @@ INTRO = ("Computed after the run from the committed cells (`experiments/readings
 
 @dataclasses.dataclass
 class Reading:
-  """What a reading adds: its title, markdown lines, one pointer line per verdict (by claim)
-  or section (by title) it qualifies, and its figures for results.json."""
+  """A reading's output; ``pointers`` are keyed by claim text or section title."""
   title: str
   lines: list[str]
   pointers: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -49,14 +35,12 @@ class Reading:
 
 
 def headlines(readings: list[Reading]) -> list[str]:
-  """The lines the readings put at the top of the report (the answer a reader takes away)."""
+  """The readings' lines for the top of the report."""
   return [line for r in readings for line in (*r.headline, "") if r.headline]
 
 
 def read(name: str, cells: list[dict], out: str | None = None) -> list[Reading]:
-  """Every post-hoc reading of study ``name`` (its ``POSTHOC``) on its cells; none for a
-  study without. With ``out``, a reading that draws (a ``plot(study, data, out)`` method)
-  writes its figure there."""
+  """Study ``name``'s ``POSTHOC`` readings on its cells; with ``out``, drawing readings plot there."""
   readings = registry.posthoc(name)
   if not readings:
     return []
@@ -80,7 +64,7 @@ def section_lines(readings: list[Reading]) -> list[str]:
 
 
 def pointers(readings: list[Reading]) -> dict[str, list[str]]:
-  """Per claim or section title, the pointer lines that go under it."""
+  """Pointer lines per claim or section title."""
   out: dict[str, list[str]] = {}
   for r in readings:
     for key, text in r.pointers.items():
@@ -94,8 +78,7 @@ def results(readings: list[Reading]) -> dict[str, Any]:
 
 
 def effect_text(e: stats.Effect, unit: str = "nats") -> str:
-  """``+0.016 [+0.007, +0.026] nats, p 0.004``: the estimate, its 95 % t interval and the
-  two-sided p that it is zero."""
+  """``+0.016 [+0.007, +0.026] nats, p 0.004``: estimate, 95 % t interval, two-sided p."""
   if not e.defined:
     return f"{e.diff:+.3f} {unit} (no interval)"
   return f"{e.diff:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}] {unit}, p {e.p:.2g}"
@@ -111,8 +94,7 @@ def sign_text(e: stats.Effect, lower: str = "lower", higher: str = "higher") -> 
 
 @dataclasses.dataclass(frozen=True)
 class Note:
-  """A correction in words: ``text`` under ``title``, pointed to from ``claims`` by ``pointer``
-  (the text itself when no shorter pointer is given)."""
+  """A correction in words, pointed to from ``claims`` by ``pointer`` (default: ``text``)."""
   title: str
   text: str
   claims: tuple[str, ...] = ()

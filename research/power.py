@@ -1,27 +1,8 @@
 """Power planning before a run: how many seeds a paired or one-sample t test needs to decide a claim at a given effect, spread and level.
 
-A claim compared by seed is a one-sample t test on the per-seed values (for a paired
-comparison, the per-seed differences), as in ``research/stats.py``. Two kinds of test:
-
-- ``directed``: a two-sided t test at level ``alpha`` of "the mean equals ``bound``" (the
-  rule's claim is that it lies on one side; ``stats``' intervals exclude the bound exactly
-  when this test rejects); the true mean lies ``effect`` away from the bound. Its power is
-  exact from the noncentral t distribution: with ``n`` seeds, ``df = n - 1`` and
-  ``delta = effect / sd * sqrt(n)``, ``P(|T| > t_{1 - alpha/2, df})`` for ``T ~ nct(df, delta)``.
-- ``equivalent``: two one-sided tests (TOST) at level ``alpha`` each, that the mean lies
-  within ``+-margin`` when it truly is ``effect``; power from the noncentral t of each side
-  (``1 - P(T_lo < t) - P(T_hi < t)``, the usual lower bound; exact enough where it matters).
-
-``seeds_needed`` is the smallest ``n`` (at least 2) whose power reaches the target. The level
-is the one the claim is tested at after the study's multiplicity correction: under Holm over
-a family of ``m`` tests the first-ranked test is held to ``alpha / m``, so planning every
-claim at ``alpha / m`` guarantees its power whatever its rank. This module is planning only;
-no verdict is computed here.
-
-A study's plan (``experiments/studies/<name>/plan.py``) lists its claims as ``ClaimPlan``
-records with a per-seed spread each; ``admit`` sizes every claim and admits them cheapest
-first while the union of the groups they need fits the budget, the family shrinking to the
-admitted claims until nothing changes. The rest are **not powered**, declared before the run.
+Tests as in ``research/stats.py``: ``directed`` (two-sided, exact noncentral-t power) or
+``equivalent`` (TOST within ``+-margin``). Claims are planned at ``alpha / m``, Holm's
+strictest level, so power holds at any rank. ``admit`` fits claims to a budget.
 """
 
 from __future__ import annotations
@@ -36,8 +17,7 @@ MAX_SEEDS = 200
 
 
 def power_directed(n: int, effect: float, sd: float, alpha: float = 0.05) -> float:
-  """Power of the two-sided one-sample t test at ``alpha`` with ``n`` seeds, true mean
-  ``effect`` away from the tested value, per-seed standard deviation ``sd``."""
+  """Power of the two-sided one-sample t test, true mean ``effect`` from the tested value."""
   if n < 2:
     return 0.0
   df = n - 1
@@ -48,8 +28,7 @@ def power_directed(n: int, effect: float, sd: float, alpha: float = 0.05) -> flo
 
 
 def power_equivalent(n: int, effect: float, margin: float, sd: float, alpha: float = 0.05) -> float:
-  """Power of TOST at ``alpha`` (each side) that the mean lies within ``+-margin``, when it
-  truly is ``effect`` (|effect| < margin), with ``n`` seeds of spread ``sd``."""
+  """Power of TOST (``alpha`` each side) within ``+-margin`` when the true mean is ``effect``."""
   if n < 2 or abs(effect) >= margin:
     return 0.0
   df = n - 1
@@ -64,20 +43,19 @@ def power_equivalent(n: int, effect: float, margin: float, sd: float, alpha: flo
 
 def seeds_needed(effect: float, sd: float, alpha: float = 0.05, power: float = 0.8,
                  margin: float | None = None) -> int | None:
-  """The fewest seeds (>= 2) that reach ``power``: the directed test when ``margin`` is
-  None, else TOST within ``margin``. None when no number up to ``MAX_SEEDS`` does."""
+  """The fewest seeds (>= 2) reaching ``power`` (directed, or TOST with ``margin``); None past ``MAX_SEEDS``."""
   if not (sd > 0 and math.isfinite(sd)):
     return 2 if (margin is None and effect) or (margin is not None and abs(effect) < margin) else None
   f = ((lambda n: power_directed(n, effect, sd, alpha)) if margin is None
        else (lambda n: power_equivalent(n, effect, margin, sd, alpha)))
-  for n in range(2, MAX_SEEDS + 1):  # the exact iteration: the first n that reaches it
+  for n in range(2, MAX_SEEDS + 1):
     if f(n) >= power:
       return n
   return None
 
 
 def sd_of(values) -> float:
-  """The per-seed standard deviation (ddof = 1) of finite values; nan for fewer than two."""
+  """Standard deviation (ddof 1) of the finite values; nan for fewer than two."""
   x = [float(v) for v in values if v is not None and math.isfinite(v)]
   if len(x) < 2:
     return float("nan")
@@ -86,30 +64,28 @@ def sd_of(values) -> float:
 
 
 def upper_sd(sd: float, n: int, level: float = 0.8) -> float:
-  """The one-sided ``level`` upper confidence bound of a standard deviation from ``n`` values
-  (chi-squared): how much larger the spread could be than a few seeds said."""
+  """The one-sided ``level`` upper confidence bound (chi-squared) of an sd from ``n`` values."""
   df = n - 1
   return sd * math.sqrt(df / sps.chi2.ppf(1 - level, df)) if df > 0 else float("nan")
 
 
 @dataclasses.dataclass(frozen=True)
 class ClaimPlan:
-  """One claim as a plan sees it: the per-seed quantity its test is on, the test, the effect
-  it is sized for and where that comes from, and the sweep groups it needs."""
+  """One claim as a plan sees it."""
   key: str
   claim: str
   quantity: str  # the per-seed value its test is on
   test: str  # "directed" (the mean lies beyond a bound) or "equivalent" (within +-margin)
-  effect: float  # the planned true distance from the bound (directed) or true mean (equivalent)
+  effect: float  # true distance from the bound (directed) or true mean (equivalent)
   margin: float | None  # equivalence margin
   source: str  # where the effect (or margin) comes from
   arms: tuple[str, ...]  # the sweep groups it needs
-  power: float | None = None  # its own power target (else the plan's), e.g. per part of a test over parts
+  power: float | None = None  # its own power target (else the plan's)
 
 
 @dataclasses.dataclass(frozen=True)
 class Spread:
-  """A claim's planned per-seed standard deviation, from how many seeds, and their mean."""
+  """A claim's planned per-seed sd, from ``n`` seeds, and their mean."""
   sd: float
   n: int
   mean: float = float("nan")
@@ -143,15 +119,8 @@ class Planned:
 def admit(claims: Sequence[ClaimPlan], spreads: Mapping[str, Spread],
           per_seed: Mapping[str, float], budget: float, min_seeds: int, power: float = 0.8,
           alpha: float = 0.05) -> tuple[list[Planned], dict[str, int], float, int]:
-  """``(planned claims, seeds per group, each claim's level, family size)``.
-
-  Each claim's seeds at ``alpha / family`` (Holm's first-ranked level) for its power target
-  (at least ``min_seeds``), its cost the groups it needs at ``per_seed`` minutes each;
-  admitted cheapest first while the union of the groups (each at the most seeds a claim asks
-  of it) fits ``budget`` minutes; the family shrinks to the admitted claims and everything is
-  recomputed until nothing changes. Only claims still in the family are admitted, so the
-  family never grows back (a claim dropped at a strict level is not readmitted at a looser
-  one, where the two could alternate for ever)."""
+  """``(planned, seeds per group, level, family size)``: claims at ``alpha / family`` admitted
+  cheapest first within ``budget`` minutes; the family shrinks (never grows) until stable."""
   family = [p.key for p in claims]
   while True:
     level = alpha / len(family)
@@ -166,7 +135,7 @@ def admit(claims: Sequence[ClaimPlan], spreads: Mapping[str, Spread],
       planned.append(Planned(p, sp.sd, sp.n, seeds, need(upper_sd(sp.sd, sp.n)), minutes))
     group_seeds: dict[str, int] = {}
     for c in sorted(planned, key=lambda c: c.minutes):
-      if c.seeds is None or c.plan.key not in family:  # the family only shrinks: it ends
+      if c.seeds is None or c.plan.key not in family:
         continue
       trial = dict(group_seeds)
       for a in c.plan.arms:
@@ -181,9 +150,8 @@ def admit(claims: Sequence[ClaimPlan], spreads: Mapping[str, Spread],
 
 def table_lines(claims: Sequence[Planned], seeds: Mapping[str, int], minutes: Mapping[str, float],
                 budget: float, sd_label: str) -> list[str]:
-  """A plan's markdown after its method paragraph: the table per claim (``sd_label`` names
-  where the spreads come from), the planned effects' sources, the seeds per group with their
-  minutes, and the claims declared not powered."""
+  """A plan's markdown: claims table (``sd_label``: the spreads' source), effect sources, seeds
+  per group, and the claims not powered."""
   total = sum(minutes.values())
   not_powered = [c.plan.key for c in claims if not c.powered]
   return ["| claim | per-seed SD (" + sd_label + ") | planned effect | seeds needed (SD upper) | "

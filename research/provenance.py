@@ -1,8 +1,4 @@
-"""Where a result came from: the commit that produced it and whether the tree was clean.
-
-Every cell of a study (``research/runner.py``) and every benchmark record carries it, so a
-figure is always traceable to the code that made it.
-"""
+"""Where a result came from: the commit that produced it and whether the tree was clean."""
 
 from __future__ import annotations
 
@@ -13,9 +9,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def code_version(root: str = ROOT) -> dict:
-  """The code that trains: the commit checked out (``git rev-parse HEAD``) and whether the
-  tree was clean (``git status --porcelain`` empty: no tracked change, no untracked file
-  that is not ignored); ``None`` for each where git cannot tell."""
+  """``{"commit", "clean"}``: HEAD and whether ``git status --porcelain`` is empty; None where git fails."""
   run = lambda *a: subprocess.run(["git", *a], cwd=root, capture_output=True, text=True,
                                   check=True, timeout=20).stdout
   try:
@@ -25,7 +19,6 @@ def code_version(root: str = ROOT) -> dict:
 
 
 def in_history(commit: str, root: str = ROOT) -> bool:
-  """Whether ``commit`` is a commit of this repository's history."""
   try:
     subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=root, check=True,
                    capture_output=True, timeout=10)
@@ -35,8 +28,7 @@ def in_history(commit: str, root: str = ROOT) -> bool:
 
 
 def code_lines(cells: list[dict]) -> list[str]:
-  """A report's section on which code trained the cells: each commit, how many cells,
-  whether the tree was clean, whether the commit is in the repository's history."""
+  """The report section on which commits trained the cells."""
   seen: dict[tuple, int] = {}
   for c in cells:
     code = c.get("code") or {}

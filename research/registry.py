@@ -1,11 +1,7 @@
-"""Where the studies are: finding a study's definition by name, the study that judges a sweep,
-the seeds earlier studies used, and a group's config built from its base config by name.
+"""Where the studies are: a study's definition by name, the study that judges a sweep, used seeds, group configs.
 
-A study is defined under ``experiments/studies/<name>/`` (what it trains, ``grid.py``; its
-claims, ``rules.py``; its report page, ``report.py``). ``python -m experiments.sweep
---sweep=<name>`` runs its sweep; ``python -m experiments.report`` gives a sweep the report
-of the study that judges it (``study_of``). This is the one module of the research framework
-that reaches into ``experiments/`` (its studies and its configs, by name)."""
+A study is ``experiments/studies/<name>.py`` (``STUDY``) or a package there (``grid.py``,
+``rules.py``, ``report.py``). The one framework module that reaches into ``experiments/``."""
 
 from __future__ import annotations
 
@@ -18,24 +14,20 @@ from andrea_jax.files import read_json
 from research import cells as cells_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Where the studies are defined (a package each, for now), where their data are committed
-# (results/<study>-<scale>/: cells.jsonl, sweep.json, results.json) and their reports
-# (docs/studies/<study>-<scale>/: REPORT.md and its plots).
+# Study definitions, and committed data (results/<study>-<scale>/).
 HERE = os.path.join(ROOT, "experiments", "studies")
 RESULTS = os.path.join(ROOT, "results")
-# The study that judges a sweep naming none of its own: the records of the first study
-# (a results.json without sweep.json) are the norm x MLP study's.
+# The study judging a sweep that names none (the first study's records predate sweep.json).
 DEFAULT = "norm_mlp"
 
 
 def is_file(name: str) -> bool:
-  """Whether ``name`` is a study of one file, ``experiments/studies/<name>.py`` (``STUDY``)."""
+  """Whether ``name`` is a one-file study, ``experiments/studies/<name>.py``."""
   return bool(name) and os.path.exists(os.path.join(HERE, f"{name}.py"))
 
 
 def study(name: str):
-  """The ``research.study.Study`` that ``experiments/studies/<name>.py`` defines, its claims'
-  parameters checked (``research.checks.claim_parameters``)."""
+  """The ``Study`` that ``experiments/studies/<name>.py`` defines, its claims' parameters checked."""
   from research import checks  # pylint: disable=import-outside-toplevel
   defined = importlib.import_module(f"experiments.studies.{name}").STUDY
   for claim in defined.claims:
@@ -54,7 +46,7 @@ def names() -> list[str]:
 
 
 def grid(name: str):
-  """The module of ``name``'s sweep definition (``get_sweep(scale)``); unknown names are an error."""
+  """The module of ``name``'s ``grid.py`` (``get_sweep(scale)``); ConfigError if unknown."""
   if not os.path.exists(os.path.join(HERE, name, "grid.py")):
     raise errors.ConfigError(f"--sweep={name!r}: no study experiments/studies/{name}.py or "
                              f"experiments/studies/{name}/grid.py; studies: {', '.join(names())}")
@@ -62,25 +54,22 @@ def grid(name: str):
 
 
 def load(name: str, scale: str):
-  """``name``'s sweep (a ``research.sweep.Sweep``) at ``scale``."""
   return study(name).sweep(scale) if is_file(name) else grid(name).get_sweep(scale)
 
 
 def is_smoke(name: str, scale: str) -> bool:
-  """Whether ``name``'s ``scale`` trains toy models that prove the pipeline (a one-file
-  study's ``Grid.smoke``; a grid.py's scale named ``smoke``)."""
+  """Whether ``name``'s ``scale`` trains toy models (``Grid.smoke``, or a scale named ``smoke``)."""
   return study(name).scales[scale].smoke if is_file(name) else scale == "smoke"
 
 
 def scales(name: str) -> list[str]:
-  """The scales ``name`` defines."""
   if is_file(name):
     return list(study(name).scales)
   return list(getattr(grid(name), "SCALES", {"cpu": None}))
 
 
 def plan_lines(name: str, scale: str) -> list[str]:
-  """The study's power plan at ``scale`` (what ``--dry_run`` prints after the groups)."""
+  """The study's power plan at ``scale`` (printed by ``--dry_run``)."""
   if is_file(name):
     return study(name).plan_lines(scale)
   module = grid(name)
@@ -94,8 +83,7 @@ def judges(name: str) -> bool:
 
 
 def study_of(index: dict) -> str:
-  """The study that reports a sweep from its sweep.json (``index``): the one it recorded,
-  else the one its name is, else ``DEFAULT``."""
+  """The study that reports a sweep (``index``: sweep.json): recorded, else by name, else ``DEFAULT``."""
   for name in (index.get("study"), index.get("name")):
     if name and judges(name):
       return name
@@ -103,8 +91,7 @@ def study_of(index: dict) -> str:
 
 
 def design(name: str) -> str:
-  """The line a study's report opens with on how its rules relate to its data
-  (``DESIGN`` in its package: exploratory, confirmatory); empty when it states none."""
+  """The study's design line (exploratory or confirmatory); empty when it states none."""
   if is_file(name):
     return f"**{study(name).design}**"
   try:
@@ -114,17 +101,15 @@ def design(name: str) -> str:
 
 
 def saw_data(name: str) -> tuple[str, ...]:
-  """The inputs to ``name``'s headline that saw its data (``SAW_DATA`` in its study file, outside
-  ``STUDY`` and so its rules' identity: seeds trained before, an estimator written after a run):
-  its report is then exploratory whatever its design says (``research.guards.header``)."""
+  """``SAW_DATA`` in the study file (outside ``STUDY``): inputs that saw the data, which make the
+  report exploratory whatever its design (``guards.header``)."""
   if not is_file(name):
     return ()
   return tuple(getattr(importlib.import_module(f"experiments.studies.{name}"), "SAW_DATA", ()))
 
 
 def limits(name: str) -> tuple[str, ...]:
-  """What limits the reading of ``name``'s verdicts, in its author's words (``LIMITS`` in its
-  study file, outside ``STUDY``: the report's limitations list gives them first)."""
+  """``LIMITS`` in the study file (outside ``STUDY``): its author's stated limitations."""
   if not is_file(name):
     return ()
   return tuple(getattr(importlib.import_module(f"experiments.studies.{name}"), "LIMITS", ()))
@@ -136,35 +121,29 @@ def rules(name: str):
 
 
 def report(name: str):
-  """What writes ``name``'s report page (``page(index, cells, out)``): its ``STUDY``, or
-  its package's report.py."""
+  """What has ``page(index, cells, out)``: its ``STUDY``, or its package's report.py."""
   if is_file(name):
     return study(name)
   return importlib.import_module(f"experiments.studies.{name}.report")
 
 
 def posthoc(name: str) -> tuple:
-  """``name``'s post-hoc readings (``POSTHOC`` in its study file, apart from ``STUDY`` and so
-  outside its rules' identity; ``research/posthoc.py``); none for a study that has none."""
+  """``POSTHOC`` in the study file (outside ``STUDY``): its post-hoc readings."""
   if not is_file(name):
     return ()
   return tuple(getattr(importlib.import_module(f"experiments.studies.{name}"), "POSTHOC", ()))
 
 
 def group_config(base_config: str, overrides: dict):
-  """``experiments/configs/<base_config>.py``'s config with ``overrides`` applied: what a
-  group's subprocess trains (``runner.run_group``)."""
+  """``experiments/configs/<base_config>.py``'s config with ``overrides`` applied."""
   from experiments.configs import common  # pylint: disable=import-outside-toplevel
   module = importlib.import_module(f"experiments.configs.{base_config}")
   return common.apply_overrides(module.get_config(), overrides)
 
 
 def used_seeds(but: str, results: str = RESULTS) -> set[int]:
-  """Every seed (a cell's seed, ``train.seed``, ``data.shuffle_seed``) that another study's
-  grid trains at any of its scales but a smoke scale (``is_smoke``: toy models whose verdicts
-  mean nothing; a smoke scale may reuse its study's seeds) or that a committed cell under
-  ``results`` used, study ``but``'s own grid and committed results (``<but>-*``) apart: what
-  a confirmatory study's seeds are checked against before it runs."""
+  """Every seed (cell seed, ``train.seed``, ``data.shuffle_seed``) other studies' non-smoke grids
+  train or committed cells under ``results`` used, study ``but``'s own apart."""
   seen = set()
   for name in names():
     if name == but:

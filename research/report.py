@@ -1,19 +1,9 @@
-"""The report skeleton every study fills: REPORT.md's frame, results.json, the rules line, the packing of the cells, the measured time and the figure helpers.
+"""The report frame every study fills: REPORT.md, results.json, the rules line, packing, measured time.
 
-A study's ``report.py`` has ``page(index, cells, out) -> Page``: its verdicts, the method
-paragraph above them, its own sections (tables, predictions), the figures it drew into
-``out`` and the numbers for ``results.json``. ``write_report`` reads the sweep
-(``cells.load``), asks the study for its page and writes the frame around it, the same for
-every study: the title, the study's design line (exploratory or confirmatory, ``registry.design``),
-the commands that produced and regenerate it, where it was read
-from, the sweep's description, the models (how many diverged: ``cells.diverged``) and the
-measured time, the verdicts with the rules line (``identity.rules_lines``), the study's
-post-hoc readings where it has any (``research/posthoc.py``: exploratory, outside the frozen
-rules, with a pointer under each verdict or section they qualify), then the study's sections
-and the plots. A committed
-study's report and plots are in ``docs/studies/<study>-<scale>/`` (prose and figures a
-reader opens), its data (``cells.jsonl``, ``sweep.json``, ``results.json``) in
-``results/<study>-<scale>/``.
+A study's ``page(index, cells, out) -> Page`` (``research/page.py``) goes into the same frame
+for every study (``write_report``), with guards (``research/guards.py``) and post-hoc readings
+(``research/posthoc.py``). Committed reports live in ``docs/studies/<study>-<scale>/``, their
+data in ``results/<study>-<scale>/``.
 """
 
 from __future__ import annotations
@@ -35,8 +25,7 @@ from research.page import Page, figure, interval_text, save  # noqa: F401  (the 
 
 
 def diverged_text(cells: list[dict]) -> str:
-  """``60 models, 30 diverged (...).``: diverged as ``cells.diverged`` counts it, and, where
-  they differ, how many the divergence guard stopped."""
+  """``60 models, 30 diverged (...).`` per ``cells.diverged``, plus the guard's count where it differs."""
   n, guard = sum(map(cells_lib.diverged, cells)), sum(c["status"] == "diverged" for c in cells)
   return (f"{len(cells)} models, {n} diverged" + (
       f" ({n - guard} completed with a final loss above their loss at initialisation; the "
@@ -44,7 +33,7 @@ def diverged_text(cells: list[dict]) -> str:
 
 
 def measured_time(cells: list[dict]) -> str:
-  """What the study cost: the wall time of each program (a vmapped group, or a single run)."""
+  """The summed wall time of each program (a vmapped group, or a single run)."""
   programs: dict[str, float] = {}
   for c in cells:
     key = c.get("group") or c["name"]
@@ -57,13 +46,8 @@ def measured_time(cells: list[dict]) -> str:
 
 def write_report(study: str, sweep_dir: str, out: str | None = None, command: str = "",
                  pack: str | None = None) -> str:
-  """REPORT.md and the plots of a sweep into ``out`` (default: ``sweep_dir``), with ``study``'s
-  page (``experiments/studies/<study>/report.py``) in the frame, and results.json beside
-  the data; returns REPORT.md's path. With ``pack`` (a study's ``results/<study>-<scale>``),
-  the sweep's cells are packed there first (``cells.pack``) and the report read from there:
-  only what will be committed. Without ``command``, the one results.json recorded is kept,
-  so the regenerate line rebuilds the same REPORT.md. Reading a committed study's cells.jsonl
-  it writes nothing beside them (``writes_results``) unless ``pack`` is that directory."""
+  """Write REPORT.md and plots into ``out`` (default ``sweep_dir``); returns its path. ``pack``:
+  pack the cells there first and report from there; no ``command``: keep the recorded one."""
   purpose = "for REPORT.md and its plots"
   if out:  # before anything is packed
     check_directory(out, "--out", purpose)
@@ -79,7 +63,7 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   make_directory(out, "--out", purpose)
   page = registry.report(study).page(index, cells, out)
   frozen, changed, titles, sources = page.verdicts, [], {}, {}
-  if registry.is_file(study):  # the guards on what a report may say (research/guards.py)
+  if registry.is_file(study):
     rules_of = registry.study(study)
     sources = {c.claim: c.source for c in rules_of.claims if getattr(c, "source", "")}
     page.verdicts, changed = guards.apply(rules_of, rules_of.data(cells), frozen)
@@ -106,7 +90,7 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
                 if verdict.claim in sources else []),
               *[line for note in notes.get(verdict.claim, []) for line in (note, "")]]
   lines += posthoc.section_lines(readings)
-  for line in page.sections:  # a reading's pointer under the section title it names
+  for line in page.sections:  # a reading's pointer under the section it names
     lines += [line, *[x for note in notes.get(line.removeprefix("## "), []) for x in ("", note)]]
   lines += ["## Plots", "", *[f"![{p}]({p})" for p in page.plots if p]]
   if readings:
@@ -130,15 +114,13 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
 
 def opening(study: str, index: dict, cells: list[dict], design: str, headline: list[str], page: Page,
             titles: dict, changed: list, qualified: list[tuple[str, str]] = ()) -> list[str]:
-  """What a reader reads first: the question as the title, an abstract (the design in a word,
-  the answer, what was tested), one table of the claims (with its threshold, the estimate and
-  its interval, the verdict), the main figure and the limitations; the rest is the appendix."""
+  """The front matter: title, abstract, claims table, main figure, limitations."""
   question = registry.study(study).question if registry.is_file(study) else ""
   name = index["name"]
   head = [f"# {title_of(question) or f'Sweep `{name}`'}", "",
           f"Study `{index['name']}` at scale `{index['scale']}`, {design_word(design)}: "
           f"{len(page.verdicts)} claims judged on {diverged_text(cells)[:-1]}.", ""]
-  if headline or page.headline:  # a reading's headline, or the study's own answer (rate_check.Answer)
+  if headline or page.headline:
     head += [*page.headline, *headline]
   else:
     head += [answer(page.verdicts, titles), ""]
@@ -154,7 +136,7 @@ def opening(study: str, index: dict, cells: list[dict], design: str, headline: l
 
 
 def estimate_text(v) -> str:
-  """A verdict's estimate as the claims table prints it: ``+0.875 nats [+0.721, +1.029]``."""
+  """E.g. ``+0.875 nats [+0.721, +1.029]``."""
   if v.effect is None:
     return "—"
   estimate = v.effect.text().replace("[95 % CI ", "[").split(";")[0]
@@ -162,9 +144,7 @@ def estimate_text(v) -> str:
 
 
 def answer(verdicts: list, titles: dict, most: int = 3) -> str:
-  """The abstract's answer: the claims the data decided, each with its estimate and interval
-  (at most ``most``, reproduced first; a finding or a choice with its first line, which says
-  what was found or chosen), then how many the data left undecided."""
+  """The abstract's answer: up to ``most`` decided claims (reproduced first), then counts of the rest."""
   order = (claims.REPRODUCED, claims.NOT_REPRODUCED, "Found", "Chosen")
   decided = sorted((v for v in verdicts if v.verdict in order), key=lambda v: order.index(v.verdict))
   said = [f"{titles.get(v.claim, v.claim)}: " + (
@@ -178,8 +158,7 @@ def answer(verdicts: list, titles: dict, most: int = 3) -> str:
 
 
 def title_of(question: str, most: int = 298) -> str:
-  """A report's title: its question, or where that runs past ``most`` characters its first
-  clause (to the first "?" or ":"); the whole question opens the appendix's description."""
+  """The question, or past ``most`` characters its first clause (to the first "?" or ":")."""
   if len(question) <= most:
     return question
   cut = min((i for i in (question.find("?"), question.find(":")) if i > 0), default=-1)
@@ -187,15 +166,14 @@ def title_of(question: str, most: int = 298) -> str:
 
 
 def design_word(design: str) -> str:
-  """The design in a word: exploratory or confirmatory (as the guarded header says)."""
+  """Exploratory or confirmatory."""
   first = design.strip("*").split(".", 1)[0].split(":", 1)[0].strip("* ").lower()
   return first.split()[0] if first else "design not stated"
 
 
 def limitations(cells: list[dict], page: Page, changed: list, design: str,
                 stated: tuple[str, ...] = ()) -> list[str]:
-  """The short list every report gives: what limits the reading of its verdicts, the study's
-  own ``stated`` limits first."""
+  """The limitations list, the study's ``stated`` ones first."""
   out = [f"- {text}" for text in stated]
   n = sum(map(cells_lib.diverged, cells))
   if n:
@@ -212,16 +190,14 @@ def limitations(cells: list[dict], page: Page, changed: list, design: str,
   return out or ["- None stated beyond the appendix."]
 
 
-# A prose line longer than this is wrapped (markdown joins the lines of a paragraph).
+# Prose lines longer than this are wrapped.
 WIDTH = 280
-# Words a wrapped line may not start with: markdown would read a list, a heading or a quote.
+# Words a wrapped line may not start with (markdown would read a list, heading or quote).
 OPENERS = re.compile(r"[-+*]|#+|>.*|\d+[.)]|=+")
 
 
 def wrapped(lines: list[str]) -> list[str]:
-  """Every prose line at most ``WIDTH`` characters: a paragraph, a list item or a quote wrapped
-  at spaces (its continuation indented or quoted, never opening with a markdown marker);
-  headings, tables, code and figures kept as they are."""
+  """Prose lines wrapped at ``WIDTH``; headings, tables, code and figures kept as they are."""
   out, code = [], False
   for line in lines:
     if line.startswith("```"):
@@ -247,36 +223,30 @@ def _same(a: str, b: str) -> bool:
 
 
 def shown_path(path: str) -> str:
-  """A path as a report prints it: relative to the repository where it lies inside it, so the
-  printed command runs from any checkout (``results/<study>``, not this machine's path)."""
+  """Relative to the repository when inside it, so printed commands run from any checkout."""
   rel = os.path.relpath(os.path.abspath(path), identity.ROOT)
   return path if rel.startswith("..") else rel
 
 
 def training_commands(command: str) -> str:
-  """What trained a study's cells, of the command recorded in results.json: its parts other
-  than the report (whose packing read a sweep directory that is not in the repository; the
-  regenerate line beside it is the report command to run)."""
+  """The recorded command without its ``experiments.report`` parts."""
   return " && ".join(c for c in command.split(" && ") if c and "experiments.report" not in c)
 
 
 def writes_results(source: str, sweep_dir: str, pack: str | None) -> bool:
-  """Whether a report writes results.json beside its data: for a sweep's per-cell files, or
-  when asked to (``--pack``; ``--pack`` equal to ``--sweep_dir`` rewrites a committed study's
-  results.json from its cells.jsonl). Never otherwise for committed cells: a report reads
-  ``results/`` and writes only under ``--out``. An older study's results.json is its data."""
+  """Whether to write results.json beside the data: for per-cell files or with ``pack``; never
+  for committed (packed) cells otherwise, nor for a legacy results.json (it is the data)."""
   if source == cells_lib.LEGACY:
     return False
   return bool(pack) or not source.endswith(cells_lib.PACKED)
 
 
-# Significant digits a results.json float keeps: past every printed figure, short of the
-# last digits that differ between CPUs, so that another machine writes the same bytes.
+# Digits kept in results.json: past printed figures, short of CPU-dependent ones (same bytes anywhere).
 DIGITS = 7
 
 
 def rounded(x):
-  """``x`` with every float rounded to ``DIGITS`` significant digits (NaN and inf kept)."""
+  """Floats rounded to ``DIGITS`` significant digits, recursively (NaN and inf kept)."""
   if isinstance(x, float):
     return float(f"{x:.{DIGITS}g}") if math.isfinite(x) else x
   if isinstance(x, dict):
@@ -286,8 +256,7 @@ def rounded(x):
   return x
 
 
-# The verdicts a study's earlier rules gave its committed cells, kept when the study is
-# re-expressed in other code (``{"commit", "rules", "verdicts": [{claim, verdict, effect}]}``).
+# Verdicts the earlier rules gave the committed cells, kept across a re-expression.
 BEFORE = "verdicts_before.json"
 
 
@@ -299,18 +268,15 @@ def read_json_file(path: str):
 
 
 def _figures(v) -> tuple:
-  """A verdict as compared across a re-expression: its claim, verdict and effect to the
-  printed digits (3 decimals)."""
+  """(claim, verdict, effect to 3 decimals), for comparison across a re-expression."""
   e = v["effect"] if isinstance(v, dict) else (dataclasses.asdict(v.effect) if v.effect else None)
   claim, verdict = (v["claim"], v["verdict"]) if isinstance(v, dict) else (v.claim, v.verdict)
   return claim, verdict, None if not e else tuple(round(e[k], 3) for k in ("diff", "lo", "hi"))
 
 
 def record_verdicts(study: str, index: dict, verdicts: list, where: str) -> str | None:
-  """``verdicts_before.json`` beside a packed study's cells, once: the verdicts and effects its
-  rules (the sweep's recorded commit, the study file there; written only while the rules now
-  are those) gave, against which a later
-  re-expression of those rules is checked (``reexpressed``). An existing record is kept."""
+  """Write ``verdicts_before.json`` once (an existing one is kept), for ``reexpressed`` to check
+  later re-expressions of the rules against; returns its path, or None."""
   path = os.path.join(where, BEFORE)
   if os.path.exists(path):
     return None
@@ -325,12 +291,9 @@ def record_verdicts(study: str, index: dict, verdicts: list, where: str) -> str 
 
 def reexpressed(before: dict | None, verdicts: list, rules_lines: list[str],
                 recorded: dict | None = None) -> list[str]:
-  """The rules line of a study re-expressed since its run: where its verdicts and figures
-  on the committed cells are those its earlier rules gave (``before``), it says so; where
-  they differ, the usual "rules changed" line and each difference. Without ``before``, or
-  when the rules did not change, ``rules_lines`` as they are. ``recorded``: the rules the
-  run recorded (sweep.json); where they are not the ones that judged the cells before the
-  re-expression (rules revised after the run), the line says so."""
+  """The rules line for a study re-expressed since its run: same verdicts as ``before``, or
+  each difference; ``rules_lines`` unchanged without ``before`` or if the rules did not change.
+  ``recorded``: the run's rules (sweep.json), to flag rules revised after the data."""
   if not before or "re-judged" not in " ".join(rules_lines):
     return rules_lines
   old, now = [_figures(v) for v in before["verdicts"]], [_figures(v) for v in verdicts]
@@ -353,8 +316,7 @@ def reexpressed(before: dict | None, verdicts: list, rules_lines: list[str],
 
 
 def rules_line(sweep_dir: str, index: dict, study: str, verdicts: list) -> list[str]:
-  """The report's line on the rules that judged a study's cells in ``sweep_dir``: those recorded
-  before the run, or a re-expression of them that gives the same ``verdicts``, or what changed."""
+  """The rules line for the cells in ``sweep_dir`` (see ``identity.rules_lines``, ``reexpressed``)."""
   return reexpressed(read_json_file(os.path.join(sweep_dir, BEFORE)), verdicts,
                      identity.rules_lines(index.get("rules"), study), index.get("rules"))
 
@@ -371,13 +333,12 @@ def _plain(x):
 
 
 def produced_by(data_dir: str) -> str:
-  """The command that produced a study's data, as its last report recorded it (results.json)."""
+  """The command recorded in results.json as having produced the data."""
   return (read_json(os.path.join(data_dir, "results.json")) or {}).get("produced_by") or ""
 
 
 def write_results(index: dict, cells: list[dict], page: Page, out: str, command: str = "") -> str:
-  """``results.json``: the numbers behind the report, beside the cells (the notebooks read it),
-  and the command that produced the data (``produced_by``)."""
+  """``results.json``: the report's numbers, the cells and ``produced_by``."""
   path = os.path.join(out, "results.json")
   body = rounded({k: index.get(k) for k in page.index_keys} | ({"produced_by": command} if command else {})
                  | _plain(page.results) | {"cells": cells})

@@ -1,20 +1,8 @@
-"""Running a study's sweep: its cells as jobs, each in a subprocess, resumable, with the code that trained each cell recorded.
+"""Running a study's sweep (``python -m experiments.sweep``): its cells as resumable subprocess jobs, each cell's training code recorded.
 
-A *group* (cells of one shape that differ only in learning rate and seed) is one vmapped
-program of many models (``andrea_jax/multi.py``, in ``<workdir>/<group>/<member>/``); a cell
-without a group is an ordinary ``python -m experiments.run`` in ``<workdir>/<cell>/``. Every
-cell directory gets a ``cell.json`` (its name, arms, seed, overrides and the commit that
-trains it) next to the run's ``summary.json``, ``metrics.jsonl`` and ``diagnostics.jsonl``:
-what ``research.cells`` reads. The command is ``python -m experiments.sweep``.
-
-A job whose cells all say completed or diverged is skipped, an interrupted one resumes from
-its checkpoint. Diverged and failed cells are recorded and the sweep goes on.
-
-SIGINT or SIGTERM to the sweep (Ctrl-C, ``kill``) is passed on to each running job
-(``Jobs``), which saves a checkpoint and stops; no new job starts, and the sweep says how to
-resume. Each job runs in its own process group, so a terminal's Ctrl-C reaches it once,
-through the sweep (a second signal ends a run at once, losing what it trained since its last
-checkpoint: ``andrea_jax/signals.py``).
+A group is one vmapped program (``andrea_jax/multi.py``), a lone cell one ``experiments.run``;
+each cell directory gets a ``cell.json``. Finished jobs are skipped, interrupted ones resume;
+SIGINT/SIGTERM is forwarded once to each running job, which checkpoints and stops.
 """
 
 from __future__ import annotations
@@ -38,7 +26,7 @@ from research import registry
 from research import sweep as base
 
 FINISHED = ("completed", "diverged")
-NOT_STARTED = "not started"  # a job the sweep did not start: it was stopped first
+NOT_STARTED = "not started"  # the sweep was stopped before the job started
 
 
 def cell_status(cell_dir: str) -> str | None:
@@ -46,8 +34,7 @@ def cell_status(cell_dir: str) -> str | None:
 
 
 def write_cell(cell: base.Cell, workdir: str, code: dict | None = None) -> str:
-  """``cell.json``: the cell, and ``code`` (``provenance.code_version``) that trains it; a cell resumed
-  by other code keeps the earlier versions in ``code_earlier``."""
+  """Write ``cell.json`` with ``code`` (``provenance.code_version``); earlier code kept in ``code_earlier``."""
   d = os.path.join(workdir, cell.path)
   os.makedirs(d, exist_ok=True)
   path = os.path.join(d, "cell.json")
@@ -88,8 +75,7 @@ def jobs(sweep: base.Sweep, workdir: str, only: str = "") -> list[Job]:
 
 
 def prepare_job(sweep: base.Sweep, job: Job, workdir: str, code: dict | None = None) -> None:
-  """Write each cell's ``cell.json`` (with the ``code`` that trains it), and a group's
-  ``group.json`` (what ``--run_group`` reads)."""
+  """Write each cell's ``cell.json``, and a group's ``group.json`` (read by ``--run_group``)."""
   for cell in job.cells:
     write_cell(cell, workdir, code)
   if job.cells[0].group:
@@ -100,9 +86,7 @@ def prepare_job(sweep: base.Sweep, job: Job, workdir: str, code: dict | None = N
 
 
 class Jobs:
-  """The sweep's running jobs and its stop request. ``handle`` (SIGINT/SIGTERM to the sweep,
-  in its main thread) passes the signal on to each running job, once per signal, and keeps
-  new ones from starting."""
+  """The running jobs; ``handle`` (the signal handler) forwards a signal to each and blocks new ones."""
 
   def __init__(self):
     self.running: set[subprocess.Popen] = set()
@@ -110,8 +94,7 @@ class Jobs:
     self.stopped: int | None = None  # the signal that stopped the sweep
 
   def call(self, command: list[str], **kwargs) -> int | None:
-    """Run ``command`` in its own process group to the end: its exit code (None: the sweep
-    was stopped before it started)."""
+    """Run ``command`` in its own process group; its exit code (None: stopped before it started)."""
     with self.lock:
       if self.stopped is not None:
         return None
@@ -154,7 +137,7 @@ def run_job(sweep: base.Sweep, job: Job, workdir: str, worker: int, gpus: int,
   if exit_code is None:
     return [record(c, status=NOT_STARTED) for c in job.cells]
   seconds = time.time() - started
-  # A job stopped before it wrote a summary (in its start, or by the sweep's signal) is interrupted.
+  # Stopped before writing a summary: interrupted.
   stopped = exit_code == errors.EXIT_INTERRUPTED or running.stopped is not None
   status = lambda d: (cell_status(d) if exit_code in (0, 3, 4) else None) or (
       "interrupted" if stopped else "failed")
@@ -176,14 +159,12 @@ def finished_runs(workdir: str, cells: list[base.Cell]) -> dict:
 
 def run_sweep(sweep: base.Sweep, workdir: str, parallel: int = 1, only: str = "",
               gpus: int = 0) -> list[dict]:
-  """Run the sweep's cells, then up to ``base.REFINE_ROUNDS`` rounds of the rates that
-  ``base.refine`` adds around each refinable arm's optimum (the same on a rerun: the rounds
-  follow from the finished cells, so a resumed sweep finds and skips them). SIGINT/SIGTERM
-  stops it (``Jobs``): its records then say ``interrupted`` or ``NOT_STARTED``."""
+  """Run the cells, then up to ``base.REFINE_ROUNDS`` rounds of ``base.refine`` rates (derived
+  from finished cells, so a rerun resumes them). Returns the cells' records."""
   os.makedirs(workdir, exist_ok=True)
   records: dict = {}
-  code = provenance.code_version()  # the code that trains this invocation's jobs, in each cell.json
-  write_index(sweep, workdir, records)  # the rules that will judge it, before a cell trains
+  code = provenance.code_version()
+  write_index(sweep, workdir, records)  # records the rules before a cell trains
   running = Jobs()
   main = threading.current_thread() is threading.main_thread()
   before = {sig: signal.signal(sig, running.handle) for sig in (signal.SIGINT, signal.SIGTERM)} if main else {}
@@ -236,8 +217,7 @@ def write_index(sweep: base.Sweep, workdir: str, records: dict) -> None:
 
 
 def plan_lines(sweep: base.Sweep, workdir: str) -> list[str]:
-  """What ``--dry_run`` prints: the sweep's groups (models, rates, seeds), the code that
-  would train it, and the study's own plan (its grid's ``plan_lines(scale)``, if any)."""
+  """What ``--dry_run`` prints: the groups, the code version, and the study's power plan."""
   out = [f"Sweep {sweep.name} at scale {sweep.scale} (judged by {sweep.judged_by}), into {workdir}:",
          "", sweep.description, "", "| group | models | rates | seeds |", "|---|---|---|---|"]
   members: dict[str, list[base.Cell]] = {}

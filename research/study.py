@@ -1,28 +1,11 @@
-"""What a study is, in one record: its question, arms, grid per scale and claims; from it the framework makes the sweep, the power plan, the verdicts and the report.
+"""The study record: question, arms, grid per scale and claims; from it the sweep, plan, verdicts and report.
 
-A study is one file defining ``STUDY = Study(...)`` (copy ``experiments/studies/template.py``;
-``docs/study.md`` walks through it). From that record:
-
-- ``sweep(scale)``: the cells (``research.sweep``): every arm (``Grid.arms``) at every point of
-  the grid's axes, over its rates and seeds (an arm's own: ``Grid.arm_rates``, ``arm_seeds``,
-  ``arm_overrides``), one vmapped program per (arm, point), named by ``prefix`` and ``tags``;
-- ``plan_lines(scale)``: per tested claim, the seeds its test needs at its family's Holm
-  level for the effect it states, from the study's stated per-seed spread, against the seeds
-  the grid gives it: powered or **not powered**, declared before the run
-  (``python -m experiments.sweep --sweep=<name> --dry_run``); with the grid's ``Budget``, the
-  plan that sized the grid (``budget_plan``: claims admitted cheapest first within the
-  budget, ``research.power.admit``, at costs stated or measured) and whether the grid and
-  ``Study.not_powered`` still keep it. A finding or a choice (``test_kind = "finding"``) is
-  not a test: no plan sizes it;
-- ``judge(cells)``: each claim's test (``research/kinds.py``), each family decided under Holm
-  (``research/claims.py``) with its leave-one-seed-out check; a claim not powered, a finding and
-  a claim whose premise did not hold are outside every family;
-- ``page(index, cells, out)``: the report page: plan, verdicts, the code that trained the
-  cells, every arm's optimum, the loss against the rate, the kinds' figures and sections.
-
-Pre-registration: the rules identity (``research/identity.py``) hashes ``STUDY`` and all it
-reaches (grid, seeds, claims); ``experiments.sweep`` records it before the first cell trains and
-the report says whether the rules that judge it are those. Commit the study file before its seeds run.
+A study file defines ``STUDY = Study(...)`` (template: ``experiments/studies/template.py``;
+walkthrough: ``docs/study.md``). ``Study`` gives ``sweep(scale)`` (the cells),
+``plan_lines(scale)`` (the power plan, budgeted with a ``Budget``), ``judge(cells)`` (each
+claim's test from ``research/kinds.py``, families under Holm, leave-one-seed-out) and
+``page(index, cells, out)`` (the report page). ``research/identity.py`` hashes ``STUDY`` as
+the pre-registered rules.
 """
 
 from __future__ import annotations
@@ -42,7 +25,7 @@ from research.kind_choice import optimum_lines, plot_curves
 from research.sweep import Cell, Sweep, split_groups
 
 DESIGNS = ("exploratory", "confirmatory")
-# The verdict of a claim its study declared not powered before the run: figures reported, not judged.
+# Verdict of a claim declared not powered: figures reported, not judged.
 NOT_POWERED = "Not powered"
 
 
@@ -52,9 +35,9 @@ class Arm:
   name: str
   overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   label: str = ""  # what it is, for the report
-  group: str = ""  # its programs' name, a directory (default: the name, ``+`` as ``-``)
-  also: tuple[str, ...] = ()  # other names its cells carry: the same cells in another role
-  refine: bool | None = None  # whether rounds of rates may be added to it (None: the grid's)
+  group: str = ""  # programs' name prefix (default: the name, ``+`` as ``-``)
+  also: tuple[str, ...] = ()  # other names its cells carry (same cells, another role)
+  refine: bool | None = None  # may add rounds of rates (None: the grid's)
 
   @property
   def prefix(self) -> str:
@@ -64,17 +47,9 @@ class Arm:
 
 @dataclasses.dataclass(frozen=True)
 class Budget:
-  """A budgeted power plan (``research.power.admit``): each tested claim's seeds at its
-  family's Holm level (at least ``min_seeds``), claims admitted cheapest first while the arms
-  they need fit ``minutes``; the rest are not powered. What one more seed of an arm costs:
-  ``minutes_per_seed`` (by name, arms the plan may cut included; ``source`` says how it was
-  measured), or with None the grid's measured cost (the arm's cells at one seed at
-  ``Grid.seconds_per_model_step``), the programs' fixed cost (``seconds_per_program`` each)
-  off the budget first. The study's arms that only claims not powered need get the most
-  seeds, the same for each, that the rest of the budget allows, at most those of the arms
-  they are paired with, and are not run below ``reported_min_seeds``. The grid keeps the
-  plan when it gives every arm at least the plan's seeds (more is a reserve) within
-  ``minutes``."""
+  """A budgeted power plan (``power.admit``); seed cost per arm from ``minutes_per_seed`` or, if
+  None, the grid's measured cost. Arms only unpowered claims need get the seeds left over
+  (none below ``reported_min_seeds``)."""
   minutes: float
   minutes_per_seed: Mapping[str, float] | None = None
   min_seeds: int = 5
@@ -91,49 +66,42 @@ class Grid:
   shared: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   axes: Mapping[str, tuple] = dataclasses.field(default_factory=dict)
   base_config: str = "tiny"
-  refine: bool = False  # add rates around an optimum at the grid's edge (research.sweep.refine)
+  refine: bool = False  # add rates around an optimum at the grid's edge (sweep.refine)
   members_per_program: int | None = None
-  # Measured cost, for the estimate: seconds per model-step, or per value of the first axis
-  # (a width ladder's cost grows with its width: ``ladder.SECONDS_PER_MODEL_STEP_CPU``), or
-  # a function of a cell's overrides.
+  # Seconds per model-step: a number, per first-axis value, or a function of a cell's overrides.
   seconds_per_model_step: float | Mapping[Any, float] | Callable[[Mapping], float] | None = None
   seconds_per_program: float = 30.0
-  smoke: bool = False  # toy models that prove the pipeline: their verdicts mean nothing
+  smoke: bool = False  # toy models proving the pipeline: verdicts mean nothing
   arms: tuple[str, ...] | None = None  # the study's arms this scale trains (None: all)
-  # Per arm (by name), where it differs from the grid at this scale:
+  # Per arm (by name), where it differs from the grid:
   arm_rates: Mapping[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
   arm_seeds: Mapping[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
   arm_overrides: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
-  arm_axes: Mapping[str, Mapping[str, tuple]] = dataclasses.field(default_factory=dict)  # values it runs at
-  budget: Budget | None = None  # a budgeted power plan (``Study.budget_plan``)
-  # Overrides that follow an axis' value (axis -> value -> overrides), e.g. the head count
-  # that keeps d_head 64 at each width: {"model.d_model": {256: {"model.n_head": 4}}}.
+  arm_axes: Mapping[str, Mapping[str, tuple]] = dataclasses.field(default_factory=dict)
+  budget: Budget | None = None
+  # Overrides following an axis' value: {"model.d_model": {256: {"model.n_head": 4}}}.
   linked: Mapping[str, Mapping[Any, Mapping[str, Any]]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
 class Study:
   name: str
-  question: str  # one paragraph: what is asked and what the literature says
+  question: str  # one paragraph: the question and the literature
   design: str  # "exploratory" or "confirmatory", then why
   arms: tuple[Arm, ...]
   scales: Mapping[str, Grid]
   claims: tuple[kinds.Claim, ...]
-  # The planned per-seed spread of each claim's quantity (by the claim's key, or "*"),
-  # and where it comes from (an earlier study's cells, the literature).
-  # A ``power.Spread`` also says from how many seeds (the plan then gives the seeds at its
-  # one-sided 80 % upper bound too).
+  # Planned per-seed spread per claim key (or "*"); a ``power.Spread`` also gives its n.
   spread: Mapping[str, float | power.Spread] = dataclasses.field(default_factory=dict)
   spread_source: str = ""
   power: float = 0.8
-  # Claims (by text) the plan could not power, declared before the run: their verdict is
-  # ``NOT_POWERED``, their figures reported; they are outside every family.
+  # Claims (by text) declared not powered before the run: outside every family.
   not_powered: tuple[str, ...] = ()
-  # Leave-one-seed-out is reported for a claim with at least this many seeds of its own.
+  # Leave-one-seed-out is reported from this many seeds of the claim's own.
   loso_min_seeds: int = 2
-  # Short names of axes in program names (``{"model.d_model": "d"}``: ``pre-d64``).
+  # Axis short names in program names (``{"model.d_model": "d"}``: ``pre-d64``).
   tags: Mapping[str, str] = dataclasses.field(default_factory=dict)
-  # Report items beside the claims (``research/kinds.py``: each ``section(data, out)``).
+  # Report items beside the claims, each with ``section(data, out)``.
   reports: tuple = ()
 
   def __post_init__(self):
@@ -168,8 +136,7 @@ class Study:
     return self.scales[scale]
 
   def points(self, scale: str, arm: str | None = None) -> list[dict[str, Any]]:
-    """Every combination of the grid's axes, in the order declared (``arm``'s own values
-    where ``Grid.arm_axes`` gives them)."""
+    """Every combination of the grid's axes, in declared order (``arm``'s own ``arm_axes``)."""
     g = self.grid(scale)
     own = g.arm_axes.get(arm, {})
     out = [{}]
@@ -228,11 +195,11 @@ class Study:
   # --------------------------------------------------------------------------- the plan
 
   def tested(self) -> list[kinds.Claim]:
-    """The claims that are tests (not a finding or a choice): what a power plan sizes."""
+    """The claims that are tests (not a finding or a choice)."""
     return [c for c in self.claims if c.test_kind != "finding"]
 
   def spread_of(self, claim: kinds.Claim) -> power.Spread | None:
-    """The claim's stated per-seed spread (by its key, else ``"*"``; a bare number has n 0)."""
+    """The claim's stated spread (by key, else ``"*"``; a bare number has n 0)."""
     sd = self.spread.get(claim.key, self.spread.get("*"))
     return sd if sd is None or isinstance(sd, power.Spread) else power.Spread(float(sd), 0)
 
@@ -241,15 +208,15 @@ class Study:
     return next((a.name for a in self.arms if name == a.name or name in a.also), name)
 
   def seeds_of(self, scale: str, arm: str) -> tuple[int, ...]:
-    """The seeds ``scale`` trains ``arm`` at (none where the scale does not train it)."""
+    """The seeds ``scale`` trains ``arm`` at (() if not trained there)."""
     g, name = self.grid(scale), self.arm_of(arm)
     if name not in {a.name for a in self.arms_at(scale)}:
       return ()
     return g.arm_seeds.get(name, g.seeds)
 
   def plan(self, scale: str) -> list[tuple[kinds.Claim, int | None, int, bool]]:
-    """Per tested claim: the seeds its test needs at its family's Holm level (None: over
-    ``power.MAX_SEEDS`` or no stated spread), the seeds the grid gives its arms, and whether powered."""
+    """Per tested claim: (claim, seeds needed at its Holm level, seeds given, powered); needed is
+    None with no stated spread or past ``power.MAX_SEEDS``."""
     families: dict[Any, int] = {}
     tested = self.tested()
     for c in tested:
@@ -267,8 +234,7 @@ class Study:
     return out
 
   def seed_costs(self, scale: str) -> tuple[dict[str, float], dict[str, float]]:
-    """What the grid's budget counts, in minutes per arm: one more seed, and its programs'
-    fixed cost (none where the budget states its costs, ``Budget.minutes_per_seed``)."""
+    """Minutes per arm: one more seed, and programs' fixed cost ({} if the budget states costs)."""
     g = self.grid(scale)
     if g.budget.minutes_per_seed is not None:
       return dict(g.budget.minutes_per_seed), {}
@@ -284,10 +250,7 @@ class Study:
     return per_seed, fixed
 
   def budget_plan(self, scale: str) -> tuple[list[power.Planned], dict[str, int], float, int]:
-    """With the grid's ``budget``: ``(planned claims, seeds per arm, each claim's level, family
-    size)`` from ``power.admit`` over the tested claims' plans (their arms as the study's arm
-    names) within the budget less the programs' fixed cost, then the seeds of the arms only
-    claims not powered need (``Budget``)."""
+    """``(planned claims, seeds per arm, level, family size)`` under the grid's ``Budget``."""
     b = self.grid(scale).budget
     per_seed, fixed = self.seed_costs(scale)
     budget = b.minutes - sum(fixed.values())
@@ -323,9 +286,7 @@ class Study:
     return lines + [""]
 
   def budget_lines(self, scale: str) -> list[str]:
-    """The budgeted plan as markdown: the grid's seeds per arm with what they cost, and
-    whether the grid keeps the plan (every arm at least the plan's seeds, within the budget)
-    and the claims declared not powered are the plan's."""
+    """The budgeted plan as markdown, and whether the grid and ``not_powered`` keep it."""
     g, b = self.grid(scale), self.grid(scale).budget
     planned, seeds, level, family = self.budget_plan(scale)
     per_seed, fixed = self.seed_costs(scale)
@@ -379,7 +340,7 @@ class Study:
               + (f"A finding or a choice ({findings} here) is not a test: no plan sizes it, it is in "
                  f"no family and not re-judged without a seed. " if findings else "")
               + self.design)
-    # The table and the plot by arm: the names an arm's cells also carry (``Arm.also``) apart.
+    # Table and plot by arm name only (not ``Arm.also`` roles).
     own = kinds.Data(tuple(r for r in data.rows if r[0] in {a.name for a in self.arms}))
     rows, table = optimum_lines(own)
     table = provenance.code_lines(cells) + table
@@ -399,11 +360,8 @@ class Study:
 
 
 def judge(study: Study, data: kinds.Data, robust: bool = True) -> list[claims.Verdict]:
-  """Each claim's verdict, families decided together under Holm; with ``robust``, whether
-  it survives leaving out any one of its seeds (the whole family re-decided without it),
-  for a claim with at least ``study.loso_min_seeds`` seeds whose verdict is a test's outcome:
-  not one declared not powered, nor a test's ``missing`` verdict (a finding or a choice, runs
-  that are missing, a premise that did not hold such as ``kinds.CANNOT_JUDGE``)."""
+  """Each claim's verdict, families under Holm; with ``robust``, leave-one-seed-out (family
+  re-decided) from ``loso_min_seeds`` seeds, not for not-powered claims or ``missing`` verdicts."""
   tests = [c.test(data) for c in study.claims]
   verdicts = decide(study, tests)
   if not robust:
@@ -432,9 +390,7 @@ def judge(study: Study, data: kinds.Data, robust: bool = True) -> list[claims.Ve
 
 
 def decide(study: Study, tests: list[claims.Test]) -> list[claims.Verdict]:
-  """The verdicts in the claims' order, each family's tests decided together; a claim
-  declared not powered is outside them, its figures reported, and so is a test's ``missing``
-  verdict (``claims.decide_family``: a finding's, a choice's)."""
+  """The verdicts in the claims' order, each family decided together; not-powered claims outside."""
   by_key = {}
   families: dict[Any, list[claims.Test]] = {}
   for c, t in zip(study.claims, tests):

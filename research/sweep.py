@@ -1,9 +1,7 @@
 """What a study's sweep is: a base config and a list of cells, their groups and the rounds of rates added around optima.
 
-A cell is one trained model. Cells with a ``group`` that share every override except the
-learning rate and the seed train together as the members of one vmapped program
-(andrea_jax/multi.py), in ``<workdir>/<group>/<member>/``; a cell without a group is an
-ordinary ``python -m experiments.run`` in ``<workdir>/<name>/``.
+A cell is one trained model. Cells of one ``group`` (same overrides but rate and seed) train
+as one vmapped program (``andrea_jax/multi.py``); a cell without a group is its own run.
 """
 
 from __future__ import annotations
@@ -21,15 +19,11 @@ class Cell:
   """One training: its name, its ``--config.*`` overrides and the arms it belongs to."""
   name: str
   overrides: dict[str, Any]
-  # Arm names this cell is a member of, e.g. ("norm:post/no-warmup", "mlp_width:4").
-  arms: tuple[str, ...]
+  arms: tuple[str, ...]  # e.g. ("norm:post/no-warmup", "mlp_width:4")
   seed: int
-  # The vmapped group this cell trains in ("" = a run of its own).
-  group: str = ""
-  # 0: the sweep's own grid; 1, 2, ...: rates added by ``refine`` after the previous round.
-  round: int = 0
-  # Whether ``refine`` may add rates to this cell's group (its arm's optimum matters).
-  refinable: bool = False
+  group: str = ""  # its vmapped group ("": a run of its own)
+  round: int = 0  # 0: the grid; 1, 2, ...: rates added by ``refine``
+  refinable: bool = False  # whether ``refine`` may add rates to its group
 
   def args(self) -> list[str]:
     return [f"--config.{k}={v}" for k, v in self.overrides.items()]
@@ -45,11 +39,11 @@ class Cell:
 
   @property
   def path(self) -> str:
-    """The cell's directory relative to the sweep's workdir."""
+    """Relative to the sweep's workdir."""
     return f"{self.group}/{self.member}" if self.group else self.name
 
   def shared(self) -> dict[str, Any]:
-    """The overrides every member of its group has in common (all but rate and seed)."""
+    """The overrides shared across its group (all but rate and seed)."""
     return {k: v for k, v in self.overrides.items() if k not in MEMBER_FIELDS}
 
 
@@ -61,14 +55,10 @@ MEMBER_FIELDS = ("train.learning_rate", "train.seed")
 class Sweep:
   name: str
   scale: str
-  # Named config (or config path) every cell starts from.
-  base_config: str
+  base_config: str  # named config (or path) every cell starts from
   cells: list[Cell]
-  # Free text for the report: the settings shared by all cells and why.
-  description: str = ""
-  # The study whose rules judge it and whose report it gets (``experiments/studies/<study>/``;
-  # default: the sweep's own name): its rules' identity goes into sweep.json.
-  study: str = ""
+  description: str = ""  # for the report
+  study: str = ""  # the study judging it (default: the sweep's name)
 
   @property
   def judged_by(self) -> str:
@@ -76,9 +66,8 @@ class Sweep:
 
 
 def groups(cells: list[Cell]) -> dict[str, list[Cell]]:
-  """The grouped cells by group, checked: a group's members share all but rate and seed, and
-  the rates of its grid (round 0) are ``optimum.MIN_RATIO`` apart (``optimum.check_rates``:
-  a near-duplicate rate is one grid point trained twice)."""
+  """The grouped cells by group, checked: members share all but rate and seed, and round-0
+  rates pass ``optimum.check_rates``."""
   out: dict[str, list[Cell]] = {}
   for cell in cells:
     if cell.group:
@@ -110,7 +99,7 @@ def split_groups(cells: list[Cell], size: int | None) -> list[Cell]:
   return out
 
 
-# Rounds of a sweep: the sweep's own grid, then at most this many rounds of added rates.
+# At most this many rounds of added rates after the grid.
 REFINE_ROUNDS = 2
 
 
@@ -120,10 +109,8 @@ def family(group: str) -> str:
 
 
 def refine(cells: list[Cell], runs: dict[str, curves.Run], rnd: int) -> list[Cell]:
-  """Round ``rnd``'s new cells: for each refinable group whose cells have all finished, the
-  rates ``curves.refine_rates`` asks for (a bracket at most 2x wide around each seed's
-  optimum, one rate beyond an optimum at the grid's edge), for every seed of the group.
-  The new cells train together as the group ``<group>.r<rnd>``."""
+  """Round ``rnd``'s new cells: ``curves.refine_rates`` for each fully finished refinable group,
+  at every seed, as group ``<group>.r<rnd>``."""
   families: dict[str, list[Cell]] = {}
   for c in cells:
     if c.refinable and c.group:
