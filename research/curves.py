@@ -1,28 +1,12 @@
 """The per-arm curve maths every study uses: one arm's loss-vs-learning-rate curve, its optimum, sensitivity and whether it learns.
 
-The maths sees only ``Run`` records (one per trained model: its arms, learning rate, seed,
-final validation loss and a few diagnostics), so it is tested on synthetic numbers
-(tests/test_report.py) and re-judges a committed study without retraining. The statistics
-(t intervals, pairing, Holm, equivalence) are ``research/stats.py``'s; the claims built
-on this are each study's (``experiments/studies/<name>/rules.py``).
-
-How an arm is summarised:
-
-- Every model counts with ``min(final loss, loss at init)``; a diverged model with the loss
-  at init (Wortsman et al. 2023).
-- **Optimum per seed.** Each seed's loss-vs-log(rate) curve is fitted by a parabola through
-  its best grid point and the two neighbouring rates; the vertex is the seed's optimal rate
-  and the parabola's value there its best loss. A seed whose best grid point is the
-  smallest or largest rate tried is *not bracketed*: its optimum may lie off the grid
-  (a sweep may add a rate in that direction before anything is judged, ``refine_rates``).
-  An arm's optimum is the mean over seeds of the log optimum, with its t interval, so one
-  unstable seed moves only its own optimum.
-- **Learns.** An arm learns when its seeds' best losses lie decisively (upper end of the
-  95 % interval) at least ``LEARNS_BY`` nats below the unigram baseline: an arm on the
-  unigram plateau at every rate has no optimum to speak of.
-- **Sensitivity** (Wortsman et al. 2023), one definition everywhere (table and verdict):
-  per seed, the mean over the *base grid* (the first-round rates, the same for the arms
-  compared) of ``min(final, initial)`` minus that seed's best over the same rates.
+It sees only ``Run`` records, so it is tested on synthetic numbers and re-judges a committed study
+without retraining; the statistics are ``research/stats.py``'s. Every model counts with
+``min(final, initial)``, a diverged one at its initial loss (Wortsman et al. 2023). A seed's
+optimum is the vertex of the parabola in log(rate) through its best grid point and neighbours
+(at the grid's edge: not bracketed, ``refine_rates``); an arm's, the mean over seeds of the log
+optimum. Sensitivity (Wortsman et al. 2023), one definition everywhere: per seed, the mean over
+the base grid (the first-round rates) of the clipped loss minus its best there.
 """
 
 from __future__ import annotations
@@ -36,13 +20,10 @@ import numpy as np
 
 from research import stats
 
-# An arm learns when its best loss lies decisively this far below the unigram baseline.
-LEARNS_BY = 0.1  # nats
-# Equivalence margins of the two quantities every study compares, fixed before the runs:
-# two optimal rates are "the same" within a factor 1.5 (half a 3x grid step);
+LEARNS_BY = 0.1  # nats below the unigram baseline (``learns``)
+# Equivalence margins fixed before the runs: optimal rates within a factor 1.5 (half a 3x grid
+# step); sensitivities within 0.05 nats (Wortsman et al. 2023 report differences of tenths of a nat).
 RATE_FACTOR = 1.5
-# two sensitivities within 0.05 nats (Wortsman et al. 2023 report differences of tenths of
-# a nat between settings).
 SENSITIVITY_MARGIN = 0.05  # nats
 
 
@@ -128,8 +109,7 @@ def fit_optimum(points: dict[float, float]) -> Optimum | None:
   x = np.log([p[0] for p in pts[i - 1:i + 2]])
   y = np.array([p[1] for p in pts[i - 1:i + 2]])
   a, b, c = np.polyfit(x, y, 2)
-  # Three equal losses (no curvature), or a neighbour more than MAX_FIT_STEP away (a
-  # parabola over such a span is no local fit): the grid point stands.
+  # No curvature, or a neighbour over MAX_FIT_STEP away (no local fit): the grid point stands.
   if a <= 0 or x[2] - x[0] > 2 * math.log(MAX_FIT_STEP):
     return Optimum(lr, loss, True, lr)
   vertex = float(np.clip(-b / (2 * a), x[0], x[2]))
@@ -173,20 +153,15 @@ def learns(runs: list[Run]) -> bool:
 
 
 def learns_every_seed(runs: list[Run]) -> bool:
-  """Whether every seed's best loss lies ``LEARNS_BY`` below the unigram baseline (the width
-  ladder's test, issue 29): an arm whose seeds leave the unigram plateau at different steps
-  ends with best losses far apart but each below the plateau, which passes here and can
-  fail ``learns`` (a 3-seed t interval is wide); an arm with a seed still on the plateau
-  does not pass."""
+  """Whether every seed's best loss lies ``LEARNS_BY`` below the unigram baseline: seeds that leave the
+  plateau at different steps pass here and can fail ``learns`` (a 3-seed t interval is wide)."""
   u, best = unigram(runs), best_losses(runs)
   return bool(best) and math.isfinite(u) and all(l < u - LEARNS_BY for l in best.values())
 
 
 def refine_rates(runs: list[Run], max_step: float = 2.0) -> list[float]:
-  """Rates to add so that each learning seed's optimum is bracketed at most ``max_step``
-  apart: the geometric midpoint toward a neighbour further than that, and one rate beyond
-  an optimum at the grid's edge (one grid step further). Nothing for an arm that does not
-  learn: its curve has no optimum to bracket."""
+  """Rates to add so each seed's optimum is bracketed at most ``max_step`` apart: the geometric midpoint
+  toward a farther neighbour, one grid step beyond an edge optimum; none if the arm does not learn."""
   if not learns(runs):
     return []
   rates = sorted(by_rate(runs))

@@ -1,8 +1,7 @@
-"""Figures along a grid axis (the width ladder's: Wortsman et al. 2023's loss against the rate per width, the sensitivity and attention logits against size; Yang et al. 2022's optimum against width), drawn from a study's ``kinds.Data``.
+"""Figures along a grid axis (Wortsman et al. 2023's loss against the rate, sensitivity and attention logits; Yang et al. 2022's optimum against width), drawn from a study's ``kinds.Data``.
 
-A study asks for them with the report section ``AxisFigures`` (``Study.reports``); a
-notebook calls the functions directly. Each returns the PNG's name in ``out`` (None when
-there is nothing to draw).
+A study asks for them with ``AxisFigures`` (``Study.reports``). Each returns the PNG's name in
+``out`` (None: nothing to draw).
 """
 
 from __future__ import annotations
@@ -86,9 +85,8 @@ def sensitivity(data: kinds.Data, axis: str, out: str) -> str | None:
 
 
 def attention_logits(data: kinds.Data, axis: str, arms: tuple[str, ...], out: str) -> str | None:
-  """The largest attention logit at the end (max over layers and seeds) against the rate,
-  a panel per value of ``axis``, a line per arm (completed models only: a diverged
-  model's last probe is from before it diverged)."""
+  """The largest attention logit at the end against the rate, a panel per ``axis`` value, a line per arm
+  (completed models only: a diverged model's last probe predates its divergence)."""
   values = _values(data, axis)
   by: dict = {}
   for arm, point, run, rec in data.rows:
@@ -113,9 +111,8 @@ def attention_logits(data: kinds.Data, axis: str, arms: tuple[str, ...], out: st
 
 
 def optima(data: kinds.Data, rates: tuple[kinds.RateAt, ...], out: str) -> str | None:
-  """Yang et al.: each seed's located optimum against the axis for each ``RateAt``'s arm,
-  the mean of the seeds' lines (or their mean, "mean") out to the target, and the rate there
-  with its interval (★)."""
+  """Yang et al.: each ``RateAt`` arm's per-seed optima against the axis, the seeds' mean line out to the
+  target, and the rate there with its interval (★)."""
   fig = reporting.figure(figsize=(6, 4))
   ax, drawn = fig.subplots(), False
   for i, r in enumerate(rates):
@@ -150,9 +147,7 @@ def optima(data: kinds.Data, rates: tuple[kinds.RateAt, ...], out: str) -> str |
 
 @dataclasses.dataclass(frozen=True)
 class AxisFigures:
-  """A report section of figures along ``axis`` (``Study.reports``): the loss against the
-  rate per value, the sensitivity against size, the attention logits of ``logit_arms`` and
-  the optima of ``rates``; no text of its own."""
+  """A report section of the figures above along ``axis`` (``logit_arms``' attention logits, ``rates``' optima)."""
   axis: str
   logit_arms: tuple[str, ...] = ()
   rates: tuple[kinds.RateAt, ...] = ()

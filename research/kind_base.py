@@ -1,5 +1,4 @@
-"""What every claim kind shares (``research/kinds.py`` lists the kinds): a study's ``Data``, the ``Claim`` base, a report ``Section``, the per-seed quantities and the p-value helpers.
-"""
+"""What every claim kind shares: a study's ``Data``, the ``Claim`` base, a report ``Section``, the per-seed quantities and the p-value helpers."""
 
 from __future__ import annotations
 
@@ -18,14 +17,9 @@ from research import stats
 NAN = float("nan")
 
 
-# ----------------------------------------------------------------------------- the data
-
-
 @dataclasses.dataclass(frozen=True)
 class Data:
-  """A study's finished cells: each run with its arm, its grid point and its record.
-
-  ``point`` is a tuple of ``(axis, value)`` over the study's axes (``()`` with none)."""
+  """A study's finished cells as ``(arm, point, run, record)``; ``point``: ``((axis, value), ...)``."""
   rows: tuple[tuple[str, tuple, curves.Run, Mapping[str, Any]], ...]
 
   @classmethod
@@ -78,8 +72,7 @@ def se_of(e: stats.Effect) -> float:
 
 
 def p_beyond(e: stats.Effect, bound: float, side: str) -> float:
-  """One-sided t p-value that the mean lies ``above`` or ``below`` ``bound``, doubled
-  (the two-sided test's level, as ``stats``' intervals are)."""
+  """One-sided t p-value that the mean lies ``side`` (above/below) of ``bound``, doubled like ``stats``' levels."""
   se = se_of(e)
   if not math.isfinite(se):
     return NAN
@@ -96,20 +89,15 @@ def p_outside(e: stats.Effect, margin: float) -> float:
 
 @dataclasses.dataclass
 class Section:
-  """A report section a claim or a report item adds: markdown lines, the plots it drew into
-  the report's directory, and its numbers for results.json."""
+  """A report section: markdown lines, the plots drawn into the report's directory, numbers for results.json."""
   lines: list[str]
   plots: list[str | None] = dataclasses.field(default_factory=list)
   results: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
-# ----------------------------------------------------------------------------- the kinds
-
-
 @dataclasses.dataclass(frozen=True)
 class Claim:
-  """What every kind has: its text, its multiplicity family (None: judged alone) and the
-  effect its power is planned for, with where that effect comes from."""
+  """What every kind has: its text, its Holm family (None: judged alone), its planned effect and that effect's source."""
   claim: str
   family: str | None = "main"
   effect: float = NAN
@@ -199,8 +187,7 @@ def highest(ps) -> float:
 
 
 def probe_ratio(record: Mapping[str, Any], when: str, probe: str, first: int = 0) -> float:
-  """A per-layer probe's last entry over its ``first`` (``when``: ``init`` or ``end``); nan
-  where it is missing or zero."""
+  """A per-layer probe's last entry over entry ``first`` (``when``: ``init`` or ``end``); nan if missing or zero."""
   profile = (record.get(when) or {}).get(probe)
   if not profile or len(profile) <= first or not profile[first] or profile[-1] is None:
     return NAN

@@ -1,5 +1,4 @@
-"""A choice among arms (``Choice``, a finding with no power plan) and the report items that tabulate and draw arms: ``RateTable``, ``BestCurves``, the per-layer profile figure, and every study page's table of optima and its loss-against-rate plot (``optimum_lines``, ``plot_curves``).
-"""
+"""A choice among arms (``Choice``, a finding) and the report items that tabulate and draw arms: ``RateTable``, ``BestCurves``, per-layer profiles, every page's optima table and loss-vs-rate plot."""
 
 from __future__ import annotations
 
@@ -30,16 +29,10 @@ class Setting:
 
 @dataclasses.dataclass(frozen=True)
 class Choice(Claim):
-  """A choice: among ``arms`` (each set by its overrides ``by``), those eligible (every seed
-  learns, ``curves.learns_every_seed``, and has its optimum bracketed by the rates), the one
-  with the lowest score, the mean over seeds of the fitted best loss; an eligible arm within
-  ``tie`` nats of it nearer ``default`` (in factor-2 steps of its ``by`` values) instead. The
-  rate carried: the chosen arm's mean log optimum with its 95 % t interval. A choice at the
-  edge of a ``by`` grid is flagged; its effect is the chosen arm minus the default's best
-  loss, paired by seed (optimistic: chosen on these seeds). Its section: the arms' scores,
-  their rate curves, a figure over the first two ``by``, and results.json's ``choice`` (the
-  ``by`` values by last name, ``learning_rate``, ``learning_rate_interval``; null when none
-  is eligible) and ``settings``."""
+  """Among ``arms`` (set by overrides ``by``) whose every seed learns with a bracketed optimum, the lowest
+  mean best loss, or one within ``tie`` nats nearer ``default`` (factor-2 steps); it carries its mean log
+  optimum with a 95 % t interval. Effect: chosen minus default, paired (optimistic). results.json:
+  ``choice`` (``by`` values, ``learning_rate``, ``learning_rate_interval``; null if none) and ``settings``."""
   family: str | None = None
   arms: tuple[str, ...] = ()
   by: tuple[str, ...] = ()
@@ -162,17 +155,10 @@ class Choice(Claim):
     return reporting.save(fig, out, "choice_grid.png")
 
 
-# The norm x MLP study's report items: the loss against the rate per arm (its numbers and a
-# figure per comparison), per-layer profiles, and the loss curves at each arm's best rate.
-
-
 @dataclasses.dataclass(frozen=True)
 class RateTable:
-  """A report item: per arm (and grid point), its loss against the rate as numbers (``table``,
-  results.json's ``arms``: the mean ± std over seeds at each rate, a diverged model at the loss
-  at init, beside the arm's optimum; the report's optima table shows the optimum) and a figure
-  per comparison (``comparisons``: ``(key, title, arms, beside)``, drawn when one of ``arms`` has
-  runs at two rates, with the arms ``beside`` them for reference)."""
+  """A report item: per arm and point, the loss against the rate (results.json's ``arms``), and a figure
+  per ``comparisons`` entry ``(key, title, arms, beside)`` where one of ``arms`` has two rates."""
   comparisons: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = ()
 
   def table(self, data: Data) -> dict[str, dict]:
@@ -190,8 +176,7 @@ class RateTable:
 
   def plot(self, data: Data, key: str, title: str, arms: tuple[str, ...], beside: tuple[str, ...],
            out: str) -> str | None:
-    """Final loss (mean ± std over seeds) against the rate per arm, with the loss at init and
-    the unigram baseline (a model that learnt only token frequencies)."""
+    """Final loss (mean ± std over seeds) against the rate per arm, with the init loss and the unigram."""
     from research import page as reporting  # pylint: disable=import-outside-toplevel
     if not any(len(curves.by_rate(data.runs(a))) > 1 for a in arms):
       return None
@@ -217,8 +202,7 @@ class RateTable:
 
 
 def mean_profile(data: Data, arm: str, probe: str, when: str) -> np.ndarray | None:
-  """The mean of ``arm``'s per-layer ``probe`` (``when``: ``init``, one per seed; ``end``,
-  each completed model)."""
+  """The mean of ``arm``'s per-layer ``probe`` (``init``: one per seed; ``end``: each completed model)."""
   seen = {}
   for _, _, run, rec in (r for r in data.rows if r[0] == arm):
     prof = (rec.get(when) or {}).get(probe)
@@ -250,8 +234,7 @@ def plot_profiles(data: Data, arms: tuple[str, ...], panels: tuple[tuple[str, st
 
 @dataclasses.dataclass(frozen=True)
 class BestCurves:
-  """A report item: the training and validation loss of each of ``arms`` at each seed's best
-  rate tried, a line per seed."""
+  """A report item: train and validation loss of ``arms`` at each seed's best rate, a line per seed."""
   arms: tuple[str, ...] = ()
 
   def section(self, data: Data, out: str) -> Section:
@@ -280,8 +263,7 @@ class BestCurves:
 
 
 def optimum_lines(data: Data) -> tuple[list[dict], list[str]]:
-  """The optimum of every arm at every grid point: rate and loss with their intervals over
-  seeds, bracketed seeds, sensitivity; as rows for results.json and a markdown table."""
+  """Every arm's optimum per grid point, as results.json rows and a markdown table."""
   rows = []
   lines = ["## Optima", "", "Per arm and grid point, over seeds: the fitted optimal peak rate "
            "(geometric mean, 95 % t interval), the best loss there, the seeds whose optimum is "

@@ -1,5 +1,4 @@
-"""``Contrast``: a signed sum of arms' per-seed quantity (``QUANTITIES`` or a ``Probe``), decided by ``decide``; ``Alike`` (arms the same within a margin, or no worse, pairwise or at every value of an axis) and ``NotRun`` (a claim the plan sized and its budget cut).
-"""
+"""``Contrast`` (a signed sum of arms' per-seed quantity, decided by ``decide``), ``Alike`` (arms the same, or no worse) and ``NotRun`` (a claim its budget cut)."""
 
 from __future__ import annotations
 
@@ -28,12 +27,6 @@ def ratio_text(logs: Mapping[int, float]) -> str:
   return f"{math.exp(e.diff):.2f}{ci} ({e.n} seeds)"
 
 
-# ----------------------------------------------------------------------------- norm_mlp_confirm
-# The confirmatory norm x MLP study's kinds: a contrast of arms (a difference, or a
-# difference of differences) whose "none" is an outcome; several arms equivalent to one
-# reference at once; a claim the power plan sized but whose arms its budget cut.
-
-
 def on_shared_rates(named: dict[str, list[curves.Run]]) -> dict[str, list[curves.Run]]:
   """Each named arm's runs at the rates every one of them was trained at."""
   rates = set.intersection(*(set(curves.by_rate(rs)) for rs in named.values())) if named else set()
@@ -41,8 +34,7 @@ def on_shared_rates(named: dict[str, list[curves.Run]]) -> dict[str, list[curves
 
 
 def per_rate_text(named: dict[str, list[curves.Run]], combine: Callable[[dict], dict]) -> str:
-  """At each rate every named arm has, ``combine({arm: {seed: loss}})`` -> per-seed values,
-  their mean with its interval: ``1e-03: +0.012 nats [...]; ...``."""
+  """Per rate every named arm has, the mean and interval of ``combine({arm: {seed: loss}})``: ``1e-03: +0.012 nats [...]; ...``."""
   rates = sorted(set.intersection(*(set(curves.by_rate(rs)) for rs in named.values())))
   return "; ".join(f"{lr:.2g}: " + stats.one_sample(list(combine(
       {k: {r.seed: r.clipped for r in rs if r.lr == lr} for k, rs in named.items()}).values())).text()
@@ -57,10 +49,8 @@ def signed(terms: tuple[tuple[str, int], ...], per: Mapping[str, Mapping[int, fl
 
 @dataclasses.dataclass(frozen=True)
 class Probe:
-  """A per-seed quantity read from a per-layer probe: log of its last entry over entry ``first``
-  (1: after the first block, 0 being the embedding) and over ``over`` (log(last / first / over)),
-  ``when`` ``init`` (at initialisation: a seed's first record) or ``end`` (at the end of
-  training, at the seed's best rate tried, a diverged model left out)."""
+  """Per seed, log(a per-layer probe's last entry / entry ``first`` / ``over``) (entry 0: the embedding),
+  ``when`` ``init`` (a seed's first record) or ``end`` (at the seed's best rate tried, diverged left out)."""
   name: str = "residual_norm"
   when: str = "end"
   first: int = 1
@@ -90,12 +80,10 @@ class Probe:
 
 def decide(parts: list[stats.Effect], predict: str, margin: float = NAN, bound: float = 0.0,
            against: float = NAN, negligible_first: bool = False) -> tuple[float, float]:
-  """``(p for, p against)`` of the first of ``parts`` (the others must also point ``predict``):
-  ``same``, two one-sided tests within ``+-margin`` for, decisively outside against;
-  ``higher``/``lower``, decisively beyond ``bound`` for, decisively on its other side against,
-  or equivalent to 0 within ``margin`` (TOST); with ``negligible_first`` a part decisively
-  within ``margin`` is never for it (``stats.outcomes``' order), Holm over the parts; a
-  finite ``against``: also against when decisively on its far side."""
+  """``(p for, p against)`` of ``parts[0]`` (the others must point ``predict`` too). ``same``: TOST within
+  ``+-margin`` for, decisively outside against. ``higher``/``lower``: decisively beyond ``bound`` for;
+  decisively the other side, or within ``margin`` (TOST), against; ``negligible_first``: Holm over the
+  parts, one decisively within ``margin`` never for; a finite ``against``: also decisively past it."""
   e = parts[0]
   if predict == "same":
     return e.p_same, p_outside(e, margin)
@@ -116,10 +104,8 @@ def decide(parts: list[stats.Effect], predict: str, margin: float = NAN, bound: 
 
 
 def outcome_ps(effects: list[stats.Effect], predict: str) -> list[tuple[float, float]]:
-  """Per part, ``(p for, p against)``, Holm over the parts (for the difference and, apart, for
-  the TOST): for, the adjusted p when the estimate points ``predict`` and the part is not
-  decisively within its margin (else 1); against, the smaller of the adjusted TOST p and the
-  adjusted p when it points the other way."""
+  """Per part, Holm-adjusted ``(p for, p against)``: for, p if it points ``predict`` and is not decisively
+  within its margin (else 1); against, the smaller of the TOST p and p when it points the other way."""
   ps, same = stats.holm([e.p for e in effects]), stats.holm([e.p_same for e in effects])
   out = []
   for e, p, s in zip(effects, ps, same):
@@ -140,18 +126,13 @@ def pair(arm: str, reference: str) -> tuple[tuple[str, int], ...]:
 
 @dataclasses.dataclass(frozen=True)
 class Contrast(Claim):
-  """Per seed, ``sum(sign * quantity(arm))`` over ``terms`` at grid point ``at`` (``pair(a, b)``:
-  a - b paired by seed; one term: the arm's own value; four: a difference of differences).
-  The quantity: a name in ``QUANTITIES`` (the sensitivity over the base rates the terms share)
-  or a ``Probe``. The decision (the function decide): ``predict`` ``higher``/``lower`` of
-  ``bound``, with ``margin`` (equivalent to none within it: against), ``negligible_first``,
-  ``against`` and ``also`` (further term sets that must point the same way, Holm over the
-  parts); ``same``, within ``+-margin``; or ``below``, below ``+margin`` (one-sided: no worse).
-  With ``welch``, arms sharing fewer than two seeds are compared by Welch's test. Guards: the
-  arms in ``learners`` (None: every term's) must learn (``learns``); with ``edge``, a learning arm's optimum at
-  the grid's edge makes it inconclusive. With ``shared_rates`` each arm's quantity is taken over
-  the rates all its terms were trained at. ``report``: arms whose value is shown beside it, and
-  ``beside``: arms drawn beside it in a probe's figure, neither judged."""
+  """Per seed, ``sum(sign * quantity(arm))`` over ``terms`` at ``at`` (``pair(a, b)``: a - b; four terms: a
+  difference of differences); the quantity a ``QUANTITIES`` name or a ``Probe``. Decided by ``decide``:
+  ``predict`` ``higher``/``lower`` of ``bound`` (``also``: further term sets that must agree, Holm),
+  ``same`` within ``+-margin``, or ``below`` ``+margin`` (one-sided). ``welch``: Welch's test for arms
+  sharing under two seeds. Guards: ``learners`` (None: every term) must learn; ``edge``: no optimum at
+  the grid's edge. ``shared_rates``: over the rates all terms share. ``report``/``beside``: arms shown
+  or drawn beside it, not judged."""
   terms: tuple[tuple[str, int], ...] = ()
   predict: str = "higher"
   quantity: str | Probe = "best_loss"
@@ -256,8 +237,7 @@ class Contrast(Claim):
 
   @staticmethod
   def figures(contrasts: list["Contrast"], data: Data, out: str) -> list[str]:
-    """A figure per probe the contrasts read: each arm's mean per-layer profile at
-    initialisation (and at the end, for a probe read there)."""
+    """Per probe the contrasts read, each arm's mean per-layer profile at init (and at the end if read there)."""
     groups: dict[tuple[str, str], list[str]] = {}
     for c in contrasts:
       if isinstance(c.quantity, Probe):
@@ -269,17 +249,12 @@ class Contrast(Claim):
 
 @dataclasses.dataclass(frozen=True)
 class Alike(Claim):
-  """Arms no different in a per-seed quantity, each part a ``Contrast`` ``a - b`` at ``+-margin``
-  (with ``relative``, that fraction of ``reference``'s mean quantity, the plan at ``margin *
-  planned_reference``): ``predict="same"``, within it (TOST), or ``below``, below ``+margin``
-  (one-sided: no worse). The parts: ``pairs="reference"``, each of ``arms`` against
-  ``reference`` at ``at`` (with ``over``, an axis: at each of its values both have), an
-  intersection-union test (reproduced when every part passes, its p the largest; not reproduced
-  when one lies decisively beyond the margin, Bonferroni over the parts); ``pairs="every"``,
-  every pair of the arms with runs (Welch where a pair shares fewer than two seeds), Holm over
-  the parts, not reproduced when some pair lies decisively outside. ``shared_rates``,
-  ``learners``, ``edge`` and ``learns``: as each part's ``Contrast``. Its effect is the largest
-  difference (``below``: the widest gap)."""
+  """Arms alike in a per-seed quantity, each part a ``Contrast`` ``a - b``: ``predict="same"`` within
+  ``+-margin`` (TOST) or ``below`` ``+margin`` (``relative``: a fraction of ``reference``'s mean; planned
+  at ``margin * planned_reference``). ``pairs="reference"``: each arm against ``reference`` (``over``: at
+  each value of that axis), intersection-union (p the largest), against with Bonferroni;
+  ``pairs="every"``: every pair with runs (Welch under two shared seeds), Holm. The other fields as
+  ``Contrast``'s. Its effect: the largest difference (``below``: the widest gap)."""
   arms: tuple[str, ...] = ()
   reference: str = ""
   pairs: str = "reference"
@@ -294,8 +269,7 @@ class Alike(Claim):
   learners: tuple[str, ...] | None = ()
   edge: bool = True
   learns: str = "interval"
-  # Its power target per part (None: the study's): every part must pass, so with k parts each
-  # is planned at power ** (1 / k).
+  # Power per part (None: the study's); all k parts must pass, so each is planned at power ** (1 / k).
   power: float | None = None
 
   @property
@@ -361,9 +335,8 @@ class Alike(Claim):
 
 @dataclasses.dataclass(frozen=True)
 class NotRun(Claim):
-  """A claim the power plan sized (``arms``: the arms it would need, ``quantity``: what its
-  test would be on) but whose arms the budget cut: not in the study, never judged (the study
-  declares it not powered); its row in the plan states what it would have cost."""
+  """A claim the plan sized (``arms`` it needs, ``quantity`` tested) whose arms the budget cut: never
+  judged, declared not powered; its plan row states what it would have cost."""
   arms: tuple[str, ...] = ()
   quantity: str = ""
 

@@ -1,7 +1,6 @@
 """The z-loss drift studies' kinds: a probe's track over training, its drift over the second half and its late window.
 
-``Finding`` (where a probe ends away from ``log V``, or drifts late), the report item ``DriftTable``, and ``late_models``: a model's probe
-averaged over the late window of its track, which ``Runaway`` reads with a ``window``.
+``Finding``, the report item ``DriftTable`` and ``late_models`` (read by ``Runaway`` with a ``window``).
 """
 
 from __future__ import annotations
@@ -18,13 +17,8 @@ from research.kind_base import at_text, Claim, Data, in_order, named, NAN, Secti
 from research.kind_zloss import by_rate, ExcessTable, FOUND, median_excess, Model, models, NOT_FOUND, state
 
 
-
-# ----------------------------------------------------------------------------- log Z's trajectory
-
-
 def model_learns(rec: Mapping[str, Any]) -> bool:
-  """A model that completed without diverging (``cells.diverged``) with its final validation
-  loss ``curves.LEARNS_BY`` below the unigram: one that still trains."""
+  """Completed, not diverged (``cells.diverged``), final loss ``curves.LEARNS_BY`` below the unigram."""
   from research import cells as cells_lib  # pylint: disable=import-outside-toplevel
   return (rec["status"] == "completed" and not cells_lib.diverged(rec)
           and rec.get("unigram_val_loss") is not None
@@ -33,9 +27,8 @@ def model_learns(rec: Mapping[str, Any]) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class Track:
-  """One model's probe over training as the drift kinds see it. Wortsman et al. 2023 (sec.
-  3.2): the output-logit divergence is a drift of log Z late in training, in a model that
-  still trains; its late drift is the probe at the end minus the probe half-way."""
+  """One model's probe over training. Wortsman et al. 2023 (sec. 3.2): output-logit divergence is a late
+  drift of log Z in a model that still trains; here the probe at the end minus half-way."""
   seed: int
   lr: float
   curve: tuple[tuple[int, float], ...]  # (step, probe) at every probe
@@ -63,8 +56,7 @@ class Track:
 
   @property
   def drift(self) -> float:
-    """The late drift: the probe at the end minus the probe nearest half the run (nan where
-    the model did not complete, or was probed fewer than 3 times)."""
+    """The end minus half-way (nan: not completed, or fewer than 3 probes)."""
     if not self.completed or len(self.curve) < 3:
       return NAN
     return self.end - self.mid
@@ -96,9 +88,8 @@ def tracks_by_rate(ts: list[Track]) -> dict[float, list[Track]]:
 
 
 def drift_state(ts: list[Track], bound: float) -> str:
-  """``drifts`` (every seed learns, with a late drift of at least ``bound`` nats either way),
-  ``stays`` (every seed completed with a late drift below ``bound``) or ``mixed`` (seeds
-  disagree, a model did not complete, or one drifted without learning)."""
+  """``drifts`` (every seed learns and drifts ``bound`` nats or more either way), ``stays`` (every seed
+  completed, drifting less) or ``mixed``."""
   if not ts or not all(t.read for t in ts):
     return "mixed"
   big = [abs(t.drift) >= bound for t in ts]
@@ -114,11 +105,8 @@ def median_of(xs) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class DriftTable:
-  """A report item: per arm, grid point and rate, over seeds, how many models learn
-  (``model_learns``), the probe at step 0, half-way and at the end (medians), the late drift
-  (median, and each seed's), its ``drift_state`` at ``bound``, the largest attention logit at
-  the end and the final loss (medians); and a figure of every model's trajectory, a panel
-  per rate."""
+  """A report item: per arm, point and rate, medians over seeds of the probe's track, its late drift and
+  ``drift_state``, the attention logit and final loss; and every model's trajectory, a panel per rate."""
   bound: float = 2.0
   probe: str = "log_z"
   note: str = ""
@@ -171,13 +159,10 @@ class DriftTable:
 
 @dataclasses.dataclass(frozen=True)
 class Finding(Claim):
-  """A finding: where ``probe`` lies ``bound`` nats away, per (arm, rate) of ``arms`` over its seeds:
-  ``reads="excess"``, at the end of training from ``log V`` (``state``: grows, stays or mixed), at
-  the largest value of ``axis``; ``reads="drift"``, its late drift, the end minus half-way, in
-  models that still learn (``drift_state``: drifts, stays or mixed), at ``at``. Found when one
-  (arm, rate) moves in every seed, Not found when all stay, Inconclusive otherwise; beside each
-  found setting its arm's partner in ``beside`` (shown, not judged), the arm named by its
-  overrides ``names``. Its section: the reading's table and results.json's ``finding``."""
+  """Per (arm, rate) over seeds, whether ``probe`` lies ``bound`` nats away: ``reads="excess"``, from
+  ``log V`` at the end, at the largest ``axis`` (``state``); ``reads="drift"``, its late drift at ``at``
+  (``drift_state``). Found when one (arm, rate) moves in every seed, Not found when all stay;
+  ``beside``: partners shown, not judged; ``names``: the overrides that name an arm."""
   family: str | None = None
   arms: tuple[str, ...] = ()
   beside: tuple[tuple[str, str], ...] = ()  # (arm, the arm shown beside it)
@@ -267,17 +252,12 @@ class Finding(Claim):
     return s
 
 
-# ----------------------------------------------------------------------------- log Z late in training
-#
-# The runaway kind (``Runaway``) reads the probe at its last reading, one noisy
-# number: on the confirmatory drift study's models (``results/zloss_drift-cpu``) log Z moved
-# by 1-3 nats between readings 2,500 steps apart. The late kinds read it over the trajectory's
-# late window instead, in models that still train.
+# The last reading is noisy (log Z moved 1-3 nats between readings 2,500 steps apart in
+# results/zloss_drift-cpu), so the late kinds average the late window of a model that still trains.
 
 
 def late_mean(t: Track, window: float) -> float:
-  """The mean of ``t``'s probe over its readings in the last ``window`` of the run (steps at
-  or after ``(1 - window) * steps``); nan where the model does not learn (``model_learns``),
+  """The mean of ``t``'s probe over the last ``window`` fraction of the run; nan where it does not learn
   or has no reading there."""
   late = [v for s, v in t.curve if s >= (1 - window) * t.steps]
   return float(np.mean(late)) if t.learns and late else NAN
@@ -285,7 +265,6 @@ def late_mean(t: Track, window: float) -> float:
 
 def late_models(data: Data, arm: str, at: Mapping[str, Any] | tuple = (), probe: str = "log_z",
                 window: float = 0.2) -> list[Model]:
-  """``arm``'s models (``models``) with ``end`` the probe's ``late_mean`` over ``window``:
-  a model that does not learn is not read."""
+  """``arm``'s ``models`` with ``end`` the probe's ``late_mean`` over ``window``."""
   late = {(t.lr, t.seed): late_mean(t, window) for t in tracks(data, arm, at, probe)}
   return [dataclasses.replace(m, end=late[(m.lr, m.seed)]) for m in models(data, arm, at, probe)]

@@ -1,12 +1,9 @@
-"""Claims along an axis (the width ladder, the recipe's legs): each seed's optimal rate at each value of the axis (three fits, one home: ``point_optima``), ``Slope`` (the one kind of a per-seed slope against log2 of the axis), ``SensitivityGap`` and the report section ``Rates`` of ``RateAt`` (the rate the optima give at another value of an axis).
+"""Claims along an axis: each seed's optimum per value (``point_optima``), ``Slope``, ``SensitivityGap`` and the report section ``Rates`` of ``RateAt``.
 
-``Slope`` reads, per seed and value of ``axis``, a quantity ``of``: ``fitted`` (log of the seed's
-fitted optimum, ``curves.optima``, where it is bracketed and the arm learns), ``basin`` (log of
-the vertex of the seed's flat basin, ``optimum.basin``), ``bracketed`` (log of the fit that always
-brackets the seed's best rate, ``optimum.seed_optimum``), ``sensitivity`` (Wortsman et al.'s, over
-one base grid shared by every value where the arm learns) or ``fixed_rate`` (the final loss at the
-grid rate nearest the arm's mean optimum at the axis' smallest value); per seed the least-squares
-slope of it against log2 of the axis (``per doubling``).
+``Slope``'s quantity ``of``: the log optimum by ``fitted`` (``curves.optima``, bracketed, where the
+arm learns), ``basin`` (``optimum.basin``) or ``bracketed`` (``optimum.seed_optimum``); ``sensitivity``
+(over one base grid shared by every value where the arm learns); or ``fixed_rate`` (the final loss
+at the grid rate nearest the arm's mean optimum at the smallest value).
 """
 
 from __future__ import annotations
@@ -23,17 +20,15 @@ from research import optimum
 from research import stats
 from research.kind_base import _missing, at_text, Claim, Data, log_text, NAN, not_located, Section, seed_slopes, span
 
-# Whether an arm learns at a point: the t interval of its seeds' best losses below the unigram
-# plateau (``interval``), or every seed below it (``every_seed``).
+# Whether an arm learns: its best losses' t interval (``interval``) or every seed (``every_seed``) below the unigram.
 LEARNS = {"interval": curves.learns, "every_seed": curves.learns_every_seed}
 FITS = ("fitted", "basin", "bracketed")
 
 
 def point_optima(runs: list[curves.Run], arm: str, where: str, fit: str = "fitted",
                  learns: str = "interval") -> tuple[dict[int, float], list[str]]:
-  """``{seed: log(optimum)}`` of ``arm``'s ``runs`` at one grid point (``where``) by ``fit``, and
-  what was not located: the point where the arm does not learn, a seed whose optimum the fit
-  cannot place inside the grid."""
+  """``{seed: log(optimum)}`` of ``arm``'s ``runs`` at one grid point by ``fit``, and what was not located
+  (the arm does not learn; a seed's optimum outside the grid)."""
   if not LEARNS[learns](runs):
     return {}, [f"{where}: {arm} does not learn"]
   out, missing = {}, []
@@ -72,8 +67,7 @@ def axis_optima(data: Data, arm: str, axis: str, fit: str = "fitted", learns: st
 
 
 def local_slopes(points) -> list[float]:
-  """The slopes between neighbouring values of the axis of the seeds' mean log optimum
-  (per doubling): where they differ from the straight line's, the line bends."""
+  """Per doubling, the seeds' mean log optimum's slopes between neighbouring values (how the line bends)."""
   values = sorted({v for by in points.values() for v in by})
   means = [float(np.mean([by[v] for by in points.values() if v in by])) for v in values]
   return [(b - a) / math.log2(w / v) for (v, a), (w, b) in zip(zip(values, means),
@@ -82,8 +76,7 @@ def local_slopes(points) -> list[float]:
 
 @dataclasses.dataclass(frozen=True)
 class Reading:
-  """One arm's per-seed values along the axis, the values it spans, what was not located (a
-  guard for an optimum; notes otherwise) and a line on how it was read."""
+  """One arm's per-seed values along the axis, the values spanned, what was not located, guards and a line."""
   points: dict
   values: list
   missing: list[str]
@@ -93,15 +86,11 @@ class Reading:
 
 @dataclasses.dataclass(frozen=True)
 class Slope(Claim):
-  """Per seed, the slope of ``arm``'s quantity ``of`` (the module docstring) against log2 ``axis``
-  over at least ``min_points`` values; with ``reference``, ``|slope reference| - |slope arm|``
-  paired by seed (the arm's optimum moves less); with ``times_span``, the slope times the axis'
-  doublings (the log of the factor it moves over the axis). ``predict``: ``higher`` or
-  ``lower`` (beyond 0; against when decisively the other way, or equivalent to none within
-  ``margin``, TOST; with ``same_first`` a slope decisively within the margin is never for it),
-  ``same`` (flat: within ``+-margin``, TOST) or ``below`` (below ``+margin``, one-sided). ``margin`` is
-  per doubling, or with ``per_span`` over the axis' span (``span`` doublings; NaN: the data's).
-  ``also``: arms whose slopes are reported, not judged."""
+  """Per seed, the least-squares slope of ``arm``'s ``of`` (the module docstring) against log2 ``axis``
+  (``min_points`` values at least); ``reference``: ``|slope reference| - |slope arm|``; ``times_span``:
+  times the axis' doublings. ``predict``: ``higher``/``lower`` than 0 (against: the other way or within
+  ``margin``, TOST; ``same_first``: within it is never for), ``same`` (TOST) or ``below`` ``+margin``.
+  ``margin`` per doubling, or ``per_span`` over ``span`` doublings (NaN: the data's). ``also``: not judged."""
   arm: str = ""
   axis: str = ""
   of: str = "fitted"
@@ -240,13 +229,10 @@ class Slope(Claim):
 
 @dataclasses.dataclass(frozen=True)
 class SensitivityGap(Claim):
-  """Wortsman et al. 2023: ``arm`` lowers the learning-rate sensitivity. Per value of
-  ``axis``, ``reference - arm`` of the sensitivity over the base grid both share, paired by
-  seed. ``at="largest"``: judged at the largest value either arm has (both must have it),
-  the smaller values the Holm family's other members: reproduced when it is decisively
-  positive and no value decisively negative, not reproduced when decisively negative or
-  within ``+-margin`` (TOST). ``at="shared"``: at the largest value both have, alone.
-  Inconclusive when an arm does not learn there."""
+  """Wortsman et al. 2023: ``arm`` lowers the sensitivity; per ``axis`` value, ``reference - arm`` over
+  their shared base grid, paired by seed. ``at="largest"``: judged at the largest value either has
+  (both must), Holm with the smaller ones, none of which may be decisively negative; ``at="shared"``:
+  the largest both have, alone. Against: decisively negative or within ``+-margin`` (TOST)."""
   arm: str = ""
   reference: str = ""
   axis: str = ""
@@ -303,19 +289,11 @@ class SensitivityGap(Claim):
                        tuple(sorted(set(gaps[-1][0]) & set(gaps[-1][1]))))
 
 
-# ----------------------------------------------------------------------------- the ladder's rates
-# A report section (``Study.sections``): the peak rate the optima predict at another value
-# of the axis (andrea120m's width from a ladder of small ones).
-
-
 @dataclasses.dataclass(frozen=True)
 class RateAt:
-  """The rate ``arm``'s located optima give at ``target`` of ``axis``, with a t interval
-  over seeds. ``method`` "line": each seed's least-squares line of log(optimum) against
-  log2(axis) (at least ``min_points`` values) evaluated at the target, then the mean over
-  seeds; with ``holdout``, the lines refitted without the largest value predict it, against
-  its fitted optima (a check of the extrapolation). "mean": an optimum that does not move,
-  each seed's mean log optimum over the axis, then the mean over seeds."""
+  """The rate ``arm``'s optima give at ``target`` of ``axis``, a t interval over seeds of each seed's
+  line of log(optimum) on log2(axis) at the target (``method`` "line"; ``holdout``: also check it on
+  the largest value) or of its mean log optimum ("mean": an optimum that does not move)."""
   arm: str
   axis: str
   target: float
@@ -324,8 +302,7 @@ class RateAt:
   min_points: int = 3
   holdout: bool = False
   label: str = ""
-  # The command that trains ``config`` at the rate, carrying these overrides of the arm's
-  # cells (e.g. muP's base width and multipliers); no command without a config.
+  # ``config`` at the rate, with the arm's overrides in ``carry`` (e.g. muP's); no command without it.
   config: str = ""
   carry: tuple[str, ...] = ()
 
@@ -347,8 +324,7 @@ class RateAt:
     return out
 
   def held_out(self, points: dict, widest) -> stats.Effect:
-    """Per seed, log(the optimum at ``widest`` the line fitted without it predicts / the fitted
-    one), over seeds: an interval excluding 0 says the extrapolation is biased."""
+    """Per seed, log(predicted / fitted optimum at ``widest``, the line fitted without it): biased if it excludes 0."""
     held = self.per_seed({s: {v: x for v, x in by.items() if v != widest} for s, by in points.items()}, widest)
     return stats.one_sample([held[s] - by[widest] for s, by in points.items() if s in held and widest in by])
 

@@ -1,4 +1,7 @@
-"""The norm x MLP study's kinds, each decided alone with Holm over its own parts, as its rules were: ``ProfilePair`` and ``Diminishing``.
+"""The norm x MLP study's kinds, ``ProfilePair`` and ``Diminishing``, each decided alone, Holm over its own parts.
+
+A part's outcome is ``stats.outcomes``' (decisively within a margin: against, never for); ``p_for``
+and ``p_against`` are the claim's tests, so its family of one decides as its rule states.
 """
 
 from __future__ import annotations
@@ -14,24 +17,11 @@ from research.kind_choice import plot_profiles
 from research.kind_contrast import outcome_ps, Probe, ratio_text
 
 
-# ----------------------------------------------------------------------------- norm_mlp
-#
-# The norm x MLP study's kinds (experiments/studies/norm_mlp.py): ProfilePair,
-# Diminishing (its contrasts are ``Contrast``s); its report items RateTable and BestCurves.
-# Each is decided alone by default (``family=None``), Holm over its own parts, a part's
-# outcome that of ``stats.outcomes``: decisively within a margin counts against a claim and
-# never for it. ``p_for`` and ``p_against`` are the claim's tests, so that its family of one
-# decides exactly as its rule states.
-
-
 @dataclasses.dataclass(frozen=True)
 class ProfilePair(Claim):
-  """A probe at initialisation that grows with depth in one arm and stays flat in another
-  (Xiong et al. 2020: post-LN's gradients grow toward the output, pre-LN's do not): per seed
-  the log of its last layer over its first, a t interval over seeds for each arm; reproduced
-  when ``grows``' lies above ``log(factor)`` and ``flat``'s within ``+-log(factor)``; not
-  reproduced when ``grows``' lies below ``log(factor)`` or ``flat``'s wholly outside the
-  band; inconclusive otherwise. ``reported``: further (grows, flat) pairs shown, not judged."""
+  """A probe at init that grows with depth in ``grows`` and stays flat in ``flat`` (Xiong et al. 2020:
+  post-LN's gradients grow toward the output, pre-LN's do not), per seed log(last layer / first).
+  ``reported``: further (grows, flat) pairs shown, not judged."""
   family: str | None = None  # decided alone, Holm over its own parts
   grows: str = ""
   flat: str = ""
@@ -82,12 +72,8 @@ class ProfilePair(Claim):
 
 @dataclasses.dataclass(frozen=True)
 class Diminishing(Claim):
-  """Along ``arms`` in order (at least three with runs: e.g. MLP ratios 1, 2, 4, 8), each step
-  lowers a per-seed quantity with diminishing returns: each step compared paired by seed,
-  and each later gain against the first (Holm over all of them); reproduced when the first
-  step is decisively lower and no part decisively the other way (a step up, a later gain
-  larger than the first); not reproduced when some part is; inconclusive otherwise, or when
-  a learning arm has a seed's optimum at the grid's edge."""
+  """Along ``arms`` in order (three with runs at least, e.g. MLP ratios 1, 2, 4, 8), each step lowers a
+  per-seed quantity with diminishing returns: each step and each later gain against the first, paired."""
   family: str | None = None  # decided alone, Holm over its own parts
   arms: tuple[str, ...] = ()
   quantity: str = "best_loss"
@@ -120,7 +106,6 @@ class Diminishing(Claim):
              "Steps: " + "; ".join(f"{a} -> {b} {e.text()}" for a, b, e in zip(keys, keys[1:], steps)) + ".",
              "Later gains minus the first: " + "; ".join(
                  f"{a} -> {b} {e.text()}" for a, b, e in zip(keys[1:], keys[2:], growth)) + "."]
-    # Against: some part decisively higher (a step up, a later gain larger than the first).
     p_against = lowest([p if e.diff > 0 else NAN for e, p in zip(steps + growth, stats.holm([e.p for e in steps + growth]))])
     p_for = ps[0][0] if not p_against < stats.ALPHA else 1.0
     return claims.Test(self.key, self.claim, self.rule(), lines, steps[0], f"First step {keys[0]} -> {keys[1]}",

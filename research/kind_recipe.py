@@ -1,4 +1,7 @@
-"""The rate recipe's kinds: ``Recipe`` of ``Leg``s (the prediction it carries to a target, ``Prediction``) and ``HeldOut`` (a held-out rung against that prediction).
+"""The rate recipe's kinds: ``Recipe`` of ``Leg``s (its ``Prediction`` at a target) and ``HeldOut`` (a held-out rung against it).
+
+A recipe moves the optimal rate from a small base along each axis that separates it from the
+target, one at a time, each seed's optimum by the flat-basin fit (``research/optimum.py``).
 """
 
 from __future__ import annotations
@@ -18,17 +21,9 @@ from research.kind_base import (
 from research.kind_ladder import axis_optima, local_slopes
 
 
-# ----------------------------------------------------------------------------- a rate recipe
-# The learning-rate recipe (issue 45): how the optimal rate moves along each axis that
-# separates a small base from a target model, one axis at a time, each seed's optimum
-# placed by the flat-basin fit (``research/optimum.py``), and the axes combined into one
-# predicted rate whose interval holds each extrapolation's error.
-
-
 @dataclasses.dataclass(frozen=True)
 class Leg:
-  """One axis of a recipe: ``arm``'s optimum along ``axis``, carried from the base's value
-  to the target's."""
+  """One axis of a recipe: ``arm``'s optimum along ``axis``, carried from the base's value to ``target``."""
   arm: str
   axis: str
   target: float  # the target model's value of the axis
@@ -36,8 +31,7 @@ class Leg:
 
 @dataclasses.dataclass(frozen=True)
 class Prediction:
-  """A recipe's rate at a point: the log rate, and how far below and above it the interval
-  reaches (log units), with a row per source of error."""
+  """A recipe's log rate at a point, its interval's reach below and above (log units), a row per error source."""
   log_rate: float
   below: float
   above: float
@@ -66,15 +60,10 @@ class Prediction:
 
 @dataclasses.dataclass(frozen=True)
 class Recipe:
-  """A learning-rate recipe (issue 45): the base's optimal rate (``base_arm`` at its one
-  grid point, the base, the multi-seed flat-basin reading: its bootstrap interval where the fit resolves it, the
-  grid points beside the best where it does not), carried along each ``Leg``: per seed the
-  slope of log(flat-basin optimum) per doubling (``Slope`` of ``basin``), its mean times the doublings from the
-  base to the target. Each leg's error, in log units, is (the half-width of the slope's 95 %
-  t interval over seeds + the largest gap between a local slope and the line, its bend)
-  times the doublings it is carried; the interval adds the base's and every leg's error in
-  quadrature (independent sources). ``command``: the run that trains the target model under
-  the recipe's rules (``carry``: its overrides) at the predicted rate."""
+  """The base's optimum (``base_arm``'s one grid point, ``optimum.basin``: its bootstrap interval, or the
+  grid points beside the best) plus, per ``Leg``, the mean per-seed slope of log(basin optimum) per
+  doubling times the doublings carried. A leg's error (log units): (the slope's 95 % t half-width + its
+  bend) times its doublings; the interval adds all errors in quadrature. ``carry``: the target's overrides."""
   title: str
   name: str
   base_arm: str
@@ -100,9 +89,8 @@ class Recipe:
 
   def predict(self, data: Data, at: Mapping[str, Any] | None = None, fit: str = "basin",
               missing: list[str] | None = None) -> Prediction | None:
-    """The rate at ``at`` (default: every leg's target), each seed's optimum on a leg by ``fit``
-    (``point_optima``); None without a base or when a leg has no slope (``missing``, a list
-    given, gets what was not located)."""
+    """The rate at ``at`` (default: the legs' targets), optima by ``fit``; None without a base or a leg's
+    slope (what was not located is appended to ``missing``)."""
     missing = [] if missing is None else missing
     base = self.base(data)
     if base is None or not data.runs(self.base_arm, base):
@@ -154,10 +142,8 @@ class Recipe:
 
 @dataclasses.dataclass(frozen=True)
 class HeldOut(Claim):
-  """A recipe checked on a rung it did not use (``arm``'s one grid point): per seed, log of
-  ``arm``'s flat-basin optimum there minus the recipe's predicted log rate there; reproduced when the mean lies within
-  the predicted interval's half-width on its side (two one-sided tests), not reproduced when
-  decisively beyond it, inconclusive otherwise or when an optimum is not located."""
+  """A recipe on a rung it did not use (``arm``'s one point): per seed, log(flat-basin optimum / the
+  predicted rate), within the predicted interval's half-width on its side (TOST)."""
   arm: str = ""
   recipe: Recipe | None = None
   test_kind = "equivalent"

@@ -1,5 +1,4 @@
-"""The z-loss runaway kinds: ``Runaway`` (on the seeds where a reference arm's log Z ran away past [0, log V], whether an arm holds it or lowers the final loss; *cannot be judged* where too few ran away), read at the last probe or over a late window (the studies' per-seed tables are in ``experiments/readings/zloss.py``).
-"""
+"""``Runaway``: on the seeds where a reference arm's log Z ran away past [0, log V], whether an arm holds it or lowers the final loss (per-seed tables: ``experiments/readings/zloss.py``)."""
 
 from __future__ import annotations
 
@@ -27,8 +26,7 @@ def runaway(m: Model | None, bound: float) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class Pairs:
-  """At one rate: the reference's and the arm's models by seed, and the seeds where the
-  reference ran away (with an arm model to pair) with the side it ran to."""
+  """At one rate, both arms' models by seed, and the side the reference ran to on each paired seed."""
   text: str  # "d_model 128, rate 0.3"
   reference: str
   arm: str
@@ -66,18 +64,12 @@ class Pairs:
 
 @dataclasses.dataclass(frozen=True)
 class Runaway(Claim):
-  """At ``rate`` (and ``at``), the seeds where the ``reference`` arm's model completed with its
-  probe at least ``bound`` past the band [0, log V] (above: its excess over log V; below: minus
-  the probe), each paired with ``arm``'s model of that seed and rate, on that side; the probe read
-  at its last reading, or with a finite ``window`` averaged over the readings in that last
-  fraction of training in a model that still learns (``late_models``). ``reads="overshoot"``:
-  ``arm`` holds the probe, its mean overshoot decisively below ``bound`` (one-sided t test), not
-  reproduced when decisively above; ``reads="loss"``: ``arm`` lowers the final loss, ``arm -
-  reference`` decisively negative, not reproduced when decisively positive or equivalent to none
-  within ``margin`` (TOST). With fewer than ``min_seeds`` such seeds the claim cannot be judged
-  there (``CANNOT_JUDGE``: where nothing runs away nothing is held). An ``arm`` model that did not
-  complete at a judged seed cannot support the claim (its p for is 1), while the seeds that
-  completed can still decide against it."""
+  """At ``rate`` and ``at``, on the seeds where ``reference``'s probe ended ``bound`` or more past [0, log V]
+  (at the last reading, or a finite ``window``'s ``late_models`` mean), paired with ``arm``'s model.
+  ``reads="overshoot"``: ``arm``'s overshoot on that side decisively below ``bound`` (one-sided t);
+  ``reads="loss"``: ``arm - reference`` final loss decisively negative (against: positive or TOST
+  within ``margin``). Under ``min_seeds`` such seeds: ``CANNOT_JUDGE``. An ``arm`` model that did not
+  complete sets p for to 1."""
   arm: str = ""
   reference: str = ""
   rate: float = NAN

@@ -1,8 +1,6 @@
 """The z-loss studies' kinds: where a probe (the output's log Z) sits against ``log V`` at the end of training.
 
-``Model`` (one model's probe at the start and the end) and the report item ``ExcessTable``; the
-finding of where a probe ends away from ``log V`` is ``kinds.Finding``, the runaway kinds are in
-``research/kind_runaway.py``.
+``Model`` and the report item ``ExcessTable``; ``Finding`` is in ``kind_drift``, ``Runaway`` in ``kind_runaway``.
 """
 
 from __future__ import annotations
@@ -14,15 +12,6 @@ from typing import Any, Mapping
 import numpy as np
 
 from research.kind_base import at_text, Data, in_order, NAN, Section
-
-
-# ----------------------------------------------------------------------------- zloss_probe, zloss, mup_base
-#
-# Kinds on a probe at the end of training (a cell record's ``end``: the output softmax's mean
-# ``log_z``) against a uniform softmax's, ``log V`` (V the vocabulary), with the report items
-# that show it; and a choice among arms. A finding or a choice is not a test of the
-# literature (``test_kind = "finding"``): no power plan, no leave-one-seed-out; its verdict
-# is the test's ``missing`` verdict, out of any family.
 
 CANNOT_JUDGE = "Cannot be judged"  # the claim's premise did not hold: not a failure to reproduce
 FOUND, NOT_FOUND, CHOSEN = "Found", "Not found", "Chosen"
@@ -84,10 +73,8 @@ def median_excess(ms: list[Model]) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class ExcessTable:
-  """A report item: per arm, grid point and rate, over seeds, the probe at step 0 and at the
-  end (medians), its excess over ``log V`` (median, and each seed's), its ``state`` at
-  ``bound`` and the final loss (median; — where a model diverged), and a figure of the
-  median excess against the rate, a panel per grid point."""
+  """A report item: per arm, point and rate, medians over seeds of the probe, its excess over ``log V``
+  and ``state``, and the final loss; and the median excess against the rate, a panel per point."""
   bound: float = 2.0
   probe: str = "log_z"
   note: str = ""  # a line under the heading

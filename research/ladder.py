@@ -1,11 +1,7 @@
 """The width ladder several studies train: its shared overrides, its group names and its measured cost on the 2-core CPU.
 
-Two layers, two heads (``d_head`` grows with the width), context 64, 16 sequences a step,
-a 512-token vocabulary, 200 steps at the cpu scale (``s`` below is a study's scale record:
-``n_layer``, ``n_head``, ``block_size``, ``vocab``, ``batch_size``, ``steps``,
-``eval_batches``, ``log_every``, ``extra``). First defined by the proxies study; the muP
-base stage, the muTransfer ladder and the z-loss studies train the same shape. Also the
-width at which an MLP ratio keeps another's parameter count (``matched_d_model``).
+At the cpu scale (``CPU``): two layers, two heads (``d_head`` grows with the width), context 64,
+16 sequences a step, a 512-token vocabulary, 200 steps. Also ``matched_d_model``.
 """
 
 from __future__ import annotations
@@ -18,17 +14,13 @@ from andrea_jax.files import read_json
 from research.sweep import Cell
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# The muP base stage's committed results: its rule's choice of the base model's readout and
-# attention multipliers, which the studies on the tuned base (the muTransfer ladder, the
-# z-loss studies) carry to every width. Data read by path, not a study imported.
+# The muP base stage's chosen readout and attention multipliers, which the studies on the tuned
+# base carry to every width (read by path, not a study imported).
 BASE_RESULTS = os.path.join(ROOT, "results", "mup_base-cpu", "results.json")
 
-# Seconds per model-step of one group member at the cpu scale on the 2-core CPU, by width,
-# and the fixed cost of one program (process start, data, compiles, the first and last
-# evaluation and probes, the checkpoint): measured in the cpu study's own run (all 20
-# programs, the mean over its five arms of each width; the machine was shared with other
-# jobs), from each program's metrics (the step time between its logged steps) and its
-# wall time. 256: a 7-member, 40-step program on the same machine, before the study.
+# Seconds per model-step of one group member by width, and one program's fixed cost (start, data,
+# compiles, evaluations, checkpoint), measured in the cpu study's 20 programs (mean over its five
+# arms; a shared machine); 256: one 7-member, 40-step program.
 SECONDS_PER_MODEL_STEP_CPU = {16: 0.0084, 32: 0.0108, 64: 0.0231, 128: 0.0529, 256: 0.19}
 SECONDS_PER_GROUP_CPU = 32.0
 
@@ -41,8 +33,7 @@ def seconds_per_model_step(o) -> float:
   return SECONDS_PER_MODEL_STEP_CPU[o[W]] * o[L] / 2 * o[B] / 16
 
 
-# The ladder's scale records (``ladder_overrides``' ``s``): the cpu scale's shape, and the smoke
-# scale's (one layer, 12 steps: proves the pipeline). A study adds its own ``extra``.
+# Scale records (``ladder_overrides``' ``s``); smoke proves the pipeline. A study adds its ``extra``.
 CPU = dict(n_layer=2, n_head=2, block_size=64, vocab=512, batch_size=16, steps=200,
            eval_batches=16, log_every=25, extra={})
 SMOKE = dict(n_layer=1, n_head=2, block_size=32, vocab=321, batch_size=8, steps=12,
@@ -50,8 +41,7 @@ SMOKE = dict(n_layer=1, n_head=2, block_size=32, vocab=321, batch_size=8, steps=
 
 
 def ladder_overrides(s: dict) -> dict:
-  """The overrides every cell of a width ladder at scale ``s`` shares (the proxies study's,
-  and the muP base stage's and muTransfer ladder's, which train the same shape)."""
+  """The overrides every cell of a width ladder at scale ``s`` shares."""
   return {"model.n_layer": s["n_layer"], "model.n_head": s["n_head"],
             "model.block_size": s["block_size"], "model.vocab_size": s["vocab"],
             "model.norm": "pre", "model.init": "gpt2", "model.mlp_ratio": 4.0,

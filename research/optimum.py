@@ -1,43 +1,19 @@
-"""Where the best learning rate is when the loss basin is flat, and how closely the seeds can place it (issue 45).
+"""Where the best learning rate is when the loss basin is flat, and how closely the seeds can place it.
 
-The frozen rules (``curves.fit_optimum``) fit each seed's parabola through its best rate and
-the two beside it. Over a flat basin that vertex is mostly geometry: with three points the
-parabola interpolates them, so its interval over seeds says how alike the seeds' curves are
-in shape, not how well the data place the optimum. This module reads a loss-vs-rate grid
-three ways and says which the data support:
+``curves.fit_optimum``'s three-point parabola interpolates its points, so over a flat basin its
+interval says how alike the seeds' curves are, not where the optimum is. ``basin`` reads a
+``{rate: {seed: loss}}`` grid (``table``) three ways:
 
-- **Basin fit.** A parabola in log(rate) through every seed's loss at each rate of the
-  contiguous run around the best rate whose mean losses lie within a band of the best mean
-  (``max(BAND, 2 x`` the seeds' standard error at the best rate)). The run must hold at
-  least ``MIN_POINTS`` distinct grid points (rates closer than ``MIN_RATIO`` are one
-  point); where it holds fewer it extends by the neighbour with the lower mean, the band
-  widening to it, until it does. Its vertex is the optimum, with a percentile interval
-  from resampling seeds (``BOOTSTRAP`` resamples, the whole reading refitted on each, a
-  fixed generator seed so that a report regenerates to the same digits; not bounded when
-  more than ``ALPHA / 2`` of them locate no minimum). A parabola with no minimum inside
-  the run's rates locates nothing.
-- **Indistinguishable rates.** The rates whose loss is not decisively above the best
-  rate's: paired over seeds, one-sided t test at ``ALPHA``. Reported as a ``[low, high]``
-  range of rates.
-- **Grid resolution.** The best grid point and the grid points beside it: "between a and
-  b". This is the statement when the data cannot do better: when the fit has only three
-  grid points (it interpolates them), when it locates no minimum or its resamples do not
-  bound it, and when every seed's best rate is the same grid point.
+- basin fit: a parabola in log(rate) through every seed's loss over the contiguous run of rates
+  around the best whose means lie within ``max(BAND, 2 SE)`` of the best, extended toward the
+  lower neighbouring mean to ``MIN_POINTS`` grid points; its vertex, with a seed-bootstrap
+  percentile interval (unbounded when over ``ALPHA / 2`` of resamples locate no minimum);
+- the rates not decisively worse than the best (paired one-sided t at ``ALPHA``);
+- the grid's resolution, "between a and b": the statement when the fit interpolates three
+  points, locates no minimum, is unbounded, or every seed's best is the same grid point.
 
-``table`` turns a study's runs into the ``{rate: {seed: loss}}`` this reads (the loss that
-counts, ``curves.Run.clipped``: a diverged model at its loss at initialisation).
-
-The grid helper: ``log_rates`` spaces rates evenly in log between two ends, at three
-significant figures; ``check_rates`` refuses a grid with two rates closer than
-``MIN_RATIO`` (a near-duplicate adds a model, not a grid point); ``grid_points`` merges
-them where a grid already has them (``near_duplicates`` lists them).
-
-``basin`` and what it calls are part of the recipe study's frozen rules (a one-file study's
-identity hashes this module with ``study.py``, ``kinds.py`` and ``ladder.py``:
-``research/identity.py``'s ``FRAMEWORK_MODULES``; the recipe's per-seed optimum is
-``basin`` of one seed). ``seed_optimum``, the per-seed fit that always brackets the best
-rate, came after that run showed where ``basin`` of one seed fails; the post-hoc readings
-(``experiments/readings/``) use it and the other readings here.
+``basin`` is in the recipe study's frozen rules (``research/identity.py``); ``seed_optimum`` and
+the grid helpers (``log_rates``, ``check_rates``, ``grid_points``) serve the post-hoc readings.
 """
 
 from __future__ import annotations
@@ -66,8 +42,7 @@ Table = Mapping[float, Mapping[int, float]]  # rate -> seed -> loss
 
 
 def log_rates(low: float, high: float, n: int, min_ratio: float = MIN_RATIO) -> tuple[float, ...]:
-  """``n`` rates from ``low`` to ``high``, evenly spaced in log, at three significant
-  figures; refused when two come closer than ``min_ratio``."""
+  """``n`` rates from ``low`` to ``high`` evenly spaced in log, at 3 significant figures (``check_rates``)."""
   if not (0 < low < high) or n < 2:
     raise errors.ConfigError(f"log_rates({low:g}, {high:g}, {n}): give 0 < low < high and n >= 2")
   rates = tuple(float(f"{r:.3g}") for r in np.geomspace(low, high, n))
@@ -81,7 +56,7 @@ def near_duplicates(rates: Iterable[float], min_ratio: float = MIN_RATIO) -> lis
 
 
 def check_rates(rates: Iterable[float], min_ratio: float = MIN_RATIO) -> tuple[float, ...]:
-  """``rates`` sorted, or a ``ConfigError`` naming the first pair closer than ``min_ratio``."""
+  """``rates`` sorted, or a ``ConfigError`` naming the first pair closer than ``min_ratio`` (a near-duplicate)."""
   rates = tuple(sorted(rates))
   if any(r <= 0 or not math.isfinite(r) for r in rates):
     raise errors.ConfigError(f"rates {rates}: every rate must be positive and finite")
@@ -109,7 +84,7 @@ def grid_points(rates: Iterable[float], min_ratio: float = MIN_RATIO) -> list[tu
 
 
 def table(runs: list[curves.Run]) -> dict[float, dict[int, float]]:
-  """``{rate: {seed: loss}}`` of a study's runs, the loss that counts (``Run.clipped``)."""
+  """``{rate: {seed: loss}}`` of runs, the loss that counts (``Run.clipped``)."""
   out: dict[float, dict[int, float]] = {}
   for run in runs:
     out.setdefault(run.lr, {})[run.seed] = run.clipped
@@ -197,8 +172,7 @@ def _matrix(losses: Table) -> tuple[np.ndarray, np.ndarray, list[int]]:
 
 
 def _moments(y: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-  """Per resample (``counts``: how often each seed is drawn, ``[B, S]``) and rate: the
-  number of losses, their mean and the standard error of the mean (``[B, R]`` each)."""
+  """Per resample (``counts``: draws per seed, ``[B, S]``) and rate, the losses' count, mean and SE (``[B, R]``)."""
   ok = np.isfinite(y)
   y0 = np.where(ok, y, 0.0)
   n = counts @ ok.T
@@ -211,10 +185,8 @@ def _moments(y: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray,
 
 
 def _run(mean: list[float], se: list[float], point: list[int]) -> tuple[int, float, int, int]:
-  """``(best, band, lo, hi)``: the best rate's index, the band, and the contiguous run of
-  rates ``lo..hi`` around it whose means lie within the band, extended one neighbour at a
-  time (the lower mean first, the band widening to it) until it holds ``MIN_POINTS`` grid
-  points (``point``: each rate's grid point)."""
+  """``(best, band, lo, hi)``: the best rate's index, the band and the run ``lo..hi`` around it (the module
+  docstring; ``point``: each rate's grid point)."""
   finite = [i for i, m in enumerate(mean) if math.isfinite(m)]
   b = min(finite, key=lambda i: mean[i])
   band = max(BAND, 2 * se[b])
@@ -236,10 +208,8 @@ def _run(mean: list[float], se: list[float], point: list[int]) -> tuple[int, flo
 
 
 def _vertices(x: np.ndarray, n: np.ndarray, mean: np.ndarray, runs: list[tuple]) -> np.ndarray:
-  """Per resample, log(rate) at the minimum of the least-squares parabola in log(rate)
-  through every drawn seed's loss at the rates of its run (weighted least squares on the
-  rates' means, weight the number of losses: the same fit); nan without a minimum inside
-  the run's rates."""
+  """Per resample, the log rate at the parabola's minimum (least squares on the rates' means weighted by
+  count: the fit through every drawn loss); nan without a minimum inside the run."""
   held = np.zeros(n.shape, bool)
   for k, (_, _, lo, hi) in enumerate(runs):
     held[k, lo:hi + 1] = True
@@ -268,8 +238,8 @@ def _neighbours(rates: np.ndarray, best: float, min_ratio: float) -> tuple[float
 
 
 def _indistinct(rates: np.ndarray, y: np.ndarray, b: int) -> tuple[float, float]:
-  """The lowest and highest rate whose loss is not decisively above the best's (paired
-  one-sided t at ALPHA; a rate sharing fewer than two seeds with the best cannot be told apart)."""
+  """The lowest and highest rate not decisively worse than the best (paired one-sided t at ALPHA; under
+  two shared seeds: not told apart)."""
   kept = []
   for i in range(len(rates)):
     d = y[i] - y[b]
@@ -314,19 +284,10 @@ def basin(losses: Table, min_ratio: float = MIN_RATIO, resamples: int = BOOTSTRA
 
 
 def seed_optimum(losses: Mapping[float, float], min_ratio: float = MIN_RATIO) -> tuple[float | None, str]:
-  """One seed's optimum (``{rate: loss}``) by a fit that brackets its best rate: a parabola
-  in log(rate) over the contiguous run of grid points whose losses lie within ``BAND`` of
-  the best, always holding the best's two neighbours, so the best is never at the run's
-  edge; its vertex where it has one inside the run, else the parabola through the best and
-  its two neighbours (whose minimum lies between them). ``(None, why)`` when the best is the
-  grid's lowest or highest point (the optimum may lie beyond it) or no loss is finite.
-
-  ``basin`` of one seed (the frozen recipe rules' per-seed optimum) extends a run that holds
-  fewer than ``MIN_POINTS`` points toward the lower neighbouring loss only, so on a sharp
-  basin at x2 spacing the best point can end at the run's edge, the parabola's vertex falls
-  outside the run and nothing is located although the best lies inside the grid (issue 45's
-  recipe run: every seed of sp at d256). This reading is the post-hoc one
-  (``experiments/readings/recipe.py``'s ``Recipes``)."""
+  """One seed's optimum (``{rate: loss}``): the vertex of a parabola in log(rate) over the run of grid
+  points within ``BAND`` of the best and always its two neighbours (else the three-point one);
+  ``(None, why)`` when the best is at the grid's edge or nothing is finite. Unlike ``basin`` of one
+  seed, the best never ends at the run's edge (on a sharp basin that locates nothing)."""
   points = grid_points([r for r, l in losses.items() if math.isfinite(l)], min_ratio)
   if not points:
     return None, "no finite loss"

@@ -1,26 +1,14 @@
-"""A learning-rate recipe that could have been wrong (issue 61): its rate with an interval that resamples seeds jointly across legs, its check against the naive rule on a held-out rung, the rate a report tells a user to train with, and a device-time estimate from FLOPs.
+"""A learning-rate recipe that could have been wrong: its rate with a joint-over-seeds interval, its check against the naive rule, and the rate a report tells a user to train with.
 
-- ``predict``: a ``kinds.Recipe`` carried to a point, *per seed*: seed s's base optimum plus,
-  per leg, seed s's slope (its least-squares line of log optimum against log2 of the axis,
-  the base's cells included) times the doublings carried. The rate is the mean over seeds of
-  these per-seed recipes, its interval the t interval over them: the jackknife over seeds of
-  the whole recipe (for a mean of per-seed values the jackknife variance is the t interval's),
-  so a seed whose base optimum is off moves every leg of that seed together and the
-  interval sees it, where per-leg intervals added in quadrature treat the legs as
-  independent though all share the base's cells. It omits what no leg varied (context,
-  vocabulary, data): ``OMITTED``. A leg carried more than ``GUESS_DOUBLINGS`` past the values
-  its data span makes the rate there a guess, and the prediction says so.
-- ``BeatsNaive``: the held-out rung (every carried axis off the base, its own seeds) judged
-  against the recipe and against "keep the base rate": the naive rule's error
-  ``|log(rung / base rate)|`` minus the recipe's ``|log(rung / recipe)|``; the recipe earns its
-  name when that advantage lies decisively above ``MARGIN`` (its 95 % interval, by a
-  bootstrap that resamples the legs' seeds jointly and the rung's seeds apart).
-- ``Answer``: the rate the report tells a user to train the target with: the recipe's where
-  its check passed, else ``DEFAULT_RATE`` (GPT-3 125M's), never above ``CAP`` then; the
-  study's range beside it.
-- ``DeviceTime`` and ``CheckedStudy``: a ``Study`` whose page opens with its ``Answer`` and
-  whose plan says which seeds are fresh and what a scale costs on a GPU (from
-  ``model.flops_per_token`` at a stated MFU, plus compile and data allowances).
+- ``predict``: a ``kinds.Recipe`` per seed (seed s's base optimum plus each leg's slope for s times
+  the doublings carried); the rate is their mean, its interval their t interval (the jackknife over
+  seeds of the whole recipe), so a seed whose base is off moves all its legs together, which
+  per-leg errors in quadrature miss. It omits ``OMITTED``; past ``GUESS_DOUBLINGS`` it says "a guess".
+- ``BeatsNaive``: on a held-out rung, the naive rule's error ``|log(rung / base rate)|`` minus the
+  recipe's ``|log(rung / recipe)|`` decisively above ``MARGIN``.
+- ``Answer``: the recipe's rate where that check passed, else ``DEFAULT_RATE`` (never above ``CAP``).
+- ``DeviceTime`` and ``CheckedStudy``: a ``Study`` whose page opens with its ``Answer`` and whose
+  plan states fresh seeds and GPU time (``model.flops_per_token`` at a stated MFU).
 """
 
 from __future__ import annotations
@@ -44,14 +32,11 @@ NAN = float("nan")
 # 0.5 M-token batch (Brown et al. 2020, Table 2.1); GPT-2's reproductions use it too.
 DEFAULT_RATE = 6e-4
 DEFAULT_SOURCE = "GPT-3 125M: 6e-4 at a 0.5 M-token batch (Brown et al. 2020, Table 2.1)"
-CAP = 3e-3  # the most a report may print for the target unless its check passed (issue 61)
+CAP = 3e-3  # the most a report may print for the target unless its check passed
 GUESS_DOUBLINGS = 2.0  # a leg carried further than this past its data gives a guess
-# The margin by which the recipe must beat "keep the base rate" on the rung, in log rate:
-# half a doubling (a factor sqrt 2), the resolution of a x2 rate grid (half a step) and about
-# the scatter of one seed's optimum (the committed recipe's base: sd 0.28 in log rate over 3
-# seeds, results/recipe-cpu). A recipe whose prediction beats the naive one by less is within
-# a seed's noise of it. What a factor sqrt 2 costs in loss shrinks with the horizon: 0.06-0.09
-# nats at 200 steps on the committed basins (each seed's three-point parabola), 0.02 at 800.
+# How far the recipe must beat "keep the base rate", in log rate: a factor sqrt 2, half a x2 grid
+# step and about one seed's scatter (sd 0.28 over 3 seeds, results/recipe-cpu); in loss 0.06-0.09
+# nats at 200 steps, 0.02 at 800.
 MARGIN = math.log(2) / 2
 OMITTED = ("context (the legs train at one context)", "vocabulary (one vocabulary)",
            "data (one corpus, one split)")
@@ -73,8 +58,7 @@ LADDER_DIFFERENCES = (
 
 @dataclasses.dataclass(frozen=True)
 class Widths:
-  """A report item: the width leg's slope beside the confirmed ladder's, where they differ
-  (intervals apart) and what differs between the two designs (not tested: a reading)."""
+  """A report item: the width leg's slope beside the confirmed ladder's, and the designs' differences."""
   arm: str
   axis: str
 
@@ -114,8 +98,7 @@ class LegRow:
 
 @dataclasses.dataclass(frozen=True)
 class Joint:
-  """A recipe at a point: per seed its whole recipe and its base, the mean with the t
-  interval over seeds (``recipe``, ``naive``), the legs, and what was not located."""
+  """A recipe at a point: per seed the recipe and its base (means: ``recipe``, ``naive``), the legs, what was not located."""
   per_seed: dict[int, float]
   base: dict[int, float]
   legs: tuple[LegRow, ...]
@@ -148,8 +131,8 @@ class Joint:
 
 
 def predict(recipe: kinds.Recipe, data: kinds.Data, at: Mapping[str, Any] | None = None) -> Joint | None:
-  """``recipe`` at ``at`` (default: its legs' targets), per seed (the module docstring); None
-  without a base point or with fewer than two seeds located at the base and on every leg."""
+  """``recipe`` at ``at`` (default: its legs' targets), per seed (the module docstring); None without a
+  base point or two seeds located at the base and on every leg."""
   base = recipe.base(data)
   if base is None or not data.runs(recipe.base_arm, base):
     return None
@@ -174,11 +157,9 @@ def predict(recipe: kinds.Recipe, data: kinds.Data, at: Mapping[str, Any] | None
 
 def advantage(rung: Mapping[int, float], recipe: Mapping[int, float], naive: Mapping[int, float],
               margin: float, resamples: int = BOOTSTRAP) -> tuple[float, float, float, float, float]:
-  """``(a, lo, hi, p_for, p_against)``: the naive rule's error minus the recipe's,
-  ``|M - N| - |M - P|`` (M the rung's mean log optimum, P and N the recipe's and the naive
-  rule's mean over the legs' seeds), its 95 % percentile interval over resamples that draw the
-  legs' seeds jointly (P and N from one draw: they share the base) and the rung's seeds apart,
-  and two-sided bootstrap p-values that it lies above ``margin`` (for) and below it (against)."""
+  """``(a, lo, hi, p_for, p_against)``: ``a = |M - N| - |M - P|`` (M the rung's mean log optimum, P, N the
+  recipe's and naive rule's), a 95 % bootstrap interval drawing the legs' seeds jointly (P and N share
+  the base) and the rung's apart, and two-sided p-values that ``a`` lies above/below ``margin``."""
   legs = sorted(recipe)
   m, p, n = (np.array([d[s] for s in seeds]) for d, seeds in ((rung, sorted(rung)), (recipe, legs), (naive, legs)))
   a = abs(m.mean() - n.mean()) - abs(m.mean() - p.mean())
@@ -194,10 +175,8 @@ def advantage(rung: Mapping[int, float], recipe: Mapping[int, float], naive: Map
 
 @dataclasses.dataclass(frozen=True)
 class BeatsNaive(kinds.Claim):
-  """The recipe against "keep the base rate" on the held-out rung ``arm`` (one grid point,
-  its own seeds): reproduced when the naive rule's error minus the recipe's lies decisively
-  above ``margin`` (``advantage``'s interval), not reproduced when decisively below it,
-  inconclusive otherwise or when an optimum is not located."""
+  """The recipe against "keep the base rate" on the held-out rung ``arm`` (one grid point, its own
+  seeds): ``advantage`` decisively above ``margin``."""
   arm: str = ""
   recipe: kinds.Recipe | None = None
   margin: float = MARGIN
@@ -265,10 +244,8 @@ def command(config: str, carry: Mapping[str, Any], rate: float) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Answer:
-  """The rate to train ``check.recipe``'s target with, first in the report: the recipe's where
-  ``check`` passed, else ``DEFAULT_RATE``, with the study's range beside it (the recipe's
-  joint interval at the target, and ``measured``'s optimum where that arm ran: the target's
-  own shape at a short horizon)."""
+  """The rate to train ``check.recipe``'s target with: the recipe's where ``check`` passed, else ``default``;
+  beside it the recipe's interval and ``measured``'s optimum (the target's shape, a short horizon)."""
   check: BeatsNaive
   measured: str = ""
   default: float = DEFAULT_RATE
@@ -276,8 +253,7 @@ class Answer:
   cap: float = CAP
 
   def lines(self, data: kinds.Data, judged: bool = True) -> tuple[list[str], dict]:
-    """The answer's lines and numbers; ``judged``: whether the check is judged at all (not
-    one its study declared not powered, whose verdict cannot pass)."""
+    """The answer's lines and numbers; ``judged``: False when the check was declared not powered."""
     recipe, ok = self.check.recipe, judged and passed(self.check, data)
     joint = predict(recipe, data)
     rate = math.exp(joint.recipe.diff) if ok and joint else self.default
@@ -313,10 +289,8 @@ class Answer:
 
 @dataclasses.dataclass(frozen=True)
 class DeviceTime:
-  """A scale's time on one GPU: training FLOPs (``model.flops_per_token`` x the tokens each
-  cell trains and evaluates, a forward pass a third of a step) at ``mfu`` of ``peak``, plus
-  ``program_s`` per program (process start, compiles, checkpoint) and ``data_s`` once (the
-  tokenizer and shards)."""
+  """A scale's time on one GPU: training FLOPs (an eval pass a third of a step) at ``mfu`` of ``peak``,
+  plus ``program_s`` per program (start, compiles, checkpoint) and ``data_s`` once (tokenizer, shards)."""
   device: str = "one H100"
   peak: float = 989e12  # bf16 dense FLOP/s (H100 SXM)
   mfu: float = 0.40

@@ -1,11 +1,8 @@
 """The statistics every verdict uses: t intervals, paired and Welch comparisons, Holm, equivalence.
 
-A comparison of two arms is ``a - b``. Arms that share seeds (the same initialisation and
-batch order) are compared by the per-seed differences (a one-sample t test on them);
-arms without shared seeds by Welch's test. Intervals use the t quantile for the degrees of
-freedom (with 3 seeds, 4.30 at 95 %, not 2). A claim with several comparisons controls its
-family-wise error with Holm's step-down correction. An equivalence is two one-sided tests
-(TOST) against a margin the claim's own literature gives.
+A comparison is ``a - b``: paired by seed where the arms share seeds (same init and batch order),
+else Welch's test. Intervals use the t quantile (3 seeds: 4.30 at 95 %, not 2); an equivalence is
+two one-sided tests (TOST) against a margin from the claim's literature.
 """
 
 from __future__ import annotations
@@ -23,11 +20,8 @@ NAN = float("nan")
 
 @dataclasses.dataclass(frozen=True)
 class Effect:
-  """An estimated difference (or a mean) with its (1 - ALPHA) interval and test.
-
-  ``p`` is the two-sided p-value for "the difference is zero"; ``p_same`` the TOST
-  p-value for "the difference lies within +-margin" (nan without a margin).
-  """
+  """A difference (or a mean) with its (1 - ALPHA) interval; ``p``: two-sided p for zero; ``p_same``: TOST
+  p for within ``+-margin`` (nan without a margin)."""
   diff: float
   lo: float
   hi: float
@@ -118,12 +112,8 @@ def holm(ps: Sequence[float]) -> list[float]:
 
 
 def outcomes(effects: Sequence[Effect]) -> list[str]:
-  """Per effect of one claim's family, after Holm over the family's tests:
-
-  ``same`` (decisively within its margin: a difference too small to matter, however
-  certain), ``lower``/``higher`` (decisively below/above zero), ``unclear`` otherwise
-  (including too few seeds for an interval).
-  """
+  """Per effect of one family, after Holm: ``same`` (decisively within its margin), ``lower``/``higher``
+  (decisively below/above zero) or ``unclear``."""
   p_diff = holm([e.p for e in effects])
   p_same = holm([e.p_same for e in effects])
   out = []
@@ -147,11 +137,9 @@ def outcome(effect: Effect) -> str:
 
 def directed(values: Sequence[float], predict: str = "higher", margin: float = NAN,
              bound: float = 0.0) -> tuple[Effect, float, float]:
-  """``(effect of mean - bound, p for, p against)`` of a claim that the mean lies ``predict``
-  ("higher" or "lower") than ``bound``: p for is the two-sided test's p when the estimate
-  points that way (else 1); p against the same for the opposite way, or the TOST p for
-  "within the margin of the bound" when smaller (an effect too small to matter is against
-  it). For a family decided together under Holm."""
+  """``(effect of mean - bound, p for, p against)`` for "the mean is ``predict`` than ``bound``": for, the
+  two-sided p if the estimate points that way (else 1); against, that p the other way or the
+  smaller TOST p within ``margin`` (too small to matter is against)."""
   e = one_sample([v - bound for v in values], margin)
   if not math.isfinite(e.p):
     return e, NAN, NAN
@@ -174,9 +162,7 @@ def within(values: Sequence[float], margin: float) -> tuple[Effect, float, float
 
 
 def below(values: Sequence[float], margin: float) -> tuple[Effect, float, float]:
-  """``(effect, p for, p against)`` of a non-inferiority claim, "the mean is below
-  ``margin``": the one-sided p of the t test against the margin for; against, the one-sided
-  p that it lies above the margin."""
+  """``(effect, p for, p against)`` for "the mean is below ``margin``" (non-inferiority): one-sided t p's."""
   e = one_sample(values)
   shifted = one_sample([v - margin for v in values])
   if not math.isfinite(shifted.p):
