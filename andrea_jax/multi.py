@@ -44,7 +44,7 @@ import optax
 from andrea_jax import config as config_lib
 from andrea_jax import errors
 from andrea_jax import files
-from andrea_jax import loop
+from andrea_jax import members as members_lib
 from andrea_jax import model
 from andrea_jax import schedule as schedule_lib
 from andrea_jax import step as step_lib
@@ -172,8 +172,8 @@ def check_members(members: Sequence[Member], workdir: str) -> None:
 
 
 def group(config: config_lib.RunConfig, cfg: model.ModelConfig, t: step_lib.TrainConfig,
-          members: Sequence[Member], workdir: str, member_axis: str) -> loop.Models:
-  """The members as ``loop.Models``: stacked state, one program, a directory each."""
+          members: Sequence[Member], workdir: str, member_axis: str) -> members_lib.Models:
+  """The members as ``members.Models``: stacked state, one program, a directory each."""
   prog = programs(cfg, t, resolve_member_axis(member_axis), tuple(m.seed for m in members))
   seeds = jnp.asarray([m.seed for m in members], jnp.int32)
   lrs = np.asarray([m.learning_rate for m in members], np.float32)
@@ -184,7 +184,7 @@ def group(config: config_lib.RunConfig, cfg: model.ModelConfig, t: step_lib.Trai
   fields = [{"learning_rate": m.learning_rate, "seed": m.seed, "batch_seed": m.batch_seed,
              # The group's wall time is shared by its members (they trained together).
              "group": os.path.abspath(workdir), "group_size": len(members)} for m in members]
-  return loop.Models(
+  return members_lib.Models(
       dirs=dirs, stacked=True,
       batch_seeds=[config.data.shuffle_seed if m.batch_seed is None else m.batch_seed
                    for m in members],

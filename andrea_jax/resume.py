@@ -193,8 +193,8 @@ def check_same_data(workdir: str, fingerprint: str, tokenizer_sha256: str | None
   if load_config_dict(workdir) is None or latest_checkpoint(workdir) is None:
     return
   data = read_data(workdir) or {}
-  new_run = (f"restore what the run trained on to resume it, or pass a new --workdir to "
-             f"train on this data (the checkpoint's weights would read other token ids)")
+  new_run = ("restore what the run trained on to resume it, or pass a new --workdir to "
+             "train on this data (the checkpoint's weights would read other token ids)")
   old = data.get("fingerprint")
   if old and old != fingerprint:
     raise errors.DataError(

@@ -5,22 +5,18 @@ ConfigDict by ``train_and_evaluate``; ``check_config``: its ``model.ModelConfig`
 ``"auto"`` resolved, its ``step.TrainConfig`` and the device mesh), claim the workdir,
 plan the resume (``resume.py``), prepare the data and the evaluation set, restore or
 initialise the state, then ``loop.train_loop`` and each member's summary, loss plot (and
-a single model's samples). It trains ``loop.Models``: one model (``single_run``) or a
-group's members (``multi.group``), each member with its own directory of metrics,
-diagnostics, summary and loss plot. A single run is ``train_and_evaluate`` (the README's entry point). The step's
-maths is ``step.py``; the loop, its evaluation and its rows are ``loop.py``.
-``evaluate_run`` scores a saved checkpoint with a run's own evaluation, training nothing
-(``python -m experiments.evaluate``); ``evaluate_task`` scores it on HellaSwag (``tasks.py``).
+a single model's samples). It trains ``members.Models``: one model (``single_run``) or a
+group's members (``multi.group``), each with its own directory. A single run is
+``train_and_evaluate`` (the README's entry point). ``evaluate_run`` scores a saved checkpoint
+with a run's own evaluation (``python -m experiments.evaluate``); ``evaluate_task`` on
+HellaSwag (``tasks.py``).
 
 Divergence (``step.train_step``) means one thing for a run and for each member of a group:
 the loop stops once no member is left training (a group's others go on). The summary says
 ``diverged``, with ``diverged_at_step``; ``final_val_loss`` is None, and the last
 evaluation before the divergence is ``last_val_loss`` at ``last_val_loss_step``. No
-diverged state is saved: what is kept is the newest checkpoint, saved before the
-divergence, all of it finite (a group's later checkpoints hold a diverged member at its
-last finite state).
-
-``wall_time_s`` (summary and metrics rows) counts every segment of a resumed run.
+diverged state is saved (a group's later checkpoints hold a diverged member at its last
+finite state). ``wall_time_s`` (summary and metrics rows) counts every resumed segment.
 
 Exit codes of a run (``RunResult.exit_code``, returned by ``python -m experiments.run``):
 0 completed (or already complete), 3 diverged, 4 interrupted by SIGTERM/SIGINT (a
@@ -50,12 +46,15 @@ from andrea_jax import diagnostics
 from andrea_jax import errors
 from andrea_jax import files
 from andrea_jax import loader as loader_lib
+from andrea_jax import logger as logger_lib
 from andrea_jax import loop
+from andrea_jax import members as members_lib
 from andrea_jax import metrics
 from andrea_jax import model
 from andrea_jax import plots
 from andrea_jax import prepare as prepare_lib
 from andrea_jax import prepared as prepared_lib
+from andrea_jax import profiler as profiler_lib
 from andrea_jax import resume as resume_lib
 from andrea_jax import run_record
 from andrea_jax import schedule as schedule_lib
@@ -64,6 +63,7 @@ from andrea_jax import signals as signals_lib
 from andrea_jax import step as step_lib
 from andrea_jax import tasks
 from andrea_jax import tokenizer as tokenizer_lib
+from andrea_jax import validation
 from andrea_jax import workdir as workdir_lib
 
 EXIT_COMPLETED, EXIT_DIVERGED, EXIT_INTERRUPTED = (
@@ -76,7 +76,7 @@ EXIT_CODES = {"completed": EXIT_COMPLETED, "diverged": EXIT_DIVERGED,
 
 
 def single_run(config: config_lib.RunConfig, cfg: model.ModelConfig, t: step_lib.TrainConfig, mesh,
-               workdir: str) -> loop.Models:
+               workdir: str) -> members_lib.Models:
   """One model on ``mesh``: state, steps and batches sharded, checkpoints on any mesh."""
   # One schedule for the optimizer and the logs; a resume keeps what was planned.
   schedule = schedule_lib.learning_rate(t.learning_rate,
@@ -95,7 +95,7 @@ def single_run(config: config_lib.RunConfig, cfg: model.ModelConfig, t: step_lib
                  donate_argnums=0)
   eval_loss = jax.jit(functools.partial(step_lib.eval_loss, cfg=cfg),
                       in_shardings=(shardings["params"], eval_batch), out_shardings=replicated)
-  return loop.Models(
+  return members_lib.Models(
       dirs=[workdir], batch_seeds=[config.data.shuffle_seed], stacked=False,
       abstract=sharding.with_shardings(abstract, shardings),
       init=lambda: _init_single(config, cfg, t, optimizer, shardings), step=step,
@@ -186,7 +186,7 @@ def prepare_data(config: config_lib.RunConfig, fit_vocab: bool = False,
   return prepared
 
 
-def restore_or_init(models: loop.Models, mngr, start_step: int) -> tuple[Any, int]:
+def restore_or_init(models: members_lib.Models, mngr, start_step: int) -> tuple[Any, int]:
   """``(state, step)``: the newest checkpoint that reads whole on this run's devices (damaged
   newer ones are set aside, with a note: ``checkpoint.restore_newest``), or a fresh state."""
   if not start_step:
@@ -198,7 +198,7 @@ def restore_or_init(models: loop.Models, mngr, start_step: int) -> tuple[Any, in
 
 
 def run(config: config_lib.RunConfig, workdir: str,
-        build: Callable[[model.ModelConfig, step_lib.TrainConfig, Any], loop.Models],
+        build: Callable[[model.ModelConfig, step_lib.TrainConfig, Any], members_lib.Models],
         allow_resume_changes: bool = False, devices=None) -> RunResult:
   """The lifecycle of a run in ``workdir``: train ``build(cfg, t, mesh)``'s models, resuming.
 
@@ -237,7 +237,7 @@ def run(config: config_lib.RunConfig, workdir: str,
     # Before the workdir is the run's: a batch too large for the data leaves nothing behind.
     loader_lib.check_batch_fits(prepared.stream("train"), t.batch_size, cfg.block_size,
                                 f"the training shards in {prepared.directory!r}")
-    eval_set = loop.make_eval_set(t, cfg, prepared, mesh)
+    eval_set = validation.make_eval_set(t, cfg, prepared, mesh)
     task = task_path and task_scorer(task_path, t, cfg, prepared.tokenizer_path)
     models = build(cfg, t, mesh)
     if config.sample.num_samples > 0 and not models.stacked:  # not found at the end, lost
@@ -256,9 +256,9 @@ def run(config: config_lib.RunConfig, workdir: str,
       resume_lib.record_start(workdir, config, plan, {
           **dataclasses.asdict(prepared),
           "tokenizer_sha256": files.sha256(prepared.tokenizer_path)})
-    out = loop.Outputs(loop.Logger(models, cfg, t, eval_set, plan.start_step, clock), mngr,
-                       profiler=loop.Profiler(t.profile_range, os.path.join(workdir, "profile")),
-                       task=task)
+    out = loop.Outputs(logger_lib.Logger(models, cfg, t, eval_set, plan.start_step, clock), mngr,
+                       profiler=profiler_lib.Profiler(t.profile_range,
+                                                      os.path.join(workdir, "profile")), task=task)
     if config.diagnostics.enabled:
       out.diagnostics = diagnostics.Recorder(config.diagnostics, cfg, eval_set.first_batch,
                                              models.dirs, models.stacked, last_step=t.steps)
@@ -270,7 +270,7 @@ def run(config: config_lib.RunConfig, workdir: str,
     if out.diagnostics:
       out.diagnostics.close()
     state, latest = outcome.state, run_record.latest_checkpoint(workdir)
-    steps = loop.per_member(state["step"])
+    steps = members_lib.per_member(state["step"])
     if outcome.status == "diverged" and lead:
       tqdm.write(f"diverged: non-finite loss, gradient or parameters at update "
                  f"{int(steps.max()) + 1}; kept the last good checkpoint (step {latest})")
@@ -303,7 +303,7 @@ def task_scorer(path: str, t: step_lib.TrainConfig, cfg: model.ModelConfig,
   return tasks.Scorer(cfg, tasks.encode(examples, tok, cfg.block_size))
 
 
-def group_summary(models: loop.Models, status: str, members: list[dict], latest: int | None,
+def group_summary(models: members_lib.Models, status: str, members: list[dict], latest: int | None,
                   wall_time_s: float) -> dict:
   """A group's own ``summary.json``: its outcome, its newest checkpoint, each member's status."""
   return {"status": status, "exit_code": EXIT_CODES[status],
@@ -312,7 +312,7 @@ def group_summary(models: loop.Models, status: str, members: list[dict], latest:
           "wall_time_s": wall_time_s, "group_size": models.n}
 
 
-def summary(outcome: loop.Outcome, i: int, eval_set: loop.EvalSet, steps: int) -> dict:
+def summary(outcome: loop.Outcome, i: int, eval_set: validation.EvalSet, steps: int) -> dict:
   """Member i's own fields of its ``summary.json`` (README, Training, "What a run writes"),
   from the loop's record; the fields every member shares are ``run``'s."""
   member = outcome.status if outcome.alive[i] else "diverged"
@@ -379,8 +379,8 @@ def train_and_evaluate(config, workdir: str, allow_resume_changes: bool = False)
 def evaluate_run(workdir: str, step: int | None = None, data: str | None = None,
                  eval_batches: int | None = None) -> dict:
   """A saved checkpoint of the run in ``workdir`` scored as the run scores itself: its own
-  evaluation (``single_run``'s ``eval_loss`` through ``loop.evaluate``) over fixed batches
-  of ``train.batch_size`` x ``block_size`` (``loop.make_eval_set``), ``eval_batches`` of
+  evaluation (``single_run``'s ``eval_loss`` through ``validation.evaluate``) over fixed batches
+  of ``train.batch_size`` x ``block_size`` (``validation.make_eval_set``), ``eval_batches`` of
   them (default: the run's). ``step``: default the newest that reads whole.
 
   The batches are the run's own validation set (its data found as a resume finds it,
@@ -399,8 +399,8 @@ def evaluate_run(workdir: str, step: int | None = None, data: str | None = None,
   cfg, t, mesh = check_config(config)
   models = single_run(config, cfg, t, mesh, workdir)
   params = jax.device_put(params, jax.tree.map(lambda a: a.sharding, models.abstract["params"]))
-  eval_set = loop.make_eval_set(t, cfg, prepared, mesh)
-  val_loss = float(loop.evaluate(models, params, eval_set, step)[0])
+  eval_set = validation.make_eval_set(t, cfg, prepared, mesh)
+  val_loss = float(validation.evaluate(models, params, eval_set, step)[0])
   return {"workdir": workdir, "step": step, "data": prepared.directory,
           "corpus_fingerprint": prepared.fingerprint, "eval_batches": t.eval_batches,
           "batch_size": t.batch_size, "block_size": cfg.block_size,

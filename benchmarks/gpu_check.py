@@ -14,7 +14,7 @@ At 64 x 1024 tokens in bf16 with the vocabulary padded to a multiple of 128, it 
 3. bf16-vs-float32 loss agreement over a few updates from the same initialisation.
 
 The timing is the step benchmark's (``benchmarks/step.py``): the peer is its child process
-(``step.run_child``), each of our variants its ``measure_side`` in this process, one after
+(``sides.run_child``), each of our variants its ``measure_side`` in this process, one after
 another (a warm-up step, then the timed ones, their median). A variant that fails (out of
 memory, a kernel missing) prints its error and the check goes on. ``--smoke`` runs the same
 code at the ``tiny`` shape; on a machine without an NVIDIA GPU, cuDNN attention falls back
@@ -46,7 +46,7 @@ from andrea_jax import model  # pylint: disable=wrong-import-position
 from benchmarks import ours  # pylint: disable=wrong-import-position
 from benchmarks import results as results_lib  # pylint: disable=wrong-import-position
 from benchmarks import shapes  # pylint: disable=wrong-import-position
-from benchmarks import step as step_bench  # pylint: disable=wrong-import-position
+from benchmarks import sides  # pylint: disable=wrong-import-position
 
 FULL = {"config": "andrea120m", "batch": 64, "seq": 1024, "steps": 10, "agree_batch": 8,
         "agree_steps": 5, "peer_backend": "inductor"}
@@ -103,7 +103,7 @@ def time_variant(s: dict, setting: str, device: str) -> dict:
   """Our step with ``setting`` (``settings``), timed by the step benchmark in this process:
   compile time, median step time, tokens/s, loss and MFU."""
   config = shapes.load_config(s["config"], setting)
-  row = step_bench.measure_side("andrea_jax", config, s["batch"], s["seq"], 1, s["steps"], device)
+  row = sides.measure_side("andrea_jax", config, s["batch"], s["seq"], 1, s["steps"], device)
   cfg = shapes.model_config(config, s["seq"])
   peak = metrics.peak_flops(jax.devices()[0], model.compute_dtype(cfg))
   if peak:
@@ -147,7 +147,7 @@ def main(argv: list[str], fv: flags.FlagValues = flags.FLAGS) -> int:
              "machine": results_lib.machine(), "settings": s, "variants": []}
   results.pop("shapes")
   # The peer first, in a process of its own: it and JAX never hold the GPU's memory at once.
-  results["peer"] = ({"skipped": "--skip_peer"} if fv.skip_peer else step_bench.run_child(
+  results["peer"] = ({"skipped": "--skip_peer"} if fv.skip_peer else sides.run_child(
       "peer", s["config"], s["batch"], s["seq"], 2, s.get("peer_steps", s["steps"]),
       settings=settings("xla_flash", "none", "bfloat16"), device=device,
       peer_backend=s["peer_backend"]))

@@ -23,6 +23,7 @@ from andrea_jax import files
 from andrea_jax import model
 from andrea_jax import sample
 from andrea_jax import tokenizer as tokenizer_lib
+from andrea_jax.interop import gpt2_weights
 from andrea_jax.interop import hf_gpt2
 from experiments import cli
 
@@ -97,7 +98,7 @@ def main(argv):
                                 top_k=_TOP_K.value)
     print(f"--- sample ---\n{_PROMPT.value}{text}")
   if _OUT.value:
-    new_params, new_tok = hf_gpt2.bytes_first(params, cfg, tok)
+    new_params, new_tok = gpt2_weights.bytes_first(params, cfg, tok)
     files.make_directory(_OUT.value, "--out", out_purpose)
     hf_gpt2.export_gpt2(new_params, cfg, _OUT.value, tokenizer=new_tok)
     print(f"wrote {_OUT.value}: fine-tune with --config.train.init_from={_OUT.value} "

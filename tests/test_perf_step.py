@@ -19,6 +19,7 @@ from benchmarks import peer
 from benchmarks import results as results_lib
 from benchmarks import rounds
 from benchmarks import shapes
+from benchmarks import sides
 from benchmarks import step
 from benchmarks import timing
 
@@ -304,7 +305,7 @@ def test_allocators_alternate_in_one_run_and_each_gets_its_row(monkeypatch, tmp_
   def fake_child(side, shape, batch, seq, warmup, steps, preload="", settings="", *rest):
     seen.append((side, preload))
     return rnd(1.1 if preload == "" else 1.0, 1.0)[side]
-  monkeypatch.setattr(step, "run_child", fake_child)
+  monkeypatch.setattr(sides, "run_child", fake_child)
   out = tmp_path / "sep.json"
   args = ["--shapes=tiny", "--rounds=2", "--nolimit", f"--out={out}", f"--allocators=system,{lib}"]
   assert run_main(args + ["--interleave=processes"], sleep=lambda s: None) == 0
@@ -346,7 +347,7 @@ def test_a_variant_of_ours_runs_beside_the_default_and_shares_its_peer(monkeypat
   def fake_child(side, shape, batch, seq, warmup, steps, preload="", settings="", *rest):
     made.append((side, settings))
     return rnd(0.8 if "remat_policy=none" in settings else 1.0, 1.0)[side]
-  monkeypatch.setattr(step, "run_child", fake_child)
+  monkeypatch.setattr(sides, "run_child", fake_child)
   out = tmp_path / "v.json"
   assert run_main(["--shapes=tiny", "--rounds=2", "--steps=2", "--nolimit", f"--out={out}",
                    "--settings=model.scan_unroll=1", "--variant=noremat:model.remat_policy=none"],
@@ -370,7 +371,7 @@ def test_a_variant_of_ours_runs_beside_the_default_and_shares_its_peer(monkeypat
 def test_ctrl_c_stops_the_run_in_one_line_and_writes_nothing(monkeypatch, tmp_path, capsys, measure):
   def interrupted(*a, **k):
     raise KeyboardInterrupt
-  monkeypatch.setattr(step, "run_child", interrupted)
+  monkeypatch.setattr(sides, "run_child", interrupted)
   out = tmp_path / "x.json"
   assert run_main(["--shapes=tiny", "--nolimit", f"--measure={measure}", f"--out={out}"],
                   sleep=lambda s: None) == 130
