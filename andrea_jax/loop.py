@@ -52,6 +52,7 @@ from andrea_jax import step as step_lib
 from andrea_jax import tasks
 from andrea_jax import tokenizer as tokenizer_lib
 from andrea_jax import workdir as workdir_lib
+from andrea_jax.model_config import ModelConfig, compute_dtype
 
 
 @dataclasses.dataclass
@@ -102,7 +103,7 @@ class EvalSet:
     return metrics_lib.bits_per_byte(val_loss, self.targets, self.token_bytes)
 
 
-def make_eval_set(t: step_lib.TrainConfig, cfg: model.ModelConfig,
+def make_eval_set(t: step_lib.TrainConfig, cfg: ModelConfig,
                   prepared: prepare_lib.PreparedData, mesh) -> EvalSet:
   """``t.eval_batches`` batches of ``t.batch_size`` rows from the validation shard."""
   train_tokens = prepared.stream("train")
@@ -194,7 +195,7 @@ class Record:
 class Logger:
   """Rows of each member still training: ``metrics.jsonl``, the bar, stdout, the ``Record``."""
 
-  def __init__(self, models: Models, cfg: model.ModelConfig, t: step_lib.TrainConfig,
+  def __init__(self, models: Models, cfg: ModelConfig, t: step_lib.TrainConfig,
                eval_set: EvalSet, start_step: int, clock: workdir_lib.Clock):
     lead = sharding.is_lead()
     self.models, self.eval_set, self.clock, self.steps = models, eval_set, clock, t.steps
@@ -205,7 +206,7 @@ class Logger:
     self.tokens_per_step = t.batch_size * cfg.block_size
     # The program's FLOPs per token of one member: all members run in it.
     self.flops_per_token = models.n * model.flops_per_token(cfg)
-    peak = metrics_lib.device_peak(jax.devices()[0], model.compute_dtype(cfg))
+    peak = metrics_lib.device_peak(jax.devices()[0], compute_dtype(cfg))
     # The peak of the devices the program runs on (a group's: one; a CPU's devices share
     # the cores its one peak was measured on).
     per_program = 1 if jax.devices()[0].platform == "cpu" else models.n_devices
@@ -293,7 +294,7 @@ class Logger:
       w.close()
 
 
-def wandb_run(models: Models, i: int, cfg: model.ModelConfig, t: step_lib.TrainConfig
+def wandb_run(models: Models, i: int, cfg: ModelConfig, t: step_lib.TrainConfig
               ) -> metrics_lib.WandbRun | None:
   """Member ``i``'s W&B run (None: ``train.wandb_mode="off"``): a single run is named
   ``train.wandb_name`` or its workdir's name; a group's members by their names, in a W&B

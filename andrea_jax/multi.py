@@ -45,11 +45,11 @@ from andrea_jax import config as config_lib
 from andrea_jax import errors
 from andrea_jax import files
 from andrea_jax import loop
-from andrea_jax import model
 from andrea_jax import schedule as schedule_lib
 from andrea_jax import step as step_lib
 from andrea_jax import train
 from andrea_jax import workdir as workdir_lib
+from andrea_jax.model_config import ModelConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +75,7 @@ def unit_schedule(t: step_lib.TrainConfig) -> optax.Schedule:
   return schedule_lib.for_config(unit_config(t))
 
 
-def make_optimizer(t: step_lib.TrainConfig, cfg: model.ModelConfig | None = None,
+def make_optimizer(t: step_lib.TrainConfig, cfg: ModelConfig | None = None,
                    schedule: optax.Schedule | None = None) -> optax.GradientTransformation:
   """``step.make_optimizer`` at unit rate (with muP's per-parameter rates for ``cfg``),
   then the member's rate, held in its state; ``schedule``: the unit one (``unit_schedule``)."""
@@ -83,14 +83,14 @@ def make_optimizer(t: step_lib.TrainConfig, cfg: model.ModelConfig | None = None
                      optax.inject_hyperparams(optax.scale)(step_size=1.0))
 
 
-def init_member(cfg: model.ModelConfig, optimizer, key: jax.Array, lr: jax.Array) -> dict:
+def init_member(cfg: ModelConfig, optimizer, key: jax.Array, lr: jax.Array) -> dict:
   state = step_lib.init_state(cfg, optimizer, key)
   inner, scale = state["opt_state"]
   hyper = {**scale.hyperparams, "step_size": jnp.asarray(lr, jnp.float32)}
   return {**state, "opt_state": (inner, scale._replace(hyperparams=hyper))}
 
 
-def init_state(cfg: model.ModelConfig, optimizer, seeds: jax.Array, lrs: jax.Array) -> dict:
+def init_state(cfg: ModelConfig, optimizer, seeds: jax.Array, lrs: jax.Array) -> dict:
   """The stacked state of all members: every leaf has a leading axis N."""
   keys = jax.vmap(jax.random.key)(seeds)
   return jax.vmap(functools.partial(init_member, cfg, optimizer))(keys, lrs)
@@ -131,7 +131,7 @@ class Programs(NamedTuple):
 
 
 @functools.lru_cache(maxsize=8)
-def programs(cfg: model.ModelConfig, t: step_lib.TrainConfig, member_axis: str = "vmap",
+def programs(cfg: ModelConfig, t: step_lib.TrainConfig, member_axis: str = "vmap",
              seeds: tuple[int, ...] = ()) -> Programs:
   """The jitted functions of a group; cached, so a resume in one process reuses them.
 
@@ -171,7 +171,7 @@ def check_members(members: Sequence[Member], workdir: str) -> None:
                                  f"with the same members or use a fresh workdir")
 
 
-def group(config: config_lib.RunConfig, cfg: model.ModelConfig, t: step_lib.TrainConfig,
+def group(config: config_lib.RunConfig, cfg: ModelConfig, t: step_lib.TrainConfig,
           members: Sequence[Member], workdir: str, member_axis: str) -> loop.Models:
   """The members as ``loop.Models``: stacked state, one program, a directory each."""
   prog = programs(cfg, t, resolve_member_axis(member_axis), tuple(m.seed for m in members))

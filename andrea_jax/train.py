@@ -1,7 +1,7 @@
 """The run lifecycle: one engine for a single run and for a group of runs (``multi.py``).
 
 ``run``: check the config (a ``config.RunConfig``, built once from the experiment's
-ConfigDict by ``train_and_evaluate``; ``check_config``: its ``model.ModelConfig`` with
+ConfigDict by ``train_and_evaluate``; ``check_config``: its ``ModelConfig`` with
 ``"auto"`` resolved, its ``step.TrainConfig`` and the device mesh), claim the workdir,
 plan the resume (``workdir.py``), prepare the data and the evaluation set, restore or
 initialise the state, then ``loop.train_loop`` and each member's summary, loss plot (and
@@ -61,6 +61,7 @@ from andrea_jax import step as step_lib
 from andrea_jax import tasks
 from andrea_jax import tokenizer as tokenizer_lib
 from andrea_jax import workdir as workdir_lib
+from andrea_jax.model_config import ModelConfig, resolve_auto
 
 EXIT_COMPLETED, EXIT_DIVERGED, EXIT_INTERRUPTED = (
     errors.EXIT_COMPLETED, errors.EXIT_DIVERGED, errors.EXIT_INTERRUPTED)
@@ -71,7 +72,7 @@ EXIT_CODES = {"completed": EXIT_COMPLETED, "diverged": EXIT_DIVERGED,
 # ----------------------------------------------------------------------------- what a run trains
 
 
-def single_run(config: config_lib.RunConfig, cfg: model.ModelConfig, t: step_lib.TrainConfig, mesh,
+def single_run(config: config_lib.RunConfig, cfg: ModelConfig, t: step_lib.TrainConfig, mesh,
                workdir: str) -> loop.Models:
   """One model on ``mesh``: state, steps and batches sharded, checkpoints on any mesh."""
   # One schedule for the optimizer and the logs; a resume keeps what was planned.
@@ -100,7 +101,7 @@ def single_run(config: config_lib.RunConfig, cfg: model.ModelConfig, t: step_lib
       summary_fields=[{}], n_devices=mesh.size)
 
 
-def _init_single(config: config_lib.RunConfig, cfg: model.ModelConfig,
+def _init_single(config: config_lib.RunConfig, cfg: ModelConfig,
                  t: step_lib.TrainConfig, optimizer, shardings) -> dict:
   init = jax.jit(step_lib.init_state, static_argnums=(0, 1), out_shardings=shardings)
   state = init(cfg, optimizer, jax.random.key(t.seed))
@@ -134,10 +135,10 @@ class RunResult:
 
 
 def check_config(config: config_lib.RunConfig, devices=None
-                 ) -> tuple[model.ModelConfig, step_lib.TrainConfig, Any]:
+                 ) -> tuple[ModelConfig, step_lib.TrainConfig, Any]:
   """The model config (``"auto"`` resolved), training config and device mesh of ``config``,
   or a ConfigError naming what is wrong."""
-  cfg = model.resolve_auto(config.model)
+  cfg = resolve_auto(config.model)
   t = config.train
   if t.optimizer == "muon" and cfg.parametrization == "mup":
     raise errors.ConfigError(
@@ -194,7 +195,7 @@ def restore_or_init(models: loop.Models, mngr, start_step: int) -> tuple[Any, in
 
 
 def run(config: config_lib.RunConfig, workdir: str,
-        build: Callable[[model.ModelConfig, step_lib.TrainConfig, Any], loop.Models],
+        build: Callable[[ModelConfig, step_lib.TrainConfig, Any], loop.Models],
         allow_resume_changes: bool = False, devices=None) -> RunResult:
   """The lifecycle of a run in ``workdir``: train ``build(cfg, t, mesh)``'s models, resuming.
 
@@ -290,7 +291,7 @@ def run(config: config_lib.RunConfig, workdir: str,
     return RunResult(outcome.status, own, state, members=members)
 
 
-def task_scorer(path: str, t: step_lib.TrainConfig, cfg: model.ModelConfig,
+def task_scorer(path: str, t: step_lib.TrainConfig, cfg: ModelConfig,
                 tokenizer_path: str) -> tasks.Scorer:
   """HellaSwag's first ``train.task_examples`` examples of ``path``, encoded with the run's
   tokenizer, as the loop scores them every ``train.task_eval_every`` updates."""

@@ -54,10 +54,11 @@ from andrea_jax import config as config_lib
 from andrea_jax import errors
 from andrea_jax import files
 from andrea_jax import forecast
+from andrea_jax import init
 from andrea_jax import metrics
-from andrea_jax import model
 from andrea_jax import schedule as schedule_lib
 from andrea_jax import tokenizer as tokenizer_lib
+from andrea_jax.model_config import ModelConfig, resolve_auto
 
 # The run's copy of its tokenizer (``record_start``): a workdir reads back without
 # the data cache, from anywhere.
@@ -650,7 +651,7 @@ def describe(summary: dict, workdir: str) -> str:
 # ------------------------------------------------------------------------ the trained run read back
 
 
-def check_samples(cfg: model.ModelConfig, tokenizer_path: str, s: config_lib.SampleConfig) -> None:
+def check_samples(cfg: ModelConfig, tokenizer_path: str, s: config_lib.SampleConfig) -> None:
   """Refuse, at a run's start, ``sample`` settings that its end could not sample with."""
   from andrea_jax import sample  # pylint: disable=import-outside-toplevel
   tok = tokenizer_lib.load(tokenizer_path, cfg.vocab_size)
@@ -663,7 +664,7 @@ def check_samples(cfg: model.ModelConfig, tokenizer_path: str, s: config_lib.Sam
         f"--config.sample.prompt (or --config.sample.num_samples=0 for none)") from None
 
 
-def write_samples(params, cfg: model.ModelConfig, tokenizer_path: str,
+def write_samples(params, cfg: ModelConfig, tokenizer_path: str,
                   s: config_lib.SampleConfig, workdir: str, seed: int) -> list[str]:
   """A few samples from the trained model, printed and saved to ``samples.txt``."""
   from andrea_jax import sample  # pylint: disable=import-outside-toplevel
@@ -698,8 +699,8 @@ def load_run_with_step(workdir: str, step: int | None = None):
   """``(step, params, ModelConfig, tokenizer, RunConfig)``: ``load_run``'s, with the step it
   restored (the default: the newest that reads whole)."""
   saved = _saved_config(workdir)
-  cfg = model.resolve_auto(model.ModelConfig(**saved["model"]), verbose=False)
-  abstract = jax.eval_shape(lambda key: model.init_params(cfg, key), jax.random.key(0))
+  cfg = resolve_auto(ModelConfig(**saved["model"]), verbose=False)
+  abstract = jax.eval_shape(lambda key: init.init_params(cfg, key), jax.random.key(0))
   one_device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
   abstract = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=one_device),
                           abstract)

@@ -1,7 +1,7 @@
 """Hugging Face GPT-2 checkpoints in and out: ``export_gpt2`` and ``import_gpt2``.
 
 The pre-norm ANDREA block is GPT-2's block, and GPT-2's ``Conv1D`` stores its weights
-``[in, out]`` and computes ``x @ w + b``, exactly like ``model.py``. So the mapping is a
+``[in, out]`` and computes ``x @ w + b``, exactly like ``branches.py``. So the mapping is a
 renaming plus the stacked ``n_layer`` axis split into ``h.{i}``; nothing is transposed
 except an untied ``lm_head`` (``nn.Linear``, stored ``[out, in]``):
 
@@ -45,10 +45,9 @@ import numpy as np
 from andrea_jax import config as config_lib
 from andrea_jax import errors
 from andrea_jax import files
-from andrea_jax import model
 from andrea_jax import mup
 from andrea_jax import tokenizer as tokenizer_lib
-from andrea_jax.model import ModelConfig
+from andrea_jax.model_config import ModelConfig
 
 SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
