@@ -1,7 +1,7 @@
 """Causal attention kernels: the reference, the blocked XLA path and its FlashAttention backward.
 
 Each takes queries, keys and values ``(B, T, H, K)`` and returns ``(B, T, H, K)``; the
-softmax runs in at least float32 whatever the compute dtype. ``model.attention`` picks
+softmax runs in at least float32 whatever the compute dtype. ``branches.attention`` picks
 one by ``ModelConfig.attention_impl``:
 
     "xla"        blocked_causal_attention: query blocks, each rematerialised; autodiff

@@ -6,17 +6,17 @@ default and meaning are in ``experiments/configs/common.py``, their one home) be
 the commands under ``experiments/``): ``RunConfig.from_configdict(config)``. Below them
 the library reads only this tree, one typed group per group of the config:
 
-    model        model.ModelConfig   (the model's shape and variant, with its checks)
+    model        ModelConfig         (the model's shape and variant, with its checks)
     data         DataConfig          (corpus, split, tokenizer, cache)
     train        step.TrainConfig    (optimizer, schedule, batches, logging, with its checks)
     checkpoint   CheckpointConfig    sample        SampleConfig
     diagnostics  DiagnosticsConfig   mesh          MeshConfig
     distributed  DistributedConfig
 
-``ModelConfig`` and ``TrainConfig`` keep their homes (the model's module and the step's,
+``ModelConfig`` and ``TrainConfig`` keep their homes (``model_config.py`` and ``step.py``,
 their first readers); this module adds the other groups and the tree. The groups hold the
 values as the ConfigDict has them (``"auto"`` settings unresolved:
-``model.resolve_auto`` does that where the platform is known). ``to_dict()`` is the
+``model_config.resolve_auto`` does that where the platform is known). ``to_dict()`` is the
 ConfigDict's JSON exactly (``json.loads(config.to_json_best_effort())``): what a workdir
 records in ``config.json`` and ``config_history.json`` and what the resume rules compare
 (``resume.py``), so workdirs written before this module resume as they did.
@@ -36,8 +36,8 @@ import json
 from typing import Any, Mapping
 
 from andrea_jax import errors
-from andrea_jax import model
 from andrea_jax import step as step_lib
+from andrea_jax.model_config import ModelConfig
 
 # Where each field's default and meaning are written (the fix a refusal points to).
 DEFAULTS = "experiments/configs/common.py"
@@ -124,7 +124,7 @@ class DistributedConfig:
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
   """A whole run's settings, typed, frozen and hashable (the module docstring)."""
-  model: model.ModelConfig
+  model: ModelConfig
   data: DataConfig
   train: step_lib.TrainConfig
   checkpoint: CheckpointConfig
@@ -160,7 +160,7 @@ class RunConfig:
 
 
 # The dataclass of each group (the annotations above are strings under ``annotations``).
-GROUP_TYPES = {"model": model.ModelConfig, "data": DataConfig, "train": step_lib.TrainConfig,
+GROUP_TYPES = {"model": ModelConfig, "data": DataConfig, "train": step_lib.TrainConfig,
                "checkpoint": CheckpointConfig, "sample": SampleConfig,
                "diagnostics": DiagnosticsConfig, "mesh": MeshConfig,
                "distributed": DistributedConfig}

@@ -25,9 +25,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from andrea_jax import branches
 from andrea_jax import config as config_lib
 from andrea_jax import metrics
 from andrea_jax import model
+from andrea_jax.model_config import ModelConfig
 
 FILENAME = "diagnostics.jsonl"
 ATTN_WEIGHTS = ("w_qkv", "w_out")
@@ -42,7 +44,7 @@ def layer_norms(blocks) -> dict:
   return {"attn": per("attn", ATTN_WEIGHTS), "mlp": per("mlp", MLP_WEIGHTS)}
 
 
-def residual_norms(params, tokens_BT, cfg: model.ModelConfig) -> jax.Array:
+def residual_norms(params, tokens_BT, cfg: ModelConfig) -> jax.Array:
   """Mean per-token L2 norm of the residual stream: after the embedding, then each block."""
   x_BTD = model.embed(params, tokens_BT, cfg)
   norm = lambda x: jnp.mean(jnp.linalg.norm(x.astype(jnp.float32), axis=-1))
@@ -51,7 +53,7 @@ def residual_norms(params, tokens_BT, cfg: model.ModelConfig) -> jax.Array:
   return jnp.concatenate([norm(x_BTD)[None], jax.vmap(norm)(xs_LBTD)])
 
 
-def probe(params, batch_BT, cfg: model.ModelConfig) -> dict:
+def probe(params, batch_BT, cfg: ModelConfig) -> dict:
   """Loss, per-layer gradient norms, residual norms and attention logit maxima on one batch,
   and the output logits' size: the softmax's mean ``log Z`` and the logits' RMS."""
   loss_terms = functools.partial(model.loss_terms, stats=True)
@@ -71,7 +73,7 @@ def relative_update(before, after) -> dict:
   return {"update_attn": delta["attn"] / base["attn"], "update_mlp": delta["mlp"] / base["mlp"]}
 
 
-def gradient_flow(params, tokens_BT, cfg: model.ModelConfig, residual: bool = True,
+def gradient_flow(params, tokens_BT, cfg: ModelConfig, residual: bool = True,
                   layer_norm: bool = True) -> jax.Array:
   """Norm of d(loss)/d(residual stream) at the input of every block and after the last.
 
@@ -101,7 +103,7 @@ def gradient_flow(params, tokens_BT, cfg: model.ModelConfig, residual: bool = Tr
   return jnp.sqrt(jnp.sum(jnp.square(g.astype(jnp.float32)), axis=(1, 2, 3)))
 
 
-def attention_logits(params, tokens_BT, cfg: model.ModelConfig, layer: int) -> jax.Array:
+def attention_logits(params, tokens_BT, cfg: ModelConfig, layer: int) -> jax.Array:
   """Attention logits ``[B, H, T, T]`` of block ``layer`` (pre-norm or post-norm input): the
   scores its softmax sees, ``-inf`` above the diagonal (the future is masked)."""
   x = model.embed(params, tokens_BT, cfg)
@@ -111,8 +113,8 @@ def attention_logits(params, tokens_BT, cfg: model.ModelConfig, layer: int) -> j
   seen = {}
 
   def attn_fn(h, attn):  # what the block's attention reads, whatever the placement
-    seen["q"], seen["k"], _ = model.qkv_project(h, attn, cfg)
-    return model.attention(h, attn, cfg)
+    seen["q"], seen["k"], _ = branches.qkv_project(h, attn, cfg)
+    return branches.attention(h, attn, cfg)
 
   model.block_forward(block, x, cfg, attn_fn=attn_fn, layer=layer)
   q, k = seen["q"], seen["k"]
@@ -121,7 +123,7 @@ def attention_logits(params, tokens_BT, cfg: model.ModelConfig, layer: int) -> j
   return jnp.where(jnp.tril(jnp.ones((T, T), bool)), s.astype(jnp.float32), -jnp.inf)
 
 
-def attention_probs(params, tokens_BT, cfg: model.ModelConfig, layer: int) -> jax.Array:
+def attention_probs(params, tokens_BT, cfg: ModelConfig, layer: int) -> jax.Array:
   """Attention probabilities ``[B, H, T, T]`` of block ``layer``."""
   return jax.nn.softmax(attention_logits(params, tokens_BT, cfg, layer), axis=-1)
 
@@ -131,7 +133,7 @@ class Recorder:
   training, so the final values are always there), and the first updates' sizes, to each
   member's ``diagnostics.jsonl`` (``stacked``: parameters of a group, one per member)."""
 
-  def __init__(self, d: config_lib.DiagnosticsConfig, cfg: model.ModelConfig,
+  def __init__(self, d: config_lib.DiagnosticsConfig, cfg: ModelConfig,
                batch_BT: np.ndarray, dirs: list[str], stacked: bool = False,
                last_step: int | None = None):
     self.every, self.early_steps, self.stacked = d.every, d.early_steps, stacked

@@ -45,14 +45,14 @@ produces. An untied ``lm_head`` is treated the same way (``mup.MuReadout`` with 
 learning rate unchanged, output multiplied by ``r``). Under ``"sp"`` (the default) every
 width factor is 1 and, with the multipliers at 1, the model is GPT-2's.
 
-``model.py`` reads the multipliers from here (``hidden_init_scale``, ``attention_scale``,
-``readout_multiplier``, ``embedding_multiplier``); ``step.make_optimizer`` builds AdamW
-with ``scale_learning_rates``, an Optax ``multi_transform`` over the ``labels`` tree, in
-the place ``mup_decay`` asks for. ``model.zero_query_init`` starts the query projection
-at zero (the ``mup`` README's recommendation: every query, and so every attention
-pattern, starts uniform at any width). Only ``d_model`` counts as width: ``n_head`` is
-held fixed, so ``d_head`` grows with it, and ``mlp_ratio`` too, so every hidden fan-in
-grows by ``1 / r``.
+The model reads the multipliers from here (``init.py``: ``hidden_init_scale``; ``branches.py``:
+``attention_scale``; ``model.py``: ``readout_multiplier``, ``embedding_multiplier``);
+``step.make_optimizer`` builds AdamW with ``scale_learning_rates``, an Optax
+``multi_transform`` over the ``labels`` tree, in the place ``mup_decay`` asks for.
+``model.zero_query_init`` starts the query projection at zero (the ``mup`` README's
+recommendation: every query, and so every attention pattern, starts uniform at any
+width). Only ``d_model`` counts as width: ``n_head`` is held fixed, so ``d_head`` grows
+with it, and ``mlp_ratio`` too, so every hidden fan-in grows by ``1 / r``.
 
 **Depth.** ``model.depth_rule="completep"`` with ``model.base_depth`` is CompleteP's
 rule for pre-LN transformers under Adam at its alpha = 1 (Dey et al. 2025, table 1; the
@@ -154,7 +154,7 @@ def decay_scales_with_rate(cfg) -> bool:
 
 
 def labels(params) -> Any:
-  """``HIDDEN`` or ``OTHER`` for each leaf of a parameter tree (``model.init_params``'s layout)."""
+  """``HIDDEN`` or ``OTHER`` for each leaf of a parameter tree (``init.init_params``'s layout)."""
   def label(path, _):
     keys = [getattr(k, "key", None) for k in path]
     return HIDDEN if keys[0] == "blocks" and keys[-1] in HIDDEN_NAMES else OTHER

@@ -8,11 +8,11 @@
               sample new token i + 1                       (lax.scan over i)
 
 The blocks are model.py's ``embed`` at the tokens' positions, ``block_forward`` with a cached
-attention hook (``qkv_project`` at the absolute positions ``pos..pos+T-1``, so rotary queries and
-keys are rotated where they stand, ``out_project``, attention.py's ``causal_attend``) and
-``unembed``, so pre-/post-norm, every activation, ``qk_norm``, RoPE and muP's scales behave
-exactly as in ``model.forward``; the layer loop is a ``lax.scan`` over the
-stacked block params with the per-layer caches as xs and the updated caches as ys.
+attention hook (branches.py's ``qkv_project`` at the absolute positions ``pos..pos+T-1``, so
+rotary queries and keys are rotated where they stand, its ``out_project``, attention.py's
+``causal_attend``) and ``unembed``, so pre-/post-norm, every activation, ``qk_norm``, RoPE
+and muP's scales behave exactly as in ``model.forward``; the layer loop is a ``lax.scan``
+over the stacked block params with the per-layer caches as xs and the updated caches as ys.
 Attention always uses the XLA ``causal_attend`` path (``cfg.attention_impl`` is
 ignored here: the cache needs an explicit position mask).
 
@@ -33,9 +33,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from andrea_jax import attention
+from andrea_jax import branches
 from andrea_jax import errors
 from andrea_jax import model
-from andrea_jax.model import ModelConfig, Params
+from andrea_jax.model_config import ModelConfig, Params, compute_dtype
 
 Cache = tuple[jax.Array, jax.Array]  # (k_LBCHK, v_LBCHK)
 
@@ -46,7 +47,7 @@ Cache = tuple[jax.Array, jax.Array]  # (k_LBCHK, v_LBCHK)
 def init_cache(cfg: ModelConfig, batch: int, length: int) -> Cache:
   """Zeroed K and V caches ``(L, B, C, H, K)`` in the compute dtype."""
   shape = (cfg.n_layer, batch, length, cfg.n_head, cfg.head_dim)
-  zeros = jnp.zeros(shape, model.compute_dtype(cfg))
+  zeros = jnp.zeros(shape, compute_dtype(cfg))
   return zeros, zeros
 
 
@@ -65,12 +66,12 @@ def _blocks_cached(params: Params, x_BTD: jax.Array, cache: Cache, pos: jax.Arra
     written = {}
 
     def cached_attention(h_BTD, attn):
-      q, k, v = model.qkv_project(h_BTD, attn, cfg, pos + jnp.arange(T))  # rope: absolute positions
+      q, k, v = branches.qkv_project(h_BTD, attn, cfg, pos + jnp.arange(T))  # rope: absolute positions
       start = (0, pos, 0, 0)
       written["k"] = jax.lax.dynamic_update_slice(k_BCHK, k.astype(k_BCHK.dtype), start)
       written["v"] = jax.lax.dynamic_update_slice(v_BCHK, v.astype(v_BCHK.dtype), start)
       o_BTHK = attention.causal_attend(q, written["k"], written["v"], mask_BTC)
-      return model.out_project(o_BTHK, attn, cfg)
+      return branches.out_project(o_BTHK, attn, cfg)
 
     # The model's own block; its attention branch runs exactly once, so `written` is set.
     x_BTD = model.block_forward(block, x_BTD, cfg, attn_fn=cached_attention, layer=index)

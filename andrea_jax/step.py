@@ -1,7 +1,7 @@
 """The step core: the typed training settings, the optimizer, the state and the update.
 
 ``TrainConfig`` is the config's ``train`` group as a frozen, validated value (as
-``model.ModelConfig`` is the ``model`` group's). From it: ``make_optimizer`` (global-norm
+``ModelConfig`` is the ``model`` group's). From it: ``make_optimizer`` (global-norm
 clipping, then AdamW with decoupled decay on matrices and embeddings, muP's per-parameter
 rates for a muP model, or Muon: ``muon``; either steps with the run's schedule,
 ``schedule.learning_rate``), ``init_state`` (the whole
@@ -34,9 +34,11 @@ import jax.numpy as jnp
 import optax
 
 from andrea_jax import errors
+from andrea_jax import init
 from andrea_jax import model
 from andrea_jax import mup
 from andrea_jax import schedule as schedule_lib
+from andrea_jax.model_config import ModelConfig
 
 # Leaves that get weight decay: the weight matrices and both embeddings (as in GPT-2 and
 # nanoGPT: wte is also the tied output head). Biases and LayerNorm parameters get none.
@@ -167,7 +169,7 @@ def decay_mask(params) -> Any:
   return jax.tree_util.tree_map_with_path(lambda path, _: path[-1].key in DECAYED, params)
 
 
-def make_optimizer(t: TrainConfig, cfg: model.ModelConfig | None = None,
+def make_optimizer(t: TrainConfig, cfg: ModelConfig | None = None,
                    learning_rate: optax.Schedule | None = None) -> optax.GradientTransformation:
   """Global-norm clipping, then ``t.optimizer``: AdamW, or Muon (``muon``).
 
@@ -252,17 +254,17 @@ def clip_by_global_norm(max_norm: float) -> optax.GradientTransformationExtraArg
 # ----------------------------------------------------------------------------- state and steps
 
 
-def init_state(cfg: model.ModelConfig, optimizer, key: jax.Array) -> dict:
+def init_state(cfg: ModelConfig, optimizer, key: jax.Array) -> dict:
   """The whole training state as one pytree (what a checkpoint holds).
 
   ``good`` turns False at the first step that diverges and stays False (module docstring).
   """
-  params = model.init_params(cfg, key)
+  params = init.init_params(cfg, key)
   return {"step": jnp.zeros((), jnp.int32), "params": params,
           "opt_state": optimizer.init(params), "good": jnp.ones((), bool)}
 
 
-def abstract_state(cfg: model.ModelConfig, optimizer, seed: int) -> Any:
+def abstract_state(cfg: ModelConfig, optimizer, seed: int) -> Any:
   """Shapes and dtypes of ``init_state`` (nothing computed): the target of a restore."""
   return jax.eval_shape(lambda k: init_state(cfg, optimizer, k), jax.random.key(seed))
 
@@ -277,7 +279,7 @@ def dropout_key(seed, step) -> jax.Array:
 DROPOUT_STREAM = 0x0D0
 
 
-def train_step(state: dict, batch_ABT: jax.Array, cfg: model.ModelConfig, optimizer,
+def train_step(state: dict, batch_ABT: jax.Array, cfg: ModelConfig, optimizer,
                z_loss: float = 0.0, seed=0) -> tuple[dict, dict]:
   """One optimizer update from ``A`` microbatches ``[A, B/A, T+1]`` (gradients averaged).
 
@@ -324,7 +326,7 @@ def _all_finite(tree) -> jax.Array:
   return jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in jax.tree.leaves(tree)]))
 
 
-def _mean_loss_and_grads(params, batch_ABT: jax.Array, cfg: model.ModelConfig, z_loss: float,
+def _mean_loss_and_grads(params, batch_ABT: jax.Array, cfg: ModelConfig, z_loss: float,
                          key: jax.Array | None = None):
   """``((objective, terms), gradients)`` averaged over the ``A`` microbatches of ``batch_ABT``
   (each with its own dropout key, split from ``key``; none without one)."""
@@ -345,6 +347,6 @@ def _mean_loss_and_grads(params, batch_ABT: jax.Array, cfg: model.ModelConfig, z
   return jax.tree.map(lambda a: a / A, total)
 
 
-def eval_loss(params, batch_BT: jax.Array, cfg: model.ModelConfig) -> jax.Array:
+def eval_loss(params, batch_BT: jax.Array, cfg: ModelConfig) -> jax.Array:
   """The mean cross-entropy of one validation batch ``[B, T+1]`` (no z-loss term)."""
   return model.loss_fn(params, batch_BT[:, :-1], batch_BT[:, 1:], cfg)

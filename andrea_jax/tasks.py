@@ -43,6 +43,7 @@ from andrea_jax import files
 from andrea_jax import model
 from andrea_jax import signals as signals_lib
 from andrea_jax import tokenizer as tokenizer_lib
+from andrea_jax.model_config import ModelConfig
 
 # The validation split llm.c evaluates (dev/data/hellaswag.py's hellaswags["val"]).
 HELLASWAG_URL = "https://raw.githubusercontent.com/rowanz/hellaswag/master/data/hellaswag_val.jsonl"
@@ -151,14 +152,14 @@ def encode(examples: list[Example], tok, block_size: int) -> Encoded:
 
 
 @functools.partial(jax.jit, static_argnames="cfg")
-def _completion_sums(params, tokens_BT, targets_BT, mask_BT, cfg: model.ModelConfig):
+def _completion_sums(params, tokens_BT, targets_BT, mask_BT, cfg: ModelConfig):
   """``[B]``: the sum of log p(target) over each row's masked positions."""
   logits_NV = model.forward(params, tokens_BT, cfg).reshape(-1, cfg.padded_vocab)
   _, nll_N = cross_entropy.nll_and_lse(logits_NV, targets_BT.reshape(-1))
   return -jnp.sum(nll_N.reshape(tokens_BT.shape) * mask_BT, axis=1)
 
 
-def completion_logprobs(params, cfg: model.ModelConfig, encoded: Encoded,
+def completion_logprobs(params, cfg: ModelConfig, encoded: Encoded,
                         batch_examples: int = BATCH_EXAMPLES) -> np.ndarray:
   """``[N, 4]``: each completion's summed log-likelihood given its context (nats). Rows go
   ``4 x batch_examples`` to a call, padded on the right (causal: what follows a position
@@ -188,7 +189,7 @@ def accuracy(sums: np.ndarray, encoded: Encoded) -> dict:
           "examples": len(encoded.labels)}
 
 
-def hellaswag(params, cfg: model.ModelConfig, encoded: Encoded) -> dict:
+def hellaswag(params, cfg: ModelConfig, encoded: Encoded) -> dict:
   """HellaSwag's ``acc``, ``acc_norm`` and ``examples`` of one model's parameters."""
   return accuracy(completion_logprobs(params, cfg, encoded), encoded)
 
@@ -197,7 +198,7 @@ def hellaswag(params, cfg: model.ModelConfig, encoded: Encoded) -> dict:
 class Scorer:
   """What a run's loop calls every ``train.task_eval_every`` updates: HellaSwag's scores of
   each member (``stacked``: the parameters carry a leading member axis)."""
-  cfg: model.ModelConfig
+  cfg: ModelConfig
   encoded: Encoded
 
   def __call__(self, params, stacked: bool, n: int) -> list[dict]:

@@ -18,16 +18,18 @@ from jax.test_util import check_grads
 from andrea_jax import diagnostics
 from andrea_jax import errors
 from andrea_jax import model
+from andrea_jax import norms
 from andrea_jax import sample
 from andrea_jax.interop import hf_gpt2
-from andrea_jax.model import ModelConfig, Site
+from andrea_jax.model import ModelConfig
+from andrea_jax.norms import Site
 from andrea_jax.tools import lens
 from andrea_jax.tools import toy
 from andrea_jax.tools.flax_model import AndreaLM, to_flax
 
 # (norm, norm_type, norm_depth_scaling): every placement x type, and LayerNorm scaling where
 # it is defined (pre-norm; LayerNorm or RMSNorm).
-COMBOS = ([(n, t, False) for n, t in itertools.product(model.NORMS, model.NORM_TYPES)]
+COMBOS = ([(n, t, False) for n, t in itertools.product(norms.NORMS, norms.NORM_TYPES)]
           + [("pre", t, True) for t in ("layernorm", "rmsnorm")])
 TINY = dict(vocab_size=23, block_size=8, d_model=8, n_layer=2, n_head=2)
 EPS = 1e-5
@@ -76,7 +78,7 @@ def toy_params(norm_type, scale, bias, alpha=0.7):
   return p[norm_type]
 
 
-@pytest.mark.parametrize("norm, norm_type", list(itertools.product(model.NORMS, model.NORM_TYPES)))
+@pytest.mark.parametrize("norm, norm_type", list(itertools.product(norms.NORMS, norms.NORM_TYPES)))
 def test_toy_block_in_every_placement_and_norm_type_matches_numpy(norm, norm_type):
   scale, bias = np.array([1.0, 0.5, 2.0, -1.0]), np.array([0.1, 0.0, -0.2, 0.3])
   n = lambda h: np_norm(h, norm_type, 0.7, scale, bias)
@@ -85,19 +87,19 @@ def test_toy_block_in_every_placement_and_norm_type_matches_numpy(norm, norm_typ
   if NP_PLACEMENTS[norm] is not None and norm != "deepnorm":
     cases.append((Site(), NP_PLACEMENTS[norm]))
   for site, fn in cases:
-    got = model.residual_sublayer(jnp.asarray(toy.X), toy.branch, p, norm, EPS, norm_type=norm_type,
-                                  out_params=p if model.placement(norm).out_norm else None,
+    got = norms.residual_sublayer(jnp.asarray(toy.X), toy.branch, p, norm, EPS, norm_type=norm_type,
+                                  out_params=p if norms.placement(norm).out_norm else None,
                                   site=site)
     np.testing.assert_allclose(got, fn(toy.X, n), atol=1e-5)
   assert cases
-  assert set(NP_PLACEMENTS) == set(model.NORMS)  # a new placement needs its numpy row here
+  assert set(NP_PLACEMENTS) == set(norms.NORMS)  # a new placement needs its numpy row here
 
 
 def test_rmsnorm_has_no_mean_and_dyt_no_statistics():
   x = jnp.asarray(toy.X)  # mean 0.5: LayerNorm and RMSNorm differ on it
   ones = jnp.ones(4)
-  assert not np.allclose(model.rms_norm(x, ones), model.layer_norm(x, ones, jnp.zeros(4)))
-  np.testing.assert_allclose(model.dyt(x, jnp.asarray(0.5), ones, jnp.zeros(4)), np.tanh(0.5 * toy.X),
+  assert not np.allclose(norms.rms_norm(x, ones), norms.layer_norm(x, ones, jnp.zeros(4)))
+  np.testing.assert_allclose(norms.dyt(x, jnp.asarray(0.5), ones, jnp.zeros(4)), np.tanh(0.5 * toy.X),
                              rtol=1e-6)
 
 
@@ -105,7 +107,7 @@ def test_rmsnorm_has_no_mean_and_dyt_no_statistics():
 def test_rmsnorm_of_c_x_equals_rmsnorm_of_x(c):
   x = jax.random.normal(jax.random.key(0), (3, 16)) * 2.0
   scale = jax.random.normal(jax.random.key(1), (16,))
-  np.testing.assert_allclose(model.rms_norm(c * x, scale, 1e-12), model.rms_norm(x, scale, 1e-12),
+  np.testing.assert_allclose(norms.rms_norm(c * x, scale, 1e-12), norms.rms_norm(x, scale, 1e-12),
                              rtol=1e-5, atol=1e-6)
 
 
@@ -114,8 +116,8 @@ def test_norm_gradients_match_float64_finite_differences():
     x = jax.random.normal(jax.random.key(0), (3, 6), jnp.float64)
     scale = jax.random.normal(jax.random.key(1), (6,), jnp.float64)
     bias = jax.random.normal(jax.random.key(2), (6,), jnp.float64)
-    check_grads(lambda x, s: model.rms_norm(x, s, EPS), (x, scale), order=2, modes=["rev"])
-    check_grads(lambda x, a, s, b: model.dyt(x, a, s, b), (x, jnp.asarray(0.6), scale, bias),
+    check_grads(lambda x, s: norms.rms_norm(x, s, EPS), (x, scale), order=2, modes=["rev"])
+    check_grads(lambda x, a, s, b: norms.dyt(x, a, s, b), (x, jnp.asarray(0.6), scale, bias),
                 order=2, modes=["rev"])
 
 
@@ -146,7 +148,7 @@ def test_new_sublayers_gradients_match_float64_finite_differences(norm, site):
     x = jax.random.normal(jax.random.key(0), (3, 4), jnp.float64)
     ln = {"scale": 1 + 0.3 * jax.random.normal(jax.random.key(1), (4,), jnp.float64),
           "bias": 0.1 * jax.random.normal(jax.random.key(2), (4,), jnp.float64)}
-    f = lambda x, ln: model.residual_sublayer(x, toy.branch, ln, norm, EPS, site=site)
+    f = lambda x, ln: norms.residual_sublayer(x, toy.branch, ln, norm, EPS, site=site)
     check_grads(f, (x, ln), order=2, modes=["rev"])
 
 
@@ -164,7 +166,7 @@ def _loop_forward(params, tokens, cfg):
     b = jax.tree.map(lambda a, l=l: a[l], params["blocks"])
     for branch, ln in ((lambda h: model.attention(h, b["attn"], cfg), "ln_1"),
                        (lambda h: model.mlp(h, b["mlp"], cfg), "ln_2")):
-      n = lambda h, ln=ln: model.normalise(h, b[ln], cfg.norm_type, cfg.ln_eps)
+      n = lambda h, ln=ln: norms.normalise(h, b[ln], cfg.norm_type, cfg.ln_eps)
       if cfg.norm == "deepnorm":
         x = n((2 * L) ** 0.25 * x + branch(x))
       elif cfg.norm == "mix" and l < n_post:
@@ -186,7 +188,7 @@ def test_the_layer_scan_gives_each_block_its_constants(norm, lns, fraction):
 
 
 def test_mix_post_layers_rounds_half_up():
-  got = {(L, f): model.mix_post_layers(tiny("mix", "layernorm", n_layer=L, mix_post_fraction=f))
+  got = {(L, f): norms.mix_post_layers(tiny("mix", "layernorm", n_layer=L, mix_post_fraction=f))
          for L, f in ((12, 0.25), (6, 0.25), (10, 0.25), (4, 0.0), (4, 1.0), (2, 0.25))}
   assert got == {(12, 0.25): 3, (6, 0.25): 2, (10, 0.25): 3, (4, 0.0): 0, (4, 1.0): 4, (2, 0.25): 1}
 

@@ -18,6 +18,7 @@ import pytest
 from jax.test_util import check_grads
 
 from andrea_jax import attention
+from andrea_jax import branches
 from andrea_jax import errors
 from andrea_jax import model
 from andrea_jax import sample
@@ -81,31 +82,33 @@ def test_rope_equals_the_papers_rotation_matrix_in_numpy():
     want = np.stack([np.stack([np_rope(x[b, :, h], positions, base) for h in range(3)], 1)
                      for b in range(2)])
     # float32 angles: m theta is exact to ~6e-5 rad at m = 1023.
-    np.testing.assert_allclose(model.rope(jnp.asarray(x), positions, base), want, atol=1e-4)
+    np.testing.assert_allclose(branches.rope(jnp.asarray(x), positions, base), want, atol=1e-4)
     np.testing.assert_allclose(flax_model.rotate(jnp.asarray(x), jnp.asarray(positions), base),
                                want, atol=1e-4)
-  np.testing.assert_array_equal(model.rope(jnp.asarray(x), np.zeros(5), 10000.0), x)  # m = 0
+  np.testing.assert_array_equal(branches.rope(jnp.asarray(x), np.zeros(5), 10000.0), x)  # m = 0
 
 
 def test_rope_scores_depend_only_on_the_offset():
   q, k = jax.random.normal(jax.random.key(0), (2, 1, 10, 2, 8))
-  scores = lambda shift: jnp.einsum("bthk,bshk->bhts", model.rope(q, jnp.arange(10) + shift),
-                                    model.rope(k, jnp.arange(10) + shift))
+  scores = lambda shift: jnp.einsum("bthk,bshk->bhts", branches.rope(q, jnp.arange(10) + shift),
+                                    branches.rope(k, jnp.arange(10) + shift))
   for shift in (1, 37, 1000):
     np.testing.assert_allclose(scores(shift), scores(0), atol=1e-4)
   # ... and the offset does matter: the same q and k, one of them one place further on.
-  moved = jnp.einsum("bthk,bshk->bhts", model.rope(q, jnp.arange(10)), model.rope(k, jnp.arange(10) + 1))
+  moved = jnp.einsum("bthk,bshk->bhts", branches.rope(q, jnp.arange(10)),
+                     branches.rope(k, jnp.arange(10) + 1))
   assert not np.allclose(moved, scores(0), atol=1e-2)
 
 
 def test_rope_gradients_match_float64_finite_differences():
   with jax.enable_x64(True):
     x = jax.random.normal(jax.random.key(0), (1, 4, 2, 6), jnp.float64)
-    check_grads(lambda x: model.rope(x, jnp.arange(4) + 3, 100.0), (x,), order=2, modes=["rev", "fwd"])
+    check_grads(lambda x: branches.rope(x, jnp.arange(4) + 3, 100.0), (x,), order=2, modes=["rev", "fwd"])
     # The rotation is orthogonal: its vector-Jacobian product is the inverse rotation.
-    g = jax.grad(lambda x: jnp.sum(model.rope(x, jnp.arange(4), 100.0) * x))(x)
-    np.testing.assert_allclose(g, model.rope(x, jnp.arange(4), 100.0) + model.rope(x, -jnp.arange(4), 100.0),
-                               atol=1e-12)
+    g = jax.grad(lambda x: jnp.sum(branches.rope(x, jnp.arange(4), 100.0) * x))(x)
+    np.testing.assert_allclose(
+        g, branches.rope(x, jnp.arange(4), 100.0) + branches.rope(x, -jnp.arange(4), 100.0),
+        atol=1e-12)
 
 
 # ----------------------------------------------------------------------------- in the model
@@ -119,7 +122,7 @@ def test_the_models_attention_is_unchanged_by_shifting_every_position():
 
   @functools.partial(jax.jit, static_argnums=0)
   def scores_and_out(cfg, positions):
-    q, k, v = model.qkv_project(h, attn, cfg, positions)
+    q, k, v = branches.qkv_project(h, attn, cfg, positions)
     return jnp.einsum("bthk,bshk->bhts", q, k), attention.causal_attend(q, k, v, mask)
 
   at_zero = scores_and_out(cfg, jnp.arange(12))
@@ -127,8 +130,8 @@ def test_the_models_attention_is_unchanged_by_shifting_every_position():
     for got, want in zip(scores_and_out(cfg, jnp.arange(12) + shift), at_zero):
       np.testing.assert_allclose(got, want, atol=2e-4)
   # ... but not by moving the keys alone; the learned model's q and k are not rotated.
-  q, k, _ = jax.jit(model.qkv_project, static_argnums=2)(h, attn, cfg)
-  moved = jnp.einsum("bthk,bshk->bhts", q, model.rope(k, jnp.ones(12)))
+  q, k, _ = jax.jit(branches.qkv_project, static_argnums=2)(h, attn, cfg)
+  moved = jnp.einsum("bthk,bshk->bhts", q, branches.rope(k, jnp.ones(12)))
   assert not np.allclose(moved, at_zero[0], atol=1e-2)
   plain = dataclasses.replace(cfg, position="learned")
   assert not np.allclose(scores_and_out(plain, jnp.arange(12))[0], at_zero[0], atol=1e-2)
@@ -160,13 +163,13 @@ def test_every_attention_kernel_sees_rotated_queries_and_keys(impl):
   cfg = tiny_cfg(**ROPE, attention_impl=impl, attention_block=4)
   attn = jax.tree.map(lambda a: a[0], lively_params(cfg)["blocks"]["attn"])
   h = jax.random.normal(jax.random.key(3), (2, 12, cfg.d_model))
-  q, k, v = model.qkv_project(h, attn, dataclasses.replace(cfg, position="learned"))
+  q, k, v = branches.qkv_project(h, attn, dataclasses.replace(cfg, position="learned"))
   rotate = lambda a: jnp.asarray(np.stack(
       [np.stack([np_rope(np.asarray(a[b, :, i], np.float64), range(12)) for i in range(2)], 1)
        for b in range(2)]), jnp.float32)
   q, k, causal = rotate(q), rotate(k), jnp.tril(jnp.ones((12, 12), bool))
-  want = model.out_project(attention.causal_attend(q, k, v, causal[None]), attn, cfg)
-  out, logit_max = jax.jit(model.attention, static_argnums=(2, 3))(h, attn, cfg, True)
+  want = branches.out_project(attention.causal_attend(q, k, v, causal[None]), attn, cfg)
+  out, logit_max = jax.jit(branches.attention, static_argnums=(2, 3))(h, attn, cfg, True)
   np.testing.assert_allclose(out, want, atol=1e-5)
   scores = jnp.einsum("bthk,bshk->bhts", q, k) / np.sqrt(cfg.head_dim)
   np.testing.assert_allclose(logit_max, jnp.max(jnp.where(causal, scores, -jnp.inf)), rtol=1e-5)
@@ -234,12 +237,12 @@ def test_lens_reads_a_rope_model_without_biases():
 
 def test_relu2_is_relu_squared_in_the_mlp():
   x = jnp.asarray([-2.0, -0.5, 0.0, 0.5, 3.0])
-  np.testing.assert_array_equal(model.relu2(x), [0.0, 0.0, 0.0, 0.25, 9.0])
+  np.testing.assert_array_equal(branches.relu2(x), [0.0, 0.0, 0.0, 0.25, 9.0])
   cfg = tiny_cfg(activation="relu2", mlp_ratio=1.0)
   eye = jnp.eye(cfg.d_model)
   mlp = {"w_in": eye, "b_in": jnp.zeros(16), "w_out": eye, "b_out": jnp.zeros(16)}
   h = jax.random.normal(jax.random.key(0), (1, 3, 16))
-  np.testing.assert_allclose(model.mlp(h, mlp, cfg), np.maximum(h, 0) ** 2, rtol=1e-6)
+  np.testing.assert_allclose(branches.mlp(h, mlp, cfg), np.maximum(h, 0) ** 2, rtol=1e-6)
 
 
 def test_bias_false_has_no_bias_leaf_and_layer_norm_without_bias_is_zero_bias():

@@ -71,7 +71,7 @@ def test_greedy_with_cache_equals_greedy_by_full_forward(norm, activation, P, ru
 
 
 def test_logits_of_prefill_and_steps_match_forward():
-  # With the query/key norms and muP's scales: the cache path reads them from model.py too.
+  # With the query/key norms and muP's scales: the cache path reads them from branches.py too.
   cfg = tiny(norm="post", activation="swiglu", tie_embeddings=False, qk_norm=True,
              parametrization="mup", base_width=8)
   params = lively_params(cfg)

@@ -47,9 +47,11 @@ import numpy as np
 import optax
 
 from andrea_jax import diagnostics
+from andrea_jax import init
 from andrea_jax.tools import lens
 from andrea_jax import model
 from andrea_jax import step as step_lib
+from andrea_jax.model_config import ModelConfig
 
 # A slope up to FLAT above muP's prediction is flat, one more than GROWS above grows: over
 # a 4x wider model, 1.4x and 2x larger coordinates than muP predicts.
@@ -68,12 +70,12 @@ class Ladder:
 
 
 def rung(ladder: Ladder, width: int, parametrization: str, base_width: int,
-         **changes) -> model.ModelConfig:
+         **changes) -> ModelConfig:
   """The model of one width; ``changes`` are further ``ModelConfig`` fields (e.g. ``norm``)."""
-  return model.ModelConfig(vocab_size=ladder.vocab_size, block_size=ladder.block_size,
-                           d_model=width, n_layer=ladder.n_layer, n_head=ladder.n_head,
-                           parametrization=parametrization, base_width=base_width,
-                           attention_impl="xla", **changes)
+  return ModelConfig(vocab_size=ladder.vocab_size, block_size=ladder.block_size,
+                     d_model=width, n_layer=ladder.n_layer, n_head=ladder.n_head,
+                     parametrization=parametrization, base_width=base_width,
+                     attention_impl="xla", **changes)
 
 
 def check_settings(t) -> step_lib.TrainConfig:
@@ -83,7 +85,7 @@ def check_settings(t) -> step_lib.TrainConfig:
                                  "weight_decay": 0.0})
 
 
-def activations(params, tokens_BT, cfg: model.ModelConfig) -> dict[str, jax.Array]:
+def activations(params, tokens_BT, cfg: ModelConfig) -> dict[str, jax.Array]:
   """The activations of the module docstring, by name; attention logits at causal entries."""
   seen = lens.capture(params, tokens_BT, cfg, streams=True, outputs=True)
   out = dict(zip((f"stream.{p}" for p in lens.point_names(cfg)), seen["streams_PBTD"]))
@@ -107,7 +109,7 @@ def _jit(fn):
   return jax.jit(fn, compiler_options=FAST_COMPILE if jax.default_backend() == "cpu" else None)
 
 
-def adam_updates(params, batch_BT, cfg: model.ModelConfig, optimizer, steps: int):
+def adam_updates(params, batch_BT, cfg: ModelConfig, optimizer, steps: int):
   """``steps`` updates of ``optimizer`` (``step.make_optimizer``'s) on the loss of one batch.
 
   Not ``step.train_step``: its divergence guard costs this check's tests about 15 % more CPU
@@ -123,7 +125,7 @@ def adam_updates(params, batch_BT, cfg: model.ModelConfig, optimizer, steps: int
   return params
 
 
-def measure(cfg: model.ModelConfig, t) -> dict[str, float]:
+def measure(cfg: ModelConfig, t) -> dict[str, float]:
   """Train one rung ``t.steps`` Adam updates on one batch of ``t.batch_size`` rows and
   return its sizes, ``name@0`` and ``name@delta`` (``t``: a ``train`` group, through
   ``check_settings``; ``t.steps=0``: the sizes at initialisation alone)."""
@@ -133,7 +135,7 @@ def measure(cfg: model.ModelConfig, t) -> dict[str, float]:
   # activations are one program, run before and after the updates.
   seen = _jit(lambda params: activations(params, batch_BT[:, :-1], cfg))
   mean_abs = _jit(lambda tree: jax.tree.map(lambda x: jnp.mean(jnp.abs(x)), tree))
-  params = model.init_params(cfg, jax.random.key(t.seed))
+  params = init.init_params(cfg, jax.random.key(t.seed))
   before = seen(params)
   sizes = {f"{k}@0": v for k, v in mean_abs(before).items()}
   if t.steps:

@@ -2,7 +2,7 @@
 
 For users who compose Flax modules. The layers are Flax's own (``nn.Embed``, ``nn.Dense``,
 ``nn.scan`` over the blocks, ``nn.remat`` for the remat policy); only the primitive
-functions are shared with ``andrea_jax.model``: the LayerNorm math (``model.layer_norm``),
+functions are shared with the pure-function model: the LayerNorm math (``norms.layer_norm``),
 the activations, and the attention kernels of ``andrea_jax/attention.py``. So the two are
 independent implementations of one model, and the tests check that they agree in logits
 and gradients. Every config runs: every placement (pre, post, peri, reordered, deepnorm,
@@ -13,7 +13,7 @@ positions (written here again, in the complex-number form, ``rotate``), ``bias=F
 ``model.forward`` does).
 
 Flax names its parameters its own way (``kernel``/``bias``, ``embedding``);
-``to_flax`` and ``from_flax`` convert between that tree and ``model.init_params``'s, both
+``to_flax`` and ``from_flax`` convert between that tree and ``init.init_params``'s, both
 ways and exactly::
 
     module = AndreaLM(cfg)
@@ -50,10 +50,13 @@ import jax.numpy as jnp
 from flax import traverse_util
 
 from andrea_jax import attention as kernels
+from andrea_jax import branches
 from andrea_jax import errors
+from andrea_jax import init
 from andrea_jax import model
 from andrea_jax import mup
-from andrea_jax.model import ModelConfig
+from andrea_jax import norms
+from andrea_jax.model_config import ModelConfig, resolve_auto
 
 # Pure-function path -> Flax path, for every parameter that a config may have.
 FLAX_PATHS: dict[tuple[str, ...], tuple[str, ...]] = {
@@ -78,7 +81,7 @@ def _rename(tree: Mapping[str, Any], names: dict) -> dict:
 
 
 def to_flax(params: Mapping[str, Any]) -> dict:
-  """``model.init_params``'s tree -> ``AndreaLM``'s ``params`` collection (same arrays)."""
+  """``init.init_params``'s tree -> ``AndreaLM``'s ``params`` collection (same arrays)."""
   return _rename(params, FLAX_PATHS)
 
 
@@ -92,7 +95,7 @@ def from_flax(flax_params: Mapping[str, Any]) -> dict:
 
 def causal_attention_kernel(q_BTHK, k_BTHK, v_BTHK, cfg: ModelConfig):
   """The kernel of ``andrea_jax/attention.py`` that ``cfg.attention_impl`` names: ``(B, T, H, K)``."""
-  impl = model.resolve_auto(cfg, verbose=False).attention_impl
+  impl = resolve_auto(cfg, verbose=False).attention_impl
   return kernels.causal_attention(q_BTHK, k_BTHK, v_BTHK, impl, cfg.attention_block)
 
 
@@ -101,7 +104,7 @@ def _dense(cfg: ModelConfig, features: int, name: str, std: float = 0.02,
   init = nn.initializers.normal(std)
   if v_std is not None and v_std != std:  # deepnorm: the fused QKV kernel's value columns
     init = lambda key, shape, dtype, normal=init: normal(key, shape, dtype).at[:, 2 * cfg.d_model:].multiply(v_std / std)
-  if zero_query:  # model.zero_query: the fused QKV kernel's query columns start at zero
+  if zero_query:  # init.zero_query: the fused QKV kernel's query columns start at zero
     init = lambda key, shape, dtype, normal=init: normal(key, shape, dtype).at[:, :cfg.d_model].set(0)
   return nn.Dense(features, dtype=jnp.dtype(cfg.compute_dtype), param_dtype=jnp.dtype(cfg.param_dtype),
                   kernel_init=init, bias_init=nn.initializers.zeros, use_bias=cfg.bias, name=name,
@@ -117,8 +120,8 @@ def _padded_normal(real: int, axis: int):
 
 
 def _stds(cfg: ModelConfig) -> dict[str, float]:
-  """Init std of each block matrix, by its Flax name: ``model.block_init_stds``' values."""
-  s = model.block_init_stds(cfg)
+  """Init std of each block matrix, by its Flax name: ``init.block_init_stds``' values."""
+  s = init.block_init_stds(cfg)
   return {"qkv": s["qkv"], "v": s["v"], "out": s["attn_out"], "fc": s["mlp_in"], "proj": s["mlp_out"]}
 
 
@@ -133,12 +136,12 @@ class LayerNorm(nn.Module):
     D, dtype = x_BTD.shape[-1], jnp.dtype(self.cfg.param_dtype)
     scale = self.param("scale", nn.initializers.ones, (D,), dtype)
     bias = self.param("bias", nn.initializers.zeros, (D,), dtype) if self.cfg.bias else None
-    return model.layer_norm(x_BTD, scale, bias, self.cfg.ln_eps)
+    return norms.layer_norm(x_BTD, scale, bias, self.cfg.ln_eps)
 
 
 class Norm(nn.Module):
   """The residual norm ``cfg.norm_type`` (written out again, as the check of
-  ``model.normalise``): LayerNorm; RMSNorm ``scale * x / rms(x)``; DyT
+  ``norms.normalise``): LayerNorm; RMSNorm ``scale * x / rms(x)``; DyT
   ``scale * tanh(alpha * x) + bias`` with one scalar ``alpha``."""
 
   cfg: ModelConfig
@@ -150,7 +153,7 @@ class Norm(nn.Module):
     bias = lambda: self.param("bias", nn.initializers.zeros, (D,), dtype) if cfg.bias else None
     if cfg.norm_type == "layernorm":
       scale = self.param("scale", nn.initializers.ones, (D,), dtype)
-      return model.layer_norm(x_BTD, scale, bias(), cfg.ln_eps)
+      return norms.layer_norm(x_BTD, scale, bias(), cfg.ln_eps)
     x32 = x_BTD.astype(jnp.promote_types(x_BTD.dtype, jnp.float32))
     if cfg.norm_type == "rmsnorm":
       scale = self.param("scale", nn.initializers.ones, (D,), dtype)
@@ -167,7 +170,7 @@ class Norm(nn.Module):
 def rotate(x_BTHK, positions_T, base: float):
   """RoPE (Su et al. 2021) in the complex form of its 2D case (section 3.2.1), per pair:
   each pair ``(x_2i, x_2i+1)`` is the complex number ``x_2i + i x_2i+1``, multiplied by
-  ``exp(i m theta_i)``, ``theta_i = base^(-2i / K)``: written apart from ``model.rope``'s
+  ``exp(i m theta_i)``, ``theta_i = base^(-2i / K)``: written apart from ``branches.rope``'s
   cos/sin form, as its check."""
   K = x_BTHK.shape[-1]
   real = jnp.promote_types(x_BTHK.dtype, jnp.float32)
@@ -220,12 +223,12 @@ class Mlp(nn.Module):
       gate, up = jnp.split(h_BTF, 2, axis=-1)
       h_BTF = nn.silu(gate) * up
     else:
-      h_BTF = model.ACTIVATION_FNS[cfg.activation](h_BTF)
+      h_BTF = branches.ACTIVATION_FNS[cfg.activation](h_BTF)
     return _dense(cfg, cfg.d_model, "proj", _stds(cfg)["proj"])(h_BTF)
 
 
-# The residual patterns written out again, independently of model.PLACEMENTS (which this twin
-# checks): the names are the table's, so an unknown placement fails in model.placement. ``c``
+# The residual patterns written out again, independently of norms.PLACEMENTS (which this twin
+# checks): the names are the table's, so an unknown placement fails in norms.placement. ``c``
 # holds the layer's constants, computed again in Block from the papers' formulas.
 _PATTERNS = {"pre": lambda x, f, norm, out, c: x + f(norm(x) * c["lns"]),
              "post": lambda x, f, norm, out, c: norm(x + f(x)),
@@ -240,7 +243,7 @@ def _sublayer(x, branch: Callable, norm: nn.Module, placement: str, multiplier: 
               out: nn.Module | None = None, consts: dict | None = None):
   """Pre-norm ``x + F(LN(x))``; post-norm ``LN(x + F(x))``; ... (``_PATTERNS``); ``F`` times a
   depth rule's ``multiplier`` (``mup.branch_multiplier``)."""
-  model.placement(placement)  # an unknown name: the table's error
+  norms.placement(placement)  # an unknown name: the table's error
   if placement not in _PATTERNS:
     raise errors.ConfigError(f"flax_model: model.norm={placement!r} has no Flax twin yet")
   f = branch if multiplier == 1.0 else (lambda h: multiplier * branch(h))
@@ -289,7 +292,7 @@ class AndreaLM(nn.Module):
 
   @nn.compact
   def __call__(self, tokens_BT):
-    cfg = model.resolve_auto(self.cfg, verbose=False)  # "auto" dtype and kernel for this platform
+    cfg = resolve_auto(self.cfg, verbose=False)  # "auto" dtype and kernel for this platform
     model.check_tokens(tokens_BT, cfg)
     T, dtype = tokens_BT.shape[1], jnp.dtype(cfg.compute_dtype)
     embed = lambda n, init, name: nn.Embed(n, cfg.d_model, embedding_init=init, dtype=dtype,
@@ -307,7 +310,7 @@ class AndreaLM(nn.Module):
     blocks = nn.scan(_remat(Block, cfg.remat_policy), variable_axes={"params": 0},
                      split_rngs={"params": True}, length=cfg.n_layer, unroll=cfg.scan_unroll)
     x_BTD, _ = blocks(cfg, name="blocks")(x_BTD, jnp.arange(cfg.n_layer))  # and each layer's index
-    if model.placement(cfg.norm).final_norm:
+    if norms.placement(cfg.norm).final_norm:
       x_BTD = Norm(cfg, name="ln_f")(x_BTD)
     x_BTD = x_BTD * jnp.asarray(mup.readout_multiplier(cfg), x_BTD.dtype)  # the readout multiplier
     if cfg.tie_embeddings:

@@ -2,8 +2,8 @@
 
 Every block reads the residual stream through a LayerNorm and adds its branch's output
 back. This module runs the model's own pieces (``model.embed``, ``model.block_forward`` with hooks,
-``model.attention``, ``model.mlp``, ``model.unembed``) under the same ``lax.scan`` over the
-stacked blocks and returns, beside the logits, what the scan saw:
+``branches.attention``, ``branches.mlp``, ``model.unembed``) under the same ``lax.scan``
+over the stacked blocks and returns, beside the logits, what the scan saw:
 
     capture points  p = 0 .. 2L     0: after the embedding, 2l+1: after block l's attention
                                     sublayer, 2l+2: after its MLP sublayer  (suffix P)
@@ -23,7 +23,7 @@ touched yet, is decoded raw). The scan walks the layer index beside the blocks, 
 model's does (Mix-LN and LayerNorm scaling read it).
 
 The model's variants come with its pieces: ``qk_norm`` and muP's attention scale live in
-``model.qkv_project`` (the queries and keys every reader here uses, the probabilities of
+``branches.qkv_project`` (the queries and keys every reader here uses, the probabilities of
 ``causal_probs`` included; so do rotary positions, rotated there at ``0 .. T-1``), the
 readout multiplier in ``model.unembed`` (and in the unembedding rows of the attribution).
 Under ``bias=False`` the norms have no bias: their share of the attribution is zero.
@@ -38,10 +38,12 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from andrea_jax import branches
 from andrea_jax import errors
 from andrea_jax import model
 from andrea_jax import mup
-from andrea_jax.model import ModelConfig, Params
+from andrea_jax import norms
+from andrea_jax.model_config import ModelConfig, Params
 
 ABLATIONS = ("zero", "mean")
 
@@ -69,13 +71,13 @@ def causal_probs(q_BTHK: jax.Array, k_BTHK: jax.Array) -> jax.Array:
 
 def _heads_attention(h_BTD, attn: Params, cfg: ModelConfig, head_fn, extra):
   """Attention through explicit per-head outputs: ``(out_BTD, probs_BHTS, aux)``."""
-  q, k, v = model.qkv_project(h_BTD, attn, cfg)
+  q, k, v = branches.qkv_project(h_BTD, attn, cfg)
   p_BHTS = causal_probs(q, k)
   o_BTHK = jnp.einsum("bhts,bshk->bthk", p_BHTS.astype(v.dtype), v)
   aux = None
   if head_fn is not None:
     o_BTHK, aux = head_fn(o_BTHK, extra)
-  return model.out_project(o_BTHK, attn, cfg), p_BHTS, aux
+  return branches.out_project(o_BTHK, attn, cfg), p_BHTS, aux
 
 
 def _pair(a, b):
@@ -96,7 +98,7 @@ def scan_blocks(params: Params, tokens_BT, cfg: ModelConfig, *,
   ``extra`` is this sublayer's slice of ``layer_xs["sub"]`` (shaped ``(L, 2, ...)``).
   With ``head_fn(o_BTHK, extra) -> (o_BTHK, aux)`` the attention is computed through
   explicit per-head outputs (a plain masked softmax; ``layers["aux"]`` stacks the aux);
-  otherwise it is ``model.attention`` itself, so the logits are the model's bit for bit.
+  otherwise it is ``branches.attention`` itself, so the logits are the model's bit for bit.
   ``probs=True`` adds ``layers["probs"]`` ``(L, B, H, T, T)``.
   """
   model.check_tokens(tokens_BT, cfg)
@@ -113,8 +115,8 @@ def scan_blocks(params: Params, tokens_BT, cfg: ModelConfig, *,
         return out
     elif probs:
       def attn_fn(h, attn):  # beside the model's own attention, whose output stays the one used
-        layer["probs"] = causal_probs(*model.qkv_project(h, attn, cfg)[:2])
-        return model.attention(h, attn, cfg)
+        layer["probs"] = causal_probs(*branches.qkv_project(h, attn, cfg)[:2])
+        return branches.attention(h, attn, cfg)
     else:
       attn_fn = None  # the model's own attention
     seen = {}
@@ -163,7 +165,7 @@ def capture(params: Params, tokens_BT, cfg: ModelConfig, *, streams: bool = Fals
   the sublayer reads and f what its branch returns (added to x; post-norm then
   normalises the sum). Opt-in: ``streams_PBTD``, ``outputs_SBTD`` (the branch outputs f)
   and ``probs_LBHTS`` (attention probabilities from a plain masked softmax of the model's
-  own queries and keys, computed beside ``model.attention``, whose output is the one used).
+  own queries and keys, computed beside ``branches.attention``, whose output is the one used).
   """
   def point_fn(x):
     return {"norm": _norm(x), **({"stream": x} if streams else {})}
@@ -257,7 +259,7 @@ def attribution_refusal(cfg: ModelConfig) -> str | None:
   both with LayerNorm; peri, reordered, deepnorm (alpha on the stream) and mix have none here.
   """
   if cfg.norm not in ("pre", "post"):
-    model.placement(cfg.norm)  # an unknown name: the table's own error
+    norms.placement(cfg.norm)  # an unknown name: the table's own error
     return f"model.norm={cfg.norm!r} has no linearisation here (pre and post do)"
   if cfg.norm_type != "layernorm":
     return (f"model.norm_type={cfg.norm_type!r}: the frozen-std linearisation is LayerNorm's; "

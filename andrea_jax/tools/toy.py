@@ -10,7 +10,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from andrea_jax import model
+from andrea_jax import norms
 
 X = np.array([1.0, -1.0, 2.0, 0.0])
 STRENGTH = 0.8
@@ -34,14 +34,14 @@ def branch(v, strength: float = STRENGTH):
 def table(x=X, strength: float = STRENGTH) -> dict[str, np.ndarray]:
   """The seed's rows computed with the project's ``layer_norm`` and ``residual_sublayer``."""
   x = jnp.asarray(x, jnp.float32)
-  normed = model.layer_norm(x, LN_PARAMS["scale"], LN_PARAMS["bias"], EPS)
+  normed = norms.layer_norm(x, LN_PARAMS["scale"], LN_PARAMS["bias"], EPS)
   f = lambda v: branch(v, strength)
   return {
       "residual input x": np.asarray(x),
       "input to F (LayerNorm(x))": np.asarray(normed),
       "branch update F": np.asarray(f(normed)),
-      "block output (pre-norm)": np.asarray(model.residual_sublayer(x, f, LN_PARAMS, "pre", EPS)),
-      "block output (post-norm)": np.asarray(model.residual_sublayer(x, f, LN_PARAMS, "post", EPS)),
+      "block output (pre-norm)": np.asarray(norms.residual_sublayer(x, f, LN_PARAMS, "pre", EPS)),
+      "block output (post-norm)": np.asarray(norms.residual_sublayer(x, f, LN_PARAMS, "post", EPS)),
   }
 
 

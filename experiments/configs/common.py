@@ -18,7 +18,7 @@ from andrea_jax import file_formats
 
 def model_group(*, vocab_size: int, block_size: int, d_model: int, n_layer: int,
                 n_head: int) -> ml_collections.ConfigDict:
-  """The ``model`` group; its fields are exactly ``andrea_jax.model.ModelConfig``'s."""
+  """The ``model`` group; its fields are exactly ``andrea_jax.model_config.ModelConfig``'s."""
   m = ml_collections.ConfigDict()
   # Vocabulary size: 256 byte tokens + learned BPE merges + 1 end-of-text token.
   m.vocab_size = vocab_size
@@ -109,7 +109,7 @@ def base_config(model: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   (``tests/test_config.py`` checks that every named config round-trips).
   """
   config = ml_collections.ConfigDict()
-  # The model shape and variant (becomes a frozen andrea_jax.model.ModelConfig).
+  # The model shape and variant (becomes a frozen andrea_jax.model_config.ModelConfig).
   config.model = model
   # Where the text comes from and how it is tokenized and split.
   config.data = data_group(model.vocab_size)
