@@ -26,18 +26,15 @@ def judged_records(claim, data: kinds.Data) -> list:
   """The records ``claim`` is judged on: its arms' at its ``at`` point and ``rate`` if named; a
   finding's at the point and rates it found."""
   at = getattr(claim, "at", ())
-  at, rates = (dict(at) if isinstance(at, tuple) else {}), None  # "largest": no single point
-  if getattr(claim, "rate", None) is not None:
-    rates = {claim.rate}
+  at = dict(at) if isinstance(at, tuple) else {}  # "largest": no single point
+  rates = None if getattr(claim, "rate", None) is None else {claim.rate}
   if callable(getattr(claim, "find", None)):
-    found = claim.find(data)
-    point, settings = found[1], found[2]  # (verdict, point, [(arm, rate)], lines)
+    _, point, settings, _ = claim.find(data)  # (verdict, point, [(arm, rate)], lines)
     at, rates = {**at, **point}, ({lr for _, lr in settings} or None)
   arms = set(claim.needs())
-  out = {id(rec): rec for arm, point, run, rec in data.rows
-         if arm in arms and all(dict(point).get(k) == v for k, v in at.items())
-         and (rates is None or run.lr in rates)}
-  return list(out.values())
+  return list({id(rec): rec for arm, point, run, rec in data.rows
+               if arm in arms and all(dict(point).get(k) == v for k, v in at.items())
+               and (rates is None or run.lr in rates)}.values())
 
 
 def at_init(claim) -> bool:
