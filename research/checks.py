@@ -77,7 +77,7 @@ def claim_parameters(claim) -> None:
     if f.name == "claim" or not given or not all(isinstance(v, str) for v in given):
       continue
     ok = allowed(type(claim), f.name)
-    bad = [v for v in given if ok is not None and v not in ok and v != f.default]  # the kind's own default
+    bad = [v for v in given if ok is not None and v not in ok and v != f.default]  # the kind's default passes
     if bad:
       raise errors.ConfigError(f"claim {claim.claim!r} ({type(claim).__name__}): {f.name}={bad[0]!r} "
                                f"is not one of {sorted(ok)}")
@@ -86,12 +86,10 @@ def claim_parameters(claim) -> None:
 def cell_configs(cells, config_of) -> None:
   """Build every cell's ``RunConfig`` from ``config_of(overrides)``; a refusal names the cell."""
   from andrea_jax import config as config_lib  # pylint: disable=import-outside-toplevel
-  seen = set()
+  first = {}  # each distinct set of overrides, with the first cell that has it
   for c in cells:
-    key = repr(sorted(c.overrides.items()))
-    if key in seen:
-      continue
-    seen.add(key)
+    first.setdefault(repr(sorted(c.overrides.items())), c)
+  for c in first.values():
     try:
       config_lib.RunConfig.from_configdict(config_of(dict(c.overrides)))
     except errors.ConfigError as e:

@@ -94,14 +94,8 @@ def title(claim) -> str:
 def apply(study, data: kinds.Data, verdicts: list) -> tuple[list, list[tuple[str, str, str]]]:
   """``(verdicts under the guards, [(claim, frozen verdict, guarded verdict)] where they differ)``."""
   by_text = {c.claim: c for c in study.claims}
-  out, changed = [], []
-  for v in verdicts:
-    claim = by_text.get(v.claim)
-    g = learning(claim, data, v) if claim is not None else v
-    if g.verdict != v.verdict:
-      changed.append((v.claim, v.verdict, g.verdict))
-    out.append(g)
-  return out, changed
+  out = [learning(by_text[v.claim], data, v) if v.claim in by_text else v for v in verdicts]
+  return out, [(v.claim, v.verdict, g.verdict) for v, g in zip(verdicts, out) if g.verdict != v.verdict]
 
 
 def header(design: str, saw_data: tuple[str, ...], changed: list) -> str:
