@@ -47,11 +47,9 @@ def allowed(kind: type, field: str) -> frozenset[str] | None:
   """The values ``kind``'s code reads ``field`` as (None: no fixed set): strings compared with
   ``self.<field>``, their opposites, and keys of a table it indexes (``QUANTITIES[self.quantity]``)."""
   values: set[str] = set()
-  for cls in kind.__mro__:
-    if not (isinstance(cls, type) and issubclass(cls, kinds.Claim)):
-      continue
+  for cls in (c for c in kind.__mro__ if issubclass(c, kinds.Claim)):
+    module = sys.modules[cls.__module__]
     for node in ast.walk(_class_nodes(inspect.getsourcefile(cls)).get(cls.__name__, ast.Module([], []))):
-      module = sys.modules[cls.__module__]
       if isinstance(node, ast.Compare):
         sides = [node.left, *node.comparators]
         if any(_is_field(s, field) for s in sides):
@@ -75,11 +73,11 @@ def claim_parameters(claim) -> None:
   """Refuse a claim whose text-valued parameter (or a tuple of them) is not one its kind reads."""
   for f in dataclasses.fields(claim):
     value = getattr(claim, f.name)
-    given = (value,) if isinstance(value, str) else value if isinstance(value, tuple) and all(
-        isinstance(v, str) for v in value) else ()
-    ok = allowed(type(claim), f.name) if given and f.name != "claim" else None
-    default = f.default if f.default is not dataclasses.MISSING else None  # the kind's own default
-    bad = [v for v in given if ok is not None and v not in ok and v != default]
+    given = (value,) if isinstance(value, str) else value if isinstance(value, tuple) else ()
+    if f.name == "claim" or not given or not all(isinstance(v, str) for v in given):
+      continue
+    ok = allowed(type(claim), f.name)
+    bad = [v for v in given if ok is not None and v not in ok and v != f.default]  # the kind's default passes
     if bad:
       raise errors.ConfigError(f"claim {claim.claim!r} ({type(claim).__name__}): {f.name}={bad[0]!r} "
                                f"is not one of {sorted(ok)}")
@@ -88,12 +86,10 @@ def claim_parameters(claim) -> None:
 def cell_configs(cells, config_of) -> None:
   """Build every cell's ``RunConfig`` from ``config_of(overrides)``; a refusal names the cell."""
   from andrea_jax import config as config_lib  # pylint: disable=import-outside-toplevel
-  seen = set()
+  first = {}  # each distinct set of overrides, with the first cell that has it
   for c in cells:
-    key = repr(sorted(c.overrides.items()))
-    if key in seen:
-      continue
-    seen.add(key)
+    first.setdefault(repr(sorted(c.overrides.items())), c)
+  for c in first.values():
     try:
       config_lib.RunConfig.from_configdict(config_of(dict(c.overrides)))
     except errors.ConfigError as e:

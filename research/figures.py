@@ -77,11 +77,12 @@ def sensitivity(data: kinds.Data, axis: str, out: str) -> str | None:
       x, y, lo, hi = map(np.array, zip(*pts))
       ax.errorbar(x, y, yerr=[y - lo, hi - y], marker="o", ms=4, capsize=3, color=f"C{i}", label=arm)
       drawn = True
+  if not drawn:
+    return None
   ax.set(xscale="log", xlabel="non-embedding parameters", ylabel="LR sensitivity (nats)",
          title="learning-rate sensitivity (95 % t interval over seeds)")
-  if drawn:
-    ax.legend(fontsize=8)
-  return reporting.save(fig, out, "sensitivity.png") if drawn else None
+  ax.legend(fontsize=8)
+  return reporting.save(fig, out, "sensitivity.png")
 
 
 def attention_logits(data: kinds.Data, axis: str, arms: tuple[str, ...], out: str) -> str | None:
@@ -113,6 +114,8 @@ def attention_logits(data: kinds.Data, axis: str, arms: tuple[str, ...], out: st
 def optima(data: kinds.Data, rates: tuple[kinds.RateAt, ...], out: str) -> str | None:
   """Yang et al.: each ``RateAt`` arm's per-seed optima against the axis, the seeds' mean line out to the
   target, and the rate there with its interval (★)."""
+  if not rates:
+    return None
   fig = reporting.figure(figsize=(6, 4))
   ax, drawn = fig.subplots(), False
   for i, r in enumerate(rates):
@@ -132,8 +135,6 @@ def optima(data: kinds.Data, rates: tuple[kinds.RateAt, ...], out: str) -> str |
       lo, hi = res["interval"] or (res["lr"], res["lr"])
       ax.errorbar([r.target], [res["lr"]], yerr=[[res["lr"] - lo], [hi - res["lr"]]], fmt="*",
                   ms=10, capsize=4, color=f"C{i}")
-  if not rates:
-    return None
   ax.axvline(rates[0].target, color="gray", ls=":", lw=1)
   ax.set(xscale="log", yscale="log", xlabel=rates[0].axis, ylabel="fitted optimal peak rate",
          title=f"optimal rate against {rates[0].axis} (★: at {rates[0].target:g}, 95 % interval)")
@@ -151,7 +152,8 @@ class AxisFigures:
   axis: str
   logit_arms: tuple[str, ...] = ()
   rates: tuple[kinds.RateAt, ...] = ()
+
   def section(self, data: kinds.Data, out: str) -> kinds.Section:
     return kinds.Section([], [rate_curves(data, self.axis, out), sensitivity(data, self.axis, out),
-                              attention_logits(data, self.axis, self.logit_arms, out) if self.logit_arms else None,
-                              optima(data, self.rates, out) if self.rates else None])
+                              attention_logits(data, self.axis, self.logit_arms, out),
+                              optima(data, self.rates, out)])

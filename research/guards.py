@@ -26,18 +26,15 @@ def judged_records(claim, data: kinds.Data) -> list:
   """The records ``claim`` is judged on: its arms' at its ``at`` point and ``rate`` if named; a
   finding's at the point and rates it found."""
   at = getattr(claim, "at", ())
-  at, rates = (dict(at) if isinstance(at, tuple) else {}), None  # "largest": no single point
-  if getattr(claim, "rate", None) is not None:
-    rates = {claim.rate}
+  at = dict(at) if isinstance(at, tuple) else {}  # "largest": no single point
+  rates = None if getattr(claim, "rate", None) is None else {claim.rate}
   if callable(getattr(claim, "find", None)):
-    found = claim.find(data)
-    point, settings = found[1], found[2]  # (verdict, point, [(arm, rate)], lines)
+    _, point, settings, _ = claim.find(data)  # (verdict, point, [(arm, rate)], lines)
     at, rates = {**at, **point}, ({lr for _, lr in settings} or None)
   arms = set(claim.needs())
-  out = {id(rec): rec for arm, point, run, rec in data.rows
-         if arm in arms and all(dict(point).get(k) == v for k, v in at.items())
-         and (rates is None or run.lr in rates)}
-  return list(out.values())
+  return list({id(rec): rec for arm, point, run, rec in data.rows
+               if arm in arms and all(dict(point).get(k) == v for k, v in at.items())
+               and (rates is None or run.lr in rates)}.values())
 
 
 def at_init(claim) -> bool:
@@ -97,14 +94,8 @@ def title(claim) -> str:
 def apply(study, data: kinds.Data, verdicts: list) -> tuple[list, list[tuple[str, str, str]]]:
   """``(verdicts under the guards, [(claim, frozen verdict, guarded verdict)] where they differ)``."""
   by_text = {c.claim: c for c in study.claims}
-  out, changed = [], []
-  for v in verdicts:
-    claim = by_text.get(v.claim)
-    g = learning(claim, data, v) if claim is not None else v
-    if g.verdict != v.verdict:
-      changed.append((v.claim, v.verdict, g.verdict))
-    out.append(g)
-  return out, changed
+  out = [learning(by_text[v.claim], data, v) if v.claim in by_text else v for v in verdicts]
+  return out, [(v.claim, v.verdict, g.verdict) for v, g in zip(verdicts, out) if g.verdict != v.verdict]
 
 
 def header(design: str, saw_data: tuple[str, ...], changed: list) -> str:

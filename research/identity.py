@@ -9,10 +9,12 @@ checks a record against the rules now, ``rules_lines`` is the report's sentence.
 from __future__ import annotations
 
 import ast
+import collections
 import copy
 import dataclasses
 import hashlib
 import os
+import pathlib
 import subprocess
 from typing import Iterable
 
@@ -23,14 +25,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_MODULES = ("research/claims.py", "research/curves.py", "research/stats.py")
 # The files a file-form record hashed when it names none.
 FILE_FORM_FILES = ("experiments/verdicts.py", "experiments/stats.py")
-
-
 # The framework modules a one-file study's definitions are hashed with.
-FRAMEWORK_MODULES = ("research/study.py", "research/kinds.py", *(f"research/kind_{f}.py" for f in (
-    "base", "contrast", "zloss", "drift", "runaway", "choice", "ladder", "norm_mlp", "recipe")), "research/ladder.py",
-                     "research/optimum.py", "research/rate_check.py")
+KINDS = ("base", "contrast", "zloss", "drift", "runaway", "choice", "ladder", "norm_mlp", "recipe")
+FRAMEWORK_MODULES = ("research/study.py", "research/kinds.py", *(f"research/kind_{k}.py" for k in KINDS),
+                     "research/ladder.py", "research/optimum.py", "research/rate_check.py")
 # Kind modules key a name two modules share as ``NAN (research/kinds.py)``, keeping old records' keys.
-KIND_MODULES = {p: "research/kinds.py" for p in FRAMEWORK_MODULES if p.startswith("research/kind_")}
+KIND_MODULES = {f"research/kind_{k}.py": "research/kinds.py" for k in KINDS}
 FILE_ROOTS = ("STUDY", "judge", "decide")
 
 
@@ -58,16 +58,12 @@ def _strip(node: ast.AST) -> ast.AST:
   """Docstrings and annotations out (neither changes what a rule computes)."""
   for n in ast.walk(node):
     if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-      body = n.body
-      if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-          and isinstance(body[0].value.value, str):
-        n.body = body[1:] or [ast.Pass()]
+      if ast.get_docstring(n, clean=False) is not None:
+        n.body = n.body[1:] or [ast.Pass()]
     if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
       n.returns = None
-      a = n.args
-      for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]:
-        if arg is not None:
-          arg.annotation = None
+    elif isinstance(n, ast.arg):
+      n.annotation = None
   return node
 
 
@@ -89,6 +85,11 @@ class _Module:
   units: dict[str, ast.AST]  # name -> definition (tuple assignments split per name)
   aliases: dict[str, str]  # local name -> the rule module it stands for
   imported: dict[str, tuple[str, str]]  # local name -> (rule module, name there)
+
+  def _aliased(self, node: ast.AST) -> bool:
+    """Whether ``node`` is ``V.X`` with ``V`` a rule module's alias."""
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+        and node.value.id in self.aliases
 
   @classmethod
   def parse(cls, path: str, text: str, rule_paths: set[str]) -> "_Module":
@@ -124,8 +125,7 @@ class _Module:
     if name in self.imported:
       return self.imported[name]
     node = self.units.get(name)
-    if isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute) \
-        and isinstance(node.value.value, ast.Name) and node.value.value.id in self.aliases:
+    if isinstance(node, ast.Assign) and self._aliased(node.value):
       return self.aliases[node.value.value.id], node.value.attr
     return None
 
@@ -134,13 +134,10 @@ class _Module:
     node = _strip(copy.deepcopy(self.units[name]))
     for n in ast.walk(node):
       for field, value in ast.iter_fields(n):
-        if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) \
-            and value.value.id in self.aliases:
+        if self._aliased(value):
           setattr(n, field, ast.Name(value.attr, value.ctx))
         elif isinstance(value, list):
-          setattr(n, field, [ast.Name(v.attr, v.ctx) if isinstance(v, ast.Attribute)
-                             and isinstance(v.value, ast.Name) and v.value.id in self.aliases
-                             else v for v in value])
+          setattr(n, field, [ast.Name(v.attr, v.ctx) if self._aliased(v) else v for v in value])
     renamed = {local: name for local, (_, name) in self.imported.items() if local != name}
     for n in ast.walk(node):
       if isinstance(n, ast.Name) and n.id in renamed:
@@ -152,7 +149,7 @@ class _Module:
     for n in ast.walk(self.units[name]):
       if isinstance(n, ast.Name):
         yield self.path, n.id
-      elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in self.aliases:
+      elif self._aliased(n):
         yield self.aliases[n.value.id], n.attr
 
 
@@ -174,26 +171,18 @@ def definitions(sources: dict[str, str], roots: Iterable[str]) -> dict[str, tupl
       return resolve(*alias, seen + ((path, name),))
     return (path, name) if name in mod.units else None
 
-  todo = []
-  for root in roots:
-    found = resolve(order[0], root) or next(
-        (r for r in (resolve(p, root) for p in order[1:]) if r), None)
-    if found:
-      todo.append(found)
+  # Each root from the first module that has it, then every definition those reach.
+  todo = [next(filter(None, (resolve(p, root) for p in order)), None) for root in roots]
   reached = set()
   while todo:
-    path, name = todo.pop()
-    if (path, name) in reached:
-      continue
-    reached.add((path, name))
-    for ref in modules[path].references(name):
-      found = resolve(*ref)
-      if found and found not in reached:
-        todo.append(found)
-  names = [n for _, n in reached]
+    found = todo.pop()
+    if found and found not in reached:
+      reached.add(found)
+      todo.extend(resolve(*ref) for ref in modules[found[0]].references(found[1]))
+  names = collections.Counter(n for _, n in reached)
   out = {}
   for path, name in sorted(reached, key=lambda r: (order.index(r[0]), r[1])):
-    key = name if names.count(name) == 1 else f"{name} ({KIND_MODULES.get(path, path)})"
+    key = name if names[name] == 1 else f"{name} ({KIND_MODULES.get(path, path)})"
     text = modules[path].normalised(name)
     out[key] = (path, hashlib.sha256(text.encode()).hexdigest()[:12])
   return out
@@ -206,11 +195,7 @@ def identity(defs: dict[str, tuple[str, str]]) -> str:
 
 
 def _read(paths: Iterable[str]) -> dict[str, str]:
-  out = {}
-  for p in paths:
-    with open(os.path.join(ROOT, p), encoding="utf-8") as f:
-      out[p] = f.read()
-  return out
+  return {p: pathlib.Path(ROOT, p).read_text(encoding="utf-8") for p in paths}
 
 
 def _git(*args: str) -> str:
@@ -240,7 +225,6 @@ class Comparison:
   """A recorded identity against the rules now, definition by definition."""
   checked: bool
   reason: str = ""  # why a record could not be checked
-  unchanged: list[str] = dataclasses.field(default_factory=list)
   moved: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)  # name, from, to
   changed: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
   added: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # name, module
@@ -269,10 +253,8 @@ def recorded_definitions(recorded: dict, roots: Iterable[str],
     sources = {p: show(commit, p) for p in files}
   except (OSError, subprocess.SubprocessError):
     return None, files, f"commit {commit} is not in this repository's history"
-  digest = hashlib.sha256()
-  for p in files:
-    digest.update(sources[p].encode())
-  if digest.hexdigest()[:16] != recorded.get("sha256"):
+  digest = hashlib.sha256("".join(sources[p] for p in files).encode()).hexdigest()[:16]
+  if digest != recorded.get("sha256"):
     return None, files, (f"{' '.join(files)} at commit {commit} do not hash to the recorded "
                          f"{recorded.get('sha256')} (changed before the run without a commit)")
   return definitions(sources, roots), files, ""
@@ -295,8 +277,6 @@ def compare(recorded: dict, study: str, show=None) -> Comparison:
       out.changed.append((name, old[name][0], now[name][0]))
     elif old[name][0] != now[name][0]:
       out.moved.append((name, old[name][0], now[name][0]))
-    else:
-      out.unchanged.append(name)
   return out
 
 
@@ -325,9 +305,7 @@ def rules_lines(recorded: dict | None, study: str, show=None) -> list[str]:
   def moves(items):  # names while few; past six, counts per route
     if len(items) <= 6:
       return _names(items, route)
-    counts: dict[str, int] = {}
-    for m in items:
-      counts[route(m)] = counts.get(route(m), 0) + 1
+    counts = collections.Counter(map(route, items))
     return f"{len(items)} definitions (" + "; ".join(f"{n} {r}" for r, n in counts.items()) + ")"
   if c.same:
     if not c.moved:

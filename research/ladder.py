@@ -11,7 +11,6 @@ import os
 
 from andrea_jax import errors
 from andrea_jax.files import read_json
-from research.sweep import Cell
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The muP base stage's chosen readout and attention multipliers, which the studies on the tuned
@@ -23,8 +22,6 @@ BASE_RESULTS = os.path.join(ROOT, "results", "mup_base-cpu", "results.json")
 # arms; a shared machine); 256: one 7-member, 40-step program.
 SECONDS_PER_MODEL_STEP_CPU = {16: 0.0084, 32: 0.0108, 64: 0.0231, 128: 0.0529, 256: 0.19}
 SECONDS_PER_GROUP_CPU = 32.0
-
-
 W, L, B = "model.d_model", "model.n_layer", "train.batch_size"
 
 
@@ -42,25 +39,15 @@ SMOKE = dict(n_layer=1, n_head=2, block_size=32, vocab=321, batch_size=8, steps=
 
 def ladder_overrides(s: dict) -> dict:
   """The overrides every cell of a width ladder at scale ``s`` shares."""
-  return {"model.n_layer": s["n_layer"], "model.n_head": s["n_head"],
-            "model.block_size": s["block_size"], "model.vocab_size": s["vocab"],
-            "model.norm": "pre", "model.init": "gpt2", "model.mlp_ratio": 4.0,
-            "model.activation": "gelu_tanh",
-            "train.batch_size": s["batch_size"], "train.steps": s["steps"],
-            "train.warmup_steps": s["steps"] // 10, "train.eval_every": s["steps"],
-            "train.eval_batches": s["eval_batches"], "train.log_every": s["log_every"],
-            "checkpoint.every": s["steps"], "checkpoint.keep": 1,
-            # Probes at step 0 and at the end: attention-logit maxima and log Z.
-            "diagnostics.enabled": True, "diagnostics.every": s["steps"],
-            "diagnostics.early_steps": 0, "sample.num_samples": 0, **s["extra"]}
-
-
-def minutes_cpu(cells: list[Cell]) -> float:
-  """The cpu scale's estimated time: each group's fixed cost plus its model-steps."""
-  groups = {c.group for c in cells}
-  steps = sum(c.overrides["train.steps"] * SECONDS_PER_MODEL_STEP_CPU[c.overrides["model.d_model"]]
-              for c in cells)
-  return (len(groups) * SECONDS_PER_GROUP_CPU + steps) / 60
+  return {"model.n_layer": s["n_layer"], "model.n_head": s["n_head"], "model.block_size": s["block_size"],
+          "model.vocab_size": s["vocab"], "model.norm": "pre", "model.init": "gpt2", "model.mlp_ratio": 4.0,
+          "model.activation": "gelu_tanh", "train.batch_size": s["batch_size"], "train.steps": s["steps"],
+          "train.warmup_steps": s["steps"] // 10, "train.eval_every": s["steps"],
+          "train.eval_batches": s["eval_batches"], "train.log_every": s["log_every"],
+          "checkpoint.every": s["steps"], "checkpoint.keep": 1,
+          # Probes at step 0 and at the end: attention-logit maxima and log Z.
+          "diagnostics.enabled": True, "diagnostics.every": s["steps"],
+          "diagnostics.early_steps": 0, "sample.num_samples": 0, **s["extra"]}
 
 
 def base_choice(path: str = BASE_RESULTS) -> dict:

@@ -41,39 +41,39 @@ Table = Mapping[float, Mapping[int, float]]  # rate -> seed -> loss
 # ----------------------------------------------------------------------------- the grid
 
 
-def log_rates(low: float, high: float, n: int, min_ratio: float = MIN_RATIO) -> tuple[float, ...]:
+def log_rates(low: float, high: float, n: int) -> tuple[float, ...]:
   """``n`` rates from ``low`` to ``high`` evenly spaced in log, at 3 significant figures (``check_rates``)."""
   if not (0 < low < high) or n < 2:
     raise errors.ConfigError(f"log_rates({low:g}, {high:g}, {n}): give 0 < low < high and n >= 2")
   rates = tuple(float(f"{r:.3g}") for r in np.geomspace(low, high, n))
-  return check_rates(rates, min_ratio)
+  return check_rates(rates)
 
 
-def near_duplicates(rates: Iterable[float], min_ratio: float = MIN_RATIO) -> list[tuple[float, float]]:
-  """The pairs of neighbouring rates closer than ``min_ratio`` (ascending)."""
+def near_duplicates(rates: Iterable[float]) -> list[tuple[float, float]]:
+  """The pairs of neighbouring rates closer than ``MIN_RATIO`` (ascending)."""
   r = sorted(set(rates))
-  return [(a, b) for a, b in zip(r, r[1:]) if b / a < min_ratio]
+  return [(a, b) for a, b in zip(r, r[1:]) if b / a < MIN_RATIO]
 
 
-def check_rates(rates: Iterable[float], min_ratio: float = MIN_RATIO) -> tuple[float, ...]:
-  """``rates`` sorted, or a ``ConfigError`` naming the first pair closer than ``min_ratio`` (a near-duplicate)."""
+def check_rates(rates: Iterable[float]) -> tuple[float, ...]:
+  """``rates`` sorted, or a ``ConfigError`` naming the first pair closer than ``MIN_RATIO`` (a near-duplicate)."""
   rates = tuple(sorted(rates))
   if any(r <= 0 or not math.isfinite(r) for r in rates):
     raise errors.ConfigError(f"rates {rates}: every rate must be positive and finite")
-  close = near_duplicates(rates, min_ratio)
+  close = near_duplicates(rates)
   if close:
     a, b = close[0]
-    raise errors.ConfigError(f"rates {a:g} and {b:g} are x{b / a:.3f} apart, closer than x{min_ratio:g}: "
+    raise errors.ConfigError(f"rates {a:g} and {b:g} are x{b / a:.3f} apart, closer than x{MIN_RATIO:g}: "
                              f"one grid point trained twice; drop one, or space the grid with "
                              f"optimum.log_rates")
   return rates
 
 
-def grid_points(rates: Iterable[float], min_ratio: float = MIN_RATIO) -> list[tuple[float, ...]]:
-  """The rates merged into grid points: neighbours closer than ``min_ratio`` are one point."""
+def grid_points(rates: Iterable[float]) -> list[tuple[float, ...]]:
+  """The rates merged into grid points: neighbours closer than ``MIN_RATIO`` are one point."""
   points: list[list[float]] = []
   for r in sorted({float(x) for x in rates}):
-    if points and r / points[-1][-1] < min_ratio:
+    if points and r / points[-1][-1] < MIN_RATIO:
       points[-1].append(r)
     else:
       points.append([r])
@@ -210,10 +210,9 @@ def _run(mean: list[float], se: list[float], point: list[int]) -> tuple[int, flo
 def _vertices(x: np.ndarray, n: np.ndarray, mean: np.ndarray, runs: list[tuple]) -> np.ndarray:
   """Per resample, the log rate at the parabola's minimum (least squares on the rates' means weighted by
   count: the fit through every drawn loss); nan without a minimum inside the run."""
-  held = np.zeros(n.shape, bool)
-  for k, (_, _, lo, hi) in enumerate(runs):
-    held[k, lo:hi + 1] = True
-  w = np.where(held & (n > 0), n, 0.0)
+  _, _, lo, hi = map(np.array, zip(*runs))  # each resample's run of rates
+  r = np.arange(n.shape[1])
+  w = np.where((r >= lo[:, None]) & (r <= hi[:, None]) & (n > 0), n, 0.0)
   m = np.where(w > 0, mean, 0.0)
   powers = x[None, :, None] ** np.arange(5)[None, None, :]  # [1, R, 5]
   s = np.einsum("br,brk->bk", w, np.broadcast_to(powers, (*w.shape, 5)))
@@ -226,13 +225,11 @@ def _vertices(x: np.ndarray, n: np.ndarray, mean: np.ndarray, runs: list[tuple])
   c2, c1 = coef[:, 2], coef[:, 1]
   with np.errstate(invalid="ignore", divide="ignore"):
     v = -c1 / (2 * c2)
-  lo = np.array([x[r[2]] for r in runs])
-  hi = np.array([x[r[3]] for r in runs])
-  return np.where((c2 > 0) & (v >= lo) & (v <= hi), v, np.nan)
+  return np.where((c2 > 0) & (v >= x[lo]) & (v <= x[hi]), v, np.nan)
 
 
-def _neighbours(rates: np.ndarray, best: float, min_ratio: float) -> tuple[float | None, float | None]:
-  points = grid_points(rates, min_ratio)
+def _neighbours(rates: np.ndarray, best: float) -> tuple[float | None, float | None]:
+  points = grid_points(rates)
   i = next(k for k, p in enumerate(points) if best in p)
   return (max(points[i - 1]) if i > 0 else None, min(points[i + 1]) if i + 1 < len(points) else None)
 
@@ -253,12 +250,12 @@ def _indistinct(rates: np.ndarray, y: np.ndarray, b: int) -> tuple[float, float]
   return min(kept), max(kept)
 
 
-def basin(losses: Table, min_ratio: float = MIN_RATIO, resamples: int = BOOTSTRAP) -> Basin:
+def basin(losses: Table, resamples: int = BOOTSTRAP) -> Basin:
   """The reading of one loss-vs-rate grid (``{rate: {seed: loss}}``; the module docstring)."""
   rates, y, seeds = _matrix(losses)
   if not len(rates) or np.all(np.isnan(y)):
     raise errors.ConfigError("optimum.basin: no finite losses to read")
-  point = [k for k, p in enumerate(grid_points(rates, min_ratio)) for _ in p]
+  point = [k for k, p in enumerate(grid_points(rates)) for _ in p]
   rng = np.random.default_rng(SEED)
   draws = rng.integers(0, len(seeds), (resamples if len(seeds) > 1 else 0, len(seeds)))
   counts = np.concatenate([np.ones((1, len(seeds))),
@@ -274,21 +271,21 @@ def basin(losses: Table, min_ratio: float = MIN_RATIO, resamples: int = BOOTSTRA
     interval = tuple(float(math.exp(q)) for q in np.quantile(defined, [ALPHA / 2, 1 - ALPHA / 2]))
   seed_best = [rates[int(np.nanargmin(y[:, j]))] for j in range(len(seeds)) if np.isfinite(y[:, j]).any()]
   best = float(rates[b])
-  same = all(max(r, best) / min(r, best) < min_ratio for r in seed_best)
+  same = all(max(r, best) / min(r, best) < MIN_RATIO for r in seed_best)
   return Basin(best, float(mean[0, b]), band, tuple(float(r) for r in rates[lo:hi + 1]),
                None if np.isnan(v[0]) else float(math.exp(v[0])), interval, _indistinct(rates, y, b),
-               _neighbours(rates, best, min_ratio), len(seeds), same, point[hi] - point[lo] + 1)
+               _neighbours(rates, best), len(seeds), same, point[hi] - point[lo] + 1)
 
 
 # ----------------------------------------------------------------------------- one seed, centred
 
 
-def seed_optimum(losses: Mapping[float, float], min_ratio: float = MIN_RATIO) -> tuple[float | None, str]:
+def seed_optimum(losses: Mapping[float, float]) -> tuple[float | None, str]:
   """One seed's optimum (``{rate: loss}``): the vertex of a parabola in log(rate) over the run of grid
   points within ``BAND`` of the best and always its two neighbours (else the three-point one);
   ``(None, why)`` when the best is at the grid's edge or nothing is finite. Unlike ``basin`` of one
   seed, the best never ends at the run's edge (on a sharp basin that locates nothing)."""
-  points = grid_points([r for r, l in losses.items() if math.isfinite(l)], min_ratio)
+  points = grid_points([r for r, l in losses.items() if math.isfinite(l)])
   if not points:
     return None, "no finite loss"
   x = np.array([math.log(float(np.exp(np.mean(np.log(p))))) for p in points])

@@ -8,8 +8,9 @@ strictest level, so power holds at any rank. ``admit`` fits claims to a budget.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
-from typing import Callable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from scipy import stats as sps
 
@@ -48,10 +49,7 @@ def seeds_needed(effect: float, sd: float, alpha: float = 0.05, power: float = 0
     return 2 if (margin is None and effect) or (margin is not None and abs(effect) < margin) else None
   f = ((lambda n: power_directed(n, effect, sd, alpha)) if margin is None
        else (lambda n: power_equivalent(n, effect, margin, sd, alpha)))
-  for n in range(2, MAX_SEEDS + 1):
-    if f(n) >= power:
-      return n
-  return None
+  return next((n for n in range(2, MAX_SEEDS + 1) if f(n) >= power), None)
 
 
 def sd_of(values) -> float:
@@ -127,8 +125,7 @@ def admit(claims: Sequence[ClaimPlan], spreads: Mapping[str, Spread],
     planned = []
     for p in claims:
       sp = spreads[p.key]
-      need: Callable[[float], int | None] = lambda s, p=p: seeds_needed(
-          p.effect, s, level, p.power or power, p.margin)
+      need = functools.partial(seeds_needed, p.effect, alpha=level, power=p.power or power, margin=p.margin)
       n = need(sp.sd)
       seeds = None if n is None else max(n, min_seeds)
       minutes = sum(per_seed[a] for a in p.arms) * seeds if seeds else float("inf")

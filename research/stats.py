@@ -135,12 +135,12 @@ def outcome(effect: Effect) -> str:
 # ----------------------------------------------------------------------------- directed tests
 
 
-def directed(values: Sequence[float], predict: str = "higher", margin: float = NAN,
-             bound: float = 0.0) -> tuple[Effect, float, float]:
-  """``(effect of mean - bound, p for, p against)`` for "the mean is ``predict`` than ``bound``": for, the
-  two-sided p if the estimate points that way (else 1); against, that p the other way or the
-  smaller TOST p within ``margin`` (too small to matter is against)."""
-  e = one_sample([v - bound for v in values], margin)
+def directed(values: Sequence[float], predict: str = "higher",
+             margin: float = NAN) -> tuple[Effect, float, float]:
+  """``(effect, p for, p against)`` for "the mean is ``predict`` than zero": for, the two-sided p if
+  the estimate points that way (else 1); against, that p the other way or the smaller TOST p
+  within ``margin`` (too small to matter is against)."""
+  e = one_sample(values, margin)
   if not math.isfinite(e.p):
     return e, NAN, NAN
   sign = 1.0 if predict == "higher" else -1.0

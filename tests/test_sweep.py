@@ -159,7 +159,6 @@ def test_refine_adds_a_round_around_each_learning_optimum():
 
 
 def test_proxies_ladder_covers_the_issue():
-  from research import ladder
   sweep = registry.load("proxies", "cpu")
   groups = base.groups(sweep.cells)
   widths = sorted({c.overrides["model.d_model"] for c in sweep.cells})
@@ -181,7 +180,6 @@ def test_proxies_ladder_covers_the_issue():
     assert (o.get("model.parametrization", "sp"), o.get("model.base_width")) == (
         ("mup", widths[0]) if arm == "pre+mup" else ("sp", None))
   assert sweep.judged_by == "proxies" and micro.get_sweep().judged_by == "norm_mlp"
-  assert 0 < ladder.minutes_cpu(sweep.cells) <= 50
   smoke, gpu = registry.load("proxies", "smoke"), registry.load("proxies", "gpu")
   assert len(smoke.cells) < len(sweep.cells) / 4 and "Smoke scale" in smoke.description
   assert smoke.cells[0].overrides["train.steps"] < sweep.cells[0].overrides["train.steps"] / 5
