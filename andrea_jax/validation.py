@@ -3,7 +3,7 @@
 ``make_eval_set`` reads ``train.eval_batches`` batches of the validation split once, with
 the unigram baseline and the bytes per token that bits per byte reads; ``evaluate``
 computes each member's mean loss over them (``loop.train_loop`` every ``train.eval_every``
-steps, and ``train.evaluate_run`` for a saved checkpoint), and the ``Logger`` writes it
+steps, and ``scoring.evaluate_run`` for a saved checkpoint), and the ``Logger`` writes it
 (``logger.py``).
 """
 

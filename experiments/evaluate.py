@@ -32,7 +32,7 @@ from andrea_jax import errors
 from andrea_jax import files
 from andrea_jax import signals as signals_lib
 from andrea_jax import tasks
-from andrea_jax import train
+from andrea_jax import scoring
 from experiments import cli
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "run directory written by experiments.run")
@@ -81,9 +81,9 @@ def main(argv):
   with signals_lib.StopSignals() as stop:
     stop.resume = "the same command again"
     try:
-      result = (train.evaluate_task(_WORKDIR.value, task_file, _STEP.value, _TASK_EXAMPLES.value)
+      result = (scoring.evaluate_task(_WORKDIR.value, task_file, _STEP.value, _TASK_EXAMPLES.value)
                 if hellaswag else
-                train.evaluate_run(_WORKDIR.value, _STEP.value, _DATA.value, _EVAL_BATCHES.value))
+                scoring.evaluate_run(_WORKDIR.value, _STEP.value, _DATA.value, _EVAL_BATCHES.value))
     except signals_lib.Interrupted as e:
       print(f"interrupted while {e.phase}: nothing was written", flush=True)
       sys.exit(errors.EXIT_INTERRUPTED)

@@ -25,6 +25,7 @@ from andrea_jax import loop
 from andrea_jax import metrics as metrics_lib
 from andrea_jax import model
 from andrea_jax import prepare as prepare_lib
+from andrea_jax import scoring
 from andrea_jax import schedule as schedule_lib
 from andrea_jax import step as step_lib
 from andrea_jax import train
@@ -189,14 +190,14 @@ def test_a_step_that_does_not_exist_lists_the_available_ones(full_run):
 
 
 def test_a_saved_step_scores_what_the_run_logged_and_nothing_is_written(full_run):
-  """``experiments.evaluate`` (``train.evaluate_run``): the newest checkpoint on the run's
+  """``experiments.evaluate`` (``scoring.evaluate_run``): the newest checkpoint on the run's
   own validation set scores its logged final val_loss; ``step`` picks an older one (here
   with ``data`` naming the workdir: the data it trained on, the same batches)."""
   workdir, _ = full_run
   logged = {r["step"]: r for r in metrics_lib.read_metrics(str(workdir)) if "val_loss" in r}
   before = sorted((p, p.stat().st_mtime_ns) for p in workdir.rglob("*"))
   for step, data in ((None, None), (12, str(workdir))):
-    result = train.evaluate_run(str(workdir), step, data)
+    result = scoring.evaluate_run(str(workdir), step, data)
     row = logged[step or 24]
     assert result["step"] == (step or 24) and result["eval_batches"] == 2
     assert result["val_loss"] == pytest.approx(row["val_loss"], rel=1e-6), step
@@ -213,7 +214,7 @@ def test_evaluating_on_data_of_another_tokenizer_is_refused(full_run, data_cache
       data_cache, **{"data.max_docs": 60})))
   assert other.vocab_size == 321
   with pytest.raises(errors.DataError) as refused:
-    train.evaluate_run(str(workdir), data=other.directory)
+    scoring.evaluate_run(str(workdir), data=other.directory)
   message = str(refused.value)
   assert "\n" not in message and "trained with another tokenizer" in message
   assert other.directory in message and (
@@ -228,7 +229,7 @@ def test_evaluating_what_is_not_there_is_one_line(full_run, tmp_path, where, ste
   workdir = full_run[0] if where == "run" else tmp_path / where
   data = str(tmp_path) if named.startswith("--data") else None
   with pytest.raises(errors.AndreaError, match=named):
-    train.evaluate_run(str(workdir), step, data)
+    scoring.evaluate_run(str(workdir), step, data)
 
 
 def test_a_failed_start_leaves_no_workdir(data_cache, tmp_path):
@@ -785,7 +786,7 @@ def test_a_run_scores_hellaswag_every_task_eval_every_updates_as_evaluate_scores
   assert sorted(scored) == [3, 6]
   out = capsys.readouterr().out
   assert "step 3: hellaswag acc " in out and "over 5 examples (chance 0.25)" in out
-  # The final checkpoint scored from its workdir by the command (train.evaluate_task).
+  # The final checkpoint scored from its workdir by the command (scoring.evaluate_task).
   out_json = tmp_path / "hellaswag.json"
   done = subprocess.run(
       [sys.executable, "-m", "experiments.evaluate", f"--workdir={workdir}", "--task=hellaswag",
