@@ -145,8 +145,7 @@ def check_sweep_dir(sweep_dir: str) -> None:
 def load(sweep_dir: str) -> tuple[dict, list[dict], str]:
   """``(index, cells, source)``: the sweep's description, its finished cells, and where from."""
   check_sweep_dir(sweep_dir)
-  index_path = os.path.join(sweep_dir, "sweep.json")
-  index = read_json(index_path) if os.path.exists(index_path) else {}
+  index = read_json(os.path.join(sweep_dir, "sweep.json")) or {}
   found = read_parts(sweep_dir)
   if found:
     cells = [c for c in map(record, found[0]) if c]
