@@ -12,8 +12,6 @@ import math
 import os
 import shutil
 
-import numpy as np
-
 from andrea_jax import errors
 from andrea_jax.files import atomic_write, make_directory, read_json
 from andrea_jax.metrics import merge_rows, read_rows
@@ -181,7 +179,7 @@ def initial_loss(c: dict) -> float:
   vocab = c.get("overrides", {}).get("model.vocab_size")
   if vocab:
     return math.log(vocab)
-  first = [l for _, l in c.get("train_curve", []) if l is not None and np.isfinite(l)]
+  first = [l for _, l in c.get("train_curve", []) if l is not None and math.isfinite(l)]
   return float(first[0]) if first else float("nan")
 
 
