@@ -19,9 +19,9 @@ def code_version(root: str = ROOT) -> dict:
     return {"commit": None, "clean": None}
 
 
-def in_history(commit: str, root: str = ROOT) -> bool:
+def in_history(commit: str) -> bool:
   try:
-    subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=root, check=True,
+    subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=ROOT, check=True,
                    capture_output=True, timeout=10)
     return True
   except (OSError, subprocess.SubprocessError):
