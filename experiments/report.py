@@ -3,7 +3,7 @@
 The command, and its choice of study: a sweep's report is that of the study that judges it
 (``research.registry.study_of``: the study sweep.json records, else its name, else the
 norm x MLP study), written by the report skeleton (``research/report.py``) with the
-study's page (``experiments/studies/<study>/report.py``). Reads a study's ``cells.jsonl``
+study's page (``Study.page``, ``experiments/studies/<study>.py``). Reads a study's ``cells.jsonl``
 or the per-cell files a sweep leaves (``research/cells.py``); writes ``REPORT.md`` and PNG
 plots into ``--out`` (default: the sweep directory) and ``results.json`` beside the data.
 To commit a study, pack its cells into ``results/`` and report from there:

@@ -12,8 +12,6 @@ import math
 import os
 import shutil
 
-import numpy as np
-
 from andrea_jax import errors
 from andrea_jax.files import atomic_write, make_directory, read_json
 from andrea_jax.metrics import merge_rows, read_rows
@@ -145,8 +143,7 @@ def check_sweep_dir(sweep_dir: str) -> None:
 def load(sweep_dir: str) -> tuple[dict, list[dict], str]:
   """``(index, cells, source)``: the sweep's description, its finished cells, and where from."""
   check_sweep_dir(sweep_dir)
-  index_path = os.path.join(sweep_dir, "sweep.json")
-  index = read_json(index_path) if os.path.exists(index_path) else {}
+  index = read_json(os.path.join(sweep_dir, "sweep.json")) or {}
   found = read_parts(sweep_dir)
   if found:
     cells = [c for c in map(record, found[0]) if c]
@@ -182,7 +179,7 @@ def initial_loss(c: dict) -> float:
   vocab = c.get("overrides", {}).get("model.vocab_size")
   if vocab:
     return math.log(vocab)
-  first = [l for _, l in c.get("train_curve", []) if l is not None and np.isfinite(l)]
+  first = [l for _, l in c.get("train_curve", []) if l is not None and math.isfinite(l)]
   return float(first[0]) if first else float("nan")
 
 

@@ -17,15 +17,12 @@ class Page:
   results: dict[str, Any]  # results.json's body (dataclasses allowed)
   notes: list[str] = dataclasses.field(default_factory=list)  # lines above "## Verdicts"
   headline: list[str] = dataclasses.field(default_factory=list)  # the answer, under the title
-  index_keys: tuple[str, ...] = ("name", "scale", "base_config", "description")  # of sweep.json
-  printed: list[str] = dataclasses.field(default_factory=list)  # printed after writing
 
 
 def figure(*args, **kwargs):
   # A bare Figure, not pyplot: no global state in the caller's process or notebook.
   from matplotlib.figure import Figure  # pylint: disable=import-outside-toplevel
-  fig = Figure(*args, **kwargs)
-  return fig
+  return Figure(*args, **kwargs)
 
 
 def save(fig, out: str, name: str) -> str:

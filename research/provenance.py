@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import os
 import subprocess
 
@@ -18,9 +19,9 @@ def code_version(root: str = ROOT) -> dict:
     return {"commit": None, "clean": None}
 
 
-def in_history(commit: str, root: str = ROOT) -> bool:
+def in_history(commit: str) -> bool:
   try:
-    subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=root, check=True,
+    subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=ROOT, check=True,
                    capture_output=True, timeout=10)
     return True
   except (OSError, subprocess.SubprocessError):
@@ -29,13 +30,12 @@ def in_history(commit: str, root: str = ROOT) -> bool:
 
 def code_lines(cells: list[dict]) -> list[str]:
   """The report section on which commits trained the cells."""
-  seen: dict[tuple, int] = {}
+  seen = collections.Counter()
   for c in cells:
     code = c.get("code") or {}
-    key = (code.get("commit"), code.get("clean"), bool(c.get("code_earlier")))
-    seen[key] = seen.get(key, 0) + 1
+    seen[(code.get("commit"), code.get("clean"), bool(c.get("code_earlier")))] += 1
   out = ["## The code that trained the cells", ""]
-  for (commit, clean, resumed), n in sorted(seen.items(), key=lambda kv: -kv[1]):
+  for (commit, clean, resumed), n in seen.most_common():
     if commit is None:
       out.append(f"- {n} cells: **no commit recorded**.")
       continue

@@ -1,7 +1,8 @@
 """Where the studies are: a study's definition by name, the study that judges a sweep, used seeds, group configs.
 
-A study is ``experiments/studies/<name>.py`` (``STUDY``) or a package there (``grid.py``,
-``rules.py``, ``report.py``). The one framework module that reaches into ``experiments/``."""
+A study is ``experiments/studies/<name>.py`` (``STUDY``); a package there with a ``grid.py``
+is a sweep judged by such a study (``micro``). The one framework module that reaches into
+``experiments/``."""
 
 from __future__ import annotations
 
@@ -37,12 +38,8 @@ def study(name: str):
 
 def names() -> list[str]:
   """Every study defined: the one-file studies and the packages with a grid.py."""
-  out = []
-  for entry in sorted(os.listdir(HERE)):
-    name = entry[:-3] if entry.endswith(".py") else entry
-    if (entry.endswith(".py") and entry != "__init__.py") or os.path.exists(os.path.join(HERE, entry, "grid.py")):
-      out.append(name)
-  return out
+  return [e.removesuffix(".py") for e in sorted(os.listdir(HERE))
+          if (e.endswith(".py") and e != "__init__.py") or os.path.exists(os.path.join(HERE, e, "grid.py"))]
 
 
 def grid(name: str):
@@ -58,80 +55,54 @@ def load(name: str, scale: str):
 
 
 def is_smoke(name: str, scale: str) -> bool:
-  """Whether ``name``'s ``scale`` trains toy models (``Grid.smoke``, or a scale named ``smoke``)."""
-  return study(name).scales[scale].smoke if is_file(name) else scale == "smoke"
+  """Whether ``name``'s ``scale`` trains toy models (``Grid.smoke``; a package's sweep does not)."""
+  return is_file(name) and study(name).scales[scale].smoke
 
 
 def scales(name: str) -> list[str]:
-  if is_file(name):
-    return list(study(name).scales)
-  return list(getattr(grid(name), "SCALES", {"cpu": None}))
+  """The study's scales; a package's sweep has one, ``cpu``."""
+  return list(study(name).scales) if is_file(name) else ["cpu"]
 
 
 def plan_lines(name: str, scale: str) -> list[str]:
-  """The study's power plan at ``scale`` (printed by ``--dry_run``)."""
-  if is_file(name):
-    return study(name).plan_lines(scale)
-  module = grid(name)
-  return module.plan_lines(scale) if hasattr(module, "plan_lines") else []
-
-
-def judges(name: str) -> bool:
-  """Whether ``name`` is a study with rules and a report of its own."""
-  return is_file(name) or all(os.path.exists(os.path.join(HERE, name, f))
-                              for f in ("rules.py", "report.py"))
+  """The study's power plan at ``scale`` (printed by ``--dry_run``; none for a package's sweep)."""
+  return study(name).plan_lines(scale) if is_file(name) else []
 
 
 def study_of(index: dict) -> str:
   """The study that reports a sweep (``index``: sweep.json): recorded, else by name, else ``DEFAULT``."""
-  for name in (index.get("study"), index.get("name")):
-    if name and judges(name):
-      return name
-  return DEFAULT
+  return next((name for name in (index.get("study"), index.get("name")) if is_file(name)), DEFAULT)
 
 
 def design(name: str) -> str:
   """The study's design line (exploratory or confirmatory); empty when it states none."""
-  if is_file(name):
-    return f"**{study(name).design}**"
-  try:
-    return getattr(importlib.import_module(f"experiments.studies.{name}"), "DESIGN", "")
-  except ImportError:
-    return ""
+  return f"**{study(name).design}**" if is_file(name) else ""
+
+
+def _outside(name: str, field: str) -> tuple:
+  """The tuple ``field`` of the study file beside ``STUDY`` (outside the rules' identity); () if none."""
+  return tuple(getattr(importlib.import_module(f"experiments.studies.{name}"), field, ()))
 
 
 def saw_data(name: str) -> tuple[str, ...]:
-  """``SAW_DATA`` in the study file (outside ``STUDY``): inputs that saw the data, which make the
-  report exploratory whatever its design (``guards.header``)."""
-  if not is_file(name):
-    return ()
-  return tuple(getattr(importlib.import_module(f"experiments.studies.{name}"), "SAW_DATA", ()))
+  """``SAW_DATA``: inputs that saw the data, which make the report exploratory whatever its
+  design (``guards.header``)."""
+  return _outside(name, "SAW_DATA")
 
 
 def limits(name: str) -> tuple[str, ...]:
-  """``LIMITS`` in the study file (outside ``STUDY``): its author's stated limitations."""
-  if not is_file(name):
-    return ()
-  return tuple(getattr(importlib.import_module(f"experiments.studies.{name}"), "LIMITS", ()))
-
-
-def rules(name: str):
-  """The module of ``name``'s claims (``judge``, ``RULE_ROOTS``)."""
-  return importlib.import_module(f"experiments.studies.{name}.rules")
-
-
-def report(name: str):
-  """What has ``page(index, cells, out)``: its ``STUDY``, or its package's report.py."""
-  if is_file(name):
-    return study(name)
-  return importlib.import_module(f"experiments.studies.{name}.report")
+  """``LIMITS``: its author's stated limitations."""
+  return _outside(name, "LIMITS")
 
 
 def posthoc(name: str) -> tuple:
-  """``POSTHOC`` in the study file (outside ``STUDY``): its post-hoc readings."""
-  if not is_file(name):
-    return ()
-  return tuple(getattr(importlib.import_module(f"experiments.studies.{name}"), "POSTHOC", ()))
+  """``POSTHOC``: its post-hoc readings."""
+  return _outside(name, "POSTHOC")
+
+
+def rules(name: str):
+  """The module of a package study's claims (``judge``, ``RULE_ROOTS``), for ``identity``."""
+  return importlib.import_module(f"experiments.studies.{name}.rules")
 
 
 def group_config(base_config: str, overrides: dict):
@@ -141,24 +112,21 @@ def group_config(base_config: str, overrides: dict):
   return common.apply_overrides(module.get_config(), overrides)
 
 
-def used_seeds(but: str, results: str = RESULTS) -> set[int]:
+def used_seeds(but: str) -> set[int]:
   """Every seed (cell seed, ``train.seed``, ``data.shuffle_seed``) other studies' non-smoke grids
-  train or committed cells under ``results`` used, study ``but``'s own apart."""
-  seen = set()
-  for name in names():
-    if name == but:
-      continue
-    for scale in (s for s in scales(name) if not is_smoke(name, s)):
-      for c in load(name, scale).cells:
-        seen |= {c.seed, c.overrides.get("train.seed"), c.overrides.get("data.shuffle_seed")}
-  for study in glob.glob(os.path.join(results, "*")):
+  train or committed cells under ``results/`` used, study ``but``'s own apart."""
+  cells = []
+  for name in (n for n in names() if n != but):
+    cells += [vars(c) for scale in scales(name) if not is_smoke(name, scale) for c in load(name, scale).cells]
+  for study in glob.glob(os.path.join(RESULTS, "*")):
     if os.path.basename(study).startswith(f"{but}-") or not os.path.isdir(study):
       continue
     found = cells_lib.read_parts(study)
-    cells = [p["cell"] for p in found[0]] if found else []
+    cells += [p["cell"] for p in found[0]] if found else []
     for index in ("sweep.json", "results.json"):
       cells += (read_json(os.path.join(study, index)) or {}).get("cells", [])
-    for c in cells:
-      seen |= {c.get("seed"), c.get("overrides", {}).get("train.seed"),
-               c.get("overrides", {}).get("data.shuffle_seed")}
-  return {s for s in seen if s is not None}
+  seen = set()
+  for c in cells:
+    o = c.get("overrides", {})
+    seen |= {c.get("seed"), o.get("train.seed"), o.get("data.shuffle_seed")}
+  return seen - {None}

@@ -8,6 +8,7 @@ data in ``results/<study>-<scale>/``.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import math
@@ -21,7 +22,7 @@ from research import guards
 from research import identity
 from research import posthoc
 from research import registry
-from research.page import Page, figure, interval_text, save  # noqa: F401  (the page layer, re-exported)
+from research.page import Page
 
 
 def diverged_text(cells: list[dict]) -> str:
@@ -51,7 +52,7 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   purpose = "for REPORT.md and its plots"
   if out:  # before anything is packed
     check_directory(out, "--out", purpose)
-  if pack and not _same(pack, sweep_dir):
+  if pack and os.path.abspath(pack) != os.path.abspath(sweep_dir):
     cells_lib.pack(sweep_dir, pack)
     command = " && ".join(filter(None, [command, f"python -m experiments.report --sweep_dir={sweep_dir} "
                                         f"--pack={pack}" + (f" --out={out}" if out else "")]))
@@ -61,23 +62,21 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   index, cells, source = cells_lib.load(sweep_dir)
   sweep_dir, out = shown_path(sweep_dir), shown_path(out)
   make_directory(out, "--out", purpose)
-  page = registry.report(study).page(index, cells, out)
-  frozen, changed, titles, sources = page.verdicts, [], {}, {}
-  if registry.is_file(study):
-    rules_of = registry.study(study)
-    sources = {c.claim: c.source for c in rules_of.claims if getattr(c, "source", "")}
-    page.verdicts, changed = guards.apply(rules_of, rules_of.data(cells), frozen)
-    titles = {c.claim: guards.title(c) for c in rules_of.claims}
-    page.results["guarded"] = [{"claim": c, "frozen": a, "guarded": b} for c, a, b in changed]
+  definition = registry.study(study)
+  page = definition.page(index, cells, out)
+  frozen = page.verdicts
+  page.verdicts, changed = guards.apply(definition, definition.data(cells), frozen)
+  page.results["guarded"] = [{"claim": c, "frozen": a, "guarded": b} for c, a, b in changed]
+  titles = {c.claim: guards.title(c) for c in definition.claims}
+  sources = {c.claim: c.source for c in definition.claims if getattr(c, "source", "")}
   readings = posthoc.read(study, cells, out)
   notes = posthoc.pointers(readings)
   regenerate = f"python -m experiments.report --sweep_dir={sweep_dir}" + (
       f" --out={out}" if out != sweep_dir else "")
   design = guards.header(registry.design(study), registry.saw_data(study), changed)
-  appendix = ["## Appendix", "", *([design, ""] if design else [])]
   trained = training_commands(command) or (
       f"python -m experiments.sweep --sweep={index['name']} --scale={index['scale']}" if index["scale"] != "?" else "")
-  lines = [*appendix,
+  lines = ["## Appendix", "", *([design, ""] if design else []),
            "Produced by:", "", "```bash", *([trained] if trained else []), regenerate, "```", "",
            f"Read from {source}.", "", index.get("description", ""), "",
            f"{diverged_text(cells)} {measured_time(cells)}", "",
@@ -103,30 +102,25 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   path = os.path.join(out, "REPORT.md")
   with open(path, "w", encoding="utf-8") as f:
     f.write(text)
-  if writes_results(source, sweep_dir, pack):
+  if writes_results(source, pack):
     write_results(index, cells, page, sweep_dir, command)
-  if pack and registry.is_file(study) and index.get("rules") and identity.compare(index["rules"], study).same:
+  if pack and index.get("rules") and identity.compare(index["rules"], study).same:
     record_verdicts(study, index, frozen, sweep_dir)
-  if page.printed:
-    print("\n".join(page.printed))
   return path
 
 
 def opening(study: str, index: dict, cells: list[dict], design: str, headline: list[str], page: Page,
             titles: dict, changed: list, qualified: list[tuple[str, str]] = ()) -> list[str]:
   """The front matter: title, abstract, claims table, main figure, limitations."""
-  question = registry.study(study).question if registry.is_file(study) else ""
-  name = index["name"]
-  head = [f"# {title_of(question) or f'Sweep `{name}`'}", "",
+  head = [f"# {title_of(registry.study(study).question)}", "",
           f"Study `{index['name']}` at scale `{index['scale']}`, {design_word(design)}: "
           f"{len(page.verdicts)} claims judged on {diverged_text(cells)[:-1]}.", ""]
   if headline or page.headline:
     head += [*page.headline, *headline]
   else:
     head += [answer(page.verdicts, titles), ""]
-  rows = ["| claim (its threshold) | verdict | estimate [95 % CI] |", "|---|---|---|"]
-  for v in page.verdicts:
-    rows.append(f"| {titles.get(v.claim, v.claim)} | {v.verdict} | {estimate_text(v)} |")
+  rows = ["| claim (its threshold) | verdict | estimate [95 % CI] |", "|---|---|---|",
+          *[f"| {titles.get(v.claim, v.claim)} | {v.verdict} | {estimate_text(v)} |" for v in page.verdicts]]
   main = page.plots[0] if page.plots else None
   figure_line = [f"![{main}]({main})", ""] if main else []
   qualify = [f"- Post-hoc, exploratory ({title}): {re.split(r'(?<!al)[.;] (?=[A-Z])', text)[0].rstrip('.')}."
@@ -150,9 +144,7 @@ def answer(verdicts: list, titles: dict, most: int = 3) -> str:
   said = [f"{titles.get(v.claim, v.claim)}: " + (
       f"{v.verdict.lower()}, {estimate_text(v)}" if v.verdict in order[:2] else
       (v.lines[-1] if v.verdict == "Found" else v.lines[0]).rstrip(".")) for v in decided[:most]]
-  counts: dict[str, int] = {}
-  for v in (v for v in verdicts if v not in decided[:most]):
-    counts[v.verdict.lower()] = counts.get(v.verdict.lower(), 0) + 1
+  counts = collections.Counter(v.verdict.lower() for v in verdicts if v not in decided[:most])
   rest = ", ".join(f"{n} {word}" for word, n in counts.items())
   return "**Answer:** " + "; ".join(said + ([("also " if said else "") + rest] if rest else [])) + " (the table)."
 
@@ -218,10 +210,6 @@ def wrapped(lines: list[str]) -> list[str]:
   return out
 
 
-def _same(a: str, b: str) -> bool:
-  return os.path.abspath(a) == os.path.abspath(b)
-
-
 def shown_path(path: str) -> str:
   """Relative to the repository when inside it, so printed commands run from any checkout."""
   rel = os.path.relpath(os.path.abspath(path), identity.ROOT)
@@ -233,20 +221,23 @@ def training_commands(command: str) -> str:
   return " && ".join(c for c in command.split(" && ") if c and "experiments.report" not in c)
 
 
-def writes_results(source: str, sweep_dir: str, pack: str | None) -> bool:
+def writes_results(source: str, pack: str | None) -> bool:
   """Whether to write results.json beside the data: for per-cell files or with ``pack``; never
   for committed (packed) cells otherwise, nor for a legacy results.json (it is the data)."""
-  if source == cells_lib.LEGACY:
-    return False
-  return bool(pack) or not source.endswith(cells_lib.PACKED)
+  return source != cells_lib.LEGACY and (bool(pack) or not source.endswith(cells_lib.PACKED))
 
 
+# What results.json keeps of sweep.json.
+INDEX_KEYS = ("name", "scale", "base_config", "description")
 # Digits kept in results.json: past printed figures, short of CPU-dependent ones (same bytes anywhere).
 DIGITS = 7
 
 
 def rounded(x):
-  """Floats rounded to ``DIGITS`` significant digits, recursively (NaN and inf kept)."""
+  """JSON-ready, recursively: floats rounded to ``DIGITS`` significant digits (NaN and inf kept),
+  dataclasses (verdicts, predictions) as dicts."""
+  if dataclasses.is_dataclass(x) and not isinstance(x, type):
+    return rounded(dataclasses.asdict(x))
   if isinstance(x, float):
     return float(f"{x:.{DIGITS}g}") if math.isfinite(x) else x
   if isinstance(x, dict):
@@ -260,18 +251,17 @@ def rounded(x):
 BEFORE = "verdicts_before.json"
 
 
-def read_json_file(path: str):
-  if not os.path.exists(path):
-    return None
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)
+def _brief(v) -> dict:
+  """A verdict as ``verdicts_before.json`` keeps it: claim, verdict, its effect's diff, lo and hi."""
+  effect = None if v.effect is None else {k: getattr(v.effect, k) for k in ("diff", "lo", "hi")}
+  return {"claim": v.claim, "verdict": v.verdict, "effect": effect}
 
 
 def _figures(v) -> tuple:
-  """(claim, verdict, effect to 3 decimals), for comparison across a re-expression."""
-  e = v["effect"] if isinstance(v, dict) else (dataclasses.asdict(v.effect) if v.effect else None)
-  claim, verdict = (v["claim"], v["verdict"]) if isinstance(v, dict) else (v.claim, v.verdict)
-  return claim, verdict, None if not e else tuple(round(e[k], 3) for k in ("diff", "lo", "hi"))
+  """(claim, verdict, effect to 3 decimals) of a verdict or its ``_brief``, across a re-expression."""
+  v = v if isinstance(v, dict) else _brief(v)
+  e = v["effect"]
+  return v["claim"], v["verdict"], None if not e else tuple(round(e[k], 3) for k in ("diff", "lo", "hi"))
 
 
 def record_verdicts(study: str, index: dict, verdicts: list, where: str) -> str | None:
@@ -281,9 +271,7 @@ def record_verdicts(study: str, index: dict, verdicts: list, where: str) -> str 
   if os.path.exists(path):
     return None
   body = {"commit": index["rules"].get("commit"), "rules": f"experiments/studies/{study}.py",
-          "verdicts": [{"claim": v.claim, "verdict": v.verdict,
-                        "effect": None if v.effect is None else {k: getattr(v.effect, k) for k in ("diff", "lo", "hi")}}
-                       for v in verdicts]}
+          "verdicts": [_brief(v) for v in verdicts]}
   with open(path, "w", encoding="utf-8") as f:
     json.dump(rounded(body), f, indent=1, allow_nan=True)
   return path
@@ -317,19 +305,8 @@ def reexpressed(before: dict | None, verdicts: list, rules_lines: list[str],
 
 def rules_line(sweep_dir: str, index: dict, study: str, verdicts: list) -> list[str]:
   """The rules line for the cells in ``sweep_dir`` (see ``identity.rules_lines``, ``reexpressed``)."""
-  return reexpressed(read_json_file(os.path.join(sweep_dir, BEFORE)), verdicts,
+  return reexpressed(read_json(os.path.join(sweep_dir, BEFORE)), verdicts,
                      identity.rules_lines(index.get("rules"), study), index.get("rules"))
-
-
-def _plain(x):
-  """JSON-ready: dataclasses (verdicts, predictions) as dicts, recursively."""
-  if dataclasses.is_dataclass(x) and not isinstance(x, type):
-    return dataclasses.asdict(x)
-  if isinstance(x, dict):
-    return {k: _plain(v) for k, v in x.items()}
-  if isinstance(x, list):
-    return [_plain(v) for v in x]
-  return x
 
 
 def produced_by(data_dir: str) -> str:
@@ -340,8 +317,8 @@ def produced_by(data_dir: str) -> str:
 def write_results(index: dict, cells: list[dict], page: Page, out: str, command: str = "") -> str:
   """``results.json``: the report's numbers, the cells and ``produced_by``."""
   path = os.path.join(out, "results.json")
-  body = rounded({k: index.get(k) for k in page.index_keys} | ({"produced_by": command} if command else {})
-                 | _plain(page.results) | {"cells": cells})
+  body = rounded({k: index.get(k) for k in INDEX_KEYS} | ({"produced_by": command} if command else {})
+                 | page.results | {"cells": cells})
   with open(path, "w", encoding="utf-8") as f:
     json.dump(body, f, indent=1, allow_nan=True)
   return path

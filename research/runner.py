@@ -55,7 +55,6 @@ def write_cell(cell: base.Cell, workdir: str, code: dict | None = None) -> str:
 @dataclasses.dataclass
 class Job:
   """One subprocess: a vmapped group of cells, or a single cell."""
-  name: str
   cells: list[base.Cell]
   directory: str
   command: list[str]
@@ -66,11 +65,11 @@ def jobs(sweep: base.Sweep, workdir: str, only: str = "") -> list[Job]:
   out = []
   for group, members in base.groups(cells).items():
     d = os.path.join(workdir, group)
-    out.append(Job(group, members, d, [sys.executable, "-m", "experiments.sweep", f"--run_group={d}"]))
+    out.append(Job(members, d, [sys.executable, "-m", "experiments.sweep", f"--run_group={d}"]))
   for cell in (c for c in cells if not c.group):
     d = os.path.join(workdir, cell.path)
-    out.append(Job(cell.name, [cell], d, [sys.executable, "-m", "experiments.run",
-                                          f"--config={sweep.base_config}", f"--workdir={d}", *cell.args()]))
+    out.append(Job([cell], d, [sys.executable, "-m", "experiments.run", f"--config={sweep.base_config}",
+                               f"--workdir={d}", *cell.args()]))
   return out
 
 
@@ -117,14 +116,13 @@ class Jobs:
           flush=True)
 
 
-def run_job(sweep: base.Sweep, job: Job, workdir: str, worker: int, gpus: int,
-            code: dict | None = None, running: Jobs | None = None) -> list[dict]:
+def run_job(sweep: base.Sweep, job: Job, workdir: str, worker: int, gpus: int, code: dict,
+            running: Jobs) -> list[dict]:
   """Run (or skip) one job; returns its cells' records for sweep.json."""
   record = lambda c, **kw: {**dataclasses.asdict(c), "path": c.path, **kw}
   dirs = [os.path.join(workdir, c.path) for c in job.cells]
   if all(cell_status(d) in FINISHED for d in dirs):
     return [record(c, status=cell_status(d), skipped=True) for c, d in zip(job.cells, dirs)]
-  running = running or Jobs()
   if running.stopped is not None:
     return [record(c, status=NOT_STARTED) for c in job.cells]
   prepare_job(sweep, job, workdir, code)
@@ -141,20 +139,14 @@ def run_job(sweep: base.Sweep, job: Job, workdir: str, worker: int, gpus: int,
   stopped = exit_code == errors.EXIT_INTERRUPTED or running.stopped is not None
   status = lambda d: (cell_status(d) if exit_code in (0, 3, 4) else None) or (
       "interrupted" if stopped else "failed")
-  return [record(c, status=status(d),
-                 exit_code=exit_code, seconds=seconds, command=" ".join(job.command),
-                 **({"code": code} if code else {}))
-          for c, d in zip(job.cells, dirs)]
+  return [record(c, status=status(d), exit_code=exit_code, seconds=seconds, command=" ".join(job.command),
+                 code=code) for c, d in zip(job.cells, dirs)]
 
 
 def finished_runs(workdir: str, cells: list[base.Cell]) -> dict:
   """``{cell path: curves.Run}`` of the cells that completed or diverged."""
-  out = {}
-  for c in cells:
-    record = cells_lib.cell_record(os.path.join(workdir, c.path))
-    if record is not None:
-      out[c.path] = cells_lib.to_run(record)
-  return out
+  records = {c.path: cells_lib.cell_record(os.path.join(workdir, c.path)) for c in cells}
+  return {path: cells_lib.to_run(r) for path, r in records.items() if r is not None}
 
 
 def run_sweep(sweep: base.Sweep, workdir: str, parallel: int = 1, only: str = "",
@@ -188,10 +180,9 @@ def run_sweep(sweep: base.Sweep, workdir: str, parallel: int = 1, only: str = ""
 
 
 def run_jobs(sweep: base.Sweep, todo: list[Job], workdir: str, records: dict, parallel: int,
-             gpus: int, code: dict | None = None, running: Jobs | None = None) -> None:
-  running = running or Jobs()
-  with concurrent.futures.ThreadPoolExecutor(max(parallel, 1)) as pool:
-    futures = [pool.submit(run_job, sweep, j, workdir, i % max(parallel, 1), gpus, code, running)
+             gpus: int, code: dict, running: Jobs) -> None:
+  with concurrent.futures.ThreadPoolExecutor(parallel) as pool:
+    futures = [pool.submit(run_job, sweep, j, workdir, i % parallel, gpus, code, running)
                for i, j in enumerate(todo)]
     for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
       recs = future.result()
@@ -207,13 +198,13 @@ def run_jobs(sweep: base.Sweep, todo: list[Job], workdir: str, records: dict, pa
 def write_index(sweep: base.Sweep, workdir: str, records: dict) -> None:
   """``sweep.json``: the definition and each cell's status (merged with earlier runs)."""
   path = os.path.join(workdir, "sweep.json")
-  old = {c.get("path", c["name"]): c for c in (files.read_json(path) or {}).get("cells", [])}
-  old.update(records)
-  recorded = (files.read_json(path) or {}).get("rules") or identity.rules_version(sweep.judged_by)
+  before = files.read_json(path) or {}
+  cells = {c.get("path", c["name"]): c for c in before.get("cells", [])} | records
+  recorded = before.get("rules") or identity.rules_version(sweep.judged_by)
   files.write_json(path, {"name": sweep.name, "scale": sweep.scale, "base_config": sweep.base_config,
                           "description": sweep.description, "study": sweep.judged_by, "rules": recorded,
-                    "cells": [old.get(c.path, {**dataclasses.asdict(c), "path": c.path, "status": "pending"})
-                              for c in sweep.cells]})
+                          "cells": [cells.get(c.path) or {**dataclasses.asdict(c), "path": c.path,
+                                                          "status": "pending"} for c in sweep.cells]})
 
 
 def plan_lines(sweep: base.Sweep, workdir: str) -> list[str]:
@@ -231,10 +222,7 @@ def plan_lines(sweep: base.Sweep, workdir: str) -> list[str]:
   code = provenance.code_version()
   out += ["", f"{len(sweep.cells)} models in {len(members)} programs. Code: commit {code['commit']}"
           f" ({'clean tree' if code['clean'] else '**uncommitted changes**: commit before running'}).", ""]
-  if registry.is_file(sweep.judged_by) or os.path.exists(
-      os.path.join(registry.HERE, sweep.judged_by, "grid.py")):
-    out += registry.plan_lines(sweep.judged_by, sweep.scale)
-  return out
+  return out + registry.plan_lines(sweep.judged_by, sweep.scale)
 
 
 # ----------------------------------------------------------------------------- a group, in its subprocess

@@ -6,7 +6,9 @@ as one vmapped program (``andrea_jax/multi.py``); a cell without a group is its 
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import itertools
 from typing import Any
 
 from andrea_jax import errors
@@ -90,22 +92,12 @@ def split_groups(cells: list[Cell], size: int | None) -> list[Cell]:
   """Groups of at most ``size`` members (``<group>.<i>``), for models too big to stack many."""
   if not size:
     return cells
-  count: dict[str, int] = {}
-  out = []
-  for c in cells:
-    i = count.get(c.group, 0)
-    count[c.group] = i + 1
-    out.append(dataclasses.replace(c, group=f"{c.group}.{i // size}"))
-  return out
+  member = collections.defaultdict(itertools.count)  # per group: 0, 1, 2, ...
+  return [dataclasses.replace(c, group=f"{c.group}.{next(member[c.group]) // size}") for c in cells]
 
 
 # At most this many rounds of added rates after the grid.
 REFINE_ROUNDS = 2
-
-
-def family(group: str) -> str:
-  """The group a refinement group extends: ``pre-long.r1`` -> ``pre-long``."""
-  return group.split(".r", 1)[0]
 
 
 def refine(cells: list[Cell], runs: dict[str, curves.Run], rnd: int) -> list[Cell]:
@@ -113,8 +105,8 @@ def refine(cells: list[Cell], runs: dict[str, curves.Run], rnd: int) -> list[Cel
   at every seed, as group ``<group>.r<rnd>``."""
   families: dict[str, list[Cell]] = {}
   for c in cells:
-    if c.refinable and c.group:
-      families.setdefault(family(c.group), []).append(c)
+    if c.refinable and c.group:  # by the group a refinement group extends: pre-long.r1 -> pre-long
+      families.setdefault(c.group.split(".r", 1)[0], []).append(c)
   new = []
   for fam, members in families.items():
     if any(c.path not in runs for c in members):

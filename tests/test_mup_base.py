@@ -116,7 +116,7 @@ def test_the_report_page_shows_the_grid_and_writes_the_choice(tmp_path):
   (other,) = [l for l in text.splitlines() if l.startswith("| 1 | 1 |")]
   assert other.endswith("| yes |") and "`model.readout_multiplier=4`" in text
   assert "choice_grid.png" in page.plots and (tmp_path / "choice_grid.png").exists()
-  body = json.loads(json.dumps(reporting._plain(page.results), allow_nan=True))
+  body = json.loads(json.dumps(reporting.rounded(page.results), allow_nan=True))
   assert set(body["choice"]) == {"readout_multiplier", "attention_multiplier", "learning_rate", "learning_rate_interval"}
   assert (body["choice"]["readout_multiplier"], body["choice"]["attention_multiplier"]) == (4.0, 1.0)
 
@@ -136,7 +136,7 @@ def test_the_committed_cells_give_the_choice_recorded_before_the_reexpression(tm
   # ... and the choice the muTransfer ladder, the z-loss studies and the coordinate check read.
   with open(f"{COMMITTED}/results.json") as f:
     recorded = json.load(f)["choice"]
-  made = reporting._plain(CHOICE.section(STUDY.data(cells), str(tmp_path)).results)["choice"]
+  made = reporting.rounded(CHOICE.section(STUDY.data(cells), str(tmp_path)).results)["choice"]
   # To rounding: the fit's last digits move with the CPU's reduction order (CI's differs from ours),
   # and results.json keeps reporting.DIGITS significant digits so that every CPU writes the same bytes.
   assert made.keys() == recorded.keys()
