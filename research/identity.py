@@ -18,10 +18,9 @@ import pathlib
 import subprocess
 from typing import Iterable
 
-from research import registry
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# The rule modules every study shares, after its own rules.py (repository-relative).
+# The rule modules every study shares, after its own file and the framework's (repository-relative).
 SHARED_MODULES = ("research/claims.py", "research/curves.py", "research/stats.py")
 # The files a file-form record hashed when it names none.
 FILE_FORM_FILES = ("experiments/verdicts.py", "experiments/stats.py")
@@ -35,16 +34,13 @@ FILE_ROOTS = ("STUDY", "judge", "decide")
 
 
 def study_modules(study: str) -> tuple[str, ...]:
-  """The rule modules of ``study``, its own first."""
-  if registry.is_file(study):
-    return (f"experiments/studies/{study}.py", *FRAMEWORK_MODULES, *SHARED_MODULES)
-  return (f"experiments/studies/{study}/rules.py", *SHARED_MODULES)
+  """The rule modules of ``study``, its own file first."""
+  return (f"experiments/studies/{study}.py", *FRAMEWORK_MODULES, *SHARED_MODULES)
 
 
 def study_roots(study: str) -> tuple[str, ...]:
-  if registry.is_file(study):
-    return FILE_ROOTS
-  return tuple(registry.rules(study).RULE_ROOTS)
+  del study  # every study is one file, judged from the same roots
+  return FILE_ROOTS
 
 
 # ----------------------------------------------------------------------------- one module

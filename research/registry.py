@@ -100,11 +100,6 @@ def posthoc(name: str) -> tuple:
   return _outside(name, "POSTHOC")
 
 
-def rules(name: str):
-  """The module of a package study's claims (``judge``, ``RULE_ROOTS``), for ``identity``."""
-  return importlib.import_module(f"experiments.studies.{name}.rules")
-
-
 def group_config(base_config: str, overrides: dict):
   """``experiments/configs/<base_config>.py``'s config with ``overrides`` applied."""
   from experiments.configs import common  # pylint: disable=import-outside-toplevel
