@@ -24,12 +24,8 @@ class Data:
 
   @classmethod
   def of(cls, records: list[dict], axes: tuple[str, ...], to_run: Callable) -> "Data":
-    rows = []
-    for r in records:
-      point = tuple((a, r["overrides"].get(a)) for a in axes)
-      for arm in r["arms"]:
-        rows.append((arm, point, to_run(r), r))
-    return cls(tuple(rows))
+    return cls(tuple((arm, tuple((a, r["overrides"].get(a)) for a in axes), to_run(r), r)
+                     for r in records for arm in r["arms"]))
 
   def runs(self, arm: str, at: Mapping[str, Any] | tuple = ()) -> list[curves.Run]:
     """The runs of ``arm`` at the grid point ``at`` (axes not named: any value)."""
@@ -170,8 +166,8 @@ def not_located(missing: list[str]) -> tuple[bool, str]:
   return bool(missing), "Not located, so no verdict: " + "; ".join(missing) + "."
 
 
-def _missing(c: Claim, rule: str, what: str, notes=()) -> claims.Test:
-  return claims.Test(c.key, c.claim, rule, [], missing=claims.missing(c.claim, what, rule, notes))
+def _missing(c: Claim, what: str, notes=()) -> claims.Test:
+  return claims.Test(c.key, c.claim, c.rule(), [], missing=claims.missing(c.claim, what, c.rule(), notes))
 
 
 def lowest(ps) -> float:

@@ -14,7 +14,7 @@ import numpy as np
 from research import claims
 from research import curves
 from research.kind_base import at_text, Claim, Data, in_order, named, NAN, Section, words
-from research.kind_zloss import by_rate, ExcessTable, FOUND, median_excess, Model, models, NOT_FOUND, state
+from research.kind_zloss import by_rate, ExcessTable, FOUND, median_excess, median_of, Model, models, NOT_FOUND, state
 
 
 def model_learns(rec: Mapping[str, Any]) -> bool:
@@ -80,13 +80,6 @@ def tracks(data: Data, arm: str, at: Mapping[str, Any] | tuple = (), probe: str 
   return sorted(out, key=lambda t: (t.lr, t.seed))
 
 
-def tracks_by_rate(ts: list[Track]) -> dict[float, list[Track]]:
-  out: dict[float, list[Track]] = {}
-  for t in ts:
-    out.setdefault(t.lr, []).append(t)
-  return out
-
-
 def drift_state(ts: list[Track], bound: float) -> str:
   """``drifts`` (every seed learns and drifts ``bound`` nats or more either way), ``stays`` (every seed
   completed, drifting less) or ``mixed``."""
@@ -96,11 +89,6 @@ def drift_state(ts: list[Track], bound: float) -> str:
   if all(big) and all(t.learns for t in ts):
     return "drifts"
   return "stays" if not any(big) else "mixed"
-
-
-def median_of(xs) -> float:
-  finite = [x for x in xs if math.isfinite(x)]
-  return float(np.median(finite)) if finite else NAN
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,7 +114,7 @@ class DriftTable:
     rows = []
     for point in in_order({p for arm in data.arms() for p in data.points(arm)}):
       for arm in [a for a in data.arms() if point in data.points(a)]:
-        for lr, ts in tracks_by_rate(tracks(data, arm, point, self.probe)).items():
+        for lr, ts in by_rate(tracks(data, arm, point, self.probe)).items():
           seeds = ", ".join(f(t.drift, "+.2f") for t in ts)
           st = drift_state(ts, self.bound)
           lines.append(
@@ -199,7 +187,7 @@ class Finding(Claim):
 
   def groups(self, data: Data, arm: str, point) -> dict[float, list]:
     if self.reads == "drift":
-      return tracks_by_rate(tracks(data, arm, point, self.probe))
+      return by_rate(tracks(data, arm, point, self.probe))
     return by_rate(models(data, arm, point, self.probe))
 
   def state(self, items: list) -> str:

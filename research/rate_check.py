@@ -25,6 +25,7 @@ from research import claims
 from research import kinds
 from research import registry
 from research import stats
+from research.kind_recipe import command
 from research.study import Study
 
 NAN = float("nan")
@@ -237,30 +238,20 @@ def passed(check: BeatsNaive, data: kinds.Data) -> bool:
 # ----------------------------------------------------------------------------- the answer
 
 
-def command(config: str, carry: Mapping[str, Any], rate: float) -> str:
-  flags = "".join(f" --config.{k}={v}" for k, v in carry.items())
-  return f"python -m experiments.run --config={config}{flags} --config.train.learning_rate={rate:.3g}"
-
-
 @dataclasses.dataclass(frozen=True)
 class Answer:
-  """The rate to train ``check.recipe``'s target with: the recipe's where ``check`` passed, else ``default``;
+  """The rate to train ``check.recipe``'s target with: the recipe's where ``check`` passed, else ``DEFAULT_RATE``;
   beside it the recipe's interval and ``measured``'s optimum (the target's shape, a short horizon)."""
   check: BeatsNaive
   measured: str = ""
-  default: float = DEFAULT_RATE
-  default_source: str = DEFAULT_SOURCE
-  cap: float = CAP
 
   def lines(self, data: kinds.Data, judged: bool = True) -> tuple[list[str], dict]:
     """The answer's lines and numbers; ``judged``: False when the check was declared not powered."""
     recipe, ok = self.check.recipe, judged and passed(self.check, data)
     joint = predict(recipe, data)
-    rate = math.exp(joint.recipe.diff) if ok and joint else self.default
-    if not ok and rate > self.cap:
-      raise ValueError(f"Answer: default rate {rate:g} is above the cap {self.cap:g}")
+    rate = math.exp(joint.recipe.diff) if ok and joint else DEFAULT_RATE
     why = ("the held-out check passed: the recipe beat keeping the base rate by the margin" if ok else
-           f"the held-out check did not pass, so the literature's default ({self.default_source})")
+           f"the held-out check did not pass, so the literature's default ({DEFAULT_SOURCE})")
     out = [f"**Answer: train {recipe.config} at {rate:.3g}** ({why}).", "",
            f"    {command(recipe.config, recipe.carry, rate)}", ""]
     ranges = [f"the recipe at {recipe.config}: {joint.text()} (the t interval over seeds of the "
