@@ -72,10 +72,10 @@ def p_beyond(e: stats.Effect, bound: float, side: str) -> float:
   se = se_of(e)
   if not math.isfinite(se):
     return NAN
+  gap = e.diff - bound if side == "above" else bound - e.diff
   if se == 0:
-    return 0.0 if (e.diff > bound if side == "above" else e.diff < bound) else 1.0
-  t = (e.diff - bound) / se if side == "above" else (bound - e.diff) / se
-  return float(min(1.0, 2 * sps.t.sf(t, e.df)))
+    return 0.0 if gap > 0 else 1.0
+  return float(min(1.0, 2 * sps.t.sf(gap / se, e.df)))
 
 
 def p_outside(e: stats.Effect, margin: float) -> float:
@@ -99,7 +99,10 @@ class Claim:
   effect: float = NAN
   source: str = ""
 
-  test_kind = "directed"
+  @property
+  def test_kind(self) -> str:
+    """``equivalent`` where the claim predicts ``same`` (TOST), else ``directed`` (a finding: ``finding``)."""
+    return "equivalent" if getattr(self, "predict", "") == "same" else "directed"
 
   @property
   def key(self) -> str:

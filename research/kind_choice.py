@@ -200,7 +200,7 @@ class RateTable:
 def mean_profile(data: Data, arm: str, probe: str, when: str) -> np.ndarray | None:
   """The mean of ``arm``'s per-layer ``probe`` (``init``: one per seed; ``end``: each completed model)."""
   seen = {}
-  for _, _, run, rec in (r for r in data.rows if r[0] == arm):
+  for run, rec in zip(data.runs(arm), data.records(arm)):
     prof = (rec.get(when) or {}).get(probe)
     if prof and all(v is not None for v in prof) and np.all(np.isfinite(prof)) and (when == "init" or not run.diverged):
       seen.setdefault(run.seed if when == "init" else rec["name"], prof)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, Mapping
+from typing import Mapping
 
 from andrea_jax import errors
 from research import claims
@@ -12,7 +12,8 @@ from research import curves
 from research import power
 from research import stats
 from research.kind_base import (
-    _missing, at_text, Claim, Data, highest, log_text, lowest, NAN, p_beyond, p_outside, probe_ratio, QUANTITIES)
+    _missing, at_text, Claim, Data, highest, log_text, lowest, NAN, p_beyond, p_outside, probe_ratio,
+    QUANTITIES)
 from research.kind_choice import plot_profiles
 from research.kind_ladder import LEARNS
 
@@ -32,11 +33,12 @@ def on_shared_rates(named: dict[str, list[curves.Run]]) -> dict[str, list[curves
   return {k: [r for r in rs if r.lr in rates] for k, rs in named.items()}
 
 
-def per_rate_text(named: dict[str, list[curves.Run]], combine: Callable[[dict], dict]) -> str:
-  """Per rate every named arm has, the mean and interval of ``combine({arm: {seed: loss}})``: ``1e-03: +0.012 nats [...]; ...``."""
+def per_rate_text(named: dict[str, list[curves.Run]], terms: tuple[tuple[str, int], ...]) -> str:
+  """Per rate every named arm has, the mean and interval of the ``terms``' signed sum of the final losses:
+  ``1e-03: +0.012 nats [...]; ...``."""
   rates = sorted(set.intersection(*(set(curves.by_rate(rs)) for rs in named.values())))
-  return "; ".join(f"{lr:.2g}: " + stats.one_sample(list(combine(
-      {k: {r.seed: r.clipped for r in rs if r.lr == lr} for k, rs in named.items()}).values())).text()
+  return "; ".join(f"{lr:.2g}: " + stats.one_sample(list(signed(
+      terms, {k: {r.seed: r.clipped for r in rs if r.lr == lr} for k, rs in named.items()}).values())).text()
       for lr in rates)
 
 
@@ -148,10 +150,6 @@ class Contrast(Claim):
   report: tuple[str, ...] = ()
   beside: tuple[str, ...] = ()
 
-  @property
-  def test_kind(self) -> str:  # type: ignore[override]
-    return "equivalent" if self.predict == "same" else "directed"
-
   def needs(self) -> tuple[str, ...]:
     return tuple(a for a, _ in self.terms)
 
@@ -225,7 +223,7 @@ class Contrast(Claim):
       lines = [f"{a}: {curves.describe(rs)}; {self.quantity} {stats.one_sample(list(per[a].values())).text()}."
                for a, rs in named.items()]
       lines.append("At each shared rate (reported, not judged): "
-                   + per_rate_text(named, lambda per: signed(self.terms, per)) + ".")
+                   + per_rate_text(named, self.terms) + ".")
     lines += [f"{self.expr(t)}: {p.text()}." for t, p in zip(self.also, parts[1:])]
     return claims.Test(self.key, self.claim, self.rule(), lines, e, self.quantity_text(),
                        p_for, p_against, checks, seeds)
@@ -265,10 +263,6 @@ class Alike(Claim):
   # Power per part (None: the study's); all k parts must pass, so each is planned at power ** (1 / k).
   power: float | None = None
 
-  @property
-  def test_kind(self) -> str:  # type: ignore[override]
-    return "equivalent" if self.predict == "same" else "directed"
-
   def needs(self) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*self.arms, self.reference) if self.pairs == "reference" else self.arms))
 
@@ -301,7 +295,8 @@ class Alike(Claim):
     pairs = ([(a, self.reference, v) for a in self.arms for v in values] if self.pairs == "reference"
              else [(a, b, None) for i, a in enumerate(present) for b in present[i + 1:]])
     if not pairs:
-      return _missing(self, f"two of {', '.join(self.arms)}" + (f" at a value of {self.over}" if self.over else ""))
+      return _missing(self, f"two of {', '.join(self.arms)}"
+                      + (f" at a value of {self.over}" if self.over else ""))
     ref = self.reference if self.pairs == "reference" or self.reference in present else present[0]
     mean = stats.one_sample(list(curves.best_losses(data.runs(ref)).values())).diff
     margin = self.margin * (mean if self.relative else 1.0)

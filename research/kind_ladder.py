@@ -9,6 +9,7 @@ at the grid rate nearest the arm's mean optimum at the smallest value).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from typing import Any
 
@@ -70,8 +71,7 @@ def local_slopes(points) -> list[float]:
   """Per doubling, the seeds' mean log optimum's slopes between neighbouring values (how the line bends)."""
   values = sorted({v for by in points.values() for v in by})
   means = [float(np.mean([by[v] for by in points.values() if v in by])) for v in values]
-  return [(b - a) / math.log2(w / v) for (v, a), (w, b) in zip(zip(values, means),
-                                                                zip(values[1:], means[1:]))]
+  return [(b - a) / math.log2(w / v) for (v, a), (w, b) in itertools.pairwise(zip(values, means))]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,10 +104,6 @@ class Slope(Claim):
   learns: str = "interval"
   min_points: int = 3
   also: tuple[str, ...] = ()
-
-  @property
-  def test_kind(self) -> str:  # type: ignore[override]
-    return "equivalent" if self.predict == "same" else "directed"
 
   def plan(self):
     return dataclasses.replace(super().plan(), margin=self.bound(None) if self.predict == "same" else None)
@@ -315,12 +311,9 @@ class RateAt:
   def per_seed(self, points: dict, target: float) -> dict[int, float]:
     if self.method == "mean":
       return {s: sum(by.values()) / len(by) for s, by in points.items() if by}
-    out = {}
-    for s, by in points.items():
-      if len(by) >= self.min_points:
-        b, a = np.polyfit([math.log2(v) for v in by], list(by.values()), 1)
-        out[s] = float(a + b * math.log2(target))
-    return out
+    line = lambda by: np.polyfit([math.log2(v) for v in by], list(by.values()), 1)
+    return {s: float(np.polyval(line(by), math.log2(target))) for s, by in points.items()
+            if len(by) >= self.min_points}
 
   def held_out(self, points: dict, widest) -> stats.Effect:
     """Per seed, log(predicted / fitted optimum at ``widest``, the line fitted without it): biased if it excludes 0."""

@@ -50,7 +50,8 @@ class ProfilePair(Claim):
       return _missing(self, f"step-0 {self.probe} profiles of {self.grows} and {self.flat}")
     lines = [f"{self.probe} last layer / first (geometric mean): {self.grows} {ratio_text(per[self.grows])}, "
              f"{self.flat} {ratio_text(per[self.flat])}."]
-    lines += [f"{g}: {ratio_text(per[g])}, {f}: {ratio_text(per[f])} (reported, not judged)." for g, f in self.reported]
+    lines += [f"{g}: {ratio_text(per[g])}, {f}: {ratio_text(per[f])} (reported, not judged)."
+              for g, f in self.reported]
     g = math.log(self.factor)
     p_for = highest([p_beyond(up, g, "above"), p_beyond(level, g, "below"), p_beyond(level, -g, "above")])
     p_against = lowest([p_beyond(up, g, "below"), p_beyond(level, g, "above"), p_beyond(level, -g, "below")])

@@ -94,7 +94,7 @@ class Recipe:
     slope (what was not located is appended to ``missing``)."""
     missing = [] if missing is None else missing
     base = self.base(data)
-    if base is None or not data.runs(self.base_arm, base):
+    if base is None:
       missing.append(f"{self.base_arm} has no single grid point")
       return None
     log_rate, below, above, base_text = self.base_rate(data, base)
@@ -132,8 +132,7 @@ class Recipe:
     lines += [*p.table(), "", f"**{self.name}: {p.text()}** (the interval adds the base's and each leg's "
               f"error in quadrature; a leg's error is its slope's 95 % t half-width plus its bend, "
               f"times the doublings carried).", "", f"    {self.command(p)}", ""]
-    if self.note:
-      lines += [self.note, ""]
+    lines += [self.note, ""] if self.note else []
     lo, hi = p.interval
     return Section(lines, results={self.name: {"rate": p.rate, "low": lo, "high": hi,
                                                "command": self.command(p)}})

@@ -17,11 +17,9 @@ def overshoot(m: Model, side: int) -> float:
   return m.excess if side > 0 else -m.end
 
 
-def runaway(m: Model | None, bound: float) -> int:
+def runaway(m: Model, bound: float) -> int:
   """The side (+1 above log V, -1 below 0) where the model's probe ended ``bound`` past the band, else 0."""
-  if m is None or not m.read:
-    return 0
-  return next((side for side in (1, -1) if overshoot(m, side) >= bound), 0)
+  return next((side for side in (1, -1) if overshoot(m, side) >= bound), 0) if m.read else 0
 
 
 @dataclasses.dataclass(frozen=True)

@@ -98,9 +98,10 @@ class ExcessTable:
         for lr, ms in by_rate(models(data, arm, point, self.probe)).items():
           seeds = ", ".join("—" if not math.isfinite(m.excess) else f"{m.excess:+.2f}" for m in ms)
           loss = median_of(m.final for m in ms)
-          lines.append(f"| {arm} | {at_text(point)[2:] or '—'} | {lr:g} | {median_of(m.start for m in ms):.2f} | "
-                       f"{median_of(m.end for m in ms):.2f} | {median_excess(ms):+.2f} ({seeds}) | "
-                       f"{state(ms, self.bound)} | {'—' if math.isnan(loss) else format(loss, '.3f')} |")
+          lines.append(f"| {arm} | {at_text(point)[2:] or '—'} | {lr:g} | "
+                       f"{median_of(m.start for m in ms):.2f} | {median_of(m.end for m in ms):.2f} | "
+                       f"{median_excess(ms):+.2f} ({seeds}) | {state(ms, self.bound)} | "
+                       f"{'—' if math.isnan(loss) else format(loss, '.3f')} |")
           curves_.setdefault(point, []).append((arm, lr, median_excess(ms)))
     return Section(lines + [""], [self.plot(curves_, out)])
 

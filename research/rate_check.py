@@ -135,7 +135,7 @@ def predict(recipe: kinds.Recipe, data: kinds.Data, at: Mapping[str, Any] | None
   """``recipe`` at ``at`` (default: its legs' targets), per seed (the module docstring); None without a
   base point or two seeds located at the base and on every leg."""
   base = recipe.base(data)
-  if base is None or not data.runs(recipe.base_arm, base):
+  if base is None:
     return None
   base_logs, missing = kinds.point_optima(data.runs(recipe.base_arm, base), recipe.base_arm, "the base", "bracketed")
   per_seed, rows = dict(base_logs), []
@@ -157,7 +157,7 @@ def predict(recipe: kinds.Recipe, data: kinds.Data, at: Mapping[str, Any] | None
 
 
 def advantage(rung: Mapping[int, float], recipe: Mapping[int, float], naive: Mapping[int, float],
-              margin: float, resamples: int = BOOTSTRAP) -> tuple[float, float, float, float, float]:
+              margin: float) -> tuple[float, float, float, float, float]:
   """``(a, lo, hi, p_for, p_against)``: ``a = |M - N| - |M - P|`` (M the rung's mean log optimum, P, N the
   recipe's and naive rule's), a 95 % bootstrap interval drawing the legs' seeds jointly (P and N share
   the base) and the rung's apart, and two-sided p-values that ``a`` lies above/below ``margin``."""
@@ -165,8 +165,8 @@ def advantage(rung: Mapping[int, float], recipe: Mapping[int, float], naive: Map
   m, p, n = (np.array([d[s] for s in seeds]) for d, seeds in ((rung, sorted(rung)), (recipe, legs), (naive, legs)))
   a = abs(m.mean() - n.mean()) - abs(m.mean() - p.mean())
   rng = np.random.default_rng(SEED)
-  i = rng.integers(0, len(legs), (resamples, len(legs)))
-  j = rng.integers(0, len(m), (resamples, len(m)))
+  i = rng.integers(0, len(legs), (BOOTSTRAP, len(legs)))
+  j = rng.integers(0, len(m), (BOOTSTRAP, len(m)))
   mb = m[j].mean(1)
   ab = np.abs(mb - n[i].mean(1)) - np.abs(mb - p[i].mean(1))
   lo, hi = np.quantile(ab, [stats.ALPHA / 2, 1 - stats.ALPHA / 2])
@@ -240,8 +240,9 @@ def passed(check: BeatsNaive, data: kinds.Data) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class Answer:
-  """The rate to train ``check.recipe``'s target with: the recipe's where ``check`` passed, else ``DEFAULT_RATE``;
-  beside it the recipe's interval and ``measured``'s optimum (the target's shape, a short horizon)."""
+  """The rate to train ``check.recipe``'s target with: the recipe's where ``check`` passed, else
+  ``DEFAULT_RATE``; beside it the recipe's interval and ``measured``'s optimum (the target's shape, a
+  short horizon)."""
   check: BeatsNaive
   measured: str = ""
 
@@ -256,8 +257,7 @@ class Answer:
            f"    {command(recipe.config, recipe.carry, rate)}", ""]
     ranges = [f"the recipe at {recipe.config}: {joint.text()} (the t interval over seeds of the "
               f"whole recipe; it omits {', '.join(OMITTED)}). {joint.guess_text()}"] if joint else []
-    found, _ = (kinds.point_optima(data.runs(self.measured), self.measured, "its point", "bracketed") if data.runs(self.measured)
-                else ({}, []))
+    found, _ = kinds.point_optima(data.runs(self.measured), self.measured, "its point", "bracketed")
     if found:
       ranges.append(f"measured at {recipe.config}'s own shape ({self.measured}, "
                     f"{kinds.words(dict(data.points(self.measured)[0]))}): "
