@@ -334,8 +334,7 @@ class NotRun(Claim):
     return self.quantity
 
   def plan(self) -> power.ClaimPlan:
-    return power.ClaimPlan(self.key, self.claim, self.quantity, "directed", self.effect, None,
-                           self.source, self.arms)
+    return dataclasses.replace(super().plan(), arms=self.arms)
 
   def rule(self) -> str:
     return (f"per seed, {self.quantity}; the plan cut its arms ({', '.join(self.arms)}: their "

@@ -13,6 +13,7 @@ import numpy as np
 
 from research import claims
 from research import curves
+from research import page as reporting
 from research.kind_base import at_text, Claim, Data, in_order, named, NAN, Section, words
 from research.kind_zloss import (
     by_rate, ExcessTable, FOUND, median_excess, median_of, Model, models, NOT_FOUND, state)
@@ -130,7 +131,6 @@ class DriftTable:
   def plot(self, panels: dict[float, list[tuple[str, Track]]], out: str) -> str | None:
     if not panels:
       return None
-    from research import page as reporting  # pylint: disable=import-outside-toplevel
     fig = reporting.figure(figsize=(4 * len(panels), 3.6))
     arms = list(dict.fromkeys(a for ts in panels.values() for a, _ in ts))
     for i, lr in enumerate(sorted(panels)):

@@ -11,6 +11,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from research import page as reporting
 from research.kind_base import at_text, Data, in_order, NAN, Section
 
 CANNOT_JUDGE = "Cannot be judged"  # the claim's premise did not hold: not a failure to reproduce
@@ -108,7 +109,6 @@ class ExcessTable:
   def plot(self, by_point: dict, out: str) -> str | None:
     if not by_point:
       return None
-    from research import page as reporting  # pylint: disable=import-outside-toplevel
     fig = reporting.figure(figsize=(5 * len(by_point), 3.8))
     for i, point in enumerate(in_order(by_point)):
       ax = fig.add_subplot(1, len(by_point), i + 1)
