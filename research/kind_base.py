@@ -24,12 +24,8 @@ class Data:
 
   @classmethod
   def of(cls, records: list[dict], axes: tuple[str, ...], to_run: Callable) -> "Data":
-    rows = []
-    for r in records:
-      point = tuple((a, r["overrides"].get(a)) for a in axes)
-      for arm in r["arms"]:
-        rows.append((arm, point, to_run(r), r))
-    return cls(tuple(rows))
+    return cls(tuple((arm, tuple((a, r["overrides"].get(a)) for a in axes), to_run(r), r)
+                     for r in records for arm in r["arms"]))
 
   def runs(self, arm: str, at: Mapping[str, Any] | tuple = ()) -> list[curves.Run]:
     """The runs of ``arm`` at the grid point ``at`` (axes not named: any value)."""
@@ -76,10 +72,10 @@ def p_beyond(e: stats.Effect, bound: float, side: str) -> float:
   se = se_of(e)
   if not math.isfinite(se):
     return NAN
+  gap = e.diff - bound if side == "above" else bound - e.diff
   if se == 0:
-    return 0.0 if (e.diff > bound if side == "above" else e.diff < bound) else 1.0
-  t = (e.diff - bound) / se if side == "above" else (bound - e.diff) / se
-  return float(min(1.0, 2 * sps.t.sf(t, e.df)))
+    return 0.0 if gap > 0 else 1.0
+  return float(min(1.0, 2 * sps.t.sf(gap / se, e.df)))
 
 
 def p_outside(e: stats.Effect, margin: float) -> float:
@@ -103,7 +99,10 @@ class Claim:
   effect: float = NAN
   source: str = ""
 
-  test_kind = "directed"
+  @property
+  def test_kind(self) -> str:
+    """``equivalent`` where the claim predicts ``same`` (TOST), else ``directed`` (a finding: ``finding``)."""
+    return "equivalent" if getattr(self, "predict", "") == "same" else "directed"
 
   @property
   def key(self) -> str:
@@ -170,8 +169,8 @@ def not_located(missing: list[str]) -> tuple[bool, str]:
   return bool(missing), "Not located, so no verdict: " + "; ".join(missing) + "."
 
 
-def _missing(c: Claim, rule: str, what: str, notes=()) -> claims.Test:
-  return claims.Test(c.key, c.claim, rule, [], missing=claims.missing(c.claim, what, rule, notes))
+def _missing(c: Claim, what: str, notes=()) -> claims.Test:
+  return claims.Test(c.key, c.claim, c.rule(), [], missing=claims.missing(c.claim, what, c.rule(), notes))
 
 
 def lowest(ps) -> float:

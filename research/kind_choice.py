@@ -90,11 +90,9 @@ class Choice(Claim):
     if chosen is not lowest:
       lines.append(f"The lowest score was {lowest.arm}'s ({lowest.score:.3f}), within {self.tie} "
                    f"nats: the arm nearer the default is kept.")
-    for i, v in enumerate(chosen.values.values()):
-      grid = sorted({list(s.values.values())[i] for s in table})
-      if len(grid) > 1 and v in (grid[0], grid[-1]):
-        lines.append("The choice is at the edge of the grid: the best arm may lie beyond it.")
-        break
+    grids = {k: sorted({s.values[k] for s in table}) for k in chosen.values}
+    if any(len(g) > 1 and chosen.values[k] in (g[0], g[-1]) for k, g in grids.items()):
+      lines.append("The choice is at the edge of the grid: the best arm may lie beyond it.")
     default = [s for s in table if self.distance(s) == 0]
     against = None
     if default and default[0] is not chosen:
@@ -135,7 +133,6 @@ class Choice(Claim):
     table = [s for s in table if math.isfinite(s.score)]
     if len(self.by) != 2 or not table:
       return None
-    from research import page as reporting  # pylint: disable=import-outside-toplevel
     kx, ky = (k.split(".")[-1] for k in self.by)
     xs, ys = sorted({s.values[kx] for s in table}), sorted({s.values[ky] for s in table})
     z = np.full((len(ys), len(xs)), np.nan)
@@ -177,7 +174,6 @@ class RateTable:
   def plot(self, data: Data, key: str, title: str, arms: tuple[str, ...], beside: tuple[str, ...],
            out: str) -> str | None:
     """Final loss (mean ± std over seeds) against the rate per arm, with the init loss and the unigram."""
-    from research import page as reporting  # pylint: disable=import-outside-toplevel
     if not any(len(curves.by_rate(data.runs(a))) > 1 for a in arms):
       return None
     runs = {a: data.runs(a) for a in arms + beside if data.runs(a)}
@@ -204,7 +200,7 @@ class RateTable:
 def mean_profile(data: Data, arm: str, probe: str, when: str) -> np.ndarray | None:
   """The mean of ``arm``'s per-layer ``probe`` (``init``: one per seed; ``end``: each completed model)."""
   seen = {}
-  for _, _, run, rec in (r for r in data.rows if r[0] == arm):
+  for run, rec in zip(data.runs(arm), data.records(arm)):
     prof = (rec.get(when) or {}).get(probe)
     if prof and all(v is not None for v in prof) and np.all(np.isfinite(prof)) and (when == "init" or not run.diverged):
       seen.setdefault(run.seed if when == "init" else rec["name"], prof)
@@ -214,7 +210,6 @@ def mean_profile(data: Data, arm: str, probe: str, when: str) -> np.ndarray | No
 def plot_profiles(data: Data, arms: tuple[str, ...], panels: tuple[tuple[str, str], ...], out: str,
                   name: str) -> str | None:
   """Per-layer probes, a panel per ``(probe, when)``, a line per arm (mean over its models)."""
-  from research import page as reporting  # pylint: disable=import-outside-toplevel
   fig = reporting.figure(figsize=(4.3 * len(panels), 4))
   axes = fig.subplots(1, len(panels))
   drawn = False
@@ -238,7 +233,6 @@ class BestCurves:
   arms: tuple[str, ...] = ()
 
   def section(self, data: Data, out: str) -> Section:
-    from research import page as reporting  # pylint: disable=import-outside-toplevel
     arms = [a for a in self.arms if data.runs(a)]
     if not arms:
       return Section([])
@@ -270,12 +264,12 @@ def optimum_lines(data: Data) -> tuple[list[dict], list[str]]:
            "bracketed by the grid, the sensitivity, whether the arm learns and its models that "
            "diverged.", "", "| arm | point | optimal rate | best loss | bracketed | sensitivity | learns | diverged |",
            "|---|---|---|---|---|---|---|---|"]
+  f = reporting.interval_text
   for arm in data.arms():
     for point in data.points(arm):
       runs = data.runs(arm, point)
       s = curves.summary(runs)
       rows.append({"arm": arm, "point": dict(point), **s, "rates": curves.rate_curve(runs)})
-      f = lambda x, ci, fmt: reporting.interval_text(x, ci, fmt)
       lines.append(f"| {arm} | {at_text(point)[2:] or '—'} | "
                    f"{f(s['optimum_lr'], s['optimum_lr_interval'], '.3g')} | "
                    f"{f(s['optimum_loss'], s['optimum_loss_interval'], '.3f')} | "
@@ -294,13 +288,11 @@ def plot_curves(data: Data, out: str) -> str | None:
     return None
   fig = reporting.figure(figsize=(6, 4))
   ax = fig.add_subplot(1, 1, 1)
-  i = 0
-  for arm in data.arms():
-    for point in data.points(arm):
-      curve = curves.rate_curve(data.runs(arm, point))
-      ax.plot(list(curve), [v["mean"] for v in curve.values()], "o-", color=f"C{i % 10}",
-              label=arm + at_text(point))
-      i += 1
+  arm_points = [(arm, point) for arm in data.arms() for point in data.points(arm)]
+  for i, (arm, point) in enumerate(arm_points):
+    curve = curves.rate_curve(data.runs(arm, point))
+    ax.plot(list(curve), [v["mean"] for v in curve.values()], "o-", color=f"C{i % 10}",
+            label=arm + at_text(point))
   ax.set(xscale="log", xlabel="peak learning rate", ylabel="final validation loss (mean over seeds)")
   ax.legend(fontsize=7)
   return reporting.save(fig, out, "loss_vs_rate.png")

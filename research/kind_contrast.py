@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, Mapping
-
+from typing import Mapping
 
 from andrea_jax import errors
 from research import claims
@@ -13,7 +12,8 @@ from research import curves
 from research import power
 from research import stats
 from research.kind_base import (
-    at_text, Claim, Data, highest, log_text, lowest, NAN, p_beyond, p_outside, probe_ratio, QUANTITIES)
+    _missing, at_text, Claim, Data, highest, log_text, lowest, NAN, p_beyond, p_outside, probe_ratio,
+    QUANTITIES)
 from research.kind_choice import plot_profiles
 from research.kind_ladder import LEARNS
 
@@ -33,11 +33,12 @@ def on_shared_rates(named: dict[str, list[curves.Run]]) -> dict[str, list[curves
   return {k: [r for r in rs if r.lr in rates] for k, rs in named.items()}
 
 
-def per_rate_text(named: dict[str, list[curves.Run]], combine: Callable[[dict], dict]) -> str:
-  """Per rate every named arm has, the mean and interval of ``combine({arm: {seed: loss}})``: ``1e-03: +0.012 nats [...]; ...``."""
+def per_rate_text(named: dict[str, list[curves.Run]], terms: tuple[tuple[str, int], ...]) -> str:
+  """Per rate every named arm has, the mean and interval of the ``terms``' signed sum of the final losses:
+  ``1e-03: +0.012 nats [...]; ...``."""
   rates = sorted(set.intersection(*(set(curves.by_rate(rs)) for rs in named.values())))
-  return "; ".join(f"{lr:.2g}: " + stats.one_sample(list(combine(
-      {k: {r.seed: r.clipped for r in rs if r.lr == lr} for k, rs in named.items()}).values())).text()
+  return "; ".join(f"{lr:.2g}: " + stats.one_sample(list(signed(
+      terms, {k: {r.seed: r.clipped for r in rs if r.lr == lr} for k, rs in named.items()}).values())).text()
       for lr in rates)
 
 
@@ -65,8 +66,7 @@ class Probe:
     return f"log({self.name} last / entry {self.first}{f' / {self.over:g}' if self.over != 1 else ''}) {at}"
 
   def per_seed(self, data: Data, arm: str, at=()) -> dict[int, float]:
-    rows = [(run, rec) for a, point, run, rec in data.rows
-            if a == arm and all(dict(point).get(k) == v for k, v in dict(at).items())]
+    rows = list(zip(data.runs(arm, at), data.records(arm, at)))
     best = curves.optima([run for run, _ in rows]) if self.when == "end" else {}
     out: dict[int, float] = {}
     for run, rec in rows:
@@ -149,11 +149,6 @@ class Contrast(Claim):
   learns: str = "interval"
   report: tuple[str, ...] = ()
   beside: tuple[str, ...] = ()
-  name: str = ""  # the effect's name in the report
-
-  @property
-  def test_kind(self) -> str:  # type: ignore[override]
-    return "equivalent" if self.predict == "same" else "directed"
 
   def needs(self) -> tuple[str, ...]:
     return tuple(a for a, _ in self.terms)
@@ -162,8 +157,7 @@ class Contrast(Claim):
     return self.quantity.text() if isinstance(self.quantity, Probe) else QUANTITIES[self.quantity][0]
 
   def quantity_text(self) -> str:
-    expr = " ".join(f"{'+' if s > 0 else '-'} {a}" for a, s in self.terms).removeprefix("+ ")
-    return (f"{expr}: {self.what()}{at_text(self.at)}"
+    return (f"{self.expr(self.terms)}: {self.what()}{at_text(self.at)}"
             + (", over the rates they share" if self.shared_rates else ""))
 
   def rule(self) -> str:
@@ -213,8 +207,7 @@ class Contrast(Claim):
     per = self.values(data, named)
     seeds = tuple(signed(self.terms, per))
     if len(seeds) < 2 and not (self.welch and all(per.values())):
-      return claims.Test(self.key, self.claim, self.rule(), [], missing=claims.missing(
-          self.claim, f"two seeds shared by {', '.join(named)}{at_text(self.at)}", self.rule()))
+      return _missing(self, f"two seeds shared by {', '.join(named)}{at_text(self.at)}")
     e = self.effect_of(self.terms, per, self.margin)
     parts = [e] + [self.effect_of(t, per, NAN) for t in self.also]
     p_for, p_against = decide(parts, self.predict, self.margin, self.bound,
@@ -230,9 +223,9 @@ class Contrast(Claim):
       lines = [f"{a}: {curves.describe(rs)}; {self.quantity} {stats.one_sample(list(per[a].values())).text()}."
                for a, rs in named.items()]
       lines.append("At each shared rate (reported, not judged): "
-                   + per_rate_text(named, lambda per: signed(self.terms, per)) + ".")
+                   + per_rate_text(named, self.terms) + ".")
     lines += [f"{self.expr(t)}: {p.text()}." for t, p in zip(self.also, parts[1:])]
-    return claims.Test(self.key, self.claim, self.rule(), lines, e, self.name or self.quantity_text(),
+    return claims.Test(self.key, self.claim, self.rule(), lines, e, self.quantity_text(),
                        p_for, p_against, checks, seeds)
 
   @staticmethod
@@ -249,7 +242,7 @@ class Contrast(Claim):
 
 @dataclasses.dataclass(frozen=True)
 class Alike(Claim):
-  """Arms alike in a per-seed quantity, each part a ``Contrast`` ``a - b``: ``predict="same"`` within
+  """Arms alike in the best loss, each part a ``Contrast`` ``a - b``: ``predict="same"`` within
   ``+-margin`` (TOST) or ``below`` ``+margin`` (``relative``: a fraction of ``reference``'s mean; planned
   at ``margin * planned_reference``). ``pairs="reference"``: each arm against ``reference`` (``over``: at
   each value of that axis), intersection-union (p the largest), against with Bonferroni;
@@ -260,8 +253,6 @@ class Alike(Claim):
   pairs: str = "reference"
   predict: str = "same"
   over: str = ""
-  quantity: str = "best_loss"
-  at: tuple = ()
   margin: float = NAN
   relative: bool = False
   planned_reference: float = 1.0
@@ -272,17 +263,13 @@ class Alike(Claim):
   # Power per part (None: the study's); all k parts must pass, so each is planned at power ** (1 / k).
   power: float | None = None
 
-  @property
-  def test_kind(self) -> str:  # type: ignore[override]
-    return "equivalent" if self.predict == "same" else "directed"
-
   def needs(self) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*self.arms, self.reference) if self.pairs == "reference" else self.arms))
 
   def quantity_text(self) -> str:
     which = (f"each of {', '.join(self.arms)} - {self.reference}" if self.pairs == "reference"
              else f"every pair of {', '.join(self.arms)}")
-    return (f"{which}: {QUANTITIES[self.quantity][0]}{at_text(self.at)}" + (f" at each {self.over}" if self.over else "")
+    return (f"{which}: {QUANTITIES['best_loss'][0]}" + (f" at each {self.over}" if self.over else "")
             + (", over the rates each pair shares" if self.shared_rates else ""))
 
   def rule(self) -> str:
@@ -302,26 +289,26 @@ class Alike(Claim):
         if self.predict == "same" else p
 
   def test(self, data: Data) -> claims.Test:
-    present = [a for a in self.arms if data.runs(a, self.at)]
+    present = [a for a in self.arms if data.runs(a)]
     values = sorted(set(data.values(self.arms[0], self.over)) & set(data.values(self.reference, self.over))) \
         if self.over else [None]
     pairs = ([(a, self.reference, v) for a in self.arms for v in values] if self.pairs == "reference"
              else [(a, b, None) for i, a in enumerate(present) for b in present[i + 1:]])
     if not pairs:
-      return claims.Test(self.key, self.claim, self.rule(), [], missing=claims.missing(
-          self.claim, f"two of {', '.join(self.arms)}" + (f" at a value of {self.over}" if self.over else ""), self.rule()))
+      return _missing(self, f"two of {', '.join(self.arms)}"
+                      + (f" at a value of {self.over}" if self.over else ""))
     ref = self.reference if self.pairs == "reference" or self.reference in present else present[0]
-    mean = stats.one_sample(list(QUANTITIES[self.quantity][1](data.runs(ref, self.at)).values())).diff
+    mean = stats.one_sample(list(curves.best_losses(data.runs(ref)).values())).diff
     margin = self.margin * (mean if self.relative else 1.0)
-    parts = [Contrast(self.claim, None, terms=pair(a, b), predict=self.predict, quantity=self.quantity,
-                      at=self.at + (((self.over, v),) if self.over else ()), margin=margin, welch=self.pairs == "every",
+    parts = [Contrast(self.claim, None, terms=pair(a, b), predict=self.predict,
+                      at=((self.over, v),) if self.over else (), margin=margin, welch=self.pairs == "every",
                       shared_rates=self.shared_rates, learners=self.learners, edge=self.edge, learns=self.learns
                       ).test(data) for a, b, v in pairs]
     if any(t.missing is not None for t in parts):
       return next(dataclasses.replace(t, key=self.key, rule=self.rule()) for t in parts if t.missing is not None)
     ps, against = [t.p_for for t in parts], [t.p_against for t in parts]
     if self.pairs == "reference":
-      p_for = max(ps) if all(math.isfinite(p) for p in ps) else NAN
+      p_for = highest(ps)
       p_against = min(1.0, len(parts) * lowest(against)) if math.isfinite(lowest(against)) else NAN
     else:
       p_for, p_against = highest(stats.holm(ps)), lowest(against)
@@ -347,8 +334,7 @@ class NotRun(Claim):
     return self.quantity
 
   def plan(self) -> power.ClaimPlan:
-    return power.ClaimPlan(self.key, self.claim, self.quantity, "directed", self.effect, None,
-                           self.source, self.arms)
+    return dataclasses.replace(super().plan(), arms=self.arms)
 
   def rule(self) -> str:
     return (f"per seed, {self.quantity}; the plan cut its arms ({', '.join(self.arms)}: their "

@@ -13,8 +13,10 @@ import numpy as np
 
 from research import claims
 from research import curves
+from research import page as reporting
 from research.kind_base import at_text, Claim, Data, in_order, named, NAN, Section, words
-from research.kind_zloss import by_rate, ExcessTable, FOUND, median_excess, Model, models, NOT_FOUND, state
+from research.kind_zloss import (
+    by_rate, ExcessTable, FOUND, median_excess, median_of, Model, models, NOT_FOUND, state)
 
 
 def model_learns(rec: Mapping[str, Any]) -> bool:
@@ -57,9 +59,7 @@ class Track:
   @property
   def drift(self) -> float:
     """The end minus half-way (nan: not completed, or fewer than 3 probes)."""
-    if not self.completed or len(self.curve) < 3:
-      return NAN
-    return self.end - self.mid
+    return self.end - self.mid if self.completed and len(self.curve) >= 3 else NAN
 
   @property
   def read(self) -> bool:
@@ -80,13 +80,6 @@ def tracks(data: Data, arm: str, at: Mapping[str, Any] | tuple = (), probe: str 
   return sorted(out, key=lambda t: (t.lr, t.seed))
 
 
-def tracks_by_rate(ts: list[Track]) -> dict[float, list[Track]]:
-  out: dict[float, list[Track]] = {}
-  for t in ts:
-    out.setdefault(t.lr, []).append(t)
-  return out
-
-
 def drift_state(ts: list[Track], bound: float) -> str:
   """``drifts`` (every seed learns and drifts ``bound`` nats or more either way), ``stays`` (every seed
   completed, drifting less) or ``mixed``."""
@@ -96,11 +89,6 @@ def drift_state(ts: list[Track], bound: float) -> str:
   if all(big) and all(t.learns for t in ts):
     return "drifts"
   return "stays" if not any(big) else "mixed"
-
-
-def median_of(xs) -> float:
-  finite = [x for x in xs if math.isfinite(x)]
-  return float(np.median(finite)) if finite else NAN
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,7 +114,7 @@ class DriftTable:
     rows = []
     for point in in_order({p for arm in data.arms() for p in data.points(arm)}):
       for arm in [a for a in data.arms() if point in data.points(a)]:
-        for lr, ts in tracks_by_rate(tracks(data, arm, point, self.probe)).items():
+        for lr, ts in by_rate(tracks(data, arm, point, self.probe)).items():
           seeds = ", ".join(f(t.drift, "+.2f") for t in ts)
           st = drift_state(ts, self.bound)
           lines.append(
@@ -143,14 +131,12 @@ class DriftTable:
   def plot(self, panels: dict[float, list[tuple[str, Track]]], out: str) -> str | None:
     if not panels:
       return None
-    from research import page as reporting  # pylint: disable=import-outside-toplevel
     fig = reporting.figure(figsize=(4 * len(panels), 3.6))
     arms = list(dict.fromkeys(a for ts in panels.values() for a, _ in ts))
     for i, lr in enumerate(sorted(panels)):
       ax = fig.add_subplot(1, len(panels), i + 1)
       for arm, t in panels[lr]:
-        j = arms.index(arm)
-        ax.plot([s for s, _ in t.curve], [v for _, v in t.curve], color=f"C{j}", lw=1,
+        ax.plot([s for s, _ in t.curve], [v for _, v in t.curve], color=f"C{arms.index(arm)}", lw=1,
                 label=arm if t is next(u for a, u in panels[lr] if a == arm) else None)
       ax.set(xlabel="step", ylabel=self.probe, title=f"rate {lr:g}")
       ax.legend(fontsize=7)
@@ -160,15 +146,14 @@ class DriftTable:
 @dataclasses.dataclass(frozen=True)
 class Finding(Claim):
   """Per (arm, rate) over seeds, whether ``probe`` lies ``bound`` nats away: ``reads="excess"``, from
-  ``log V`` at the end, at the largest ``axis`` (``state``); ``reads="drift"``, its late drift at ``at``
-  (``drift_state``). Found when one (arm, rate) moves in every seed, Not found when all stay;
+  ``log V`` at the end, at the largest ``axis`` (``state``); ``reads="drift"``, its late drift over every
+  point (``drift_state``). Found when one (arm, rate) moves in every seed, Not found when all stay;
   ``beside``: partners shown, not judged; ``names``: the overrides that name an arm."""
   family: str | None = None
   arms: tuple[str, ...] = ()
   beside: tuple[tuple[str, str], ...] = ()  # (arm, the arm shown beside it)
   reads: str = "excess"
   axis: str = "model.d_model"
-  at: tuple = ()
   bound: float = 2.0
   probe: str = "log_z"
   names: tuple[str, ...] = ()  # the overrides that name an arm in the finding
@@ -198,9 +183,8 @@ class Finding(Claim):
             f"rate) moves so, Not found when all stay, Inconclusive otherwise")
 
   def groups(self, data: Data, arm: str, point) -> dict[float, list]:
-    if self.reads == "drift":
-      return tracks_by_rate(tracks(data, arm, point, self.probe))
-    return by_rate(models(data, arm, point, self.probe))
+    read = tracks if self.reads == "drift" else models
+    return by_rate(read(data, arm, point, self.probe))
 
   def state(self, items: list) -> str:
     return drift_state(items, self.bound) if self.reads == "drift" else state(items, self.bound)
@@ -211,7 +195,7 @@ class Finding(Claim):
   def find(self, data: Data) -> tuple[str, dict, list[tuple[str, float]], list[str]]:
     """``(verdict, the point judged, the (arm, rate) that move, lines)``."""
     values = sorted({v for a in self.arms for v in data.values(a, self.axis)})
-    point = dict(self.at) if self.reads == "drift" else ({self.axis: values[-1]} if values else None)
+    point = {} if self.reads == "drift" else ({self.axis: values[-1]} if values else None)
     plain = {(a, lr): ms for a in self.arms for lr, ms in self.groups(data, a, point or {}).items()}
     if point is None or not plain:
       return claims.INCONCLUSIVE, {}, [], ["No models."]

@@ -9,6 +9,7 @@ at the grid rate nearest the arm's mean optimum at the smallest value).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from typing import Any
 
@@ -70,8 +71,7 @@ def local_slopes(points) -> list[float]:
   """Per doubling, the seeds' mean log optimum's slopes between neighbouring values (how the line bends)."""
   values = sorted({v for by in points.values() for v in by})
   means = [float(np.mean([by[v] for by in points.values() if v in by])) for v in values]
-  return [(b - a) / math.log2(w / v) for (v, a), (w, b) in zip(zip(values, means),
-                                                                zip(values[1:], means[1:]))]
+  return [(b - a) / math.log2(w / v) for (v, a), (w, b) in itertools.pairwise(zip(values, means))]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,10 +104,6 @@ class Slope(Claim):
   learns: str = "interval"
   min_points: int = 3
   also: tuple[str, ...] = ()
-
-  @property
-  def test_kind(self) -> str:  # type: ignore[override]
-    return "equivalent" if self.predict == "same" else "directed"
 
   def plan(self):
     return dataclasses.replace(super().plan(), margin=self.bound(None) if self.predict == "same" else None)
@@ -184,20 +180,19 @@ class Slope(Claim):
     return Reading(points, values, [], [(not LEARNS[self.learns](runs[values[0]]), f"{arm} does not learn at the "
                                          f"smallest {self.axis}.")], f"At rate {rate:g}.")
 
-  def slopes(self, data: Data, arm: str) -> dict[int, float]:
-    r = self.read(data, arm)
+  def slopes(self, r: Reading) -> dict[int, float]:
     doublings = span(r.values) if self.times_span else 1.0
     return {s: v * doublings for s, v in seed_slopes(r.points, self.min_points).items()}
 
   def test(self, data: Data) -> claims.Test:
-    mine = self.read(data, self.arm)
     arms = (self.reference, self.arm) if self.reference else (self.arm,)
-    readings = {a: mine if a == self.arm else self.read(data, a) for a in arms}
-    slopes = {a: self.slopes(data, a) for a in arms}
+    readings = {a: self.read(data, a) for a in arms}
+    mine = readings[self.arm]
+    slopes = {a: self.slopes(r) for a, r in readings.items()}
     seeds = sorted(set.intersection(*(set(s) for s in slopes.values())))
     missing = [m for r in readings.values() for m in r.missing]
     if len(seeds) < 2:
-      return _missing(self, self.rule(), f"{self.min_points} values with a reading for two seeds of "
+      return _missing(self, f"{self.min_points} values with a reading for two seeds of "
                       f"{' and '.join(arms)}", missing)
     values = ([abs(slopes[self.reference][s]) - abs(slopes[self.arm][s]) for s in seeds] if self.reference
               else [slopes[self.arm][s] for s in seeds])
@@ -218,8 +213,8 @@ class Slope(Claim):
     parts += [f"margin {margin:.3f}"] if math.isfinite(margin) else []
     parts += [f"local slopes (seeds' mean) {', '.join(f'{x:+.2f}' for x in local_slopes(mine.points))}"] if self.of in FITS else []
     lines += ["; ".join(parts).capitalize() + "."] if parts else []
-    others = [f"{a} {stats.one_sample(list(s.values())).text(unit)}" for a in self.also
-              for s in [self.slopes(data, a)] if s]
+    also = {a: self.slopes(self.read(data, a)) for a in self.also}
+    others = [f"{a} {stats.one_sample(list(s.values())).text(unit)}" for a, s in also.items() if s]
     lines += (["Reported, not judged: " + "; ".join(others) + "."] if others else [])
     guards = [not_located(missing)] if self.of in FITS else [g for r in readings.values() for g in r.guards]
     lines += [f"{n}." for n in missing] if self.of == "sensitivity" else []
@@ -267,7 +262,7 @@ class SensitivityGap(Claim):
     shared = sorted(set(ref) & set(arm))
     top = max(ref + arm, default=None) if self.at == "largest" else (shared or [None])[-1]
     if not shared or shared[-1] != top:
-      return _missing(self, self.rule(), f"{self.reference} and {self.arm} at the largest {self.axis}")
+      return _missing(self, f"{self.reference} and {self.arm} at the largest {self.axis}")
     at = shared if self.at == "largest" else [top]
     gaps = [self.gap(data, v) for v in at]
     effects = [stats.compare(a, b, self.margin) for a, b, _ in gaps]
@@ -316,12 +311,9 @@ class RateAt:
   def per_seed(self, points: dict, target: float) -> dict[int, float]:
     if self.method == "mean":
       return {s: sum(by.values()) / len(by) for s, by in points.items() if by}
-    out = {}
-    for s, by in points.items():
-      if len(by) >= self.min_points:
-        b, a = np.polyfit([math.log2(v) for v in by], list(by.values()), 1)
-        out[s] = float(a + b * math.log2(target))
-    return out
+    line = lambda by: np.polyfit([math.log2(v) for v in by], list(by.values()), 1)
+    return {s: float(np.polyval(line(by), math.log2(target))) for s, by in points.items()
+            if len(by) >= self.min_points}
 
   def held_out(self, points: dict, widest) -> stats.Effect:
     """Per seed, log(predicted / fitted optimum at ``widest``, the line fitted without it): biased if it excludes 0."""
@@ -330,8 +322,9 @@ class RateAt:
 
   def result(self, data: Data) -> dict:
     points, missing = axis_optima(data, self.arm, self.axis, "fitted", self.learns)
-    e = stats.one_sample(list(self.per_seed(points, self.target).values()))
-    used = [v for s, by in points.items() if s in self.per_seed(points, self.target) for v in by]
+    predicted = self.per_seed(points, self.target)
+    e = stats.one_sample(list(predicted.values()))
+    used = [v for s, by in points.items() if s in predicted for v in by]
     out = {"arm": self.arm, "label": self.label, "method": self.method, "target": self.target,
            "lr": math.exp(e.diff) if math.isfinite(e.diff) else None,
            "interval": [math.exp(e.lo), math.exp(e.hi)] if e.defined else None,

@@ -12,7 +12,7 @@ import math
 from research import claims
 from research import curves
 from research import stats
-from research.kind_base import Claim, Data, highest, lowest, NAN, p_beyond, QUANTITIES, Section
+from research.kind_base import _missing, Claim, Data, highest, lowest, NAN, p_beyond, QUANTITIES, Section
 from research.kind_choice import plot_profiles
 from research.kind_contrast import outcome_ps, Probe, ratio_text
 
@@ -43,20 +43,15 @@ class ProfilePair(Claim):
             + (f" ({', '.join(f'{g} against {f}' for g, f in self.reported)}: reported, not judged)"
                if self.reported else "") + ".")
 
-  def per_seed(self, data: Data, arm: str) -> dict[int, float]:
-    return Probe(self.probe, "init", 0).per_seed(data, arm)
-
   def test(self, data: Data) -> claims.Test:
-    lines = []
-    for grows, flat in self.reported:
-      lines.append(f"{grows}: {ratio_text(self.per_seed(data, grows))}, {flat}: "
-                   f"{ratio_text(self.per_seed(data, flat))} (reported, not judged).")
-    up, level = (stats.one_sample(list(self.per_seed(data, a).values())) for a in (self.grows, self.flat))
+    per = {a: Probe(self.probe, "init", 0).per_seed(data, a) for a in self.needs()}
+    up, level = (stats.one_sample(list(per[a].values())) for a in (self.grows, self.flat))
     if not up.n or not level.n:
-      return claims.Test(self.key, self.claim, self.rule(), [], missing=claims.missing(
-          self.claim, f"step-0 {self.probe} profiles of {self.grows} and {self.flat}", self.rule()))
-    lines.insert(0, f"{self.probe} last layer / first (geometric mean): {self.grows} "
-                    f"{ratio_text(self.per_seed(data, self.grows))}, {self.flat} {ratio_text(self.per_seed(data, self.flat))}.")
+      return _missing(self, f"step-0 {self.probe} profiles of {self.grows} and {self.flat}")
+    lines = [f"{self.probe} last layer / first (geometric mean): {self.grows} {ratio_text(per[self.grows])}, "
+             f"{self.flat} {ratio_text(per[self.flat])}."]
+    lines += [f"{g}: {ratio_text(per[g])}, {f}: {ratio_text(per[f])} (reported, not judged)."
+              for g, f in self.reported]
     g = math.log(self.factor)
     p_for = highest([p_beyond(up, g, "above"), p_beyond(level, g, "below"), p_beyond(level, -g, "above")])
     p_against = lowest([p_beyond(up, g, "below"), p_beyond(level, g, "above"), p_beyond(level, -g, "below")])
@@ -65,24 +60,22 @@ class ProfilePair(Claim):
 
   def section(self, data: Data, out: str) -> Section:
     """A figure: the arms' per-layer gradient norms and residual stream at initialisation."""
-    arms = (self.grows, self.flat, *(a for pair in self.reported for a in pair))
     panels = tuple(dict.fromkeys((p, "init") for p in ("grad_attn", self.probe, "residual_norm")))
-    return Section([], [plot_profiles(data, arms, panels, out, "init_profiles.png")])
+    return Section([], [plot_profiles(data, self.needs(), panels, out, "init_profiles.png")])
 
 
 @dataclasses.dataclass(frozen=True)
 class Diminishing(Claim):
-  """Along ``arms`` in order (three with runs at least, e.g. MLP ratios 1, 2, 4, 8), each step lowers a
-  per-seed quantity with diminishing returns: each step and each later gain against the first, paired."""
+  """Along ``arms`` in order (three with runs at least, e.g. MLP ratios 1, 2, 4, 8), each step lowers the
+  best loss with diminishing returns: each step and each later gain against the first, paired."""
   family: str | None = None  # decided alone, Holm over its own parts
   arms: tuple[str, ...] = ()
-  quantity: str = "best_loss"
 
   def needs(self) -> tuple[str, ...]:
-    return tuple(self.arms)
+    return self.arms
 
   def quantity_text(self) -> str:
-    return f"the steps along {', '.join(self.arms)}: {QUANTITIES[self.quantity][0]}"
+    return f"the steps along {', '.join(self.arms)}: {QUANTITIES['best_loss'][0]}"
 
   def rule(self) -> str:
     return (f"{self.quantity_text()}, each step and each later gain against the first paired by "
@@ -94,10 +87,9 @@ class Diminishing(Claim):
   def test(self, data: Data) -> claims.Test:
     named = {a: data.runs(a) for a in self.arms if data.runs(a)}
     if len(named) < 3:
-      return claims.Test(self.key, self.claim, self.rule(), [], missing=claims.missing(
-          self.claim, f"three of {', '.join(self.arms)}", self.rule()))
+      return _missing(self, f"three of {', '.join(self.arms)}")
     keys = list(named)
-    q = {a: QUANTITIES[self.quantity][1](rs) for a, rs in named.items()}
+    q = {a: curves.best_losses(rs) for a, rs in named.items()}
     gain = lambda a, b: {s: q[a][s] - q[b][s] for s in set(q[a]) & set(q[b])}
     steps = [stats.compare(q[b], q[a]) for a, b in zip(keys, keys[1:])]
     growth = [stats.compare(gain(a, b), gain(keys[0], keys[1])) for a, b in zip(keys[1:], keys[2:])]

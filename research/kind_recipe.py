@@ -15,9 +15,7 @@ import numpy as np
 from research import claims
 from research import optimum
 from research import stats
-from research.kind_base import (
-    _missing, Claim, Data, not_located, Section,
-    seed_slopes, words)
+from research.kind_base import _missing, Claim, Data, not_located, Section, seed_slopes, words
 from research.kind_ladder import axis_optima, local_slopes
 
 
@@ -58,6 +56,11 @@ class Prediction:
                f"x{math.exp(err):.2f} |" for axis, arm, e, bend, doublings, err in self.rows[1:]])
 
 
+def command(config: str, carry: Mapping[str, Any], rate: float) -> str:
+  flags = "".join(f" --config.{k}={v}" for k, v in carry.items())
+  return f"python -m experiments.run --config={config}{flags} --config.train.learning_rate={rate:.3g}"
+
+
 @dataclasses.dataclass(frozen=True)
 class Recipe:
   """The base's optimum (``base_arm``'s one grid point, ``optimum.basin``: its bootstrap interval, or the
@@ -80,11 +83,9 @@ class Recipe:
   def base_rate(self, data: Data, base: Mapping[str, Any]) -> tuple[float, float, float, str]:
     b = optimum.basin(optimum.table(data.runs(self.base_arm, base)))
     if b.resolved:
-      lo, hi = b.interval
-      center = b.optimum
+      center, (lo, hi) = b.optimum, b.interval
     else:
-      center = b.best
-      lo, hi = (x if x is not None else b.best for x in b.between)
+      center, (lo, hi) = b.best, (b.best if x is None else x for x in b.between)
     return math.log(center), math.log(center / lo), math.log(hi / center), b.short()
 
   def predict(self, data: Data, at: Mapping[str, Any] | None = None, fit: str = "basin",
@@ -93,7 +94,7 @@ class Recipe:
     slope (what was not located is appended to ``missing``)."""
     missing = [] if missing is None else missing
     base = self.base(data)
-    if base is None or not data.runs(self.base_arm, base):
+    if base is None:
       missing.append(f"{self.base_arm} has no single grid point")
       return None
     log_rate, below, above, base_text = self.base_rate(data, base)
@@ -119,9 +120,7 @@ class Recipe:
     return Prediction(log_rate, math.sqrt(err2_lo), math.sqrt(err2_hi), rows)
 
   def command(self, p: Prediction) -> str:
-    flags = "".join(f" --config.{k}={v}" for k, v in self.carry.items())
-    return (f"python -m experiments.run --config={self.config}{flags} "
-            f"--config.train.learning_rate={p.rate:.3g}")
+    return command(self.config, self.carry, p.rate)
 
   def section(self, data: Data, out: str) -> Section:
     p = self.predict(data)
@@ -133,8 +132,7 @@ class Recipe:
     lines += [*p.table(), "", f"**{self.name}: {p.text()}** (the interval adds the base's and each leg's "
               f"error in quadrature; a leg's error is its slope's 95 % t half-width plus its bend, "
               f"times the doublings carried).", "", f"    {self.command(p)}", ""]
-    if self.note:
-      lines += [self.note, ""]
+    lines += [self.note, ""] if self.note else []
     lo, hi = p.interval
     return Section(lines, results={self.name: {"rate": p.rate, "low": lo, "high": hi,
                                                "command": self.command(p)}})
@@ -168,7 +166,7 @@ class HeldOut(Claim):
     p = self.recipe.predict(data, at) if at else None
     points, out = axis_optima(data, self.arm, next(iter(at)), "basin") if at else ({}, [])
     if p is None or len(points) < 2:
-      return _missing(self, self.rule(), f"two seeds of {self.arm} with located optima and "
+      return _missing(self, f"two seeds of {self.arm} with located optima and "
                       f"every leg of the {self.recipe.name} recipe", out)
     diffs = {s: list(by.values())[0] - p.log_rate for s, by in points.items()}
     mean = float(np.mean(list(diffs.values())))

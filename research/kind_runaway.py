@@ -17,11 +17,9 @@ def overshoot(m: Model, side: int) -> float:
   return m.excess if side > 0 else -m.end
 
 
-def runaway(m: Model | None, bound: float) -> int:
+def runaway(m: Model, bound: float) -> int:
   """The side (+1 above log V, -1 below 0) where the model's probe ended ``bound`` past the band, else 0."""
-  if m is None or not m.read:
-    return 0
-  return next((side for side in (1, -1) if overshoot(m, side) >= bound), 0)
+  return next((side for side in (1, -1) if overshoot(m, side) >= bound), 0) if m.read else 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,17 +82,16 @@ class Runaway(Claim):
   def needs(self) -> tuple[str, ...]:
     return (self.arm, self.reference)
 
-  def pairs(self, data: Data, arm: str | None = None) -> Pairs:
-    arm = arm or self.arm
+  def pairs(self, data: Data) -> Pairs:
     read = lambda a: (late_models(data, a, self.at, self.probe, self.window) if math.isfinite(self.window)
                       else models(data, a, self.at, self.probe))
     at_rate = lambda a: {m.seed: m for m in read(a) if m.lr == self.rate}
-    plain, other = at_rate(self.reference), at_rate(arm)
+    plain, other = at_rate(self.reference), at_rate(self.arm)
     sides = {s: runaway(m, self.bound) for s, m in sorted(plain.items())
              if s in other and runaway(m, self.bound)}
-    points = {p for p in data.points(self.reference)} if not self.at else {tuple(self.at)}
-    where = "; ".join(at_text(p)[2:] for p in sorted(points, key=repr) if p)
-    return Pairs(f"{where + ', ' if where else ''}rate {self.rate:g}", self.reference, arm, plain,
+    points = [tuple(self.at)] if self.at else data.points(self.reference)
+    where = "; ".join(at_text(p)[2:] for p in points if p)
+    return Pairs(f"{where + ', ' if where else ''}rate {self.rate:g}", self.reference, self.arm, plain,
                  other, sides, self.bound)
 
   def quantity_text(self) -> str:

@@ -11,6 +11,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from research import page as reporting
 from research.kind_base import at_text, Data, in_order, NAN, Section
 
 CANNOT_JUDGE = "Cannot be judged"  # the claim's premise did not hold: not a failure to reproduce
@@ -50,9 +51,10 @@ def models(data: Data, arm: str, at: Mapping[str, Any] | tuple = (), probe: str 
   return sorted(out, key=lambda m: (m.lr, m.seed))
 
 
-def by_rate(ms: list[Model]) -> dict[float, list[Model]]:
-  out: dict[float, list[Model]] = {}
-  for m in ms:
+def by_rate(items: list) -> dict[float, list]:
+  """``Model``s or ``Track``s by their rate."""
+  out: dict[float, list] = {}
+  for m in items:
     out.setdefault(m.lr, []).append(m)
   return out
 
@@ -66,9 +68,13 @@ def state(ms: list[Model], bound: float) -> str:
   return "grows" if all(big) else "stays" if not any(big) else "mixed"
 
 
-def median_excess(ms: list[Model]) -> float:
-  finite = [m.excess for m in ms if math.isfinite(m.excess)]
+def median_of(xs) -> float:
+  finite = [x for x in xs if math.isfinite(x)]
   return float(np.median(finite)) if finite else NAN
+
+
+def median_excess(ms: list[Model]) -> float:
+  return median_of(m.excess for m in ms)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +86,6 @@ class ExcessTable:
   note: str = ""  # a line under the heading
 
   def section(self, data: Data, out: str) -> Section:
-    med = lambda xs: float(np.median(xs)) if xs else NAN
     lines = [f"## {self.probe} per arm and rate", "", *([self.note, ""] if self.note else []),
              f"Per arm, grid point and rate, over the seeds: {self.probe} at step 0 and at the end "
              f"(medians), the excess (at the end minus log V, a uniform softmax's: median, and each "
@@ -92,19 +97,18 @@ class ExcessTable:
     for point in in_order({p for arm in data.arms() for p in data.points(arm)}):
       for arm in [a for a in data.arms() if point in data.points(a)]:
         for lr, ms in by_rate(models(data, arm, point, self.probe)).items():
-          fin = lambda f: [f(m) for m in ms if math.isfinite(f(m))]
           seeds = ", ".join("—" if not math.isfinite(m.excess) else f"{m.excess:+.2f}" for m in ms)
-          loss = med(fin(lambda m: m.final))
-          lines.append(f"| {arm} | {at_text(point)[2:] or '—'} | {lr:g} | {med(fin(lambda m: m.start)):.2f} | "
-                       f"{med(fin(lambda m: m.end)):.2f} | {median_excess(ms):+.2f} ({seeds}) | "
-                       f"{state(ms, self.bound)} | {'—' if math.isnan(loss) else format(loss, '.3f')} |")
+          loss = median_of(m.final for m in ms)
+          lines.append(f"| {arm} | {at_text(point)[2:] or '—'} | {lr:g} | "
+                       f"{median_of(m.start for m in ms):.2f} | {median_of(m.end for m in ms):.2f} | "
+                       f"{median_excess(ms):+.2f} ({seeds}) | {state(ms, self.bound)} | "
+                       f"{'—' if math.isnan(loss) else format(loss, '.3f')} |")
           curves_.setdefault(point, []).append((arm, lr, median_excess(ms)))
     return Section(lines + [""], [self.plot(curves_, out)])
 
   def plot(self, by_point: dict, out: str) -> str | None:
     if not by_point:
       return None
-    from research import page as reporting  # pylint: disable=import-outside-toplevel
     fig = reporting.figure(figsize=(5 * len(by_point), 3.8))
     for i, point in enumerate(in_order(by_point)):
       ax = fig.add_subplot(1, len(by_point), i + 1)

@@ -25,6 +25,7 @@ from research import claims
 from research import kinds
 from research import registry
 from research import stats
+from research.kind_recipe import command
 from research.study import Study
 
 NAN = float("nan")
@@ -134,7 +135,7 @@ def predict(recipe: kinds.Recipe, data: kinds.Data, at: Mapping[str, Any] | None
   """``recipe`` at ``at`` (default: its legs' targets), per seed (the module docstring); None without a
   base point or two seeds located at the base and on every leg."""
   base = recipe.base(data)
-  if base is None or not data.runs(recipe.base_arm, base):
+  if base is None:
     return None
   base_logs, missing = kinds.point_optima(data.runs(recipe.base_arm, base), recipe.base_arm, "the base", "bracketed")
   per_seed, rows = dict(base_logs), []
@@ -156,7 +157,7 @@ def predict(recipe: kinds.Recipe, data: kinds.Data, at: Mapping[str, Any] | None
 
 
 def advantage(rung: Mapping[int, float], recipe: Mapping[int, float], naive: Mapping[int, float],
-              margin: float, resamples: int = BOOTSTRAP) -> tuple[float, float, float, float, float]:
+              margin: float) -> tuple[float, float, float, float, float]:
   """``(a, lo, hi, p_for, p_against)``: ``a = |M - N| - |M - P|`` (M the rung's mean log optimum, P, N the
   recipe's and naive rule's), a 95 % bootstrap interval drawing the legs' seeds jointly (P and N share
   the base) and the rung's apart, and two-sided p-values that ``a`` lies above/below ``margin``."""
@@ -164,8 +165,8 @@ def advantage(rung: Mapping[int, float], recipe: Mapping[int, float], naive: Map
   m, p, n = (np.array([d[s] for s in seeds]) for d, seeds in ((rung, sorted(rung)), (recipe, legs), (naive, legs)))
   a = abs(m.mean() - n.mean()) - abs(m.mean() - p.mean())
   rng = np.random.default_rng(SEED)
-  i = rng.integers(0, len(legs), (resamples, len(legs)))
-  j = rng.integers(0, len(m), (resamples, len(m)))
+  i = rng.integers(0, len(legs), (BOOTSTRAP, len(legs)))
+  j = rng.integers(0, len(m), (BOOTSTRAP, len(m)))
   mb = m[j].mean(1)
   ab = np.abs(mb - n[i].mean(1)) - np.abs(mb - p[i].mean(1))
   lo, hi = np.quantile(ab, [stats.ALPHA / 2, 1 - stats.ALPHA / 2])
@@ -237,36 +238,26 @@ def passed(check: BeatsNaive, data: kinds.Data) -> bool:
 # ----------------------------------------------------------------------------- the answer
 
 
-def command(config: str, carry: Mapping[str, Any], rate: float) -> str:
-  flags = "".join(f" --config.{k}={v}" for k, v in carry.items())
-  return f"python -m experiments.run --config={config}{flags} --config.train.learning_rate={rate:.3g}"
-
-
 @dataclasses.dataclass(frozen=True)
 class Answer:
-  """The rate to train ``check.recipe``'s target with: the recipe's where ``check`` passed, else ``default``;
-  beside it the recipe's interval and ``measured``'s optimum (the target's shape, a short horizon)."""
+  """The rate to train ``check.recipe``'s target with: the recipe's where ``check`` passed, else
+  ``DEFAULT_RATE``; beside it the recipe's interval and ``measured``'s optimum (the target's shape, a
+  short horizon)."""
   check: BeatsNaive
   measured: str = ""
-  default: float = DEFAULT_RATE
-  default_source: str = DEFAULT_SOURCE
-  cap: float = CAP
 
   def lines(self, data: kinds.Data, judged: bool = True) -> tuple[list[str], dict]:
     """The answer's lines and numbers; ``judged``: False when the check was declared not powered."""
     recipe, ok = self.check.recipe, judged and passed(self.check, data)
     joint = predict(recipe, data)
-    rate = math.exp(joint.recipe.diff) if ok and joint else self.default
-    if not ok and rate > self.cap:
-      raise ValueError(f"Answer: default rate {rate:g} is above the cap {self.cap:g}")
+    rate = math.exp(joint.recipe.diff) if ok and joint else DEFAULT_RATE
     why = ("the held-out check passed: the recipe beat keeping the base rate by the margin" if ok else
-           f"the held-out check did not pass, so the literature's default ({self.default_source})")
+           f"the held-out check did not pass, so the literature's default ({DEFAULT_SOURCE})")
     out = [f"**Answer: train {recipe.config} at {rate:.3g}** ({why}).", "",
            f"    {command(recipe.config, recipe.carry, rate)}", ""]
     ranges = [f"the recipe at {recipe.config}: {joint.text()} (the t interval over seeds of the "
               f"whole recipe; it omits {', '.join(OMITTED)}). {joint.guess_text()}"] if joint else []
-    found, _ = (kinds.point_optima(data.runs(self.measured), self.measured, "its point", "bracketed") if data.runs(self.measured)
-                else ({}, []))
+    found, _ = kinds.point_optima(data.runs(self.measured), self.measured, "its point", "bracketed")
     if found:
       ranges.append(f"measured at {recipe.config}'s own shape ({self.measured}, "
                     f"{kinds.words(dict(data.points(self.measured)[0]))}): "
