@@ -46,6 +46,7 @@ Seeds: cpu legs 1300-1304, rung 1310-1314, gpu 1320-1321; no earlier study used 
 (``research.registry.used_seeds``; tests/test_recipe_check.py).
 """
 
+from experiments.readings.recipe_check import Widths
 from research import kinds
 from research import ladder
 from research import rate_check
@@ -181,7 +182,7 @@ STUDY = rate_check.CheckedStudy(
                    "seed's bracketed optimum): the base's per-seed log optimum has SD 0.28, and "
                    "the per-seed recipe carried to this rung 0.25"),
     tags={W: "d", L: "L", S: "s", B: "b"},
-    reports=(rate_check.Widths("width", W),),
+    reports=(Widths("width", W),),
     answer=rate_check.Answer(CHECK, measured="andrea120m"),
     devices={"gpu": rate_check.DeviceTime()},
 )
