@@ -108,48 +108,16 @@ class Choice(Claim):
         "chosen minus default best loss"))
 
   def section(self, data: Data, out: str) -> Section:
+    """What carries the choice (results.json's ``choice``; its grid: experiments/readings/mup_base.py)."""
     chosen, interval, _, _, table = self.choose(data)
-    keys = [k.split(".")[-1] for k in self.by]
     if chosen:
       values = ", ".join(f"`{k}={v:g}`" for k, v in zip(self.by, chosen.values.values()))
       head = f"{self.carried} carries {values} and the rate {chosen.lr:.3g} (results.json's `choice`)."
     else:
       head = f"No arm was eligible: {self.carried} has no choice (results.json's `choice` is null)."
-    lines = [head, "",
-             "## The choice's grid", "", "Per arm: the mean over seeds of the fitted best loss (the "
-             "score), the optimum rate (exp of the mean log optimum), and whether the rule could "
-             "choose it.", "",
-             "| " + " | ".join(keys) + " | score (nats) | optimum rate | seeds | eligible |",
-             "|---" * (len(keys) + 4) + "|"]
-    for s in table:
-      mark = "**chosen**" if s is chosen else ("yes" if s.eligible else f"no: {s.reason}")
-      lines.append("| " + " | ".join(f"{v:g}" for v in s.values.values())
-                   + f" | {s.score:.3f} | {s.lr:.3g} | {s.seeds} | {mark} |")
     result = None if chosen is None else {**chosen.values, "learning_rate": chosen.lr,
                                           "learning_rate_interval": interval}
-    return Section(lines + [""], [self.plot(table, chosen, out)], {"choice": result, "settings": table})
-
-  def plot(self, table: list[Setting], chosen: Setting | None, out: str) -> str | None:
-    table = [s for s in table if math.isfinite(s.score)]
-    if len(self.by) != 2 or not table:
-      return None
-    kx, ky = (k.split(".")[-1] for k in self.by)
-    xs, ys = sorted({s.values[kx] for s in table}), sorted({s.values[ky] for s in table})
-    z = np.full((len(ys), len(xs)), np.nan)
-    for s in table:
-      z[ys.index(s.values[ky]), xs.index(s.values[kx])] = s.score
-    fig = reporting.figure(figsize=(6, 3.5))
-    ax = fig.add_subplot()
-    im = ax.imshow(z, cmap="viridis_r", aspect="auto")
-    ax.set(xticks=range(len(xs)), xticklabels=[f"{x:g}" for x in xs], yticks=range(len(ys)),
-           yticklabels=[f"{y:g}" for y in ys], xlabel=kx.replace("_", " "), ylabel=ky.replace("_", " "),
-           title="Mean best loss (lower is better)")
-    for s in table:
-      mark = "*" if s is chosen else ""
-      ax.text(xs.index(s.values[kx]), ys.index(s.values[ky]), f"{s.score:.2f}{mark}", ha="center",
-              va="center", color="white", fontsize=8)
-    fig.colorbar(im, ax=ax, label="nats")
-    return reporting.save(fig, out, "choice_grid.png")
+    return Section([head, ""], [], {"choice": result, "settings": table})
 
 
 @dataclasses.dataclass(frozen=True)

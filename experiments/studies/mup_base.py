@@ -16,6 +16,7 @@ results.json's ``choice`` is what the muTransfer ladder, the z-loss studies and
 ``experiments/coord_check.py`` read (``research.ladder.base_choice``).
 """
 
+from experiments.readings.mup_base import ChoiceGrid
 from research import kinds
 from research import ladder
 from research.study import Arm, Grid, Study
@@ -27,6 +28,8 @@ BY = ("model.readout_multiplier", "model.attention_multiplier")
 PAIRS = [(r, a) for r in (1.0, 2.0, 4.0, 8.0, 16.0) for a in (0.5, 1.0, 2.0)]
 ARMS = tuple(Arm(f"readout={r:g},attention={a:g}", dict(zip(BY, (r, a))),
                  group=f"readout{r:g}-attention{a:g}") for r, a in PAIRS)
+CHOICE = kinds.Choice("The base multipliers the ladder carries", arms=tuple(a.name for a in ARMS),
+                      by=BY, default=(1.0, 1.0), tie=0.02, carried="The width ladder")
 
 STUDY = Study(
     name="mup_base",
@@ -46,8 +49,6 @@ STUDY = Study(
                       shared={**ladder.ladder_overrides(SMOKE), **MUP},
                       arms=("readout=1,attention=1", "readout=4,attention=1")),
     },
-    claims=(
-        kinds.Choice("The base multipliers the ladder carries", arms=tuple(a.name for a in ARMS),
-                     by=BY, default=(1.0, 1.0), tie=0.02, carried="The width ladder"),
-    ),
+    claims=(CHOICE,),
+    reports=(ChoiceGrid(CHOICE),),
 )
