@@ -79,11 +79,13 @@ class Probe:
 
 
 def decide(parts: list[stats.Effect], predict: str, margin: float = NAN, bound: float = 0.0,
-           against: float = NAN, negligible_first: bool = False) -> tuple[float, float]:
-  """``(p for, p against)`` of ``parts[0]`` (the others must point ``predict`` too). ``same``: TOST within
-  ``+-margin`` for, decisively outside against. ``higher``/``lower``: decisively beyond ``bound`` for;
-  decisively the other side, or within ``margin`` (TOST), against; ``negligible_first``: Holm over the
-  parts, one decisively within ``margin`` never for; a finite ``against``: also decisively past it."""
+           against: float = NAN, holm: str = "", flat: tuple[stats.Effect, ...] = ()) -> tuple[float, float]:
+  """``(p for, p against)`` of ``parts[0]``. ``same``: TOST within ``+-margin`` for, decisively outside
+  against. ``higher``/``lower``: decisively beyond ``bound`` for; decisively the other side, or within
+  ``margin`` (TOST), against. ``holm`` (Holm over the parts, a part decisively within ``margin`` never
+  for): ``every``, each part must point ``predict`` (against: the first's); ``first``, the first decides for,
+  any part decisively the other way against. ``flat``: effects that must lie within ``+-bound`` too
+  (decisively outside: against). A finite ``against``: also decisively past it."""
   e = parts[0]
   if predict == "same":
     return e.p_same, p_outside(e, margin)
@@ -91,13 +93,20 @@ def decide(parts: list[stats.Effect], predict: str, margin: float = NAN, bound: 
     return (p_beyond(e, margin, "below") / 2 if e.diff < margin else 1.0,
             p_beyond(e, margin, "above") / 2 if e.diff >= margin else 1.0)
   side, other = ("below", "above") if predict == "lower" else ("above", "below")
-  if negligible_first:
+  if holm:
     ps = outcome_ps(parts, predict)
     p_for, p_against = highest(p for p, _ in ps), ps[0][1]
+    if holm == "first":
+      p_against = lowest([p if (d.diff > 0) == (predict == "lower") and d.diff != 0 else NAN
+                          for d, p in zip(parts, stats.holm([d.p for d in parts]))])
+      p_for = ps[0][0] if not p_against < stats.ALPHA else 1.0
   else:
     p_for, p_against = p_beyond(e, bound, side), p_beyond(e, bound, other)
     if math.isfinite(margin):
       p_against = min(p_against, e.p_same)
+  if flat:
+    p_for = highest([p_for, *(p_beyond(f, b, s) for f in flat for b, s in ((bound, "below"), (-bound, "above")))])
+    p_against = lowest([p_against, *(p_beyond(f, b, s) for f in flat for b, s in ((bound, "above"), (-bound, "below")))])
   if math.isfinite(against):
     p_against = lowest([p_against, p_beyond(e, against, other)])
   return p_for, p_against
@@ -128,8 +137,9 @@ def pair(arm: str, reference: str) -> tuple[tuple[str, int], ...]:
 class Contrast(Claim):
   """Per seed, ``sum(sign * quantity(arm))`` over ``terms`` at ``at`` (``pair(a, b)``: a - b; four terms: a
   difference of differences); the quantity a ``QUANTITIES`` name or a ``Probe``. Decided by ``decide``:
-  ``predict`` ``higher``/``lower`` of ``bound`` (``also``: further term sets that must agree, Holm),
-  ``same`` within ``+-margin``, or ``below`` ``+margin`` (one-sided). ``welch``: Welch's test for arms
+  ``predict`` ``higher``/``lower`` of ``bound`` (``also``: further term sets, Holm over all as
+  ``holm="every"`` or ``holm="first"`` says, see ``decide``; ``flat``: arms whose quantity must lie within ``+-bound``), ``same`` within ``+-margin``, or
+  ``below`` ``+margin`` (one-sided). ``welch``: Welch's test for arms
   sharing under two seeds. Guards: ``learners`` (None: every term) must learn; ``edge``: no optimum at
   the grid's edge. ``shared_rates``: over the rates all terms share. ``report``/``beside``: arms shown
   or drawn beside it, not judged."""
@@ -140,7 +150,8 @@ class Contrast(Claim):
   margin: float = NAN
   bound: float = 0.0
   against: float = NAN
-  negligible_first: bool = False
+  holm: str = ""
+  flat: tuple[str, ...] = ()
   also: tuple[tuple[tuple[str, int], ...], ...] = ()
   welch: bool = False
   shared_rates: bool = False
@@ -151,7 +162,7 @@ class Contrast(Claim):
   beside: tuple[str, ...] = ()
 
   def needs(self) -> tuple[str, ...]:
-    return tuple(a for a, _ in self.terms)
+    return tuple(dict.fromkeys((*(a for t in (self.terms, *self.also) for a, _ in t), *self.flat)))
 
   def what(self) -> str:
     return self.quantity.text() if isinstance(self.quantity, Probe) else QUANTITIES[self.quantity][0]
@@ -169,11 +180,16 @@ class Contrast(Claim):
               f"decisively above")
     else:
       none = f"within ±{log_text(self.margin)} (TOST)" if math.isfinite(self.margin) else ""
+      band = f"{' and '.join(self.flat)}'s within ±{log_text(self.bound)}"
+      first = self.holm == "first"
       want = (f"reproduced when it lies decisively {'below' if self.predict == 'lower' else 'above'} "
-              f"{log_text(self.bound)}" + "".join(f" and {self.expr(t)} too" for t in self.also)
-              + (f" and not {none}" if self.negligible_first and none else "")
-              + (" (Holm over the parts)" if self.also else "") + ", not reproduced when decisively on "
-              "the other side" + (f" or equivalent to 0 {none}" if none else "")
+              f"{log_text(self.bound)}" + "".join(f" and {self.expr(t)} too" for t in self.also if not first)
+              + (f" and not {none}" if self.holm and none else "") + (f" and {band}" if self.flat else "")
+              + (f" (Holm over it and {', '.join(self.expr(t) for t in self.also)})" if first else
+                 " (Holm over the parts)" if self.also else "") + ", not reproduced when decisively on "
+              "the other side" + (" or any of those decisively the other way" if first else "")
+              + (f" or {' and '.join(self.flat)}'s wholly outside ±{log_text(self.bound)}" if self.flat else "")
+              + (f" or equivalent to 0 {none}" if none else "")
               + (f" or decisively beyond {self.against:+g} on that side" if math.isfinite(self.against) else ""))
     learners = self.needs() if self.learners is None else self.learners
     return (f"per seed, {self.quantity_text()}" + (" (Welch when fewer than two seeds are shared)" if self.welch else "")
@@ -206,12 +222,12 @@ class Contrast(Claim):
       named = on_shared_rates(named)
     per = self.values(data, named)
     seeds = tuple(signed(self.terms, per))
-    if len(seeds) < 2 and not (self.welch and all(per.values())):
+    if not all(per.values()) or (len(seeds) < 2 and not self.welch):
       return _missing(self, f"two seeds shared by {', '.join(named)}{at_text(self.at)}")
     e = self.effect_of(self.terms, per, self.margin)
     parts = [e] + [self.effect_of(t, per, NAN) for t in self.also]
-    p_for, p_against = decide(parts, self.predict, self.margin, self.bound,
-                              self.against, self.negligible_first)
+    flat = tuple(stats.one_sample(list(per[a].values())) for a in self.flat)
+    p_for, p_against = decide(parts, self.predict, self.margin, self.bound, self.against, self.holm, flat)
     lost = [a for a in (self.needs() if self.learners is None else self.learners) if not LEARNS[self.learns](named[a])]
     checks = [(bool(lost), f"Does not learn: {', '.join(lost)}." if lost else "")]
     checks += [claims.edge_guard(named)] if self.edge else []

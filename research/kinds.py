@@ -18,5 +18,4 @@ from research.kind_drift import (
 from research.kind_runaway import Runaway
 from research.kind_choice import Choice, RateTable, mean_profile, BestCurves
 from research.kind_ladder import point_optima, axis_optima, local_slopes, Slope, SensitivityGap, RateAt, Rates
-from research.kind_norm_mlp import ProfilePair, Diminishing
 from research.kind_recipe import Leg, Prediction, Recipe, HeldOut

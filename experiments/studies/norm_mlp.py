@@ -7,6 +7,7 @@ program is also ratio 4 and GPT-2's init profile).
 
 import math
 
+from experiments.readings.norm_mlp import InitProfiles
 from research import curves, kinds, ladder
 from research.study import Arm, Grid, Study
 
@@ -40,7 +41,7 @@ XAVIER = {"model.init": "xavier", "train.warmup_steps": 0}
 def alone(claim, *arms, **kw):
   """A contrast decided alone (Holm over its own parts) as its rules were: ``a - b`` or ``(a - b) - (c - d)``,
   a part decisively within ``margin`` never for it, Welch where two arms share fewer than two seeds."""
-  return kinds.Contrast(claim, family=None, terms=tuple(zip(arms, (1, -1, -1, 1))), negligible_first=True,
+  return kinds.Contrast(claim, family=None, terms=tuple(zip(arms, (1, -1, -1, 1))), holm="every",
                         welch=True, **kw)
 
 
@@ -89,9 +90,11 @@ STUDY = Study(
               margin=math.log(curves.RATE_FACTOR)),
         alone("post-LN is more sensitive to the learning rate", NORM[3], NORM[1], quantity="sensitivity",
               margin=curves.SENSITIVITY_MARGIN, edge=False),
-        kinds.ProfilePair("at init post-LN's gradients grow toward the output; pre-LN's are flat",
-                          grows="init:xavier/post", flat="init:xavier/pre",
-                          reported=(("init:gpt2/post", "init:gpt2/pre"),)),
+        # Xiong et al. 2020: post-LN's gradients grow toward the output, pre-LN's do not.
+        kinds.Contrast("at init post-LN's gradients grow toward the output; pre-LN's are flat", family=None,
+                       terms=(("init:xavier/post", 1),), flat=("init:xavier/pre",), bound=math.log(1.5),
+                       quantity=kinds.Probe("grad_mlp", "init", 0), report=("init:gpt2/post", "init:gpt2/pre"),
+                       learners=(), edge=False),
         kinds.Contrast("pre-LN's residual stream grows with depth", family=None, terms=((NORM[1], 1),),
                        quantity=kinds.Probe("residual_norm", "end", 1), bound=math.log(1.5), learners=(), edge=False,
                        beside=(NORM[3],)),
@@ -99,11 +102,16 @@ STUDY = Study(
         # Kaplan et al. 2020, Fig. 5: at one parameter count the shape moves the loss "a few percent".
         kinds.Alike("parameter-matched MLP ratios perform alike", family=None, arms=MATCHED, reference=MATCHED[2],
                     pairs="every", margin=0.02, relative=True),
-        kinds.Diminishing("wider MLPs are better, with diminishing returns", arms=WIDTH),
+        # Each step and each later gain against the first (steps: wider minus narrower).
+        kinds.Contrast("wider MLPs are better, with diminishing returns", family=None, terms=kinds.pair(*WIDTH[1::-1]),
+                       predict="lower", holm="first", learners=(), welch=True,
+                       also=(kinds.pair(*WIDTH[2:0:-1]), kinds.pair(*WIDTH[:1:-1]),
+                             *(((a, 1), (b, -1), (WIDTH[0], -1), (WIDTH[1], 1)) for a, b in zip(WIDTH[1:], WIDTH[2:])))),
         alone("SwiGLU beats GELU at equal size", "swiglu", WIDTH[2], predict="lower", against=-0.02, learners=(),
               effect=0.04, source="Shazeer 2020: about 0.04 nats"),
     ),
-    reports=(kinds.RateTable((("norm", "Norm placement x warmup", NORM, ()),
+    reports=(InitProfiles(("init:xavier/post", "init:xavier/pre", "init:gpt2/post", "init:gpt2/pre")),
+             kinds.RateTable((("norm", "Norm placement x warmup", NORM, ()),
                               ("mlp_width", "MLP ratio at fixed width (and SwiGLU)", WIDTH + ("swiglu",), ()),
                               ("mlp_matched", "MLP ratio, parameter-matched", MATCHED, ()),
                               ("depth", "Deeper models", DEPTH, (NORM[1], NORM[3])))),
