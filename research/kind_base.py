@@ -78,11 +78,6 @@ def p_beyond(e: stats.Effect, bound: float, side: str) -> float:
   return float(min(1.0, 2 * sps.t.sf(gap / se, e.df)))
 
 
-def p_outside(e: stats.Effect, margin: float) -> float:
-  """p that the mean lies outside ``+-margin``: beyond the margin on the estimate's side."""
-  return p_beyond(e, margin, "above") if e.diff >= 0 else p_beyond(e, -margin, "below")
-
-
 @dataclasses.dataclass
 class Section:
   """A report section: markdown lines, the plots drawn into the report's directory, numbers for results.json."""
@@ -183,11 +178,3 @@ def highest(ps) -> float:
   """The largest p, nan when one is (an intersection: "every part decisively")."""
   ps = list(ps)
   return max(ps) if ps and all(math.isfinite(p) for p in ps) else NAN
-
-
-def probe_ratio(record: Mapping[str, Any], when: str, probe: str, first: int = 0) -> float:
-  """A per-layer probe's last entry over entry ``first`` (``when``: ``init`` or ``end``); nan if missing or zero."""
-  profile = (record.get(when) or {}).get(probe)
-  if not profile or len(profile) <= first or not profile[first] or profile[-1] is None:
-    return NAN
-  return float(profile[-1] / profile[first])

@@ -12,8 +12,7 @@ from research import curves
 from research import power
 from research import stats
 from research.kind_base import (
-    _missing, at_text, Claim, Data, highest, log_text, lowest, NAN, p_beyond, p_outside, probe_ratio,
-    QUANTITIES)
+    _missing, at_text, Claim, Data, highest, log_text, lowest, NAN, p_beyond, QUANTITIES)
 from research.kind_choice import plot_profiles
 from research.kind_ladder import LEARNS
 
@@ -25,12 +24,6 @@ def ratio_text(logs: Mapping[int, float]) -> str:
     return "none"
   ci = f" [95 % CI {math.exp(e.lo):.2f}, {math.exp(e.hi):.2f}]" if e.defined else ""
   return f"{math.exp(e.diff):.2f}{ci} ({e.n} seeds)"
-
-
-def on_shared_rates(named: dict[str, list[curves.Run]]) -> dict[str, list[curves.Run]]:
-  """Each named arm's runs at the rates every one of them was trained at."""
-  rates = set.intersection(*(set(curves.by_rate(rs)) for rs in named.values())) if named else set()
-  return {k: [r for r in rs if r.lr in rates] for k, rs in named.items()}
 
 
 def per_rate_text(named: dict[str, list[curves.Run]], terms: tuple[tuple[str, int], ...]) -> str:
@@ -72,7 +65,8 @@ class Probe:
     for run, rec in rows:
       if self.when == "end" and (run.seed not in best or run.lr != best[run.seed].grid_lr or run.diverged):
         continue
-      v = probe_ratio(rec, self.when, self.name, self.first)
+      p = (rec.get(self.when) or {}).get(self.name) or []
+      v = p[-1] / p[self.first] if len(p) > self.first and p[self.first] and p[-1] is not None else NAN
       if math.isfinite(v) and v > 0:
         out.setdefault(run.seed, math.log(v / self.over))
     return out
@@ -88,18 +82,22 @@ def decide(parts: list[stats.Effect], predict: str, margin: float = NAN, bound: 
   (decisively outside: against). A finite ``against``: also decisively past it."""
   e = parts[0]
   if predict == "same":
-    return e.p_same, p_outside(e, margin)
+    return e.p_same, p_beyond(e, margin, "above") if e.diff >= 0 else p_beyond(e, -margin, "below")
   if predict == "below":  # one-sided, no worse than +margin
     return (p_beyond(e, margin, "below") / 2 if e.diff < margin else 1.0,
             p_beyond(e, margin, "above") / 2 if e.diff >= margin else 1.0)
   side, other = ("below", "above") if predict == "lower" else ("above", "below")
-  if holm:
-    ps = outcome_ps(parts, predict)
-    p_for, p_against = highest(p for p, _ in ps), ps[0][1]
+  if holm:  # per part, Holm-adjusted: for if it points ``predict`` and is not decisively negligible
+    ps, same = stats.holm([d.p for d in parts]), stats.holm([d.p_same for d in parts])
+    toward = [d.diff < 0 if predict == "lower" else d.diff > 0 for d in parts]
+    fors = [p if not math.isfinite(p) or t and not s < stats.ALPHA else 1.0 for p, s, t in zip(ps, same, toward)]
+    away = [p if d.diff != 0 and not t else NAN for d, p, t in zip(parts, ps, toward)]
     if holm == "first":
-      p_against = lowest([p if (d.diff > 0) == (predict == "lower") and d.diff != 0 else NAN
-                          for d, p in zip(parts, stats.holm([d.p for d in parts]))])
-      p_for = ps[0][0] if not p_against < stats.ALPHA else 1.0
+      p_against = lowest(away)
+      p_for = fors[0] if not p_against < stats.ALPHA else 1.0
+    else:
+      p_for = highest(fors)
+      p_against = lowest([same[0], away[0], 1.0]) if math.isfinite(ps[0]) else same[0]
   else:
     p_for, p_against = p_beyond(e, bound, side), p_beyond(e, bound, other)
     if math.isfinite(margin):
@@ -110,22 +108,6 @@ def decide(parts: list[stats.Effect], predict: str, margin: float = NAN, bound: 
   if math.isfinite(against):
     p_against = lowest([p_against, p_beyond(e, against, other)])
   return p_for, p_against
-
-
-def outcome_ps(effects: list[stats.Effect], predict: str) -> list[tuple[float, float]]:
-  """Per part, Holm-adjusted ``(p for, p against)``: for, p if it points ``predict`` and is not decisively
-  within its margin (else 1); against, the smaller of the TOST p and p when it points the other way."""
-  ps, same = stats.holm([e.p for e in effects]), stats.holm([e.p_same for e in effects])
-  out = []
-  for e, p, s in zip(effects, ps, same):
-    if not math.isfinite(p):
-      out.append((NAN, s if math.isfinite(s) else NAN))
-      continue
-    toward = e.diff > 0 if predict == "higher" else e.diff < 0
-    within = math.isfinite(s) and s < stats.ALPHA
-    away = e.diff != 0 and not toward
-    out.append((p if toward and not within else 1.0, min(s if math.isfinite(s) else 1.0, p if away else 1.0)))
-  return out
 
 
 def pair(arm: str, reference: str) -> tuple[tuple[str, int], ...]:
@@ -218,8 +200,9 @@ class Contrast(Claim):
 
   def test(self, data: Data) -> claims.Test:
     named = {a: data.runs(a, self.at) for a in self.needs()}
-    if self.shared_rates:
-      named = on_shared_rates(named)
+    if self.shared_rates:  # over the rates every arm was trained at
+      rates = set.intersection(*(set(curves.by_rate(rs)) for rs in named.values()))
+      named = {k: [r for r in rs if r.lr in rates] for k, rs in named.items()}
     per = self.values(data, named)
     seeds = tuple(signed(self.terms, per))
     if not all(per.values()) or (len(seeds) < 2 and not self.welch):

@@ -153,6 +153,16 @@ def test_gradient_claim_every_way():
   assert decided(GRADIENTS, gpt2).verdict == INCONCLUSIVE
 
 
+def test_the_init_profiles_are_a_report_item_beside_the_gradient_claims_figure(tmp_path):
+  # The init-profile figure (a report item of experiments/readings/norm_mlp.py, all four init arms)
+  # and the gradient claim's own probe figure (Contrast.figures: the arms it judges and reports).
+  d = data(profile_runs([3.0, 3.2, 2.9], [1.0, 1.05, 0.95]) + profile_runs([1.0, 1.0, 1.01], [0.7, 0.7, 0.71], "gpt2"))
+  from experiments.readings.norm_mlp import InitProfiles  # pylint: disable=import-outside-toplevel
+  (item,) = [r for r in STUDY.reports if isinstance(r, InitProfiles)]
+  assert item.section(d, str(tmp_path)).plots == ["init_profiles.png"]
+  assert kinds.Contrast.figures([STUDY.claims[GRADIENTS]], d, str(tmp_path)) == ["grad_mlp_init.png"]
+
+
 def test_residual_claim_is_strict_at_the_threshold():
   runs = lambda ratios: [curves.Run(("norm:pre/long",), 1e-3, s, 4.6, LN_V, resid_ratio_end=r)
                          for s, r in enumerate(ratios)]
