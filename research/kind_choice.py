@@ -1,4 +1,4 @@
-"""A choice among arms (``Choice``, a finding) and the report items that tabulate and draw arms: ``RateTable``, ``BestCurves``, per-layer profiles, every page's optima table and loss-vs-rate plot."""
+"""A choice among arms (``Choice``, a finding; its grid: experiments/readings/mup_base.py) and the report items that tabulate and draw arms: ``RateTable``, ``BestCurves``, per-layer profiles, every page's optima table and loss-vs-rate plot."""
 
 from __future__ import annotations
 

@@ -146,11 +146,9 @@ class Contrast(Claim):
   def needs(self) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*(a for t in (self.terms, *self.also) for a, _ in t), *self.flat)))
 
-  def what(self) -> str:
-    return self.quantity.text() if isinstance(self.quantity, Probe) else QUANTITIES[self.quantity][0]
-
   def quantity_text(self) -> str:
-    return (f"{self.expr(self.terms)}: {self.what()}{at_text(self.at)}"
+    what = self.quantity.text() if isinstance(self.quantity, Probe) else QUANTITIES[self.quantity][0]
+    return (f"{self.expr(self.terms)}: {what}{at_text(self.at)}"
             + (", over the rates they share" if self.shared_rates else ""))
 
   def rule(self) -> str:
