@@ -17,6 +17,6 @@ from research.kind_drift import (
     model_learns, Track, tracks, drift_state, DriftTable, Finding, late_mean, late_models)
 from research.kind_runaway import Runaway
 from research.kind_choice import Choice, RateTable, mean_profile, BestCurves
-from research.kind_ladder import point_optima, axis_optima, local_slopes, Slope, SensitivityGap, RateAt, Rates
+from research.kind_ladder import point_optima, axis_optima, local_slopes, Slope, SensitivityGap
 from research.kind_norm_mlp import ProfilePair, Diminishing
 from research.kind_recipe import Leg, Prediction, Recipe, HeldOut
