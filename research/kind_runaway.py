@@ -13,12 +13,12 @@ from research.kind_drift import late_models
 
 
 def overshoot(m: Model, side: int) -> float:
-  """How far the probe ended past the band [0, log V] on ``side`` (+1: above log V)."""
+  """How far log Z ended past the band [0, log V] on ``side`` (+1: above log V)."""
   return m.excess if side > 0 else -m.end
 
 
 def runaway(m: Model, bound: float) -> int:
-  """The side (+1 above log V, -1 below 0) where the model's probe ended ``bound`` past the band, else 0."""
+  """The side (+1 above log V, -1 below 0) where the model's log Z ended ``bound`` past the band, else 0."""
   return next((side for side in (1, -1) if overshoot(m, side) >= bound), 0) if m.read else 0
 
 
@@ -62,7 +62,7 @@ class Pairs:
 
 @dataclasses.dataclass(frozen=True)
 class Runaway(Claim):
-  """At ``rate`` and ``at``, on the seeds where ``reference``'s probe ended ``bound`` or more past [0, log V]
+  """At ``rate`` and ``at``, on the seeds where ``reference``'s log Z ended ``bound`` or more past [0, log V]
   (at the last reading, or a finite ``window``'s ``late_models`` mean), paired with ``arm``'s model.
   ``reads="overshoot"``: ``arm``'s overshoot on that side decisively below ``bound`` (one-sided t);
   ``reads="loss"``: ``arm - reference`` final loss decisively negative (against: positive or TOST
@@ -74,7 +74,6 @@ class Runaway(Claim):
   at: tuple = ()
   bound: float = 2.0
   min_seeds: int = 3
-  probe: str = "log_z"
   reads: str = "overshoot"
   margin: float = NAN
   window: float = NAN
@@ -83,8 +82,8 @@ class Runaway(Claim):
     return (self.arm, self.reference)
 
   def pairs(self, data: Data) -> Pairs:
-    read = lambda a: (late_models(data, a, self.at, self.probe, self.window) if math.isfinite(self.window)
-                      else models(data, a, self.at, self.probe))
+    read = lambda a: (late_models(data, a, self.at, self.window) if math.isfinite(self.window)
+                      else models(data, a, self.at))
     at_rate = lambda a: {m.seed: m for m in read(a) if m.lr == self.rate}
     plain, other = at_rate(self.reference), at_rate(self.arm)
     sides = {s: runaway(m, self.bound) for s, m in sorted(plain.items())
@@ -104,8 +103,8 @@ class Runaway(Claim):
             else "")
     learned = "learned (completed, not diverged, below the unigram)" if late else "completed"
     return (f"at rate {self.rate:g}, on the seeds where {self.reference} {learned} with its "
-            f"{self.probe}{late} at least {self.bound:g} nats past the band [0, log V] (above: "
-            f"{self.probe} - log V; below: -{self.probe}; at least {self.min_seeds} such seeds, "
+            f"log_z{late} at least {self.bound:g} nats past the band [0, log V] (above: "
+            f"log_z - log V; below: -log_z; at least {self.min_seeds} such seeds, "
             f"else it cannot be judged there), {self.arm} of the same seed and rate"
             + (" over the same readings (a model that does not learn is not read)" if late else ""))
 
