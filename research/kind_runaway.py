@@ -39,14 +39,10 @@ class Pairs:
   def lost(self) -> list[int]:
     return [s for s in self.sides if not self.other[s].read]
 
-  def overshoots(self) -> tuple[dict[int, float], dict[int, float]]:
-    seeds = self.judged()
-    return ({s: overshoot(self.plain[s], self.sides[s]) for s in seeds},
-            {s: overshoot(self.other[s], self.sides[s]) for s in seeds})
-
-  def losses(self) -> tuple[dict[int, float], dict[int, float]]:
-    seeds = self.judged()
-    return {s: self.plain[s].final for s in seeds}, {s: self.other[s].final for s in seeds}
+  def per_seed(self, loss: bool) -> tuple[dict[int, float], dict[int, float]]:
+    """The reference's and the arm's final loss (``loss``) or overshoot on the side it ran to, per judged seed."""
+    seeds, read = self.judged(), lambda m, s: m.final if loss else overshoot(m, self.sides[s])
+    return {s: read(self.plain[s], s) for s in seeds}, {s: read(self.other[s], s) for s in seeds}
 
   def summary(self) -> str:
     ran = {s: runaway(m, self.bound) for s, m in self.plain.items() if runaway(m, self.bound)}
@@ -62,7 +58,7 @@ class Pairs:
 
 @dataclasses.dataclass(frozen=True)
 class Runaway(Claim):
-  """At ``rate`` and ``at``, on the seeds where ``reference``'s log Z ended ``bound`` or more past [0, log V]
+  """At ``rate``, on the seeds where ``reference``'s log Z ended ``bound`` or more past [0, log V]
   (at the last reading, or a finite ``window``'s ``late_models`` mean), paired with ``arm``'s model.
   ``reads="overshoot"``: ``arm``'s overshoot on that side decisively below ``bound`` (one-sided t);
   ``reads="loss"``: ``arm - reference`` final loss decisively negative (against: positive or TOST
@@ -71,7 +67,6 @@ class Runaway(Claim):
   arm: str = ""
   reference: str = ""
   rate: float = NAN
-  at: tuple = ()
   bound: float = 2.0
   min_seeds: int = 3
   reads: str = "overshoot"
@@ -82,14 +77,12 @@ class Runaway(Claim):
     return (self.arm, self.reference)
 
   def pairs(self, data: Data) -> Pairs:
-    read = lambda a: (late_models(data, a, self.at, self.window) if math.isfinite(self.window)
-                      else models(data, a, self.at))
+    read = lambda a: late_models(data, a, (), self.window) if math.isfinite(self.window) else models(data, a)
     at_rate = lambda a: {m.seed: m for m in read(a) if m.lr == self.rate}
     plain, other = at_rate(self.reference), at_rate(self.arm)
     sides = {s: runaway(m, self.bound) for s, m in sorted(plain.items())
              if s in other and runaway(m, self.bound)}
-    points = [tuple(self.at)] if self.at else data.points(self.reference)
-    where = "; ".join(at_text(p)[2:] for p in points if p)
+    where = "; ".join(at_text(p)[2:] for p in data.points(self.reference) if p)
     return Pairs(f"{where + ', ' if where else ''}rate {self.rate:g}", self.reference, self.arm, plain,
                  other, sides, self.bound)
 
@@ -127,14 +120,14 @@ class Runaway(Claim):
           f"claim is about models whose log Z runs away, and at least {self.min_seeds} seeds are "
           f"needed. This is not a failure to reproduce it."], self.rule()))
     if self.reads == "loss":
-      plain, other = p.losses()
+      plain, other = p.per_seed(loss=True)
       values = {s: other[s] - plain[s] for s in plain}
       e, p_for, p_against = stats.directed(list(values.values()), "lower", self.margin)
       e = dataclasses.replace(e, kind="paired")
       lines = [f"Final validation loss: {self.reference} {stats.one_sample(list(plain.values())).text()}, "
                f"{self.arm} {stats.one_sample(list(other.values())).text()}."]
     else:
-      plain, values = p.overshoots()
+      plain, values = p.per_seed(loss=False)
       e, p_for, p_against = stats.below(list(values.values()), self.bound)
       e = dataclasses.replace(e, kind="paired seeds")
       lines = [f"Overshoot past the band [0, log V] on {self.reference}'s side: {self.reference} "

@@ -138,7 +138,6 @@ class RunawaySeeds:
   arms: tuple[str, ...]
   reported: tuple[str, ...] = ()
   bound: float = 2.0
-  at: tuple = ()
 
   def section(self, data: Data, out: str) -> Section:
     del out
@@ -150,9 +149,8 @@ class RunawaySeeds:
              f"| rate | seed | {self.reference}: log Z - log V | ran away | " + " | ".join(self.arms)
              + " | " + " | ".join(f"{a} loss" for a in names) + " |", "|---" * (3 + 2 * len(names)) + "|"]
     rows, reported = [], []
-    for rate in sorted({m.lr for m in models(data, self.reference, self.at)}):
-      claim = lambda arm: Runaway("", None, arm=arm, reference=self.reference, rate=rate,
-                                  at=self.at, bound=self.bound)
+    for rate in sorted({m.lr for m in models(data, self.reference)}):
+      claim = lambda arm: Runaway("", None, arm=arm, reference=self.reference, rate=rate, bound=self.bound)
       by = {a: claim(a).pairs(data).other for a in names}
       for seed, plain in claim(self.reference).pairs(data).plain.items():
         row = {"learning_rate": rate, "seed": seed, "runaway": runaway(plain, self.bound)}
@@ -166,8 +164,8 @@ class RunawaySeeds:
                      + " | ".join(fmt(row[f"{a}_final"], ".3f") for a in names) + " |")
       for arm in self.reported:
         p = claim(arm).pairs(data)
-        _, over = p.overshoots()
-        plain, other = p.losses()
+        _, over = p.per_seed(loss=False)
+        plain, other = p.per_seed(loss=True)
         o, d = stats.one_sample(list(over.values())), stats.paired(other, plain)
         reported.append((arm, f"- {p.summary()}: overshoot {o.text()}; final loss {arm} - "
                          f"{self.reference} {d.text()}" + (f"; did not complete at seeds "
