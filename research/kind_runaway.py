@@ -24,14 +24,12 @@ def runaway(m: Model, bound: float) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class Pairs:
-  """At one rate, both arms' models by seed, and the side the reference ran to on each paired seed."""
+  """At ``claim``'s rate, both arms' models by seed, and the side the reference ran to on each paired seed."""
+  claim: Runaway
   text: str  # "d_model 128, rate 0.3"
-  reference: str
-  arm: str
   plain: dict[int, Model]
   other: dict[int, Model]
   sides: dict[int, int]
-  bound: float
 
   def judged(self) -> list[int]:
     return [s for s in self.sides if self.other[s].read]
@@ -45,14 +43,15 @@ class Pairs:
     return {s: read(self.plain[s], s) for s in seeds}, {s: read(self.other[s], s) for s in seeds}
 
   def summary(self) -> str:
-    ran = {s: runaway(m, self.bound) for s, m in self.plain.items() if runaway(m, self.bound)}
+    c = self.claim
+    ran = {s: runaway(m, c.bound) for s, m in self.plain.items() if runaway(m, c.bound)}
     up = sum(v > 0 for v in ran.values())
     gone = sorted(s for s, m in self.plain.items() if not m.read)
     unpaired = sorted(s for s in ran if s not in self.other)
-    notes = [f"{self.reference} did not complete at {', '.join(map(str, gone))}"] if gone else []
+    notes = [f"{c.reference} did not complete at {', '.join(map(str, gone))}"] if gone else []
     if unpaired:
-      notes.append(f"no {self.arm} model to pair with: {', '.join(map(str, unpaired))}")
-    return (f"{self.text}: {self.reference}'s log Z ran away in {len(ran)} of {len(self.plain)} "
+      notes.append(f"no {c.arm} model to pair with: {', '.join(map(str, unpaired))}")
+    return (f"{self.text}: {c.reference}'s log Z ran away in {len(ran)} of {len(self.plain)} "
             f"seeds ({up} above log V, {len(ran) - up} below" + "".join(f"; {n}" for n in notes) + ")")
 
 
@@ -83,8 +82,7 @@ class Runaway(Claim):
     sides = {s: runaway(m, self.bound) for s, m in sorted(plain.items())
              if s in other and runaway(m, self.bound)}
     where = "; ".join(at_text(p)[2:] for p in data.points(self.reference) if p)
-    return Pairs(f"{where + ', ' if where else ''}rate {self.rate:g}", self.reference, self.arm, plain,
-                 other, sides, self.bound)
+    return Pairs(self, f"{where + ', ' if where else ''}rate {self.rate:g}", plain, other, sides)
 
   def quantity_text(self) -> str:
     if self.reads == "loss":
