@@ -13,7 +13,7 @@ Each arm changes one thing from ``pre``. Run at c9c3aec's rules (then
 
 import math
 
-from research import figures
+from experiments.readings import figures  # report items, not rules
 from research import curves
 from research import kinds
 from research import ladder

@@ -1,6 +1,6 @@
-"""Figures along a grid axis (Wortsman et al. 2023's loss against the rate, sensitivity and attention logits; Yang et al. 2022's optimum against width), drawn from a study's ``kinds.Data``.
+"""The width-ladder studies' figures (proxies, mutransfer): Wortsman et al. 2023's loss against the rate, sensitivity and attention logits, Yang et al. 2022's optimum against width, drawn from a study's ``kinds.Data``.
 
-A study asks for them with ``AxisFigures`` (``Study.reports``). Each returns the PNG's name in
+A report item, not a rule: a study asks for them with ``AxisFigures`` (``Study.reports``). Each returns the PNG's name in
 ``out`` (None: nothing to draw).
 """
 
