@@ -175,7 +175,7 @@ def test_the_report_command_sends_a_zloss_sweep_to_this_study(tmp_path):
 
 def pooled(groups):
   """The pooled within-group SD, its n the degrees of freedom + 1."""
-  parts = [(len(g) - 1, power.sd_of(g) ** 2) for g in groups if len(g) > 1]
+  parts = [(len(g) - 1, power.Spread.of(g).sd ** 2) for g in groups if len(g) > 1]
   df = sum(d for d, _ in parts)
   return math.sqrt(sum(d * v for d, v in parts) / df), df + 1
 

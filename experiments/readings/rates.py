@@ -24,6 +24,22 @@ def basin_of(data: kinds.Data, arm: str, point) -> optimum.Basin:
   return optimum.basin(optimum.table(data.runs(arm, point)))
 
 
+def basin_text(b: optimum.Basin) -> str:
+  """One sentence: the optimum at the precision the data allow (``Basin.short``), then the fit and
+  the rates not decisively worse than the best."""
+  span = (f"the {len(b.fit_rates)} rates within {b.band:.3f} nats of the best mean "
+          f"({b.fit_rates[0]:.3g}..{b.fit_rates[-1]:.3g})")
+  if b.optimum is None:
+    fit = f"a parabola over {span} has no minimum among them"
+  else:
+    ci = ("its resamples do not bound it" if b.interval is None else
+          "{:.3g} .. {:.3g} over resampled seeds".format(*b.interval))
+    fit = f"a parabola over {span} puts it at {b.optimum:.3g} ({ci})"
+  lo, hi = b.indistinct
+  return (f"{b.short()}; {fit}; rates not decisively worse than the best "
+          f"(paired one-sided t, {b.seeds} seeds): {lo:.3g}..{hi:.3g}")
+
+
 def flat_range(losses: optimum.Table, nats: float) -> tuple[float, float]:
   """The contiguous run of rates around the best mean whose mean lies within ``nats`` of it."""
   rates = sorted(losses)
@@ -137,7 +153,7 @@ class Basins:
         b = basin_of(data, arm, point)
         where = arm + kinds.at_text(point)
         lo, hi = flat_range(optimum.table(data.runs(arm, point)), self.flat)
-        found[where] = {**b.results(), "flat": [lo, hi]}
+        found[where] = {**dataclasses.asdict(b), "resolved": b.resolved, "text": basin_text(b), "flat": [lo, hi]}
         fit = (f"{b.optimum:.3g}" if b.optimum is not None else "no minimum") + (
             " [{:.3g}, {:.3g}]".format(*b.interval) if b.interval else "")
         rows.append(f"| {where} | {b.best:.3g} ({b.best_loss:.3f}) | {lo:.3g}..{hi:.3g} | "

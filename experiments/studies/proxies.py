@@ -13,8 +13,8 @@ Each arm changes one thing from ``pre``. Run at c9c3aec's rules (then
 
 import math
 
+from experiments.readings import figures  # report items, not rules
 from experiments.readings.rates import RateAt, Rates
-from research import figures
 from research import curves
 from research import kinds
 from research import ladder
