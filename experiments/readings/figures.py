@@ -11,12 +11,11 @@ import math
 
 import numpy as np
 
+from experiments.readings.rates import RateAt
 from research import curves
 from research import kinds
 from research import page as reporting
 from research import stats
-
-from experiments.readings.rates import RateAt
 
 
 def _colour(values: list, v):
