@@ -1,7 +1,7 @@
 """A study's cells as records: what each finished cell was and did, read back from disk alone.
 
-``load`` reads a sweep's per-cell files, a committed study's packed ``cells.jsonl`` (``pack``)
-or a legacy ``results.json`` into one record per finished cell; ``to_run`` gives a ``curves.Run``.
+``load`` reads a sweep's per-cell files or a committed study's packed ``cells.jsonl`` (``pack``)
+into one record per finished cell; ``to_run`` gives a ``curves.Run``.
 """
 
 from __future__ import annotations
@@ -23,10 +23,8 @@ PROBED = ("grad_attn", "grad_mlp", "residual_norm", "attn_logit_max", "log_z")
 # A committed study's cells, one line each, in its results directory.
 PACKED = "cells.jsonl"
 
-# The source of a study read from its results.json alone (``legacy_cell``).
-LEGACY = ("results.json alone: this study has no per-cell files (it predates them), "
-          "so its report is regenerated from the numbers results.json kept; its arms "
-          "'warmup' and 'no-warmup' are called 'long' and 'none' here")
+# A source ``load`` no longer gives (results.json alone, before per-cell files): report.py still names it.
+LEGACY = "results.json alone"
 
 
 def cell_parts(sweep_dir: str, path: str) -> dict:
@@ -75,11 +73,6 @@ def record(parts: dict) -> dict | None:
       # The code that trained it, where recorded.
       **{k: meta[k] for k in ("code", "code_earlier") if k in meta},
   }
-
-
-def cell_record(d: str) -> dict | None:
-  """The record of the cell in directory ``d`` (None if it has not finished)."""
-  return record(cell_parts(os.path.dirname(d), os.path.basename(d)))
 
 
 def learning_rate(parts: dict) -> float | None:
@@ -145,31 +138,14 @@ def load(sweep_dir: str) -> tuple[dict, list[dict], str]:
   check_sweep_dir(sweep_dir)
   index = read_json(os.path.join(sweep_dir, "sweep.json")) or {}
   found = read_parts(sweep_dir)
-  if found:
-    cells = [c for c in map(record, found[0]) if c]
-    source = found[1]
-  elif os.path.exists(os.path.join(sweep_dir, "results.json")):
-    results = read_json(os.path.join(sweep_dir, "results.json"))
-    index = {**results, **index}
-    cells = [legacy_cell(c) for c in results["cells"]]
-    source = LEGACY
-  else:
-    raise errors.ConfigError(f"{sweep_dir} holds no cells (no {PACKED}, no */cell.json) and no "
-                             f"results.json: is it a directory written by python -m experiments.sweep?")
-  index.setdefault("name", os.path.basename(os.path.normpath(sweep_dir)))
-  index.setdefault("scale", "?")
-  index.setdefault("description", "")
-  index.setdefault("base_config", "?")
+  if not found:
+    raise errors.ConfigError(f"{sweep_dir} holds no cells (no {PACKED}, no */cell.json): is it a "
+                             f"directory written by python -m experiments.sweep?")
+  cells = [c for c in map(record, found[0]) if c]
+  source = found[1]
+  index = {"name": os.path.basename(os.path.normpath(sweep_dir)), "scale": "?", "description": "",
+           "base_config": "?", **index}
   return index, cells, source
-
-
-def legacy_cell(c: dict) -> dict:
-  """A row of a results.json predating per-cell files, as a record ('warmup' arms renamed)."""
-  rename = {"norm:pre/warmup": "norm:pre/long", "norm:post/warmup": "norm:post/long",
-            "norm:pre/no-warmup": "norm:pre/none", "norm:post/no-warmup": "norm:post/none"}
-  return {"learning_rate": c.get("overrides", {}).get("train.learning_rate"), "initial_val_loss": None,
-          "diverged_at_step": None, "group_size": 1,
-          **c, "arms": [rename.get(a, a) for a in c["arms"]]}
 
 
 def initial_loss(c: dict) -> float:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from research import curves
 from research import stats
@@ -63,25 +63,10 @@ def edge_guard(named: dict[str, list[curves.Run]]) -> tuple[bool, str]:
   return bool(edge), f"Optimum at the grid's edge for a seed of: {', '.join(edge)}."
 
 
-def decide(lines: list[str], guards: Iterable[tuple[bool, str]] = (), reproduced: bool = False,
-           not_reproduced: bool = False) -> str:
-  """Inconclusive if a guard ``(holds, reason)`` holds (its reason appended to ``lines``); else
-  reproduced or not reproduced by the rule's tests; else inconclusive."""
-  for holds, reason in guards:
-    if holds:
-      if reason:
-        lines.append(reason)
-      return INCONCLUSIVE
-  if reproduced:
-    return REPRODUCED
-  if not_reproduced:
-    return NOT_REPRODUCED
-  return INCONCLUSIVE
-
-
 def decide_family(tests: Sequence[Test]) -> list[tuple[Test, Verdict]]:
-  """Each test with its verdict. Tests with ``missing`` or a holding guard are outside the
-  family; the rest get Holm over ``p_for`` and, apart, ``p_against`` at ``stats.ALPHA``."""
+  """Each test with its verdict. Tests with ``missing`` or a holding guard (inconclusive, the first
+  holding guard's reason appended) are outside the family; the rest get Holm over ``p_for`` and,
+  apart, ``p_against`` at ``stats.ALPHA``: reproduced, else not reproduced, else inconclusive."""
   live = [t for t in tests if t.missing is None and not any(h for h, _ in t.guards)]
   p_for = dict(zip((t.key for t in live), stats.holm([t.p_for for t in live])))
   p_against = dict(zip((t.key for t in live), stats.holm([t.p_against for t in live])))
@@ -92,8 +77,12 @@ def decide_family(tests: Sequence[Test]) -> list[tuple[Test, Verdict]]:
       continue
     lines = list(t.lines)
     pf, pa = p_for.get(t.key, stats.NAN), p_against.get(t.key, stats.NAN)
-    verdict = decide(lines, t.guards, reproduced=pf < stats.ALPHA,
-                     not_reproduced=not pf < stats.ALPHA and pa < stats.ALPHA)
+    guard = next((reason for holds, reason in t.guards if holds), None)
+    if guard is not None:
+      lines += [guard] if guard else []
+      verdict = INCONCLUSIVE
+    else:
+      verdict = REPRODUCED if pf < stats.ALPHA else NOT_REPRODUCED if pa < stats.ALPHA else INCONCLUSIVE
     if math.isfinite(pf):  # in the family, with a p
       lines.append(f"Holm over the family of {len(live)} tests: adjusted p for {pf:.3g}, "
                    f"against {pa:.3g}.")

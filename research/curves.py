@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import defaultdict
-from typing import Iterable
 
 import numpy as np
 
@@ -50,14 +49,6 @@ class Run:
     if self.diverged or not math.isfinite(self.final):
       return self.initial
     return min(self.final, self.initial)
-
-
-def by_arm(runs: Iterable[Run]) -> dict[str, list[Run]]:
-  arms = defaultdict(list)
-  for run in runs:
-    for arm in run.arms:
-      arms[arm].append(run)
-  return dict(arms)
 
 
 def by_rate(runs: list[Run]) -> dict[float, list[Run]]:

@@ -1,6 +1,7 @@
-"""The z-loss drift studies' kinds: a probe's track over training, its drift over the second half and its late window.
+"""The z-loss drift studies' kinds: log Z's track over training, its drift over the second half and its late window.
 
-``Finding``, the report item ``DriftTable`` and ``late_models`` (read by ``Runaway`` with a ``window``).
+``Finding`` and ``late_models`` (read by ``Runaway`` with a ``window``); the report items are in
+``experiments/readings/zloss.py``.
 """
 
 from __future__ import annotations
@@ -13,10 +14,8 @@ import numpy as np
 
 from research import claims
 from research import curves
-from research import page as reporting
-from research.kind_base import at_text, Claim, Data, in_order, named, NAN, Section, words
-from research.kind_zloss import (
-    by_rate, ExcessTable, FOUND, median_excess, median_of, Model, models, NOT_FOUND, state)
+from research.kind_base import at_text, Claim, Data, named, NAN, words
+from research.kind_zloss import FOUND, median_of, Model, models, NOT_FOUND, state
 
 
 def model_learns(rec: Mapping[str, Any]) -> bool:
@@ -29,11 +28,11 @@ def model_learns(rec: Mapping[str, Any]) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class Track:
-  """One model's probe over training. Wortsman et al. 2023 (sec. 3.2): output-logit divergence is a late
-  drift of log Z in a model that still trains; here the probe at the end minus half-way."""
+  """One model's log Z over training. Wortsman et al. 2023 (sec. 3.2): output-logit divergence is a late
+  drift of log Z in a model that still trains; here log Z at the end minus half-way."""
   seed: int
   lr: float
-  curve: tuple[tuple[int, float], ...]  # (step, probe) at every probe
+  curve: tuple[tuple[int, float], ...]  # (step, log Z) at every probe
   steps: int  # the run's length
   completed: bool
   learns: bool  # ``model_learns``
@@ -41,12 +40,8 @@ class Track:
   attn_end: float  # the largest attention logit at the last probe (nan: none)
 
   def at(self, step: float) -> float:
-    """The probe nearest ``step`` (nan: none)."""
+    """Log Z nearest ``step`` (nan: none)."""
     return min(self.curve, key=lambda sv: abs(sv[0] - step))[1] if self.curve else NAN
-
-  @property
-  def start(self) -> float:
-    return self.at(0)
 
   @property
   def mid(self) -> float:
@@ -66,11 +61,11 @@ class Track:
     return math.isfinite(self.drift)
 
 
-def tracks(data: Data, arm: str, at: Mapping[str, Any] | tuple = (), probe: str = "log_z") -> list[Track]:
-  """``arm``'s models at ``at`` with their ``probe`` trajectories, by rate and seed."""
+def tracks(data: Data, arm: str, at: Mapping[str, Any] | tuple = ()) -> list[Track]:
+  """``arm``'s models at ``at`` with their log Z trajectories, by rate and seed."""
   out = []
   for rec in data.records(arm, at):
-    curve = tuple((int(s), float(v)) for s, v in rec.get(f"{probe}_curve") or () if v is not None)
+    curve = tuple((int(s), float(v)) for s, v in rec.get("log_z_curve") or () if v is not None)
     attn = rec.get("attn_logit_curve") or []
     done = rec["status"] == "completed"
     out.append(Track(int(rec["seed"]), float(rec["learning_rate"]), curve,
@@ -92,60 +87,8 @@ def drift_state(ts: list[Track], bound: float) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class DriftTable:
-  """A report item: per arm, point and rate, medians over seeds of the probe's track, its late drift and
-  ``drift_state``, the attention logit and final loss; and every model's trajectory, a panel per rate."""
-  bound: float = 2.0
-  probe: str = "log_z"
-  note: str = ""
-
-  def section(self, data: Data, out: str) -> Section:
-    f = lambda x, spec: "—" if not math.isfinite(x) else format(x, spec)
-    lines = [f"## {self.probe} over training per arm and rate", "", *([self.note, ""] if self.note else []),
-             f"Per arm, grid point and rate, over the seeds: the models that learn (completed, not "
-             f"diverged, final loss {curves.LEARNS_BY:g} nats below the unigram), {self.probe} at "
-             f"step 0, half-way and at the end (medians), the late drift (the end minus half-way: "
-             f"median, and each seed's), its state at {self.bound:g} nats (drifts: every seed learns "
-             f"and drifts that far; stays; mixed), the largest attention logit at the end and the "
-             f"final validation loss (medians).", "",
-             "| arm | point | rate | learn | start | half-way | end | late drift (per seed) | state "
-             "| attention logit at the end | final loss |", "|---" * 11 + "|"]
-    panels: dict[float, list[tuple[str, Track]]] = {}
-    rows = []
-    for point in in_order({p for arm in data.arms() for p in data.points(arm)}):
-      for arm in [a for a in data.arms() if point in data.points(a)]:
-        for lr, ts in by_rate(tracks(data, arm, point, self.probe)).items():
-          seeds = ", ".join(f(t.drift, "+.2f") for t in ts)
-          st = drift_state(ts, self.bound)
-          lines.append(
-              f"| {arm} | {at_text(point)[2:] or '—'} | {lr:g} | {sum(t.learns for t in ts)}/{len(ts)} | "
-              f"{f(median_of(t.start for t in ts), '.2f')} | {f(median_of(t.mid for t in ts), '.2f')} | "
-              f"{f(median_of(t.end for t in ts), '.2f')} | {f(median_of(t.drift for t in ts), '+.2f')} "
-              f"({seeds}) | {st} | {f(median_of(t.attn_end for t in ts), '.3g')} | "
-              f"{f(median_of(t.final for t in ts), '.3f')} |")
-          rows.append({"arm": arm, **dict(point), "learning_rate": lr, "state": st,
-                       "drift": {t.seed: t.drift for t in ts}, "learns": sum(t.learns for t in ts)})
-          panels.setdefault(lr, []).extend((arm, t) for t in ts)
-    return Section(lines + [""], [self.plot(panels, out)], {"drift": rows})
-
-  def plot(self, panels: dict[float, list[tuple[str, Track]]], out: str) -> str | None:
-    if not panels:
-      return None
-    fig = reporting.figure(figsize=(4 * len(panels), 3.6))
-    arms = list(dict.fromkeys(a for ts in panels.values() for a, _ in ts))
-    for i, lr in enumerate(sorted(panels)):
-      ax = fig.add_subplot(1, len(panels), i + 1)
-      for arm, t in panels[lr]:
-        ax.plot([s for s, _ in t.curve], [v for _, v in t.curve], color=f"C{arms.index(arm)}", lw=1,
-                label=arm if t is next(u for a, u in panels[lr] if a == arm) else None)
-      ax.set(xlabel="step", ylabel=self.probe, title=f"rate {lr:g}")
-      ax.legend(fontsize=7)
-    return reporting.save(fig, out, f"{self.probe}_trajectories.png")
-
-
-@dataclasses.dataclass(frozen=True)
 class Finding(Claim):
-  """Per (arm, rate) over seeds, whether ``probe`` lies ``bound`` nats away: ``reads="excess"``, from
+  """Per (arm, rate) over seeds, whether log Z lies ``bound`` nats away: ``reads="excess"``, from
   ``log V`` at the end, at the largest ``axis`` (``state``); ``reads="drift"``, its late drift over every
   point (``drift_state``). Found when one (arm, rate) moves in every seed, Not found when all stay;
   ``beside``: partners shown, not judged; ``names``: the overrides that name an arm."""
@@ -155,7 +98,6 @@ class Finding(Claim):
   reads: str = "excess"
   axis: str = "model.d_model"
   bound: float = 2.0
-  probe: str = "log_z"
   names: tuple[str, ...] = ()  # the overrides that name an arm in the finding
   test_kind = "finding"
 
@@ -163,8 +105,8 @@ class Finding(Claim):
     return tuple(dict.fromkeys(self.arms + tuple(b for _, b in self.beside)))
 
   def what(self) -> str:
-    return (f"late drift of {self.probe} (the end minus half-way)" if self.reads == "drift"
-            else f"{self.probe} at the end minus log V")
+    return ("late drift of log_z (the end minus half-way)" if self.reads == "drift"
+            else "log_z at the end minus log V")
 
   def quantity_text(self) -> str:
     return f"{self.what()} per arm and rate" + (", in models that learn" if self.reads == "drift"
@@ -172,10 +114,10 @@ class Finding(Claim):
 
   def rule(self) -> str:
     moves = (f"'drifts' when every seed completed, learns (not diverged, final loss "
-             f"{curves.LEARNS_BY:g} nats below the unigram) and its {self.probe} at the end lies at "
-             f"least {self.bound:g} nats from its {self.probe} half-way through"
+             f"{curves.LEARNS_BY:g} nats below the unigram) and its log_z at the end lies at "
+             f"least {self.bound:g} nats from its log_z half-way through"
              if self.reads == "drift" else
-             f"'grows' when every seed completed with |{self.probe} at the end - log V| >= "
+             f"'grows' when every seed completed with |log_z at the end - log V| >= "
              f"{self.bound:g} nats (V the vocabulary)")
     where = "" if self.reads == "drift" else f" at the largest {self.axis.split('.')[-1]}"
     return (f"per (arm, rate) of {', '.join(self.arms)}{where}: {moves}, 'stays' when every seed "
@@ -184,13 +126,13 @@ class Finding(Claim):
 
   def groups(self, data: Data, arm: str, point) -> dict[float, list]:
     read = tracks if self.reads == "drift" else models
-    return by_rate(read(data, arm, point, self.probe))
+    return curves.by_rate(read(data, arm, point))
 
   def state(self, items: list) -> str:
     return drift_state(items, self.bound) if self.reads == "drift" else state(items, self.bound)
 
   def median(self, items: list) -> float:
-    return median_of(t.drift for t in items) if self.reads == "drift" else median_excess(items)
+    return median_of(t.drift for t in items) if self.reads == "drift" else median_of(m.excess for m in items)
 
   def find(self, data: Data) -> tuple[str, dict, list[tuple[str, float]], list[str]]:
     """``(verdict, the point judged, the (arm, rate) that move, lines)``."""
@@ -227,28 +169,19 @@ class Finding(Claim):
     return claims.Test(self.key, self.claim, self.rule(), [],
                        missing=claims.Verdict(self.claim, verdict, lines, self.rule()))
 
-  def section(self, data: Data, out: str) -> Section:
-    verdict, point, moved, _ = self.find(data)
-    table = DriftTable if self.reads == "drift" else ExcessTable
-    s = table(self.bound, self.probe).section(data, out)
-    s.results["finding"] = {"verdict": verdict, **{k.split(".")[-1]: v for k, v in point.items()},
-                            "moved": [{"arm": a, **named(data, a, self.names), "learning_rate": lr} for a, lr in moved]}
-    return s
-
 
 # The last reading is noisy (log Z moved 1-3 nats between readings 2,500 steps apart in
 # results/zloss_drift-cpu), so the late kinds average the late window of a model that still trains.
 
 
 def late_mean(t: Track, window: float) -> float:
-  """The mean of ``t``'s probe over the last ``window`` fraction of the run; nan where it does not learn
+  """The mean of ``t``'s log Z over the last ``window`` fraction of the run; nan where it does not learn
   or has no reading there."""
   late = [v for s, v in t.curve if s >= (1 - window) * t.steps]
   return float(np.mean(late)) if t.learns and late else NAN
 
 
-def late_models(data: Data, arm: str, at: Mapping[str, Any] | tuple = (), probe: str = "log_z",
-                window: float = 0.2) -> list[Model]:
-  """``arm``'s ``models`` with ``end`` the probe's ``late_mean`` over ``window``."""
-  late = {(t.lr, t.seed): late_mean(t, window) for t in tracks(data, arm, at, probe)}
-  return [dataclasses.replace(m, end=late[(m.lr, m.seed)]) for m in models(data, arm, at, probe)]
+def late_models(data: Data, arm: str, at: Mapping[str, Any] | tuple = (), window: float = 0.2) -> list[Model]:
+  """``arm``'s ``models`` with ``end`` log Z's ``late_mean`` over ``window``."""
+  late = {(t.lr, t.seed): late_mean(t, window) for t in tracks(data, arm, at)}
+  return [dataclasses.replace(m, end=late[(m.lr, m.seed)]) for m in models(data, arm, at)]

@@ -1,4 +1,4 @@
-"""Claims along an axis: each seed's optimum per value (``point_optima``), ``Slope``, ``SensitivityGap`` and the report section ``Rates`` of ``RateAt``.
+"""Claims along an axis: each seed's optimum per value (``point_optima``), ``Slope`` and ``SensitivityGap``.
 
 ``Slope``'s quantity ``of``: the log optimum by ``fitted`` (``curves.optima``, bracketed, where the
 arm learns), ``basin`` (``optimum.basin``) or ``bracketed`` (``optimum.seed_optimum``); ``sensitivity``
@@ -19,7 +19,7 @@ from research import claims
 from research import curves
 from research import optimum
 from research import stats
-from research.kind_base import _missing, at_text, Claim, Data, log_text, NAN, not_located, Section, seed_slopes, span
+from research.kind_base import _missing, at_text, Claim, Data, log_text, NAN, not_located, seed_slopes, span
 
 # Whether an arm learns: its best losses' t interval (``interval``) or every seed (``every_seed``) below the unigram.
 LEARNS = {"interval": curves.learns, "every_seed": curves.learns_every_seed}
@@ -282,86 +282,3 @@ class SensitivityGap(Claim):
                        f"Sensitivity {self.reference} - {self.arm} at {self.axis} {top}", pf, pa,
                        [(bool(quiet), f"{' and '.join(quiet)} does not learn at {top}.")],
                        tuple(sorted(set(gaps[-1][0]) & set(gaps[-1][1]))))
-
-
-@dataclasses.dataclass(frozen=True)
-class RateAt:
-  """The rate ``arm``'s optima give at ``target`` of ``axis``, a t interval over seeds of each seed's
-  line of log(optimum) on log2(axis) at the target (``method`` "line"; ``holdout``: also check it on
-  the largest value) or of its mean log optimum ("mean": an optimum that does not move)."""
-  arm: str
-  axis: str
-  target: float
-  method: str = "line"
-  learns: str = "interval"
-  min_points: int = 3
-  holdout: bool = False
-  label: str = ""
-  # ``config`` at the rate, with the arm's overrides in ``carry`` (e.g. muP's); no command without it.
-  config: str = ""
-  carry: tuple[str, ...] = ()
-
-  def command(self, data: Data, lr: float) -> str:
-    rec = next(iter(data.records(self.arm)), {"overrides": {}})
-    return " ".join([f"python -m experiments.run --config={self.config}"]
-                    + [f"--config.{k}={rec['overrides'][k]:g}" if isinstance(rec["overrides"].get(k), float)
-                       else f"--config.{k}={rec['overrides'].get(k)}" for k in self.carry]
-                    + [f"--config.train.learning_rate={lr:.2g}"])
-
-  def per_seed(self, points: dict, target: float) -> dict[int, float]:
-    if self.method == "mean":
-      return {s: sum(by.values()) / len(by) for s, by in points.items() if by}
-    line = lambda by: np.polyfit([math.log2(v) for v in by], list(by.values()), 1)
-    return {s: float(np.polyval(line(by), math.log2(target))) for s, by in points.items()
-            if len(by) >= self.min_points}
-
-  def held_out(self, points: dict, widest) -> stats.Effect:
-    """Per seed, log(predicted / fitted optimum at ``widest``, the line fitted without it): biased if it excludes 0."""
-    held = self.per_seed({s: {v: x for v, x in by.items() if v != widest} for s, by in points.items()}, widest)
-    return stats.one_sample([held[s] - by[widest] for s, by in points.items() if s in held and widest in by])
-
-  def result(self, data: Data) -> dict:
-    points, missing = axis_optima(data, self.arm, self.axis, "fitted", self.learns)
-    predicted = self.per_seed(points, self.target)
-    e = stats.one_sample(list(predicted.values()))
-    used = [v for s, by in points.items() if s in predicted for v in by]
-    out = {"arm": self.arm, "label": self.label, "method": self.method, "target": self.target,
-           "lr": math.exp(e.diff) if math.isfinite(e.diff) else None,
-           "interval": [math.exp(e.lo), math.exp(e.hi)] if e.defined else None,
-           "seeds": e.n, "widest": max(used, default=None), "missing": missing, "check": None}
-    if self.holdout and used:
-      widest = max(used)
-      c = self.held_out(points, widest)
-      if math.isfinite(c.diff):
-        out["check"] = (f"fitted without {widest}, the lines predict its optimum x{math.exp(c.diff):.2f} "
-                        f"of the fitted one" + (f" [{math.exp(c.lo):.2f}, {math.exp(c.hi):.2f}]" if c.defined else ""))
-    return out
-
-  def text(self, data: Data) -> str:
-    r = self.result(data)
-    if r["lr"] is None:
-      return f"- {self.label or self.arm}: no prediction ({'; '.join(r['missing']) or 'no located optima'})."
-    ci = ("no interval" if r["interval"] is None else
-          "95 % t interval over seeds {:.2g} .. {:.2g}".format(*r["interval"]))
-    far = (f", extrapolated x{self.target / r['widest']:.1f} beyond {r['widest']}"
-           if self.method == "line" and r["widest"] and self.target > r["widest"] else "")
-    how = ("each seed's line of log(optimum) against log2 extrapolated" if self.method == "line"
-           else "each seed's mean log optimum over the axis (an optimum that does not move)")
-    return (f"- {self.label or self.arm}, arm `{self.arm}`: {r['lr']:.2g} ({ci}; {r['seeds']} seeds"
-            f"{far}; {how})" + (f"; check: {r['check']}" if r["check"] else "")
-            + (f"; optima not located: {'; '.join(r['missing'])}" if r["missing"] else "") + "."
-            + (f" To train it: `{self.command(data, r['lr'])}`." if self.config else ""))
-
-
-@dataclasses.dataclass(frozen=True)
-class Rates:
-  """A report section of ``RateAt`` lines under ``title``, with a closing note."""
-  title: str
-  rates: tuple[RateAt, ...]
-  note: str = ""
-  key: str = "rates"
-
-  def section(self, data: Data, out: str) -> Section:
-    del out
-    lines = [r.text(data) for r in self.rates] + (["", self.note] if self.note else [])
-    return Section([f"## {self.title}", "", *lines, ""], [], {self.key: [r.result(data) for r in self.rates]})

@@ -1,7 +1,8 @@
 """The rate recipe's kinds: ``Recipe`` of ``Leg``s (its ``Prediction`` at a target) and ``HeldOut`` (a held-out rung against it).
 
 A recipe moves the optimal rate from a small base along each axis that separates it from the
-target, one at a time, each seed's optimum by the flat-basin fit (``research/optimum.py``).
+target, one at a time, each seed's optimum by the flat-basin fit (``research/optimum.py``). Its
+report section (``RecipeSection``) is the recipe studies' (``experiments/readings/recipe.py``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 from research import claims
 from research import optimum
 from research import stats
-from research.kind_base import _missing, Claim, Data, not_located, Section, seed_slopes, words
+from research.kind_base import _missing, Claim, Data, not_located, seed_slopes, words
 from research.kind_ladder import axis_optima, local_slopes
 
 
@@ -46,27 +47,14 @@ class Prediction:
   def text(self) -> str:
     return "{:.3g} [{:.3g}, {:.3g}]".format(self.rate, *self.interval)
 
-  def table(self) -> list[str]:
-    """Its rows as a markdown table: the base's rate, then each leg's slope, bend and error."""
-    base = self.rows[0]
-    return (["| source | measured on | slope per doubling (log rate) [95 % t] | bend | doublings carried | "
-             "error (x) |", "|---|---|---|---|---|---|",
-             f"| base rate | {base[1]} | {base[2]} | | | x{math.exp(max(base[3], base[4])):.2f} |"]
-            + [f"| {axis} | {arm} | {e.diff:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}] | {bend:.3f} | {doublings:+.2f} | "
-               f"x{math.exp(err):.2f} |" for axis, arm, e, bend, doublings, err in self.rows[1:]])
-
-
-def command(config: str, carry: Mapping[str, Any], rate: float) -> str:
-  flags = "".join(f" --config.{k}={v}" for k, v in carry.items())
-  return f"python -m experiments.run --config={config}{flags} --config.train.learning_rate={rate:.3g}"
-
 
 @dataclasses.dataclass(frozen=True)
 class Recipe:
   """The base's optimum (``base_arm``'s one grid point, ``optimum.basin``: its bootstrap interval, or the
   grid points beside the best) plus, per ``Leg``, the mean per-seed slope of log(basin optimum) per
   doubling times the doublings carried. A leg's error (log units): (the slope's 95 % t half-width + its
-  bend) times its doublings; the interval adds all errors in quadrature. ``carry``: the target's overrides."""
+  bend) times its doublings; the interval adds all errors in quadrature. ``config`` with ``carry`` (the
+  target's overrides) at the rate: the command its report section prints."""
   title: str
   name: str
   base_arm: str
@@ -118,24 +106,6 @@ class Recipe:
       err2_lo, err2_hi = err2_lo + err ** 2, err2_hi + err ** 2
       rows.append((leg.axis, leg.arm, e, bend, doublings, err))
     return Prediction(log_rate, math.sqrt(err2_lo), math.sqrt(err2_hi), rows)
-
-  def command(self, p: Prediction) -> str:
-    return command(self.config, self.carry, p.rate)
-
-  def section(self, data: Data, out: str) -> Section:
-    p = self.predict(data)
-    lines = [f"## {self.title}", ""]
-    if p is None:
-      lines += ["Not predicted: the base has no runs, or a leg has fewer than two seeds with "
-                "located optima (the claims above say which).", ""]
-      return Section(lines, results={self.name: None})
-    lines += [*p.table(), "", f"**{self.name}: {p.text()}** (the interval adds the base's and each leg's "
-              f"error in quadrature; a leg's error is its slope's 95 % t half-width plus its bend, "
-              f"times the doublings carried).", "", f"    {self.command(p)}", ""]
-    lines += [self.note, ""] if self.note else []
-    lo, hi = p.interval
-    return Section(lines, results={self.name: {"rate": p.rate, "low": lo, "high": hi,
-                                               "command": self.command(p)}})
 
 
 @dataclasses.dataclass(frozen=True)

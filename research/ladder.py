@@ -1,12 +1,11 @@
 """The width ladder several studies train: its shared overrides, its group names and its measured cost on the 2-core CPU.
 
 At the cpu scale (``CPU``): two layers, two heads (``d_head`` grows with the width), context 64,
-16 sequences a step, a 512-token vocabulary, 200 steps. Also ``matched_d_model``.
+16 sequences a step, a 512-token vocabulary, 200 steps.
 """
 
 from __future__ import annotations
 
-import math
 import os
 
 from andrea_jax import errors
@@ -69,11 +68,3 @@ def base_multipliers(path: str = BASE_RESULTS, ones: bool = False) -> dict:
   choice = {"readout_multiplier": 1.0, "attention_multiplier": 1.0} if ones else base_choice(path)
   return {"model.readout_multiplier": float(choice["readout_multiplier"]),
           "model.attention_multiplier": float(choice["attention_multiplier"])}
-
-
-def matched_d_model(ratio: float, d_model: int, n_head: int, reference: float = 4.0) -> int:
-  """The width at which MLP ratio ``ratio`` keeps a block's non-embedding parameter count,
-  ``(4 + 2 r) d^2``, that of ``reference`` at ``d_model`` (Kaplan et al. 2020's comparison
-  of shapes), a multiple of ``n_head``."""
-  d = d_model * math.sqrt((4.0 + 2.0 * reference) / (4.0 + 2.0 * ratio))
-  return max(n_head, int(round(d / n_head)) * n_head)

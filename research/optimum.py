@@ -13,7 +13,8 @@ interval says how alike the seeds' curves are, not where the optimum is. ``basin
   points, locates no minimum, is unbounded, or every seed's best is the same grid point.
 
 ``basin`` is in the recipe study's frozen rules (``research/identity.py``); ``seed_optimum`` and
-the grid helpers (``log_rates``, ``check_rates``, ``grid_points``) serve the post-hoc readings.
+the grid helpers (``log_rates``, ``check_rates``, ``grid_points``) serve the post-hoc readings, and
+``experiments/readings/rates.py`` words a ``Basin`` in full (``basin_text``).
 """
 
 from __future__ import annotations
@@ -50,9 +51,8 @@ def log_rates(low: float, high: float, n: int) -> tuple[float, ...]:
 
 
 def near_duplicates(rates: Iterable[float]) -> list[tuple[float, float]]:
-  """The pairs of neighbouring rates closer than ``MIN_RATIO`` (ascending)."""
-  r = sorted(set(rates))
-  return [(a, b) for a, b in zip(r, r[1:]) if b / a < MIN_RATIO]
+  """The pairs of neighbouring rates closer than ``MIN_RATIO`` (ascending): those within one grid point."""
+  return [(a, b) for point in grid_points(rates) for a, b in zip(point, point[1:])]
 
 
 def check_rates(rates: Iterable[float]) -> tuple[float, ...]:
@@ -127,15 +127,6 @@ class Basin:
       return f"at or above {self.best:.3g} (the grid's highest point; the one below is {lo:.3g})"
     return f"between {lo:.3g} and {hi:.3g} (best grid point {self.best:.3g})"
 
-  def fit_text(self) -> str:
-    span = f"the {len(self.fit_rates)} rates within {self.band:.3f} nats of the best mean " \
-           f"({self.fit_rates[0]:.3g}..{self.fit_rates[-1]:.3g})"
-    if self.optimum is None:
-      return f"a parabola over {span} has no minimum among them"
-    ci = ("its resamples do not bound it" if self.interval is None else
-          "{:.3g} .. {:.3g} over resampled seeds".format(*self.interval))
-    return f"a parabola over {span} puts it at {self.optimum:.3g} ({ci})"
-
   def reason(self) -> str:
     """Why the optimum is stated at the grid's resolution ("" when the fit resolves it)."""
     return ("" if self.resolved else
@@ -152,15 +143,6 @@ class Basin:
         f"; the parabola's {self.optimum:.3g}" + (" [{:.3g}, {:.3g}]".format(*self.interval)
                                                    if self.interval else "") + " is its geometry")
     return f"optimum {self.grid_text()} at the grid's resolution ({self.reason()}){geometry}"
-
-  def text(self) -> str:
-    """One sentence: the optimum at the precision the data allow, then the other readings."""
-    lo, hi = self.indistinct
-    return (f"{self.short()}; {self.fit_text()}; rates not decisively worse than the best "
-            f"(paired one-sided t, {self.seeds} seeds): {lo:.3g}..{hi:.3g}")
-
-  def results(self) -> dict:
-    return {**dataclasses.asdict(self), "resolved": self.resolved, "text": self.text()}
 
 
 def _matrix(losses: Table) -> tuple[np.ndarray, np.ndarray, list[int]]:

@@ -52,15 +52,6 @@ def seeds_needed(effect: float, sd: float, alpha: float = 0.05, power: float = 0
   return next((n for n in range(2, MAX_SEEDS + 1) if f(n) >= power), None)
 
 
-def sd_of(values) -> float:
-  """Standard deviation (ddof 1) of the finite values; nan for fewer than two."""
-  x = [float(v) for v in values if v is not None and math.isfinite(v)]
-  if len(x) < 2:
-    return float("nan")
-  m = sum(x) / len(x)
-  return math.sqrt(sum((v - m) ** 2 for v in x) / (len(x) - 1))
-
-
 def upper_sd(sd: float, n: int, level: float = 0.8) -> float:
   """The one-sided ``level`` upper confidence bound (chi-squared) of an sd from ``n`` values."""
   df = n - 1
@@ -90,8 +81,11 @@ class Spread:
 
   @classmethod
   def of(cls, values: Sequence[float]) -> "Spread":
+    """The finite ``values``' sd (ddof 1; nan for fewer than two), count and mean."""
     v = [float(x) for x in values if x is not None and math.isfinite(x)]
-    return cls(sd_of(v), len(v), sum(v) / len(v) if v else float("nan"))
+    m = sum(v) / len(v) if v else float("nan")
+    sd = math.sqrt(sum((x - m) ** 2 for x in v) / (len(v) - 1)) if len(v) > 1 else float("nan")
+    return cls(sd, len(v), m)
 
 
 @dataclasses.dataclass

@@ -68,8 +68,9 @@ def jobs(sweep: base.Sweep, workdir: str, only: str = "") -> list[Job]:
     out.append(Job(members, d, [sys.executable, "-m", "experiments.sweep", f"--run_group={d}"]))
   for cell in (c for c in cells if not c.group):
     d = os.path.join(workdir, cell.path)
+    overrides = [f"--config.{k}={v}" for k, v in cell.overrides.items()]
     out.append(Job([cell], d, [sys.executable, "-m", "experiments.run", f"--config={sweep.base_config}",
-                               f"--workdir={d}", *cell.args()]))
+                               f"--workdir={d}", *overrides]))
   return out
 
 
@@ -145,7 +146,7 @@ def run_job(sweep: base.Sweep, job: Job, workdir: str, worker: int, gpus: int, c
 
 def finished_runs(workdir: str, cells: list[base.Cell]) -> dict:
   """``{cell path: curves.Run}`` of the cells that completed or diverged."""
-  records = {c.path: cells_lib.cell_record(os.path.join(workdir, c.path)) for c in cells}
+  records = {c.path: cells_lib.record(cells_lib.cell_parts(workdir, c.path)) for c in cells}
   return {path: cells_lib.to_run(r) for path, r in records.items() if r is not None}
 
 

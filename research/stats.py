@@ -93,11 +93,9 @@ def welch(a: Sequence[float], b: Sequence[float], margin: float = NAN) -> Effect
 
 
 def compare(a: Mapping[int, float], b: Mapping[int, float], margin: float = NAN) -> Effect:
-  """Paired where the arms share at least two seeds, else Welch over all their seeds."""
-  shared = [s for s in set(a) & set(b) if math.isfinite(a[s]) and math.isfinite(b[s])]
-  if len(shared) >= 2:
-    return paired(a, b, margin)
-  return welch(list(a.values()), list(b.values()), margin)
+  """Paired where the arms share at least two seeds (finite in both), else Welch over all their seeds."""
+  e = paired(a, b, margin)
+  return e if e.n >= 2 else welch(list(a.values()), list(b.values()), margin)
 
 
 def holm(ps: Sequence[float]) -> list[float]:
@@ -125,11 +123,6 @@ def outcomes(effects: Sequence[Effect]) -> list[str]:
     else:
       out.append("unclear")
   return out
-
-
-def outcome(effect: Effect) -> str:
-  """``outcomes`` of a family of one."""
-  return outcomes([effect])[0]
 
 
 # ----------------------------------------------------------------------------- directed tests

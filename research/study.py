@@ -10,6 +10,7 @@ the pre-registered rules.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import math
 from typing import Any, Callable, Mapping
@@ -38,11 +39,6 @@ class Arm:
   group: str = ""  # programs' name prefix (default: the name, ``+`` as ``-``)
   also: tuple[str, ...] = ()  # other names its cells carry (same cells, another role)
   refine: bool | None = None  # may add rounds of rates (None: the grid's)
-
-  @property
-  def prefix(self) -> str:
-    """Its programs' name before the grid point's."""
-    return self.group or self.name.replace("+", "-")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,7 +145,8 @@ class Study:
     cells = []
     for arm in self.arms_at(scale):
       for point in self.points(scale, arm.name):
-        group = arm.prefix + "".join(f"-{self.tags.get(k, k.split('.')[-1])}{v}" for k, v in point.items())
+        prefix = arm.group or arm.name.replace("+", "-")  # the programs' name before the point's
+        group = prefix + "".join(f"-{self.tags.get(k, k.split('.')[-1])}{v}" for k, v in point.items())
         o = {**g.shared, **arm.overrides, **g.arm_overrides.get(arm.name, {}), **point}
         for axis, value in point.items():
           o.update(g.linked.get(axis, {}).get(value, {}))
@@ -217,10 +214,8 @@ class Study:
   def plan(self, scale: str) -> list[tuple[kinds.Claim, int | None, int, bool]]:
     """Per tested claim: (claim, seeds needed at its Holm level, seeds given, powered); needed is
     None with no stated spread or past ``power.MAX_SEEDS``."""
-    families: dict[Any, int] = {}
     tested = self.tested()
-    for c in tested:
-      families[c.family or c.key] = families.get(c.family or c.key, 0) + 1
+    families = collections.Counter(c.family or c.key for c in tested)
     out = []
     for c in tested:
       sp = self.spread_of(c)
@@ -239,15 +234,13 @@ class Study:
     if g.budget.minutes_per_seed is not None:
       return dict(g.budget.minutes_per_seed), {}
     cells = self.sweep(scale).cells
-    per_seed: dict[str, float] = {}
-    fixed: dict[str, float] = {}
+    per_seed, fixed = collections.defaultdict(float), collections.defaultdict(float)
     for c in cells:
-      arm = c.arms[0]
-      if c.seed == self.seeds_of(scale, arm)[0]:
-        per_seed[arm] = per_seed.get(arm, 0.0) + int(c.overrides["train.steps"]) * g.seconds_per_model_step / 60
+      if c.seed == self.seeds_of(scale, c.arms[0])[0]:
+        per_seed[c.arms[0]] += int(c.overrides["train.steps"]) * g.seconds_per_model_step / 60
     for arm in {c.group: c.arms[0] for c in cells}.values():
-      fixed[arm] = fixed.get(arm, 0.0) + g.seconds_per_program / 60
-    return per_seed, fixed
+      fixed[arm] += g.seconds_per_program / 60
+    return dict(per_seed), dict(fixed)
 
   def budget_plan(self, scale: str) -> tuple[list[power.Planned], dict[str, int], float, int]:
     """``(planned claims, seeds per arm, level, family size)`` under the grid's ``Budget``."""
@@ -318,7 +311,7 @@ class Study:
 
   # --------------------------------------------------------------------------- the verdicts
 
-  def data(self, cells: list[dict], scale: str | None = None) -> kinds.Data:
+  def data(self, cells: list[dict]) -> kinds.Data:
     axes = tuple(dict.fromkeys(a for g in self.scales.values() for a in g.axes))
     return kinds.Data.of(cells, axes, cells_lib.to_run)
 

@@ -27,9 +27,6 @@ class Cell:
   round: int = 0  # 0: the grid; 1, 2, ...: rates added by ``refine``
   refinable: bool = False  # whether ``refine`` may add rates to its group
 
-  def args(self) -> list[str]:
-    return [f"--config.{k}={v}" for k, v in self.overrides.items()]
-
   @property
   def learning_rate(self) -> float | None:
     return self.overrides.get("train.learning_rate")

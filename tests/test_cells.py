@@ -75,7 +75,7 @@ def test_packed_cells_read_back_as_the_directorys_records(sweep_dir, tmp_path):
   by_name = {r["name"]: r for r in records}
   assert by_name["pre-seed0"]["learning_rate"] == 1e-3  # from its config.json
   assert by_name["pre-long/lr0.01-s0"]["train_curve"] == [[2, 5.0], [4, 4.6]]
-  assert same(by_name["pre-long/lr0.001-s0"], cells.cell_record(str(sweep_dir / "pre-long" / "lr0.001-s0")))
+  assert same(by_name["pre-long/lr0.001-s0"], cells.record(cells.cell_parts(str(sweep_dir), "pre-long/lr0.001-s0")))
   # One compact line per cell, by path, holding what its four files hold, rows as written.
   lines = [json.loads(l) for l in (packed / "cells.jsonl").read_text().splitlines()]
   assert [l["path"] for l in lines] == sorted(l["path"] for l in lines)

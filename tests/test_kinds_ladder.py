@@ -1,7 +1,7 @@
 """The width ladder's claims (research/kinds.py: Slope of the optimum, flat or moving less,
 Alike below a margin at every width, Slope of the loss at a fixed rate, SensitivityGap, Slope of
 the sensitivity) and its rate section
-(RateAt) on synthetic ladders: each kind reproduced, not reproduced and inconclusive; edge
+(RateAt, experiments/readings/rates.py) on synthetic ladders: each kind reproduced, not reproduced and inconclusive; edge
 cases; the framework's per-arm grids and not-powered claims (research/study.py)."""
 
 import dataclasses
@@ -9,6 +9,7 @@ import math
 
 import pytest
 
+from experiments.readings import rates as rates_lib
 from research import claims as claims_lib
 from research import curves
 from research import kinds
@@ -200,13 +201,13 @@ def test_a_claim_declared_not_powered_is_reported_not_judged():
 
 def test_rates_extrapolate_each_seed_or_take_the_mean():
   d = data(ladder("pre", moving(3e-2, 0.5)), ladder("pre+mup", moving(1e-2, 1.0)))
-  sp = kinds.RateAt("pre", W, 768, holdout=True).result(d)
+  sp = rates_lib.RateAt("pre", W, 768, holdout=True).result(d)
   assert sp["lr"] == pytest.approx(3e-2 * 32 / 768, rel=0.1) and sp["seeds"] == 3 and sp["widest"] == 256
   assert sp["interval"][0] < sp["lr"] < sp["interval"][1] and "x1.0" in sp["check"]
-  assert "extrapolated x3.0 beyond 256" in kinds.RateAt("pre", W, 768).text(d)
-  mup = kinds.RateAt("pre+mup", W, 768, method="mean").result(d)
+  assert "extrapolated x3.0 beyond 256" in rates_lib.RateAt("pre", W, 768).text(d)
+  mup = rates_lib.RateAt("pre+mup", W, 768, method="mean").result(d)
   assert mup["lr"] == pytest.approx(1e-2, rel=0.1)
-  assert "no prediction" in kinds.RateAt("pre", W, 768).text(data())
+  assert "no prediction" in rates_lib.RateAt("pre", W, 768).text(data())
 
 
 @pytest.mark.parametrize("rows", [
@@ -219,7 +220,7 @@ def test_partial_results_do_not_crash(rows):
   claims = (QK, GROWTH, TRANSFER, FLAT, COST, WIDER, dataclasses.replace(QK, at="shared"))
   for v in family(d, claims):
     assert v in (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE)
-  assert kinds.RateAt("pre", W, 768).text(d) and kinds.RateAt("pre", W, 768, method="mean").text(d)
+  assert rates_lib.RateAt("pre", W, 768).text(d) and rates_lib.RateAt("pre", W, 768, method="mean").text(d)
 
 
 # ----------------------------------------------------------------------------- per-arm grids

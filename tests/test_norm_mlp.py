@@ -347,7 +347,7 @@ def test_the_report_says_re_expressed_with_the_same_verdicts():
 
 def test_a_difference_decisively_within_its_margin_counts_against_and_never_for():
   # Post-LN's optimum 10 % below pre-LN's, every seed alike: decisively lower, and decisively
-  # within the factor 1.5 the rule calls the same rate: not reproduced (stats.outcome's rule).
+  # within the factor 1.5 the rule calls the same rate: not reproduced (stats.outcomes' rule).
   runs = (arm("norm:post/long", bowl(4.7, 1.8e-3), norm="post", spread=1e-5)
           + arm("norm:pre/long", bowl(4.6, 2e-3), spread=1e-5))
   v = decided(SMALLER, runs)

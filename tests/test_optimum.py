@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from andrea_jax import errors
+from experiments.readings.rates import basin_text
 from research import optimum
 from research import sweep as base
 
@@ -32,7 +33,7 @@ def test_a_known_parabola_is_recovered():
   assert b.resolved and b.points >= 4 and not b.same_point
   assert b.interval[0] < OPT < b.interval[1] and abs(math.log(b.optimum / OPT)) < 0.05
   assert log_width(b.interval) < 0.2
-  assert b.text().startswith("optimum {:.3g} [{:.3g}, {:.3g}] by the flat-basin fit".format(b.optimum, *b.interval))
+  assert basin_text(b).startswith("optimum {:.3g} [{:.3g}, {:.3g}] by the flat-basin fit".format(b.optimum, *b.interval))
 
 
 def test_a_flat_basin_gives_a_wide_interval_and_a_wide_range():
@@ -53,7 +54,7 @@ def test_every_seed_best_at_one_grid_point_is_stated_at_the_grid_resolution():
   b = optimum.basin(grid_losses(rates, lambda x: 4.0 + 0.01 * (x - math.log(rates[5])) ** 2, noise=5e-4))
   assert b.points >= 4 and b.optimum is not None and b.same_point and not b.resolved
   assert b.between == (rates[4], rates[6]) and b.best == rates[5]
-  assert b.text().startswith(f"optimum between {rates[4]:.3g} and {rates[6]:.3g} (best grid point "
+  assert basin_text(b).startswith(f"optimum between {rates[4]:.3g} and {rates[6]:.3g} (best grid point "
                              f"{rates[5]:.3g}) at the grid's resolution (every seed's best rate is the same grid point)")
 
 
@@ -62,7 +63,7 @@ def test_three_points_interpolated_and_the_grid_edge():
   b = optimum.basin(grid_losses(rates, lambda x: 4.0 + 0.3 * (x - math.log(1e-3)) ** 2, noise=0.05, seed=3))
   assert b.points == 3 and b.interpolates and not b.resolved
   edge = optimum.basin(grid_losses(rates, lambda x: 4.0 - 0.1 * x, noise=0.01))
-  assert edge.best == 1e-2 and edge.between == (3e-3, None) and "at or above 0.01" in edge.text()
+  assert edge.best == 1e-2 and edge.between == (3e-3, None) and "at or above 0.01" in basin_text(edge)
 
 
 def test_rates_indistinguishable_from_the_best_are_paired_over_seeds():

@@ -55,6 +55,6 @@ def test_power_by_simulation():
   assert both == pytest.approx(power.power_equivalent(n, 0.0, m, 1.0), abs=0.025)
 
 
-def test_sd_of():
-  assert power.sd_of([1.0, 2.0, 3.0]) == pytest.approx(1.0)
-  assert math.isnan(power.sd_of([1.0, float("nan")]))
+def test_spread_of():
+  assert power.Spread.of([1.0, 2.0, 3.0]).sd == pytest.approx(1.0)
+  assert math.isnan(power.Spread.of([1.0, float("nan")]).sd)

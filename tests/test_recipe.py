@@ -78,8 +78,9 @@ def test_the_recipe_carries_each_axis_and_its_error_grows_with_the_distance_and_
   assert near.above < p.above and near.below < p.below
   bent, bent_data = recipe(bend=0.2)
   assert bent.predict(bent_data).above > p.above  # the bend is in the error
-  assert "--config.train.learning_rate=" in r.command(p)
-  section = r.section(data, "/nonexistent")
+  from experiments.readings import recipe as recipe_readings  # pylint: disable=import-outside-toplevel
+  section = recipe_readings.RecipeSection(r).section(data, "/nonexistent")
+  assert "--config.train.learning_rate=" in section.results["r"]["command"]
   assert any("| x | w |" in line for line in section.lines)
   assert section.results["r"]["rate"] == pytest.approx(p.rate)
 
@@ -119,7 +120,8 @@ def test_the_post_hoc_recipes_predict_and_check_the_held_out_rung():
   r, data = recipe()
   held = [(n, (("x", 256), ("y", 4)), run, rec) for n, _, run, rec in
           rows("h", "x", (256,), 0, 128, lr_at=BASE_LR * math.exp(-0.8))]
-  study = types.SimpleNamespace(reports=(r,), claims=(kinds.Slope("c", arm="w", axis="x", of="basin"),))
+  study = types.SimpleNamespace(reports=(recipe_readings.RecipeSection(r),),
+                                claims=(kinds.Slope("c", arm="w", axis="x", of="basin"),))
   reading = recipe_readings.Recipes({"r": "h"}).read(study, kinds.Data(data.rows + tuple(held)))
   out = reading.results["r"]
   assert out["rate"] == pytest.approx(r.predict(data).rate, rel=0.1)
@@ -137,7 +139,7 @@ def test_the_post_hoc_figure_has_a_panel_per_leg_and_per_held_out_rung(tmp_path)
   r, data = recipe()
   held = [(n, (("x", 256), ("y", 4)), run, rec) for n, _, run, rec in
           rows("h", "x", (256,), 0, 128, lr_at=BASE_LR * math.exp(-0.8))]
-  study = types.SimpleNamespace(reports=(r,), claims=())
+  study = types.SimpleNamespace(reports=(recipe_readings.RecipeSection(r),), claims=())
   both = kinds.Data(data.rows + tuple(held))
   reading = recipe_readings.Recipes({"r": "h"})
   panels = reading.panels(study, both)
@@ -166,7 +168,8 @@ def test_the_post_hoc_slopes_point_under_their_claims():
   from experiments.readings import recipe as recipe_readings  # pylint: disable=import-outside-toplevel
   import types  # pylint: disable=import-outside-toplevel
   r, data = recipe()
-  study = types.SimpleNamespace(reports=(r,), claims=(kinds.Slope("c", arm="w", axis="x", of="basin"),))
+  study = types.SimpleNamespace(reports=(recipe_readings.RecipeSection(r),),
+                                claims=(kinds.Slope("c", arm="w", axis="x", of="basin"),))
   reading = recipe_readings.Recipes().read(study, data)
   slope = reading.results["slopes"]["w"]["slope"]["diff"]
   assert slope == pytest.approx(-0.5, abs=0.08) and "per doubling of x" in reading.pointers["c"]
@@ -191,7 +194,7 @@ def test_the_committed_run_is_the_frozen_rules_on_a_clean_tree_and_its_held_out_
   # The frozen rules: every claim was planned not powered, and the frozen per-seed fit left
   # seeds unlocated, so neither recipe is predicted ...
   assert {v.verdict for v in study.judge(cells)} == {study_lib.NOT_POWERED}
-  assert [r.predict(data) for r in study.reports] == [None, None]
+  assert [r.recipe.predict(data) for r in study.reports] == [None, None]
   # ... the bracketing fit locates every seed, and both held-out rungs lie inside their intervals.
   out = study_file.POSTHOC[0].read(study, data).results
   assert all(not s["not_located"] for s in out["slopes"].values())

@@ -13,7 +13,7 @@ def test_interval_uses_the_t_quantile_for_its_degrees_of_freedom():
   half = 4.302653 * 1.0 / math.sqrt(3)  # t(0.975, 2) = 4.30, not 2
   assert e.diff == pytest.approx(2.0) and e.df == 2
   assert (e.lo, e.hi) == pytest.approx((2.0 - half, 2.0 + half), rel=1e-5)
-  assert not stats.one_sample([1.0]).defined and stats.outcome(stats.one_sample([1.0])) == "unclear"
+  assert not stats.one_sample([1.0]).defined and stats.outcomes([stats.one_sample([1.0])])[0] == "unclear"
 
 
 def test_pairing_by_seed_removes_what_the_seeds_share():
@@ -22,9 +22,9 @@ def test_pairing_by_seed_removes_what_the_seeds_share():
   shift = {0: -0.3, 1: 0.0, 2: 0.3}
   a = {s: 4.6 + d for s, d in shift.items()}
   b = {s: 4.65 + d + 0.002 * s for s, d in shift.items()}
-  assert stats.compare(a, b).kind == "paired" and stats.outcome(stats.compare(a, b)) == "lower"
+  assert stats.compare(a, b).kind == "paired" and stats.outcomes([stats.compare(a, b)])[0] == "lower"
   w = stats.welch(list(a.values()), list(b.values()))
-  assert w.kind == "welch" and stats.outcome(w) == "unclear"
+  assert w.kind == "welch" and stats.outcomes([w])[0] == "unclear"
   # No shared seeds: Welch.
   assert stats.compare({0: 1.0, 1: 1.1}, {2: 2.0, 3: 2.1}).kind == "welch"
 
@@ -42,18 +42,18 @@ def test_holm_step_down():
   assert adj[0] == pytest.approx(0.02) and math.isnan(adj[1])
   # Decisive alone, not among several: the family-wise error is controlled.
   e = stats.one_sample([0.1, 0.3, -0.02, 0.25, 0.2])
-  assert 0.02 < e.p < 0.05 and stats.outcome(e) == "higher"
+  assert 0.02 < e.p < 0.05 and stats.outcomes([e])[0] == "higher"
   assert stats.outcomes([e, e, e]) == ["unclear"] * 3
 
 
 def test_equivalence_is_two_one_sided_tests():
   tight = stats.one_sample([0.001, -0.002, 0.0015, 0.0], margin=0.02)
-  assert stats.outcome(tight) == "same"
+  assert stats.outcomes([tight])[0] == "same"
   wide = stats.one_sample([0.01, -0.03, 0.02, 0.0], margin=0.02)
-  assert stats.outcome(wide) == "unclear"
+  assert stats.outcomes([wide])[0] == "unclear"
 
 
 def test_a_certain_but_negligible_difference_is_the_same():
   e = stats.one_sample([0.010, 0.011, 0.009, 0.010], margin=0.05)
-  assert e.p < 0.001 and stats.outcome(e) == "same"
-  assert stats.outcome(stats.one_sample([0.010, 0.011, 0.009, 0.010])) == "higher"  # no margin
+  assert e.p < 0.001 and stats.outcomes([e])[0] == "same"
+  assert stats.outcomes([stats.one_sample([0.010, 0.011, 0.009, 0.010])])[0] == "higher"  # no margin

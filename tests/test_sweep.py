@@ -81,16 +81,6 @@ def test_report_from_the_packed_cells_alone(swept, tmp_path):
   assert sorted(p for p in os.listdir(out) if not p.endswith(".png")) == ["REPORT.md"]
 
 
-def test_report_of_a_study_without_per_cell_files(tmp_path):
-  # The first, 300-step study kept only results.json (kept here as a fixture): its report
-  # is regenerated from it.
-  study = os.path.join(os.path.dirname(__file__), "data", "study-300steps")
-  before = open(os.path.join(study, "results.json")).read()
-  text = open(report.write_report(study, str(tmp_path))).read()
-  assert "no per-cell files" in text and "### post-LN needs warmup" in text
-  assert open(os.path.join(study, "results.json")).read() == before  # its data: left as it is
-
-
 def test_norm_mlp_grid_covers_the_issue():
   sweep = registry.load("norm_mlp", "cpu")
   groups = base.groups(sweep.cells)

@@ -13,6 +13,7 @@ import pytest
 
 from research import claims
 from research import cells as cells_lib
+from research import curves
 from research import identity as rules_identity
 from research import kinds
 from research import power
@@ -174,7 +175,7 @@ def test_the_report_command_sends_a_zloss_sweep_to_this_study(tmp_path):
 
 def pooled(groups):
   """The pooled within-group SD, its n the degrees of freedom + 1."""
-  parts = [(len(g) - 1, power.sd_of(g) ** 2) for g in groups if len(g) > 1]
+  parts = [(len(g) - 1, power.Spread.of(g).sd ** 2) for g in groups if len(g) > 1]
   df = sum(d for d, _ in parts)
   return math.sqrt(sum(d * v for d, v in parts) / df), df + 1
 
@@ -183,8 +184,8 @@ def test_the_planned_spreads_are_the_probes():
   # The probe's d128 settings whose median log Z stayed within 2 nats of log V, pooled.
   _, cells, _ = cells_lib.load("results/zloss_probe-cpu")
   data = registry.study("zloss_probe").data(cells)
-  stayed = [ms for arm in data.arms() for ms in kinds.by_rate(kinds.models(data, arm, {"model.d_model": 128})).values()
-            if abs(kinds.median_excess(ms)) < 2.0]
+  stayed = [ms for arm in data.arms() for ms in curves.by_rate(kinds.models(data, arm, {"model.d_model": 128})).values()
+            if abs(kinds.median_of(m.excess for m in ms)) < 2.0]
   excess, n = pooled([[m.excess for m in ms] for ms in stayed])
   loss, _ = pooled([[m.final for m in ms] for ms in stayed])
   assert (len(stayed), n) == (14, 15)

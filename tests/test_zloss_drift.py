@@ -61,7 +61,7 @@ DATA = Study(
 
 def test_the_late_drift_is_the_end_minus_half_way_and_only_learning_models_count():
   t = kinds.tracks(DATA.data([cell(PLAIN, 0.1, 1, late=-5.0, early=-2.0)]), PLAIN)[0]
-  assert t.start == pytest.approx(6.24) and t.mid == pytest.approx(4.24)
+  assert t.at(0) == pytest.approx(6.24) and t.mid == pytest.approx(4.24)
   assert t.drift == pytest.approx(-5.0) and t.learns
   # A model that ended above its initial loss did not learn, however its log Z moved.
   wreck = kinds.tracks(DATA.data([cell(PLAIN, 0.1, 1, late=-5.0, final=7.0)]), PLAIN)[0]
@@ -88,7 +88,7 @@ def test_the_probe_finds_drift_only_where_every_seed_learns_and_drifts():
 
 def test_the_probe_report_tables_every_trajectory(tmp_path):
   data = probe.STUDY.data(models(DRIFT, LOWER, SEEDS[:2], (0.03, 0.3), 0.1))
-  s = probe.STUDY.claims[0].section(data, str(tmp_path))
+  s = probe.STUDY.reports[0].section(data, str(tmp_path))
   text = "\n".join(s.lines)
   assert f"| {PLAIN} | d_model 128 | 0.3 | 2/2 |" in text and "drifts" in text
   assert s.results["finding"]["verdict"] == kinds.FOUND

@@ -1,4 +1,10 @@
-"""Post-hoc readings of where the learning rate's optimum lies: the flat-basin optimum (`Basins`), a rate carried along an axis (`Extrapolated`), a line's held-out check as numbers (`LineCheck`), rates closer than the grid allows (`NearDuplicates`) and a sensitivity gap from each lower end of the grid (`SensitivityFrom`)."""
+"""Where the learning rate's optimum lies along a ladder (proxies, mutransfer).
+
+The report section `Rates` of `RateAt` (the rate each arm's optima give at a target), and post-hoc
+readings: the flat-basin optimum (`Basins`), a rate carried along an axis (`Extrapolated`), a line's
+held-out check as numbers (`LineCheck`), rates closer than the grid allows (`NearDuplicates`) and a
+sensitivity gap from each lower end of the grid (`SensitivityFrom`).
+"""
 
 from __future__ import annotations
 
@@ -18,6 +24,22 @@ def basin_of(data: kinds.Data, arm: str, point) -> optimum.Basin:
   return optimum.basin(optimum.table(data.runs(arm, point)))
 
 
+def basin_text(b: optimum.Basin) -> str:
+  """One sentence: the optimum at the precision the data allow (``Basin.short``), then the fit and
+  the rates not decisively worse than the best."""
+  span = (f"the {len(b.fit_rates)} rates within {b.band:.3f} nats of the best mean "
+          f"({b.fit_rates[0]:.3g}..{b.fit_rates[-1]:.3g})")
+  if b.optimum is None:
+    fit = f"a parabola over {span} has no minimum among them"
+  else:
+    ci = ("its resamples do not bound it" if b.interval is None else
+          "{:.3g} .. {:.3g} over resampled seeds".format(*b.interval))
+    fit = f"a parabola over {span} puts it at {b.optimum:.3g} ({ci})"
+  lo, hi = b.indistinct
+  return (f"{b.short()}; {fit}; rates not decisively worse than the best "
+          f"(paired one-sided t, {b.seeds} seeds): {lo:.3g}..{hi:.3g}")
+
+
 def flat_range(losses: optimum.Table, nats: float) -> tuple[float, float]:
   """The contiguous run of rates around the best mean whose mean lies within ``nats`` of it."""
   rates = sorted(losses)
@@ -29,6 +51,89 @@ def flat_range(losses: optimum.Table, nats: float) -> tuple[float, float]:
   while hi + 1 < len(rates) and means[hi + 1] <= means[b] + nats:
     hi += 1
   return rates[lo], rates[hi]
+
+
+@dataclasses.dataclass(frozen=True)
+class RateAt:
+  """The rate ``arm``'s optima give at ``target`` of ``axis``, a t interval over seeds of each seed's
+  line of log(optimum) on log2(axis) at the target (``method`` "line"; ``holdout``: also check it on
+  the largest value) or of its mean log optimum ("mean": an optimum that does not move)."""
+  arm: str
+  axis: str
+  target: float
+  method: str = "line"
+  learns: str = "interval"
+  min_points: int = 3
+  holdout: bool = False
+  label: str = ""
+  # ``config`` at the rate, with the arm's overrides in ``carry`` (e.g. muP's); no command without it.
+  config: str = ""
+  carry: tuple[str, ...] = ()
+
+  def command(self, data: kinds.Data, lr: float) -> str:
+    rec = next(iter(data.records(self.arm)), {"overrides": {}})
+    return " ".join([f"python -m experiments.run --config={self.config}"]
+                    + [f"--config.{k}={rec['overrides'][k]:g}" if isinstance(rec["overrides"].get(k), float)
+                       else f"--config.{k}={rec['overrides'].get(k)}" for k in self.carry]
+                    + [f"--config.train.learning_rate={lr:.2g}"])
+
+  def per_seed(self, points: dict, target: float) -> dict[int, float]:
+    if self.method == "mean":
+      return {s: sum(by.values()) / len(by) for s, by in points.items() if by}
+    line = lambda by: np.polyfit([math.log2(v) for v in by], list(by.values()), 1)
+    return {s: float(np.polyval(line(by), math.log2(target))) for s, by in points.items()
+            if len(by) >= self.min_points}
+
+  def held_out(self, points: dict, widest) -> stats.Effect:
+    """Per seed, log(predicted / fitted optimum at ``widest``, the line fitted without it): biased if it excludes 0."""
+    held = self.per_seed({s: {v: x for v, x in by.items() if v != widest} for s, by in points.items()}, widest)
+    return stats.one_sample([held[s] - by[widest] for s, by in points.items() if s in held and widest in by])
+
+  def result(self, data: kinds.Data) -> dict:
+    points, missing = kinds.axis_optima(data, self.arm, self.axis, "fitted", self.learns)
+    predicted = self.per_seed(points, self.target)
+    e = stats.one_sample(list(predicted.values()))
+    used = [v for s, by in points.items() if s in predicted for v in by]
+    out = {"arm": self.arm, "label": self.label, "method": self.method, "target": self.target,
+           "lr": math.exp(e.diff) if math.isfinite(e.diff) else None,
+           "interval": [math.exp(e.lo), math.exp(e.hi)] if e.defined else None,
+           "seeds": e.n, "widest": max(used, default=None), "missing": missing, "check": None}
+    if self.holdout and used:
+      widest = max(used)
+      c = self.held_out(points, widest)
+      if math.isfinite(c.diff):
+        out["check"] = (f"fitted without {widest}, the lines predict its optimum x{math.exp(c.diff):.2f} "
+                        f"of the fitted one" + (f" [{math.exp(c.lo):.2f}, {math.exp(c.hi):.2f}]" if c.defined else ""))
+    return out
+
+  def text(self, data: kinds.Data) -> str:
+    r = self.result(data)
+    if r["lr"] is None:
+      return f"- {self.label or self.arm}: no prediction ({'; '.join(r['missing']) or 'no located optima'})."
+    ci = ("no interval" if r["interval"] is None else
+          "95 % t interval over seeds {:.2g} .. {:.2g}".format(*r["interval"]))
+    far = (f", extrapolated x{self.target / r['widest']:.1f} beyond {r['widest']}"
+           if self.method == "line" and r["widest"] and self.target > r["widest"] else "")
+    how = ("each seed's line of log(optimum) against log2 extrapolated" if self.method == "line"
+           else "each seed's mean log optimum over the axis (an optimum that does not move)")
+    return (f"- {self.label or self.arm}, arm `{self.arm}`: {r['lr']:.2g} ({ci}; {r['seeds']} seeds"
+            f"{far}; {how})" + (f"; check: {r['check']}" if r["check"] else "")
+            + (f"; optima not located: {'; '.join(r['missing'])}" if r["missing"] else "") + "."
+            + (f" To train it: `{self.command(data, r['lr'])}`." if self.config else ""))
+
+
+@dataclasses.dataclass(frozen=True)
+class Rates:
+  """A report section of ``RateAt`` lines under ``title``, with a closing note."""
+  title: str
+  rates: tuple[RateAt, ...]
+  note: str = ""
+  key: str = "rates"
+
+  def section(self, data: kinds.Data, out: str) -> kinds.Section:
+    del out
+    lines = [r.text(data) for r in self.rates] + (["", self.note] if self.note else [])
+    return kinds.Section([f"## {self.title}", "", *lines, ""], [], {self.key: [r.result(data) for r in self.rates]})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +153,7 @@ class Basins:
         b = basin_of(data, arm, point)
         where = arm + kinds.at_text(point)
         lo, hi = flat_range(optimum.table(data.runs(arm, point)), self.flat)
-        found[where] = {**b.results(), "flat": [lo, hi]}
+        found[where] = {**dataclasses.asdict(b), "resolved": b.resolved, "text": basin_text(b), "flat": [lo, hi]}
         fit = (f"{b.optimum:.3g}" if b.optimum is not None else "no minimum") + (
             " [{:.3g}, {:.3g}]".format(*b.interval) if b.interval else "")
         rows.append(f"| {where} | {b.best:.3g} ({b.best_loss:.3f}) | {lo:.3g}..{hi:.3g} | "
@@ -109,10 +214,10 @@ class Extrapolated:
 
 @dataclasses.dataclass(frozen=True)
 class LineCheck:
-  """The held-out check of ``rate`` (``kinds.RateAt.held_out``) as numbers: the lines fitted
+  """The held-out check of ``rate`` (``RateAt.held_out``) as numbers: the lines fitted
   without the widest value predict its optimum, as a ratio to the fitted one; an interval
   excluding 1 says the line's extrapolation is biased."""
-  rate: kinds.RateAt
+  rate: RateAt
   section: str = ""
   title: str = "The extrapolated line's held-out check"
 

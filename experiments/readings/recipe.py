@@ -1,4 +1,7 @@
-"""The recipe study's headline reading (`Recipes`): each seed's optimum bracketed by `optimum.seed_optimum` where the frozen per-seed fit left it unlocated, each recipe's rate at its target with its interval and command, and its held-out check."""
+"""The recipe studies' report items: a recipe's rate at its target with its interval and command
+(`RecipeSection`), and the recipe study's headline reading (`Recipes`): each seed's optimum
+bracketed by `optimum.seed_optimum` where the frozen per-seed fit left it unlocated, each recipe's
+rate at its target with its interval and command, and its held-out check."""
 
 from __future__ import annotations
 
@@ -13,6 +16,43 @@ from research import guards
 from research import kinds
 from research import stats
 from research.posthoc import Reading
+
+
+def command(config: str, carry: Mapping[str, Any], rate: float) -> str:
+  flags = "".join(f" --config.{k}={v}" for k, v in carry.items())
+  return f"python -m experiments.run --config={config}{flags} --config.train.learning_rate={rate:.3g}"
+
+
+def table(p: kinds.Prediction) -> list[str]:
+  """A prediction's rows as a markdown table: the base's rate, then each leg's slope, bend and error."""
+  base = p.rows[0]
+  return (["| source | measured on | slope per doubling (log rate) [95 % t] | bend | doublings carried | "
+           "error (x) |", "|---|---|---|---|---|---|",
+           f"| base rate | {base[1]} | {base[2]} | | | x{math.exp(max(base[3], base[4])):.2f} |"]
+          + [f"| {axis} | {arm} | {e.diff:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}] | {bend:.3f} | {doublings:+.2f} | "
+             f"x{math.exp(err):.2f} |" for axis, arm, e, bend, doublings, err in p.rows[1:]])
+
+
+@dataclasses.dataclass(frozen=True)
+class RecipeSection:
+  """A report section: ``recipe``'s rate at its target (``kinds.Recipe.predict``), its table and command."""
+  recipe: kinds.Recipe
+
+  def section(self, data: kinds.Data, out: str) -> kinds.Section:
+    del out
+    r, p = self.recipe, self.recipe.predict(data)
+    lines = [f"## {r.title}", ""]
+    if p is None:
+      lines += ["Not predicted: the base has no runs, or a leg has fewer than two seeds with "
+                "located optima (the claims above say which).", ""]
+      return kinds.Section(lines, results={r.name: None})
+    run = command(r.config, r.carry, p.rate)
+    lines += [*table(p), "", f"**{r.name}: {p.text()}** (the interval adds the base's and each leg's "
+              f"error in quadrature; a leg's error is its slope's 95 % t half-width plus its bend, "
+              f"times the doublings carried).", "", f"    {run}", ""]
+    lines += [r.note, ""] if r.note else []
+    lo, hi = p.interval
+    return kinds.Section(lines, results={r.name: {"rate": p.rate, "low": lo, "high": hi, "command": run}})
 
 
 def recipe_prediction(recipe: kinds.Recipe, data: kinds.Data, at: Mapping[str, Any] | None = None
@@ -78,27 +118,26 @@ class Recipes:
       pointers[claim.claim] = (f"with each seed's optimum bracketed, {claim.arm}'s slope is "
                                f"{e.diff:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}] per doubling of "
                                f"{claim.axis.split('.')[-1]} ({len(slopes)} seeds).")
-    for recipe in study.reports:
-      if not isinstance(recipe, kinds.Recipe):
-        continue
+    for recipe in self.recipes(study):
       p, missing = recipe_prediction(recipe, data)
       lines += ["", f"**{recipe.title}**", ""]
       if p is None:
         lines.append("Not predicted: " + "; ".join(missing) + ".")
         results[recipe.name] = None
         continue
-      lines += p.table()
+      lines += table(p)
       lo, hi = p.interval
       moves = ", ".join(f"{arm} x{math.exp(e.diff * d):.2g}" for _, arm, e, _, d, _ in p.rows[1:])
       lines += ["", f"{recipe.name} at the target: **{p.text()}** (x{p.rate / lo:.1f} below, "
                 f"x{hi / p.rate:.1f} above). The legs move the base's rate by: {moves}.", "",
-                f"    {recipe.command(p)}", "", *([recipe.note, ""] if recipe.note else [])]
+                f"    {command(recipe.config, recipe.carry, p.rate)}", "", *([recipe.note, ""] if recipe.note else [])]
       if missing:
         lines.append("Not located: " + "; ".join(missing) + ".")
       check = self.check(recipe, data)
       if check:
         lines += ["", check[0]]
-      results[recipe.name] = {"rate": p.rate, "low": lo, "high": hi, "command": recipe.command(p),
+      results[recipe.name] = {"rate": p.rate, "low": lo, "high": hi,
+                              "command": command(recipe.config, recipe.carry, p.rate),
                               "held_out": check[1] if check else None}
       pointers[recipe.title] = f"{recipe.name}: {p.text()} with each seed's optimum bracketed."
     return Reading(self.title, lines, pointers, results, headline=self.headline(results))
@@ -126,10 +165,10 @@ class Recipes:
         lines.append(_panel_line(f"{axis.split('.')[-1]} {v:g}", data.runs(arm, {axis: v}),
                                  [by[v] for by in points.values() if v in by]))
       out.append({"title": f"{arm}: {axis.split('.')[-1]}", "lines": lines, "predicted": None})
-    for recipe in study.reports:
-      arm = self.held.get(getattr(recipe, "name", None))
+    for recipe in self.recipes(study):
+      arm = self.held.get(recipe.name)
       rung = data.points(arm) if arm else []
-      if not isinstance(recipe, kinds.Recipe) or len(rung) != 1:
+      if len(rung) != 1:
         continue
       at = dict(rung[0])
       axis = next(iter(at))
@@ -171,9 +210,11 @@ class Recipes:
     return reporting.save(fig, out, "recipe_legs.png")
 
   @staticmethod
-  def axes(study) -> list[tuple[str, str]]:
-    return list(dict.fromkeys((leg.arm, leg.axis) for r in study.reports if isinstance(r, kinds.Recipe)
-                              for leg in r.legs))
+  def recipes(study) -> list[kinds.Recipe]:
+    return [r.recipe for r in study.reports if isinstance(r, RecipeSection)]
+
+  def axes(self, study) -> list[tuple[str, str]]:
+    return list(dict.fromkeys((leg.arm, leg.axis) for r in self.recipes(study) for leg in r.legs))
 
   def check(self, recipe: kinds.Recipe, data: kinds.Data) -> tuple[str, dict] | None:
     arm = self.held.get(recipe.name)

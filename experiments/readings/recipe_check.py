@@ -1,11 +1,32 @@
-"""The recipe check's own report item (not a rule): its width leg's slope beside the confirmed muTransfer ladder's (``Widths``), and what differs between the two designs."""
+"""The recipe check's own report items (not rules): the rate a report tells a user to train with
+(``Answer``), its legs carried past their data (``legs``), the study whose page opens with that answer
+and whose plan states its seeds and GPU time (``CheckedStudy``, ``DeviceTime``), and its width leg's
+slope beside the confirmed muTransfer ladder's (``Widths``)."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
+from typing import Any, Mapping
 
+from andrea_jax import config as config_lib
+from andrea_jax import model as model_lib
+from experiments.readings.recipe import command
+from research import claims
 from research import kinds
+from research import rate_check
+from research import registry
 from research import stats
+from research.study import Study
+
+# The literature's default for a model of andrea120m's size: GPT-3 Small (125M), 6e-4 at a
+# 0.5 M-token batch (Brown et al. 2020, Table 2.1); GPT-2's reproductions use it too.
+DEFAULT_RATE = 6e-4
+DEFAULT_SOURCE = "GPT-3 125M: 6e-4 at a 0.5 M-token batch (Brown et al. 2020, Table 2.1)"
+CAP = 3e-3  # the most a report may print for the target unless its check passed
+GUESS_DOUBLINGS = 2.0  # a leg carried further than this past its data gives a guess
+OMITTED = ("context (the legs train at one context)", "vocabulary (one vocabulary)",
+           "data (one corpus, one split)")
 
 
 # The confirmed muTransfer ladder's sp width slope (docs/studies/mutransfer-cpu: "pre", 9 seeds).
@@ -36,9 +57,162 @@ class Widths:
              "steeper than the ladder's, intervals apart")
     lines = ["## The width slope against the confirmed ladder's", "",
              f"Here ({self.arm}, sp, heads of 64): " + (f"{e.diff:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}] per "
-             f"doubling ({e.n} seeds)" if e.defined else "no slope located") + f"; the confirmed muTransfer ladder's sp slope: {LADDER_SLOPE[0]:+.3f} "
+             f"doubling ({e.n} seeds)" if e.defined else "no slope located")
+             + f"; the confirmed muTransfer ladder's sp slope: {LADDER_SLOPE[0]:+.3f} "
              f"[{lo:+.3f}, {hi:+.3f}] (results/mutransfer-cpu, 9 seeds): {where}. What differs "
              "between the two designs (any may move the slope; this study varies none of them):", "",
              *[f"- {d}" for d in LADDER_DIFFERENCES], ""]
     return kinds.Section(lines, results={"width_slope": dataclasses.asdict(e), "ladder": LADDER_SLOPE,
                                          "where": where})
+
+
+# ----------------------------------------------------------------------------- the recipe's legs
+
+
+@dataclasses.dataclass(frozen=True)
+class LegRow:
+  arm: str
+  axis: str
+  slope: stats.Effect  # per doubling, over seeds (shown; the interval is the joint one)
+  doublings: float  # carried from the base
+  past_data: float  # doublings beyond the values the leg's data span
+
+  @property
+  def guess(self) -> bool:
+    return self.past_data > GUESS_DOUBLINGS
+
+
+def legs(recipe: kinds.Recipe, data: kinds.Data, at: Mapping[str, Any] | None = None) -> list[LegRow]:
+  """Each leg ``rate_check.predict`` carries to ``at`` (default: the legs' targets): its slope over
+  seeds, the doublings carried and how far past its data."""
+  base, rows = recipe.base(data), []
+  for leg in recipe.legs if base else ():
+    target = (at or {}).get(leg.axis, leg.target)
+    doublings = math.log2(target / base[leg.axis])
+    if doublings == 0:
+      continue
+    points, _ = kinds.axis_optima(data, leg.arm, leg.axis, "bracketed")
+    values = data.values(leg.arm, leg.axis)
+    past = max(0.0, math.log2(target / max(values)), math.log2(min(values) / target))
+    rows.append(LegRow(leg.arm, leg.axis, stats.one_sample(list(kinds.seed_slopes(points, 2).values())),
+                       doublings, past))
+  return rows
+
+
+def guess_text(rows: list[LegRow]) -> str:
+  """The sentence that says the rate is a guess (empty when no leg is carried that far)."""
+  guesses = [r for r in rows if r.guess]
+  if not guesses:
+    return ""
+  far = ", ".join(f"{r.axis.split('.')[-1]} {r.past_data:.1f}" for r in guesses)
+  return (f"**A guess**: legs carried more than {GUESS_DOUBLINGS:g} doublings past their data "
+          f"({far} doublings); the interval assumes the optimum keeps moving as a power there.")
+
+
+# ----------------------------------------------------------------------------- the answer
+
+
+def passed(check: rate_check.BeatsNaive, data: kinds.Data) -> bool:
+  """Whether ``check`` comes out reproduced (it is judged alone: its own family)."""
+  (_, verdict), = claims.decide_family([check.test(data)])
+  return verdict.verdict == claims.REPRODUCED
+
+
+@dataclasses.dataclass(frozen=True)
+class Answer:
+  """The rate to train ``check.recipe``'s target with: the recipe's where ``check`` passed, else
+  ``DEFAULT_RATE``; beside it the recipe's interval and ``measured``'s optimum (the target's shape, a
+  short horizon)."""
+  check: rate_check.BeatsNaive
+  measured: str = ""
+
+  def lines(self, data: kinds.Data, judged: bool = True) -> tuple[list[str], dict]:
+    """The answer's lines and numbers; ``judged``: False when the check was declared not powered."""
+    recipe, ok = self.check.recipe, judged and passed(self.check, data)
+    joint = rate_check.predict(recipe, data)
+    rate = math.exp(joint.recipe.diff) if ok and joint else DEFAULT_RATE
+    why = ("the held-out check passed: the recipe beat keeping the base rate by the margin" if ok else
+           f"the held-out check did not pass, so the literature's default ({DEFAULT_SOURCE})")
+    out = [f"**Answer: train {recipe.config} at {rate:.3g}** ({why}).", "",
+           f"    {command(recipe.config, recipe.carry, rate)}", ""]
+    ranges = [f"the recipe at {recipe.config}: {joint.text()} (the t interval over seeds of the "
+              f"whole recipe; it omits {', '.join(OMITTED)}). {guess_text(legs(recipe, data))}"] if joint else []
+    found, _ = kinds.point_optima(data.runs(self.measured), self.measured, "its point", "bracketed")
+    if found:
+      ranges.append(f"measured at {recipe.config}'s own shape ({self.measured}, "
+                    f"{kinds.words(dict(data.points(self.measured)[0]))}): "
+                    f"{rate_check.Joint(found, found).text()} over {len(found)} seeds")
+    out += ["The study's range: " + ("; ".join(r.strip().rstrip(".") for r in ranges) if ranges else
+                                     "none located at this scale") + ".", ""]
+    found_rung, joint_rung, _ = self.check.reading(data)
+    if joint_rung and found_rung:
+      m = stats.one_sample(list(found_rung.values()))
+      out += [f"Held-out rung ({self.check.arm}): measured {joint_rung.text(m)}; keep the base rate "
+              f"{joint_rung.text(joint_rung.naive)}; the recipe {joint_rung.text()}; the recipe "
+              f"{'beat' if ok else 'did not beat'} the naive rule by the margin "
+              f"x{math.exp(self.check.margin):.2f} (the verdict below).", ""]
+    return out, {"rate": rate, "passed": ok, "command": command(recipe.config, recipe.carry, rate),
+                 "recipe": None if joint is None else dataclasses.asdict(joint.recipe)}
+
+
+# ----------------------------------------------------------------------------- the study
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceTime:
+  """A scale's time on one GPU: training FLOPs (an eval pass a third of a step) at ``mfu`` of ``peak``,
+  plus ``program_s`` per program (start, compiles, checkpoint) and ``data_s`` once (tokenizer, shards)."""
+  device: str = "one H100"
+  peak: float = 989e12  # bf16 dense FLOP/s (H100 SXM)
+  mfu: float = 0.40
+  program_s: float = 75.0
+  data_s: float = 120.0
+  limit_minutes: float = 10.0
+
+  def seconds(self, study: Study, scale: str) -> tuple[float, float]:
+    """``(total, training)`` seconds of ``scale``'s sweep."""
+    sweep, flops, shapes = study.sweep(scale), 0.0, {}
+    for c in sweep.cells:
+      if c.group not in shapes:
+        run = config_lib.run_config(registry.group_config(sweep.base_config, dict(c.overrides)))
+        t = run.train
+        evals = t.steps // max(1, t.eval_every) + int(t.eval_at_start)
+        shapes[c.group] = model_lib.flops_per_token(run.model) * run.model.block_size * t.batch_size * (
+            t.steps + evals * t.eval_batches / 3)
+      flops += shapes[c.group]
+    train = flops / (self.mfu * self.peak)
+    return train + self.program_s * len(shapes) + self.data_s, train
+
+  def lines(self, study: Study, scale: str) -> list[str]:
+    total, train = self.seconds(study, scale)
+    return [f"Estimated time on {self.device}: **{total / 60:.1f} minutes** ({train / 60:.1f} of "
+            f"training at {self.mfu:.0%} MFU of {self.peak / 1e12:g} TFLOP/s, from "
+            f"6 N + 12 L H Q T FLOPs per token; {self.program_s:g} s per program for start and "
+            f"compile; {self.data_s:g} s once for the tokenizer and shards); the limit is "
+            f"{self.limit_minutes:g} minutes.", ""]
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckedStudy(Study):
+  """A ``Study`` whose report opens with its ``answer`` and whose plan says whether its seeds
+  are fresh (``registry.used_seeds``) and, per scale in ``devices``, its GPU time."""
+  answer: Answer | None = None
+  devices: Mapping[str, DeviceTime] = dataclasses.field(default_factory=dict)
+
+  def plan_lines(self, scale: str) -> list[str]:
+    seeds = sorted({c.seed for c in self.sweep(scale).cells})
+    reused = sorted(set(seeds) & registry.used_seeds(self.name))
+    lines = [f"Seeds {', '.join(map(str, seeds))}: " + (
+        f"**{reused} were used by another study**" if reused else
+        "none used by another study's grid or committed cells (research.registry.used_seeds)") + ".", ""]
+    if scale in self.devices:
+      lines += self.devices[scale].lines(self, scale)
+    return lines + super().plan_lines(scale)
+
+  def page(self, index: dict, cells: list[dict], out: str):
+    page = super().page(index, cells, out)
+    if self.answer is not None:
+      lines, results = self.answer.lines(self.data(cells), self.answer.check.claim not in self.not_powered)
+      page.headline = lines
+      page.results["answer"] = results
+    return page

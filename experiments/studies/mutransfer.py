@@ -14,7 +14,8 @@ budgeted plan made before the run gives. Run at e5552a0's rules
 
 import math
 
-from research import figures
+from experiments.readings import figures  # report items, not rules
+from experiments.readings.rates import RateAt, Rates
 from research import curves
 from research import kinds
 from research import ladder
@@ -34,9 +35,9 @@ PER_SEED = {w: (5 * 200 * ladder.SECONDS_PER_MODEL_STEP_CPU[w] + 5 / 24 * 43.392
 
 # andrea120m's rate: muP's optimum does not move (the mean); sp's line, checked on d256 held out.
 MUP = ("model.parametrization", "model.base_width", "model.readout_multiplier", "model.attention_multiplier")
-RATES = (kinds.RateAt("pre+mup", W, 768, method="mean", learns="every_seed", label="muP",
+RATES = (RateAt("pre+mup", W, 768, method="mean", learns="every_seed", label="muP",
                       config="andrea120m", carry=MUP),
-         kinds.RateAt("pre", W, 768, min_points=2, holdout=True, learns="every_seed", label="sp"))
+         RateAt("pre", W, 768, min_points=2, holdout=True, learns="every_seed", label="sp"))
 
 STUDY = Study(
     name="mutransfer",
@@ -94,7 +95,7 @@ STUDY = Study(
     not_powered=("qk-LayerNorm lowers the learning-rate sensitivity at the widest rung",),
     loso_min_seeds=5,  # leave-one-seed-out is informative from 5 seeds
     tags={W: "d"},
-    reports=(kinds.Rates("Learning rates for andrea120m (d_model 768)", RATES,
+    reports=(Rates("Learning rates for andrea120m (d_model 768)", RATES,
         note="Caveats: the ladder's depth, heads, context, batch, steps and vocabulary are not "
              "andrea120m's; the rate carries the width rule only."),
               figures.AxisFigures(W, logit_arms=("pre", "pre+qk"), rates=RATES)),

@@ -8,13 +8,21 @@ program is also ratio 4 and GPT-2's init profile).
 import math
 
 from experiments.readings.norm_mlp import InitProfiles
-from research import curves, kinds, ladder
+from research import curves, kinds
 from research.study import Arm, Grid, Study
 
 NORM = ("norm:pre/none", "norm:pre/long", "norm:post/none", "norm:post/long")
 WIDTH = tuple(f"mlp_width:{r}" for r in (1, 2, 4, 8))
 MATCHED = tuple(f"mlp_matched:{r}" for r in (1, 2, 4, 8))  # 4: the pre-LN arm itself
 DEPTH = ("depth:pre", "depth:post")
+
+
+def matched_d_model(ratio: float, d_model: int, n_head: int, reference: float = 4.0) -> int:
+  """The width at which MLP ratio ``ratio`` keeps a block's non-embedding parameter count,
+  ``(4 + 2 r) d^2``, that of ``reference`` at ``d_model`` (Kaplan et al. 2020's comparison
+  of shapes), a multiple of ``n_head``."""
+  d = d_model * math.sqrt((4.0 + 2.0 * reference) / (4.0 + 2.0 * ratio))
+  return max(n_head, int(round(d / n_head)) * n_head)
 
 
 def grid(layers, width, heads, block, batch, steps, warmup, evals, diags, logs, rates, narrow,
@@ -29,7 +37,7 @@ def grid(layers, width, heads, block, batch, steps, warmup, evals, diags, logs, 
   short = ("train.steps", "train.eval_every", "checkpoint.every", "diagnostics.every")
   rates_of = {**dict.fromkeys(WIDTH[:2] + WIDTH[3:] + ("swiglu",) + tuple(f"mlp_matched:{r}" for r in matched), narrow),
               **dict.fromkeys(("init:xavier/pre", "init:xavier/post"), rates[:1]), **dict.fromkeys(DEPTH, deep_rates)}
-  overrides_of = {**{f"mlp_matched:{r}": {"model.d_model": ladder.matched_d_model(r, width, heads)} for r in matched},
+  overrides_of = {**{f"mlp_matched:{r}": {"model.d_model": matched_d_model(r, width, heads)} for r in matched},
                   **dict.fromkeys(("init:xavier/pre", "init:xavier/post"), dict.fromkeys(short, probe_steps)),
                   **dict.fromkeys(DEPTH, {"model.n_layer": deep})}
   cut = {f"mlp_matched:{r}" for r in (1, 2, 8) if r not in matched} | (set() if deep else set(DEPTH))

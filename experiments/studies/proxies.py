@@ -13,7 +13,8 @@ Each arm changes one thing from ``pre``. Run at c9c3aec's rules (then
 
 import math
 
-from research import figures
+from experiments.readings import figures  # report items, not rules
+from experiments.readings.rates import RateAt, Rates
 from research import curves
 from research import kinds
 from research import ladder
@@ -29,8 +30,8 @@ GPU = dict(n_layer=12, n_head=8, block_size=1024, vocab=8449, batch_size=32, ste
            eval_batches=16, log_every=50, extra={"model.compute_dtype": "auto"})
 
 # andrea120m's width, where the ladder's optima are extrapolated.
-RATES = (kinds.RateAt("pre", W, 768, label="standard parametrisation"),
-         kinds.RateAt("pre+mup", W, 768, label="muP"))
+RATES = (RateAt("pre", W, 768, label="standard parametrisation"),
+         RateAt("pre+mup", W, 768, label="muP"))
 
 STUDY = Study(
     name="proxies",
@@ -71,7 +72,7 @@ STUDY = Study(
                     same_first=True, family=None),
     ),
     tags={W: "d"},
-    reports=(kinds.Rates("Predicted learning rates for andrea120m", RATES,
+    reports=(Rates("Predicted learning rates for andrea120m", RATES,
         note="Caveats: the ladder's depth, context, batch, steps and vocabulary are not "
              "andrea120m's; the prediction carries the width rule only, and beyond the widest "
              "rung it is a straight line in log-log that the ladder cannot check.",

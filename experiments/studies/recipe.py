@@ -24,6 +24,8 @@ heads and 4 layers. Seeds 1000-1002, none used before.
 
 import math
 
+from experiments.readings.recipe import RecipeSection
+
 from research import kinds
 from research import ladder
 from research.power import Spread
@@ -169,7 +171,7 @@ STUDY = Study(
     spread_source=("the muTransfer ladder's plan: per-seed SD of the log factor its muP optimum "
                    "moved over the ladder, 0.31 (3 seeds), over this grid's two doublings"),
     tags={W: "d", L: "L", S: "s", B: "b"},
-    reports=(SP, MUP_RECIPE),
+    reports=(RecipeSection(SP), RecipeSection(MUP_RECIPE)),
 )
 
 # Inputs to the headline that saw the data (outside STUDY, read by the report's header,

@@ -29,24 +29,25 @@ vocabulary 512, 16 sequences, 200 steps), under sp, andrea120m's own parametrisa
 - **The interval** is the t interval over seeds of each seed's whole recipe (the jackknife over
   seeds, which keeps the legs' shared base), and names what no leg varied.
 - **The answer** the report opens with is the recipe's rate only if the check passed; else
-  GPT-3 125M's 6e-4 with the study's range beside it (``rate_check.Answer``).
+  GPT-3 125M's 6e-4 with the study's range beside it (``experiments/readings/recipe_check.py``'s ``Answer``).
 
 The recipe is carried along width, depth, steps (warmup 4 %) and batch at fixed steps to
 andrea120m (768, 12 layers, 5,000 steps, 1,024 sequences of 64 tokens: its 64 x 1024 tokens a
 step); steps and batch go more than two doublings past their data there, so the rate there is a
-guess, and the report says so (``rate_check.GUESS_DOUBLINGS``).
+guess, and the report says so (``GUESS_DOUBLINGS`` in
+``experiments/readings/recipe_check.py``).
 
 The ``gpu`` scale is andrea120m itself (d768, 12 heads, 12 layers, context 1024, vocabulary
 8449, bf16 on a GPU) at a short horizon (500 steps of 16 x 1024 tokens, warmup 20 = 4 %), over
 rates around the literature's and the committed study's (3e-4 ... 1.44e-2), two seeds; on the
 built-in corpus (``docs/corpus.md``: 30 MB of text, prepared offline in the run: about one epoch
-at 8.2 M tokens a model). Its dry run prints its H100 time (``rate_check.DeviceTime``).
+at 8.2 M tokens a model). Its dry run prints its H100 time (``DeviceTime``, beside ``Answer``).
 
 Seeds: cpu legs 1300-1304, rung 1310-1314, gpu 1320-1321; no earlier study used them
 (``research.registry.used_seeds``; tests/test_recipe_check.py).
 """
 
-from experiments.readings.recipe_check import Widths
+from experiments.readings.recipe_check import Answer, CheckedStudy, DeviceTime, Widths
 from research import kinds
 from research import ladder
 from research import rate_check
@@ -117,7 +118,7 @@ CHECK = rate_check.BeatsNaive(
            "optimum 0.91 in log rate from the base's; 0.91 less the margin 0.35")
 LEGS_SOURCE = "the committed recipe's per-seed slopes (3 seeds): half their mean, or the literature's"
 
-STUDY = rate_check.CheckedStudy(
+STUDY = CheckedStudy(
     name="recipe_check",
     question=("Which peak learning rate should andrea120m train with? A recipe carried from a "
               "small base along width (d_head 64), depth, token horizon (warmup 4 % of the run, "
@@ -183,8 +184,8 @@ STUDY = rate_check.CheckedStudy(
                    "the per-seed recipe carried to this rung 0.25"),
     tags={W: "d", L: "L", S: "s", B: "b"},
     reports=(Widths("width", W),),
-    answer=rate_check.Answer(CHECK, measured="andrea120m"),
-    devices={"gpu": rate_check.DeviceTime()},
+    answer=Answer(CHECK, measured="andrea120m"),
+    devices={"gpu": DeviceTime()},
 )
 
 # What limits the reading (outside STUDY: the report's limitations, first).

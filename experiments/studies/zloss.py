@@ -22,7 +22,7 @@ test, 5 for each loss test, the rest a reserve for seeds whose plain model does 
 at 0.17.
 """
 
-from experiments.readings.zloss import RunawaySeeds
+from experiments.readings.zloss import ExcessTable, RunawaySeeds
 from research import kinds
 from research import ladder
 from research import power
@@ -69,8 +69,8 @@ STUDY = Study(
     loso_min_seeds=5,  # the rules' before the re-expression (LOSO_MIN_SEEDS)
     tags={"model.d_model": "d"},
     reports=(RunawaySeeds(PLAIN, (JUDGED, REPORTED), reported=(REPORTED,), bound=2.0),
-             kinds.ExcessTable(2.0, note="Over this study's models: the state column is the probe's "
-                               "finding rule (grows, stays or mixed over the seeds), not this study's.")),
+             ExcessTable(2.0, note="Over this study's models: the state column is the probe's "
+                         "finding rule (grows, stays or mixed over the seeds), not this study's.")),
 )
 
 # Read after the run (issue 45; exploratory, outside STUDY and so outside the rules' identity):

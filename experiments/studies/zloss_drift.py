@@ -23,11 +23,11 @@ first z-loss study's kinds, written and tested each way before either drift prob
 (``kinds.Runaway``, reading the overshoot and the loss; ``tests/test_zloss.py``): on the seeds where the
 plain model ends at least 2 nats below 0, whether z-loss's overshoot below 0 lies decisively
 under 2 nats, and whether z-loss lowers the final loss. The trajectory table
-(``kinds.DriftTable``) shows every model's log Z over training beside them, and whether it
-learns.
+(``DriftTable``, ``experiments/readings/zloss.py``) shows every model's log Z over training
+beside them, and whether it learns.
 """
 
-from experiments.readings.zloss import RunawaySeeds
+from experiments.readings.zloss import DriftTable, RunawaySeeds
 from research import kinds
 from research import ladder
 from research import power
@@ -83,7 +83,7 @@ STUDY = Study(
     not_powered=(CLAIMS[1].claim,),  # the plan's: 11 seeds (26 at the spread's upper bound)
     loso_min_seeds=4,
     tags={"model.d_model": "d"},
-    reports=(kinds.DriftTable(2.0, note="The late drift (the end minus half-way) and whether each "
-                              "model learns; the claims read log Z at the end against the band."),
+    reports=(DriftTable(2.0, note="The late drift (the end minus half-way) and whether each "
+                        "model learns; the claims read log Z at the end against the band."),
              RunawaySeeds(first.PLAIN, (first.ZLOSS,), bound=2.0)),
 )

@@ -20,6 +20,7 @@ validation loss fell to 3.24 (unigram 5.27). This probe says, on fresh seeds and
 committed rule, whether that is a setting where a confirmatory study can judge z-loss.
 """
 
+from experiments.readings.zloss import DriftTable
 from research import kinds
 from research import ladder
 from research.study import Arm, Grid, Study
@@ -27,6 +28,10 @@ from experiments.studies import zloss_drift_probe as first
 
 STEPS = 20000
 CPU = dict(ladder.CPU, steps=STEPS, log_every=1000, extra={"diagnostics.every": 1000})
+
+FINDING = kinds.Finding("Where log Z drifts late in a model that still trains (2 nats over the second "
+                        "half of training)", arms=(first.PLAIN,), beside=((first.PLAIN, first.ZLOSS),), bound=2.0,
+                        reads="drift")
 
 STUDY = Study(
     name="zloss_drift_horizon",
@@ -48,10 +53,7 @@ STUDY = Study(
                       shared={**ladder.ladder_overrides(first.SMOKE), **ladder.base_multipliers(ones=True)},
                       axes={"model.d_model": (32,)}),
     },
-    claims=(
-        kinds.Finding("Where log Z drifts late in a model that still trains (2 nats over the second "
-                      "half of training)", arms=(first.PLAIN,), beside=((first.PLAIN, first.ZLOSS),), bound=2.0,
-                      reads="drift"),
-    ),
+    claims=(FINDING,),
     tags={"model.d_model": "d"},
+    reports=(DriftTable(2.0, finding=FINDING),),
 )

@@ -30,12 +30,12 @@ study is exploratory data here; this one changes three things, each from it:
 
 Rate 0.3 and the shape of the probes (d32, qk-LayerNorm, weight decay 0, multipliers 1,
 vocabulary 512). Checkpoints every 5,000 steps: an interrupted sweep resumes from them. The
-trajectory table (``kinds.DriftTable``) shows every model's log Z and its largest attention
-logit (650-1,300 at the end of the 50,000-step run, despite qk-LayerNorm: reported beside
-the verdicts, not separated from them here).
+trajectory table (``DriftTable``, ``experiments/readings/zloss.py``) shows every model's log Z
+and its largest attention logit (650-1,300 at the end of the 50,000-step run, despite
+qk-LayerNorm: reported beside the verdicts, not separated from them here).
 """
 
-from experiments.readings.zloss import LateSeeds
+from experiments.readings.zloss import DriftTable, LateSeeds
 from research import kinds
 from research import ladder
 from research import power
@@ -90,7 +90,7 @@ STUDY = Study(
     not_powered=(CLAIMS[1].claim,),
     loso_min_seeds=4,
     tags={"model.d_model": "d"},
-    reports=(kinds.DriftTable(2.0, note="The late drift (the end minus half-way) and whether each "
-                              "model learns; the claims read log Z over the last 20 % of training."),
+    reports=(DriftTable(2.0, note="The late drift (the end minus half-way) and whether each "
+                        "model learns; the claims read log Z over the last 20 % of training."),
              LateSeeds(first.PLAIN, (first.ZLOSS,), RATE, bound=2.0, window=WINDOW)),
 )

@@ -16,6 +16,7 @@ grew), z-loss 0 and 1e-4, seeds 1110-1111, log Z every 200 steps. The same findi
 showed nothing: it says whether a longer horizon reaches the claim's domain.
 """
 
+from experiments.readings.zloss import DriftTable
 from research import kinds
 from research import ladder
 from research.study import Arm, Grid, Study
@@ -23,6 +24,10 @@ from experiments.studies import zloss_drift_probe as first
 
 STEPS = 3200
 CPU = dict(ladder.CPU, steps=STEPS, log_every=200, extra={"diagnostics.every": 200})
+
+FINDING = kinds.Finding("Where log Z drifts late in a model that still trains (2 nats over the second "
+                        "half of training)", arms=(first.PLAIN,), beside=((first.PLAIN, first.ZLOSS),), bound=2.0,
+                        reads="drift")
 
 STUDY = Study(
     name="zloss_drift_long",
@@ -44,10 +49,7 @@ STUDY = Study(
                       shared={**ladder.ladder_overrides(first.SMOKE), **ladder.base_multipliers(ones=True)},
                       axes={"model.d_model": (32,)}),
     },
-    claims=(
-        kinds.Finding("Where log Z drifts late in a model that still trains (2 nats over the second "
-                      "half of training)", arms=(first.PLAIN,), beside=((first.PLAIN, first.ZLOSS),), bound=2.0,
-                      reads="drift"),
-    ),
+    claims=(FINDING,),
     tags={"model.d_model": "d"},
+    reports=(DriftTable(2.0, finding=FINDING),),
 )

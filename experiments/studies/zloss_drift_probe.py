@@ -22,6 +22,7 @@ its finding names the rates at which the confirmatory study (``zloss_drift.py``,
 after it, on other seeds) judges z-loss.
 """
 
+from experiments.readings.zloss import DriftTable
 from research import kinds
 from research import ladder
 from research.study import Arm, Grid, Study
@@ -31,6 +32,9 @@ CPU = dict(ladder.CPU, steps=STEPS, log_every=50, extra={"diagnostics.every": 50
 SMOKE = dict(ladder.SMOKE, extra={**ladder.SMOKE["extra"], "diagnostics.every": 4})
 SHAPE = {"model.qk_norm": True, "train.weight_decay": 0.0}
 PLAIN, ZLOSS = "qk+wd0+z0", "qk+wd0+z0.0001"
+
+FINDING = kinds.Finding("Where log Z drifts late in a model that still trains (2 nats over the second "
+                        "half of training)", arms=(PLAIN,), beside=((PLAIN, ZLOSS),), bound=2.0, reads="drift")
 
 STUDY = Study(
     name="zloss_drift_probe",
@@ -53,9 +57,7 @@ STUDY = Study(
                       shared={**ladder.ladder_overrides(SMOKE), **ladder.base_multipliers(ones=True)},
                       axes={"model.d_model": (32,)}),
     },
-    claims=(
-        kinds.Finding("Where log Z drifts late in a model that still trains (2 nats over the second "
-                      "half of training)", arms=(PLAIN,), beside=((PLAIN, ZLOSS),), bound=2.0, reads="drift"),
-    ),
+    claims=(FINDING,),
     tags={"model.d_model": "d"},
+    reports=(DriftTable(2.0, finding=FINDING),),
 )

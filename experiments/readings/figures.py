@@ -1,6 +1,6 @@
-"""Figures along a grid axis (Wortsman et al. 2023's loss against the rate, sensitivity and attention logits; Yang et al. 2022's optimum against width), drawn from a study's ``kinds.Data``.
+"""The width-ladder studies' figures (proxies, mutransfer): Wortsman et al. 2023's loss against the rate, sensitivity and attention logits, Yang et al. 2022's optimum against width, drawn from a study's ``kinds.Data``.
 
-A study asks for them with ``AxisFigures`` (``Study.reports``). Each returns the PNG's name in
+A report item, not a rule: a study asks for them with ``AxisFigures`` (``Study.reports``). Each returns the PNG's name in
 ``out`` (None: nothing to draw).
 """
 
@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from experiments.readings.rates import RateAt
 from research import curves
 from research import kinds
 from research import page as reporting
@@ -111,7 +112,7 @@ def attention_logits(data: kinds.Data, axis: str, arms: tuple[str, ...], out: st
   return reporting.save(fig, out, "attn_logits.png")
 
 
-def optima(data: kinds.Data, rates: tuple[kinds.RateAt, ...], out: str) -> str | None:
+def optima(data: kinds.Data, rates: tuple[RateAt, ...], out: str) -> str | None:
   """Yang et al.: each ``RateAt`` arm's per-seed optima against the axis, the seeds' mean line out to the
   target, and the rate there with its interval (★)."""
   if not rates:
@@ -151,7 +152,7 @@ class AxisFigures:
   """A report section of the figures above along ``axis`` (``logit_arms``' attention logits, ``rates``' optima)."""
   axis: str
   logit_arms: tuple[str, ...] = ()
-  rates: tuple[kinds.RateAt, ...] = ()
+  rates: tuple[RateAt, ...] = ()
 
   def section(self, data: kinds.Data, out: str) -> kinds.Section:
     return kinds.Section([], [rate_curves(data, self.axis, out), sensitivity(data, self.axis, out),
