@@ -2,7 +2,7 @@
 
 Not part of the rules' identity: a changed verdict is shown beside the frozen one, marked
 exploratory. ``learning`` (no model learns: cannot be judged), ``title`` (states the
-threshold), ``header`` (exploratory when ``SAW_DATA``), ``placement`` (against a prediction).
+threshold) and ``header`` (exploratory when ``SAW_DATA``).
 """
 
 from __future__ import annotations
@@ -108,14 +108,3 @@ def header(design: str, saw_data: tuple[str, ...], changed: list) -> str:
                f"after the data (issue 58): those are exploratory.**")
   return design
 
-
-def placement(value: float, ci: tuple[float, float], lo: float, hi: float, centre: float) -> str:
-  """Where an estimate ``value`` [``ci``] lies against a prediction ``centre`` [``lo``, ``hi``]."""
-  if ci[1] < lo or ci[0] > hi:
-    return "**outside the predicted interval.**"
-  if not (lo <= ci[0] and ci[1] <= hi):
-    return "its interval crosses an edge of the predicted interval."
-  if ci[0] <= centre <= ci[1]:
-    return "inside the predicted interval, and its interval covers the prediction."
-  return ("inside the predicted interval, but its interval excludes the prediction: the check "
-          "shows the prediction off, not confirmed.")

@@ -79,25 +79,11 @@ def design(name: str) -> str:
   return f"**{study(name).design}**" if is_file(name) else ""
 
 
-def _outside(name: str, field: str) -> tuple:
-  """The tuple ``field`` of the study file beside ``STUDY`` (outside the rules' identity); () if none."""
+def outside(name: str, field: str) -> tuple:
+  """The tuple ``field`` of the study file beside ``STUDY``, outside the rules' identity (() if none):
+  ``SAW_DATA`` (inputs that saw the data: the report is exploratory whatever its design,
+  ``guards.header``), ``LIMITS`` (its author's stated limitations), ``POSTHOC`` (its readings)."""
   return tuple(getattr(importlib.import_module(f"experiments.studies.{name}"), field, ()))
-
-
-def saw_data(name: str) -> tuple[str, ...]:
-  """``SAW_DATA``: inputs that saw the data, which make the report exploratory whatever its
-  design (``guards.header``)."""
-  return _outside(name, "SAW_DATA")
-
-
-def limits(name: str) -> tuple[str, ...]:
-  """``LIMITS``: its author's stated limitations."""
-  return _outside(name, "LIMITS")
-
-
-def posthoc(name: str) -> tuple:
-  """``POSTHOC``: its post-hoc readings."""
-  return _outside(name, "POSTHOC")
 
 
 def group_config(base_config: str, overrides: dict):
