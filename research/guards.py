@@ -37,14 +37,9 @@ def judged_records(claim, data: kinds.Data) -> list:
                and (rates is None or run.lr in rates)}.values())
 
 
-def at_init(claim) -> bool:
-  """Whether the claim reads its models at initialisation (step 0)."""
-  return "at initialisation" in claim.quantity_text()
-
-
 def learning(claim, data: kinds.Data, verdict: claims.Verdict) -> claims.Verdict:
   """``verdict``, or cannot be judged where none of its models learns (``kinds.model_learns``)."""
-  if verdict.verdict in KEPT or at_init(claim):
+  if verdict.verdict in KEPT or "at initialisation" in claim.quantity_text():  # no training to guard
     return verdict
   recs = judged_records(claim, data)
   if not recs or any(map(kinds.model_learns, recs)):
