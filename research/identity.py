@@ -250,9 +250,10 @@ def compare(recorded: dict, study: str, show=None) -> Comparison:
   """``recorded`` (a sweep.json ``rules``) against ``study``'s rules now; a file-form record's
   definitions are rebuilt from its files at its commit (``_file_form_sources``)."""
   roots = study_roots(study)
-  old_modules = tuple(recorded.get("modules") or recorded.get("files") or FILE_FORM_FILES)
+  form = recorded.get("form") == "definitions"  # else a file-form record
+  old_modules = tuple(recorded.get("modules", ()) if form else recorded.get("files") or FILE_FORM_FILES)
   try:
-    old = ({k: tuple(v) for k, v in recorded["definitions"].items()} if recorded.get("form") == "definitions"
+    old = ({k: tuple(v) for k, v in recorded["definitions"].items()} if form
            else definitions(_file_form_sources(recorded, old_modules, show), roots))
   except ValueError as e:
     return Comparison(False, str(e), old_modules=old_modules)
