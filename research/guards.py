@@ -2,7 +2,7 @@
 
 Not part of the rules' identity: a changed verdict is shown beside the frozen one, marked
 exploratory. ``learning`` (no model learns: cannot be judged), ``title`` (states the
-threshold), ``header`` (exploratory when ``SAW_DATA``), ``placement`` (against a prediction).
+threshold) and ``header`` (exploratory when ``SAW_DATA``).
 """
 
 from __future__ import annotations
@@ -37,14 +37,9 @@ def judged_records(claim, data: kinds.Data) -> list:
                and (rates is None or run.lr in rates)}.values())
 
 
-def at_init(claim) -> bool:
-  """Whether the claim reads its models at initialisation (step 0)."""
-  return "at initialisation" in claim.quantity_text()
-
-
 def learning(claim, data: kinds.Data, verdict: claims.Verdict) -> claims.Verdict:
   """``verdict``, or cannot be judged where none of its models learns (``kinds.model_learns``)."""
-  if verdict.verdict in KEPT or at_init(claim):
+  if verdict.verdict in KEPT or "at initialisation" in claim.quantity_text():  # no training to guard
     return verdict
   recs = judged_records(claim, data)
   if not recs or any(map(kinds.model_learns, recs)):
@@ -108,14 +103,3 @@ def header(design: str, saw_data: tuple[str, ...], changed: list) -> str:
                f"after the data (issue 58): those are exploratory.**")
   return design
 
-
-def placement(value: float, ci: tuple[float, float], lo: float, hi: float, centre: float) -> str:
-  """Where an estimate ``value`` [``ci``] lies against a prediction ``centre`` [``lo``, ``hi``]."""
-  if ci[1] < lo or ci[0] > hi:
-    return "**outside the predicted interval.**"
-  if not (lo <= ci[0] and ci[1] <= hi):
-    return "its interval crosses an edge of the predicted interval."
-  if ci[0] <= centre <= ci[1]:
-    return "inside the predicted interval, and its interval covers the prediction."
-  return ("inside the predicted interval, but its interval excludes the prediction: the check "
-          "shows the prediction off, not confirmed.")

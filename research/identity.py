@@ -18,6 +18,7 @@ import pathlib
 import subprocess
 from typing import Iterable
 
+from research.provenance import git
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The rule modules every study shares, after its own file and the framework's (repository-relative).
@@ -194,18 +195,13 @@ def _read(paths: Iterable[str]) -> dict[str, str]:
   return {p: pathlib.Path(ROOT, p).read_text(encoding="utf-8") for p in paths}
 
 
-def _git(*args: str) -> str:
-  return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True,
-                        timeout=10).stdout
-
-
 def rules_version(study: str) -> dict:
   """The sweep.json record of ``study``'s rules now: digests, hash, last commit, dirty flag."""
   modules = study_modules(study)
   defs = definitions(_read(modules), study_roots(study))
   try:
-    commit = _git("log", "-1", "--format=%H", "--", *modules).strip() or None
-    dirty = bool(_git("status", "--porcelain", "--", *modules).strip())
+    commit = git("log", "-1", "--format=%H", "--", *modules).strip() or None
+    dirty = bool(git("status", "--porcelain", "--", *modules).strip())
   except (OSError, subprocess.SubprocessError):
     commit, dirty = None, None
   return {"form": "definitions", "sha256": identity(defs), "commit": commit,
@@ -233,35 +229,34 @@ class Comparison:
     return self.checked and not (self.changed or self.added or self.removed)
 
 
-def recorded_definitions(recorded: dict, roots: Iterable[str],
-                         show=None) -> tuple[dict[str, tuple[str, str]] | None, tuple[str, ...], str]:
-  """``(definitions, modules, reason)``; a file-form record is rebuilt via ``show(commit, path)``
-  and checked against its hash; definitions None (with the reason) when that fails."""
-  if recorded.get("form") == "definitions":
-    return ({k: tuple(v) for k, v in recorded["definitions"].items()},
-            tuple(recorded.get("modules", ())), "")
-  files = tuple(recorded.get("files") or FILE_FORM_FILES)
+def _file_form_sources(recorded: dict, files: tuple[str, ...], show=None) -> dict[str, str]:
+  """A file-form record's ``files`` at its commit, read by ``show(commit, path)`` (default
+  ``git show``) and checked against its hash; ValueError saying why they cannot be."""
   commit = recorded.get("commit")
   if not commit:
-    return None, files, "the record names no commit"
-  show = show or (lambda c, p: _git("show", f"{c}:{p}"))
+    raise ValueError("the record names no commit")
+  show = show or (lambda c, p: git("show", f"{c}:{p}"))
   try:
     sources = {p: show(commit, p) for p in files}
   except (OSError, subprocess.SubprocessError):
-    return None, files, f"commit {commit} is not in this repository's history"
-  digest = hashlib.sha256("".join(sources[p] for p in files).encode()).hexdigest()[:16]
-  if digest != recorded.get("sha256"):
-    return None, files, (f"{' '.join(files)} at commit {commit} do not hash to the recorded "
-                         f"{recorded.get('sha256')} (changed before the run without a commit)")
-  return definitions(sources, roots), files, ""
+    raise ValueError(f"commit {commit} is not in this repository's history") from None
+  if hashlib.sha256("".join(sources[p] for p in files).encode()).hexdigest()[:16] != recorded.get("sha256"):
+    raise ValueError(f"{' '.join(files)} at commit {commit} do not hash to the recorded "
+                     f"{recorded.get('sha256')} (changed before the run without a commit)")
+  return sources
 
 
 def compare(recorded: dict, study: str, show=None) -> Comparison:
-  """``recorded`` (a sweep.json ``rules``) against ``study``'s rules now."""
+  """``recorded`` (a sweep.json ``rules``) against ``study``'s rules now; a file-form record's
+  definitions are rebuilt from its files at its commit (``_file_form_sources``)."""
   roots = study_roots(study)
-  old, old_modules, reason = recorded_definitions(recorded, roots, show)
-  if old is None:
-    return Comparison(False, reason, old_modules=old_modules)
+  form = recorded.get("form") == "definitions"  # else a file-form record
+  old_modules = tuple(recorded.get("modules", ()) if form else recorded.get("files") or FILE_FORM_FILES)
+  try:
+    old = ({k: tuple(v) for k, v in recorded["definitions"].items()} if form
+           else definitions(_file_form_sources(recorded, old_modules, show), roots))
+  except ValueError as e:
+    return Comparison(False, str(e), old_modules=old_modules)
   now = definitions(_read(study_modules(study)), roots)
   out = Comparison(True, old_modules=old_modules)
   for name in sorted(set(old) | set(now), key=lambda n: (n not in old, n)):
@@ -276,8 +271,12 @@ def compare(recorded: dict, study: str, show=None) -> Comparison:
   return out
 
 
-def _names(items, where) -> str:
-  """```a`, `b` (from -> to)``, grouped by where they are."""
+def _names(items, most: int = 0) -> str:
+  """```a`, `b` (from → to)``, grouped by where they are; past ``most`` (if given), counts per route."""
+  where = lambda item: " → ".join(dict.fromkeys(item[1:]))  # (name, module) or (name, from, to)
+  if most and len(items) > most:
+    counts = collections.Counter(map(where, items))
+    return f"{len(items)} definitions (" + "; ".join(f"{n} {w}" for w, n in counts.items()) + ")"
   groups: dict[str, list[str]] = {}
   for item in items:
     groups.setdefault(where(item), []).append(f"`{item[0]}`")
@@ -296,28 +295,21 @@ def rules_lines(recorded: dict | None, study: str, show=None) -> list[str]:
   if recorded.get("uncommitted_changes"):
     at += ", **with uncommitted changes at run time**"
   c = compare(recorded, study, show)
-  route = lambda m: f"{m[1]} → {m[2]}" if m[1] != m[2] else m[1]
-
-  def moves(items):  # names while few; past six, counts per route
-    if len(items) <= 6:
-      return _names(items, route)
-    counts = collections.Counter(map(route, items))
-    return f"{len(items)} definitions (" + "; ".join(f"{n} {r}" for r, n in counts.items()) + ")"
   if c.same:
     if not c.moved:
       return [f"Rules: judged with the rules fixed before the run ({at}), unchanged since."]
     return [f"Rules: judged with the rules fixed before the run ({at}); moved since without "
-            f"change: {moves(c.moved)}."]
+            f"change: {_names(c.moved, 6)}."]
   now = rules_version(study)
   head = (f"Rules: **re-judged with rules changed since the run.** The run was made with the "
           f"rules of {at}; these verdicts come from rules hash {now['sha256']} (last commit "
           f"{now['commit'] or '?'}).")
   if not c.checked:
     return [f"{head} The run's rules cannot be compared with them: {c.reason}."]
-  parts = [f"changed: {moves(c.changed)}" if c.changed else "",
-           f"added: {_names(c.added, lambda a: a[1])}" if c.added else "",
-           f"removed: {_names(c.removed, lambda r: r[1])}" if c.removed else "",
-           f"moved without change: {moves(c.moved)}" if c.moved else ""]
+  parts = [f"changed: {_names(c.changed, 6)}" if c.changed else "",
+           f"added: {_names(c.added)}" if c.added else "",
+           f"removed: {_names(c.removed)}" if c.removed else "",
+           f"moved without change: {_names(c.moved, 6)}" if c.moved else ""]
   files = " ".join(dict.fromkeys([*c.old_modules, *now["modules"]]))
   return [f"{head} Since the run, " + "; ".join(p for p in parts if p) + f". What changed: "
           f"`git diff {recorded.get('commit') or '<run commit>'} {now['commit'] or 'HEAD'} -- {files}`."]

@@ -12,7 +12,6 @@ from typing import Any
 
 from research import kinds
 from research import registry
-from research import stats
 
 TITLE = "Post-hoc reading (exploratory; not part of the frozen rules)"
 ANCHOR = "post-hoc-reading-exploratory-not-part-of-the-frozen-rules"  # TITLE's markdown anchor
@@ -34,14 +33,9 @@ class Reading:
   headline: list[str] = dataclasses.field(default_factory=list)  # lines the report opens with
 
 
-def headlines(readings: list[Reading]) -> list[str]:
-  """The readings' lines for the top of the report."""
-  return [line for r in readings for line in (*r.headline, "") if r.headline]
-
-
 def read(name: str, cells: list[dict], out: str | None = None) -> list[Reading]:
   """Study ``name``'s ``POSTHOC`` readings on its cells; with ``out``, drawing readings plot there."""
-  readings = registry.posthoc(name)
+  readings = registry.outside(name, "POSTHOC")
   if not readings:
     return []
   study = registry.study(name)
@@ -72,23 +66,6 @@ def pointers(readings: list[Reading]) -> dict[str, list[str]]:
                                      f"([{r.title}](#{ANCHOR}))")
   return out
 
-
-def results(readings: list[Reading]) -> dict[str, Any]:
-  return {r.title: r.results for r in readings}
-
-
-def effect_text(e: stats.Effect, unit: str = "nats") -> str:
-  """``+0.016 [+0.007, +0.026] nats, p 0.004``: estimate, 95 % t interval, two-sided p."""
-  if not e.defined:
-    return f"{e.diff:+.3f} {unit} (no interval)"
-  return f"{e.diff:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}] {unit}, p {e.p:.2g}"
-
-
-def sign_text(e: stats.Effect, lower: str = "lower", higher: str = "higher") -> str:
-  """Which way the interval lies: decisively ``lower`` or ``higher``, or undecided."""
-  if not e.defined or e.lo <= 0 <= e.hi:
-    return "not decisively either way"
-  return f"decisively {higher if e.lo > 0 else lower}"
 
 # ----------------------------------------------------------------------------- the readings
 

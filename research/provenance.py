@@ -9,20 +9,24 @@ import subprocess
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def git(*args: str, root: str = ROOT) -> str:
+  """The output of ``git args`` in ``root``; OSError or SubprocessError where git fails."""
+  return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True,
+                        timeout=20).stdout
+
+
 def code_version(root: str = ROOT) -> dict:
   """``{"commit", "clean"}``: HEAD and whether ``git status --porcelain`` is empty; None where git fails."""
-  run = lambda *a: subprocess.run(["git", *a], cwd=root, capture_output=True, text=True,
-                                  check=True, timeout=20).stdout
   try:
-    return {"commit": run("rev-parse", "HEAD").strip(), "clean": not run("status", "--porcelain").strip()}
+    return {"commit": git("rev-parse", "HEAD", root=root).strip(),
+            "clean": not git("status", "--porcelain", root=root).strip()}
   except (OSError, subprocess.SubprocessError):
     return {"commit": None, "clean": None}
 
 
 def in_history(commit: str) -> bool:
   try:
-    subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=ROOT, check=True,
-                   capture_output=True, timeout=10)
+    git("cat-file", "-e", f"{commit}^{{commit}}")
     return True
   except (OSError, subprocess.SubprocessError):
     return False

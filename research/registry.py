@@ -59,11 +59,6 @@ def is_smoke(name: str, scale: str) -> bool:
   return is_file(name) and study(name).scales[scale].smoke
 
 
-def scales(name: str) -> list[str]:
-  """The study's scales; a package's sweep has one, ``cpu``."""
-  return list(study(name).scales) if is_file(name) else ["cpu"]
-
-
 def plan_lines(name: str, scale: str) -> list[str]:
   """The study's power plan at ``scale`` (printed by ``--dry_run``; none for a package's sweep)."""
   return study(name).plan_lines(scale) if is_file(name) else []
@@ -79,25 +74,11 @@ def design(name: str) -> str:
   return f"**{study(name).design}**" if is_file(name) else ""
 
 
-def _outside(name: str, field: str) -> tuple:
-  """The tuple ``field`` of the study file beside ``STUDY`` (outside the rules' identity); () if none."""
+def outside(name: str, field: str) -> tuple:
+  """The tuple ``field`` of the study file beside ``STUDY``, outside the rules' identity (() if none):
+  ``SAW_DATA`` (inputs that saw the data: the report is exploratory whatever its design,
+  ``guards.header``), ``LIMITS`` (its author's stated limitations), ``POSTHOC`` (its readings)."""
   return tuple(getattr(importlib.import_module(f"experiments.studies.{name}"), field, ()))
-
-
-def saw_data(name: str) -> tuple[str, ...]:
-  """``SAW_DATA``: inputs that saw the data, which make the report exploratory whatever its
-  design (``guards.header``)."""
-  return _outside(name, "SAW_DATA")
-
-
-def limits(name: str) -> tuple[str, ...]:
-  """``LIMITS``: its author's stated limitations."""
-  return _outside(name, "LIMITS")
-
-
-def posthoc(name: str) -> tuple:
-  """``POSTHOC``: its post-hoc readings."""
-  return _outside(name, "POSTHOC")
 
 
 def group_config(base_config: str, overrides: dict):
@@ -112,14 +93,15 @@ def used_seeds(but: str) -> set[int]:
   train or committed cells under ``results/`` used, study ``but``'s own apart."""
   cells = []
   for name in (n for n in names() if n != but):
-    cells += [vars(c) for scale in scales(name) if not is_smoke(name, scale) for c in load(name, scale).cells]
-  for study in glob.glob(os.path.join(RESULTS, "*")):
-    if os.path.basename(study).startswith(f"{but}-") or not os.path.isdir(study):
+    trained = [s for s, g in study(name).scales.items() if not g.smoke] if is_file(name) else ["cpu"]
+    cells += [vars(c) for scale in trained for c in load(name, scale).cells]
+  for pack in glob.glob(os.path.join(RESULTS, "*")):
+    if os.path.basename(pack).startswith(f"{but}-") or not os.path.isdir(pack):
       continue
-    found = cells_lib.read_parts(study)
+    found = cells_lib.read_parts(pack)
     cells += [p["cell"] for p in found[0]] if found else []
     for index in ("sweep.json", "results.json"):
-      cells += (read_json(os.path.join(study, index)) or {}).get("cells", [])
+      cells += (read_json(os.path.join(pack, index)) or {}).get("cells", [])
   seen = set()
   for c in cells:
     o = c.get("overrides", {})

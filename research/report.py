@@ -57,7 +57,8 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
     command = " && ".join(filter(None, [command, f"python -m experiments.report --sweep_dir={sweep_dir} "
                                         f"--pack={pack}" + (f" --out={out}" if out else "")]))
     sweep_dir = pack
-  command = command or produced_by(sweep_dir)
+  # No command: the one results.json records as having produced the data.
+  command = command or (read_json(os.path.join(sweep_dir, "results.json")) or {}).get("produced_by") or ""
   out = out or sweep_dir
   index, cells, source = cells_lib.load(sweep_dir)
   sweep_dir, out = shown_path(sweep_dir), shown_path(out)
@@ -73,8 +74,8 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   notes = posthoc.pointers(readings)
   regenerate = f"python -m experiments.report --sweep_dir={sweep_dir}" + (
       f" --out={out}" if out != sweep_dir else "")
-  design = guards.header(registry.design(study), registry.saw_data(study), changed)
-  trained = training_commands(command) or (
+  design = guards.header(registry.design(study), registry.outside(study, "SAW_DATA"), changed)
+  trained = " && ".join(c for c in command.split(" && ") if c and "experiments.report" not in c) or (
       f"python -m experiments.sweep --sweep={index['name']} --scale={index['scale']}" if index["scale"] != "?" else "")
   lines = ["## Appendix", "", *([design, ""] if design else []),
            "Produced by:", "", "```bash", *([trained] if trained else []), regenerate, "```", "",
@@ -93,8 +94,9 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
     lines += [line, *[x for note in notes.get(line.removeprefix("## "), []) for x in ("", note)]]
   lines += ["## Plots", "", *[f"![{p}]({p})" for p in page.plots if p]]
   if readings:
-    page.results["posthoc"] = posthoc.results(readings)
-  front = opening(study, index, cells, design, posthoc.headlines(readings), page, titles, changed,
+    page.results["posthoc"] = {r.title: r.results for r in readings}
+  headlines = [line for r in readings for line in (*r.headline, "") if r.headline]
+  front = opening(study, index, cells, design, headlines, page, titles, changed,
                   [(r.title, next(iter(r.pointers.values()))) for r in readings if r.pointers])
   text = "\n".join(wrapped([*front, *lines])) + "\n"
   for name in {k for c in cells for k in c.get("overrides", {}) if "_" in k}:
@@ -102,7 +104,9 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   path = os.path.join(out, "REPORT.md")
   with open(path, "w", encoding="utf-8") as f:
     f.write(text)
-  if writes_results(source, pack):
+  # results.json beside the data: for per-cell files or with ``pack``; never for committed
+  # (packed) cells otherwise, nor for a legacy results.json (it is the data).
+  if source != cells_lib.LEGACY and (pack or not source.endswith(cells_lib.PACKED)):
     write_results(index, cells, page, sweep_dir, command)
   if pack and index.get("rules") and identity.compare(index["rules"], study).same:
     record_verdicts(study, index, frozen, sweep_dir)
@@ -125,7 +129,8 @@ def opening(study: str, index: dict, cells: list[dict], design: str, headline: l
   figure_line = [f"![{main}]({main})", ""] if main else []
   qualify = [f"- Post-hoc, exploratory ({title}): {re.split(r'(?<!al)[.;] (?=[A-Z])', text)[0].rstrip('.')}."
              for title, text in qualified]  # its first sentence
-  return [*head, *rows, "", *figure_line, "## Limitations", "", *limitations(cells, page, changed, design, registry.limits(study)),
+  stated = registry.outside(study, "LIMITS")
+  return [*head, *rows, "", *figure_line, "## Limitations", "", *limitations(cells, page, changed, design, stated),
           *qualify, ""]
 
 
@@ -216,17 +221,6 @@ def shown_path(path: str) -> str:
   return path if rel.startswith("..") else rel
 
 
-def training_commands(command: str) -> str:
-  """The recorded command without its ``experiments.report`` parts."""
-  return " && ".join(c for c in command.split(" && ") if c and "experiments.report" not in c)
-
-
-def writes_results(source: str, pack: str | None) -> bool:
-  """Whether to write results.json beside the data: for per-cell files or with ``pack``; never
-  for committed (packed) cells otherwise, nor for a legacy results.json (it is the data)."""
-  return source != cells_lib.LEGACY and (bool(pack) or not source.endswith(cells_lib.PACKED))
-
-
 # What results.json keeps of sweep.json.
 INDEX_KEYS = ("name", "scale", "base_config", "description")
 # Digits kept in results.json: past printed figures, short of CPU-dependent ones (same bytes anywhere).
@@ -307,11 +301,6 @@ def rules_line(sweep_dir: str, index: dict, study: str, verdicts: list) -> list[
   """The rules line for the cells in ``sweep_dir`` (see ``identity.rules_lines``, ``reexpressed``)."""
   return reexpressed(read_json(os.path.join(sweep_dir, BEFORE)), verdicts,
                      identity.rules_lines(index.get("rules"), study), index.get("rules"))
-
-
-def produced_by(data_dir: str) -> str:
-  """The command recorded in results.json as having produced the data."""
-  return (read_json(os.path.join(data_dir, "results.json")) or {}).get("produced_by") or ""
 
 
 def write_results(index: dict, cells: list[dict], page: Page, out: str, command: str = "") -> str:

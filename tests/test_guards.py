@@ -57,13 +57,14 @@ def test_a_claims_title_states_its_threshold():
 
 
 def test_inside_the_interval_is_said_only_of_what_is_inside():
+  from experiments.readings.recipe import placement  # pylint: disable=import-outside-toplevel
   # recipe-cpu's muP held-out rung: x1.41 [1.25, 1.59] the prediction 0.00192 [0.000712, 0.00519].
   p = 0.00192
-  off = guards.placement(1.41 * p, (1.25 * p, 1.59 * p), 0.000712, 0.00519, p)
+  off = placement(1.41 * p, (1.25 * p, 1.59 * p), 0.000712, 0.00519, p)
   assert "excludes the prediction" in off and not off.endswith("inside the predicted interval.")
-  assert "covers the prediction" in guards.placement(p, (0.9 * p, 1.1 * p), 0.000712, 0.00519, p)
-  assert "crosses an edge" in guards.placement(0.005, (0.004, 0.006), 0.000712, 0.00519, p)
-  assert "outside" in guards.placement(0.01, (0.008, 0.012), 0.000712, 0.00519, p)
+  assert "covers the prediction" in placement(p, (0.9 * p, 1.1 * p), 0.000712, 0.00519, p)
+  assert "crosses an edge" in placement(0.005, (0.004, 0.006), 0.000712, 0.00519, p)
+  assert "outside" in placement(0.01, (0.008, 0.012), 0.000712, 0.00519, p)
 
 
 def test_confirmatory_only_when_nothing_in_the_headline_saw_the_data():
@@ -72,7 +73,7 @@ def test_confirmatory_only_when_nothing_in_the_headline_saw_the_data():
   saw = guards.header(design, ("the estimator was written after a first run",), [])
   assert saw.startswith("**Exploratory.** Declared confirmatory") and "estimator was written after" in saw
   assert "1 verdict changed under guards added after the data" in guards.header(design, (), [("c", "Found", kinds.CANNOT_JUDGE)])
-  assert registry.saw_data("recipe") and not registry.saw_data("zloss")
+  assert registry.outside("recipe", "SAW_DATA") and not registry.outside("zloss", "SAW_DATA")
 
 
 def test_the_committed_reports_read_as_their_figures_say():

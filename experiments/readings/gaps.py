@@ -1,4 +1,7 @@
-"""Post-hoc readings of a contrast: its sign at each value of an axis (`Gaps`), one claim re-decided at another margin (`AtMargin`), and what the init-gradient claims cite and measure (`MlpGradientNote`)."""
+"""Post-hoc readings of a contrast: its sign at each value of an axis (`Gaps`), one claim re-decided at another margin (`AtMargin`), and what the init-gradient claims cite and measure (`MlpGradientNote`).
+
+``effect_text`` and ``sign_text`` word an effect for these readings and rates.py's.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,21 @@ import dataclasses
 from research import curves
 from research import kinds
 from research import stats
-from research.posthoc import effect_text, Note, Reading, sign_text
+from research.posthoc import Note, Reading
+
+
+def effect_text(e: stats.Effect, unit: str = "nats") -> str:
+  """``+0.016 [+0.007, +0.026] nats, p 0.004``: estimate, 95 % t interval, two-sided p."""
+  if not e.defined:
+    return f"{e.diff:+.3f} {unit} (no interval)"
+  return f"{e.diff:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}] {unit}, p {e.p:.2g}"
+
+
+def sign_text(e: stats.Effect, lower: str = "lower", higher: str = "higher") -> str:
+  """Which way the interval lies: decisively ``lower`` or ``higher``, or undecided."""
+  if not e.defined or e.lo <= 0 <= e.hi:
+    return "not decisively either way"
+  return f"decisively {higher if e.lo > 0 else lower}"
 
 
 @dataclasses.dataclass(frozen=True)

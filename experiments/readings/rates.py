@@ -17,7 +17,8 @@ from research import curves
 from research import kinds
 from research import optimum
 from research import stats
-from research.posthoc import effect_text, Reading, sign_text
+from experiments.readings.gaps import effect_text, sign_text
+from research.posthoc import Reading
 
 
 def basin_of(data: kinds.Data, arm: str, point) -> optimum.Basin:

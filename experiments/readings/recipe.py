@@ -12,7 +12,6 @@ from typing import Any, Mapping
 import numpy as np
 
 from research import curves
-from research import guards
 from research import kinds
 from research import stats
 from research.posthoc import Reading
@@ -61,6 +60,18 @@ def recipe_prediction(recipe: kinds.Recipe, data: kinds.Data, at: Mapping[str, A
   seed's optimum by the ``bracketed`` fit; and what was not located."""
   missing: list[str] = []
   return recipe.predict(data, at, "bracketed", missing), missing
+
+
+def placement(value: float, ci: tuple[float, float], lo: float, hi: float, centre: float) -> str:
+  """Where an estimate ``value`` [``ci``] lies against a prediction ``centre`` [``lo``, ``hi``]."""
+  if ci[1] < lo or ci[0] > hi:
+    return "**outside the predicted interval.**"
+  if not (lo <= ci[0] and ci[1] <= hi):
+    return "its interval crosses an edge of the predicted interval."
+  if ci[0] <= centre <= ci[1]:
+    return "inside the predicted interval, and its interval covers the prediction."
+  return ("inside the predicted interval, but its interval excludes the prediction: the check "
+          "shows the prediction off, not confirmed.")
 
 
 def _panel_line(label: str, runs, log_optima: list[float]) -> dict:
@@ -236,6 +247,6 @@ class Recipes:
     text = (f"Held-out rung, {arm} at {kinds.words(at)}: predicted {p.text()}; its seeds' optimum "
             f"(geometric mean of {len(diffs)}) {seen:.3g}, x{math.exp(e.diff):.2f} "
             f"[{math.exp(e.lo):.2f}, {math.exp(e.hi):.2f}] the prediction: "
-            + guards.placement(seen, ci, lo, hi, math.exp(p.log_rate)))
+            + placement(seen, ci, lo, hi, math.exp(p.log_rate)))
     return text, {"arm": arm, "predicted": p.rate, "interval": [lo, hi], "observed": seen,
                   "ratio": [math.exp(x) for x in (e.diff, e.lo, e.hi)], "inside": inside}
