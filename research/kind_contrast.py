@@ -179,6 +179,10 @@ class Contrast(Claim):
 
   @staticmethod
   def expr(terms) -> str:
+    """``a - b``; a difference of differences (signs + - - +) as ``(a - b) - (c - d)``."""
+    if [s for _, s in terms] == [1, -1, -1, 1]:
+      (a, _), (b, _), (c, _), (d, _) = terms
+      return f"({a} - {b}) - ({c} - {d})"
     return " ".join(f"{'+' if s > 0 else '-'} {a}" for a, s in terms).removeprefix("+ ")
 
   def values(self, data: Data, named: dict[str, list[curves.Run]]) -> dict[str, dict[int, float]]:
@@ -219,8 +223,8 @@ class Contrast(Claim):
     else:
       lines = [f"{a}: {curves.describe(rs)}; {self.quantity} {stats.one_sample(list(per[a].values())).text()}."
                for a, rs in named.items()]
-      lines.append("At each shared rate (reported, not judged): "
-                   + per_rate_text(named, self.terms) + ".")
+      shared = per_rate_text(named, self.terms)
+      lines += [f"At each shared rate (reported, not judged): {shared}."] if shared else []
     lines += [f"{self.expr(t)}: {p.text()}." for t, p in zip(self.also, parts[1:])]
     return claims.Test(self.key, self.claim, self.rule(), lines, e, self.quantity_text(),
                        p_for, p_against, checks, seeds)

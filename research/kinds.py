@@ -4,7 +4,7 @@ Each kind is a frozen record of its parameters: it turns a study's ``Data`` into
 ``claims.Test`` and states its power ``plan`` (none for a ``"finding"``: ``Finding``, ``Choice``).
 docs/study.md describes them. Each lives in the module of its family: ``kind_base`` (``Data``,
 ``Claim``, ``Section``, the p-value helpers), ``kind_contrast``, ``kind_ladder``, ``kind_choice``,
-``kind_zloss``, ``kind_drift``, ``kind_runaway``, ``kind_norm_mlp`` and ``kind_recipe``.
+``kind_zloss``, ``kind_drift``, ``kind_runaway`` and ``kind_recipe``.
 """
 
 # Each definition is hashed in its own module (research/identity.py: FRAMEWORK_MODULES).

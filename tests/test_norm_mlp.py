@@ -137,7 +137,7 @@ def profile_runs(post_ratios, pre_ratios, init="xavier"):
   for norm, ratios in (("post", post_ratios), ("pre", pre_ratios)):
     for seed, r in enumerate(ratios):
       runs.append(curves.Run((f"init:{init}/{norm}",), 1e-3, seed, 4.6, LN_V, norm=norm, init=init,
-                             grad_ratio_init=r))
+                             grad_ratio_init=r, resid_ratio_init=2.0))
   return runs
 
 
@@ -154,7 +154,8 @@ def test_gradient_claim_every_way():
 
 
 def test_the_init_profiles_are_a_report_item_beside_the_gradient_claims_figure(tmp_path):
-  # The init-profile figure (a report item of experiments/readings/norm_mlp.py, all four init arms)
+  # The init-profile figure (a report item of experiments/readings/norm_mlp.py, all four init arms;
+  # attention gradients and the residual stream, the MLP gradients being the claim's own figure)
   # and the gradient claim's own probe figure (Contrast.figures: the arms it judges and reports).
   d = data(profile_runs([3.0, 3.2, 2.9], [1.0, 1.05, 0.95]) + profile_runs([1.0, 1.0, 1.01], [0.7, 0.7, 0.71], "gpt2"))
   from experiments.readings.norm_mlp import InitProfiles  # pylint: disable=import-outside-toplevel

@@ -218,3 +218,11 @@ def test_a_reexpression_says_same_verdicts_only_when_they_are():
   lines = reporting.reexpressed(before, now, changed)
   assert lines[0] == changed[0] and "'c': Inconclusive" in lines[1]
   assert reporting.reexpressed(None, now, changed) == changed
+
+
+def test_a_contrasts_terms_read_as_written():
+  """A pair reads ``a - b``; a difference of differences keeps its two pairs apart, as a reader
+  would write it (not ``a - b - c + d``)."""
+  assert kinds.Contrast.expr(kinds.pair("a", "b")) == "a - b"
+  assert kinds.Contrast.expr((("a", 1), ("b", -1), ("c", -1), ("d", 1))) == "(a - b) - (c - d)"
+  assert kinds.Contrast.expr((("a", 1),)) == "a"
