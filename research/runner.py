@@ -2,7 +2,8 @@
 
 A group is one vmapped program (``andrea_jax/multi.py``), a lone cell one ``experiments.run``;
 each cell directory gets a ``cell.json``. Finished jobs are skipped, interrupted ones resume;
-SIGINT/SIGTERM is forwarded once to each running job, which checkpoints and stops.
+SIGINT/SIGTERM is forwarded once to each running job, which checkpoints and stops. The dry run's
+plan and a group's own subprocess (``--run_group``) are ``experiments/sweep.py``'s.
 """
 
 from __future__ import annotations
@@ -18,11 +19,9 @@ import time
 
 from andrea_jax import errors
 from andrea_jax import files
-from andrea_jax import signals as signals_lib
 from research import cells as cells_lib
 from research import identity
 from research import provenance
-from research import registry
 from research import sweep as base
 
 FINISHED = ("completed", "diverged")
@@ -187,46 +186,3 @@ def write_index(sweep: base.Sweep, workdir: str, records: dict) -> None:
                           "description": sweep.description, "study": sweep.judged_by, "rules": recorded,
                           "cells": [cells.get(c.path) or {**dataclasses.asdict(c), "path": c.path,
                                                           "status": "pending"} for c in sweep.cells]})
-
-
-def plan_lines(sweep: base.Sweep, workdir: str) -> list[str]:
-  """What ``--dry_run`` prints: the groups, the code version, and the study's power plan."""
-  out = [f"Sweep {sweep.name} at scale {sweep.scale} (judged by {sweep.judged_by}), into {workdir}:",
-         "", sweep.description, "", "| group | models | rates | seeds |", "|---|---|---|---|"]
-  members: dict[str, list[base.Cell]] = {}
-  for c in sweep.cells:
-    members.setdefault(c.group or c.name, []).append(c)
-  for g, cs in members.items():
-    rates = sorted({c.learning_rate for c in cs})
-    seeds = sorted({c.seed for c in cs})
-    out.append(f"| {g} | {len(cs)} | {', '.join(f'{r:g}' for r in rates)} | "
-               f"{seeds[0]}..{seeds[-1]} ({len(seeds)}) |")
-  code = provenance.code_version()
-  out += ["", f"{len(sweep.cells)} models in {len(members)} programs. Code: commit {code['commit']}"
-          f" ({'clean tree' if code['clean'] else '**uncommitted changes**: commit before running'}).", ""]
-  return out + registry.plan_lines(sweep.judged_by, sweep.scale)
-
-
-# ----------------------------------------------------------------------------- a group, in its subprocess
-
-
-def run_group(directory: str) -> int:
-  """Train the members described by ``<directory>/group.json``; 0 when they all finished."""
-  from andrea_jax import multi  # pylint: disable=import-outside-toplevel
-  spec = files.read_json(os.path.join(directory, "group.json"))
-  if spec is None:
-    raise errors.ConfigError(f"--run_group={directory!r} holds no group.json: this flag is "
-                             f"experiments.sweep's own, for the groups it plans; run the sweep "
-                             f"with --sweep=<study> instead")
-  config = registry.group_config(spec["base_config"], spec["overrides"])
-  members = [multi.Member(**m) for m in spec["members"]]
-  with signals_lib.StopSignals():
-    try:
-      summaries = multi.train_members(config, members, directory)
-    except signals_lib.Interrupted as e:  # at a safe point before training: nothing to save
-      print(f"{directory}: interrupted while {e.phase}; nothing was trained in this start. Rerun "
-            f"the sweep's command to resume.", flush=True)
-      return errors.EXIT_INTERRUPTED
-  statuses = [s["status"] for s in summaries]
-  print(f"{directory}: " + ", ".join(f"{m.name} {s}" for m, s in zip(members, statuses)))
-  return errors.EXIT_INTERRUPTED if "interrupted" in statuses else 0

@@ -215,7 +215,8 @@ def test_proxies_smoke_group_end_to_end(tmp_path):
   sweep, workdir = dataclasses.replace(sweep, cells=cells), str(tmp_path / "sweep")
   job, = sweep_lib.jobs(sweep, workdir)
   sweep_lib.prepare_job(sweep, job, workdir)
-  assert sweep_lib.run_group(job.directory) == 0
+  from experiments import sweep as command  # pylint: disable=import-outside-toplevel
+  assert command.run_group(job.directory) == 0
   sweep_lib.write_index(sweep, workdir, {})
   member = tmp_path / "sweep" / cells[0].path
   rows = [json.loads(l) for l in open(member / "metrics.jsonl")]
@@ -249,7 +250,8 @@ def test_the_code_version_is_the_commit_and_the_trees_state(tmp_path):
 
 def test_dry_run_prints_the_plan():
   from research import registry
-  text = "\n".join(sweep_lib.plan_lines(registry.load("norm_mlp_confirm", "cpu"), "runs/x"))
+  from experiments import sweep as command  # pylint: disable=import-outside-toplevel
+  text = "\n".join(command.plan_lines(registry.load("norm_mlp_confirm", "cpu"), "runs/x"))
   assert "| pre-long | 48 |" in text and "100..107 (8)" in text
   assert "Power plan" in text and "Not powered" in text and "SwiGLU beats GELU at equal size" in text
   assert "minutes" in text and "Code: commit" in text
