@@ -6,7 +6,8 @@ differ only in learning rate and seed) is one vmapped program of many models
 ordinary ``python -m experiments.run`` in ``<workdir>/<cell>/``. Every cell directory gets a
 ``cell.json`` (its name, arms, seed and overrides) next to the run's ``summary.json``,
 ``metrics.jsonl`` and ``diagnostics.jsonl``: what ``experiments.report`` reads. The
-machinery is ``research/runner.py``; this is its command.
+machinery is ``research/runner.py``; this is its command, its dry run (``plan_lines``) and the
+group's own subprocess (``run_group``).
 
 The sweep is resumable: a job whose cells all say completed or diverged is skipped, an
 interrupted one resumes from its checkpoint. Diverged and failed cells are recorded and
@@ -22,10 +23,13 @@ from absl import flags, logging
 
 from andrea_jax import errors
 from andrea_jax import files
+from andrea_jax import signals as signals_lib
 from experiments import cli
 from research import checks
+from research import provenance
 from research import registry
 from research import runner
+from research import sweep as sweep_lib
 
 _SWEEP = flags.DEFINE_string("sweep", "norm_mlp", "study in experiments/studies/ (its grid.py)")
 _SCALE = flags.DEFINE_string("scale", "cpu", "sweep scale, e.g. cpu or gpu")
@@ -49,19 +53,59 @@ def check(sweep) -> None:
     checks.fresh_seeds(registry.study(sweep.judged_by), sweep.scale, registry.used_seeds(sweep.judged_by))
 
 
+def plan_lines(sweep: sweep_lib.Sweep, workdir: str) -> list[str]:
+  """What ``--dry_run`` prints: the groups, the code version, and the study's power plan."""
+  out = [f"Sweep {sweep.name} at scale {sweep.scale} (judged by {sweep.judged_by}), into {workdir}:",
+         "", sweep.description, "", "| group | models | rates | seeds |", "|---|---|---|---|"]
+  members: dict[str, list[sweep_lib.Cell]] = {}
+  for c in sweep.cells:
+    members.setdefault(c.group or c.name, []).append(c)
+  for g, cs in members.items():
+    rates = sorted({c.learning_rate for c in cs})
+    seeds = sorted({c.seed for c in cs})
+    out.append(f"| {g} | {len(cs)} | {', '.join(f'{r:g}' for r in rates)} | "
+               f"{seeds[0]}..{seeds[-1]} ({len(seeds)}) |")
+  code = provenance.code_version()
+  out += ["", f"{len(sweep.cells)} models in {len(members)} programs. Code: commit {code['commit']}"
+          f" ({'clean tree' if code['clean'] else '**uncommitted changes**: commit before running'}).", ""]
+  return out + registry.plan_lines(sweep.judged_by, sweep.scale)
+
+
+def run_group(directory: str) -> int:
+  """Train the members described by ``<directory>/group.json``; 0 when they all finished."""
+  from andrea_jax import multi  # pylint: disable=import-outside-toplevel
+  spec = files.read_json(os.path.join(directory, "group.json"))
+  if spec is None:
+    raise errors.ConfigError(f"--run_group={directory!r} holds no group.json: this flag is "
+                             f"experiments.sweep's own, for the groups it plans; run the sweep "
+                             f"with --sweep=<study> instead")
+  config = registry.group_config(spec["base_config"], spec["overrides"])
+  members = [multi.Member(**m) for m in spec["members"]]
+  with signals_lib.StopSignals():
+    try:
+      summaries = multi.train_members(config, members, directory)
+    except signals_lib.Interrupted as e:  # at a safe point before training: nothing to save
+      print(f"{directory}: interrupted while {e.phase}; nothing was trained in this start. Rerun "
+            f"the sweep's command to resume.", flush=True)
+      return errors.EXIT_INTERRUPTED
+  statuses = [s["status"] for s in summaries]
+  print(f"{directory}: " + ", ".join(f"{m.name} {s}" for m, s in zip(members, statuses)))
+  return errors.EXIT_INTERRUPTED if "interrupted" in statuses else 0
+
+
 def main(argv):
   del argv
   if _RUN_GROUP.value:
     if not flags.FLAGS["verbosity"].present:
       logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
-    sys.exit(runner.run_group(_RUN_GROUP.value))
+    sys.exit(run_group(_RUN_GROUP.value))
   sweep = registry.load(_SWEEP.value, _SCALE.value)
   workdir = _WORKDIR.value or os.path.join("runs", "sweeps", f"{sweep.name}-{sweep.scale}")
   purpose = "for the sweep's cells (default: runs/sweeps/<sweep>-<scale>)"
   files.check_directory(workdir, "--workdir", purpose)
   check(sweep)  # before any cell trains, dry run or not
   if _DRY_RUN.value:
-    print("\n".join(runner.plan_lines(sweep, workdir)))
+    print("\n".join(plan_lines(sweep, workdir)))
     return
   files.make_directory(workdir, "--workdir", purpose)
   records = runner.run_sweep(sweep, workdir, _PARALLEL.value, _ONLY.value, _GPUS.value)

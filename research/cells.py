@@ -110,12 +110,7 @@ def _line(path: str, n: int, line: str) -> dict:
 def pack(sweep_dir: str, results_dir: str) -> int:
   """Pack ``sweep_dir``'s cells into ``<results_dir>/cells.jsonl`` (one line each, by path), with
   its ``sweep.json``; returns the number of cells."""
-  check_sweep_dir(sweep_dir)
-  found = read_parts(sweep_dir)
-  if found is None:
-    raise errors.ConfigError(f"{sweep_dir} holds no cells (no */cell.json, no {PACKED}): is it a "
-                             f"directory written by python -m experiments.sweep?")
-  parts = sorted(found[0], key=lambda p: p["path"])
+  parts = sorted(found(sweep_dir)[0], key=lambda p: p["path"])
   make_directory(results_dir, "--pack", "for the study's data, e.g. --pack=results/<study>-<scale>")
   lines = (json.dumps(p, separators=(",", ":")) + "\n" for p in parts)
   atomic_write(os.path.join(results_dir, PACKED), *(line.encode("utf-8") for line in lines))
@@ -125,27 +120,25 @@ def pack(sweep_dir: str, results_dir: str) -> int:
   return len(parts)
 
 
-def check_sweep_dir(sweep_dir: str) -> None:
-  """ConfigError unless ``sweep_dir`` is a directory."""
+def found(sweep_dir: str) -> tuple[list[dict], str]:
+  """``read_parts``, or a ConfigError unless ``sweep_dir`` is a directory that holds cells."""
   if not os.path.isdir(sweep_dir):
     what = "is a file" if os.path.exists(sweep_dir) else "does not exist"
     raise errors.ConfigError(f"--sweep_dir={sweep_dir!r} {what}: pass a directory written by "
                              f"python -m experiments.sweep, or a study's results/<study>-<scale>")
+  parts = read_parts(sweep_dir)
+  if not parts:
+    raise errors.ConfigError(f"{sweep_dir} holds no cells (no {PACKED}, no */cell.json): is it a "
+                             f"directory written by python -m experiments.sweep?")
+  return parts
 
 
 def load(sweep_dir: str) -> tuple[dict, list[dict], str]:
   """``(index, cells, source)``: the sweep's description, its finished cells, and where from."""
-  check_sweep_dir(sweep_dir)
-  index = read_json(os.path.join(sweep_dir, "sweep.json")) or {}
-  found = read_parts(sweep_dir)
-  if not found:
-    raise errors.ConfigError(f"{sweep_dir} holds no cells (no {PACKED}, no */cell.json): is it a "
-                             f"directory written by python -m experiments.sweep?")
-  cells = [c for c in map(record, found[0]) if c]
-  source = found[1]
+  parts, source = found(sweep_dir)
   index = {"name": os.path.basename(os.path.normpath(sweep_dir)), "scale": "?", "description": "",
-           "base_config": "?", **index}
-  return index, cells, source
+           "base_config": "?", **(read_json(os.path.join(sweep_dir, "sweep.json")) or {})}
+  return index, [c for c in map(record, parts) if c], source
 
 
 def initial_loss(c: dict) -> float:

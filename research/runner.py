@@ -2,7 +2,8 @@
 
 A group is one vmapped program (``andrea_jax/multi.py``), a lone cell one ``experiments.run``;
 each cell directory gets a ``cell.json``. Finished jobs are skipped, interrupted ones resume;
-SIGINT/SIGTERM is forwarded once to each running job, which checkpoints and stops.
+SIGINT/SIGTERM is forwarded once to each running job, which checkpoints and stops. The dry run's
+plan and a group's own subprocess (``--run_group``) are ``experiments/sweep.py``'s.
 """
 
 from __future__ import annotations
@@ -18,35 +19,13 @@ import time
 
 from andrea_jax import errors
 from andrea_jax import files
-from andrea_jax import signals as signals_lib
 from research import cells as cells_lib
 from research import identity
 from research import provenance
-from research import registry
 from research import sweep as base
 
 FINISHED = ("completed", "diverged")
 NOT_STARTED = "not started"  # the sweep was stopped before the job started
-
-
-def cell_status(cell_dir: str) -> str | None:
-  return (files.read_json(os.path.join(cell_dir, "summary.json")) or {}).get("status")
-
-
-def write_cell(cell: base.Cell, workdir: str, code: dict | None = None) -> str:
-  """Write ``cell.json`` with ``code`` (``provenance.code_version``); earlier code kept in ``code_earlier``."""
-  d = os.path.join(workdir, cell.path)
-  os.makedirs(d, exist_ok=True)
-  path = os.path.join(d, "cell.json")
-  record = {**dataclasses.asdict(cell), "path": cell.path}
-  if code is not None:
-    old = files.read_json(path) or {}
-    earlier = list(old.get("code_earlier", []))
-    if old.get("code") and old["code"] != code:
-      earlier.append(old["code"])
-    record.update({"code": code, **({"code_earlier": earlier} if earlier else {})})
-  files.write_json(path, record)
-  return d
 
 
 # ----------------------------------------------------------------------------- jobs
@@ -75,9 +54,19 @@ def jobs(sweep: base.Sweep, workdir: str, only: str = "") -> list[Job]:
 
 
 def prepare_job(sweep: base.Sweep, job: Job, workdir: str, code: dict | None = None) -> None:
-  """Write each cell's ``cell.json``, and a group's ``group.json`` (read by ``--run_group``)."""
+  """Write each cell's ``cell.json`` with ``code`` (``provenance.code_version``; earlier code kept in
+  ``code_earlier``), and a group's ``group.json`` (read by ``--run_group``)."""
   for cell in job.cells:
-    write_cell(cell, workdir, code)
+    path = os.path.join(workdir, cell.path, "cell.json")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    record = {**dataclasses.asdict(cell), "path": cell.path}
+    if code is not None:
+      old = files.read_json(path) or {}
+      earlier = list(old.get("code_earlier", []))
+      if old.get("code") and old["code"] != code:
+        earlier.append(old["code"])
+      record.update({"code": code, **({"code_earlier": earlier} if earlier else {})})
+    files.write_json(path, record)
   if job.cells[0].group:
     files.write_json(os.path.join(job.directory, "group.json"), {
         "base_config": sweep.base_config, "overrides": job.cells[0].shared(),
@@ -122,6 +111,7 @@ def run_job(sweep: base.Sweep, job: Job, workdir: str, worker: int, gpus: int, c
   """Run (or skip) one job; returns its cells' records for sweep.json."""
   record = lambda c, **kw: {**dataclasses.asdict(c), "path": c.path, **kw}
   dirs = [os.path.join(workdir, c.path) for c in job.cells]
+  cell_status = lambda d: (files.read_json(os.path.join(d, "summary.json")) or {}).get("status")
   if all(cell_status(d) in FINISHED for d in dirs):
     return [record(c, status=cell_status(d), skipped=True) for c, d in zip(job.cells, dirs)]
   if running.stopped is not None:
@@ -144,12 +134,6 @@ def run_job(sweep: base.Sweep, job: Job, workdir: str, worker: int, gpus: int, c
                  code=code) for c, d in zip(job.cells, dirs)]
 
 
-def finished_runs(workdir: str, cells: list[base.Cell]) -> dict:
-  """``{cell path: curves.Run}`` of the cells that completed or diverged."""
-  records = {c.path: cells_lib.record(cells_lib.cell_parts(workdir, c.path)) for c in cells}
-  return {path: cells_lib.to_run(r) for path, r in records.items() if r is not None}
-
-
 def run_sweep(sweep: base.Sweep, workdir: str, parallel: int = 1, only: str = "",
               gpus: int = 0) -> list[dict]:
   """Run the cells, then up to ``base.REFINE_ROUNDS`` rounds of ``base.refine`` rates (derived
@@ -167,33 +151,29 @@ def run_sweep(sweep: base.Sweep, workdir: str, parallel: int = 1, only: str = ""
         break
       if rnd:
         known = {c.path for c in sweep.cells}
-        new = [c for c in base.refine(sweep.cells, finished_runs(workdir, sweep.cells), rnd)
-               if c.path not in known and only in c.path]
+        finished = {p: cells_lib.record(cells_lib.cell_parts(workdir, p)) for p in known}  # None: not finished
+        runs = {p: cells_lib.to_run(r) for p, r in finished.items() if r is not None}
+        new = [c for c in base.refine(sweep.cells, runs, rnd) if c.path not in known and only in c.path]
         if not new:
           break
         print(f"round {rnd}: {len(new)} cells added around the optima", flush=True)
         sweep = dataclasses.replace(sweep, cells=sweep.cells + new)
-      run_jobs(sweep, jobs(sweep, workdir, only), workdir, records, parallel, gpus, code, running)
+      todo = jobs(sweep, workdir, only)
+      with concurrent.futures.ThreadPoolExecutor(parallel) as pool:
+        futures = [pool.submit(run_job, sweep, j, workdir, i % parallel, gpus, code, running)
+                   for i, j in enumerate(todo)]
+        for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
+          recs = future.result()
+          records.update({r["path"]: r for r in recs})
+          if not recs[0].get("skipped"):
+            print(f"[{done}/{len(todo)}] {os.path.dirname(recs[0]['path']) or recs[0]['path']} ({len(recs)} "
+                  f"cells): {', '.join(sorted({r['status'] for r in recs}))} in {recs[0].get('seconds', 0):.0f} s",
+                  flush=True)
+          write_index(sweep, workdir, records)
   finally:
     for sig, handler in before.items():
       signal.signal(sig, handler)
   return [records[c.path] for c in sweep.cells if c.path in records]
-
-
-def run_jobs(sweep: base.Sweep, todo: list[Job], workdir: str, records: dict, parallel: int,
-             gpus: int, code: dict, running: Jobs) -> None:
-  with concurrent.futures.ThreadPoolExecutor(parallel) as pool:
-    futures = [pool.submit(run_job, sweep, j, workdir, i % parallel, gpus, code, running)
-               for i, j in enumerate(todo)]
-    for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
-      recs = future.result()
-      records.update({r["path"]: r for r in recs})
-      statuses = sorted({r["status"] for r in recs})
-      if not recs[0].get("skipped"):
-        print(f"[{done}/{len(todo)}] {os.path.dirname(recs[0]['path']) or recs[0]['path']} "
-              f"({len(recs)} cells): {', '.join(statuses)} in {recs[0].get('seconds', 0):.0f} s",
-              flush=True)
-      write_index(sweep, workdir, records)
 
 
 def write_index(sweep: base.Sweep, workdir: str, records: dict) -> None:
@@ -206,46 +186,3 @@ def write_index(sweep: base.Sweep, workdir: str, records: dict) -> None:
                           "description": sweep.description, "study": sweep.judged_by, "rules": recorded,
                           "cells": [cells.get(c.path) or {**dataclasses.asdict(c), "path": c.path,
                                                           "status": "pending"} for c in sweep.cells]})
-
-
-def plan_lines(sweep: base.Sweep, workdir: str) -> list[str]:
-  """What ``--dry_run`` prints: the groups, the code version, and the study's power plan."""
-  out = [f"Sweep {sweep.name} at scale {sweep.scale} (judged by {sweep.judged_by}), into {workdir}:",
-         "", sweep.description, "", "| group | models | rates | seeds |", "|---|---|---|---|"]
-  members: dict[str, list[base.Cell]] = {}
-  for c in sweep.cells:
-    members.setdefault(c.group or c.name, []).append(c)
-  for g, cs in members.items():
-    rates = sorted({c.learning_rate for c in cs})
-    seeds = sorted({c.seed for c in cs})
-    out.append(f"| {g} | {len(cs)} | {', '.join(f'{r:g}' for r in rates)} | "
-               f"{seeds[0]}..{seeds[-1]} ({len(seeds)}) |")
-  code = provenance.code_version()
-  out += ["", f"{len(sweep.cells)} models in {len(members)} programs. Code: commit {code['commit']}"
-          f" ({'clean tree' if code['clean'] else '**uncommitted changes**: commit before running'}).", ""]
-  return out + registry.plan_lines(sweep.judged_by, sweep.scale)
-
-
-# ----------------------------------------------------------------------------- a group, in its subprocess
-
-
-def run_group(directory: str) -> int:
-  """Train the members described by ``<directory>/group.json``; 0 when they all finished."""
-  from andrea_jax import multi  # pylint: disable=import-outside-toplevel
-  spec = files.read_json(os.path.join(directory, "group.json"))
-  if spec is None:
-    raise errors.ConfigError(f"--run_group={directory!r} holds no group.json: this flag is "
-                             f"experiments.sweep's own, for the groups it plans; run the sweep "
-                             f"with --sweep=<study> instead")
-  config = registry.group_config(spec["base_config"], spec["overrides"])
-  members = [multi.Member(**m) for m in spec["members"]]
-  with signals_lib.StopSignals():
-    try:
-      summaries = multi.train_members(config, members, directory)
-    except signals_lib.Interrupted as e:  # at a safe point before training: nothing to save
-      print(f"{directory}: interrupted while {e.phase}; nothing was trained in this start. Rerun "
-            f"the sweep's command to resume.", flush=True)
-      return errors.EXIT_INTERRUPTED
-  statuses = [s["status"] for s in summaries]
-  print(f"{directory}: " + ", ".join(f"{m.name} {s}" for m, s in zip(members, statuses)))
-  return errors.EXIT_INTERRUPTED if "interrupted" in statuses else 0

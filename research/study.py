@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import itertools
 import math
 from typing import Any, Callable, Mapping
 
@@ -23,7 +24,7 @@ from research import power
 from research import provenance
 from research import page as reporting
 from research.kind_choice import optimum_lines, plot_curves
-from research.sweep import Cell, Sweep, split_groups
+from research.sweep import Cell, Sweep
 
 DESIGNS = ("exploratory", "confirmatory")
 # Verdict of a claim declared not powered: figures reported, not judged.
@@ -131,20 +132,14 @@ class Study:
       raise errors.ConfigError(f"--scale={scale!r}: study {self.name} has scales {sorted(self.scales)}")
     return self.scales[scale]
 
-  def points(self, scale: str, arm: str | None = None) -> list[dict[str, Any]]:
-    """Every combination of the grid's axes, in declared order (``arm``'s own ``arm_axes``)."""
-    g = self.grid(scale)
-    own = g.arm_axes.get(arm, {})
-    out = [{}]
-    for axis, values in g.axes.items():
-      out = [{**p, axis: v} for p in out for v in own.get(axis, values)]
-    return out
-
   def sweep(self, scale: str) -> Sweep:
     g = self.grid(scale)
     cells = []
     for arm in self.arms_at(scale):
-      for point in self.points(scale, arm.name):
+      own, points = g.arm_axes.get(arm.name, {}), [{}]
+      for axis, values in g.axes.items():  # every combination, in declared order (the arm's own axes)
+        points = [{**p, axis: v} for p in points for v in own.get(axis, values)]
+      for point in points:
         prefix = arm.group or arm.name.replace("+", "-")  # the programs' name before the point's
         group = prefix + "".join(f"-{self.tags.get(k, k.split('.')[-1])}{v}" for k, v in point.items())
         o = {**g.shared, **arm.overrides, **g.arm_overrides.get(arm.name, {}), **point}
@@ -154,7 +149,10 @@ class Study:
                        (arm.name, *arm.also), seed, group, 0,
                        g.refine if arm.refine is None else arm.refine)
                   for lr in g.arm_rates.get(arm.name, g.rates) for seed in g.arm_seeds.get(arm.name, g.seeds)]
-    cells = split_groups(cells, g.members_per_program)
+    if g.members_per_program:  # groups of at most that many members (<group>.<i>): models too big to stack many
+      member = collections.defaultdict(itertools.count)  # per group: 0, 1, 2, ...
+      cells = [dataclasses.replace(c, group=f"{c.group}.{next(member[c.group]) // g.members_per_program}")
+               for c in cells]
     return Sweep(self.name, scale, g.base_config, cells, description=self.describe(scale, cells))
 
   def arms_at(self, scale: str) -> tuple[Arm, ...]:

@@ -6,9 +6,7 @@ as one vmapped program (``andrea_jax/multi.py``); a cell without a group is its 
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import itertools
 from typing import Any
 
 from andrea_jax import errors
@@ -42,12 +40,9 @@ class Cell:
     return f"{self.group}/{self.member}" if self.group else self.name
 
   def shared(self) -> dict[str, Any]:
-    """The overrides shared across its group (all but rate and seed)."""
-    return {k: v for k, v in self.overrides.items() if k not in MEMBER_FIELDS}
-
-
-# Overrides a group's members may differ in (andrea_jax/multi.py's Member).
-MEMBER_FIELDS = ("train.learning_rate", "train.seed")
+    """The overrides shared across its group: all but those its members may differ in, rate and
+    seed (andrea_jax/multi.py's Member)."""
+    return {k: v for k, v in self.overrides.items() if k not in ("train.learning_rate", "train.seed")}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,14 +78,6 @@ def groups(cells: list[Cell]) -> dict[str, list[Cell]]:
     except errors.ConfigError as e:
       raise errors.ConfigError(f"group {name!r}: {e}") from None
   return out
-
-
-def split_groups(cells: list[Cell], size: int | None) -> list[Cell]:
-  """Groups of at most ``size`` members (``<group>.<i>``), for models too big to stack many."""
-  if not size:
-    return cells
-  member = collections.defaultdict(itertools.count)  # per group: 0, 1, 2, ...
-  return [dataclasses.replace(c, group=f"{c.group}.{next(member[c.group]) // size}") for c in cells]
 
 
 # At most this many rounds of added rates after the grid.

@@ -215,7 +215,8 @@ def test_proxies_smoke_group_end_to_end(tmp_path):
   sweep, workdir = dataclasses.replace(sweep, cells=cells), str(tmp_path / "sweep")
   job, = sweep_lib.jobs(sweep, workdir)
   sweep_lib.prepare_job(sweep, job, workdir)
-  assert sweep_lib.run_group(job.directory) == 0
+  from experiments import sweep as command  # pylint: disable=import-outside-toplevel
+  assert command.run_group(job.directory) == 0
   sweep_lib.write_index(sweep, workdir, {})
   member = tmp_path / "sweep" / cells[0].path
   rows = [json.loads(l) for l in open(member / "metrics.jsonl")]
@@ -240,15 +241,17 @@ def test_the_code_version_is_the_commit_and_the_trees_state(tmp_path):
   assert sweep_lib.provenance.code_version(str(tmp_path / "nowhere")) == {"commit": None, "clean": None}
   # A cell resumed by other code keeps the earlier version.
   cell = base.Cell("c", {"train.learning_rate": 1e-3, "train.seed": 100}, ("a",), 100)
-  sweep_lib.write_cell(cell, str(tmp_path / "w"), {"commit": "1" * 40, "clean": True})
-  d = sweep_lib.write_cell(cell, str(tmp_path / "w"), {"commit": "2" * 40, "clean": False})
-  meta = json.load(open(os.path.join(d, "cell.json")))
+  job = sweep_lib.Job([cell], str(tmp_path / "w" / "c"), [])
+  sweep_lib.prepare_job(None, job, str(tmp_path / "w"), {"commit": "1" * 40, "clean": True})
+  sweep_lib.prepare_job(None, job, str(tmp_path / "w"), {"commit": "2" * 40, "clean": False})
+  meta = json.load(open(os.path.join(job.directory, "cell.json")))
   assert meta["code"]["commit"] == "2" * 40 and meta["code_earlier"] == [{"commit": "1" * 40, "clean": True}]
 
 
 def test_dry_run_prints_the_plan():
   from research import registry
-  text = "\n".join(sweep_lib.plan_lines(registry.load("norm_mlp_confirm", "cpu"), "runs/x"))
+  from experiments import sweep as command  # pylint: disable=import-outside-toplevel
+  text = "\n".join(command.plan_lines(registry.load("norm_mlp_confirm", "cpu"), "runs/x"))
   assert "| pre-long | 48 |" in text and "100..107 (8)" in text
   assert "Power plan" in text and "Not powered" in text and "SwiGLU beats GELU at equal size" in text
   assert "minutes" in text and "Code: commit" in text
@@ -326,8 +329,10 @@ def test_the_rules_are_recorded_before_the_first_job_runs(tmp_path, monkeypatch)
   # edited while the first program runs cannot be recorded as the ones fixed before it.
   from research import identity
   seen = []
-  monkeypatch.setattr(sweep_lib, "run_jobs", lambda sweep, todo, workdir, *a, **k: seen.append(
-      json.load(open(os.path.join(workdir, "sweep.json")))))
+  def run_job(sweep, job, workdir, *a):
+    seen.append(json.load(open(os.path.join(workdir, "sweep.json"))))
+    return [{"name": c.name, "path": c.path, "status": sweep_lib.NOT_STARTED, "skipped": True} for c in job.cells]
+  monkeypatch.setattr(sweep_lib, "run_job", run_job)
   monkeypatch.setattr(sweep_lib.base, "REFINE_ROUNDS", 0)  # nothing trained: nothing to refine
   sweep_lib.run_sweep(registry.load("zloss_drift_late", "smoke"), str(tmp_path))
   assert seen and seen[0]["rules"]["sha256"] == identity.rules_version("zloss_drift_late")["sha256"]
