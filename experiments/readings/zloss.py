@@ -11,9 +11,8 @@ from research import curves
 from research import page as reporting
 from research import stats
 from research.kind_base import at_text, Data, in_order, named, NAN, Section
-from research.kind_drift import drift_state, Finding, late_models, Track, tracks
-from research.kind_runaway import Runaway, runaway
-from research.kind_zloss import median_of, models, state
+from research.kind_zloss import (drift_state, Finding, late_models, median_of, models, runaway, Runaway, state,
+                                 Track, tracks)
 
 
 def points(data: Data) -> list[tuple[tuple, str]]:
