@@ -195,12 +195,6 @@ def _fit(x: np.ndarray, y: np.ndarray, point: list[int]) -> tuple[tuple[int, flo
   return run, float(mean[b]), v if x[lo] <= v <= x[hi] else math.nan
 
 
-def _neighbours(rates: np.ndarray, best: float) -> tuple[float | None, float | None]:
-  points = grid_points(rates)
-  i = next(k for k, p in enumerate(points) if best in p)
-  return (max(points[i - 1]) if i > 0 else None, min(points[i + 1]) if i + 1 < len(points) else None)
-
-
 def _indistinct(rates: np.ndarray, y: np.ndarray, b: int) -> tuple[float, float]:
   """The lowest and highest rate not decisively worse than the best (paired one-sided t at ALPHA; under
   two shared seeds: not told apart)."""
@@ -222,7 +216,8 @@ def basin(losses: Table, resamples: int = BOOTSTRAP) -> Basin:
   rates, y, seeds = _matrix(losses)
   if not len(rates) or np.all(np.isnan(y)):
     raise errors.ConfigError("optimum.basin: no finite losses to read")
-  point = [k for k, p in enumerate(grid_points(rates)) for _ in p]
+  points = grid_points(rates)
+  point = [k for k, p in enumerate(points) for _ in p]
   (b, band, lo, hi), best_loss, vertex = _fit(np.log(rates), y, point)
   draws = np.random.default_rng(SEED).integers(0, len(seeds), (resamples if len(seeds) > 1 else 0, len(seeds)))
   v = np.array([_fit(np.log(rates), y[:, d], point)[2] for d in draws])
@@ -233,9 +228,11 @@ def basin(losses: Table, resamples: int = BOOTSTRAP) -> Basin:
   seed_best = [rates[int(np.nanargmin(y[:, j]))] for j in range(len(seeds)) if np.isfinite(y[:, j]).any()]
   best = float(rates[b])
   same = all(max(r, best) / min(r, best) < MIN_RATIO for r in seed_best)
+  i = point[b]  # the best's grid point, between its neighbours
+  between = (max(points[i - 1]) if i > 0 else None, min(points[i + 1]) if i + 1 < len(points) else None)
   return Basin(best, best_loss, band, tuple(float(r) for r in rates[lo:hi + 1]),
                None if np.isnan(vertex) else float(math.exp(vertex)), interval, _indistinct(rates, y, b),
-               _neighbours(rates, best), len(seeds), same, point[hi] - point[lo] + 1)
+               between, len(seeds), same, point[hi] - point[lo] + 1)
 
 
 # ----------------------------------------------------------------------------- one seed, centred
