@@ -1,7 +1,7 @@
 """The z-loss studies' kinds: where the output's log Z sits against ``log V``, and how it moves over training.
 
-``Model``, ``models`` and ``state`` (log Z at the end); ``Track``, ``tracks`` and ``drift_state`` (its
-drift over the second half), ``late_models`` (its late window); ``Finding`` over either; ``Runaway`` on
+``Model``, ``models`` and ``state`` (log Z at the end); ``Track`` and ``tracks`` (its drift over the
+second half), ``late_models`` (its late window); ``Finding`` over either; ``Runaway`` on
 the seeds where a reference arm's log Z ran past [0, log V]. The report items (tables, per-seed
 listings) are in ``experiments/readings/zloss.py``.
 """
@@ -57,13 +57,16 @@ def models(data: Data, arm: str, at: Mapping[str, Any] | tuple = ()) -> list[Mod
   return sorted(out, key=lambda m: (m.lr, m.seed))
 
 
-def state(ms: list[Model], bound: float) -> str:
+def state(ms: list[Model] | list[Track], bound: float, drift: bool = False) -> str:
   """``grows`` (every seed completed |excess| >= ``bound``), ``stays`` (every seed completed
-  below it) or ``mixed`` (seeds disagree, or a model did not complete)."""
+  below it) or ``mixed`` (seeds disagree, or a model did not complete). ``drift``: of ``Track``s,
+  ``drifts`` when every seed learns and drifts ``bound`` nats or more either way."""
   if not ms or not all(m.read for m in ms):
     return "mixed"
-  big = [abs(m.excess) >= bound for m in ms]
-  return "grows" if all(big) else "stays" if not any(big) else "mixed"
+  big = [abs(m.drift if drift else m.excess) >= bound for m in ms]
+  if all(big) and (not drift or all(m.learns for m in ms)):
+    return "drifts" if drift else "grows"
+  return "stays" if not any(big) else "mixed"
 
 
 def median_of(xs) -> float:
@@ -128,22 +131,11 @@ def tracks(data: Data, arm: str, at: Mapping[str, Any] | tuple = ()) -> list[Tra
   return sorted(out, key=lambda t: (t.lr, t.seed))
 
 
-def drift_state(ts: list[Track], bound: float) -> str:
-  """``drifts`` (every seed learns and drifts ``bound`` nats or more either way), ``stays`` (every seed
-  completed, drifting less) or ``mixed``."""
-  if not ts or not all(t.read for t in ts):
-    return "mixed"
-  big = [abs(t.drift) >= bound for t in ts]
-  if all(big) and all(t.learns for t in ts):
-    return "drifts"
-  return "stays" if not any(big) else "mixed"
-
-
 @dataclasses.dataclass(frozen=True)
 class Finding(Claim):
   """Per (arm, rate) over seeds, whether log Z lies ``bound`` nats away: ``reads="excess"``, from
   ``log V`` at the end, at the largest ``axis`` (``state``); ``reads="drift"``, its late drift over every
-  point (``drift_state``). Found when one (arm, rate) moves in every seed, Not found when all stay;
+  point (``state`` with ``drift``). Found when one (arm, rate) moves in every seed, Not found when all stay;
   ``beside``: partners shown, not judged; ``names``: the overrides that name an arm."""
   family: str | None = None
   arms: tuple[str, ...] = ()
@@ -182,7 +174,7 @@ class Finding(Claim):
     return curves.by_rate(read(data, arm, point))
 
   def state(self, items: list) -> str:
-    return drift_state(items, self.bound) if self.reads == "drift" else state(items, self.bound)
+    return state(items, self.bound, self.reads == "drift")
 
   def median(self, items: list) -> float:
     return median_of(t.drift for t in items) if self.reads == "drift" else median_of(m.excess for m in items)
@@ -259,15 +251,13 @@ class Pairs:
   other: dict[int, Model]
   sides: dict[int, int]
 
-  def judged(self) -> list[int]:
-    return [s for s in self.sides if self.other[s].read]
-
   def lost(self) -> list[int]:
     return [s for s in self.sides if not self.other[s].read]
 
   def per_seed(self, loss: bool) -> tuple[dict[int, float], dict[int, float]]:
     """The reference's and the arm's final loss (``loss``) or overshoot on the side it ran to, per judged seed."""
-    seeds, read = self.judged(), lambda m, s: m.final if loss else overshoot(m, self.sides[s])
+    seeds = [s for s in self.sides if self.other[s].read]
+    read = lambda m, s: m.final if loss else overshoot(m, self.sides[s])
     return {s: read(self.plain[s], s) for s in seeds}, {s: read(self.other[s], s) for s in seeds}
 
   def summary(self) -> str:
