@@ -26,7 +26,7 @@ SHARED_MODULES = ("research/claims.py", "research/curves.py", "research/stats.py
 # The files a file-form record hashed when it names none.
 FILE_FORM_FILES = ("experiments/verdicts.py", "experiments/stats.py")
 # The framework modules a one-file study's definitions are hashed with.
-KINDS = ("base", "contrast", "zloss", "drift", "runaway", "choice", "ladder", "recipe")
+KINDS = ("base", "contrast", "zloss", "choice", "ladder", "recipe")
 FRAMEWORK_MODULES = ("research/study.py", "research/kinds.py", *(f"research/kind_{k}.py" for k in KINDS),
                      "research/ladder.py", "research/optimum.py", "research/rate_check.py")
 # Kind modules key a name two modules share as ``NAN (research/kinds.py)``, keeping old records' keys.

@@ -68,14 +68,6 @@ class Recipe:
     points = data.points(self.base_arm)
     return dict(points[0]) if len(points) == 1 else None
 
-  def base_rate(self, data: Data, base: Mapping[str, Any]) -> tuple[float, float, float, str]:
-    b = optimum.basin(optimum.table(data.runs(self.base_arm, base)))
-    if b.resolved:
-      center, (lo, hi) = b.optimum, b.interval
-    else:
-      center, (lo, hi) = b.best, (b.best if x is None else x for x in b.between)
-    return math.log(center), math.log(center / lo), math.log(hi / center), b.short()
-
   def predict(self, data: Data, at: Mapping[str, Any] | None = None, fit: str = "basin",
               missing: list[str] | None = None) -> Prediction | None:
     """The rate at ``at`` (default: the legs' targets), optima by ``fit``; None without a base or a leg's
@@ -85,8 +77,13 @@ class Recipe:
     if base is None:
       missing.append(f"{self.base_arm} has no single grid point")
       return None
-    log_rate, below, above, base_text = self.base_rate(data, base)
-    rows = [("base", f"{self.base_arm} at {words(base)}", base_text, below, above)]
+    b = optimum.basin(optimum.table(data.runs(self.base_arm, base)))
+    if b.resolved:  # the base's rate, with its interval (else the grid points beside it)
+      center, (lo, hi) = b.optimum, b.interval
+    else:
+      center, (lo, hi) = b.best, (b.best if x is None else x for x in b.between)
+    log_rate, below, above = math.log(center), math.log(center / lo), math.log(hi / center)
+    rows = [("base", f"{self.base_arm} at {words(base)}", b.short(), below, above)]
     err2_lo, err2_hi = below ** 2, above ** 2
     for leg in self.legs:
       doublings = math.log2((at or {}).get(leg.axis, leg.target) / base[leg.axis])

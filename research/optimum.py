@@ -153,19 +153,6 @@ def _matrix(losses: Table) -> tuple[np.ndarray, np.ndarray, list[int]]:
   return rates, y, seeds
 
 
-def _moments(y: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-  """Per resample (``counts``: draws per seed, ``[B, S]``) and rate, the losses' count, mean and SE (``[B, R]``)."""
-  ok = np.isfinite(y)
-  y0 = np.where(ok, y, 0.0)
-  n = counts @ ok.T
-  with np.errstate(invalid="ignore", divide="ignore"):
-    mean = (counts @ y0.T) / n
-    sq = counts @ (y0 ** 2).T
-    var = (sq - n * mean ** 2) / (n - 1)
-    se = np.sqrt(np.maximum(var, 0.0) / n)
-  return n, mean, np.where(n > 1, se, 0.0)
-
-
 def _run(mean: list[float], se: list[float], point: list[int]) -> tuple[int, float, int, int]:
   """``(best, band, lo, hi)``: the best rate's index, the band and the run ``lo..hi`` around it (the module
   docstring; ``point``: each rate's grid point)."""
@@ -189,31 +176,23 @@ def _run(mean: list[float], se: list[float], point: list[int]) -> tuple[int, flo
   return b, band, lo, hi
 
 
-def _vertices(x: np.ndarray, n: np.ndarray, mean: np.ndarray, runs: list[tuple]) -> np.ndarray:
-  """Per resample, the log rate at the parabola's minimum (least squares on the rates' means weighted by
-  count: the fit through every drawn loss); nan without a minimum inside the run."""
-  _, _, lo, hi = map(np.array, zip(*runs))  # each resample's run of rates
-  r = np.arange(n.shape[1])
-  w = np.where((r >= lo[:, None]) & (r <= hi[:, None]) & (n > 0), n, 0.0)
-  m = np.where(w > 0, mean, 0.0)
-  powers = x[None, :, None] ** np.arange(5)[None, None, :]  # [1, R, 5]
-  s = np.einsum("br,brk->bk", w, np.broadcast_to(powers, (*w.shape, 5)))
-  t = np.einsum("br,brk->bk", w * m, np.broadcast_to(powers[..., :3], (*w.shape, 3)))
-  normal = np.stack([s[:, i:i + 3] for i in range(3)], axis=1)  # [B, 3, 3], rows c, b, a
-  used = (w > 0).sum(axis=1) >= 3
-  coef = np.full((len(w), 3), np.nan)
-  if used.any():
-    coef[used] = np.linalg.solve(normal[used], t[used][..., None])[..., 0]
-  c2, c1 = coef[:, 2], coef[:, 1]
-  with np.errstate(invalid="ignore", divide="ignore"):
-    v = -c1 / (2 * c2)
-  return np.where((c2 > 0) & (v >= x[lo]) & (v <= x[hi]), v, np.nan)
-
-
-def _neighbours(rates: np.ndarray, best: float) -> tuple[float | None, float | None]:
-  points = grid_points(rates)
-  i = next(k for k, p in enumerate(points) if best in p)
-  return (max(points[i - 1]) if i > 0 else None, min(points[i + 1]) if i + 1 < len(points) else None)
+def _fit(x: np.ndarray, y: np.ndarray, point: list[int]) -> tuple[tuple[int, float, int, int], float, float]:
+  """One draw of the seeds (``y``: a loss per rate and drawn seed, nan where missing): its ``_run``, the best
+  rate's mean loss and the log rate at the minimum of the least-squares parabola through every loss in the run
+  (nan without a minimum inside it, or under three rates with a loss)."""
+  ok = np.isfinite(y)
+  n, y0 = ok.sum(axis=1), np.where(ok, y, 0.0)
+  with np.errstate(invalid="ignore", divide="ignore"):  # a rate with no finite loss: its mean is nan
+    mean = y0.sum(axis=1) / n
+    se = np.where(n > 1, np.sqrt(((y0 - mean[:, None]) ** 2 * ok).sum(axis=1) / (n - 1) / n), 0.0)
+  run = _run(mean.tolist(), se.tolist(), point)
+  b, _, lo, hi = run
+  if (n[lo:hi + 1] > 0).sum() < 3:
+    return run, float(mean[b]), math.nan
+  inside = ok[lo:hi + 1]
+  c2, c1, _ = np.polyfit(np.broadcast_to(x[lo:hi + 1, None], inside.shape)[inside], y[lo:hi + 1][inside], 2)
+  v = -c1 / (2 * c2) if c2 > 0 else math.nan
+  return run, float(mean[b]), v if x[lo] <= v <= x[hi] else math.nan
 
 
 def _indistinct(rates: np.ndarray, y: np.ndarray, b: int) -> tuple[float, float]:
@@ -237,26 +216,23 @@ def basin(losses: Table, resamples: int = BOOTSTRAP) -> Basin:
   rates, y, seeds = _matrix(losses)
   if not len(rates) or np.all(np.isnan(y)):
     raise errors.ConfigError("optimum.basin: no finite losses to read")
-  point = [k for k, p in enumerate(grid_points(rates)) for _ in p]
-  rng = np.random.default_rng(SEED)
-  draws = rng.integers(0, len(seeds), (resamples if len(seeds) > 1 else 0, len(seeds)))
-  counts = np.concatenate([np.ones((1, len(seeds))),
-                           np.stack([np.bincount(d, minlength=len(seeds)) for d in draws])
-                           if len(draws) else np.zeros((0, len(seeds)))])
-  n, mean, se = _moments(y, counts)
-  runs = [_run(m, s, point) for m, s in zip(mean.tolist(), se.tolist())]
-  v = _vertices(np.log(rates), n, mean, runs)
-  b, band, lo, hi = runs[0]
-  defined = v[1:][np.isfinite(v[1:])]
+  points = grid_points(rates)
+  point = [k for k, p in enumerate(points) for _ in p]
+  (b, band, lo, hi), best_loss, vertex = _fit(np.log(rates), y, point)
+  draws = np.random.default_rng(SEED).integers(0, len(seeds), (resamples if len(seeds) > 1 else 0, len(seeds)))
+  v = np.array([_fit(np.log(rates), y[:, d], point)[2] for d in draws])
+  defined = v[np.isfinite(v)]
   interval = None
-  if len(v) > 1 and len(v) - 1 - len(defined) <= ALPHA / 2 * (len(v) - 1):
+  if len(v) and len(v) - len(defined) <= ALPHA / 2 * len(v):
     interval = tuple(float(math.exp(q)) for q in np.quantile(defined, [ALPHA / 2, 1 - ALPHA / 2]))
   seed_best = [rates[int(np.nanargmin(y[:, j]))] for j in range(len(seeds)) if np.isfinite(y[:, j]).any()]
   best = float(rates[b])
   same = all(max(r, best) / min(r, best) < MIN_RATIO for r in seed_best)
-  return Basin(best, float(mean[0, b]), band, tuple(float(r) for r in rates[lo:hi + 1]),
-               None if np.isnan(v[0]) else float(math.exp(v[0])), interval, _indistinct(rates, y, b),
-               _neighbours(rates, best), len(seeds), same, point[hi] - point[lo] + 1)
+  i = point[b]  # the best's grid point, between its neighbours
+  between = (max(points[i - 1]) if i > 0 else None, min(points[i + 1]) if i + 1 < len(points) else None)
+  return Basin(best, best_loss, band, tuple(float(r) for r in rates[lo:hi + 1]),
+               None if np.isnan(vertex) else float(math.exp(vertex)), interval, _indistinct(rates, y, b),
+               between, len(seeds), same, point[hi] - point[lo] + 1)
 
 
 # ----------------------------------------------------------------------------- one seed, centred

@@ -65,7 +65,7 @@ def test_the_late_drift_is_the_end_minus_half_way_and_only_learning_models_count
   assert t.drift == pytest.approx(-5.0) and t.learns
   # A model that ended above its initial loss did not learn, however its log Z moved.
   wreck = kinds.tracks(DATA.data([cell(PLAIN, 0.1, 1, late=-5.0, final=7.0)]), PLAIN)[0]
-  assert not wreck.learns and kinds.drift_state([wreck], 2.0) == "mixed"
+  assert not wreck.learns and kinds.state([wreck], 2.0, drift=True) == "mixed"
   gone = kinds.tracks(DATA.data([cell(PLAIN, 0.1, 1, late=-5.0, status="diverged")]), PLAIN)[0]
   assert math.isnan(gone.drift) and not gone.read
 

@@ -11,9 +11,8 @@ from research import curves
 from research import page as reporting
 from research import stats
 from research.kind_base import at_text, Data, in_order, named, NAN, Section
-from research.kind_drift import drift_state, Finding, late_models, Track, tracks
-from research.kind_runaway import Runaway, runaway
-from research.kind_zloss import median_of, models, state
+from research.kind_zloss import (Finding, late_models, median_of, models, runaway, Runaway, state,
+                                 Track, tracks)
 
 
 def points(data: Data) -> list[tuple[tuple, str]]:
@@ -78,7 +77,7 @@ class ExcessTable:
 
 @dataclasses.dataclass(frozen=True)
 class DriftTable:
-  """Per arm, point and rate, medians over seeds of log Z's track, its late drift and ``drift_state``, the
+  """Per arm, point and rate, medians over seeds of log Z's track, its late drift and ``state``, the
   attention logit and final loss; and every model's trajectory, a panel per rate; ``finding``: its verdict
   recorded."""
   bound: float = 2.0
@@ -101,7 +100,7 @@ class DriftTable:
     for point, arm in points(data):
       for lr, ts in curves.by_rate(tracks(data, arm, point)).items():
         seeds = ", ".join(f(t.drift, "+.2f") for t in ts)
-        st = drift_state(ts, self.bound)
+        st = state(ts, self.bound, drift=True)
         lines.append(
             f"| {arm} | {at_text(point)[2:] or '—'} | {lr:g} | {sum(t.learns for t in ts)}/{len(ts)} | "
             f"{f(median_of(t.at(0) for t in ts), '.2f')} | {f(median_of(t.mid for t in ts), '.2f')} | "
