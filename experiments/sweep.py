@@ -68,7 +68,8 @@ def plan_lines(sweep: sweep_lib.Sweep, workdir: str) -> list[str]:
   code = provenance.code_version()
   out += ["", f"{len(sweep.cells)} models in {len(members)} programs. Code: commit {code['commit']}"
           f" ({'clean tree' if code['clean'] else '**uncommitted changes**: commit before running'}).", ""]
-  return out + registry.plan_lines(sweep.judged_by, sweep.scale)
+  study = sweep.judged_by  # a package's sweep (no study file) has no power plan
+  return out + (registry.study(study).plan_lines(sweep.scale) if registry.is_file(study) else [])
 
 
 def run_group(directory: str) -> int:

@@ -42,26 +42,19 @@ def names() -> list[str]:
           if (e.endswith(".py") and e != "__init__.py") or os.path.exists(os.path.join(HERE, e, "grid.py"))]
 
 
-def grid(name: str):
-  """The module of ``name``'s ``grid.py`` (``get_sweep(scale)``); ConfigError if unknown."""
+def load(name: str, scale: str):
+  """``name``'s sweep at ``scale``: the study file's, else its package's ``grid.py``'s ``get_sweep``."""
+  if is_file(name):
+    return study(name).sweep(scale)
   if not os.path.exists(os.path.join(HERE, name, "grid.py")):
     raise errors.ConfigError(f"--sweep={name!r}: no study experiments/studies/{name}.py or "
                              f"experiments/studies/{name}/grid.py; studies: {', '.join(names())}")
-  return importlib.import_module(f"experiments.studies.{name}.grid")
-
-
-def load(name: str, scale: str):
-  return study(name).sweep(scale) if is_file(name) else grid(name).get_sweep(scale)
+  return importlib.import_module(f"experiments.studies.{name}.grid").get_sweep(scale)
 
 
 def is_smoke(name: str, scale: str) -> bool:
   """Whether ``name``'s ``scale`` trains toy models (``Grid.smoke``; a package's sweep does not)."""
   return is_file(name) and study(name).scales[scale].smoke
-
-
-def plan_lines(name: str, scale: str) -> list[str]:
-  """The study's power plan at ``scale`` (printed by ``--dry_run``; none for a package's sweep)."""
-  return study(name).plan_lines(scale) if is_file(name) else []
 
 
 def study_of(index: dict) -> str:
@@ -98,10 +91,9 @@ def used_seeds(but: str) -> set[int]:
   for pack in glob.glob(os.path.join(RESULTS, "*")):
     if os.path.basename(pack).startswith(f"{but}-") or not os.path.isdir(pack):
       continue
-    found = cells_lib.read_parts(pack)
+    found = cells_lib.read_parts(pack)  # the cells trained (results.json's are some of these)
     cells += [p["cell"] for p in found[0]] if found else []
-    for index in ("sweep.json", "results.json"):
-      cells += (read_json(os.path.join(pack, index)) or {}).get("cells", [])
+    cells += (read_json(os.path.join(pack, "sweep.json")) or {}).get("cells", [])  # and planned
   seen = set()
   for c in cells:
     o = c.get("overrides", {})

@@ -240,13 +240,14 @@ class Study:
       fixed[arm] += g.seconds_per_program / 60
     return dict(per_seed), dict(fixed)
 
-  def budget_plan(self, scale: str) -> tuple[list[power.Planned], dict[str, int], float, int]:
-    """``(planned claims, seeds per arm, level, family size)`` under the grid's ``Budget``."""
+  def budget_plan(self, scale: str, costs=None) -> tuple[list[power.Planned], dict[str, int], float, int]:
+    """``(planned claims, seeds per arm, level, family size)`` under the grid's ``Budget``, at
+    ``costs`` (``seed_costs``, when the caller has them)."""
     b = self.grid(scale).budget
-    per_seed, fixed = self.seed_costs(scale)
+    per_seed, fixed = costs or self.seed_costs(scale)
     budget = b.minutes - sum(fixed.values())
-    plans = [dataclasses.replace(c.plan(), arms=tuple(dict.fromkeys(self.arm_of(a) for a in c.plan().arms)))
-             for c in self.tested()]
+    plans = [dataclasses.replace(p, arms=tuple(dict.fromkeys(self.arm_of(a) for a in p.arms)))
+             for p in (c.plan() for c in self.tested())]
     spreads = {c.key: self.spread_of(c) or power.Spread(math.nan, 0) for c in self.tested()}
     planned, seeds, level, family = power.admit(plans, spreads, per_seed, budget, b.min_seeds, self.power, 0.05)
     mine = {a.name for a in self.arms}
@@ -261,26 +262,24 @@ class Study:
     return planned, seeds, level, family
 
   def plan_lines(self, scale: str) -> list[str]:
-    if self.grid(scale).budget is not None:
-      return self.budget_lines(scale)
-    if not self.tested():
-      return ["Power plan: no claim is a test (a finding or a choice), nothing to power.", ""]
-    lines = [f"Power plan (per-seed spread: {self.spread_source or 'none stated'}; each claim at "
-             f"its family's Holm level, power {self.power:g}):", "",
-             "| claim | family | quantity | test | planned effect | seeds needed | seeds | plan |",
-             "|---|---|---|---|---|---|---|---|"]
-    for c, need, have, powered in self.plan(scale):
-      p = c.plan()
-      lines.append(f"| {c.claim} | {c.family or '(alone)'} | {p.quantity} | {p.test} | "
-                   f"{p.effect:g} ({p.source or 'no source'}) | {need if need is not None else '—'} | "
-                   f"{have} | {'powered' if powered else '**not powered**'} |")
-    return lines + [""]
-
-  def budget_lines(self, scale: str) -> list[str]:
-    """The budgeted plan as markdown, and whether the grid and ``not_powered`` keep it."""
+    """The power plan as markdown: under the grid's ``Budget``, the budgeted plan and whether the
+    grid and ``not_powered`` keep it; without one, each tested claim's seeds needed and given."""
     g, b = self.grid(scale), self.grid(scale).budget
-    planned, seeds, level, family = self.budget_plan(scale)
-    per_seed, fixed = self.seed_costs(scale)
+    if b is None and not self.tested():
+      return ["Power plan: no claim is a test (a finding or a choice), nothing to power.", ""]
+    if b is None:
+      lines = [f"Power plan (per-seed spread: {self.spread_source or 'none stated'}; each claim at "
+               f"its family's Holm level, power {self.power:g}):", "",
+               "| claim | family | quantity | test | planned effect | seeds needed | seeds | plan |",
+               "|---|---|---|---|---|---|---|---|"]
+      for c, need, have, powered in self.plan(scale):
+        p = c.plan()
+        lines.append(f"| {c.claim} | {c.family or '(alone)'} | {p.quantity} | {p.test} | "
+                     f"{p.effect:g} ({p.source or 'no source'}) | {need if need is not None else '—'} | "
+                     f"{have} | {'powered' if powered else '**not powered**'} |")
+      return lines + [""]
+    per_seed, fixed = costs = self.seed_costs(scale)
+    planned, seeds, level, family = self.budget_plan(scale, costs)
     grid = {a.name: len(self.seeds_of(scale, a.name)) for a in self.arms_at(scale)}
     minutes = {a: per_seed[a] * n + fixed.get(a, 0.0) for a, n in grid.items()}
     declared = {c.plan.claim for c in planned if not c.powered}
@@ -320,7 +319,7 @@ class Study:
 
   def page(self, index: dict, cells: list[dict], out: str) -> reporting.Page:
     data = self.data(cells)
-    verdicts = self.judge(cells)
+    verdicts = judge(self, data)
     findings = len(self.claims) - len(self.tested())
     method = ("Each claim's rule is stated under it (`research/kinds.py`); the claims of one "
               "family are decided together under Holm's correction at level 0.05, each verdict "

@@ -134,6 +134,7 @@ def test_a_budget_costs_what_it_states_or_what_the_grid_measured():
                                          {"a": 0.5, "b": 0.5})
   planned, seeds, _, family = measured.budget_plan("cpu")
   assert planned[0].powered and family == 1 and seeds == {"b": planned[0].seeds, "a": planned[0].seeds}
+  assert measured.budget_plan("cpu", measured.seed_costs("cpu"))[1] == seeds  # costs the caller has
   assert "keep the plan's" in "\n".join(measured.plan_lines("cpu"))  # 10 seeds: 5 minutes of 30
   # Stated: the same plan from the costs the budget states, with no fixed cost.
   stated = dataclasses.replace(measured, scales={"cpu": grid(budget=Budget(30.0, {"a": 0.2, "b": 0.2}, 2))})
