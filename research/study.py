@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import itertools
 import math
 from typing import Any, Callable, Mapping
 
@@ -24,7 +23,7 @@ from research import power
 from research import provenance
 from research import page as reporting
 from research.kind_choice import optimum_lines, plot_curves
-from research.sweep import Cell, Sweep
+from research.sweep import Cell, split_groups, Sweep
 
 DESIGNS = ("exploratory", "confirmatory")
 # Verdict of a claim declared not powered: figures reported, not judged.
@@ -149,10 +148,7 @@ class Study:
                        (arm.name, *arm.also), seed, group, 0,
                        g.refine if arm.refine is None else arm.refine)
                   for lr in g.arm_rates.get(arm.name, g.rates) for seed in g.arm_seeds.get(arm.name, g.seeds)]
-    if g.members_per_program:  # groups of at most that many members (<group>.<i>): models too big to stack many
-      member = collections.defaultdict(itertools.count)  # per group: 0, 1, 2, ...
-      cells = [dataclasses.replace(c, group=f"{c.group}.{next(member[c.group]) // g.members_per_program}")
-               for c in cells]
+    cells = split_groups(cells, g.members_per_program)
     return Sweep(self.name, scale, g.base_config, cells, description=self.describe(scale, cells))
 
   def arms_at(self, scale: str) -> tuple[Arm, ...]:

@@ -6,7 +6,9 @@ as one vmapped program (``andrea_jax/multi.py``); a cell without a group is its 
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import itertools
 from typing import Any
 
 from andrea_jax import errors
@@ -78,6 +80,14 @@ def groups(cells: list[Cell]) -> dict[str, list[Cell]]:
     except errors.ConfigError as e:
       raise errors.ConfigError(f"group {name!r}: {e}") from None
   return out
+
+
+def split_groups(cells: list[Cell], size: int | None) -> list[Cell]:
+  """Groups of at most ``size`` members (``<group>.<i>``), for models too big to stack many."""
+  if not size:
+    return cells
+  member = collections.defaultdict(itertools.count)  # per group: 0, 1, 2, ...
+  return [dataclasses.replace(c, group=f"{c.group}.{next(member[c.group]) // size}") for c in cells]
 
 
 # At most this many rounds of added rates after the grid.
