@@ -61,9 +61,10 @@ def plan_lines(sweep: sweep_lib.Sweep, workdir: str) -> list[str]:
   for c in sweep.cells:
     members.setdefault(c.group or c.name, []).append(c)
   for g, cs in members.items():
-    rates = sorted({c.learning_rate for c in cs})
+    rates = sorted({c.learning_rate for c in cs} - {None})  # none: the base config's own
     seeds = sorted({c.seed for c in cs})
-    out.append(f"| {g} | {len(cs)} | {', '.join(f'{r:g}' for r in rates)} | "
+    shown = ", ".join(f"{r:g}" for r in rates) or "the config's"
+    out.append(f"| {g} | {len(cs)} | {shown} | "
                f"{seeds[0]}..{seeds[-1]} ({len(seeds)}) |")
   code = provenance.code_version()
   out += ["", f"{len(sweep.cells)} models in {len(members)} programs. Code: commit {code['commit']}"

@@ -255,6 +255,9 @@ def test_dry_run_prints_the_plan():
   assert "| pre-long | 48 |" in text and "100..107 (8)" in text
   assert "Power plan" in text and "Not powered" in text and "SwiGLU beats GELU at equal size" in text
   assert "minutes" in text and "Code: commit" in text
+  # A cell that trains at its config's own rate (the micro grid's pre-seed0) is listed, not a crash.
+  text = "\n".join(command.plan_lines(micro.get_sweep(), "runs/x"))
+  assert "| pre-seed0 | 1 | the config's | 0..0 (1) |" in text
 
 
 FAKE_JOB = """
