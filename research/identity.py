@@ -13,14 +13,12 @@ import collections
 import copy
 import dataclasses
 import hashlib
-import os
 import pathlib
 import subprocess
 from typing import Iterable
 
-from research.provenance import git
+from research.provenance import ROOT, git
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The rule modules every study shares, after its own file and the framework's (repository-relative).
 SHARED_MODULES = ("research/claims.py", "research/curves.py", "research/stats.py")
 # The files a file-form record hashed when it names none.
@@ -31,17 +29,13 @@ FRAMEWORK_MODULES = ("research/study.py", "research/kinds.py", *(f"research/kind
                      "research/ladder.py", "research/optimum.py", "research/rate_check.py")
 # Kind modules key a name two modules share as ``NAN (research/kinds.py)``, keeping old records' keys.
 KIND_MODULES = {f"research/kind_{k}.py": "research/kinds.py" for k in KINDS}
+# Where every study's rules start (each study is one file).
 FILE_ROOTS = ("STUDY", "judge", "decide")
 
 
 def study_modules(study: str) -> tuple[str, ...]:
   """The rule modules of ``study``, its own file first."""
   return (f"experiments/studies/{study}.py", *FRAMEWORK_MODULES, *SHARED_MODULES)
-
-
-def study_roots(study: str) -> tuple[str, ...]:
-  del study  # every study is one file, judged from the same roots
-  return FILE_ROOTS
 
 
 # ----------------------------------------------------------------------------- one module
@@ -198,7 +192,7 @@ def _read(paths: Iterable[str]) -> dict[str, str]:
 def rules_version(study: str) -> dict:
   """The sweep.json record of ``study``'s rules now: digests, hash, last commit, dirty flag."""
   modules = study_modules(study)
-  defs = definitions(_read(modules), study_roots(study))
+  defs = definitions(_read(modules), FILE_ROOTS)
   try:
     commit = git("log", "-1", "--format=%H", "--", *modules).strip() or None
     dirty = bool(git("status", "--porcelain", "--", *modules).strip())
@@ -249,15 +243,14 @@ def _file_form_sources(recorded: dict, files: tuple[str, ...], show=None) -> dic
 def compare(recorded: dict, study: str, show=None) -> Comparison:
   """``recorded`` (a sweep.json ``rules``) against ``study``'s rules now; a file-form record's
   definitions are rebuilt from its files at its commit (``_file_form_sources``)."""
-  roots = study_roots(study)
   form = recorded.get("form") == "definitions"  # else a file-form record
   old_modules = tuple(recorded.get("modules", ()) if form else recorded.get("files") or FILE_FORM_FILES)
   try:
     old = ({k: tuple(v) for k, v in recorded["definitions"].items()} if form
-           else definitions(_file_form_sources(recorded, old_modules, show), roots))
+           else definitions(_file_form_sources(recorded, old_modules, show), FILE_ROOTS))
   except ValueError as e:
     return Comparison(False, str(e), old_modules=old_modules)
-  now = definitions(_read(study_modules(study)), roots)
+  now = definitions(_read(study_modules(study)), FILE_ROOTS)
   out = Comparison(True, old_modules=old_modules)
   for name in sorted(set(old) | set(now), key=lambda n: (n not in old, n)):
     if name not in now:
@@ -296,20 +289,17 @@ def rules_lines(recorded: dict | None, study: str, show=None) -> list[str]:
     at += ", **with uncommitted changes at run time**"
   c = compare(recorded, study, show)
   if c.same:
-    if not c.moved:
-      return [f"Rules: judged with the rules fixed before the run ({at}), unchanged since."]
-    return [f"Rules: judged with the rules fixed before the run ({at}); moved since without "
-            f"change: {_names(c.moved, 6)}."]
+    since = f"; moved since without change: {_names(c.moved, 6)}" if c.moved else ", unchanged since"
+    return [f"Rules: judged with the rules fixed before the run ({at}){since}."]
   now = rules_version(study)
   head = (f"Rules: **re-judged with rules changed since the run.** The run was made with the "
           f"rules of {at}; these verdicts come from rules hash {now['sha256']} (last commit "
           f"{now['commit'] or '?'}).")
   if not c.checked:
     return [f"{head} The run's rules cannot be compared with them: {c.reason}."]
-  parts = [f"changed: {_names(c.changed, 6)}" if c.changed else "",
-           f"added: {_names(c.added)}" if c.added else "",
-           f"removed: {_names(c.removed)}" if c.removed else "",
-           f"moved without change: {_names(c.moved, 6)}" if c.moved else ""]
+  parts = [f"{label}: {_names(items, most)}" for label, items, most in (
+      ("changed", c.changed, 6), ("added", c.added, 0), ("removed", c.removed, 0),
+      ("moved without change", c.moved, 6)) if items]
   files = " ".join(dict.fromkeys([*c.old_modules, *now["modules"]]))
-  return [f"{head} Since the run, " + "; ".join(p for p in parts if p) + f". What changed: "
+  return [f"{head} Since the run, " + "; ".join(parts) + f". What changed: "
           f"`git diff {recorded.get('commit') or '<run commit>'} {now['commit'] or 'HEAD'} -- {files}`."]

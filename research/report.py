@@ -104,9 +104,8 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   path = os.path.join(out, "REPORT.md")
   with open(path, "w", encoding="utf-8") as f:
     f.write(text)
-  # results.json beside the data: for per-cell files or with ``pack``; never for committed
-  # (packed) cells otherwise, nor for a legacy results.json (it is the data).
-  if source != cells_lib.LEGACY and (pack or not source.endswith(cells_lib.PACKED)):
+  # results.json beside the data: for per-cell files or with ``pack``; never for committed (packed) cells otherwise.
+  if pack or not source.endswith(cells_lib.PACKED):
     write_results(index, cells, page, sweep_dir, command)
   if pack and index.get("rules") and identity.compare(index["rules"], study).same:
     record_verdicts(study, index, frozen, sweep_dir)
@@ -119,18 +118,14 @@ def opening(study: str, index: dict, cells: list[dict], design: str, headline: l
   head = [f"# {title_of(registry.study(study).question)}", "",
           f"Study `{index['name']}` at scale `{index['scale']}`, {design_word(design)}: "
           f"{len(page.verdicts)} claims judged on {diverged_text(cells)[:-1]}.", ""]
-  if headline or page.headline:
-    head += [*page.headline, *headline]
-  else:
-    head += [answer(page.verdicts, titles), ""]
+  head += [*page.headline, *headline] if headline or page.headline else [answer(page.verdicts, titles), ""]
   rows = ["| claim (its threshold) | verdict | estimate [95 % CI] |", "|---|---|---|",
           *[f"| {titles.get(v.claim, v.claim)} | {v.verdict} | {estimate_text(v)} |" for v in page.verdicts]]
-  main = page.plots[0] if page.plots else None
-  figure_line = [f"![{main}]({main})", ""] if main else []
+  figure = [f"![{page.plots[0]}]({page.plots[0]})", ""] if page.plots and page.plots[0] else []
   qualify = [f"- Post-hoc, exploratory ({title}): {re.split(r'(?<!al)[.;] (?=[A-Z])', text)[0].rstrip('.')}."
              for title, text in qualified]  # its first sentence
   stated = registry.outside(study, "LIMITS")
-  return [*head, *rows, "", *figure_line, "## Limitations", "", *limitations(cells, page, changed, design, stated),
+  return [*head, *rows, "", *figure, "## Limitations", "", *limitations(cells, page, changed, design, stated),
           *qualify, ""]
 
 
@@ -279,8 +274,7 @@ def reexpressed(before: dict | None, verdicts: list, rules_lines: list[str],
   if not before or "re-judged" not in " ".join(rules_lines):
     return rules_lines
   old, now = [_figures(v) for v in before["verdicts"]], [_figures(v) for v in verdicts]
-  where = (f"commit {before['commit']}: `git show {before['commit']}:{before['rules']}` has "
-           f"their text")
+  where = f"commit {before['commit']}: `git show {before['commit']}:{before['rules']}` has their text"
   run = (recorded or {}).get("commit")
   revised = (f" Those are not the rules the run recorded (commit {run}): they were revised "
              f"after its data, so its verdicts are exploratory." if run and before["commit"] != run

@@ -25,7 +25,7 @@ PACKAGE_MODULES = ("experiments/studies/norm_mlp/rules.py", *identity.SHARED_MOD
 @pytest.fixture
 def package(monkeypatch):
   """The identity of study ``norm_mlp`` computed from its package's rule modules (rules.py, then
-  the shared ones) and its ``RULE_ROOTS``, all read from git at ``PACKAGE_COMMIT``."""
+  the shared ones), read from git at ``PACKAGE_COMMIT``, its ``RULE_ROOTS`` among every study's roots."""
   def show(path):
     return subprocess.run(["git", "show", f"{PACKAGE_COMMIT}:{path}"], cwd=ROOT, capture_output=True,
                           text=True, check=True).stdout
@@ -35,9 +35,9 @@ def package(monkeypatch):
     pytest.skip("the package's commit is not in this clone's history (a shallow clone?)")
   roots = next(ast.literal_eval(n.value) for n in ast.parse(texts[PACKAGE_MODULES[0]]).body
                if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "RULE_ROOTS")
-  modules, study_roots, read = identity.study_modules, identity.study_roots, identity._read
+  modules, read = identity.study_modules, identity._read
   monkeypatch.setattr(identity, "study_modules", lambda s: PACKAGE_MODULES if s == "norm_mlp" else modules(s))
-  monkeypatch.setattr(identity, "study_roots", lambda s: roots if s == "norm_mlp" else study_roots(s))
+  monkeypatch.setattr(identity, "FILE_ROOTS", (*identity.FILE_ROOTS, *roots))
   monkeypatch.setattr(identity, "_read", lambda paths: {
       p: texts[p] if p in texts else read([p])[p] for p in paths})
   return texts
