@@ -21,8 +21,6 @@ from research.provenance import ROOT, git
 
 # The rule modules every study shares, after its own file and the framework's (repository-relative).
 SHARED_MODULES = ("research/claims.py", "research/curves.py", "research/stats.py")
-# The files a file-form record hashed when it names none.
-FILE_FORM_FILES = ("experiments/verdicts.py", "experiments/stats.py")
 # The framework modules a one-file study's definitions are hashed with.
 KINDS = ("base", "contrast", "zloss", "choice", "ladder", "recipe")
 FRAMEWORK_MODULES = ("research/study.py", "research/kinds.py", *(f"research/kind_{k}.py" for k in KINDS),
@@ -223,33 +221,12 @@ class Comparison:
     return self.checked and not (self.changed or self.added or self.removed)
 
 
-def _file_form_sources(recorded: dict, files: tuple[str, ...], show=None) -> dict[str, str]:
-  """A file-form record's ``files`` at its commit, read by ``show(commit, path)`` (default
-  ``git show``) and checked against its hash; ValueError saying why they cannot be."""
-  commit = recorded.get("commit")
-  if not commit:
-    raise ValueError("the record names no commit")
-  show = show or (lambda c, p: git("show", f"{c}:{p}"))
-  try:
-    sources = {p: show(commit, p) for p in files}
-  except (OSError, subprocess.SubprocessError):
-    raise ValueError(f"commit {commit} is not in this repository's history") from None
-  if hashlib.sha256("".join(sources[p] for p in files).encode()).hexdigest()[:16] != recorded.get("sha256"):
-    raise ValueError(f"{' '.join(files)} at commit {commit} do not hash to the recorded "
-                     f"{recorded.get('sha256')} (changed before the run without a commit)")
-  return sources
-
-
-def compare(recorded: dict, study: str, show=None) -> Comparison:
-  """``recorded`` (a sweep.json ``rules``) against ``study``'s rules now; a file-form record's
-  definitions are rebuilt from its files at its commit (``_file_form_sources``)."""
-  form = recorded.get("form") == "definitions"  # else a file-form record
-  old_modules = tuple(recorded.get("modules", ()) if form else recorded.get("files") or FILE_FORM_FILES)
-  try:
-    old = ({k: tuple(v) for k, v in recorded["definitions"].items()} if form
-           else definitions(_file_form_sources(recorded, old_modules, show), FILE_ROOTS))
-  except ValueError as e:
-    return Comparison(False, str(e), old_modules=old_modules)
+def compare(recorded: dict, study: str) -> Comparison:
+  """``recorded`` (a sweep.json ``rules``) against ``study``'s rules now."""
+  if recorded.get("form") != "definitions":  # the file form that preceded it
+    return Comparison(False, "it records a content hash of files, not their definitions")
+  old = {k: tuple(v) for k, v in recorded["definitions"].items()}
+  old_modules = tuple(recorded.get("modules", ()))
   now = definitions(_read(study_modules(study)), FILE_ROOTS)
   out = Comparison(True, old_modules=old_modules)
   for name in sorted(set(old) | set(now), key=lambda n: (n not in old, n)):
@@ -276,7 +253,7 @@ def _names(items, most: int = 0) -> str:
   return "; ".join(f"{', '.join(names)} ({w})" for w, names in groups.items())
 
 
-def rules_lines(recorded: dict | None, study: str, show=None) -> list[str]:
+def rules_lines(recorded: dict | None, study: str) -> list[str]:
   """The report's line on which rules judged the study, and what changed since the run."""
   if not recorded:
     now = rules_version(study)
@@ -287,7 +264,7 @@ def rules_lines(recorded: dict | None, study: str, show=None) -> list[str]:
   at = f"commit {(recorded.get('commit') or '?')[:12]}, {kind} {recorded.get('sha256')}"
   if recorded.get("uncommitted_changes"):
     at += ", **with uncommitted changes at run time**"
-  c = compare(recorded, study, show)
+  c = compare(recorded, study)
   if c.same:
     since = f"; moved since without change: {_names(c.moved, 6)}" if c.moved else ", unchanged since"
     return [f"Rules: judged with the rules fixed before the run ({at}){since}."]
