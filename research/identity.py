@@ -172,8 +172,7 @@ def definitions(sources: dict[str, str], roots: Iterable[str]) -> dict[str, tupl
   out = {}
   for path, name in sorted(reached, key=lambda r: (order.index(r[0]), r[1])):
     key = name if names[name] == 1 else f"{name} ({KIND_MODULES.get(path, path)})"
-    text = modules[path].normalised(name)
-    out[key] = (path, hashlib.sha256(text.encode()).hexdigest()[:12])
+    out[key] = (path, hashlib.sha256(modules[path].normalised(name).encode()).hexdigest()[:12])
   return out
 
 
@@ -213,7 +212,6 @@ class Comparison:
   changed: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
   added: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # name, module
   removed: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-  old_modules: tuple[str, ...] = ()
 
   @property
   def same(self) -> bool:
@@ -226,9 +224,8 @@ def compare(recorded: dict, study: str) -> Comparison:
   if recorded.get("form") != "definitions":  # the file form that preceded it
     return Comparison(False, "it records a content hash of files, not their definitions")
   old = {k: tuple(v) for k, v in recorded["definitions"].items()}
-  old_modules = tuple(recorded.get("modules", ()))
   now = definitions(_read(study_modules(study)), FILE_ROOTS)
-  out = Comparison(True, old_modules=old_modules)
+  out = Comparison(True)
   for name in sorted(set(old) | set(now), key=lambda n: (n not in old, n)):
     if name not in now:
       out.removed.append((name, old[name][0]))
@@ -277,6 +274,6 @@ def rules_lines(recorded: dict | None, study: str) -> list[str]:
   parts = [f"{label}: {_names(items, most)}" for label, items, most in (
       ("changed", c.changed, 6), ("added", c.added, 0), ("removed", c.removed, 0),
       ("moved without change", c.moved, 6)) if items]
-  files = " ".join(dict.fromkeys([*c.old_modules, *now["modules"]]))
+  files = " ".join(dict.fromkeys([*recorded.get("modules", ()), *now["modules"]]))
   return [f"{head} Since the run, " + "; ".join(parts) + f". What changed: "
           f"`git diff {recorded.get('commit') or '<run commit>'} {now['commit'] or 'HEAD'} -- {files}`."]
