@@ -16,7 +16,7 @@ from research import curves
 from research import kinds
 
 # Claim fields holding the rule's threshold, and how a title states each.
-THRESHOLDS = {"margin": "margin {:g}", "bound": "bound {:g}", "factor": "x{:g}", "against": "margin {:g}"}
+THRESHOLDS = {"margin": "margin {:g}", "bound": "bound {:g}", "against": "margin {:g}"}
 # Verdicts a guard leaves as they are.
 KEPT = ("Not powered", kinds.CANNOT_JUDGE)
 AFTER = "a guard added after the data (issue 58), so this verdict is exploratory"
@@ -76,10 +76,9 @@ def title(claim) -> str:
   found = []
   for name, form in THRESHOLDS.items():
     v = getattr(claim, name, None)
-    if isinstance(v, (int, float)) and math.isfinite(v) and v:
-      v = v if name == "factor" else abs(v)
-      if _in_rule(rule, v) and all(abs(v - w) > 1e-12 for _, w in found):
-        found.append((form, v))
+    v = abs(v) if isinstance(v, (int, float)) and math.isfinite(v) else 0.0  # not a method (Ladder's bound)
+    if v and _in_rule(rule, v) and all(abs(v - w) > 1e-12 for _, w in found):
+      found.append((form, v))
   if any(_states(claim.claim, v) or _states(claim.claim, math.exp(v)) for _, v in found):
     return claim.claim
   stated = [_threshold(form, v) for form, v in found]

@@ -13,35 +13,27 @@ import collections
 import copy
 import dataclasses
 import hashlib
-import os
 import pathlib
 import subprocess
 from typing import Iterable
 
-from research.provenance import git
+from research.provenance import ROOT, git
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The rule modules every study shares, after its own file and the framework's (repository-relative).
 SHARED_MODULES = ("research/claims.py", "research/curves.py", "research/stats.py")
-# The files a file-form record hashed when it names none.
-FILE_FORM_FILES = ("experiments/verdicts.py", "experiments/stats.py")
 # The framework modules a one-file study's definitions are hashed with.
 KINDS = ("base", "contrast", "zloss", "choice", "ladder", "recipe")
 FRAMEWORK_MODULES = ("research/study.py", "research/kinds.py", *(f"research/kind_{k}.py" for k in KINDS),
                      "research/ladder.py", "research/optimum.py", "research/rate_check.py")
 # Kind modules key a name two modules share as ``NAN (research/kinds.py)``, keeping old records' keys.
 KIND_MODULES = {f"research/kind_{k}.py": "research/kinds.py" for k in KINDS}
+# Where every study's rules start (each study is one file).
 FILE_ROOTS = ("STUDY", "judge", "decide")
 
 
 def study_modules(study: str) -> tuple[str, ...]:
   """The rule modules of ``study``, its own file first."""
   return (f"experiments/studies/{study}.py", *FRAMEWORK_MODULES, *SHARED_MODULES)
-
-
-def study_roots(study: str) -> tuple[str, ...]:
-  del study  # every study is one file, judged from the same roots
-  return FILE_ROOTS
 
 
 # ----------------------------------------------------------------------------- one module
@@ -180,8 +172,7 @@ def definitions(sources: dict[str, str], roots: Iterable[str]) -> dict[str, tupl
   out = {}
   for path, name in sorted(reached, key=lambda r: (order.index(r[0]), r[1])):
     key = name if names[name] == 1 else f"{name} ({KIND_MODULES.get(path, path)})"
-    text = modules[path].normalised(name)
-    out[key] = (path, hashlib.sha256(text.encode()).hexdigest()[:12])
+    out[key] = (path, hashlib.sha256(modules[path].normalised(name).encode()).hexdigest()[:12])
   return out
 
 
@@ -198,7 +189,7 @@ def _read(paths: Iterable[str]) -> dict[str, str]:
 def rules_version(study: str) -> dict:
   """The sweep.json record of ``study``'s rules now: digests, hash, last commit, dirty flag."""
   modules = study_modules(study)
-  defs = definitions(_read(modules), study_roots(study))
+  defs = definitions(_read(modules), FILE_ROOTS)
   try:
     commit = git("log", "-1", "--format=%H", "--", *modules).strip() or None
     dirty = bool(git("status", "--porcelain", "--", *modules).strip())
@@ -221,7 +212,6 @@ class Comparison:
   changed: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
   added: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # name, module
   removed: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-  old_modules: tuple[str, ...] = ()
 
   @property
   def same(self) -> bool:
@@ -229,36 +219,13 @@ class Comparison:
     return self.checked and not (self.changed or self.added or self.removed)
 
 
-def _file_form_sources(recorded: dict, files: tuple[str, ...], show=None) -> dict[str, str]:
-  """A file-form record's ``files`` at its commit, read by ``show(commit, path)`` (default
-  ``git show``) and checked against its hash; ValueError saying why they cannot be."""
-  commit = recorded.get("commit")
-  if not commit:
-    raise ValueError("the record names no commit")
-  show = show or (lambda c, p: git("show", f"{c}:{p}"))
-  try:
-    sources = {p: show(commit, p) for p in files}
-  except (OSError, subprocess.SubprocessError):
-    raise ValueError(f"commit {commit} is not in this repository's history") from None
-  if hashlib.sha256("".join(sources[p] for p in files).encode()).hexdigest()[:16] != recorded.get("sha256"):
-    raise ValueError(f"{' '.join(files)} at commit {commit} do not hash to the recorded "
-                     f"{recorded.get('sha256')} (changed before the run without a commit)")
-  return sources
-
-
-def compare(recorded: dict, study: str, show=None) -> Comparison:
-  """``recorded`` (a sweep.json ``rules``) against ``study``'s rules now; a file-form record's
-  definitions are rebuilt from its files at its commit (``_file_form_sources``)."""
-  roots = study_roots(study)
-  form = recorded.get("form") == "definitions"  # else a file-form record
-  old_modules = tuple(recorded.get("modules", ()) if form else recorded.get("files") or FILE_FORM_FILES)
-  try:
-    old = ({k: tuple(v) for k, v in recorded["definitions"].items()} if form
-           else definitions(_file_form_sources(recorded, old_modules, show), roots))
-  except ValueError as e:
-    return Comparison(False, str(e), old_modules=old_modules)
-  now = definitions(_read(study_modules(study)), roots)
-  out = Comparison(True, old_modules=old_modules)
+def compare(recorded: dict, study: str) -> Comparison:
+  """``recorded`` (a sweep.json ``rules``) against ``study``'s rules now."""
+  if recorded.get("form") != "definitions":  # the file form that preceded it
+    return Comparison(False, "it records a content hash of files, not their definitions")
+  old = {k: tuple(v) for k, v in recorded["definitions"].items()}
+  now = definitions(_read(study_modules(study)), FILE_ROOTS)
+  out = Comparison(True)
   for name in sorted(set(old) | set(now), key=lambda n: (n not in old, n)):
     if name not in now:
       out.removed.append((name, old[name][0]))
@@ -283,7 +250,7 @@ def _names(items, most: int = 0) -> str:
   return "; ".join(f"{', '.join(names)} ({w})" for w, names in groups.items())
 
 
-def rules_lines(recorded: dict | None, study: str, show=None) -> list[str]:
+def rules_lines(recorded: dict | None, study: str) -> list[str]:
   """The report's line on which rules judged the study, and what changed since the run."""
   if not recorded:
     now = rules_version(study)
@@ -294,22 +261,19 @@ def rules_lines(recorded: dict | None, study: str, show=None) -> list[str]:
   at = f"commit {(recorded.get('commit') or '?')[:12]}, {kind} {recorded.get('sha256')}"
   if recorded.get("uncommitted_changes"):
     at += ", **with uncommitted changes at run time**"
-  c = compare(recorded, study, show)
+  c = compare(recorded, study)
   if c.same:
-    if not c.moved:
-      return [f"Rules: judged with the rules fixed before the run ({at}), unchanged since."]
-    return [f"Rules: judged with the rules fixed before the run ({at}); moved since without "
-            f"change: {_names(c.moved, 6)}."]
+    since = f"; moved since without change: {_names(c.moved, 6)}" if c.moved else ", unchanged since"
+    return [f"Rules: judged with the rules fixed before the run ({at}){since}."]
   now = rules_version(study)
   head = (f"Rules: **re-judged with rules changed since the run.** The run was made with the "
           f"rules of {at}; these verdicts come from rules hash {now['sha256']} (last commit "
           f"{now['commit'] or '?'}).")
   if not c.checked:
     return [f"{head} The run's rules cannot be compared with them: {c.reason}."]
-  parts = [f"changed: {_names(c.changed, 6)}" if c.changed else "",
-           f"added: {_names(c.added)}" if c.added else "",
-           f"removed: {_names(c.removed)}" if c.removed else "",
-           f"moved without change: {_names(c.moved, 6)}" if c.moved else ""]
-  files = " ".join(dict.fromkeys([*c.old_modules, *now["modules"]]))
-  return [f"{head} Since the run, " + "; ".join(p for p in parts if p) + f". What changed: "
+  parts = [f"{label}: {_names(items, most)}" for label, items, most in (
+      ("changed", c.changed, 6), ("added", c.added, 0), ("removed", c.removed, 0),
+      ("moved without change", c.moved, 6)) if items]
+  files = " ".join(dict.fromkeys([*recorded.get("modules", ()), *now["modules"]]))
+  return [f"{head} Since the run, " + "; ".join(parts) + f". What changed: "
           f"`git diff {recorded.get('commit') or '<run commit>'} {now['commit'] or 'HEAD'} -- {files}`."]

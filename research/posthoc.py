@@ -36,10 +36,8 @@ class Reading:
 def read(name: str, cells: list[dict], out: str | None = None) -> list[Reading]:
   """Study ``name``'s ``POSTHOC`` readings on its cells; with ``out``, drawing readings plot there."""
   readings = registry.outside(name, "POSTHOC")
-  if not readings:
-    return []
   study = registry.study(name)
-  data = study.data(cells)
+  data = study.data(cells) if readings else None
   out_readings = []
   for r in readings:
     reading = r.read(study, data)

@@ -15,7 +15,7 @@ import math
 import os
 import re
 
-from andrea_jax.files import check_directory, make_directory, read_json
+from andrea_jax.files import atomic_write, check_directory, make_directory, read_json
 from research import cells as cells_lib
 from research import claims
 from research import guards
@@ -39,8 +39,7 @@ def measured_time(cells: list[dict]) -> str:
   for c in cells:
     key = c.get("group") or c["name"]
     programs[key] = max(programs.get(key, 0.0), c.get("wall_time_s") or 0.0)
-  total = sum(programs.values())
-  return (f"Training time measured: {total / 60:.0f} minutes in {len(programs)} "
+  return (f"Training time measured: {sum(programs.values()) / 60:.0f} minutes in {len(programs)} "
           f"program{'s' * (len(programs) != 1)} (the sum of each program's wall time: "
           f"compiles, evaluations and probes included, data preparation not).")
 
@@ -102,11 +101,9 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   for name in {k for c in cells for k in c.get("overrides", {}) if "_" in k}:
     text = text.replace(name.replace("_", " "), name)  # names as written in code: model.d_model
   path = os.path.join(out, "REPORT.md")
-  with open(path, "w", encoding="utf-8") as f:
-    f.write(text)
-  # results.json beside the data: for per-cell files or with ``pack``; never for committed
-  # (packed) cells otherwise, nor for a legacy results.json (it is the data).
-  if source != cells_lib.LEGACY and (pack or not source.endswith(cells_lib.PACKED)):
+  atomic_write(path, text.encode("utf-8"))
+  # results.json beside the data: for per-cell files or with ``pack``; never for committed (packed) cells otherwise.
+  if pack or not source.endswith(cells_lib.PACKED):
     write_results(index, cells, page, sweep_dir, command)
   if pack and index.get("rules") and identity.compare(index["rules"], study).same:
     record_verdicts(study, index, frozen, sweep_dir)
@@ -119,18 +116,14 @@ def opening(study: str, index: dict, cells: list[dict], design: str, headline: l
   head = [f"# {title_of(registry.study(study).question)}", "",
           f"Study `{index['name']}` at scale `{index['scale']}`, {design_word(design)}: "
           f"{len(page.verdicts)} claims judged on {diverged_text(cells)[:-1]}.", ""]
-  if headline or page.headline:
-    head += [*page.headline, *headline]
-  else:
-    head += [answer(page.verdicts, titles), ""]
+  head += [*page.headline, *headline] if headline or page.headline else [answer(page.verdicts, titles), ""]
   rows = ["| claim (its threshold) | verdict | estimate [95 % CI] |", "|---|---|---|",
           *[f"| {titles.get(v.claim, v.claim)} | {v.verdict} | {estimate_text(v)} |" for v in page.verdicts]]
-  main = page.plots[0] if page.plots else None
-  figure_line = [f"![{main}]({main})", ""] if main else []
+  figure = [f"![{page.plots[0]}]({page.plots[0]})", ""] if page.plots and page.plots[0] else []
   qualify = [f"- Post-hoc, exploratory ({title}): {re.split(r'(?<!al)[.;] (?=[A-Z])', text)[0].rstrip('.')}."
              for title, text in qualified]  # its first sentence
   stated = registry.outside(study, "LIMITS")
-  return [*head, *rows, "", *figure_line, "## Limitations", "", *limitations(cells, page, changed, design, stated),
+  return [*head, *rows, "", *figure, "## Limitations", "", *limitations(cells, page, changed, design, stated),
           *qualify, ""]
 
 
@@ -266,8 +259,7 @@ def record_verdicts(study: str, index: dict, verdicts: list, where: str) -> str 
     return None
   body = {"commit": index["rules"].get("commit"), "rules": f"experiments/studies/{study}.py",
           "verdicts": [_brief(v) for v in verdicts]}
-  with open(path, "w", encoding="utf-8") as f:
-    json.dump(rounded(body), f, indent=1, allow_nan=True)
+  atomic_write(path, json.dumps(rounded(body), indent=1, allow_nan=True).encode("utf-8"))
   return path
 
 
@@ -279,12 +271,10 @@ def reexpressed(before: dict | None, verdicts: list, rules_lines: list[str],
   if not before or "re-judged" not in " ".join(rules_lines):
     return rules_lines
   old, now = [_figures(v) for v in before["verdicts"]], [_figures(v) for v in verdicts]
-  where = (f"commit {before['commit']}: `git show {before['commit']}:{before['rules']}` has "
-           f"their text")
+  where = f"commit {before['commit']}: `git show {before['commit']}:{before['rules']}` has their text"
   run = (recorded or {}).get("commit")
-  revised = (f" Those are not the rules the run recorded (commit {run}): they were revised "
-             f"after its data, so its verdicts are exploratory." if run and before["commit"] != run
-             and not str(before["commit"]).startswith(str(run)[:7]) else "")
+  revised = (f" Those are not the rules the run recorded (commit {run}): they were revised after its data, "
+             f"so its verdicts are exploratory." if run and not str(before["commit"]).startswith(run[:7]) else "")
   if old == now:
     return [f"Rules: **re-expressed, same verdicts.** The rules that judged the committed cells "
             f"({where}) are re-expressed on the study framework; on those cells the "
@@ -308,6 +298,5 @@ def write_results(index: dict, cells: list[dict], page: Page, out: str, command:
   path = os.path.join(out, "results.json")
   body = rounded({k: index.get(k) for k in INDEX_KEYS} | ({"produced_by": command} if command else {})
                  | page.results | {"cells": cells})
-  with open(path, "w", encoding="utf-8") as f:
-    json.dump(body, f, indent=1, allow_nan=True)
+  atomic_write(path, json.dumps(body, indent=1, allow_nan=True).encode("utf-8"))
   return path

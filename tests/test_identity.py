@@ -1,4 +1,4 @@
-"""The rules' identity: a moved but unchanged rule is recognised, a changed one is named, and old file-form records are rebuilt from git.
+"""The rules' identity: a moved but unchanged rule is recognised, a changed one is named, and the old file-form records were migrated faithfully.
 
 The norm x MLP study's rules, a package of rule modules until it became one file
 (experiments/studies/norm_mlp.py), are the subject of most tests: ``package`` makes the
@@ -20,12 +20,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The last commit with the norm x MLP study's package (its grid.py, rules.py, report.py).
 PACKAGE_COMMIT = "d395ece2328b8f8f02c3dadea39738e36ed7e0f7"
 PACKAGE_MODULES = ("experiments/studies/norm_mlp/rules.py", *identity.SHARED_MODULES)
+FILE_ROOTS = identity.FILE_ROOTS
 
 
 @pytest.fixture
 def package(monkeypatch):
   """The identity of study ``norm_mlp`` computed from its package's rule modules (rules.py, then
-  the shared ones) and its ``RULE_ROOTS``, all read from git at ``PACKAGE_COMMIT``."""
+  the shared ones), read from git at ``PACKAGE_COMMIT``, its ``RULE_ROOTS`` among every study's roots."""
   def show(path):
     return subprocess.run(["git", "show", f"{PACKAGE_COMMIT}:{path}"], cwd=ROOT, capture_output=True,
                           text=True, check=True).stdout
@@ -35,9 +36,9 @@ def package(monkeypatch):
     pytest.skip("the package's commit is not in this clone's history (a shallow clone?)")
   roots = next(ast.literal_eval(n.value) for n in ast.parse(texts[PACKAGE_MODULES[0]]).body
                if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "RULE_ROOTS")
-  modules, study_roots, read = identity.study_modules, identity.study_roots, identity._read
+  modules, read = identity.study_modules, identity._read
   monkeypatch.setattr(identity, "study_modules", lambda s: PACKAGE_MODULES if s == "norm_mlp" else modules(s))
-  monkeypatch.setattr(identity, "study_roots", lambda s: roots if s == "norm_mlp" else study_roots(s))
+  monkeypatch.setattr(identity, "FILE_ROOTS", (*identity.FILE_ROOTS, *roots))
   monkeypatch.setattr(identity, "_read", lambda paths: {
       p: texts[p] if p in texts else read([p])[p] for p in paths})
   return texts
@@ -74,29 +75,26 @@ def _joined_file_form() -> str:
           + "\n".join(parts))
 
 
-def _file_form(sources: dict[str, str]) -> tuple[dict, callable]:
-  """A file-form record of ``sources`` at a made-up commit, and a ``git show`` that serves them."""
-  digest = hashlib.sha256()
-  for text in sources.values():
-    digest.update(text.encode())
-  record = {"sha256": digest.hexdigest()[:16], "commit": "c0ffee", "uncommitted_changes": False,
-            "files": list(sources)}
-  return record, lambda commit, path: sources[path]
+def _record(sources: dict[str, str]) -> dict:
+  """A definitions record of ``sources`` at a made-up commit."""
+  defs = identity.definitions(sources, identity.FILE_ROOTS)
+  return {"form": "definitions", "sha256": identity.identity(defs), "commit": "c0ffee",
+          "uncommitted_changes": False, "modules": list(sources),
+          "definitions": {name: list(d) for name, d in defs.items()}}
 
 
-def test_a_file_form_record_moved_without_change_is_recognised(package):
+def test_a_record_of_rules_moved_without_change_is_recognised(package):
   stats_now = package["research/stats.py"]
-  record, show = _file_form({"experiments/verdicts.py": _joined_file_form(),
-                             "experiments/stats.py": stats_now})
-  c = identity.compare(record, "norm_mlp", show)
+  record = _record({"experiments/verdicts.py": _joined_file_form(), "experiments/stats.py": stats_now})
+  c = identity.compare(record, "norm_mlp")
   assert c.checked and c.same and not (c.changed or c.added or c.removed)
   moved = {name: (old, new) for name, old, new in c.moved}
   assert moved["fit_optimum"] == ("experiments/verdicts.py", "research/curves.py")
   assert moved["claim_warmup"] == ("experiments/verdicts.py", "experiments/studies/norm_mlp/rules.py")
   assert moved["decide"] == ("experiments/verdicts.py", "research/claims.py")
   assert moved["one_sample"] == ("experiments/stats.py", "research/stats.py")
-  line, = identity.rules_lines(record, "norm_mlp", show)
-  assert line.startswith("Rules: judged with the rules fixed before the run (commit c0ffee, content "
+  line, = identity.rules_lines(record, "norm_mlp")
+  assert line.startswith("Rules: judged with the rules fixed before the run (commit c0ffee, rules "
                          f"hash {record['sha256']}); moved since without change: ")
   assert "21 experiments/verdicts.py → research/curves.py" in line  # past six names, counts by route
   assert "re-judged" not in line
@@ -110,12 +108,12 @@ def test_a_changed_rule_is_named_exactly(package):
   text += "\n\ndef _gone(runs):\n  return runs\n"
   text = re.sub(r"def claim_warmup\(runs[^)]*\)[^:]*:", "def claim_warmup(runs):\n  _gone(runs)", text)
   stats_now = package["research/stats.py"]
-  record, show = _file_form({"experiments/verdicts.py": text, "experiments/stats.py": stats_now})
-  c = identity.compare(record, "norm_mlp", show)
+  record = _record({"experiments/verdicts.py": text, "experiments/stats.py": stats_now})
+  c = identity.compare(record, "norm_mlp")
   assert c.checked and not c.same
   assert [n for n, _, _ in c.changed] == ["WARMUP_MARGIN", "claim_warmup", "learns"]
   assert c.removed == [("_gone", "experiments/verdicts.py")] and c.added == []
-  line, = identity.rules_lines(record, "norm_mlp", show)
+  line, = identity.rules_lines(record, "norm_mlp")
   assert "**re-judged with rules changed since the run.**" in line
   assert ("changed: `WARMUP_MARGIN`, `claim_warmup` (experiments/verdicts.py → "
           "experiments/studies/norm_mlp/rules.py); `learns` (experiments/verdicts.py → "
@@ -123,16 +121,12 @@ def test_a_changed_rule_is_named_exactly(package):
   assert "git diff c0ffee" in line
 
 
-def test_a_record_that_cannot_be_rebuilt_says_so(package):
-  record, show = _file_form({"experiments/verdicts.py": "X = 1\n", "experiments/stats.py": ""})
-  bad = identity.compare({**record, "sha256": "0" * 16}, "norm_mlp", show)
-  assert not bad.checked and "do not hash to the recorded" in bad.reason
-  line, = identity.rules_lines({**record, "sha256": "0" * 16}, "norm_mlp", show)
-  assert "re-judged" in line and "cannot be compared" in line
-
-  def missing(commit, path):
-    raise subprocess.CalledProcessError(128, "git show")
-  assert "not in this repository's history" in identity.compare(record, "norm_mlp", missing).reason
+def test_a_record_of_another_form_cannot_be_compared_and_says_so(package):
+  record = {"sha256": "0" * 16, "commit": "c0ffee", "uncommitted_changes": False, "files": ["a.py"]}
+  c = identity.compare(record, "norm_mlp")
+  assert not c.checked and "not their definitions" in c.reason
+  line, = identity.rules_lines(record, "norm_mlp")
+  assert "re-judged" in line and "content hash " + "0" * 16 in line and "cannot be compared" in line
   assert "predates" in identity.rules_lines(None, "norm_mlp")[0]
 
 
@@ -156,13 +150,44 @@ def test_a_definitions_record_is_checked_against_the_rules_now(package):
   assert norm["definitions"]["fit_optimum"] == proxies["definitions"]["fit_optimum"]
 
 
+# The files a file-form record hashed when it names none.
+FILE_FORM_FILES = ("experiments/verdicts.py", "experiments/stats.py")
+
+
+def migrated(record: dict, show) -> dict:
+  """A file-form record (the content hash of its ``files`` at its commit, read by ``show(commit,
+  path)``) as a definitions record: the definitions those files held, its own fields under ``file_form``."""
+  files = record.get("files") or FILE_FORM_FILES
+  sources = {p: show(record["commit"], p) for p in files}
+  assert hashlib.sha256("".join(sources.values()).encode()).hexdigest()[:16] == record["sha256"]
+  defs = identity.definitions(sources, identity.FILE_ROOTS)
+  return {"form": "definitions", "sha256": identity.identity(defs), "commit": record["commit"],
+          "uncommitted_changes": record["uncommitted_changes"], "modules": list(files),
+          "definitions": {name: list(d) for name, d in defs.items()},
+          "file_form": {k: v for k, v in record.items() if k not in ("commit", "uncommitted_changes")}}
+
+
+def _git_show(commit: str, path: str) -> str:
+  return subprocess.run(["git", "show", f"{commit}:{path}"], cwd=ROOT, capture_output=True, text=True,
+                        check=True).stdout
+
+
 @pytest.mark.parametrize("study", ["norm_mlp-cpu", "proxies-cpu"])
 def test_the_committed_studies_records_are_rebuilt_from_git(study, package):
+  """Two packs ran before the definitions form: their sweep.json recorded the content hash of the
+  rule files at the run's commit (kept under ``file_form``). Their records were migrated once
+  (``migrated``): those files, read from git, hash to that content hash and give the recorded
+  definitions, which the rules now are compared with."""
   recorded = json.load(open(os.path.join(ROOT, "results", study, "sweep.json")))["rules"]
   known = subprocess.run(["git", "cat-file", "-e", f"{recorded['commit']}^{{commit}}"], cwd=ROOT,
                          capture_output=True)
   if known.returncode:
     pytest.skip("the recorded commit is not in this clone's history (a shallow clone?)")
+  with pytest.MonkeyPatch.context() as m:
+    m.setattr(identity, "FILE_ROOTS", FILE_ROOTS)  # every study's roots, without the package's
+    original = {"commit": recorded["commit"], "uncommitted_changes": recorded["uncommitted_changes"],
+                **recorded["file_form"]}
+    assert migrated(original, _git_show) == recorded
   c = identity.compare(recorded, study.split("-")[0])
   assert c.checked, c.reason
   moved = {name: new for name, _, new in c.moved}

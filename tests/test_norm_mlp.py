@@ -322,7 +322,7 @@ def test_arms_a_scale_does_not_train_and_their_own_rates():
 
 
 def test_the_report_says_re_expressed_with_the_same_verdicts():
-  """The committed cpu run recorded the rules of its day (file form, rebuilt from git): the
+  """The committed cpu run recorded the rules of its day (file form, migrated to definitions): the
   report re-judges with the one-file study, finds the verdicts of verdicts_before.json, and
   says so; one verdict changed is named."""
   from research import identity
