@@ -35,11 +35,6 @@ class Run:
   final: float  # final validation loss; nan when diverged or missing
   initial: float  # the loss at initialisation (measured, or ln V)
   diverged: bool = False
-  norm: str = "pre"
-  init: str = "gpt2"
-  grad_ratio_init: float = float("nan")  # MLP gradient norm at init, last layer / first
-  resid_ratio_init: float = float("nan")  # residual-stream norm, last block / first block
-  resid_ratio_end: float = float("nan")  # the same at the last probe of training
   unigram: float = float("nan")  # the unigram baseline's validation loss
   round: int = 0  # 0: the sweep's base grid; 1, 2: rates added around the optimum
 
