@@ -161,22 +161,11 @@ def diverged(c: dict) -> bool:
   return final is not None and math.isfinite(final) and final > initial_loss(c)
 
 
-def _ratio(profile, lo: int = 0) -> float:
-  if not profile or len(profile) <= lo or not profile[lo]:
-    return float("nan")
-  return float(profile[-1] / profile[lo])
-
-
 def to_run(c: dict) -> curves.Run:
-  o = c.get("overrides", {})
   final = c["final_val_loss"]
   return curves.Run(
       arms=tuple(c["arms"]), lr=float(c["learning_rate"] or float("nan")), seed=int(c["seed"]),
       final=float("nan") if final is None else float(final), initial=initial_loss(c),
-      diverged=c["status"] == "diverged", norm=o.get("model.norm", "pre"),
-      init=o.get("model.init", "gpt2"),
-      grad_ratio_init=_ratio((c.get("init") or {}).get("grad_mlp")),
-      resid_ratio_init=_ratio((c.get("init") or {}).get("residual_norm"), 1),
-      resid_ratio_end=_ratio((c.get("end") or {}).get("residual_norm"), 1),
+      diverged=c["status"] == "diverged",
       unigram=float("nan") if c.get("unigram_val_loss") is None else float(c["unigram_val_loss"]),
       round=int(c.get("round") or 0))

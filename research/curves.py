@@ -17,6 +17,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from research import page
 from research import stats
 
 LEARNS_BY = 0.1  # nats below the unigram baseline (``learns``)
@@ -35,11 +36,6 @@ class Run:
   final: float  # final validation loss; nan when diverged or missing
   initial: float  # the loss at initialisation (measured, or ln V)
   diverged: bool = False
-  norm: str = "pre"
-  init: str = "gpt2"
-  grad_ratio_init: float = float("nan")  # MLP gradient norm at init, last layer / first
-  resid_ratio_init: float = float("nan")  # residual-stream norm, last block / first block
-  resid_ratio_end: float = float("nan")  # the same at the last probe of training
   unigram: float = float("nan")  # the unigram baseline's validation loss
   round: int = 0  # 0: the sweep's base grid; 1, 2: rates added around the optimum
 
@@ -214,13 +210,10 @@ def summary(runs: list[Run]) -> dict:
 
 def describe(runs: list[Run]) -> str:
   """``optimum 2.1e-3 [1.6e-3, 2.8e-3], loss 4.612 [4.60, 4.62] (3 seeds, 3 bracketed)``."""
-  s = summary(runs)
+  s, f = summary(runs), page.interval_text
   if not s["seeds"]:
     return "no runs"
-  lr_ci = ("" if s["optimum_lr_interval"] is None else
-           " [{:.2g}, {:.2g}]".format(*s["optimum_lr_interval"]))
-  loss_ci = ("" if s["optimum_loss_interval"] is None else
-             " [{:.3f}, {:.3f}]".format(*s["optimum_loss_interval"]))
-  return (f"optimum {s['optimum_lr']:.2g}{lr_ci}, loss {s['optimum_loss']:.3f}{loss_ci} "
+  return (f"optimum {f(s['optimum_lr'], s['optimum_lr_interval'], '.2g')}, "
+          f"loss {f(s['optimum_loss'], s['optimum_loss_interval'], '.3f')} "
           f"({s['seeds']} seed{'s' * (s['seeds'] != 1)}, {s['bracketed_seeds']} bracketed"
           f"{'' if s['learns'] else '; does not learn'})")

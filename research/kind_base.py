@@ -133,12 +133,6 @@ def named(data: Data, arm: str, keys: tuple[str, ...]) -> dict[str, Any]:
   return {k.split(".")[-1]: recs[0]["overrides"].get(k) for k in keys} if recs else {}
 
 
-def in_order(points) -> list[tuple]:
-  """Grid points by their values (numbers as numbers: d64 before d128)."""
-  num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
-  return sorted(points, key=lambda p: [(not num(v), v if num(v) else repr(v)) for _, v in p])
-
-
 def words(values: Mapping[str, Any]) -> str:
   return ", ".join(f"{k.replace('_', ' ')} {v:g}" for k, v in values.items())
 

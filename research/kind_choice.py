@@ -120,6 +120,11 @@ class Choice(Claim):
     return Section([head, ""], [], {"choice": result, "settings": table})
 
 
+def arm_points(data: Data) -> list[tuple[str, tuple, list[curves.Run]]]:
+  """``(arm, point, its runs there)`` per arm and grid point, in the data's order."""
+  return [(arm, point, data.runs(arm, point)) for arm in data.arms() for point in data.points(arm)]
+
+
 @dataclasses.dataclass(frozen=True)
 class RateTable:
   """A report item: per arm and point, the loss against the rate (results.json's ``arms``), and a figure
@@ -127,14 +132,9 @@ class RateTable:
   comparisons: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = ()
 
   def table(self, data: Data) -> dict[str, dict]:
-    out = {}
-    for arm in sorted(data.arms()):
-      for point in data.points(arm):
-        rs = data.runs(arm, point)
-        curve = curves.rate_curve(rs)
-        out[arm + at_text(point)] = {"rates": {f"{lr:g}": c for lr, c in curve.items()}, **curves.summary(rs),
-                                     "cells": len(rs), "diverged": sum(r.diverged for r in rs)}
-    return out
+    return {arm + at_text(point): {"rates": {f"{lr:g}": c for lr, c in curves.rate_curve(rs).items()},
+                                   **curves.summary(rs), "cells": len(rs), "diverged": sum(r.diverged for r in rs)}
+            for arm, point, rs in sorted(arm_points(data), key=lambda x: x[0])}
 
   def section(self, data: Data, out: str) -> Section:
     return Section([], [self.plot(data, *c, out) for c in self.comparisons], {"arms": self.table(data)})
@@ -233,17 +233,15 @@ def optimum_lines(data: Data) -> tuple[list[dict], list[str]]:
            "diverged.", "", "| arm | point | optimal rate | best loss | bracketed | sensitivity | learns | diverged |",
            "|---|---|---|---|---|---|---|---|"]
   f = reporting.interval_text
-  for arm in data.arms():
-    for point in data.points(arm):
-      runs = data.runs(arm, point)
-      s = curves.summary(runs)
-      rows.append({"arm": arm, "point": dict(point), **s, "rates": curves.rate_curve(runs)})
-      lines.append(f"| {arm} | {at_text(point)[2:] or '—'} | "
-                   f"{f(s['optimum_lr'], s['optimum_lr_interval'], '.3g')} | "
-                   f"{f(s['optimum_loss'], s['optimum_loss_interval'], '.3f')} | "
-                   f"{s['bracketed_seeds']}/{s['seeds']} | "
-                   f"{f(s['sensitivity'], s['sensitivity_interval'], '.3f')} | "
-                   f"{'yes' if s['learns'] else 'no'} | {sum(r.diverged for r in runs)}/{len(runs)} |")
+  for arm, point, runs in arm_points(data):
+    s = curves.summary(runs)
+    rows.append({"arm": arm, "point": dict(point), **s, "rates": curves.rate_curve(runs)})
+    lines.append(f"| {arm} | {at_text(point)[2:] or '—'} | "
+                 f"{f(s['optimum_lr'], s['optimum_lr_interval'], '.3g')} | "
+                 f"{f(s['optimum_loss'], s['optimum_loss_interval'], '.3f')} | "
+                 f"{s['bracketed_seeds']}/{s['seeds']} | "
+                 f"{f(s['sensitivity'], s['sensitivity_interval'], '.3f')} | "
+                 f"{'yes' if s['learns'] else 'no'} | {sum(r.diverged for r in runs)}/{len(runs)} |")
   if rows and all(len(r["rates"]) == 1 for r in rows):
     lines += ["", "**Every arm was trained at a single learning rate**, so no optimum is bracketed: the "
               "claims on optima are inconclusive by rule."]
@@ -256,9 +254,8 @@ def plot_curves(data: Data, out: str) -> str | None:
     return None
   fig = reporting.figure(figsize=(6, 4))
   ax = fig.add_subplot(1, 1, 1)
-  arm_points = [(arm, point) for arm in data.arms() for point in data.points(arm)]
-  for i, (arm, point) in enumerate(arm_points):
-    curve = curves.rate_curve(data.runs(arm, point))
+  for i, (arm, point, runs) in enumerate(arm_points(data)):
+    curve = curves.rate_curve(runs)
     ax.plot(list(curve), [v["mean"] for v in curve.values()], "o-", color=f"C{i % 10}",
             label=arm + at_text(point))
   ax.set(xscale="log", xlabel="peak learning rate", ylabel="final validation loss (mean over seeds)")

@@ -93,7 +93,7 @@ def decide(parts: list[stats.Effect], predict: str, margin: float = NAN, bound: 
     fors = [p if not math.isfinite(p) or t and not s < stats.ALPHA else 1.0 for p, s, t in zip(ps, same, toward)]
     away = [p if d.diff != 0 and not t else NAN for d, p, t in zip(parts, ps, toward)]
     if holm == "first":
-      p_against = lowest(away)
+      p_against = lowest([same[0] if math.isfinite(margin) else NAN, *away])
       p_for = fors[0] if not p_against < stats.ALPHA else 1.0
     else:
       p_for = highest(fors)
@@ -121,7 +121,8 @@ class Contrast(Claim):
   difference of differences); the quantity a ``QUANTITIES`` name or a ``Probe``. Decided by ``decide``:
   ``predict`` ``higher``/``lower`` of ``bound`` (``also``: further term sets, Holm over all as
   ``holm="every"`` or ``holm="first"`` says, see ``decide``; ``flat``: arms whose quantity must lie within ``+-bound``), ``same`` within ``+-margin``, or
-  ``below`` ``+margin`` (one-sided). ``welch``: Welch's test for arms
+  ``below`` ``+margin`` (one-sided). ``over``: judged at the largest value of that axis the terms' arms share
+  (``holm``: the largest any has, which they must share, the smaller values the further parts). ``welch``: Welch's test for arms
   sharing under two seeds. Guards: ``learners`` (None: every term) must learn; ``edge``: no optimum at
   the grid's edge. ``shared_rates``: over the rates all terms share. ``report``/``beside``: arms shown
   or drawn beside it, not judged."""
@@ -133,6 +134,7 @@ class Contrast(Claim):
   bound: float = 0.0
   against: float = NAN
   holm: str = ""
+  over: str = ""
   flat: tuple[str, ...] = ()
   also: tuple[tuple[tuple[str, int], ...], ...] = ()
   welch: bool = False
@@ -146,9 +148,11 @@ class Contrast(Claim):
   def needs(self) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*(a for t in (self.terms, *self.also) for a, _ in t), *self.flat)))
 
-  def quantity_text(self) -> str:
+  def quantity_text(self, at=None) -> str:
     what = self.quantity.text() if isinstance(self.quantity, Probe) else QUANTITIES[self.quantity][0]
-    return (f"{self.expr(self.terms)}: {what}{at_text(self.at)}"
+    over = "" if not self.over or at is not None else (
+        f" at the largest {self.over} any has (all must have it)" if self.holm else f" at the largest {self.over} they share")
+    return (f"{self.expr(self.terms)}: {what}{at_text(self.at if at is None else at)}{over}"
             + (", over the rates they share" if self.shared_rates else ""))
 
   def rule(self) -> str:
@@ -162,10 +166,11 @@ class Contrast(Claim):
       none = f"within ±{log_text(self.margin)} (TOST)" if math.isfinite(self.margin) else ""
       band = f"{' and '.join(self.flat)}'s within ±{log_text(self.bound)}"
       first = self.holm == "first"
+      others = ", ".join(self.expr(t) for t in self.also) or f"the smaller values of {self.over}"
       want = (f"reproduced when it lies decisively {'below' if self.predict == 'lower' else 'above'} "
               f"{log_text(self.bound)}" + "".join(f" and {self.expr(t)} too" for t in self.also if not first)
               + (f" and not {none}" if self.holm and none else "") + (f" and {band}" if self.flat else "")
-              + (f" (Holm over it and {', '.join(self.expr(t) for t in self.also)})" if first else
+              + (f" (Holm over it and {others})" if first else
                  " (Holm over the parts)" if self.also else "") + ", not reproduced when decisively on "
               "the other side" + (" or any of those decisively the other way" if first else "")
               + (f" or {' and '.join(self.flat)}'s wholly outside ±{log_text(self.bound)}" if self.flat else "")
@@ -185,9 +190,9 @@ class Contrast(Claim):
       return f"({a} - {b}) - ({c} - {d})"
     return " ".join(f"{'+' if s > 0 else '-'} {a}" for a, s in terms).removeprefix("+ ")
 
-  def values(self, data: Data, named: dict[str, list[curves.Run]]) -> dict[str, dict[int, float]]:
+  def values(self, data: Data, named: dict[str, list[curves.Run]], at) -> dict[str, dict[int, float]]:
     if isinstance(self.quantity, Probe):
-      return {a: self.quantity.per_seed(data, a, self.at) for a in named}
+      return {a: self.quantity.per_seed(data, a, at) for a in named}
     if self.quantity == "sensitivity" and not self.shared_rates:
       rates = curves.base_rates(*named.values())
       return {a: curves.sensitivity(rs, rates) for a, rs in named.items()}
@@ -200,24 +205,34 @@ class Contrast(Claim):
     e = stats.one_sample(list(values.values()), margin)
     return dataclasses.replace(e, kind="paired") if len(terms) > 1 else e
 
-  def test(self, data: Data) -> claims.Test:
-    named = {a: data.runs(a, self.at) for a in self.needs()}
-    if self.shared_rates:  # over the rates every arm was trained at
+  def measure(self, data: Data, at) -> tuple[dict[str, list[curves.Run]], dict[str, dict[int, float]]]:
+    """Each arm's runs at ``at`` (``shared_rates``: at the rates every arm was trained at) and per-seed quantity."""
+    named = {a: data.runs(a, at) for a in self.needs()}
+    if self.shared_rates:
       rates = set.intersection(*(set(curves.by_rate(rs)) for rs in named.values()))
       named = {k: [r for r in rs if r.lr in rates] for k, rs in named.items()}
-    per = self.values(data, named)
+    return named, self.values(data, named, at)
+
+  def test(self, data: Data) -> claims.Test:
+    values = [data.values(a, self.over) for a in self.needs()] if self.over else [[]]
+    shared = sorted(set.intersection(*map(set, values)), reverse=True)
+    if self.over and (not shared or self.holm and shared[0] != max(v for vs in values for v in vs)):
+      return _missing(self, f"{', '.join(self.needs())} at the largest {self.over}")
+    at, *below = [(*self.at, (self.over, v)) for v in shared[:None if self.holm else 1]] or [self.at]
+    named, per = self.measure(data, at)
     seeds = tuple(signed(self.terms, per))
     if not all(per.values()) or (len(seeds) < 2 and not self.welch):
-      return _missing(self, f"two seeds shared by {', '.join(named)}{at_text(self.at)}")
+      return _missing(self, f"two seeds shared by {', '.join(named)}{at_text(at)}")
     e = self.effect_of(self.terms, per, self.margin)
-    parts = [e] + [self.effect_of(t, per, NAN) for t in self.also]
+    parts = ([e] + [self.effect_of(t, per, NAN) for t in self.also]
+             + [self.effect_of(self.terms, self.measure(data, b)[1], self.margin) for b in below])
     flat = tuple(stats.one_sample(list(per[a].values())) for a in self.flat)
     p_for, p_against = decide(parts, self.predict, self.margin, self.bound, self.against, self.holm, flat)
     lost = [a for a in (self.needs() if self.learners is None else self.learners) if not LEARNS[self.learns](named[a])]
     checks = [(bool(lost), f"Does not learn: {', '.join(lost)}." if lost else "")]
     checks += [claims.edge_guard(named)] if self.edge else []
     if isinstance(self.quantity, Probe):
-      shown = {a: per[a] for a in named} | {a: self.quantity.per_seed(data, a, self.at) for a in self.report}
+      shown = {a: per[a] for a in named} | {a: self.quantity.per_seed(data, a, at) for a in self.report}
       lines = [f"{self.quantity.text()} (geometric mean): " + "; ".join(
           f"{a} {ratio_text(v)}" + (" (reported, not judged)" if a in self.report else "") for a, v in shown.items()) + "."]
     else:
@@ -226,7 +241,11 @@ class Contrast(Claim):
       shared = per_rate_text(named, self.terms)
       lines += [f"At each shared rate (reported, not judged): {shared}."] if shared else []
     lines += [f"{self.expr(t)}: {p.text()}." for t, p in zip(self.also, parts[1:])]
-    return claims.Test(self.key, self.claim, self.rule(), lines, e, self.quantity_text(),
+    if below:
+      lines += [f"Per {self.over}, {self.expr(self.terms)} (Holm): " + "; ".join(
+          f"{dict(a)[self.over]} {p.text()} ({o})" for a, p, o in reversed(list(zip([at, *below], parts,
+                                                                                      stats.outcomes(parts))))) + "."]
+    return claims.Test(self.key, self.claim, self.rule(), lines, e, self.quantity_text(at),
                        p_for, p_against, checks, seeds)
 
   @staticmethod

@@ -1,4 +1,4 @@
-"""Claims along an axis: each seed's optimum per value (``point_optima``), ``Slope`` and ``SensitivityGap``.
+"""Claims along an axis: each seed's optimum per value (``point_optima``) and ``Slope``.
 
 ``Slope``'s quantity ``of``: the log optimum by ``fitted`` (``curves.optima``, bracketed, where the
 arm learns), ``basin`` (``optimum.basin``) or ``bracketed`` (``optimum.seed_optimum``); ``sensitivity``
@@ -220,65 +220,3 @@ class Slope(Claim):
     lines += [f"{n}." for n in missing] if self.of == "sensitivity" else []
     return claims.Test(self.key, self.claim, self.rule(), lines, e, self.quantity_text(), pf, pa, guards,
                        tuple(seeds))
-
-
-@dataclasses.dataclass(frozen=True)
-class SensitivityGap(Claim):
-  """Wortsman et al. 2023: ``arm`` lowers the sensitivity; per ``axis`` value, ``reference - arm`` over
-  their shared base grid, paired by seed. ``at="largest"``: judged at the largest value either has
-  (both must), Holm with the smaller ones, none of which may be decisively negative; ``at="shared"``:
-  the largest both have, alone. Against: decisively negative or within ``+-margin`` (TOST)."""
-  arm: str = ""
-  reference: str = ""
-  axis: str = ""
-  at: str = "largest"
-  margin: float = curves.SENSITIVITY_MARGIN
-  learns: str = "interval"
-
-  def needs(self) -> tuple[str, ...]:
-    return (self.arm, self.reference)
-
-  def quantity_text(self) -> str:
-    return f"sensitivity {self.reference} - {self.arm} (Wortsman et al. 2023)"
-
-  def rule(self) -> str:
-    where = ("at the largest value either arm has (both must have it; the smaller values are "
-             "the Holm family's other members and are reported; reproduced only when none is "
-             "decisively negative)" if self.at == "largest" else "at the largest value both have")
-    return (f"per {self.axis}, the learning-rate sensitivity per seed over the base grid both "
-            f"arms share, {self.reference} - {self.arm} paired by seed, judged {where}: "
-            f"reproduced when decisively positive; not reproduced when decisively negative or "
-            f"equivalent within {self.margin:g} nats (TOST); inconclusive otherwise, or when "
-            f"either arm does not learn there ({self.learns}).")
-
-  def gap(self, data: Data, v) -> tuple[dict[int, float], dict[int, float], list[str]]:
-    a, b = data.runs(self.reference, {self.axis: v}), data.runs(self.arm, {self.axis: v})
-    rates = curves.base_rates(a, b)
-    quiet = [n for n, rs in ((self.reference, a), (self.arm, b)) if not LEARNS[self.learns](rs)]
-    return curves.sensitivity(a, rates), curves.sensitivity(b, rates), quiet
-
-  def test(self, data: Data) -> claims.Test:
-    ref, arm = data.values(self.reference, self.axis), data.values(self.arm, self.axis)
-    shared = sorted(set(ref) & set(arm))
-    top = max(ref + arm, default=None) if self.at == "largest" else (shared or [None])[-1]
-    if not shared or shared[-1] != top:
-      return _missing(self, f"{self.reference} and {self.arm} at the largest {self.axis}")
-    at = shared if self.at == "largest" else [top]
-    gaps = [self.gap(data, v) for v in at]
-    effects = [stats.compare(a, b, self.margin) for a, b, _ in gaps]
-    if self.at == "largest":
-      outs = stats.outcomes(effects)
-      p_diff, p_same = stats.holm([e.p for e in effects]), stats.holm([e.p_same for e in effects])
-      pf = p_diff[-1] if outs[-1] == "higher" and "lower" not in outs else 1.0
-      pa = p_same[-1] if outs[-1] == "same" else p_diff[-1] if outs[-1] == "lower" else 1.0
-    else:
-      outs = [""]
-      a, b, _ = gaps[-1]
-      _, pf, pa = stats.directed([a[s] - b[s] for s in sorted(set(a) & set(b))], "higher", self.margin)
-    lines = [f"Per {self.axis}, {self.reference} - {self.arm}: " + "; ".join(
-        f"{v} {e.text()}" + (f" ({o})" if o else "") for v, e, o in zip(at, effects, outs)) + "."]
-    quiet = gaps[-1][2]
-    return claims.Test(self.key, self.claim, self.rule(), lines, effects[-1],
-                       f"Sensitivity {self.reference} - {self.arm} at {self.axis} {top}", pf, pa,
-                       [(bool(quiet), f"{' and '.join(quiet)} does not learn at {top}.")],
-                       tuple(sorted(set(gaps[-1][0]) & set(gaps[-1][1]))))

@@ -11,7 +11,7 @@ LN_V = math.log(2305)
 UNIGRAM = 6.27
 
 
-def arm(name, curve, seeds=3, spread=0.005, norm="pre", init="gpt2", diverged=(), shift=0.0, **fields):
+def arm(name, curve, seeds=3, spread=0.005, diverged=(), shift=0.0, **fields):
   """Runs of one arm: ``curve`` maps rate -> mean final loss; seeds add +-spread around it
   (rolled per rate, so each seed's curve has its own shape) and ``shift * seed`` (what a
   seed's initialisation and batch order do to every arm alike)."""
@@ -21,7 +21,7 @@ def arm(name, curve, seeds=3, spread=0.005, norm="pre", init="gpt2", diverged=()
     for seed, off in enumerate(np.roll(offsets, i)):
       div = (lr, seed) in diverged or lr in diverged
       runs.append(curves.Run((name,), lr, seed, float("nan") if div else mean + off + shift * seed, LN_V,
-                             diverged=div, norm=norm, init=init, unigram=UNIGRAM, **fields))
+                             diverged=div, unigram=UNIGRAM, **fields))
   return runs
 
 

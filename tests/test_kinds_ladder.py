@@ -1,5 +1,5 @@
 """The width ladder's claims (research/kinds.py: Slope of the optimum, flat or moving less,
-Alike below a margin at every width, Slope of the loss at a fixed rate, SensitivityGap, Slope of
+Alike below a margin at every width, Slope of the loss at a fixed rate, a sensitivity gap (Contrast over widths), Slope of
 the sensitivity) and its rate section
 (RateAt, experiments/readings/rates.py) on synthetic ladders: each kind reproduced, not reproduced and inconclusive; edge
 cases; the framework's per-arm grids and not-powered claims (research/study.py)."""
@@ -71,9 +71,10 @@ def moving(lr0, per_doubling, spread=0.05):
   return lambda w, s: bowl(4.6, lr0 * per_doubling ** step(w) * (1 + spread * (s - 1)))
 
 
-# ----------------------------------------------------------------------------- SensitivityGap
+# ----------------------------------------------------------------------------- a sensitivity gap over the widths
 
-QK = kinds.SensitivityGap("qk lowers the sensitivity", arm="pre+qk", reference="pre", axis=W, family=None)
+QK = kinds.Contrast("qk lowers the sensitivity", family=None, terms=kinds.pair("pre", "pre+qk"), quantity="sensitivity",
+                    over=W, holm="first", margin=curves.SENSITIVITY_MARGIN, edge=False)
 
 
 def test_sensitivity_gap_every_way():
@@ -81,7 +82,7 @@ def test_sensitivity_gap_every_way():
   assert v.verdict == REPRODUCED and v.effect.lo > 0 and v.effect_name.endswith("256")
   assert verdict(QK, data(ladder("pre", FLAT_C), ladder("pre+qk", GROWING))).verdict == NOT_REPRODUCED
   same = verdict(QK, data(ladder("pre", FLAT_C), ladder("pre+qk", FLAT_C)))
-  assert same.verdict == NOT_REPRODUCED and "(same)" in same.lines[0]
+  assert same.verdict == NOT_REPRODUCED and "(same)" in " ".join(same.lines)
   # At d256 the seeds' qk curvatures straddle pre's: a mean gap of zero, a wide spread.
   split = lambda w, s: bowl(4.6, 1e-2, 0.5 + (0.3 * (s - 1) if w == 256 else 0.0))
   v = verdict(QK, data(ladder("pre", lambda w, s: bowl(4.6, 1e-2, 0.5)), ladder("pre+qk", split)))
@@ -91,11 +92,11 @@ def test_sensitivity_gap_every_way():
 def test_a_flat_arm_is_not_insensitive_and_the_largest_width_is_needed():
   plateau = lambda w, s: {lr: UNIGRAM + 0.01 for lr in RATES} if w == 256 else FLAT_C(w, s)
   v = verdict(QK, data(ladder("pre", GROWING), ladder("pre+qk", plateau)))
-  assert v.verdict == INCONCLUSIVE and "pre+qk does not learn" in " ".join(v.lines)
+  assert v.verdict == INCONCLUSIVE and "Does not learn: pre+qk" in " ".join(v.lines)
   narrow = data(ladder("pre", GROWING), ladder("pre+qk", FLAT_C, widths=WIDTHS[:-1]))
   assert verdict(QK, narrow).verdict == INCONCLUSIVE and verdict(QK, narrow).effect is None
-  # at="shared": the largest width both have, alone.
-  shared = dataclasses.replace(QK, at="shared")
+  # Without Holm: the largest width both have, alone.
+  shared = dataclasses.replace(QK, holm="")
   assert verdict(shared, narrow).verdict == REPRODUCED and verdict(shared, narrow).effect_name.endswith("128")
 
 
@@ -217,7 +218,7 @@ def test_rates_extrapolate_each_seed_or_take_the_mean():
 ], ids=["empty", "one-width-one-seed", "all-diverged", "one-seed"])
 def test_partial_results_do_not_crash(rows):
   d = data(rows)
-  claims = (QK, GROWTH, TRANSFER, FLAT, COST, WIDER, dataclasses.replace(QK, at="shared"))
+  claims = (QK, GROWTH, TRANSFER, FLAT, COST, WIDER, dataclasses.replace(QK, holm=""))
   for v in family(d, claims):
     assert v in (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE)
   assert rates_lib.RateAt("pre", W, 768).text(d) and rates_lib.RateAt("pre", W, 768, method="mean").text(d)

@@ -26,16 +26,18 @@ from synthetic_runs import FLAT, LN_V, RATES, UNIGRAM, arm, bowl  # pylint: disa
 (WARMUP, SMALLER, SENSITIVITY, GRADIENTS, RESIDUAL, DEPTH, MATCHED, WIDTH, SWIGLU) = range(9)
 
 
-def record(run: curves.Run) -> dict:
-  """A cell record with the run's probes: the MLP gradient profile at init (first layer 1) and
-  the residual stream at init and at the end (embedding, first block 1, last block)."""
+def record(run: curves.Run, grad: float = math.nan, resid_init: float = math.nan, resid_end: float = math.nan) -> dict:
+  """A cell record with the run's probes, each given as its last / first ratio: the MLP gradient profile
+  at init (first layer 1) and the residual stream at init and at the end (embedding, first block 1, last block)."""
   return {"seed": run.seed, "name": f"{run.arms[0]}-{run.lr:g}-{run.seed}",
-          "init": {"grad_mlp": [1.0, run.grad_ratio_init], "residual_norm": [0.5, 1.0, run.resid_ratio_init]},
-          "end": {"residual_norm": [0.5, 1.0, run.resid_ratio_end]}}
+          "init": {"grad_mlp": [1.0, grad], "residual_norm": [0.5, 1.0, resid_init]},
+          "end": {"residual_norm": [0.5, 1.0, resid_end]}}
 
 
-def data(runs: list[curves.Run]) -> kinds.Data:
-  return kinds.Data(tuple((arm, (), r, record(r)) for r in runs for arm in r.arms))
+def data(runs: list) -> kinds.Data:
+  """``runs``: Runs, or ``(run, probe ratios)`` pairs (``record``'s keywords)."""
+  pairs = [r if isinstance(r, tuple) else (r, {}) for r in runs]
+  return kinds.Data(tuple((arm, (), r, record(r, **probes)) for r, probes in pairs for arm in r.arms))
 
 
 def decided(i: int, runs: list[curves.Run]) -> claims.Verdict:
@@ -54,7 +56,7 @@ def judge(runs: list[curves.Run]) -> list[claims.Verdict]:
 
 
 def norm_arms(post_none, post_long, pre_none, pre_long, **kw):
-  return (arm("norm:post/none", post_none, norm="post", **kw) + arm("norm:post/long", post_long, norm="post", **kw)
+  return (arm("norm:post/none", post_none, **kw) + arm("norm:post/long", post_long, **kw)
           + arm("norm:pre/none", pre_none, **kw) + arm("norm:pre/long", pre_long, **kw))
 
 
@@ -69,7 +71,7 @@ def test_warmup_claim_is_the_interaction_every_way():
   # Pre-LN loses more than post-LN: the interaction is negative.
   assert decided(WARMUP, norm_arms(bowl(4.7, 1e-3), good, bad, good)).verdict == NOT_REPRODUCED
   # Post-LN's penalty within seed noise: inconclusive.
-  noisy = (arm("norm:post/none", bowl(4.65, 1e-3), norm="post", shift=0.3)
+  noisy = (arm("norm:post/none", bowl(4.65, 1e-3), shift=0.3)
            + norm_arms(FLAT, good, good, good)[15:])
   assert decided(WARMUP, noisy).verdict == INCONCLUSIVE
   # A learning arm with its optimum at the edge of the grid: it may do better off it.
@@ -84,7 +86,7 @@ def test_warmup_claim_uses_the_warmup_fixed_before_the_run():
   good, bad = bowl(4.6, 1e-3), bowl(5.0, 1e-3)
   runs = norm_arms(bad, good, bad, good)
   # A short warmup that would flip the verdict is not looked at.
-  short = arm("norm:post/short", bowl(6.0, 1e-3), norm="post") + arm("norm:pre/short", good)
+  short = arm("norm:post/short", bowl(6.0, 1e-3)) + arm("norm:pre/short", good)
   assert decided(WARMUP, runs + short).verdict == decided(WARMUP, runs).verdict == NOT_REPRODUCED
 
 
@@ -95,7 +97,7 @@ def test_all_seeds_diverged_is_inconclusive():
 
 
 def test_smaller_rate_claim_every_way():
-  runs = lambda post, pre, **kw: arm("norm:post/long", post, norm="post", **kw) + arm("norm:pre/long", pre)
+  runs = lambda post, pre, **kw: arm("norm:post/long", post, **kw) + arm("norm:pre/long", pre)
   won = decided(SMALLER, runs(bowl(4.7, 6e-4), bowl(4.6, 5e-3)))
   assert won.verdict == REPRODUCED and won.effect.diff == pytest.approx(math.log(6e-4 / 5e-3), abs=0.1)
   assert decided(SMALLER, runs(bowl(4.7, 5e-3), bowl(4.6, 1e-3))).verdict == NOT_REPRODUCED
@@ -108,14 +110,14 @@ def test_smaller_rate_claim_every_way():
 
 def test_sensitivity_claim_every_way():
   flat, steep = bowl(4.6, 3e-3, width=0.05), bowl(4.6, 3e-3, width=0.5)
-  runs = lambda post, pre, **kw: arm("norm:post/long", post, norm="post", **kw) + arm("norm:pre/long", pre)
+  runs = lambda post, pre, **kw: arm("norm:post/long", post, **kw) + arm("norm:pre/long", pre)
   assert decided(SENSITIVITY, runs(steep, flat)).verdict == REPRODUCED
   assert decided(SENSITIVITY, runs(flat, steep)).verdict == NOT_REPRODUCED
   assert decided(SENSITIVITY, runs(flat, flat, spread=0.001)).verdict == NOT_REPRODUCED
   # Each post-LN seed with its own curvature: the seeds disagree about the sensitivity.
   noisy = []
   for seed, w in enumerate((0.02, 0.6, 0.1)):
-    noisy += [curves.Run(("norm:post/long",), lr, seed, m, LN_V, norm="post", unigram=UNIGRAM)
+    noisy += [curves.Run(("norm:post/long",), lr, seed, m, LN_V, unigram=UNIGRAM)
               for lr, m in bowl(4.6, 3e-3, w).items()]
   assert decided(SENSITIVITY, noisy + arm("norm:pre/long", flat)).verdict == INCONCLUSIVE
   # The committed study's mistake: post-LN flat on the plateau scores near zero; it never
@@ -136,8 +138,7 @@ def profile_runs(post_ratios, pre_ratios, init="xavier"):
   runs = []
   for norm, ratios in (("post", post_ratios), ("pre", pre_ratios)):
     for seed, r in enumerate(ratios):
-      runs.append(curves.Run((f"init:{init}/{norm}",), 1e-3, seed, 4.6, LN_V, norm=norm, init=init,
-                             grad_ratio_init=r, resid_ratio_init=2.0))
+      runs.append((curves.Run((f"init:{init}/{norm}",), 1e-3, seed, 4.6, LN_V), {"grad": r, "resid_init": 2.0}))
   return runs
 
 
@@ -165,7 +166,7 @@ def test_the_init_profiles_are_a_report_item_beside_the_gradient_claims_figure(t
 
 
 def test_residual_claim_is_strict_at_the_threshold():
-  runs = lambda ratios: [curves.Run(("norm:pre/long",), 1e-3, s, 4.6, LN_V, resid_ratio_end=r)
+  runs = lambda ratios: [(curves.Run(("norm:pre/long",), 1e-3, s, 4.6, LN_V), {"resid_end": r})
                          for s, r in enumerate(ratios)]
   assert decided(RESIDUAL, runs([2.0, 2.1, 1.9])).verdict == REPRODUCED
   assert decided(RESIDUAL, runs([1.5, 1.5, 1.5])).verdict == INCONCLUSIVE  # at the threshold: no
@@ -217,8 +218,8 @@ def test_swiglu_claim_every_way():
 
 
 def test_depth_claim_every_way():
-  base = arm("norm:post/long", bowl(4.65, 1e-3), norm="post") + arm("norm:pre/long", bowl(4.60, 3e-3), spread=0.004)
-  deep = lambda post, shift=0.0: (arm("depth:post", bowl(post, 1e-3), norm="post", spread=0.006, shift=shift)
+  base = arm("norm:post/long", bowl(4.65, 1e-3)) + arm("norm:pre/long", bowl(4.60, 3e-3), spread=0.004)
+  deep = lambda post, shift=0.0: (arm("depth:post", bowl(post, 1e-3), spread=0.006, shift=shift)
                              + arm("depth:pre", bowl(4.50, 3e-3), spread=0.003))
   assert decided(DEPTH, base + deep(4.80)).verdict == REPRODUCED
   assert decided(DEPTH, base + deep(4.40)).verdict == NOT_REPRODUCED
@@ -234,7 +235,7 @@ def test_verdicts_say_whether_they_survive_leaving_out_a_seed():
   # Three seeds, one of which carries the effect: without it the claim is undecided.
   runs = norm_arms(FLAT, good, good, good)
   runs = [r for r in runs if not (r.seed == 2 and r.arms == ("norm:post/none",))]
-  runs += [curves.Run(("norm:post/none",), lr, 2, l, LN_V, norm="post", unigram=UNIGRAM)
+  runs += [curves.Run(("norm:post/none",), lr, 2, l, LN_V, unigram=UNIGRAM)
            for lr, l in good.items()]
   weak = judge(runs)[0]
   assert "does not survive" in weak.robustness or weak.verdict == INCONCLUSIVE
@@ -245,12 +246,12 @@ def test_verdicts_say_whether_they_survive_leaving_out_a_seed():
 
 @pytest.mark.parametrize("runs", [
     [],
-    arm("norm:post/none", {1e-3: 4.6}, seeds=1, norm="post"),  # one rate, one seed
+    arm("norm:post/none", {1e-3: 4.6}, seeds=1),  # one rate, one seed
     norm_arms({1e-3: 4.6}, {3e-4: 4.6}, {}, {1e-3: 4.6}),  # missing rates and an empty arm
     norm_arms(bowl(4.6, 1e-3), bowl(4.6, 1e-3), bowl(4.6, 1e-3), bowl(4.6, 1e-3),
               diverged=RATES, seeds=2),  # everything diverged
     arm("mlp_width:1", {1e-3: float("nan")}) + arm("mlp_width:2", {}) + arm("swiglu", {1e-3: 4.5}, seeds=1),
-    [curves.Run(("norm:pre/long",), 1e-3, 0, float("nan"), LN_V, resid_ratio_end=float("nan"))],
+    [(curves.Run(("norm:pre/long",), 1e-3, 0, float("nan"), LN_V), {"resid_end": float("nan")})],
 ], ids=["empty", "one-cell", "missing-rates", "all-diverged", "nan-and-empty", "nan-diagnostics"])
 def test_partial_results_do_not_crash(runs):
   for verdict in judge(runs):
@@ -349,7 +350,7 @@ def test_the_report_says_re_expressed_with_the_same_verdicts():
 def test_a_difference_decisively_within_its_margin_counts_against_and_never_for():
   # Post-LN's optimum 10 % below pre-LN's, every seed alike: decisively lower, and decisively
   # within the factor 1.5 the rule calls the same rate: not reproduced (stats.outcomes' rule).
-  runs = (arm("norm:post/long", bowl(4.7, 1.8e-3), norm="post", spread=1e-5)
+  runs = (arm("norm:post/long", bowl(4.7, 1.8e-3), spread=1e-5)
           + arm("norm:pre/long", bowl(4.6, 2e-3), spread=1e-5))
   v = decided(SMALLER, runs)
   assert v.effect.hi < 0 and v.effect.p < 0.05 and v.verdict == NOT_REPRODUCED
@@ -376,7 +377,7 @@ def test_matched_pairs_are_decided_under_holm():
 
 def test_residual_claim_reads_each_seed_at_its_best_rate():
   # At the best rate (3e-3) the stream barely grows; at every other rate it grows threefold.
-  runs = [curves.Run(("norm:pre/long",), lr, s, l + 0.001 * s, LN_V, unigram=UNIGRAM,
-                     resid_ratio_end=(1.1 + 0.02 * (s - 1)) if lr == 3e-3 else 3.0)
+  runs = [(curves.Run(("norm:pre/long",), lr, s, l + 0.001 * s, LN_V, unigram=UNIGRAM),
+           {"resid_end": (1.1 + 0.02 * (s - 1)) if lr == 3e-3 else 3.0})
           for s in range(3) for lr, l in bowl(4.6, 3e-3).items()]
   assert decided(RESIDUAL, runs).verdict == NOT_REPRODUCED

@@ -197,7 +197,7 @@ def test_a_sweep_records_the_version_of_its_own_rules(tmp_path):
   recorded = index["rules"]
   assert index["study"] == "proxies" and recorded["sha256"] == identity.rules_version("proxies")["sha256"]
   assert recorded["modules"][0] == "experiments/studies/proxies.py"
-  assert "STUDY" in recorded["definitions"] and "SensitivityGap" in recorded["definitions"]
+  assert "STUDY" in recorded["definitions"] and "Contrast" in recorded["definitions"]
 
 
 def test_proxies_smoke_group_end_to_end(tmp_path):

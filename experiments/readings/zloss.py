@@ -10,9 +10,15 @@ import math
 from research import curves
 from research import page as reporting
 from research import stats
-from research.kind_base import at_text, Data, in_order, named, NAN, Section
+from research.kind_base import at_text, Data, named, NAN, Section
 from research.kind_zloss import (Finding, late_models, median_of, models, runaway, Runaway, state,
                                  Track, tracks)
+
+
+def in_order(points) -> list[tuple]:
+  """Grid points by their values (numbers as numbers: d64 before d128)."""
+  num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+  return sorted(points, key=lambda p: [(not num(v), v if num(v) else repr(v)) for _, v in p])
 
 
 def points(data: Data) -> list[tuple[tuple, str]]:

@@ -79,9 +79,9 @@ STUDY = Study(
         kinds.Slope("under muP a wider model is not worse at a fixed rate", arm="pre+mup", of="fixed_rate",
                     predict="below", margin=0.01, **LADDER, effect=0.06,
                              source="half the proxies ladder's sp slope at a fixed rate (-0.096)"),
-        kinds.SensitivityGap("qk-LayerNorm lowers the learning-rate sensitivity at the widest rung",
-                             arm="pre+qk", reference="pre", at="shared", **LADDER, effect=0.1,
-                             source="twice the sensitivity margin"),
+        kinds.Contrast("qk-LayerNorm lowers the learning-rate sensitivity at the widest rung",
+                       terms=kinds.pair("pre", "pre+qk"), quantity="sensitivity", over=W, learns="every_seed",
+                       margin=curves.SENSITIVITY_MARGIN, edge=False, effect=0.1, source="twice the sensitivity margin"),
     ),
     # The plan's per-seed spreads (3 seeds each, their means), as computed before the run.
     spread={"under muP the optimal rate moves less with width than under sp": Spread(0.2413, 3, 0.697),

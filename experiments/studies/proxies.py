@@ -60,10 +60,9 @@ STUDY = Study(
     },
     # Each claim alone (family None), as its rules judged it.
     claims=(
-        kinds.SensitivityGap("qk-LayerNorm lowers the learning-rate sensitivity", arm="pre+qk",
-                             reference="pre", axis=W, family=None),
-        kinds.SensitivityGap("z-loss lowers the learning-rate sensitivity", arm="pre+z",
-                             reference="pre", axis=W, family=None),
+        *(kinds.Contrast(f"{what} lowers the learning-rate sensitivity", family=None, terms=kinds.pair("pre", arm),
+                         quantity="sensitivity", over=W, holm="first", margin=curves.SENSITIVITY_MARGIN, edge=False)
+          for what, arm in (("qk-LayerNorm", "pre+qk"), ("z-loss", "pre+z"))),
         kinds.Slope("without qk-norm, the learning-rate sensitivity grows with width", arm="pre", axis=W,
                     of="sensitivity", predict="higher", margin=curves.SENSITIVITY_MARGIN, per_span=True,
                     same_first=True, family=None, also=("pre+qk", "pre+z", "post", "pre+mup")),
