@@ -1,7 +1,7 @@
 """The z-loss studies' kinds: where the output's log Z sits against ``log V``, and how it moves over training.
 
-``Model``, ``models`` and ``state`` (log Z at the end); ``Track`` and ``tracks`` (its drift over the
-second half), ``late_models`` (its late window); ``Finding`` over either; ``Runaway`` on
+``Model``, ``models`` and ``state`` (log Z at the end, or its drift over the second half),
+``late_models`` (its late window); ``Finding`` over either; ``Runaway`` on
 the seeds where a reference arm's log Z ran past [0, log V]. The report items (tables, per-seed
 listings) are in ``experiments/readings/zloss.py``.
 """
@@ -26,14 +26,27 @@ FOUND, NOT_FOUND, CHOSEN = "Found", "Not found", "Chosen"
 
 @dataclasses.dataclass(frozen=True)
 class Model:
-  """One model as the log Z kinds see it."""
+  """One model's log Z as the z-loss kinds see it: at every probe, at the end against ``log V``, and its drift.
+  Wortsman et al. 2023 (sec. 3.2): output-logit divergence is a late drift of log Z in a model that still
+  trains; here log Z at the end minus half-way."""
   seed: int
   lr: float
+  curve: tuple[tuple[int, float], ...]  # (step, log Z) at every probe
+  steps: int  # the run's length
   completed: bool
-  start: float  # log Z at step 0
-  end: float  # log Z at the last probe (nan: the model did not complete)
+  learns: bool  # ``model_learns``
+  end: float  # log Z at the last probe, or its ``late_mean`` (``late_models``); nan: the model did not complete
   vocab: int
   final: float  # the final validation loss (nan: the model did not complete)
+  attn_end: float  # the largest attention logit at the last probe (nan: none)
+
+  def at(self, step: float) -> float:
+    """Log Z nearest ``step`` (nan: none)."""
+    return min(self.curve, key=lambda sv: abs(sv[0] - step))[1] if self.curve else NAN
+
+  @property
+  def mid(self) -> float:
+    return self.at(self.steps / 2)
 
   @property
   def excess(self) -> float:
@@ -41,29 +54,38 @@ class Model:
     return self.end - math.log(self.vocab)
 
   @property
+  def drift(self) -> float:
+    """The end minus half-way (nan: not completed, or fewer than 3 probes)."""
+    return self.end - self.mid if len(self.curve) >= 3 else NAN
+
+  @property
   def read(self) -> bool:
-    return self.completed and math.isfinite(self.end)
+    return math.isfinite(self.end)
 
 
 def models(data: Data, arm: str, at: Mapping[str, Any] | tuple = ()) -> list[Model]:
-  """``arm``'s models at ``at`` with their log Z, by rate and seed."""
-  value = lambda d: NAN if (d or {}).get("log_z") is None else float(d["log_z"])
+  """``arm``'s models at ``at`` with their log Z over training, by rate and seed."""
   out = []
   for rec in data.records(arm, at):
+    curve = tuple((int(s), float(v)) for s, v in rec.get("log_z_curve") or () if v is not None)
+    attn = rec.get("attn_logit_curve") or []
     done = rec["status"] == "completed"
-    out.append(Model(int(rec["seed"]), float(rec["learning_rate"]), done, value(rec.get("init")),
-                     value(rec.get("end")) if done else NAN, int(rec["overrides"]["model.vocab_size"]),
-                     float(rec["final_val_loss"]) if done else NAN))
+    out.append(Model(int(rec["seed"]), float(rec["learning_rate"]), curve,
+                     int(rec["overrides"].get("train.steps") or rec["steps"]), done, model_learns(rec),
+                     curve[-1][1] if done and curve else NAN, int(rec["overrides"]["model.vocab_size"]),
+                     float(rec["final_val_loss"]) if done else NAN,
+                     float(attn[-1][1]) if attn and attn[-1][1] is not None else NAN))
   return sorted(out, key=lambda m: (m.lr, m.seed))
 
 
-def state(ms: list[Model] | list[Track], bound: float, drift: bool = False) -> str:
+def state(ms: list[Model], bound: float, drift: bool = False) -> str:
   """``grows`` (every seed completed |excess| >= ``bound``), ``stays`` (every seed completed
-  below it) or ``mixed`` (seeds disagree, or a model did not complete). ``drift``: of ``Track``s,
-  ``drifts`` when every seed learns and drifts ``bound`` nats or more either way."""
-  if not ms or not all(m.read for m in ms):
+  below it) or ``mixed`` (seeds disagree, or a model did not complete). ``drift``: ``drifts``
+  when every seed learns and drifts ``bound`` nats or more either way."""
+  value = lambda m: m.drift if drift else m.excess
+  if not ms or not all(math.isfinite(value(m)) for m in ms):
     return "mixed"
-  big = [abs(m.drift if drift else m.excess) >= bound for m in ms]
+  big = [abs(value(m)) >= bound for m in ms]
   if all(big) and (not drift or all(m.learns for m in ms)):
     return "drifts" if drift else "grows"
   return "stays" if not any(big) else "mixed"
@@ -80,55 +102,6 @@ def model_learns(rec: Mapping[str, Any]) -> bool:
   return (rec["status"] == "completed" and not cells_lib.diverged(rec)
           and rec.get("unigram_val_loss") is not None
           and float(rec["final_val_loss"]) < float(rec["unigram_val_loss"]) - curves.LEARNS_BY)
-
-
-@dataclasses.dataclass(frozen=True)
-class Track:
-  """One model's log Z over training. Wortsman et al. 2023 (sec. 3.2): output-logit divergence is a late
-  drift of log Z in a model that still trains; here log Z at the end minus half-way."""
-  seed: int
-  lr: float
-  curve: tuple[tuple[int, float], ...]  # (step, log Z) at every probe
-  steps: int  # the run's length
-  completed: bool
-  learns: bool  # ``model_learns``
-  final: float  # the final validation loss (nan: the model did not complete)
-  attn_end: float  # the largest attention logit at the last probe (nan: none)
-
-  def at(self, step: float) -> float:
-    """Log Z nearest ``step`` (nan: none)."""
-    return min(self.curve, key=lambda sv: abs(sv[0] - step))[1] if self.curve else NAN
-
-  @property
-  def mid(self) -> float:
-    return self.at(self.steps / 2)
-
-  @property
-  def end(self) -> float:
-    return self.curve[-1][1] if self.curve else NAN
-
-  @property
-  def drift(self) -> float:
-    """The end minus half-way (nan: not completed, or fewer than 3 probes)."""
-    return self.end - self.mid if self.completed and len(self.curve) >= 3 else NAN
-
-  @property
-  def read(self) -> bool:
-    return math.isfinite(self.drift)
-
-
-def tracks(data: Data, arm: str, at: Mapping[str, Any] | tuple = ()) -> list[Track]:
-  """``arm``'s models at ``at`` with their log Z trajectories, by rate and seed."""
-  out = []
-  for rec in data.records(arm, at):
-    curve = tuple((int(s), float(v)) for s, v in rec.get("log_z_curve") or () if v is not None)
-    attn = rec.get("attn_logit_curve") or []
-    done = rec["status"] == "completed"
-    out.append(Track(int(rec["seed"]), float(rec["learning_rate"]), curve,
-                     int(rec["overrides"].get("train.steps") or rec["steps"]), done, model_learns(rec),
-                     float(rec["final_val_loss"]) if done else NAN,
-                     float(attn[-1][1]) if attn and attn[-1][1] is not None else NAN))
-  return sorted(out, key=lambda t: (t.lr, t.seed))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,14 +143,13 @@ class Finding(Claim):
             f"rate) moves so, Not found when all stay, Inconclusive otherwise")
 
   def groups(self, data: Data, arm: str, point) -> dict[float, list]:
-    read = tracks if self.reads == "drift" else models
-    return curves.by_rate(read(data, arm, point))
+    return curves.by_rate(models(data, arm, point))
 
   def state(self, items: list) -> str:
     return state(items, self.bound, self.reads == "drift")
 
   def median(self, items: list) -> float:
-    return median_of(t.drift for t in items) if self.reads == "drift" else median_of(m.excess for m in items)
+    return median_of(m.drift if self.reads == "drift" else m.excess for m in items)
 
   def find(self, data: Data) -> tuple[str, dict, list[tuple[str, float]], list[str]]:
     """``(verdict, the point judged, the (arm, rate) that move, lines)``."""
@@ -219,17 +191,16 @@ class Finding(Claim):
 # results/zloss_drift-cpu), so the late kinds average the late window of a model that still trains.
 
 
-def late_mean(t: Track, window: float) -> float:
-  """The mean of ``t``'s log Z over the last ``window`` fraction of the run; nan where it does not learn
+def late_mean(m: Model, window: float) -> float:
+  """The mean of ``m``'s log Z over the last ``window`` fraction of the run; nan where it does not learn
   or has no reading there."""
-  late = [v for s, v in t.curve if s >= (1 - window) * t.steps]
-  return float(np.mean(late)) if t.learns and late else NAN
+  late = [v for s, v in m.curve if s >= (1 - window) * m.steps]
+  return float(np.mean(late)) if m.learns and late else NAN
 
 
 def late_models(data: Data, arm: str, at: Mapping[str, Any] | tuple = (), window: float = 0.2) -> list[Model]:
   """``arm``'s ``models`` with ``end`` log Z's ``late_mean`` over ``window``."""
-  late = {(t.lr, t.seed): late_mean(t, window) for t in tracks(data, arm, at)}
-  return [dataclasses.replace(m, end=late[(m.lr, m.seed)]) for m in models(data, arm, at)]
+  return [dataclasses.replace(m, end=late_mean(m, window)) for m in models(data, arm, at)]
 
 
 def overshoot(m: Model, side: int) -> float:

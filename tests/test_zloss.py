@@ -45,8 +45,8 @@ def models(log_z, final, seeds=zloss.SEEDS, lost=(), noise=0.3):
                     "status": "completed" if done else "diverged",
                     "final_val_loss": final(z, lr) + b if done else None,
                     "overrides": {"model.d_model": 128, "model.vocab_size": V,
-                                  "train.weight_decay": 0.0, "train.z_loss": z},
-                    "init": {"log_z": 9.1}, "end": {"log_z": log_z(z, lr) + a if done else None}})
+                                  "train.weight_decay": 0.0, "train.z_loss": z, "train.steps": 200},
+                    "log_z_curve": [[0, 9.1], [200, log_z(z, lr) + a if done else None]]})
   return out
 
 
@@ -161,7 +161,7 @@ def test_the_report_command_sends_a_zloss_sweep_to_this_study(tmp_path):
         "initial_val_loss": 9.0, "unigram_val_loss": 5.29, "n_params": 1, "wall_time_s": 60.0}))
     (d / "diagnostics.jsonl").write_text("".join(
         json.dumps({"step": s, "residual_norm": [1.0], "log_z": z}) + "\n"
-        for s, z in ((0, c["init"]["log_z"]), (200, c["end"]["log_z"]))))
+        for s, z in c["log_z_curve"]))
   (sweep / "sweep.json").write_text(json.dumps({"name": "zloss", "scale": "cpu", "study": "zloss",
                                                 "description": "synthetic"}))
   text = open(report_cmd.write_report(str(sweep), str(tmp_path / "out"), pack=str(tmp_path / "results"))).read()

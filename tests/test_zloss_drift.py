@@ -1,5 +1,5 @@
 """z-loss judged in its domain (issue 45): the late drift of log Z read from each model's
-trajectory (``kinds.Track``) and the probe's finding (``kinds.Finding`` reading the drift),
+trajectory (``kinds.Model``) and the probe's finding (``kinds.Finding`` reading the drift),
 on synthetic models; the probe study's seeds unused before it. The confirmatory kinds that
 read the drift over a late window are tests/test_zloss_drift_late.py's."""
 
@@ -60,13 +60,13 @@ DATA = Study(
 
 
 def test_the_late_drift_is_the_end_minus_half_way_and_only_learning_models_count():
-  t = kinds.tracks(DATA.data([cell(PLAIN, 0.1, 1, late=-5.0, early=-2.0)]), PLAIN)[0]
+  t = kinds.models(DATA.data([cell(PLAIN, 0.1, 1, late=-5.0, early=-2.0)]), PLAIN)[0]
   assert t.at(0) == pytest.approx(6.24) and t.mid == pytest.approx(4.24)
   assert t.drift == pytest.approx(-5.0) and t.learns
   # A model that ended above its initial loss did not learn, however its log Z moved.
-  wreck = kinds.tracks(DATA.data([cell(PLAIN, 0.1, 1, late=-5.0, final=7.0)]), PLAIN)[0]
+  wreck = kinds.models(DATA.data([cell(PLAIN, 0.1, 1, late=-5.0, final=7.0)]), PLAIN)[0]
   assert not wreck.learns and kinds.state([wreck], 2.0, drift=True) == "mixed"
-  gone = kinds.tracks(DATA.data([cell(PLAIN, 0.1, 1, late=-5.0, status="diverged")]), PLAIN)[0]
+  gone = kinds.models(DATA.data([cell(PLAIN, 0.1, 1, late=-5.0, status="diverged")]), PLAIN)[0]
   assert math.isnan(gone.drift) and not gone.read
 
 
@@ -120,7 +120,7 @@ def test_the_first_probe_drifted_most_at_0_1_and_less_with_z_loss():
   _, cells, _ = cells_lib.load("results/zloss_drift_probe-cpu")
   data = probe.STUDY.data(cells)
   # log Z still moved most at 0.1, and less with z-loss there.
-  drift = lambda arm: kinds.median_of(t.drift for t in kinds.tracks(data, arm) if t.lr == 0.1)
+  drift = lambda arm: kinds.median_of(t.drift for t in kinds.models(data, arm) if t.lr == 0.1)
   assert 0.5 < drift(PLAIN) < 2.0 and drift(ZLOSS) < drift(PLAIN)
 
 
@@ -135,8 +135,8 @@ def test_the_horizon_probe_found_the_late_drift_at_0_3_and_z_loss_moves_log_z_to
   data = study.data(cells)
   verdict, _, found, _ = study.claims[0].find(data)
   assert (verdict, found) == (kinds.FOUND, [(PLAIN, 0.3)])
-  z = {t.seed: t for t in kinds.tracks(data, ZLOSS) if t.lr == 0.3}
-  plain = {t.seed: t for t in kinds.tracks(data, PLAIN) if t.lr == 0.3}
+  z = {t.seed: t for t in kinds.models(data, ZLOSS) if t.lr == 0.3}
+  plain = {t.seed: t for t in kinds.models(data, PLAIN) if t.lr == 0.3}
   assert all(t.drift <= -2 and t.learns and t.end > 0 for t in plain.values())
   assert all(z[s].drift < plain[s].drift and abs(z[s].end) < 1 < plain[s].end for s in plain)
 
@@ -159,8 +159,8 @@ def test_the_confirmatory_study_uses_fresh_seeds_and_the_probes_spreads():
     assert shape(c.overrides) == probes[c.overrides["train.z_loss"]]
   _, probe_cells, _ = cells_lib.load("results/zloss_drift_horizon-cpu")
   data = registry.study("zloss_drift_horizon").data(probe_cells)
-  z = {(t.lr, t.seed): t for t in kinds.tracks(data, ZLOSS)}
-  plain = {(t.lr, t.seed): t for t in kinds.tracks(data, PLAIN)}
+  z = {(t.lr, t.seed): t for t in kinds.models(data, ZLOSS)}
+  plain = {(t.lr, t.seed): t for t in kinds.models(data, PLAIN)}
   holds, loss = (confirm.STUDY.spread[c.key] for c in confirm.CLAIMS)
   want = power.Spread.of([t.end for t in z.values()])
   assert (holds.n, round(holds.sd, 2)) == (want.n, round(want.sd, 2))
@@ -182,4 +182,4 @@ def test_the_committed_confirmatory_run_cannot_judge_z_loss_two_of_four_seeds_ra
   assert holds.verdict == kinds.CANNOT_JUDGE and loss.verdict == study_lib.NOT_POWERED
   data = confirm.STUDY.data(cells)
   assert sorted(confirm.CLAIMS[0].pairs(data).sides.items()) == [(1132, -1), (1133, -1)]
-  assert all(t.learns for arm in (PLAIN, ZLOSS) for t in kinds.tracks(data, arm))
+  assert all(t.learns for arm in (PLAIN, ZLOSS) for t in kinds.models(data, arm))

@@ -74,7 +74,7 @@ LOWER = lambda arm: 3.2 if arm == PLAIN else 3.0
 
 def test_the_late_reading_is_the_mean_over_the_window_in_a_model_that_learns():
   data = STUDY.data([cell(PLAIN, 1, late=-4.0, last=2.0)])
-  t = kinds.tracks(data, PLAIN)[0]
+  t = kinds.models(data, PLAIN)[0]
   # Readings at 800..1000 (5 readings): four at -4, the last at +2.
   assert kinds.late_mean(t, 0.2) == pytest.approx((4 * -4.0 + 2.0) / 5)
   assert kinds.late_models(data, PLAIN)[0].end == pytest.approx(-2.8)
@@ -175,7 +175,7 @@ def test_the_planned_spreads_and_premise_are_the_50000_step_runs():
   want = power.Spread.of([z[s].final - plain[s].final for s in z])
   assert (loss.n, round(loss.sd, 3)) == (want.n, round(want.sd, 3))
   ahead = []
-  for t in kinds.tracks(data, PLAIN):
+  for t in kinds.models(data, PLAIN):
     s, v = np.array([sv for sv in t.curve if sv[0] >= t.steps / 2]).T
     k, b = np.polyfit(s, v, 1)
     window = np.arange((1 - late_study.WINDOW) * late_study.STEPS, late_study.STEPS + 1, 2000)
@@ -222,7 +222,7 @@ def test_the_committed_run_is_inconclusive_nine_of_twelve_seeds_ran_away():
   sides = late_study.CLAIMS[0].pairs(data).sides
   assert sorted(sides) == [1140, 1141, 1143, 1144, 1146, 1147, 1148, 1150, 1151]
   assert set(sides.values()) == {-1}
-  assert all(t.learns for arm in (PLAIN, ZLOSS) for t in kinds.tracks(data, arm))
+  assert all(t.learns for arm in (PLAIN, ZLOSS) for t in kinds.models(data, arm))
   robust, _ = late_study.STUDY.judge(cells)
   assert robust.verdict == INC and "does not survive" in robust.robustness
 
@@ -246,7 +246,7 @@ def test_the_committed_runs_exploratory_readings_in_docs_study_md():
   data = late_study.STUDY.data(cells)
   judged = late_study.CLAIMS[0].pairs(data).sides
   jumps = [max(abs(np.diff([v for s, v in t.curve if s >= (1 - late_study.WINDOW) * t.steps])))
-           for t in kinds.tracks(data, ZLOSS) if t.seed in judged]
+           for t in kinds.models(data, ZLOSS) if t.seed in judged]
   assert (round(min(jumps), 1), round(max(jumps), 1)) == (1.8, 3.7)
   over = [-m.end for m in kinds.late_models(data, ZLOSS, window=late_study.WINDOW) if m.seed in judged]
   sd = float(np.std(over, ddof=1))

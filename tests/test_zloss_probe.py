@@ -37,8 +37,8 @@ def models(excess, widths=(64, 128), seeds=(400, 401), diverged=(), start=9.0):
                         "seed": s, "learning_rate": lr, "status": "completed" if done else "diverged",
                         "final_val_loss": 4.0 if done else None,
                         "overrides": {"model.d_model": w, "model.vocab_size": V,
-                                      "train.weight_decay": wd, "train.z_loss": z},
-                        "init": {"log_z": start}, "end": {"log_z": LOG_V + excess(w, wd, z, lr, s)}})
+                                      "train.weight_decay": wd, "train.z_loss": z, "train.steps": 200},
+                        "log_z_curve": [[0, start], [200, LOG_V + excess(w, wd, z, lr, s)]]})
   return out
 
 

@@ -11,8 +11,7 @@ from research import curves
 from research import page as reporting
 from research import stats
 from research.kind_base import at_text, Data, named, NAN, Section
-from research.kind_zloss import (Finding, late_models, median_of, models, runaway, Runaway, state,
-                                 Track, tracks)
+from research.kind_zloss import Finding, late_models, median_of, Model, models, runaway, Runaway, state
 
 
 def in_order(points) -> list[tuple]:
@@ -58,7 +57,7 @@ class ExcessTable:
         seeds = ", ".join("—" if not math.isfinite(m.excess) else f"{m.excess:+.2f}" for m in ms)
         loss, excess = median_of(m.final for m in ms), median_of(m.excess for m in ms)
         lines.append(f"| {arm} | {at_text(point)[2:] or '—'} | {lr:g} | "
-                     f"{median_of(m.start for m in ms):.2f} | {median_of(m.end for m in ms):.2f} | "
+                     f"{median_of(m.at(0) for m in ms):.2f} | {median_of(m.end for m in ms):.2f} | "
                      f"{excess:+.2f} ({seeds}) | {state(ms, self.bound)} | "
                      f"{'—' if math.isnan(loss) else format(loss, '.3f')} |")
         by_point.setdefault(point, []).append((arm, lr, excess))
@@ -101,10 +100,10 @@ class DriftTable:
              f"final validation loss (medians).", "",
              "| arm | point | rate | learn | start | half-way | end | late drift (per seed) | state "
              "| attention logit at the end | final loss |", "|---" * 11 + "|"]
-    panels: dict[float, list[tuple[str, Track]]] = {}
+    panels: dict[float, list[tuple[str, Model]]] = {}
     rows = []
     for point, arm in points(data):
-      for lr, ts in curves.by_rate(tracks(data, arm, point)).items():
+      for lr, ts in curves.by_rate(models(data, arm, point)).items():
         seeds = ", ".join(f(t.drift, "+.2f") for t in ts)
         st = state(ts, self.bound, drift=True)
         lines.append(
@@ -118,7 +117,7 @@ class DriftTable:
         panels.setdefault(lr, []).extend((arm, t) for t in ts)
     return Section(lines + [""], [self.plot(panels, out)], {"drift": rows} | finding_results(self.finding, data))
 
-  def plot(self, panels: dict[float, list[tuple[str, Track]]], out: str) -> str | None:
+  def plot(self, panels: dict[float, list[tuple[str, Model]]], out: str) -> str | None:
     if not panels:
       return None
     fig = reporting.figure(figsize=(4 * len(panels), 3.6))
