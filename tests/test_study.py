@@ -147,7 +147,7 @@ def test_leave_one_seed_out_is_for_a_test_outcome_not_a_finding_or_a_premise():
   study = Study("t", "q", "exploratory", (Arm("a"),), {"cpu": Grid((1e-2,), (1, 2, 3), axes={"model.d_model": (64,)})},
                 (finding,))
   cells = [{**record("a", 1e-2, s, 4.0), "overrides": {"model.d_model": 64, "model.vocab_size": 512},
-            "end": {"log_z": math.log(512) + 5.0}} for s in (1, 2, 3)]
+            "log_z_curve": [[10, math.log(512) + 5.0]]} for s in (1, 2, 3)]
   (v,) = study.judge(cells)
   assert v.verdict == kinds.FOUND and v.robustness == "" and study.plan("cpu") == []
   assert "nothing to power" in study.plan_lines("cpu")[0]
