@@ -35,7 +35,7 @@ class Model:
   steps: int  # the run's length
   completed: bool
   learns: bool  # ``model_learns``
-  end: float  # log Z at the last probe, or its ``late_mean`` (``late_models``); nan: the model did not complete
+  end: float  # log Z at the last probe, or the late window's mean (``late_models``); nan: not completed
   vocab: int
   final: float  # the final validation loss (nan: the model did not complete)
   attn_end: float  # the largest attention logit at the last probe (nan: none)
@@ -142,9 +142,6 @@ class Finding(Claim):
             f"completed {self.bound:g} nats short of it, 'mixed' otherwise; Found when one (arm, "
             f"rate) moves so, Not found when all stay, Inconclusive otherwise")
 
-  def groups(self, data: Data, arm: str, point) -> dict[float, list]:
-    return curves.by_rate(models(data, arm, point))
-
   def state(self, items: list) -> str:
     return state(items, self.bound, self.reads == "drift")
 
@@ -155,7 +152,7 @@ class Finding(Claim):
     """``(verdict, the point judged, the (arm, rate) that move, lines)``."""
     values = sorted({v for a in self.arms for v in data.values(a, self.axis)})
     point = {} if self.reads == "drift" else ({self.axis: values[-1]} if values else None)
-    plain = {(a, lr): ms for a in self.arms for lr, ms in self.groups(data, a, point or {}).items()}
+    plain = {(a, lr): ms for a in self.arms for lr, ms in curves.by_rate(models(data, a, point or {})).items()}
     if point is None or not plain:
       return claims.INCONCLUSIVE, {}, [], ["No models."]
     states = {k: self.state(ms) for k, ms in plain.items()}
@@ -165,7 +162,7 @@ class Finding(Claim):
     for arm, lr in moved:
       text = f"{where + ', ' if where else ''}{label(arm)}, rate {lr:g}: {self.what()}, median {self.median(plain[(arm, lr)]):+.2f} nats"
       for partner in [b for a, b in self.beside if a == arm]:
-        ms = self.groups(data, partner, point).get(lr, [])
+        ms = curves.by_rate(models(data, partner, point)).get(lr, [])
         text += f"; {partner}: median {self.median(ms):+.2f} ({self.state(ms)})"
       lines.append(text + ".")
     if moved:
@@ -191,16 +188,12 @@ class Finding(Claim):
 # results/zloss_drift-cpu), so the late kinds average the late window of a model that still trains.
 
 
-def late_mean(m: Model, window: float) -> float:
-  """The mean of ``m``'s log Z over the last ``window`` fraction of the run; nan where it does not learn
-  or has no reading there."""
-  late = [v for s, v in m.curve if s >= (1 - window) * m.steps]
-  return float(np.mean(late)) if m.learns and late else NAN
-
-
 def late_models(data: Data, arm: str, at: Mapping[str, Any] | tuple = (), window: float = 0.2) -> list[Model]:
-  """``arm``'s ``models`` with ``end`` log Z's ``late_mean`` over ``window``."""
-  return [dataclasses.replace(m, end=late_mean(m, window)) for m in models(data, arm, at)]
+  """``arm``'s ``models`` with ``end`` the mean of log Z over the last ``window`` fraction of the run; nan
+  where a model does not learn or has no reading there."""
+  late = lambda m: [v for s, v in m.curve if s >= (1 - window) * m.steps]
+  return [dataclasses.replace(m, end=float(np.mean(late(m))) if m.learns and late(m) else NAN)
+          for m in models(data, arm, at)]
 
 
 def overshoot(m: Model, side: int) -> float:
@@ -278,17 +271,15 @@ class Runaway(Claim):
       return f"final loss, {self.arm} - {self.reference}"
     return f"{self.arm}'s overshoot past [0, log V] on {self.reference}'s side (held below +{self.bound:g})"
 
-  def premise(self) -> str:
+  def rule(self) -> str:
     late = (f" averaged over the readings in the last {self.window:.0%} of training" if math.isfinite(self.window)
             else "")
     learned = "learned (completed, not diverged, below the unigram)" if late else "completed"
-    return (f"at rate {self.rate:g}, on the seeds where {self.reference} {learned} with its "
-            f"log_z{late} at least {self.bound:g} nats past the band [0, log V] (above: "
-            f"log_z - log V; below: -log_z; at least {self.min_seeds} such seeds, "
-            f"else it cannot be judged there), {self.arm} of the same seed and rate"
-            + (" over the same readings (a model that does not learn is not read)" if late else ""))
-
-  def rule(self) -> str:
+    premise = (f"at rate {self.rate:g}, on the seeds where {self.reference} {learned} with its "
+               f"log_z{late} at least {self.bound:g} nats past the band [0, log V] (above: "
+               f"log_z - log V; below: -log_z; at least {self.min_seeds} such seeds, "
+               f"else it cannot be judged there), {self.arm} of the same seed and rate"
+               + (" over the same readings (a model that does not learn is not read)" if late else ""))
     if self.reads == "loss":
       want = (f"the final validation loss minus {self.reference}'s, paired by seed; reproduced when "
               f"decisively negative (t test), not reproduced when decisively positive or equivalent to "
@@ -296,7 +287,7 @@ class Runaway(Claim):
     else:
       want = (f"its overshoot past the band on that side; reproduced when the mean overshoot lies "
               f"decisively below {self.bound:g} nats (one-sided t test), not reproduced when decisively above")
-    return (f"{self.premise()}: {want}, inconclusive otherwise; a model of {self.arm} that did not "
+    return (f"{premise}: {want}, inconclusive otherwise; a model of {self.arm} that did not "
             f"complete cannot support it")
 
   def test(self, data: Data) -> claims.Test:

@@ -186,7 +186,7 @@ class RunawaySeeds:
 @dataclasses.dataclass(frozen=True)
 class LateSeeds:
   """A report item: per seed at ``rate``, each arm's log Z over the late window
-  (``late_mean``), whether ``reference``'s lies ``bound`` past the band [0, log V] (and on
+  (``late_models``), whether ``reference``'s lies ``bound`` past the band [0, log V] (and on
   which side), and every model's final loss."""
   reference: str
   arms: tuple[str, ...]
