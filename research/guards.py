@@ -17,9 +17,6 @@ from research import kinds
 
 # Claim fields holding the rule's threshold, and how a title states each.
 THRESHOLDS = {"margin": "margin {:g}", "bound": "bound {:g}", "against": "margin {:g}"}
-# Verdicts a guard leaves as they are.
-KEPT = ("Not powered", kinds.CANNOT_JUDGE)
-AFTER = "a guard added after the data (issue 58), so this verdict is exploratory"
 
 
 def judged_records(claim, data: kinds.Data) -> list:
@@ -39,35 +36,22 @@ def judged_records(claim, data: kinds.Data) -> list:
 
 def learning(claim, data: kinds.Data, verdict: claims.Verdict) -> claims.Verdict:
   """``verdict``, or cannot be judged where none of its models learns (``kinds.model_learns``)."""
-  if verdict.verdict in KEPT or "at initialisation" in claim.quantity_text():  # no training to guard
-    return verdict
+  if verdict.verdict in ("Not powered", kinds.CANNOT_JUDGE) or "at initialisation" in claim.quantity_text():
+    return verdict  # left as it is, or no training to guard
   recs = judged_records(claim, data)
   if not recs or any(map(kinds.model_learns, recs)):
     return verdict
   rates = sorted({float(r["learning_rate"]) for r in recs if r.get("learning_rate") is not None})
   where = f" at rate {', '.join(f'{lr:g}' for lr in rates)}" if len(rates) <= 2 else ""
-  line = (f"Under the frozen rules: {verdict.verdict}. Cannot be judged by {AFTER}: 0 of "
-          f"{len(recs)} models of {', '.join(claim.needs())}{where} learn (each diverged or ended "
-          f"within {curves.LEARNS_BY:g} nats of the unigram).")
+  line = (f"Under the frozen rules: {verdict.verdict}. Cannot be judged by a guard added after the data "
+          f"(issue 58), so this verdict is exploratory: 0 of {len(recs)} models of {', '.join(claim.needs())}"
+          f"{where} learn (each diverged or ended within {curves.LEARNS_BY:g} nats of the unigram).")
   return dataclasses.replace(verdict, verdict=kinds.CANNOT_JUDGE, lines=[line, *verdict.lines],
                              robustness="")
 
 
 def _states(title: str, value: float) -> bool:
   return re.search(rf"(?<![\d.]){re.escape(format(abs(value), 'g'))}(?![\d])", title) is not None
-
-
-def _threshold(form: str, v: float) -> str:
-  """A threshold as a title states it (a log-scale margin also as its factor)."""
-  if len(format(v, "g")) > 6:
-    return f"{form.format(float(format(v, '.3g')))} = log {math.exp(v):.3g}"
-  return form.format(v)
-
-
-def _in_rule(rule: str, v: float) -> bool:
-  """Whether the rule's text states ``v`` (to any of the usual digits)."""
-  return not rule or any(_states(rule, float(x)) for x in (f"{v:g}", f"{v:.3f}", f"{v:.3g}", f"{v:.2f}")) \
-      or f"log {round(math.exp(v), 2):g}" in rule
 
 
 def title(claim) -> str:
@@ -77,11 +61,14 @@ def title(claim) -> str:
   for name, form in THRESHOLDS.items():
     v = getattr(claim, name, None)
     v = abs(v) if isinstance(v, (int, float)) and math.isfinite(v) else 0.0  # not a method (Ladder's bound)
-    if v and _in_rule(rule, v) and all(abs(v - w) > 1e-12 for _, w in found):
+    in_rule = not rule or f"log {round(math.exp(v), 2):g}" in rule or any(  # the rule states v, to the usual digits
+        _states(rule, float(x)) for x in (f"{v:g}", f"{v:.3f}", f"{v:.3g}", f"{v:.2f}"))
+    if v and in_rule and all(abs(v - w) > 1e-12 for _, w in found):
       found.append((form, v))
   if any(_states(claim.claim, v) or _states(claim.claim, math.exp(v)) for _, v in found):
     return claim.claim
-  stated = [_threshold(form, v) for form, v in found]
+  stated = [form.format(v) if len(format(v, "g")) <= 6 else  # a log-scale margin also as its factor
+            f"{form.format(float(format(v, '.3g')))} = log {math.exp(v):.3g}" for form, v in found]
   return claim.claim + (f" ({', '.join(stated)})" if stated else "")
 
 

@@ -47,9 +47,7 @@ def read(name: str, cells: list[dict], out: str | None = None) -> list[Reading]:
 
 
 def section_lines(readings: list[Reading]) -> list[str]:
-  if not readings:
-    return []
-  out = [f"## {TITLE}", "", INTRO, ""]
+  out = [f"## {TITLE}", "", INTRO, ""] if readings else []
   for r in readings:
     out += [f"### {r.title}", "", *r.lines, "", *[x for p in r.plots for x in (f"![{p}]({p})", "")]]
   return out

@@ -94,10 +94,7 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   lines += ["## Plots", "", *[f"![{p}]({p})" for p in page.plots if p]]
   if readings:
     page.results["posthoc"] = {r.title: r.results for r in readings}
-  headlines = [line for r in readings for line in (*r.headline, "") if r.headline]
-  front = opening(study, index, cells, design, headlines, page, titles, changed,
-                  [(r.title, next(iter(r.pointers.values()))) for r in readings if r.pointers])
-  text = "\n".join(wrapped([*front, *lines])) + "\n"
+  text = "\n".join(wrapped([*opening(study, index, cells, design, readings, page, titles, changed), *lines])) + "\n"
   for name in {k for c in cells for k in c.get("overrides", {}) if "_" in k}:
     text = text.replace(name.replace("_", " "), name)  # names as written in code: model.d_model
   path = os.path.join(out, "REPORT.md")
@@ -110,20 +107,34 @@ def write_report(study: str, sweep_dir: str, out: str | None = None, command: st
   return path
 
 
-def opening(study: str, index: dict, cells: list[dict], design: str, headline: list[str], page: Page,
-            titles: dict, changed: list, qualified: list[tuple[str, str]] = ()) -> list[str]:
+def opening(study: str, index: dict, cells: list[dict], design: str, readings: list[posthoc.Reading], page: Page,
+            titles: dict, changed: list) -> list[str]:
   """The front matter: title, abstract, claims table, main figure, limitations."""
   head = [f"# {title_of(registry.study(study).question)}", "",
           f"Study `{index['name']}` at scale `{index['scale']}`, {design_word(design)}: "
           f"{len(page.verdicts)} claims judged on {diverged_text(cells)[:-1]}.", ""]
-  head += [*page.headline, *headline] if headline or page.headline else [answer(page.verdicts, titles), ""]
+  headline = [*page.headline, *[line for r in readings for line in (*r.headline, "") if r.headline]]
+  head += headline or [answer(page.verdicts, titles), ""]
   rows = ["| claim (its threshold) | verdict | estimate [95 % CI] |", "|---|---|---|",
           *[f"| {titles.get(v.claim, v.claim)} | {v.verdict} | {estimate_text(v)} |" for v in page.verdicts]]
   figure = [f"![{page.plots[0]}]({page.plots[0]})", ""] if page.plots and page.plots[0] else []
-  qualify = [f"- Post-hoc, exploratory ({title}): {re.split(r'(?<!al)[.;] (?=[A-Z])', text)[0].rstrip('.')}."
-             for title, text in qualified]  # its first sentence
-  stated = registry.outside(study, "LIMITS")
-  return [*head, *rows, "", *figure, "## Limitations", "", *limitations(cells, page, changed, design, stated),
+  qualify = [f"- Post-hoc, exploratory ({r.title}): "
+             f"{re.split(r'(?<!al)[.;] (?=[A-Z])', next(iter(r.pointers.values())))[0].rstrip('.')}."
+             for r in readings if r.pointers]  # its pointer's first sentence
+  limits = [f"- {text}" for text in registry.outside(study, "LIMITS")]  # the study's stated ones first
+  n = sum(map(cells_lib.diverged, cells))
+  if n:
+    limits.append(f"- {n} of {len(cells)} models diverged.")
+  for word in ("Not powered", "Inconclusive", "Cannot be judged"):
+    k = sum(v.verdict == word for v in page.verdicts)
+    if k:
+      limits.append(f"- {k} claim{'s' * (k != 1)} {word.lower()}.")
+  if changed:
+    limits.append(f"- {len(changed)} verdict{'s' * (len(changed) != 1)} changed by guards added after the data "
+                  f"(exploratory): " + "; ".join(f"{c!r}: {a} -> {b}" for c, a, b in changed) + ".")
+  if design_word(design) == "exploratory":
+    limits.append("- Exploratory: its verdicts are hypotheses for a confirmatory run, not tests.")
+  return [*head, *rows, "", *figure, "## Limitations", "", *(limits or ["- None stated beyond the appendix."]),
           *qualify, ""]
 
 
@@ -161,25 +172,6 @@ def design_word(design: str) -> str:
   return first.split()[0] if first else "design not stated"
 
 
-def limitations(cells: list[dict], page: Page, changed: list, design: str,
-                stated: tuple[str, ...] = ()) -> list[str]:
-  """The limitations list, the study's ``stated`` ones first."""
-  out = [f"- {text}" for text in stated]
-  n = sum(map(cells_lib.diverged, cells))
-  if n:
-    out.append(f"- {n} of {len(cells)} models diverged.")
-  for word in ("Not powered", "Inconclusive", "Cannot be judged"):
-    k = sum(v.verdict == word for v in page.verdicts)
-    if k:
-      out.append(f"- {k} claim{'s' * (k != 1)} {word.lower()}.")
-  if changed:
-    out.append(f"- {len(changed)} verdict{'s' * (len(changed) != 1)} changed by guards added after the data "
-               f"(exploratory): " + "; ".join(f"{c!r}: {a} -> {b}" for c, a, b in changed) + ".")
-  if design_word(design) == "exploratory":
-    out.append("- Exploratory: its verdicts are hypotheses for a confirmatory run, not tests.")
-  return out or ["- None stated beyond the appendix."]
-
-
 # Prose lines longer than this are wrapped.
 WIDTH = 280
 # Words a wrapped line may not start with (markdown would read a list, heading or quote).
@@ -198,8 +190,7 @@ def wrapped(lines: list[str]) -> list[str]:
     lead = "> " if line.startswith("> ") else "  " if line.startswith("- ") else ""
     current = ""
     for word in line.split(" "):
-      opener = OPENERS.fullmatch(word) is not None
-      if current and len(current) + 1 + len(word) > WIDTH - len(lead) and not opener:
+      if current and len(current) + 1 + len(word) > WIDTH - len(lead) and not OPENERS.fullmatch(word):
         out.append(current)
         current = lead + word
       else:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import math
 from typing import Any, Callable, Mapping
 
@@ -201,9 +202,7 @@ class Study:
   def seeds_of(self, scale: str, arm: str) -> tuple[int, ...]:
     """The seeds ``scale`` trains ``arm`` at (() if not trained there)."""
     g, name = self.grid(scale), self.arm_of(arm)
-    if name not in {a.name for a in self.arms_at(scale)}:
-      return ()
-    return g.arm_seeds.get(name, g.seeds)
+    return g.arm_seeds.get(name, g.seeds) if name in {a.name for a in self.arms_at(scale)} else ()
 
   def plan(self, scale: str) -> list[tuple[kinds.Claim, int | None, int, bool]]:
     """Per tested claim: (claim, seeds needed at its Holm level, seeds given, powered); needed is
@@ -214,10 +213,9 @@ class Study:
     for c in tested:
       sp = self.spread_of(c)
       p = c.plan()
-      need = None
-      if sp is not None and math.isfinite(p.effect):
-        need = power.seeds_needed(p.effect, sp.sd, 0.05 / families[c.family or c.key],
-                                  self.power if p.power is None else p.power, p.margin)
+      need = (power.seeds_needed(p.effect, sp.sd, 0.05 / families[c.family or c.key],
+                                 self.power if p.power is None else p.power, p.margin)
+              if sp is not None and math.isfinite(p.effect) else None)
       have = min((len(self.seeds_of(scale, a)) for a in c.needs()), default=0)
       out.append((c, need, have, need is not None and have >= need))
     return out
@@ -329,11 +327,10 @@ class Study:
     # Table and plot by arm name only (not ``Arm.also`` roles).
     own = kinds.Data(tuple(r for r in data.rows if r[0] in {a.name for a in self.arms}))
     rows, table = optimum_lines(own)
-    table = provenance.code_lines(cells) + table
     scale = index.get("scale")
     notes = ["## Power plan", "", *self.plan_lines(scale)] if scale in self.scales and self.tested() else []
-    page = reporting.Page(verdicts=verdicts, method=method, sections=table, plots=[plot_curves(own, out)],
-                          results={"table": rows, "verdicts": verdicts}, notes=notes)
+    page = reporting.Page(verdicts=verdicts, method=method, sections=provenance.code_lines(cells) + table,
+                          plots=[plot_curves(own, out)], results={"table": rows, "verdicts": verdicts}, notes=notes)
     for kind in dict.fromkeys(type(c) for c in self.claims if hasattr(c, "figures")):
       page.plots += kind.figures([c for c in self.claims if type(c) is kind], data, out)
     for item in (*self.claims, *self.reports):
@@ -353,7 +350,12 @@ def judge(study: Study, data: kinds.Data, robust: bool = True) -> list[claims.Ve
   if not robust:
     return verdicts
   everyone = sorted({run.seed for _, _, run, _ in data.rows})
-  held: dict[int, list[claims.Verdict]] = {}
+
+  @functools.cache
+  def held(s: int) -> list[claims.Verdict]:  # every claim re-decided without seed s, once per seed
+    rest = kinds.Data(tuple(r for r in data.rows if r[2].seed != s))
+    return decide(study, [c.test(rest) for c in study.claims])
+
   for i, (t, v) in enumerate(zip(tests, verdicts)):
     if v.verdict == NOT_POWERED or t.missing is not None:
       continue
@@ -363,13 +365,7 @@ def judge(study: Study, data: kinds.Data, robust: bool = True) -> list[claims.Ve
                       f"Leave-one-seed-out: uninformative at {len(seeds)} seeds (reported from "
                       f"{study.loso_min_seeds}).")
       continue
-    flips = []
-    for s in seeds:
-      if s not in held:
-        rest = kinds.Data(tuple(r for r in data.rows if r[2].seed != s))
-        held[s] = decide(study, [c.test(rest) for c in study.claims])
-      if held[s][i].verdict != v.verdict:
-        flips.append(f"without seed {s}: {held[s][i].verdict.lower()}")
+    flips = [f"without seed {s}: {held(s)[i].verdict.lower()}" for s in seeds if held(s)[i].verdict != v.verdict]
     v.robustness = ("Leave-one-seed-out: the verdict survives leaving out any one seed."
                     if not flips else "Leave-one-seed-out: it does not survive (" + "; ".join(flips) + ").")
   return verdicts
@@ -386,7 +382,5 @@ def decide(study: Study, tests: list[claims.Test]) -> list[claims.Verdict]:
           "figures above are reported, not judged."], t.rule, t.effect, t.effect_name)
       continue
     families.setdefault(c.family or c.key, []).append(t)
-  for family in families.values():
-    for t, v in claims.decide_family(family):
-      by_key[t.key] = v
+  by_key.update((t.key, v) for family in families.values() for t, v in claims.decide_family(family))
   return [by_key[t.key] for t in tests]
