@@ -96,16 +96,12 @@ def advantage(rung: Mapping[int, float], recipe: Mapping[int, float], naive: Map
 
 
 @dataclasses.dataclass(frozen=True)
-class BeatsNaive(kinds.Claim):
+class BeatsNaive(kinds.HeldOut):
   """The recipe against "keep the base rate" on the held-out rung ``arm`` (one grid point, its own
-  seeds): ``advantage`` decisively above ``margin``."""
-  arm: str = ""
-  recipe: kinds.Recipe | None = None
+  seeds; ``HeldOut``'s fields and needs): ``advantage`` decisively above ``margin``."""
   margin: float = MARGIN
   min_seeds: int = 3
-
-  def needs(self) -> tuple[str, ...]:
-    return (self.arm, self.recipe.base_arm, *(leg.arm for leg in self.recipe.legs))
+  test_kind = "directed"
 
   def quantity_text(self) -> str:
     return (f"abs(log({self.arm}'s optimum / the base rate)) - abs(log({self.arm}'s optimum / the "
