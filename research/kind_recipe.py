@@ -114,9 +114,8 @@ class Slope(Claim):
       points, missing = axis_optima(data, arm, self.axis, self.of, self.learns)
       return Reading(points, values, missing, [])
     if self.of == "sensitivity":
-      notes = [f"{at_text({self.axis: v})[2:]}: {arm} does not learn, left out"
-               for v, rs in runs.items() if not LEARNS[self.learns](rs)]
       learning = {v: rs for v, rs in runs.items() if LEARNS[self.learns](rs)}
+      notes = [f"{at_text({self.axis: v})[2:]}: {arm} does not learn, left out" for v in runs if v not in learning]
       rates = curves.base_rates(*learning.values()) if learning else []
       points: dict[int, dict] = {}
       for v, rs in learning.items():
@@ -236,7 +235,6 @@ class Recipe:
       center, (lo, hi) = b.best, (b.best if x is None else x for x in b.between)
     log_rate, below, above = math.log(center), math.log(center / lo), math.log(hi / center)
     rows = [("base", f"{self.base_arm} at {words(base)}", b.short(), below, above)]
-    err2_lo, err2_hi = below ** 2, above ** 2
     for leg in self.legs:
       doublings = math.log2((at or {}).get(leg.axis, leg.target) / base[leg.axis])
       if doublings == 0:
@@ -249,12 +247,11 @@ class Recipe:
         return None
       e = stats.one_sample(list(slopes.values()))
       bend = max((abs(s - e.diff) for s in local_slopes(points)), default=0.0)
-      half = (e.hi - e.diff if e.defined else math.inf) + bend
-      err = half * abs(doublings)
+      err = ((e.hi - e.diff if e.defined else math.inf) + bend) * abs(doublings)  # (half-width + bend) x doublings
       log_rate += e.diff * doublings
-      err2_lo, err2_hi = err2_lo + err ** 2, err2_hi + err ** 2
       rows.append((leg.axis, leg.arm, e, bend, doublings, err))
-    return Prediction(log_rate, math.sqrt(err2_lo), math.sqrt(err2_hi), rows)
+    quadrature = lambda reach: math.sqrt(sum((row[-1] ** 2 for row in rows[1:]), reach ** 2))  # the legs' errors
+    return Prediction(log_rate, quadrature(below), quadrature(above), rows)
 
 
 @dataclasses.dataclass(frozen=True)
