@@ -285,13 +285,12 @@ class HeldOut(Claim):
       return _missing(self, f"two seeds of {self.arm} with located optima and "
                       f"every leg of the {self.recipe.name} recipe", out)
     diffs = {s: list(by.values())[0] - p.log_rate for s, by in points.items()}
-    mean = float(np.mean(list(diffs.values())))
-    margin = p.above if mean >= 0 else p.below
+    margin = p.above if np.mean(list(diffs.values())) >= 0 else p.below
     e = stats.one_sample(list(diffs.values()), margin)
     pf, pa = decide([e], "same", margin)
-    held = math.exp(p.log_rate + mean)
+    held = math.exp(p.log_rate + e.diff)
     lines = [f"Predicted at the held-out rung: {p.text()}; {self.arm}'s optimum there (seeds' "
-             f"geometric mean) {held:.3g}, x{math.exp(mean):.2f} the prediction (margin "
+             f"geometric mean) {held:.3g}, x{math.exp(e.diff):.2f} the prediction (margin "
              f"x{math.exp(margin):.2f} on that side)."]
     return claims.Test(self.key, self.claim, self.rule(), lines, e, self.quantity_text(), pf, pa,
                        [not_located(out)], tuple(sorted(diffs)))
