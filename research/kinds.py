@@ -14,5 +14,5 @@ from research.kind_contrast import Probe, pair, Contrast, Alike, NotRun
 from research.kind_zloss import (CANNOT_JUDGE, FOUND, NOT_FOUND, CHOSEN, models, median_of, model_learns, state,
                                  Finding, late_models, Runaway)
 from research.kind_choice import Choice, RateTable, mean_profile, BestCurves
-from research.kind_ladder import point_optima, axis_optima, local_slopes, Slope
-from research.kind_recipe import Leg, Prediction, Recipe, HeldOut
+from research.kind_ladder import point_optima, axis_optima, local_slopes
+from research.kind_recipe import Slope, Leg, Prediction, Recipe, HeldOut

@@ -22,8 +22,8 @@ import numpy as np
 from research import claims
 from research import kinds
 from research import stats
+from research.kind_base import _missing, NAN
 
-NAN = float("nan")
 # How far the recipe must beat "keep the base rate", in log rate: a factor sqrt 2, half a x2 grid
 # step and about one seed's scatter (sd 0.28 over 3 seeds, results/recipe-cpu); in loss 0.06-0.09
 # nats at 200 steps, 0.02 at 800.
@@ -96,16 +96,12 @@ def advantage(rung: Mapping[int, float], recipe: Mapping[int, float], naive: Map
 
 
 @dataclasses.dataclass(frozen=True)
-class BeatsNaive(kinds.Claim):
+class BeatsNaive(kinds.HeldOut):
   """The recipe against "keep the base rate" on the held-out rung ``arm`` (one grid point, its own
-  seeds): ``advantage`` decisively above ``margin``."""
-  arm: str = ""
-  recipe: kinds.Recipe | None = None
+  seeds; ``HeldOut``'s fields and needs): ``advantage`` decisively above ``margin``."""
   margin: float = MARGIN
   min_seeds: int = 3
-
-  def needs(self) -> tuple[str, ...]:
-    return (self.arm, self.recipe.base_arm, *(leg.arm for leg in self.recipe.legs))
+  test_kind = "directed"
 
   def quantity_text(self) -> str:
     return (f"abs(log({self.arm}'s optimum / the base rate)) - abs(log({self.arm}'s optimum / the "
@@ -135,9 +131,8 @@ class BeatsNaive(kinds.Claim):
   def test(self, data: kinds.Data) -> claims.Test:
     found, joint, missing = self.reading(data)
     if joint is None or min(len(found), len(joint.per_seed)) < self.min_seeds:
-      return claims.Test(self.key, self.claim, self.rule(), [], missing=claims.missing(
-          self.claim, f"{self.min_seeds} located seeds on {self.arm} and on every leg", self.rule(),
-          ["Not located: " + "; ".join(missing)] if missing else []))
+      return _missing(self, f"{self.min_seeds} located seeds on {self.arm} and on every leg",
+                      ["Not located: " + "; ".join(missing)] if missing else [])
     a, lo, hi, pf, pa = advantage(found, joint.per_seed, joint.base, self.margin)
     e = stats.Effect(a, lo, hi, NAN, NAN, len(found) + len(joint.per_seed), "seed bootstrap", self.margin)
     m = stats.one_sample(list(found.values()))

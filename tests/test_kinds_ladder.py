@@ -14,6 +14,7 @@ from research import claims as claims_lib
 from research import curves
 from research import kinds
 from research import study as study_lib
+from research.kind_base import p_beyond
 from research.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
 from research.curves import Run
 from research.study import Arm, Grid, Study
@@ -188,6 +189,16 @@ def test_the_mutransfer_kinds_every_way():
 def test_fixed_rate_slope_takes_the_rate_nearest_the_base_optimum():
   t = WIDER.test(mutransfer())
   assert t.lines[0] == "At rate 0.01." and t.effect.diff == pytest.approx(-0.1, abs=0.01)
+
+
+def test_a_slope_is_decided_as_a_contrast_is():
+  # Per seed a slope beyond the margin (log 2): "decisively beyond" by the doubled one-sided p of
+  # every kind's decide (stats' two-sided level), as a Contrast predicting "same" would judge them.
+  slopes = lambda w, s: bowl(4.6, 1e-3 * (2.2, 3.2, 1.7)[s] ** step(w))
+  t = dataclasses.replace(FLAT, times_span=False).test(data(ladder("pre+mup", slopes)))
+  e = t.effect
+  assert e.diff > math.log(2.0) and t.p_for == e.p_same
+  assert 0 < t.p_against < 1 and t.p_against == pytest.approx(p_beyond(e, math.log(2.0), "above"))
 
 
 def test_a_claim_declared_not_powered_is_reported_not_judged():

@@ -6,6 +6,7 @@ import pytest
 
 from research import claims
 from research import kinds
+from research.kind_base import p_beyond
 from synthetic_runs import arm as runs_of, bowl
 
 RATES = tuple(2.5e-4 * 2 ** k for k in range(9))  # 2.5e-4 .. 6.4e-2, factor 2
@@ -95,6 +96,8 @@ def test_the_held_out_check_comes_out_each_way(factor, expected):
   c = kinds.HeldOut("h", arm="h", recipe=r)
   t = c.test(data_of(data.rows, held))
   assert verdict(t) == expected, t.lines
+  # Decided as every "same" is (kind_contrast.decide): against, the doubled one-sided p beyond the margin.
+  assert t.p_against == pytest.approx(p_beyond(t.effect, t.effect.margin, "above") if factor > 1 else 1.0)
 
 
 # ----------------------------------------------------------------------------- the post-hoc reading
