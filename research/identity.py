@@ -22,7 +22,7 @@ from research.provenance import ROOT, git
 # The rule modules every study shares, after its own file and the framework's (repository-relative).
 SHARED_MODULES = ("research/claims.py", "research/curves.py", "research/stats.py")
 # The framework modules a one-file study's definitions are hashed with.
-KINDS = ("base", "contrast", "zloss", "choice", "ladder", "recipe")
+KINDS = ("base", "contrast", "zloss", "choice", "recipe")
 FRAMEWORK_MODULES = ("research/study.py", "research/kinds.py", *(f"research/kind_{k}.py" for k in KINDS),
                      "research/ladder.py", "research/optimum.py", "research/rate_check.py")
 # Kind modules key a name two modules share as ``NAN (research/kinds.py)``, keeping old records' keys.

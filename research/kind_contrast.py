@@ -12,9 +12,8 @@ from research import curves
 from research import power
 from research import stats
 from research.kind_base import (
-    _missing, at_text, Claim, Data, highest, log_text, lowest, NAN, p_beyond, QUANTITIES)
+    _missing, at_text, Claim, Data, highest, LEARNS, log_text, lowest, NAN, p_beyond, QUANTITIES)
 from research.kind_choice import plot_profiles
-from research.kind_ladder import LEARNS
 
 
 def ratio_text(logs: Mapping[int, float]) -> str:

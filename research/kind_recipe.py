@@ -23,9 +23,10 @@ from research import claims
 from research import curves
 from research import optimum
 from research import stats
-from research.kind_base import _missing, at_text, Claim, Data, log_text, NAN, not_located, seed_slopes, span, words
+from research.kind_base import (
+    _missing, at_text, axis_optima, Claim, Data, LEARNS, local_slopes, log_text, NAN, not_located, seed_slopes, span,
+    words)
 from research.kind_contrast import decide
-from research.kind_ladder import axis_optima, LEARNS, local_slopes
 
 FITS = ("fitted", "basin", "bracketed")
 

@@ -142,18 +142,6 @@ def directed(values: Sequence[float], predict: str = "higher",
   return e, p_for, (min(p_opposite, e.p_same) if math.isfinite(e.p_same) else p_opposite)
 
 
-def within(values: Sequence[float], margin: float) -> tuple[Effect, float, float]:
-  """``(effect, p for, p against)`` of a claim that the mean is zero within ``margin``: the
-  TOST p for; against, the one-sided p that it lies beyond the nearer edge."""
-  e = one_sample(values, margin)
-  if not math.isfinite(e.p) or not math.isfinite(margin):
-    return e, NAN, NAN
-  edge = margin if e.diff >= 0 else -margin
-  out = one_sample([v - edge for v in values])
-  beyond_edge = out.diff > 0 if e.diff >= 0 else out.diff < 0
-  return e, e.p_same, (out.p / 2 if beyond_edge and math.isfinite(out.p) else 1.0)
-
-
 def below(values: Sequence[float], margin: float) -> tuple[Effect, float, float]:
   """``(effect, p for, p against)`` for "the mean is below ``margin``" (non-inferiority): one-sided t p's."""
   e = one_sample(values)
