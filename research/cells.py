@@ -23,9 +23,6 @@ PROBED = ("grad_attn", "grad_mlp", "residual_norm", "attn_logit_max", "log_z")
 # A committed study's cells, one line each, in its results directory.
 PACKED = "cells.jsonl"
 
-# A source ``load`` no longer gives (results.json alone, before per-cell files): report.py still names it.
-LEGACY = "results.json alone"
-
 
 def cell_parts(sweep_dir: str, path: str) -> dict:
   """The four files of ``<sweep_dir>/<path>`` (missing: None or no rows), plus the rate from
