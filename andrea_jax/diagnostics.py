@@ -5,6 +5,9 @@
 - the residual stream's norm after the embedding and after every block (pre-LN's grows
   with depth, post-LN's is held at sqrt(d_model) by its norms);
 - the size of the early updates, ``|delta W| / |W|`` per layer;
+- under DyT, the share of each DyT's inputs where its tanh saturates, ``|alpha x| > 2``
+  (``dyt_saturation``): where it nears 1 the norm passes signs and nothing else (the
+  failure issue 69's referee found at d64);
 - the largest attention logit per layer (``attn_logit_max``), the mean ``log Z`` of the
   output softmax (``log_z``) and the output logits' root mean square (``logit_rms``), the
   quantities that grow before attention-logit growth and output-logit divergence
@@ -30,6 +33,8 @@ from andrea_jax import config as config_lib
 from andrea_jax import metrics
 from andrea_jax import model
 from andrea_jax.model_config import ModelConfig
+from andrea_jax.norms import placement
+from andrea_jax.precision import at_least_f32
 
 FILENAME = "diagnostics.jsonl"
 ATTN_WEIGHTS = ("w_qkv", "w_out")
@@ -53,9 +58,48 @@ def residual_norms(params, tokens_BT, cfg: ModelConfig) -> jax.Array:
   return jnp.concatenate([norm(x_BTD)[None], jax.vmap(norm)(xs_LBTD)])
 
 
+# |alpha x| above which tanh is within 4 % of +-1 (tanh 2 = 0.964): a saturated DyT input.
+SATURATED = 2.0
+
+
+def dyt_saturation(params, tokens_BT, cfg: ModelConfig, threshold: float = SATURATED) -> jax.Array:
+  """The share of DyT inputs with ``|alpha x| > threshold``, per block and then the final norm:
+  ``[n_layer + 1]`` (each block's entry the mean over its DyT norms, in the order the
+  placement applies them; the last entry NaN where the final norm is not a DyT).
+
+  Computed on the model's own block: the placement's residual pattern, with each norm
+  wrapped to look at its input and its own ``alpha`` (``ln_1`` in the attention sublayer,
+  ``ln_2`` in the MLP one, ``*_out`` for a branch-output norm).
+  """
+  share = lambda h, alpha: jnp.mean((jnp.abs(at_least_f32(alpha) * at_least_f32(h)) > threshold)
+                                    .astype(jnp.float32))
+  pattern = placement(cfg.norm).sublayer
+
+  def step(x, layer):
+    block, index = layer
+    seen, calls = [], []
+
+    def sublayer(x, f, n, n_out, site):
+      ln = ("ln_1", "ln_2")[len(calls)]
+      calls.append(ln)
+      look = lambda norm, leaves: (lambda h: (seen.append(share(h, leaves["alpha"])), norm(h))[1])
+      return pattern(x, f, look(n, block[ln]), None if n_out is None else look(n_out, block[ln + "_out"]),
+                     site)
+
+    x = model.block_forward(block, x, cfg, sublayer=sublayer, layer=index)
+    return x, jnp.mean(jnp.stack(seen))
+
+  x_BTD = model.embed(params, tokens_BT, cfg)
+  x_BTD, per_layer = jax.lax.scan(step, x_BTD, (params["blocks"], jnp.arange(cfg.n_layer)))
+  final = params.get("ln_f", {})
+  last = share(x_BTD, final["alpha"]) if "alpha" in final else jnp.asarray(jnp.nan, jnp.float32)
+  return jnp.concatenate([per_layer, last[None]])
+
+
 def probe(params, batch_BT, cfg: ModelConfig) -> dict:
   """Loss, per-layer gradient norms, residual norms and attention logit maxima on one batch,
-  and the output logits' size: the softmax's mean ``log Z`` and the logits' RMS."""
+  and the output logits' size: the softmax's mean ``log Z`` and the logits' RMS; under DyT,
+  the share of its saturated inputs (``dyt_saturation``)."""
   loss_terms = functools.partial(model.loss_terms, stats=True)
   (loss, terms), grads = jax.value_and_grad(loss_terms, has_aux=True)(
       params, batch_BT[:, :-1], batch_BT[:, 1:], cfg)
@@ -63,7 +107,9 @@ def probe(params, batch_BT, cfg: ModelConfig) -> dict:
   return {"loss": loss, "grad_attn": g["attn"], "grad_mlp": g["mlp"],
           "residual_norm": residual_norms(params, batch_BT[:, :-1], cfg),
           "attn_logit_max": terms["attn_logit_max"], "log_z": terms["log_z"],
-          "logit_rms": terms["logit_rms"]}
+          "logit_rms": terms["logit_rms"],
+          **({"dyt_saturation": dyt_saturation(params, batch_BT[:, :-1], cfg)}
+             if cfg.norm_type == "dyt" else {})}
 
 
 def relative_update(before, after) -> dict:

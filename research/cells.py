@@ -45,7 +45,8 @@ def record(parts: dict) -> dict | None:
     return None
   metrics, diag = merge_rows(parts["metrics"]), merge_rows(parts["diagnostics"])
   probes = [r for r in diag if "residual_norm" in r]
-  pick = lambda r: {k: (r or {}).get(k) for k in PROBED}
+  # DyT's saturation (diagnostics.dyt_saturation) only where the probe recorded it.
+  pick = lambda r: {k: (r or {}).get(k) for k in PROBED + (("dyt_saturation",) if "dyt_saturation" in (r or {}) else ())}
   initial = summary.get("initial_val_loss")
   if initial is None and probes and probes[0]["step"] == 0:
     initial = probes[0]["loss"]

@@ -63,3 +63,32 @@ def test_recorder_writes_attention_logit_maxima_log_z_and_logit_rms(tmp_path):
   np.testing.assert_allclose(row["log_z"], float(jnp.mean(jax.nn.logsumexp(logits, -1))), rtol=1e-5)
   np.testing.assert_allclose(row["logit_rms"], float(jnp.sqrt(jnp.mean(logits ** 2))), rtol=1e-5)
   assert len(row["residual_norm"]) == cfg.n_layer + 1  # the probe's other rows are still there
+
+
+def test_dyt_saturation_is_the_share_of_each_dyt_input_past_two_over_alpha():
+  """Against a plain loop: a pre-LN DyT block's norms read the stream each sublayer reads
+  (``on_sublayer``'s ``x_read``); the share with ``|alpha x| > 2`` per block (mean of ln_1's and
+  ln_2's), then the final norm's. Alphas drawn per norm, so a norm read with another's alpha,
+  or a block's input taken for its MLP norm's, gives other numbers."""
+  cfg = model.ModelConfig(vocab_size=61, block_size=16, d_model=32, n_layer=3, n_head=2,
+                          norm_type="dyt", remat_policy="none", attention_impl="xla")
+  params = model.init_params(cfg, jax.random.PRNGKey(0))
+  k1, k2, k3 = jax.random.split(jax.random.PRNGKey(1), 3)
+  params["blocks"]["ln_1"]["alpha"] = jax.random.uniform(k1, (3,), minval=20.0, maxval=200.0)
+  params["blocks"]["ln_2"]["alpha"] = jax.random.uniform(k2, (3,), minval=20.0, maxval=200.0)
+  params["ln_f"]["alpha"] = jnp.asarray(60.0)
+  tokens = jax.random.randint(k3, (2, 16), 0, 61)
+  x, want = model.embed(params, tokens, cfg), []
+  share = lambda h, a: float(np.mean(np.abs(float(a) * np.asarray(h)) > 2.0))
+  for l in range(cfg.n_layer):
+    b = jax.tree.map(lambda a, l=l: a[l], params["blocks"])
+    reads = []
+    x = model.block_forward(b, x, cfg, on_sublayer=lambda i, x_read, f, x_new: reads.append(x_read), layer=l)
+    want.append((share(reads[0], b["ln_1"]["alpha"]) + share(reads[1], b["ln_2"]["alpha"])) / 2)
+  want.append(share(x, params["ln_f"]["alpha"]))
+  got = np.asarray(diagnostics.dyt_saturation(params, tokens, cfg))
+  assert 0.0 < min(want) and max(want) < 1.0  # neither end: a wrong input or alpha shows
+  np.testing.assert_allclose(got, want, atol=1e-6)
+  assert "dyt_saturation" in diagnostics.probe(params, jnp.concatenate([tokens, tokens[:, :1]], 1), cfg)
+  pre = model.ModelConfig(vocab_size=61, block_size=16, d_model=32, n_layer=3, n_head=2)
+  assert "dyt_saturation" not in diagnostics.probe(model.init_params(pre, k1), tokens, pre)
