@@ -26,6 +26,7 @@ from andrea_jax import files
 from andrea_jax import signals as signals_lib
 from experiments import cli
 from research import checks
+from research import pilot
 from research import provenance
 from research import registry
 from research import runner
@@ -40,6 +41,10 @@ _ONLY = flags.DEFINE_string("only", "", "run only cells whose path contains this
 _GPUS = flags.DEFINE_integer("gpus", 0, "GPUs to spread parallel jobs over (0 = no pinning)",
                              lower_bound=0)
 _RUN_GROUP = flags.DEFINE_string("run_group", None, "internal: train the group in this directory")
+_PILOT = flags.DEFINE_bool("pilot", None, "train the pilot gate (research/pilot.py) before the cells: "
+                           "default for a confirmatory study's non-smoke scale, which --nopilot may not skip; "
+                           "--pilot asks it of an exploratory study or a smoke scale")
+_PILOT_ONLY = flags.DEFINE_bool("pilot_only", False, "train the pilot and stop (its spreads: --dry_run)")
 _DRY_RUN = flags.DEFINE_bool("dry_run", False, "check every cell's config, the claims' parameters "
                              "and a confirmatory study's seeds, print the plan (groups, rates, seeds, "
                              "cost; the study's power plan where it has one) and train nothing")
@@ -51,10 +56,27 @@ def check(sweep) -> None:
   checks.cell_configs(sweep.cells, lambda overrides: registry.group_config(sweep.base_config, overrides))
   if registry.is_file(sweep.judged_by) and not registry.is_smoke(sweep.judged_by, sweep.scale):
     checks.fresh_seeds(registry.study(sweep.judged_by), sweep.scale, registry.used_seeds(sweep.judged_by))
+    pilot.check_seeds(registry.study(sweep.judged_by), sweep.scale)
 
 
-def plan_lines(sweep: sweep_lib.Sweep, workdir: str) -> list[str]:
-  """What ``--dry_run`` prints: the groups, the code version, and the study's power plan."""
+def pilot_wanted(sweep, asked: bool | None) -> bool:
+  """Whether the sweep is gated by a pilot: a confirmatory study's non-smoke scale always (``asked``
+  False is refused there), any one-file study's when ``asked``."""
+  if not registry.is_file(sweep.judged_by):
+    if asked:
+      raise errors.ConfigError(f"--pilot: {sweep.judged_by!r} is a package's sweep, not a study file; "
+                               f"a pilot needs a Study's arms")
+    return False
+  needed = pilot.needed(registry.study(sweep.judged_by), sweep.scale)
+  if needed and asked is False:
+    raise errors.ConfigError(f"--nopilot: study {sweep.judged_by!r} is confirmatory, and its pilot gates "
+                             f"the {sweep.scale} scale's cells (research/pilot.py): drop --nopilot")
+  return needed or bool(asked)
+
+
+def plan_lines(sweep: sweep_lib.Sweep, workdir: str, gated: bool = False) -> list[str]:
+  """What ``--dry_run`` prints: the groups, the code version, the study's power plan, and (``gated``)
+  its pilot: which arms passed, and the plan at the pilot's spreads."""
   out = [f"Sweep {sweep.name} at scale {sweep.scale} (judged by {sweep.judged_by}), into {workdir}:",
          "", sweep.description, "", "| group | models | rates | seeds |", "|---|---|---|---|"]
   members: dict[str, list[sweep_lib.Cell]] = {}
@@ -70,7 +92,10 @@ def plan_lines(sweep: sweep_lib.Sweep, workdir: str) -> list[str]:
   out += ["", f"{len(sweep.cells)} models in {len(members)} programs. Code: commit {code['commit']}"
           f" ({'clean tree' if code['clean'] else '**uncommitted changes**: commit before running'}).", ""]
   study = sweep.judged_by  # a package's sweep (no study file) has no power plan
-  return out + (registry.study(study).plan_lines(sweep.scale) if registry.is_file(study) else [])
+  if not registry.is_file(study):
+    return out
+  defined = registry.study(study)
+  return out + defined.plan_lines(sweep.scale) + pilot.lines(defined, sweep.scale, workdir, gated)
 
 
 def run_group(directory: str) -> int:
@@ -106,9 +131,19 @@ def main(argv):
   purpose = "for the sweep's cells (default: runs/sweeps/<sweep>-<scale>)"
   files.check_directory(workdir, "--workdir", purpose)
   check(sweep)  # before any cell trains, dry run or not
+  gated = pilot_wanted(sweep, _PILOT.value)
+  if _PILOT_ONLY.value and not gated:
+    raise errors.ConfigError(f"--pilot_only: {sweep.judged_by} at {sweep.scale} has no pilot; add --pilot")
   if _DRY_RUN.value:
-    print("\n".join(plan_lines(sweep, workdir)))
+    print("\n".join(plan_lines(sweep, workdir, gated)))
     return
+  if gated:  # before any cell: an arm that does not learn stops the study here, in one line
+    found = pilot.run_gate(registry.study(sweep.judged_by), sweep.scale, workdir, _PARALLEL.value, _GPUS.value)
+    print(f"pilot passed ({pilot.directory(workdir)}): " + "; ".join(o.text() for o in found))
+    if _PILOT_ONLY.value:
+      print(f"the pilot's spreads and the plan at them: python -m experiments.sweep {' '.join(sys.argv[1:])} "
+            f"--dry_run --nopilot_only")
+      return
   files.make_directory(workdir, "--workdir", purpose)
   records = runner.run_sweep(sweep, workdir, _PARALLEL.value, _ONLY.value, _GPUS.value)
   failed = [r["path"] for r in records if r["status"] == "failed"]

@@ -192,6 +192,60 @@ def sensitivity(runs: list[Run], rates: list[float] | None = None) -> dict[int, 
   return out
 
 
+# The margin of ``rate_range``: the nats from an arm's own best that still count as "near the best";
+# LEARNS_BY, the framework's one distance that says a loss moved (issue 69).
+RANGE_MARGIN = LEARNS_BY
+
+
+def within_best(points: dict[float, float], margin: float = RANGE_MARGIN) -> float:
+  """Decades (log10) of the rate interval around the best point whose loss lies within ``margin`` of
+  the best: the grid points next to it that do, extended to where the loss crosses best + ``margin``,
+  interpolated linearly in log10(rate) toward the first point that does not (at the grid's edge: the
+  edge). nan without a finite point."""
+  pts = sorted((math.log10(lr), l) for lr, l in points.items() if lr > 0 and math.isfinite(l))
+  if not pts:
+    return float("nan")
+  i = min(range(len(pts)), key=lambda j: pts[j][1])
+  cut = pts[i][1] + margin
+
+  def reach(step: int) -> float:
+    j = i
+    while 0 <= j + step < len(pts) and pts[j + step][1] <= cut:
+      j += step
+    if not 0 <= j + step < len(pts):
+      return pts[j][0]
+    (x0, y0), (x1, y1) = pts[j], pts[j + step]
+    return x0 + (cut - y0) * (x1 - x0) / (y1 - y0)
+
+  return reach(1) - reach(-1)
+
+
+def rate_range(runs: list[Run], rates: list[float] | None = None, margin: float = RANGE_MARGIN) -> dict[int, float]:
+  """Per seed, ``within_best`` of its clipped losses over ``rates`` (default: the arm's base grid):
+  the decades of rate within ``margin`` nats of the seed's own best; seeds lacking a rate left out."""
+  rates = base_rates(runs) if rates is None else rates
+  out = {}
+  for seed, rs in by_seed(runs).items():
+    at = {r.lr: r.clipped for r in rs if r.lr in rates}
+    if rates and len(at) == len(rates):
+      out[seed] = within_best(at, margin)
+  return out
+
+
+def learning_rates(runs: list[Run]) -> list[float]:
+  """The rates at which the arm learns: every seed there ends at least ``LEARNS_BY`` below the unigram
+  (``learns_every_seed`` at that rate)."""
+  return [lr for lr, rs in by_rate(runs).items() if learns_every_seed(rs)]
+
+
+def learning_counts(runs: list[Run]) -> dict[int, float]:
+  """Per seed, the number of its base-grid rates at which it ends at least ``LEARNS_BY`` below the
+  unigram (a diverged model counts at its initial loss: it does not learn there)."""
+  u, rates = unigram(runs), base_rates(runs)
+  return {seed: float(sum(r.clipped < u - LEARNS_BY for r in rs if r.lr in rates))
+          for seed, rs in by_seed(runs).items()} if math.isfinite(u) else {}
+
+
 def summary(runs: list[Run]) -> dict:
   """The arm's optimum (rate and loss with 95 % intervals), sensitivity and learning."""
   opts = optima(runs)

@@ -56,6 +56,11 @@ QUANTITIES: dict[str, tuple[str, Callable[[list[curves.Run]], dict[int, float]]]
     "best_loss": ("the best validation loss at the fitted optimum (nats)", curves.best_losses),
     "log_optimum": ("the natural log of the fitted optimal peak rate", curves.log_optima),
     "sensitivity": ("Wortsman et al.'s sensitivity over the base rates (nats)", curves.sensitivity),
+    "rate_range": (f"the decades (log10) of rate within {curves.RANGE_MARGIN:g} nats of the seed's own best, "
+                   "over the base rates (decades of rate)", curves.rate_range),
+    "learning_rates": (f"the number of base rates at which the seed ends {curves.LEARNS_BY:g} nats below the unigram "
+                       "(rates)",
+                       curves.learning_counts),
 }
 
 

@@ -43,31 +43,52 @@ def signed(terms: tuple[tuple[str, int], ...], per: Mapping[str, Mapping[int, fl
 @dataclasses.dataclass(frozen=True)
 class Probe:
   """Per seed, log(a per-layer probe's last entry / entry ``first`` / ``over``) (entry 0: the embedding),
-  ``when`` ``init`` (a seed's first record) or ``end`` (at the seed's best rate tried, diverged left out)."""
+  ``when`` ``init`` (a seed's first record), ``end`` (at the seed's best rate tried, diverged left out) or
+  ``change`` (the end's minus the same model's at initialisation: the growth training added, a log ratio)."""
   name: str = "residual_norm"
   when: str = "end"
   first: int = 1
   over: float = 1.0
 
   def __post_init__(self):
-    if self.when not in ("init", "end"):
-      raise errors.ConfigError(f"Probe {self.name!r}: when={self.when!r} is not one of ['end', 'init']")
+    if self.when not in ("init", "end", "change"):
+      raise errors.ConfigError(f"Probe {self.name!r}: when={self.when!r} is not one of ['change', 'end', 'init']")
 
   def text(self) -> str:
-    at = "at the end of training, at each seed's best rate" if self.when == "end" else "at initialisation"
+    at = {"end": "at the end of training, at each seed's best rate", "init": "at initialisation",
+          "change": "at the end of training, at each seed's best rate, minus the same model's at initialisation "
+                    "(a log ratio)"}[self.when]
     return f"log({self.name} last / entry {self.first}{f' / {self.over:g}' if self.over != 1 else ''}) {at}"
 
   def per_seed(self, data: Data, arm: str, at=()) -> dict[int, float]:
+    if self.when == "change":  # the same models (each seed's best rate) read at both ends
+      return self.changes(data, arm, at)
     rows = list(zip(data.runs(arm, at), data.records(arm, at)))
     best = curves.optima([run for run, _ in rows]) if self.when == "end" else {}
     out: dict[int, float] = {}
     for run, rec in rows:
       if self.when == "end" and (run.seed not in best or run.lr != best[run.seed].grid_lr or run.diverged):
         continue
-      p = (rec.get(self.when) or {}).get(self.name) or []
-      v = p[-1] / p[self.first] if len(p) > self.first and p[self.first] and p[-1] is not None else NAN
+      v = self.ratio(rec, self.when)
       if math.isfinite(v) and v > 0:
         out.setdefault(run.seed, math.log(v / self.over))
+    return out
+
+  def ratio(self, rec, when: str) -> float:
+    """The record's probe at ``when``: its last entry over entry ``first`` (nan where missing)."""
+    p = (rec.get(when) or {}).get(self.name) or []
+    return p[-1] / p[self.first] if len(p) > self.first and p[self.first] and p[-1] is not None else NAN
+
+  def changes(self, data: Data, arm: str, at=()) -> dict[int, float]:
+    """Per seed, log(ratio at the end / ratio at init) of the model at the seed's best rate tried."""
+    rows = list(zip(data.runs(arm, at), data.records(arm, at)))
+    best = curves.optima([run for run, _ in rows])
+    out: dict[int, float] = {}
+    for run, rec in rows:
+      if run.seed in best and run.lr == best[run.seed].grid_lr and not run.diverged:
+        end, init = self.ratio(rec, "end"), self.ratio(rec, "init")
+        if all(math.isfinite(v) and v > 0 for v in (end, init)):
+          out.setdefault(run.seed, math.log(end / init))
     return out
 
 
@@ -254,7 +275,7 @@ class Contrast(Claim):
     for c in contrasts:
       if isinstance(c.quantity, Probe):
         groups.setdefault((c.quantity.name, c.quantity.when), []).extend((*c.needs(), *c.report, *c.beside))
-    plots = [plot_profiles(data, tuple(dict.fromkeys(arms)), ((probe, "init"),) + (((probe, "end"),) if when == "end" else ()),
+    plots = [plot_profiles(data, tuple(dict.fromkeys(arms)), ((probe, "init"),) + (((probe, "end"),) if when != "init" else ()),
                            out, f"{probe}_{when}.png") for (probe, when), arms in groups.items()]
     return [p for p in plots if p]
 

@@ -40,6 +40,8 @@ class Arm:
   group: str = ""  # programs' name prefix (default: the name, ``+`` as ``-``)
   also: tuple[str, ...] = ()  # other names its cells carry (same cells, another role)
   refine: bool | None = None  # may add rounds of rates (None: the grid's)
+  # False: declared before the run not to learn (its pilot may sit at the unigram; no claim may call it a match).
+  learns: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,6 +113,13 @@ class Study:
       if missing:
         raise errors.ConfigError(f"study {self.name!r}: claim {c.claim!r} names arms "
                                  f"{missing} that the study does not define ({names})")
+    plateau = {n for a in self.arms if not a.learns for n in (a.name, *a.also)}
+    for c in self.claims:
+      named = sorted(plateau & set(c.needs()))
+      if named and (getattr(c, "predict", "") == "same" or isinstance(c, kinds.Alike)):
+        raise errors.ConfigError(f"study {self.name!r}: claim {c.claim!r} calls {named} a match, but the "
+                                 f"study declares {'it' if len(named) == 1 else 'them'} not to learn "
+                                 f"(Arm(learns=False)): claim a deficit instead, or drop the declaration")
     unknown = set(self.not_powered) - {c.claim for c in self.claims}
     if unknown:
       raise errors.ConfigError(f"study {self.name!r}: not_powered names {sorted(unknown)}, "
