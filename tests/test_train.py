@@ -4,6 +4,7 @@ import datetime
 import glob
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -759,6 +760,25 @@ def test_a_profiled_run_writes_a_trace_tensorboard_reads_and_prints_mfu_on_the_c
   rows = [r for r in metrics_lib.read_metrics(str(workdir)) if "loss" in r]
   assert len(rows) == 6 and all(0 < r["mfu"] < 1 for r in rows)
   assert len(json.loads((tmp_path / "cache" / "andrea_jax" / "cpu_peak.json").read_text())) == 1
+
+
+def test_a_cached_peak_below_the_models_speed_prints_and_logs_no_mfu_above_100_percent(
+    data_cache, tmp_path, capsys, monkeypatch):
+  monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+  # A peak cached at an idle load on this CPU (so trusted), but far below what any run reaches.
+  metrics_lib.cpu_peak("float32")
+  path = tmp_path / "cache" / "andrea_jax" / "cpu_peak.json"
+  cached = json.loads(path.read_text())
+  path.write_text(json.dumps({key: {**entry, "flops": 1e6, "load_per_core": 0.0}
+                              for key, entry in cached.items()}))
+  config = small_config(data_cache, **{"train.steps": 4, "train.eval_every": 4,
+                                       "sample.num_samples": 0, "model.compute_dtype": "float32"})
+  train.train_and_evaluate(config, str(tmp_path / "run"))
+  out = capsys.readouterr().out
+  rows = [r for r in metrics_lib.read_metrics(str(tmp_path / "run")) if "loss" in r]
+  assert len(rows) == 4 and not any("mfu" in r for r in rows)
+  assert "MFU not shown: the model ran at " in out and "0.0 GFLOP/s it would divide by" in out
+  assert not re.search(r"MFU \d{3,}", out) and "% of " not in out
 
 
 @pytest.mark.parametrize("value", ["10-", "5-3", "0-2", "3-99", "abc"])
