@@ -739,26 +739,33 @@ def test_out_of_memory_in_training_is_one_line_naming_the_microbatches_that_fit(
 def test_a_profiled_run_writes_a_trace_tensorboard_reads_and_prints_mfu_on_the_cpu(
     data_cache, tmp_path, capsys, monkeypatch):
   monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the CPU's peak, measured here
-  config = small_config(data_cache, **{"train.steps": 6, "train.profile_steps": "3-4",
-                                       "train.eval_every": 6, "sample.num_samples": 0})
+  # No row between the traced updates: the host's work between them is small.
+  config = small_config(data_cache, **{"train.steps": 6, "train.profile_steps": "3-5",
+                                       "train.eval_every": 6, "sample.num_samples": 0,
+                                       "train.log_every": 6})
   workdir = tmp_path / "run"
   train.train_and_evaluate(config, str(workdir))
   out = capsys.readouterr().out
   # TensorBoard's profile plugin reads <logdir>/plugins/profile/<run>/<host>.xplane.pb.
   traces = glob.glob(str(workdir / "profile" / "plugins" / "profile" / "*" / "*.xplane.pb"))
   assert len(traces) == 1 and os.path.getsize(traces[0]) > 0
-  # Read back (the XSpace proto the plugin reads): it holds updates 3 and 4, whole, and no other.
+  # Read back (the XSpace proto the plugin reads): it holds updates 3 to 5, whole, and no other.
   planes = jax.profiler.ProfileData.from_file(traces[0]).planes
-  traced = [dict(e.stats)["step_num"] for plane in planes for line in plane.lines
-            for e in line.events if e.name == "train"]
-  assert traced == [3, 4]
-  line = next(l for l in out.splitlines() if l.startswith("profile of updates 3-4: "))
+  steps = [e for plane in planes for line in plane.lines for e in line.events
+           if e.name == "train"]
+  assert [dict(e.stats)["step_num"] for e in steps] == [3, 4, 5]
+  # Each covers its update's run, not only its dispatch: it lasts at least half the spacing
+  # of the updates' starts (the rest is the host's work between them).
+  spacing = (steps[-1].start_ns - steps[0].start_ns) / (len(steps) - 1)
+  assert all(e.duration_ns >= 0.5 * spacing for e in steps), [
+      (e.start_ns, e.duration_ns) for e in steps]
+  line = next(l for l in out.splitlines() if l.startswith("profile of updates 3-5: "))
   assert os.path.dirname(traces[0]) in line
   assert f"tensorboard --logdir {workdir / 'profile'}" in line
   # MFU against this CPU's measured peak: printed beside the step time, in every train row.
   assert "measured on this CPU" in next(l for l in out.splitlines() if l.startswith("measured: "))
   rows = [r for r in metrics_lib.read_metrics(str(workdir)) if "loss" in r]
-  assert len(rows) == 6 and all(0 < r["mfu"] < 1 for r in rows)
+  assert len(rows) == 1 and all(0 < r["mfu"] < 1 for r in rows)
   assert len(json.loads((tmp_path / "cache" / "andrea_jax" / "cpu_peak.json").read_text())) == 1
 
 
