@@ -34,8 +34,10 @@ import jax  # pylint: disable=wrong-import-position
 
 from andrea_jax import config as config_lib
 from andrea_jax import corpus
+from andrea_jax import errors
 from andrea_jax import files
 from andrea_jax import forecast
+from andrea_jax import run_record
 from andrea_jax import sharding
 from andrea_jax import train
 from andrea_jax import workdir as workdir_lib
@@ -86,6 +88,16 @@ def check_cooldown_flags() -> None:
     cli.fail("--cooldown_steps and --cooldown_step need --cooldown_from: the run to branch from")
 
 
+def check_cooldown_source() -> None:
+  """``--cooldown_from`` a folder that is not a run: one line before any work (the data
+  preparation before the branch can take hours)."""
+  if _COOLDOWN_FROM.value:
+    try:
+      run_record.saved_config(_COOLDOWN_FROM.value)
+    except errors.AndreaError as e:
+      cli.fail(f"--cooldown_from={_COOLDOWN_FROM.value!r}: {e}")
+
+
 def cooldown_workdir() -> str:
   """``<run>_cooldown<step>+<steps>``: one folder per budget branched off a run."""
   step = workdir_lib.cooldown_step(_COOLDOWN_FROM.value, _COOLDOWN_STEP.value)
@@ -109,6 +121,7 @@ def main(argv):
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   check_cooldown_flags()
+  check_cooldown_source()
   config, overridden = _CONFIG.value, cli.overridden_fields()
   corpus.sniff(config_lib.data_config(config))  # a corpus in a wrong format: before all else
   config_arg = flags.FLAGS["config"].serialize().split("=", 1)[-1]
