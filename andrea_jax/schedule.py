@@ -19,6 +19,10 @@ from ``peak / (warmup + 1)`` is exactly this line). Then:
   ``steps`` whose shape is ``decay_shape``: ``linear``, ``cosine`` or ``1-sqrt``
   (``1 - sqrt(progress)``, the paper's best cooldown).
 
+Both reach the floor at update ``steps``, one past the last (updates count 0..steps-1, as
+optax's ``warmup_cosine_decay_schedule`` reaches ``end_value`` at ``decay_steps``): the
+last update runs one decay step above it (docs/training.md says so, with the figures).
+
 Resuming never changes the schedule of the steps already planned: each later segment keeps
 its predecessor's rates up to its start (or up to the end of the warmup, when it starts
 inside it), then goes on from the value there by its own plan: a cosine segment decays by
