@@ -101,6 +101,18 @@ class Shape:
     return self.steps - self.decay_steps
 
 
+def describe(s: Shape, peak: float) -> str:
+  """The schedule in a phrase, for the run's first lines."""
+  warmup = f"{s.warmup_steps} warmup steps, then " if s.warmup_steps else ""
+  floor = f"{peak * s.min_lr_ratio:g} ({s.min_lr_ratio:g} of the peak)"
+  if s.schedule == "cosine":
+    return f"{warmup}a cosine from the peak {peak:g} to {floor} over {s.steps} steps"
+  if s.decay_start >= s.steps:
+    return f"wsd: {warmup}the peak {peak:g} to step {s.steps}, no decay"
+  return (f"wsd: {warmup}the peak {peak:g} to step {s.decay_start}, then a {s.decay_shape} "
+          f"decay to {floor} over the last {s.steps - s.decay_start} of {s.steps} steps")
+
+
 def learning_rate(peak: float, segments: Sequence[tuple[int, Shape]]) -> optax.Schedule:
   """The rate of update ``count`` of a run whose plan is ``segments`` at peak ``peak``.
 

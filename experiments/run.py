@@ -62,19 +62,27 @@ _ALLOW_CHANGES = flags.DEFINE_bool(
     "segment's config is kept in config_history.json")
 
 
+# A run's length: raising it continues the same run (``--allow_resume_changes``), in its folder.
+BUDGET_FIELDS = {"train.steps"}
+
+
 def default_workdir(config_arg: str, overridden: dict | None = None) -> str:
   """``runs/<config>[_<variants>][_<what else differs>]``: one command, one folder.
 
-  Besides the variants, the name holds the overrides that make a different run (the
-  model and data fields a resume may never change: ``--config.data.path=my_texts/``
-  gives ``runs/tiny_data=my_texts``); training overrides leave it as it is, so raising
+  Besides the variants, the name holds every override that changes what is trained: the
+  model and data fields a resume may never change (``--config.data.path=my_texts/`` gives
+  ``runs/tiny_data=my_texts``) and the training ones (``--config.train.optimizer=muon``
+  gives ``runs/tiny_optimizer=muon``), so two runs that differ only in those do not share
+  a folder. ``train.steps`` (``BUDGET_FIELDS``) and the settings a resume may always change
+  (logging, checkpoints, caches: ``workdir.field_kind`` "free") leave it as it is: raising
   ``train.steps`` with ``--allow_resume_changes`` names the same folder.
   """
   target, _, variants = config_arg.partition(":")
   parts = [os.path.basename(target).removesuffix(".py"), variants]
   named = {k if "." in k else f"model.{k}" for k in common.parse_variants(variants)}
   for field, value in (overridden or {}).items():
-    if workdir_lib.field_kind(field) == "frozen" and field not in named:
+    kind = workdir_lib.field_kind(field)
+    if (kind == "frozen" or kind == "trajectory" and field not in BUDGET_FIELDS) and field not in named:
       value = os.path.basename(str(value).rstrip("/")) if field.endswith("path") else value
       parts.append(f"{'data' if field == 'data.path' else field.split('.')[-1]}={value}")
   name = "_".join(p for p in parts if p)

@@ -93,3 +93,12 @@ def test_the_last_update_runs_one_decay_step_above_the_floor_as_the_docs_say():
   assert "one past the last update" in docs
   assert (f"({t.steps} steps, peak {t.learning_rate:g}, floor {floor:g},\n  D = {d}) prints "
           f"`lr {lr(t.steps - 1):.3g}` at step {t.steps}") in docs
+
+
+def test_the_schedule_in_a_phrase_names_its_kind_warmup_peak_and_floor():
+  assert schedule_lib.describe(WSD, 0.002) == (
+      "wsd: 10 warmup steps, then the peak 0.002 to step 80, then a 1-sqrt decay to 0.0002 "
+      "(0.1 of the peak) over the last 20 of 100 steps")
+  cosine = schedule_lib.Shape(steps=100, warmup_steps=0, min_lr_ratio=0.1)
+  assert schedule_lib.describe(cosine, 1.0) == (
+      "a cosine from the peak 1 to 0.1 (0.1 of the peak) over 100 steps")

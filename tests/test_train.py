@@ -604,9 +604,15 @@ def test_command_default_workdir_progress_lines_and_rerun(data_cache, tmp_path):
   args = ("--config.train.steps=4", "--config.train.log_every=2", "--config.train.eval_every=4")
   proc = run_cmd(None, data_cache, *args, config="tiny:norm=post", cwd=tmp_path)
   out, _ = proc.communicate(timeout=300)
-  # The model and data overrides make another run, so they name the folder; train.* do not.
-  workdir = "runs/tiny_norm=post_n_layer=1_d_model=32_n_head=2_block_size=32_vocab_size=321_max_docs=40"
+  # The model, data and training overrides make another run, so they name the folder; the
+  # budget (train.steps) and what a resume may always change (logging) do not.
+  workdir = ("runs/tiny_norm=post_n_layer=1_d_model=32_n_head=2_block_size=32_vocab_size=321_"
+             "max_docs=40_batch_size=8_warmup_steps=2_learning_rate=0.01_eval_batches=2")
   assert proc.returncode == 0, out
+  # The first lines name the optimizer and the schedule.
+  assert ("optimizer: adamw (b1 0.9, b2 0.95), weight decay 0.1, clipped at global norm 1; "
+          "schedule: 2 warmup steps, then a cosine from the peak 0.01 to 0.001 (0.1 of the "
+          "peak) over 4 steps") in out.splitlines()[:4], out
   assert "step 2/4: loss " in out and "step 4/4: loss " in out
   assert "unigram baseline" in out and "bits/byte" in out
   for name in ("summary.json", "loss.png", "samples.txt"):
