@@ -148,8 +148,8 @@ def main(argv):
     try:
       result = _train(config, overridden, config_arg, workdir)
     except signals_lib.Interrupted as e:
-      print(f"interrupted while {e.phase}: nothing was trained in this start, so nothing "
-            f"was saved", flush=True)
+      print(f"interrupted while {e.phase}: nothing was trained in this start" + (
+          f"; {e.kept}" if e.kept else ", so nothing was saved"), flush=True)
       print(f"to resume, run: {stop.resume}", flush=True)
       sys.exit(train.EXIT_INTERRUPTED)
   if result.summary:
