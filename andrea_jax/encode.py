@@ -120,12 +120,26 @@ def encode(directory: str, data: DataConfig, source, fp: str, tok,
         f"{sum(s['tokens'] for s in done.train):,} tokens")
   writers = {"train": shards.ShardWriter(directory, "train", data.shard_tokens, done.train),
              "val": shards.ShardWriter(directory, "val", data.shard_tokens)}
-  eot = np.array([tokenizer_lib.eot_id(tok)], dtype=np.uint16)
   splitter = split_lib.Splitter(data, sample["block_chars"])
   skip = lambda run: run.side == "train" and run.index < done.run  # whole shards hold it
   say(f"data: encoding {source.name} into shards of {data.shard_tokens:,} tokens"
       f"{f' with {data.workers} worker processes' if data.workers > 0 else ''}")
   signals_lib.set_phase("encoding the corpus")
+  try:
+    return _encode(directory, data, source, fp, tok, sample, done, writers, splitter, skip, path)
+  except signals_lib.Interrupted as e:  # the whole shards stay: say so, and that a rerun uses them
+    kept = writers["train"].shards  # the whole shards: those found at the start and written since
+    n = len(kept)
+    e.kept = (f"{n} whole train shard(s), {sum(s['tokens'] for s in kept):,} tokens, kept "
+              f"in {directory}; the same command resumes after them" if n else
+              f"no whole train shard was written yet in {directory}; the same command starts "
+              f"the encoding again")
+    raise
+
+
+def _encode(directory, data, source, fp, tok, sample, done, writers, splitter, skip, path):
+  """``encode``'s loop: the batches of runs encoded and written to their sides' shards."""
+  eot = np.array([tokenizer_lib.eot_id(tok)], dtype=np.uint16)
   with progress_lib.Progress("encoding", source.total_bytes) as bar:
     runs = split_lib.runs(source, data, splitter, bar)
     # Reading and splitting in a thread, READ_AHEAD batches ahead: they overlap encoding.

@@ -95,31 +95,37 @@ class Logger:
     grad_norm = np.mean([per_member(h["grad_norm"]) for h in host], axis=0)
     z_loss = np.mean([per_member(h["z_loss"]) for h in host], axis=0) if "z_loss" in host[0] else None
     lr = self.models.learning_rate(step - 1)
-    mfu = self.peak and metrics_lib.mfu(rate, self.flops_per_token, self.peak)
+    # None where there is no peak, or one below what the model just ran at (then ``mfu_text``
+    # says so: a utilisation above 100 % is neither printed nor logged).
+    mfu, mfu_text = metrics_lib.mfu_reading(rate, self.flops_per_token, self.peak)
     for i in np.flatnonzero(alive):
       row = {"loss": float(loss[i]), "lr": float(lr[i]), "grad_norm": float(grad_norm[i]),
              "tokens_per_s": rate, "wall_time_s": self.clock.seconds()}
       if z_loss is not None:  # the z-loss term, apart from the cross-entropy
         row["z_loss"] = float(z_loss[i])
-      if self.peak:
+      if mfu is not None:
         row["mfu"] = mfu
       self._write(i, step, row)
     live = np.flatnonzero(alive)
     self.bar.set_postfix(loss=f"{np.mean(loss[live]):.3f}", tok_s=f"{rate * len(live):,.0f}",
-                         **({"mfu": f"{mfu:.1%}"} if self.peak else {}))
+                         **({"mfu": f"{mfu:.1%}"} if mfu is not None else {}))
     if not self.measured and sharding.is_lead():
       self.measured = True
       per_step = max(now - self.last[0], 1e-9) / max(step - self.last[1], 1)
       line = forecast.measured(per_step, rate * len(live), self.steps - step)
-      # MFU beside the step time; an unknown peak says so on a line of its own.
-      tqdm.write(f"{line}; MFU {mfu:.2%} of {self.peak_source}" if self.peak else
-                 f"{line}\n{self.peak_source}")
+      # MFU beside the step time and its peak's source; an unknown peak, or one below the
+      # model's measured FLOP/s, says so on a line of its own.
+      if mfu is not None:
+        tqdm.write(f"{line}; {mfu_text} of {self.peak_source}")
+      else:
+        tqdm.write(f"{line}\n{mfu_text} ({self.peak_source})" if mfu_text else
+                   f"{line}\n{self.peak_source}")
     if self.print_rows:
       i = live[0]
       what = (f"loss {loss[i]:.4f}, lr {lr[i]:.3g}, grad_norm {grad_norm[i]:.3f}"
               if self.models.n == 1 else "loss " + ", ".join(
                   f"{os.path.basename(self.models.dirs[j])} {loss[j]:.4f}" for j in live))
-      speed = f"{rate * len(live):,.0f} tokens/s" + (f", MFU {mfu:.2%}" if self.peak else "")
+      speed = f"{rate * len(live):,.0f} tokens/s" + (f", {mfu_text}" if mfu is not None else "")
       print(f"step {step}/{self.steps}: {what}, {speed}", flush=True)
     self.window, self.last = [], (now, step)
 

@@ -170,8 +170,7 @@ def train_loop(models: Models, state, t: step_lib.TrainConfig, start_step: int,
         batch = next(batches)
       before = diag.snapshot(state["params"]) if diag and diag.wants_snapshot(step) else None
       out.profiler.before(step, state)
-      with out.profiler.annotate(step):
-        state, m = models.step(state, batch)
+      state, m = out.profiler.step(step, models.step, state, batch)
       out.profiler.after(step, state)
       log.window.append(m)
       logging = step % t.log_every == 0 or step == t.steps

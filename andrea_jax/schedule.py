@@ -19,6 +19,10 @@ from ``peak / (warmup + 1)`` is exactly this line). Then:
   ``steps`` whose shape is ``decay_shape``: ``linear``, ``cosine`` or ``1-sqrt``
   (``1 - sqrt(progress)``, the paper's best cooldown).
 
+Both reach the floor at update ``steps``, one past the last (updates count 0..steps-1, as
+optax's ``warmup_cosine_decay_schedule`` reaches ``end_value`` at ``decay_steps``): the
+last update runs one decay step above it (docs/training.md says so, with the figures).
+
 Resuming never changes the schedule of the steps already planned: each later segment keeps
 its predecessor's rates up to its start (or up to the end of the warmup, when it starts
 inside it), then goes on from the value there by its own plan: a cosine segment decays by
@@ -95,6 +99,18 @@ class Shape:
   def decay_start(self) -> int:
     """The first update of a WSD schedule's decay (``steps``: none)."""
     return self.steps - self.decay_steps
+
+
+def describe(s: Shape, peak: float) -> str:
+  """The schedule in a phrase, for the run's first lines."""
+  warmup = f"{s.warmup_steps} warmup steps, then " if s.warmup_steps else ""
+  floor = f"{peak * s.min_lr_ratio:g} ({s.min_lr_ratio:g} of the peak)"
+  if s.schedule == "cosine":
+    return f"{warmup}a cosine from the peak {peak:g} to {floor} over {s.steps} steps"
+  if s.decay_start >= s.steps:
+    return f"wsd: {warmup}the peak {peak:g} to step {s.steps}, no decay"
+  return (f"wsd: {warmup}the peak {peak:g} to step {s.decay_start}, then a {s.decay_shape} "
+          f"decay to {floor} over the last {s.steps - s.decay_start} of {s.steps} steps")
 
 
 def learning_rate(peak: float, segments: Sequence[tuple[int, Shape]]) -> optax.Schedule:

@@ -49,6 +49,7 @@ class Interrupted(BaseException):
   def __init__(self, signum: int, phase: str):
     super().__init__(f"interrupted by {signal.Signals(signum).name} while {phase}")
     self.signum, self.phase = signum, phase
+    self.kept = ""  # what the interrupted phase kept, for the entry point's line (encode.py)
 
 
 class StopSignals:

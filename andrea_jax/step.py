@@ -165,6 +165,19 @@ class TrainConfig:
 # ----------------------------------------------------------------------------- optimizer
 
 
+def describe_training(t: TrainConfig) -> str:
+  """The optimizer and the schedule in one line, among a run's first: two runs that differ
+  in them say so from the start."""
+  if t.optimizer == "muon":
+    opt = (f"muon on the hidden matrices (momentum {t.muon_momentum:g}, update RMS "
+           f"{t.muon_consistent_rms:g}), Adam at {t.adam_lr_ratio:g}x the rate on the rest")
+  else:
+    opt = f"adamw (b1 {t.b1:g}, b2 {t.b2:g})"
+  clip = f", clipped at global norm {t.grad_clip:g}" if t.grad_clip > 0 else ""
+  return (f"optimizer: {opt}, weight decay {t.weight_decay:g}{clip}; schedule: "
+          f"{schedule_lib.describe(t.shape, t.learning_rate)}")
+
+
 def decay_mask(params) -> Any:
   return jax.tree_util.tree_map_with_path(lambda path, _: path[-1].key in DECAYED, params)
 

@@ -223,6 +223,7 @@ def run(config: config_lib.RunConfig, workdir: str,
       return RunResult("diverged", plan.summary, already_complete=True)
     if lead:
       print(resume_lib.describe_start(workdir, plan), flush=True)
+      print(step_lib.describe_training(t), flush=True)
     started = time.time()
     if lead and allocator.note():
       print(allocator.note(), flush=True)

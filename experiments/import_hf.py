@@ -64,9 +64,10 @@ def read_text(path: str) -> str:
                            f"({e.reason}); pass a UTF-8 text file") from None
 
 
-def text_loss(params, cfg, tok, path: str, max_windows: int) -> tuple[float, int]:
-  """Mean next-token loss over non-overlapping ``block_size + 1`` windows of a text file."""
-  ids = np.asarray(tokenizer_lib.encode(tok, read_text(path)), np.int32)
+def text_loss(params, cfg, tok, path: str, text: str, max_windows: int) -> tuple[float, int]:
+  """Mean next-token loss over non-overlapping ``block_size + 1`` windows of ``text`` (the
+  file ``path``'s, read before the model is)."""
+  ids = np.asarray(tokenizer_lib.encode(tok, text), np.int32)
   T = cfg.block_size
   n = min(max_windows, (len(ids) - 1) // T)
   if n < 1:
@@ -84,13 +85,14 @@ def main(argv):
   out_purpose = "for the bytes-first copy (a new one, or one to overwrite)"
   if _OUT.value:  # before the model is read
     files.check_directory(_OUT.value, "--out", out_purpose)
+  text = read_text(_EVAL_TEXT.value) if _EVAL_TEXT.value else None  # likewise
   hf_dir = hf_gpt2.resolve_hf_dir(_HF_DIR.value)  # a directory, or a model name fetched once
   params, cfg = hf_gpt2.import_gpt2(hf_dir)
   print(f"imported {_HF_DIR.value}: {model.count_params(cfg):,} parameters\n{cfg}")
   needs_tok = _EVAL_TEXT.value or _PROMPT.value is not None or _OUT.value
   tok = load_tokenizer(hf_dir) if needs_tok else None
   if _EVAL_TEXT.value:
-    loss, n = text_loss(params, cfg, tok, _EVAL_TEXT.value, _EVAL_WINDOWS.value)
+    loss, n = text_loss(params, cfg, tok, _EVAL_TEXT.value, text, _EVAL_WINDOWS.value)
     print(f"loss on {_EVAL_TEXT.value}: {loss:.4f} nats/token over {n} predicted tokens")
   if _PROMPT.value is not None:
     text = sample.generate_text(params, cfg, tok, _PROMPT.value, _MAX_NEW.value,

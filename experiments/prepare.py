@@ -69,8 +69,8 @@ def main(argv):
       prepared = prepare_lib.prepare(config_lib.RunConfig.from_configdict(config),
                                      cli.fit_vocab(config, cli.overridden_fields()))
     except signals_lib.Interrupted as e:
-      print(f"interrupted while {e.phase}: every whole shard is kept; run the same command "
-            f"again to resume", flush=True)
+      print(f"interrupted while {e.phase}: " + (e.kept or "every whole shard is kept; run the "
+                                                 "same command again to resume"), flush=True)
       sys.exit(errors.EXIT_INTERRUPTED)
   print(summary(prepared, time.perf_counter() - start))
 

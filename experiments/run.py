@@ -34,8 +34,10 @@ import jax  # pylint: disable=wrong-import-position
 
 from andrea_jax import config as config_lib
 from andrea_jax import corpus
+from andrea_jax import errors
 from andrea_jax import files
 from andrea_jax import forecast
+from andrea_jax import run_record
 from andrea_jax import sharding
 from andrea_jax import train
 from andrea_jax import workdir as workdir_lib
@@ -60,19 +62,27 @@ _ALLOW_CHANGES = flags.DEFINE_bool(
     "segment's config is kept in config_history.json")
 
 
+# A run's length: raising it continues the same run (``--allow_resume_changes``), in its folder.
+BUDGET_FIELDS = {"train.steps"}
+
+
 def default_workdir(config_arg: str, overridden: dict | None = None) -> str:
   """``runs/<config>[_<variants>][_<what else differs>]``: one command, one folder.
 
-  Besides the variants, the name holds the overrides that make a different run (the
-  model and data fields a resume may never change: ``--config.data.path=my_texts/``
-  gives ``runs/tiny_data=my_texts``); training overrides leave it as it is, so raising
+  Besides the variants, the name holds every override that changes what is trained: the
+  model and data fields a resume may never change (``--config.data.path=my_texts/`` gives
+  ``runs/tiny_data=my_texts``) and the training ones (``--config.train.optimizer=muon``
+  gives ``runs/tiny_optimizer=muon``), so two runs that differ only in those do not share
+  a folder. ``train.steps`` (``BUDGET_FIELDS``) and the settings a resume may always change
+  (logging, checkpoints, caches: ``workdir.field_kind`` "free") leave it as it is: raising
   ``train.steps`` with ``--allow_resume_changes`` names the same folder.
   """
   target, _, variants = config_arg.partition(":")
   parts = [os.path.basename(target).removesuffix(".py"), variants]
   named = {k if "." in k else f"model.{k}" for k in common.parse_variants(variants)}
   for field, value in (overridden or {}).items():
-    if workdir_lib.field_kind(field) == "frozen" and field not in named:
+    kind = workdir_lib.field_kind(field)
+    if (kind == "frozen" or kind == "trajectory" and field not in BUDGET_FIELDS) and field not in named:
       value = os.path.basename(str(value).rstrip("/")) if field.endswith("path") else value
       parts.append(f"{'data' if field == 'data.path' else field.split('.')[-1]}={value}")
   name = "_".join(p for p in parts if p)
@@ -84,6 +94,16 @@ def check_cooldown_flags() -> None:
     cli.fail("--cooldown_from needs --cooldown_steps: the updates of its decay")
   if not _COOLDOWN_FROM.value and (_COOLDOWN_STEPS.value, _COOLDOWN_STEP.value) != (None, None):
     cli.fail("--cooldown_steps and --cooldown_step need --cooldown_from: the run to branch from")
+
+
+def check_cooldown_source() -> None:
+  """``--cooldown_from`` a folder that is not a run: one line before any work (the data
+  preparation before the branch can take hours)."""
+  if _COOLDOWN_FROM.value:
+    try:
+      run_record.saved_config(_COOLDOWN_FROM.value)
+    except errors.AndreaError as e:
+      cli.fail(f"--cooldown_from={_COOLDOWN_FROM.value!r}: {e}")
 
 
 def cooldown_workdir() -> str:
@@ -109,6 +129,7 @@ def main(argv):
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   check_cooldown_flags()
+  check_cooldown_source()
   config, overridden = _CONFIG.value, cli.overridden_fields()
   corpus.sniff(config_lib.data_config(config))  # a corpus in a wrong format: before all else
   config_arg = flags.FLAGS["config"].serialize().split("=", 1)[-1]
@@ -127,8 +148,8 @@ def main(argv):
     try:
       result = _train(config, overridden, config_arg, workdir)
     except signals_lib.Interrupted as e:
-      print(f"interrupted while {e.phase}: nothing was trained in this start, so nothing "
-            f"was saved", flush=True)
+      print(f"interrupted while {e.phase}: nothing was trained in this start" + (
+          f"; {e.kept}" if e.kept else ", so nothing was saved"), flush=True)
       print(f"to resume, run: {stop.resume}", flush=True)
       sys.exit(train.EXIT_INTERRUPTED)
   if result.summary:

@@ -442,8 +442,9 @@ def entry_error(monkeypatch, capsys, name: str, *args: str) -> str:
     rest = cli.parse_flags([name, *args], own)
     cli._report_user_errors(module.main)(rest)  # pylint: disable=protected-access
   assert exit_info.value.code == errors.EXIT_USER_ERROR
-  err = capsys.readouterr().err
+  out, err = capsys.readouterr()
   assert err.count("\n") == 1 and err.startswith("error: ") and "Errno" not in err, err
+  assert out == "", out  # the refusal is the first line printed: no work before it
   return err
 
 
@@ -487,6 +488,13 @@ def hf_dir(tmp_path_factory):
      "--task_file='{missing}' does not exist: pass HellaSwag's JSONL (hellaswag_val.jsonl)"),
     (("evaluate", "--workdir={tmp}/none", "--task=hellaswag", "--task_file={a_dir}"),
      "--task_file='{a_dir}' is a directory: pass HellaSwag's JSONL"),
+    (("evaluate", "--workdir={missing}"), "run directory '{missing}' does not exist"),
+    (("evaluate", "--workdir={a_dir}", "--data={missing}"), "{missing}"),
+    (("import_hf", "--hf_dir={missing}"), "--hf_dir='{missing}' does not exist: pass a Hugging"),
+    (("import_hf", "--hf_dir={a_file}"), "--hf_dir='{a_file}' is a file: pass a Hugging Face"),
+    (("report", "--sweep_dir={missing}", "--pack={tmp}/packed"), "--sweep_dir='{missing}' does not"),
+    (("inspect", "--workdir={missing}"), "run directory '{missing}' does not exist"),
+    (("inspect", "--random=tiny", "--compare={missing}"), "'{missing}' does not exist"),
 ], ids=lambda x: " ".join(x)[:40] if isinstance(x, tuple) else "")
 def test_paths_a_command_reads_that_are_missing_or_the_wrong_kind(args, message, tmp_path,
                                                                   monkeypatch, capsys, hf_dir):
@@ -502,6 +510,31 @@ def test_paths_a_command_reads_that_are_missing_or_the_wrong_kind(args, message,
   assert message.format(**paths) in err
   assert not paths["missing"].exists() and paths["a_file"].read_text() == "keep me"
   assert not any(paths["a_dir"].iterdir())
+  # Nothing left behind: no data cache, no workdir, nothing else in the test's folder.
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "afile", "latin1.txt"]
+
+
+@pytest.mark.parametrize("source, workdir, message", [
+    ("adir", None, "--cooldown_from='{adir}': {adir} has no config.json: is it a run directory "
+                   "of python -m experiments.run?"),
+    ("adir", "cooled", "--cooldown_from='{adir}': {adir} has no config.json: is it a run "
+                       "directory of python -m experiments.run?"),
+    ("missing", "cooled", "--cooldown_from='{missing}': run directory '{missing}' does not exist: "
+                          "pass the --workdir of a run of python -m experiments.run"),
+])
+def test_a_cooldown_from_a_folder_that_is_not_a_run_is_refused_before_any_work(
+    source, workdir, message, tmp_path):
+  """With or without --workdir: the refusal is the first line printed, and no data cache,
+  workdir or anything else is left behind (issue 73)."""
+  (tmp_path / "adir").mkdir()
+  args = ["--config=tiny", f"--cooldown_from={tmp_path / source}", "--cooldown_steps=2",
+          f"--config.data.cache_dir={tmp_path / 'cache'}"]
+  done = run_module("experiments.run", *args,
+                    *([f"--workdir={tmp_path / workdir}"] if workdir else []))
+  assert done.returncode == errors.EXIT_USER_ERROR and done.stdout == "", done.stdout
+  assert done.stderr == "error: " + message.format(adir=tmp_path / "adir",
+                                                   missing=tmp_path / "missing") + "\n"
+  assert [p.name for p in tmp_path.iterdir()] == ["adir"] and not any((tmp_path / "adir").iterdir())
 
 
 RESULTS = REPO / "results" / "zloss-cpu"  # a study's committed data: must stay as it is
@@ -523,6 +556,9 @@ BLOCKED = "'{a_file}' is a file, not a directory: pass a directory"
      "--workdir='{a_file}' is a file: pass a directory for the sweep's cells"),
     (("report", f"--sweep_dir={RESULTS}", "--out={a_file}/sub"),
      "--out='{a_file}/sub': " + BLOCKED + " for REPORT.md and its plots"),
+    (("report", f"--sweep_dir={RESULTS}", "--pack={a_file}"), "--pack='{a_file}' is a file"),
+    (("report", f"--sweep_dir={RESULTS}", "--pack={a_file}/sub"),
+     "--pack='{a_file}/sub': " + BLOCKED + " for the study's data"),
 ], ids=lambda x: " ".join(x)[:40] if isinstance(x, tuple) else "")
 def test_directories_a_command_writes_that_a_file_is_in_the_way_of(args, message, tmp_path,
                                                                    monkeypatch, capsys):

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import pathlib
 import shutil
 import signal
@@ -807,12 +808,16 @@ def test_an_interrupted_preparation_resumes_after_its_last_whole_shard(tmp_path,
     if progress and len(json.loads(progress[0].read_text())["train"]) >= 3:
       raise signals_lib.Interrupted(signal.SIGTERM, "encoding the corpus")
   monkeypatch.setattr(signals_lib, "check", stop_after_three_shards)
-  with pytest.raises(signals_lib.Interrupted):
+  with pytest.raises(signals_lib.Interrupted) as stopped:
     prepare(config)
   monkeypatch.undo()
   (directory,) = (tmp_path / "cut" / "cache").iterdir()
   done = json.loads((directory / "progress.json").read_text())["train"]
   assert 3 <= len(done) < len(whole.train_paths)
+  # What the entry points print after "interrupted while encoding the corpus: ": the shards kept.
+  assert stopped.value.kept == (
+      f"{len(done)} whole train shard(s), {sum(s['tokens'] for s in done):,} tokens, kept in "
+      f"{directory}; the same command resumes after them")
   kept = {s["file"]: os.stat(directory / s["file"]).st_mtime_ns for s in done}
   if damaged:
     os.truncate(directory / "train_000001.bin", 100)
@@ -873,7 +878,9 @@ def test_a_killed_and_an_interrupted_command_resume(tmp_path):
   out, err = proc.communicate(timeout=30)
   assert time.monotonic() - at < 10 and proc.returncode == errors.EXIT_INTERRUPTED, (out, err)
   assert f"resuming after {first} whole train shard(s)" in out
-  assert "interrupted while encoding the corpus: every whole shard is kept" in out
+  # It names the shards kept (the rerun resumes after them), not "nothing was saved".
+  assert re.search(r"interrupted while encoding the corpus: \d+ whole train shard\(s\), [\d,]+ "
+                   r"tokens, kept in .*; the same command resumes after them", out), out
   assert "Traceback" not in err
   done = subprocess.run([sys.executable, "-c", code, *args], env=env, text=True,
                         capture_output=True, check=True)

@@ -3,10 +3,12 @@
 import importlib.util
 import json
 import math
+import os
 import subprocess
 import sys
 import types
 
+import jax
 import numpy as np
 import pytest
 
@@ -137,13 +139,86 @@ def test_a_cpus_peak_is_measured_once_then_read_from_the_cache(tmp_path, monkeyp
     return measure(device, dtype, **kw)
 
   monkeypatch.setattr(metrics, "matmul_flops", counted)
+  monkeypatch.setattr(metrics.os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # an idle machine
   cpu = types.SimpleNamespace(platform="cpu", device_kind="cpu")
   first = metrics.device_peak(cpu, "float32", cache_dir=str(tmp_path))
   again = metrics.device_peak(cpu, "float32", cache_dir=str(tmp_path))
   assert calls == ["float32"] and first == again and first.flops > 1e8
   assert "measured on this CPU" in first.source and str(tmp_path) in first.source
+  assert "at load 0.00 per core" in first.source and "busy" not in first.source
   cached = json.loads((tmp_path / "cpu_peak.json").read_text())
-  assert list(cached.values()) == [first.flops] and "float32" in next(iter(cached))
+  (entry,) = cached.values()
+  assert entry["flops"] == first.flops and entry["cpu"] == metrics.cpu_model()
+  assert entry["load_per_core"] == 0 and "float32" in next(iter(cached))
   metrics.device_peak(cpu, "bfloat16", cache_dir=str(tmp_path))  # another dtype: its own
   assert calls == ["float32", "bfloat16"]
   assert len(json.loads((tmp_path / "cpu_peak.json").read_text())) == 2
+
+
+def test_a_peak_is_the_best_of_several_rounds(monkeypatch):
+  times = iter([0.4, 0.5] * 3 + [0.1, 0.9] + [0.4, 0.5] * 6)  # round 2's first call is fastest
+  clock = {"t": 0.0}
+
+  def perf_counter():
+    clock["t"] += next(times) if clock.setdefault("odd", False) else 0.0
+    clock["odd"] = not clock["odd"]
+    return clock["t"]
+
+  monkeypatch.setattr(metrics.time, "perf_counter", perf_counter)
+  monkeypatch.setattr(metrics.time, "sleep", lambda s: None)
+  flops = metrics.matmul_flops(jax.devices("cpu")[0], "float32", n=8, calls=2, rounds=4)
+  assert flops == pytest.approx(2 * 8 ** 3 / 0.1)
+
+
+@pytest.mark.parametrize("entry", [
+    1e9,  # the old cache's bare figure: no load, no model recorded
+    {"flops": 1e9, "cpu": "cpu", "load_per_core": 2.5, "measured": "2024-01-01 00:00"},  # busy
+    {"flops": 1e9, "cpu": "Another CPU", "load_per_core": 0.0, "measured": "2024-01-01 00:00"}])
+def test_a_peak_cached_under_load_or_on_another_cpu_is_measured_again(tmp_path, monkeypatch, entry):
+  monkeypatch.setattr(metrics, "cpu_model", lambda: "cpu")
+  monkeypatch.setattr(metrics, "matmul_flops", lambda device, dtype, **kw: 80e9)
+  monkeypatch.setattr(metrics.os, "getloadavg", lambda: (0.1, 0.0, 0.0))
+  cpu = types.SimpleNamespace(platform="cpu", device_kind="cpu")
+  key = next(iter(json.loads(_cache_with(tmp_path, cpu, entry).read_text())))
+  peak = metrics.device_peak(cpu, "float32", cache_dir=str(tmp_path))
+  assert peak.flops == 80e9 and "80.0 GFLOP/s" in peak.source
+  assert json.loads((tmp_path / "cpu_peak.json").read_text())[key]["flops"] == 80e9
+
+
+def _cache_with(tmp_path, cpu, entry):
+  """A cache holding ``entry`` under the key this machine reads (written by one measurement)."""
+  path = tmp_path / "cpu_peak.json"
+  metrics.device_peak(cpu, "float32", cache_dir=str(tmp_path))
+  (key,) = json.loads(path.read_text())
+  path.write_text(json.dumps({key: entry}))
+  return path
+
+
+def test_a_peak_measured_under_load_is_flagged_kept_at_its_best_and_measured_again(
+    tmp_path, monkeypatch):
+  figures = iter([30e9, 20e9, 90e9])
+  monkeypatch.setattr(metrics, "matmul_flops", lambda device, dtype, **kw: next(figures))
+  load = {"now": 5.0 * len(os.sched_getaffinity(0))}
+  monkeypatch.setattr(metrics.os, "getloadavg", lambda: (load["now"], 0.0, 0.0))
+  cpu = types.SimpleNamespace(platform="cpu", device_kind="cpu")
+  busy = metrics.device_peak(cpu, "float32", cache_dir=str(tmp_path))
+  assert busy.flops == 30e9 and "at load 5.00 per core" in busy.source
+  assert "measured while the CPU was busy, so it reads low and MFU high" in busy.source
+  # Busy again, and lower: measured, the higher figure kept.
+  assert metrics.device_peak(cpu, "float32", cache_dir=str(tmp_path)).flops == 30e9
+  load["now"] = 0.0  # idle: measured again, and trusted from then on
+  idle = metrics.device_peak(cpu, "float32", cache_dir=str(tmp_path))
+  assert idle.flops == 90e9 and "busy" not in idle.source
+  assert metrics.device_peak(cpu, "float32", cache_dir=str(tmp_path)) == idle
+
+
+@pytest.mark.parametrize("peak, shown", [(100e9, "MFU 50.00%"), (None, "")])
+def test_mfu_is_shown_below_its_peak(peak, shown):
+  assert metrics.mfu_reading(1e3, 5e7, peak) == ((0.5 if peak else None), shown)
+
+
+def test_a_peak_below_the_models_own_flops_gives_no_mfu_but_says_why():
+  value, text = metrics.mfu_reading(1e3, 5e7, 1e9)  # 50 GFLOP/s run, 1 GFLOP/s "peak"
+  assert value is None and text == (
+      "MFU not shown: the model ran at 50.0 GFLOP/s, above the peak of 1.0 GFLOP/s it would "
+      "divide by, so that peak is wrong; measure it again (docs/training.md#mfu)")

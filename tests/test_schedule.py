@@ -2,6 +2,7 @@
 a resumed run or a cooldown."""
 
 import math
+import pathlib
 
 import pytest
 
@@ -73,3 +74,31 @@ def test_a_cooldown_segment_of_a_cosine_run_decays_from_the_rate_it_had():
 def test_a_bad_schedule_setting_is_one_line_naming_it(field, value, match):
   with pytest.raises(ValueError, match=match):
     schedule_lib.Shape(**{**WSD.__dict__, field: value})
+
+
+def test_the_last_update_runs_one_decay_step_above_the_floor_as_the_docs_say():
+  """docs/training.md: the floor is reached at update ``steps``, one past the last; the last
+  update (printed as step ``steps``: ``Logger`` reads ``learning_rate(step - 1)``) runs at
+  ``floor + (peak - floor) * f((D - 1) / D)``; its tiny-config figure is the one printed."""
+  from experiments.configs import tiny  # pylint: disable=import-outside-toplevel
+  t = tiny.get_config().train
+  shape = schedule_lib.Shape(steps=t.steps, warmup_steps=t.warmup_steps,
+                             min_lr_ratio=t.min_lr_ratio, schedule="wsd",
+                             decay_shape=t.decay_shape, decay_fraction=t.decay_fraction)
+  lr = rates(shape, peak=t.learning_rate)
+  floor, d = t.learning_rate * t.min_lr_ratio, t.steps - shape.decay_start
+  last = floor + (t.learning_rate - floor) * (1 - math.sqrt((d - 1) / d))
+  assert lr(t.steps - 1) == pytest.approx(last, rel=1e-5) and lr(t.steps) == pytest.approx(floor)
+  docs = (pathlib.Path(__file__).parent.parent / "docs" / "training.md").read_text(encoding="utf-8")
+  assert "one past the last update" in docs
+  assert (f"({t.steps} steps, peak {t.learning_rate:g}, floor {floor:g},\n  D = {d}) prints "
+          f"`lr {lr(t.steps - 1):.3g}` at step {t.steps}") in docs
+
+
+def test_the_schedule_in_a_phrase_names_its_kind_warmup_peak_and_floor():
+  assert schedule_lib.describe(WSD, 0.002) == (
+      "wsd: 10 warmup steps, then the peak 0.002 to step 80, then a 1-sqrt decay to 0.0002 "
+      "(0.1 of the peak) over the last 20 of 100 steps")
+  cosine = schedule_lib.Shape(steps=100, warmup_steps=0, min_lr_ratio=0.1)
+  assert schedule_lib.describe(cosine, 1.0) == (
+      "a cosine from the peak 1 to 0.1 (0.1 of the peak) over 100 steps")

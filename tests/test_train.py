@@ -4,6 +4,7 @@ import datetime
 import glob
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -603,9 +604,15 @@ def test_command_default_workdir_progress_lines_and_rerun(data_cache, tmp_path):
   args = ("--config.train.steps=4", "--config.train.log_every=2", "--config.train.eval_every=4")
   proc = run_cmd(None, data_cache, *args, config="tiny:norm=post", cwd=tmp_path)
   out, _ = proc.communicate(timeout=300)
-  # The model and data overrides make another run, so they name the folder; train.* do not.
-  workdir = "runs/tiny_norm=post_n_layer=1_d_model=32_n_head=2_block_size=32_vocab_size=321_max_docs=40"
+  # The model, data and training overrides make another run, so they name the folder; the
+  # budget (train.steps) and what a resume may always change (logging) do not.
+  workdir = ("runs/tiny_norm=post_n_layer=1_d_model=32_n_head=2_block_size=32_vocab_size=321_"
+             "max_docs=40_batch_size=8_warmup_steps=2_learning_rate=0.01_eval_batches=2")
   assert proc.returncode == 0, out
+  # The first lines name the optimizer and the schedule.
+  assert ("optimizer: adamw (b1 0.9, b2 0.95), weight decay 0.1, clipped at global norm 1; "
+          "schedule: 2 warmup steps, then a cosine from the peak 0.01 to 0.001 (0.1 of the "
+          "peak) over 4 steps") in out.splitlines()[:4], out
   assert "step 2/4: loss " in out and "step 4/4: loss " in out
   assert "unigram baseline" in out and "bits/byte" in out
   for name in ("summary.json", "loss.png", "samples.txt"):
@@ -738,27 +745,53 @@ def test_out_of_memory_in_training_is_one_line_naming_the_microbatches_that_fit(
 def test_a_profiled_run_writes_a_trace_tensorboard_reads_and_prints_mfu_on_the_cpu(
     data_cache, tmp_path, capsys, monkeypatch):
   monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the CPU's peak, measured here
-  config = small_config(data_cache, **{"train.steps": 6, "train.profile_steps": "3-4",
-                                       "train.eval_every": 6, "sample.num_samples": 0})
+  # No row between the traced updates: the host's work between them is small.
+  config = small_config(data_cache, **{"train.steps": 6, "train.profile_steps": "3-5",
+                                       "train.eval_every": 6, "sample.num_samples": 0,
+                                       "train.log_every": 6})
   workdir = tmp_path / "run"
   train.train_and_evaluate(config, str(workdir))
   out = capsys.readouterr().out
   # TensorBoard's profile plugin reads <logdir>/plugins/profile/<run>/<host>.xplane.pb.
   traces = glob.glob(str(workdir / "profile" / "plugins" / "profile" / "*" / "*.xplane.pb"))
   assert len(traces) == 1 and os.path.getsize(traces[0]) > 0
-  # Read back (the XSpace proto the plugin reads): it holds updates 3 and 4, whole, and no other.
+  # Read back (the XSpace proto the plugin reads): it holds updates 3 to 5, whole, and no other.
   planes = jax.profiler.ProfileData.from_file(traces[0]).planes
-  traced = [dict(e.stats)["step_num"] for plane in planes for line in plane.lines
-            for e in line.events if e.name == "train"]
-  assert traced == [3, 4]
-  line = next(l for l in out.splitlines() if l.startswith("profile of updates 3-4: "))
+  steps = [e for plane in planes for line in plane.lines for e in line.events
+           if e.name == "train"]
+  assert [dict(e.stats)["step_num"] for e in steps] == [3, 4, 5]
+  # Each covers its update's run, not only its dispatch: it lasts at least half the spacing
+  # of the updates' starts (the rest is the host's work between them).
+  spacing = (steps[-1].start_ns - steps[0].start_ns) / (len(steps) - 1)
+  assert all(e.duration_ns >= 0.5 * spacing for e in steps), [
+      (e.start_ns, e.duration_ns) for e in steps]
+  line = next(l for l in out.splitlines() if l.startswith("profile of updates 3-5: "))
   assert os.path.dirname(traces[0]) in line
   assert f"tensorboard --logdir {workdir / 'profile'}" in line
   # MFU against this CPU's measured peak: printed beside the step time, in every train row.
   assert "measured on this CPU" in next(l for l in out.splitlines() if l.startswith("measured: "))
   rows = [r for r in metrics_lib.read_metrics(str(workdir)) if "loss" in r]
-  assert len(rows) == 6 and all(0 < r["mfu"] < 1 for r in rows)
+  assert len(rows) == 1 and all(0 < r["mfu"] < 1 for r in rows)
   assert len(json.loads((tmp_path / "cache" / "andrea_jax" / "cpu_peak.json").read_text())) == 1
+
+
+def test_a_cached_peak_below_the_models_speed_prints_and_logs_no_mfu_above_100_percent(
+    data_cache, tmp_path, capsys, monkeypatch):
+  monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+  # A peak cached at an idle load on this CPU (so trusted), but far below what any run reaches.
+  metrics_lib.cpu_peak("float32")
+  path = tmp_path / "cache" / "andrea_jax" / "cpu_peak.json"
+  cached = json.loads(path.read_text())
+  path.write_text(json.dumps({key: {**entry, "flops": 1e6, "load_per_core": 0.0}
+                              for key, entry in cached.items()}))
+  config = small_config(data_cache, **{"train.steps": 4, "train.eval_every": 4,
+                                       "sample.num_samples": 0, "model.compute_dtype": "float32"})
+  train.train_and_evaluate(config, str(tmp_path / "run"))
+  out = capsys.readouterr().out
+  rows = [r for r in metrics_lib.read_metrics(str(tmp_path / "run")) if "loss" in r]
+  assert len(rows) == 4 and not any("mfu" in r for r in rows)
+  assert "MFU not shown: the model ran at " in out and "0.0 GFLOP/s it would divide by" in out
+  assert not re.search(r"MFU \d{3,}", out) and "% of " not in out
 
 
 @pytest.mark.parametrize("value", ["10-", "5-3", "0-2", "3-99", "abc"])

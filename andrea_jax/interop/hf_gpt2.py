@@ -104,6 +104,9 @@ def resolve_hf_dir(hf_dir: str) -> str:
   if os.path.exists(hf_dir):
     raise InteropError(f"--hf_dir={hf_dir!r} is a file: pass a Hugging Face GPT-2 directory "
                        f"(save_pretrained or python -m experiments.export) or a model name")
+  if os.path.isabs(hf_dir) or hf_dir.startswith((".", "~")):  # a path, never a Hub name
+    raise InteropError(f"--hf_dir={hf_dir!r} does not exist: pass a Hugging Face GPT-2 directory "
+                       f"(save_pretrained or python -m experiments.export) or a model name")
   try:
     from huggingface_hub import snapshot_download  # pylint: disable=import-outside-toplevel
     return snapshot_download(repo_id=hf_dir, allow_patterns=[
