@@ -91,6 +91,7 @@ class Section:
   lines: list[str]
   plots: list[str | None] = dataclasses.field(default_factory=list)
   results: dict[str, Any] = dataclasses.field(default_factory=dict)
+  opens: list[str] = dataclasses.field(default_factory=list)  # lines the report opens with, before its answer
 
 
 @dataclasses.dataclass(frozen=True)

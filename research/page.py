@@ -17,6 +17,7 @@ class Page:
   results: dict[str, Any]  # results.json's body (dataclasses allowed)
   notes: list[str] = dataclasses.field(default_factory=list)  # lines above "## Verdicts"
   headline: list[str] = dataclasses.field(default_factory=list)  # the answer, under the title
+  opens: list[str] = dataclasses.field(default_factory=list)  # lines above the answer (a table)
 
 
 def figure(*args, **kwargs):

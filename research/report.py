@@ -114,7 +114,7 @@ def opening(study: str, index: dict, cells: list[dict], design: str, readings: l
           f"Study `{index['name']}` at scale `{index['scale']}`, {design_word(design)}: "
           f"{len(page.verdicts)} claims judged on {diverged_text(cells)[:-1]}.", ""]
   headline = [*page.headline, *[line for r in readings for line in (*r.headline, "") if r.headline]]
-  head += headline or [answer(page.verdicts, titles), ""]
+  head += [*page.opens, *(headline or [answer(page.verdicts, titles), ""])]
   rows = ["| claim (its threshold) | verdict | estimate [95 % CI] |", "|---|---|---|",
           *[f"| {titles.get(v.claim, v.claim)} | {v.verdict} | {estimate_text(v)} |" for v in page.verdicts]]
   figure = [f"![{page.plots[0]}]({page.plots[0]})", ""] if page.plots and page.plots[0] else []

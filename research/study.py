@@ -346,6 +346,7 @@ class Study:
       extra = item.section(data, out)
       if extra is not None:
         page.sections += extra.lines
+        page.opens += extra.opens
         page.plots += extra.plots
         page.results.update(extra.results)
     return page
