@@ -27,11 +27,19 @@ class Verdict:
   effect: Effect | None = None  # the effect the verdict turns on, with its interval
   effect_name: str = ""
   robustness: str = ""  # leave-one-seed-out, filled by ``Study.judge``
+  unit: str = ""  # the effect's unit, the claim's (``Claim.unit``), filled by ``study.decide``
+
+  def estimate(self) -> str:
+    """The effect with its unit and interval (``stats.Effect.text``)."""
+    if not self.unit:
+      raise ValueError(f"claim {self.claim!r}: its verdict has an effect but no unit; set Verdict.unit "
+                       f"to its claim's unit()")
+    return self.effect.text(self.unit)
 
   def markdown(self) -> list[str]:
     head = f"**{self.verdict}.** "
     if self.effect is not None:
-      head += f"{self.effect_name}: {self.effect.text()}. "
+      head += f"{self.effect_name}: {self.estimate()}. "
     return [head + " ".join(self.lines) + (f" {self.robustness}" if self.robustness else ""),
             "", f"Rule: {self.rule}"]
 

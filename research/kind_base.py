@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
 from scipy import stats as sps
@@ -51,16 +51,36 @@ class Data:
     return list(dict.fromkeys(a for a, _, _, _ in self.rows))
 
 
-# The per-seed quantities a claim can be on: name -> (what it is, function of an arm's runs).
-QUANTITIES: dict[str, tuple[str, Callable[[list[curves.Run]], dict[int, float]]]] = {
-    "best_loss": ("the best validation loss at the fitted optimum (nats)", curves.best_losses),
-    "log_optimum": ("the natural log of the fitted optimal peak rate", curves.log_optima),
-    "sensitivity": ("Wortsman et al.'s sensitivity over the base rates (nats)", curves.sensitivity),
-    "rate_range": (f"the decades (log10) of rate within {curves.RANGE_MARGIN:g} nats of the seed's own best, "
-                   "over the base rates (decades of rate)", curves.rate_range),
-    "learning_rates": (f"the number of base rates at which the seed ends {curves.LEARNS_BY:g} nats below the unigram "
-                       "(rates)",
-                       curves.learning_counts),
+# The units a report prints beside an estimate: each claim kind's ``unit()`` names its quantity's, and a
+# difference of two values keeps their unit (a loss difference is in nats). Every log here is natural (math.log).
+LOSS = "nats"  # a loss, a loss difference, a sensitivity (mean loss over rates less the best), and log Z
+# (log p_i = z_i - log Z: the log-normaliser shifts every token's log-probability, so it is in the loss's nats)
+LOG_RATE = "ln(rate)"  # the natural log of a learning rate; a difference of two is the ln of their ratio
+LOG_RATIO = "ln(ratio)"  # the natural log of a ratio of like quantities (two probe entries, two rates)
+DECADES = "decades of rate"  # a width in log10(rate)
+RATES_COUNT = "rates"  # a count of grid rates
+
+
+def per_doubling(unit: str) -> str:
+  """The unit of a slope against log2 of an axis: ``unit`` per doubling."""
+  return f"{unit} per doubling"
+
+
+class Quantity(NamedTuple):
+  """A per-seed quantity a claim can be on: what it is, its function of an arm's runs, its unit."""
+  what: str
+  per_seed: Callable[[list[curves.Run]], dict[int, float]]
+  unit: str
+
+
+QUANTITIES: dict[str, Quantity] = {
+    "best_loss": Quantity(f"the best validation loss at the fitted optimum ({LOSS})", curves.best_losses, LOSS),
+    "log_optimum": Quantity("the natural log of the fitted optimal peak rate", curves.log_optima, LOG_RATE),
+    "sensitivity": Quantity(f"Wortsman et al.'s sensitivity over the base rates ({LOSS})", curves.sensitivity, LOSS),
+    "rate_range": Quantity(f"the decades (log10) of rate within {curves.RANGE_MARGIN:g} nats of the seed's own best, "
+                           "over the base rates", curves.rate_range, DECADES),
+    "learning_rates": Quantity(f"the number of base rates at which the seed ends {curves.LEARNS_BY:g} nats below the "
+                               "unigram", curves.learning_counts, RATES_COUNT),
 }
 
 
@@ -115,6 +135,10 @@ class Claim:
     raise NotImplementedError
 
   def quantity_text(self) -> str:
+    raise NotImplementedError
+
+  def unit(self) -> str:
+    """The unit of the claim's estimate (``LOSS``, ``LOG_RATE``, ...), printed beside it."""
     raise NotImplementedError
 
   def section(self, data: Data, out: str) -> Section | None:

@@ -11,7 +11,7 @@ from research import claims
 from research import curves
 from research import page as reporting
 from research import stats
-from research.kind_base import at_text, Claim, Data, named, NAN, Section, words
+from research.kind_base import at_text, Claim, Data, LOSS, named, NAN, Section, words
 from research.kind_zloss import CHOSEN
 
 
@@ -46,6 +46,9 @@ class Choice(Claim):
 
   def quantity_text(self) -> str:
     return "the mean over seeds of the fitted best loss"
+
+  def unit(self) -> str:
+    return LOSS
 
   def rule(self) -> str:
     return (f"among the arms that learn with every seed's optimum bracketed, the lowest mean over "
@@ -97,7 +100,7 @@ class Choice(Claim):
     against = None
     if default and default[0] is not chosen:
       against = stats.paired(curves.best_losses(runs), curves.best_losses(data.runs(default[0].arm)))
-      lines.append(f"Against the default, paired by seed: {against.text()} (optimistic: chosen "
+      lines.append(f"Against the default, paired by seed: {against.text(LOSS)} (optimistic: chosen "
                    f"on these seeds).")
     return chosen, interval, lines, against, table
 
@@ -159,7 +162,7 @@ class RateTable:
     ax.axhline(initial, color="gray", ls=":", lw=1, label=f"loss at init ({initial:.2f})")
     if np.isfinite(unigram):
       ax.axhline(unigram, color="gray", ls="--", lw=1, label=f"unigram baseline ({unigram:.2f})")
-    ax.set(xscale="log", xlabel="peak learning rate", ylabel="final validation loss (nats)",
+    ax.set(xscale="log", xlabel="peak learning rate", ylabel=f"final validation loss ({LOSS})",
            title=f"{title}\n(mean ± std over seeds; ✕ = a seed diverged, counted at the init loss)")
     ax.legend(fontsize=7)
     return reporting.save(fig, out, f"lr_{key}.png")
@@ -218,7 +221,7 @@ class BestCurves:
             ax.plot(*zip(*pts), color=f"C{i}", lw=1, alpha=0.8, label=f"{arm} @ ~{best:.2g}" if j == 0 else None)
     for ax, title in zip(axes, ("train loss", "validation loss")):
       ax.set(title=f"{title} at each arm's best rate", xlabel="step")
-    axes[0].set_ylabel("nats / token")
+    axes[0].set_ylabel(f"{LOSS} / token")
     if axes[1].get_legend_handles_labels()[0]:
       axes[1].legend(fontsize=7)
     return Section([], [reporting.save(fig, out, "loss_curves.png")])

@@ -12,7 +12,7 @@ from research import curves
 from research import power
 from research import stats
 from research.kind_base import (
-    _missing, at_text, Claim, Data, highest, LEARNS, log_text, lowest, NAN, p_beyond, QUANTITIES)
+    _missing, at_text, Claim, Data, highest, LEARNS, LOG_RATIO, log_text, LOSS, lowest, NAN, p_beyond, QUANTITIES)
 from research.kind_choice import plot_profiles
 
 
@@ -27,10 +27,10 @@ def ratio_text(logs: Mapping[int, float]) -> str:
 
 def per_rate_text(named: dict[str, list[curves.Run]], terms: tuple[tuple[str, int], ...]) -> str:
   """Per rate every named arm has, the mean and interval of the ``terms``' signed sum of the final losses:
-  ``1e-03: +0.012 nats [...]; ...``."""
+  ``1e-03: +0.012 nats [...]; ...`` (losses: ``LOSS``)."""
   rates = sorted(set.intersection(*(set(curves.by_rate(rs)) for rs in named.values())))
   return "; ".join(f"{lr:.2g}: " + stats.one_sample(list(signed(
-      terms, {k: {r.seed: r.clipped for r in rs if r.lr == lr} for k, rs in named.items()}).values())).text()
+      terms, {k: {r.seed: r.clipped for r in rs if r.lr == lr} for k, rs in named.items()}).values())).text(LOSS)
       for lr in rates)
 
 
@@ -175,6 +175,9 @@ class Contrast(Claim):
     return (f"{self.expr(self.terms)}: {what}{at_text(self.at if at is None else at)}{over}"
             + (", over the rates they share" if self.shared_rates else ""))
 
+  def unit(self) -> str:
+    return LOG_RATIO if isinstance(self.quantity, Probe) else QUANTITIES[self.quantity].unit
+
   def rule(self) -> str:
     if self.predict == "same":
       want = (f"reproduced when two one-sided tests put it within ±{log_text(self.margin)}, not "
@@ -256,14 +259,14 @@ class Contrast(Claim):
       lines = [f"{self.quantity.text()} (geometric mean): " + "; ".join(
           f"{a} {ratio_text(v)}" + (" (reported, not judged)" if a in self.report else "") for a, v in shown.items()) + "."]
     else:
-      lines = [f"{a}: {curves.describe(rs)}; {self.quantity} {stats.one_sample(list(per[a].values())).text()}."
+      lines = [f"{a}: {curves.describe(rs)}; {self.quantity} {stats.one_sample(list(per[a].values())).text(self.unit())}."
                for a, rs in named.items()]
       shared = per_rate_text(named, self.terms)
       lines += [f"At each shared rate (reported, not judged): {shared}."] if shared else []
-    lines += [f"{self.expr(t)}: {p.text()}." for t, p in zip(self.also, parts[1:])]
+    lines += [f"{self.expr(t)}: {p.text(self.unit())}." for t, p in zip(self.also, parts[1:])]
     if below:
       lines += [f"Per {self.over}, {self.expr(self.terms)} (Holm): " + "; ".join(
-          f"{dict(a)[self.over]} {p.text()} ({o})" for a, p, o in reversed(list(zip([at, *below], parts,
+          f"{dict(a)[self.over]} {p.text(self.unit())} ({o})" for a, p, o in reversed(list(zip([at, *below], parts,
                                                                                       stats.outcomes(parts))))) + "."]
     return claims.Test(self.key, self.claim, self.rule(), lines, e, self.quantity_text(at),
                        p_for, p_against, checks, seeds)
@@ -309,8 +312,11 @@ class Alike(Claim):
   def quantity_text(self) -> str:
     which = (f"each of {', '.join(self.arms)} - {self.reference}" if self.pairs == "reference"
              else f"every pair of {', '.join(self.arms)}")
-    return (f"{which}: {QUANTITIES['best_loss'][0]}" + (f" at each {self.over}" if self.over else "")
+    return (f"{which}: {QUANTITIES['best_loss'].what}" + (f" at each {self.over}" if self.over else "")
             + (", over the rates each pair shares" if self.shared_rates else ""))
+
+  def unit(self) -> str:
+    return QUANTITIES["best_loss"].unit
 
   def rule(self) -> str:
     within = f"{self.margin:.0%} of {self.reference}'s mean" if self.relative else f"±{self.margin:g}"
@@ -352,7 +358,7 @@ class Alike(Claim):
       p_against = min(1.0, len(parts) * lowest(against)) if math.isfinite(lowest(against)) else NAN
     else:
       p_for, p_against = highest(stats.holm(ps)), lowest(against)
-    lines = [f"Margin {margin:.3f}."] + [f"{a} - {b}{at_text({self.over: v}) if self.over else ''}: {t.effect.text()}."
+    lines = [f"Margin {margin:.3f}."] + [f"{a} - {b}{at_text({self.over: v}) if self.over else ''}: {t.effect.text(self.unit())}."
                                          for (a, b, v), t in zip(pairs, parts)]
     size = (lambda e: e.diff) if self.predict == "below" else (lambda e: abs(e.diff))
     largest = max((t.effect for t in parts), key=lambda e: size(e) if math.isfinite(e.diff) else -math.inf)
@@ -372,6 +378,9 @@ class NotRun(Claim):
 
   def quantity_text(self) -> str:
     return self.quantity
+
+  def unit(self) -> str:
+    return ""  # never judged: no estimate to print
 
   def plan(self) -> power.ClaimPlan:
     return dataclasses.replace(super().plan(), arms=self.arms)

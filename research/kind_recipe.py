@@ -24,8 +24,8 @@ from research import curves
 from research import optimum
 from research import stats
 from research.kind_base import (
-    _missing, at_text, axis_optima, Claim, Data, LEARNS, local_slopes, log_text, NAN, not_located, seed_slopes, span,
-    words)
+    _missing, at_text, axis_optima, Claim, Data, LEARNS, local_slopes, LOG_RATE, LOG_RATIO, log_text, LOSS, NAN,
+    not_located, per_doubling, seed_slopes, span, words)
 from research.kind_contrast import decide
 
 FITS = ("fitted", "basin", "bracketed")
@@ -76,6 +76,12 @@ class Slope(Claim):
   def quantity_text(self) -> str:
     slope = f"slope of {self.what()} per doubling of {self.axis}" + (" times its doublings" if self.times_span else "")
     return f"abs({self.reference}'s) - abs({self.arm}'s) {slope}" if self.reference else f"{self.arm}: {slope}"
+
+  def unit(self) -> str:
+    """A slope of ln(rate) (``FITS``) or of a loss (sensitivity, fixed_rate) per doubling; ``times_span``: the
+    change over the axis' span, in the quantity's own unit."""
+    of = LOG_RATE if self.of in FITS else LOSS
+    return of if self.times_span else per_doubling(of)
 
   def bound(self, values) -> float:
     """The margin per doubling (``per_span``: over the span of ``values`` or ``span``)."""
@@ -157,7 +163,7 @@ class Slope(Claim):
     pf, pa = decide([e], self.predict, margin, holm="first" if self.same_first else "")
     if self.reference:
       e = dataclasses.replace(e, kind="paired")
-    unit = "per doubling" if not self.times_span else "in log over the axis"
+    unit = self.unit()
     lines = [mine.line] if mine.line else []
     parts = [f"{a}'s slope {stats.one_sample(list(slopes[a].values())).text(unit)}" for a in arms] if self.reference else []
     parts += [f"margin {margin:.3f}"] if math.isfinite(margin) else []
@@ -268,6 +274,9 @@ class HeldOut(Claim):
 
   def quantity_text(self) -> str:
     return f"log({self.arm}'s optimum at the held-out rung / the {self.recipe.name} recipe's rate there)"
+
+  def unit(self) -> str:
+    return LOG_RATIO
 
   def rule(self) -> str:
     return (f"the {self.recipe.name} recipe's rate at {self.arm}'s grid point with its interval "

@@ -17,7 +17,7 @@ import numpy as np
 from research import claims
 from research import curves
 from research import stats
-from research.kind_base import at_text, Claim, Data, named, NAN, words
+from research.kind_base import at_text, Claim, Data, LOSS, named, NAN, words
 
 
 CANNOT_JUDGE = "Cannot be judged"  # the claim's premise did not hold: not a failure to reproduce
@@ -125,6 +125,9 @@ class Finding(Claim):
   def what(self) -> str:
     return ("late drift of log_z (the end minus half-way)" if self.reads == "drift"
             else "log_z at the end minus log V")
+
+  def unit(self) -> str:
+    return LOSS  # log Z, in the loss's nats (kind_base.LOSS)
 
   def quantity_text(self) -> str:
     return f"{self.what()} per arm and rate" + (", in models that learn" if self.reads == "drift"
@@ -271,6 +274,9 @@ class Runaway(Claim):
       return f"final loss, {self.arm} - {self.reference}"
     return f"{self.arm}'s overshoot past [0, log V] on {self.reference}'s side (held below +{self.bound:g})"
 
+  def unit(self) -> str:
+    return LOSS  # the final loss, or log Z's overshoot (both in nats)
+
   def rule(self) -> str:
     late = (f" averaged over the readings in the last {self.window:.0%} of training" if math.isfinite(self.window)
             else "")
@@ -302,15 +308,15 @@ class Runaway(Claim):
       values = {s: other[s] - plain[s] for s in plain}
       e, p_for, p_against = stats.directed(list(values.values()), "lower", self.margin)
       e = dataclasses.replace(e, kind="paired")
-      lines = [f"Final validation loss: {self.reference} {stats.one_sample(list(plain.values())).text()}, "
-               f"{self.arm} {stats.one_sample(list(other.values())).text()}."]
+      lines = [f"Final validation loss: {self.reference} {stats.one_sample(list(plain.values())).text(LOSS)}, "
+               f"{self.arm} {stats.one_sample(list(other.values())).text(LOSS)}."]
     else:
       plain, values = p.per_seed(loss=False)
       e, p_for, p_against = stats.below(list(values.values()), self.bound)
       e = dataclasses.replace(e, kind="paired seeds")
       lines = [f"Overshoot past the band [0, log V] on {self.reference}'s side: {self.reference} "
-               f"{stats.one_sample(list(plain.values())).text()}; {self.arm} {e.text()} (bound "
-               f"+{self.bound:g}); {self.reference} - {self.arm} {stats.paired(plain, values).text()}."]
+               f"{stats.one_sample(list(plain.values())).text(LOSS)}; {self.arm} {e.text(LOSS)} (bound "
+               f"+{self.bound:g}); {self.reference} - {self.arm} {stats.paired(plain, values).text(LOSS)}."]
     t = claims.Test(self.key, self.claim, self.rule(), [p.summary() + ".", *lines], e, self.quantity_text(),
                     p_for, p_against, [], tuple(values))
     if p.lost():

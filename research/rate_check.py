@@ -22,7 +22,7 @@ import numpy as np
 from research import claims
 from research import kinds
 from research import stats
-from research.kind_base import _missing, NAN
+from research.kind_base import _missing, LOG_RATIO, NAN
 
 # How far the recipe must beat "keep the base rate", in log rate: a factor sqrt 2, half a x2 grid
 # step and about one seed's scatter (sd 0.28 over 3 seeds, results/recipe-cpu); in loss 0.06-0.09
@@ -105,7 +105,7 @@ class BeatsNaive(kinds.HeldOut):
 
   def quantity_text(self) -> str:
     return (f"abs(log({self.arm}'s optimum / the base rate)) - abs(log({self.arm}'s optimum / the "
-            f"recipe's rate)) (log rate)")
+            f"recipe's rate)) ({LOG_RATIO})")
 
   def rule(self) -> str:
     return (f"per seed, the optimum by the fit that brackets its best rate "

@@ -139,10 +139,10 @@ def opening(study: str, index: dict, cells: list[dict], design: str, readings: l
 
 
 def estimate_text(v) -> str:
-  """E.g. ``+0.875 nats [+0.721, +1.029]``."""
+  """E.g. ``+0.852 nats [+0.777, +0.927]``, in the claim's unit (``Verdict.unit``)."""
   if v.effect is None:
     return "—"
-  estimate = v.effect.text().replace("[95 % CI ", "[").split(";")[0]
+  estimate = v.estimate().replace("[95 % CI ", "[").split(";")[0]
   return estimate + ("]" if estimate.count("[") > estimate.count("]") else "")
 
 

@@ -36,7 +36,8 @@ class Effect:
   def defined(self) -> bool:
     return math.isfinite(self.lo) and math.isfinite(self.hi)
 
-  def text(self, unit: str = "nats", digits: int = 3) -> str:
+  def text(self, unit: str, digits: int = 3) -> str:
+    """``+0.875 nats [95 % CI ...]``; ``unit``: the quantity's (``kind_base.LOSS``, ``LOG_RATE``, ...)."""
     if not math.isfinite(self.diff):
       return "no data"
     f = lambda x: f"{x:+.{digits}f}"

@@ -393,4 +393,6 @@ def decide(study: Study, tests: list[claims.Test]) -> list[claims.Verdict]:
       continue
     families.setdefault(c.family or c.key, []).append(t)
   by_key.update((t.key, v) for family in families.values() for t, v in claims.decide_family(family))
+  for c, t in zip(study.claims, tests):  # the unit its estimate is printed in: the claim's quantity's
+    by_key[t.key].unit = c.unit()
   return [by_key[t.key] for t in tests]

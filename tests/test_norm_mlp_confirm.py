@@ -276,6 +276,9 @@ class Fixed(kinds.Claim):
   def quantity_text(self):
     return "x"
 
+  def unit(self):
+    return "nats"
+
   def test(self, data):
     return claims.Test(self.key, self.claim, "rule", [], stats.one_sample([1.0, 1.1]), "x", self.p, 1.0,
                        seeds=(1, 2))

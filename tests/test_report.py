@@ -242,11 +242,13 @@ def test_the_abstract_answers_with_the_decided_claims_and_their_intervals():
   from research import report  # pylint: disable=import-outside-toplevel
   from research import stats  # pylint: disable=import-outside-toplevel
   e = stats.one_sample([0.1, 0.12, 0.11])
-  v = lambda c, word: claims.Verdict(c, word, [], "", e)
+  v = lambda c, word: claims.Verdict(c, word, [], "", e, unit="nats")
   got = report.answer([v("a", "Inconclusive"), v("b", "Not reproduced"), v("c", "Reproduced")], {"b": "b (margin 1)"})
   assert got.startswith("**Answer:** c: reproduced, +0.110 nats [") and "; b (margin 1): not reproduced, +0.110" in got
   assert got.endswith("; also 1 inconclusive (the table).")
   assert report.answer([v("a", "Inconclusive")], {}) == "**Answer:** 1 inconclusive (the table)."
+  with pytest.raises(ValueError, match="has an effect but no unit"):  # no silent default unit
+    report.answer([claims.Verdict("a", "Reproduced", [], "", e)], {})
   found = claims.Verdict("where", "Found", ["x, rate 0.3: moved.", "Found: x from rate 0.3."], "")
   assert report.answer([found], {}) == "**Answer:** where: Found: x from rate 0.3 (the table)."
   text = open(os.path.join(ROOT_DIR, "docs", "studies", "norms-cpu", "REPORT.md"), encoding="utf-8").read()
@@ -268,3 +270,54 @@ def test_no_table_cell_of_a_committed_report_holds_a_bare_pipe():
       n = line.replace("\\|", "").count("|")
       cells = n if cells is None else cells
       assert n == cells, f"{path}: {line[:120]}"
+
+
+ESTIMATE = r"([+-]\d+\.\d+) ([^\[\]]+?) (?:\[|\(n = \d+: no interval\))"  # a number, its unit, its interval
+
+
+def unit_errors(text: str, study) -> list[str]:
+  """Where a committed report prints a claim's estimate in a unit other than its claim's ``unit()``: the
+  claims table's estimate, the head of the claim's verdict, and a contrast's per-arm quantity."""
+  import re  # pylint: disable=import-outside-toplevel
+  from research import guards  # pylint: disable=import-outside-toplevel
+  from research import kinds  # pylint: disable=import-outside-toplevel
+  from research.kind_base import QUANTITIES  # pylint: disable=import-outside-toplevel
+  rows = {}
+  table = "| claim (its threshold) | verdict | estimate [95 % CI] |\n|---|---|---|\n"
+  for line in text.split(table, 1)[1].splitlines():
+    if not line.startswith("|"):
+      break
+    title, _, estimate = line[2:-2].rsplit(" | ", 2)
+    rows[title] = estimate
+  errors = []
+  for c in study.claims:
+    title, unit = guards.title(c), c.unit()
+    found = re.match(ESTIMATE, rows[title])
+    if not found:  # no effect ("—", "no data"): nothing printed in a unit
+      continue
+    errors += [f"{title}: table prints {found[2]!r}, its unit is {unit!r}"] if found[2] != unit else []
+    verdict = " ".join(text.split(f"\n### {title}\n\n", 1)[1].split("\n\nRule: ", 1)[0].splitlines())
+    head = re.search(": " + ESTIMATE, verdict)
+    errors += [f"{title}: verdict prints {head[2]!r}, its unit is {unit!r}"] if head[2] != unit else []
+    if isinstance(c, kinds.Contrast) and isinstance(c.quantity, str):
+      errors += [f"{title}: {c.quantity} in {u!r}" for u in re.findall(f"; {c.quantity} {ESTIMATE}", verdict)
+                 if u[1] != QUANTITIES[c.quantity].unit]
+  return errors
+
+
+def test_every_committed_estimate_carries_its_quantitys_unit():
+  """Issues 69 and 71: an estimate is printed in its quantity's unit (research/kind_base.py: nats for a
+  loss, ln(rate), ln(ratio), per doubling), never "nats" beside a log ratio or a log rate. Each committed
+  report's claims table, each verdict's head and each contrast's per-arm quantity carry the claim's unit;
+  the norms page with its log ratio printed in nats (as it was committed before) is caught."""
+  from research import registry  # pylint: disable=import-outside-toplevel
+  pages = sorted(d for d in os.listdir(os.path.join(ROOT_DIR, "docs", "studies"))
+                 if os.path.isdir(os.path.join(ROOT_DIR, "docs", "studies", d)))
+  assert len(pages) >= 17
+  for page in pages:
+    text = open(os.path.join(ROOT_DIR, "docs", "studies", page, "REPORT.md"), encoding="utf-8").read()
+    assert unit_errors(text, registry.study(page.rsplit("-", 1)[0])) == [], page
+  norms = open(os.path.join(ROOT_DIR, "docs", "studies", "norms-cpu", "REPORT.md"), encoding="utf-8").read()
+  assert "+0.875 ln(ratio) [" in norms
+  old = unit_errors(norms.replace(" ln(ratio) [", " nats ["), registry.study("norms"))
+  assert len(old) == 2 and all("'nats', its unit is 'ln(ratio)'" in e for e in old), old

@@ -51,7 +51,7 @@ def rate_curves(data: kinds.Data, axis: str, out: str) -> str | None:
     if math.isfinite(unigram):
       ax.axhline(unigram, color="gray", ls="--", lw=1)
     ax.set(xscale="log", title=arm, xlabel="peak learning rate")
-  axes[0].set_ylabel("final validation loss (nats)\n(dotted: at init; dashed: unigram)")
+  axes[0].set_ylabel(f"final validation loss ({kinds.LOSS})\n(dotted: at init; dashed: unigram)")
   axes[-1].legend(fontsize=7, title="✕ diverged", title_fontsize=7)
   return reporting.save(fig, out, "lr_curves.png")
 
@@ -80,7 +80,7 @@ def sensitivity(data: kinds.Data, axis: str, out: str) -> str | None:
       drawn = True
   if not drawn:
     return None
-  ax.set(xscale="log", xlabel="non-embedding parameters", ylabel="LR sensitivity (nats)",
+  ax.set(xscale="log", xlabel="non-embedding parameters", ylabel=f"LR sensitivity ({kinds.LOSS})",
          title="learning-rate sensitivity (95 % t interval over seeds)")
   ax.legend(fontsize=8)
   return reporting.save(fig, out, "sensitivity.png")

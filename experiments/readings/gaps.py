@@ -14,8 +14,8 @@ from research import stats
 from research.posthoc import Note, Reading
 
 
-def effect_text(e: stats.Effect, unit: str = "nats") -> str:
-  """``+0.016 [+0.007, +0.026] nats, p 0.004``: estimate, 95 % t interval, two-sided p."""
+def effect_text(e: stats.Effect, unit: str) -> str:
+  """``+0.016 [+0.007, +0.026] nats, p 0.004``: estimate, 95 % t interval, ``unit``, two-sided p."""
   if not e.defined:
     return f"{e.diff:+.3f} {unit} (no interval)"
   return f"{e.diff:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}] {unit}, p {e.p:.2g}"
@@ -46,14 +46,14 @@ class Gaps:
       e = stats.paired(a, b)
       effects[v] = e
       sign = sign_text(e, f"better ({self.arm} lower)", f"worse ({self.arm} higher)")
-      rows.append(f"| {v} | {effect_text(e)} | {sign} |")
+      rows.append(f"| {v} | {effect_text(e, kinds.LOSS)} | {sign} |")
     worse = [v for v, e in effects.items() if e.defined and e.lo > 0]
     better = [v for v, e in effects.items() if e.defined and e.hi < 0]
     name = self.axis.split(".")[-1]
     summary = (f"{self.arm} is decisively worse than {self.reference} at {name} "
-               + ", ".join(f"{v} ({effect_text(effects[v])})" for v in worse) if worse else
+               + ", ".join(f"{v} ({effect_text(effects[v], kinds.LOSS)})" for v in worse) if worse else
                f"{self.arm} is nowhere decisively worse than {self.reference}")
-    summary += ("; decisively better at " + ", ".join(f"{v} ({effect_text(effects[v])})" for v in better)
+    summary += ("; decisively better at " + ", ".join(f"{v} ({effect_text(effects[v], kinds.LOSS)})" for v in better)
                 if better else "") + "."
     lines = [f"{self.arm} - {self.reference}, the best loss at the fitted optimum, paired by seed "
              f"(95 % t interval, two-sided p that it is zero):", "",

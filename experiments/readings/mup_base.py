@@ -23,7 +23,7 @@ class ChoiceGrid:
     lines = ["## The choice's grid", "", "Per arm: the mean over seeds of the fitted best loss (the "
              "score), the optimum rate (exp of the mean log optimum), and whether the rule could "
              "choose it.", "",
-             "| " + " | ".join(keys) + " | score (nats) | optimum rate | seeds | eligible |",
+             "| " + " | ".join(keys) + f" | score ({kinds.LOSS}) | optimum rate | seeds | eligible |",
              "|---" * (len(keys) + 4) + "|"]
     for s in table:
       mark = "**chosen**" if s is chosen else ("yes" if s.eligible else f"no: {s.reason}")
@@ -50,5 +50,5 @@ class ChoiceGrid:
       mark = "*" if s is chosen else ""
       ax.text(xs.index(s.values[kx]), ys.index(s.values[ky]), f"{s.score:.2f}{mark}", ha="center",
               va="center", color="white", fontsize=8)
-    fig.colorbar(im, ax=ax, label="nats")
+    fig.colorbar(im, ax=ax, label=kinds.LOSS)
     return reporting.save(fig, out, "choice_grid.png")

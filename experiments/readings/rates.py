@@ -286,14 +286,14 @@ class SensitivityFrom:
     near = min(basin_of(data, n, ()).best for n in (self.arm, self.reference))
     frozen, close = found[f"{shared[0]:g}..{shared[-1]:g}"], found[f"{near:g}..{shared[-1]:g}"]
     text = (f"Over all {len(shared)} shared rates (the frozen rule) {self.arm} - {self.reference} is "
-            f"{effect_text(frozen)}: {sign_text(frozen, 'less sensitive', 'more sensitive')}; over the "
+            f"{effect_text(frozen, kinds.LOSS)}: {sign_text(frozen, 'less sensitive', 'more sensitive')}; over the "
             f"rates near the optima, from the lower best grid rate up ({near:g}..{shared[-1]:g}), it is "
-            f"{effect_text(close)}: {sign_text(close, 'less sensitive', 'more sensitive')}. The verdict "
+            f"{effect_text(close, kinds.LOSS)}: {sign_text(close, 'less sensitive', 'more sensitive')}. The verdict "
             f"hinges on the grid's lower end, rates below both arms' optima.")
     lines = [f"{self.arm} - {self.reference} of the sensitivity (per seed: the mean over the rates of "
              f"min(final, initial) minus the best over them), paired by seed, over the shared rates "
              f"from each lower end up:", "", "| rates | difference | sign |", "|---|---|---|",
-             *[f"| {k} ({len([r for r in shared if r >= float(k.split('..')[0])])}) | {effect_text(e)} | "
+             *[f"| {k} ({len([r for r in shared if r >= float(k.split('..')[0])])}) | {effect_text(e, kinds.LOSS)} | "
                f"{sign_text(e, f'{self.arm} less sensitive', f'{self.arm} more sensitive')} |"
                for k, e in found.items()], "", text]
     return Reading(self.title, lines, dict.fromkeys(self.claims, text),

@@ -25,7 +25,7 @@ def command(config: str, carry: Mapping[str, Any], rate: float) -> str:
 def table(p: kinds.Prediction) -> list[str]:
   """A prediction's rows as a markdown table: the base's rate, then each leg's slope, bend and error."""
   base = p.rows[0]
-  return (["| source | measured on | slope per doubling (log rate) [95 % t] | bend | doublings carried | "
+  return ([f"| source | measured on | slope per doubling ({kinds.LOG_RATE}) [95 % t] | bend | doublings carried | "
            "error (x) |", "|---|---|---|---|---|---|",
            f"| base rate | {base[1]} | {base[2]} | | | x{math.exp(max(base[3], base[4])):.2f} |"]
           + [f"| {axis} | {arm} | {e.diff:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}] | {bend:.3f} | {doublings:+.2f} | "
@@ -127,7 +127,7 @@ class Recipes:
       results["slopes"][claim.arm] = {"axis": claim.axis, "slope": dataclasses.asdict(e), "local": local,
                                       "not_located": missing}
       pointers[claim.claim] = (f"with each seed's optimum bracketed, {claim.arm}'s slope is "
-                               f"{e.diff:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}] per doubling of "
+                               f"{e.diff:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}] {kinds.per_doubling(kinds.LOG_RATE)} of "
                                f"{claim.axis.split('.')[-1]} ({len(slopes)} seeds).")
     for recipe in self.recipes(study):
       p, missing = recipe_prediction(recipe, data)

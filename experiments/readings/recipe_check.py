@@ -56,8 +56,8 @@ class Widths:
              "shallower than the ladder's, intervals apart" if e.lo > hi else
              "steeper than the ladder's, intervals apart")
     lines = ["## The width slope against the confirmed ladder's", "",
-             f"Here ({self.arm}, sp, heads of 64): " + (f"{e.diff:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}] per "
-             f"doubling ({e.n} seeds)" if e.defined else "no slope located")
+             f"Here ({self.arm}, sp, heads of 64): " + (f"{e.diff:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}] "
+             f"{kinds.per_doubling(kinds.LOG_RATE)} ({e.n} seeds)" if e.defined else "no slope located")
              + f"; the confirmed muTransfer ladder's sp slope: {LADDER_SLOPE[0]:+.3f} "
              f"[{lo:+.3f}, {hi:+.3f}] (results/mutransfer-cpu, 9 seeds): {where}. What differs "
              "between the two designs (any may move the slope; this study varies none of them):", "",

@@ -10,7 +10,7 @@ import math
 from research import curves
 from research import page as reporting
 from research import stats
-from research.kind_base import at_text, Data, named, NAN, Section
+from research.kind_base import at_text, Data, LOSS, named, NAN, Section
 from research.kind_zloss import Finding, late_models, median_of, Model, models, runaway, Runaway, state
 
 
@@ -74,7 +74,7 @@ class ExcessTable:
         ax.plot([p[0] for p in pts], [p[1] for p in pts], "os^v"[j % 4] + "-", color=f"C{j}", label=arm)
       for bound in (-self.bound, self.bound):
         ax.axhline(bound, color="grey", lw=0.8, ls=":")
-      ax.set(xscale="log", xlabel="peak learning rate", ylabel="log_z at the end - log V (nats)",
+      ax.set(xscale="log", xlabel="peak learning rate", ylabel=f"log_z at the end - log V ({LOSS})",
              title=at_text(point)[2:])
       ax.legend(fontsize=7)
     return reporting.save(fig, out, "log_z_excess.png")
@@ -171,8 +171,8 @@ class RunawaySeeds:
         _, over = p.per_seed(loss=False)
         plain, other = p.per_seed(loss=True)
         o, d = stats.one_sample(list(over.values())), stats.paired(other, plain)
-        reported.append((arm, f"- {p.summary()}: overshoot {o.text()}; final loss {arm} - "
-                         f"{self.reference} {d.text()}" + (f"; did not complete at seeds "
+        reported.append((arm, f"- {p.summary()}: overshoot {o.text(LOSS)}; final loss {arm} - "
+                         f"{self.reference} {d.text(LOSS)}" + (f"; did not complete at seeds "
                          f"{', '.join(map(str, p.lost()))}" if p.lost() else "") + ".",
                          {"arm": arm, "learning_rate": rate, "runaway_seeds": list(p.sides),
                           "overshoot": o, "loss_difference": d, "not_completed": p.lost()}))
