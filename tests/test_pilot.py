@@ -67,7 +67,7 @@ def test_rate_range_per_seed_reads_each_seeds_curve_over_the_base_rates():
   # Over the arm's base rates only: a rate added around the optimum (round 1) is not read.
   extra = [curves.Run(("a",), 5e-3, s, 3.0, 6.3, round=1) for s in range(3)]
   assert curves.rate_range(runs + extra) == pytest.approx(got)
-  assert kind_base.QUANTITIES["rate_range"][1] is curves.rate_range and "decades" in kind_base.QUANTITIES["rate_range"][0]
+  assert kind_base.QUANTITIES["rate_range"].per_seed is curves.rate_range and "decades" in kind_base.QUANTITIES["rate_range"].what
 
 
 def test_the_rates_an_arm_learns_at_are_those_where_every_seed_ends_below_the_unigram():
@@ -82,7 +82,7 @@ def test_the_rates_an_arm_learns_at_are_those_where_every_seed_ends_below_the_un
   # Two seeds far below, one on the plateau: the mean is below, but the arm does not learn there.
   split = [curves.Run(("a",), 1e-2, s, x, 7.7, unigram=u) for s, x in enumerate((u - 1, u - 1, u))]
   assert curves.learning_rates(split) == [] and curves.learning_counts(split) == {0: 1.0, 1: 1.0, 2: 0.0}
-  assert kind_base.QUANTITIES["learning_rates"][1] is curves.learning_counts
+  assert kind_base.QUANTITIES["learning_rates"].per_seed is curves.learning_counts
 
 
 def test_residual_growth_as_the_change_from_initialisation():
