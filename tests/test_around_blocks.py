@@ -148,3 +148,70 @@ def test_gradients_through_the_new_norms_match_float64_finite_differences(change
     loss = lambda *ps: model.loss_fn({**params, **dict(zip(names, ps))}, tokens[:, :-1], tokens[:, 1:], cfg)
     check_grads(loss, tuple(params[n] for n in names), order=1, modes=["rev"])
     assert math.isfinite(float(loss(*(params[n] for n in names))))
+
+
+# ----------------------------------------------------------------------------- the readers
+
+
+def _perturbed(params, key):
+  leaves, tree = jax.tree.flatten(params)
+  keys = jax.random.split(key, len(leaves))
+  return jax.tree.unflatten(tree, [a + 0.1 * jax.random.normal(k, a.shape, a.dtype)
+                                   for a, k in zip(leaves, keys)])
+
+
+@pytest.mark.parametrize("changes", VARIANTS)
+def test_flax_twin_kv_cache_and_lens_equal_the_pure_model(changes):
+  from andrea_jax import sample
+  from andrea_jax.tools import lens
+  from andrea_jax.tools.flax_model import AndreaLM, from_flax, to_flax
+  cfg = tiny(**changes)
+  pure = model.init_params(cfg, jax.random.key(0))
+  params = _perturbed(pure, jax.random.key(1))  # scale 1 / bias 0 / alpha_0 hide no wrong leaf
+  tokens = jax.random.randint(jax.random.key(2), (2, 8), 0, cfg.vocab_size)
+  want = model.forward(params, tokens, cfg)
+  flax_init = from_flax(AndreaLM(cfg).init(jax.random.key(0), tokens)["params"])
+  assert jax.tree.structure(flax_init) == jax.tree.structure(pure)
+  for name in ("ln_f", "ln_emb"):  # the Flax twin's norms start where init_params's do
+    if name in pure:
+      jax.tree.map(np.testing.assert_array_equal, flax_init[name], pure[name])
+  jax.tree.map(np.testing.assert_array_equal, flax_init["blocks"]["ln_1"], pure["blocks"]["ln_1"])
+  np.testing.assert_allclose(AndreaLM(cfg).apply({"params": to_flax(params)}, tokens), want,
+                             atol=2e-5, rtol=1e-5)
+  cache = sample.init_cache(cfg, 2, 8)
+  first, cache = sample.forward_cached(params, tokens[:, :5], cache, 0, cfg)
+  rest, _ = sample.forward_cached(params, tokens[:, 5:], cache, 5, cfg)
+  np.testing.assert_allclose(jnp.concatenate([first, rest], 1), want, atol=2e-5, rtol=1e-5)
+  np.testing.assert_allclose(lens.capture(params, tokens, cfg)["logits_BTV"], want, atol=2e-5,
+                             rtol=1e-5)
+
+
+def test_flax_twin_draws_the_embedding_and_head_at_their_stds():
+  from andrea_jax.tools.flax_model import AndreaLM, from_flax
+  cfg = ModelConfig(vocab_size=512, block_size=8, d_model=64, n_layer=1, n_head=2,
+                    tie_embeddings=False, embedding_init_std=1.0, head_init_std=0.125)
+  p = from_flax(AndreaLM(cfg).init(jax.random.key(0), jnp.zeros((1, 8), jnp.int32))["params"])
+  assert float(jnp.std(p["wte"])) == pytest.approx(1.0, rel=0.03)
+  assert float(jnp.std(p["lm_head"])) == pytest.approx(0.125, rel=0.03)
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(embedding_norm=True), "model.embedding_norm=True: GPT-2 adds wte and wpe"),
+    (dict(final_norm_type="rmsnorm"), "model.final_norm_type='rmsnorm': GPT-2's ln_f is a LayerNorm")])
+def test_gpt2_export_refuses_what_gpt2_cannot_hold(changes, message):
+  from andrea_jax.interop import gpt2_config
+  with pytest.raises(gpt2_config.UnexportableError, match=message) as info:
+    gpt2_config.check_exportable(tiny(**changes))
+  assert "\n" not in str(info.value)
+  gpt2_config.check_exportable(tiny(final_norm_type="layernorm"))  # the same function as ''
+
+
+def test_lens_attribution_refuses_a_final_norm_it_cannot_linearise():
+  from andrea_jax.tools import lens
+  assert "final_norm_type='rmsnorm'" in lens.attribution_refusal(tiny(final_norm_type="rmsnorm"))
+  assert lens.attribution_refusal(tiny(embedding_norm=True)) is None  # x0 is the embed point
+
+
+def test_flops_count_the_new_norms():
+  a, b = tiny(), tiny(embedding_norm=True)
+  assert model.flops_per_token(b) - model.flops_per_token(a) == 6 * norms.norm_size(b)
