@@ -14,6 +14,7 @@ import ml_collections
 
 from andrea_jax import errors
 from andrea_jax import file_formats
+from andrea_jax import recipes
 
 
 def model_group(*, vocab_size: int, block_size: int, d_model: int, n_layer: int,
@@ -356,8 +357,23 @@ def parse_variants(arg: str | None) -> dict:
 
 
 def apply_variants(config: ml_collections.ConfigDict, arg: str | None) -> ml_collections.ConfigDict:
-  """Apply ``key=value`` variants; bare keys address ``model``, dotted keys any group."""
-  return apply_overrides(config, parse_variants(arg))
+  """Apply ``key=value`` variants; bare keys address ``model``, dotted keys any group.
+
+  ``recipe=NAME`` (``andrea_jax/recipes.py``) sets that recipe's model fields first; the other
+  variants then override them, and a derived field (Gemma's ``sqrt(d_model)``) is computed
+  last from the model group, unless a variant set it.
+  """
+  variants = parse_variants(arg)
+  name = variants.pop("recipe", None)
+  if name is None:
+    return apply_overrides(config, variants)
+  fields = recipes.recipe(str(name))
+  apply_overrides(config, {k: f.value for k, f in fields.items()
+                           if not isinstance(f.value, recipes.Derived)})
+  apply_overrides(config, variants)
+  set_here = {k if "." in k else f"model.{k}" for k in variants}
+  return apply_overrides(config, {k: f.value(config.model) for k, f in fields.items()
+                                  if isinstance(f.value, recipes.Derived) and f"model.{k}" not in set_here})
 
 
 def apply_overrides(config: ml_collections.ConfigDict, overrides: dict) -> ml_collections.ConfigDict:
