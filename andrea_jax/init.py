@@ -17,13 +17,14 @@ import jax.numpy as jnp
 
 from andrea_jax import mup
 from andrea_jax.model_config import ModelConfig
-from andrea_jax.norms import norm_params, placement
+from andrea_jax.norms import dyt_alphas, norm_params, placement
 
 
 def block_init_stds(cfg: ModelConfig) -> dict[str, float]:
   """Init std of each block matrix: ``{"qkv", "v", "attn_out", "mlp_in", "mlp_out"}``
   (``"qkv"``: the query and key columns of the fused QKV matrix, ``"v"``: its value columns).
 
+  The scheme is ``cfg.init_scheme`` (``init="auto"``: Xavier under DeepNorm, GPT-2's otherwise).
   ``init="gpt2"``: N(0, 0.02); the two projections that write into the residual stream
   (attention output, MLP output) are scaled by 1/sqrt(2 n_layer) so the stream's variance
   does not grow with depth (under a depth rule, by 1/sqrt(2 base_depth): the branch
@@ -40,7 +41,7 @@ def block_init_stds(cfg: ModelConfig) -> dict[str, float]:
   """
   D, F = cfg.d_model, cfg.mlp_dim
   gain = placement(cfg.norm).init_gain
-  if cfg.init == "xavier":
+  if cfg.init_scheme == "xavier":
     glorot = lambda fan_in, fan_out: math.sqrt(2.0 / (fan_in + fan_out))
     stds = {"qkv": glorot(D, D), "v": glorot(D, D), "attn_out": glorot(D, D),
             "mlp_in": glorot(D, F), "mlp_out": glorot(F, D)}
@@ -58,8 +59,10 @@ def block_init_stds(cfg: ModelConfig) -> dict[str, float]:
 def init_params(cfg: ModelConfig, key: jax.Array) -> dict:
   """GPT-2 (default) or Xavier initialisation; per-layer weights stacked on a leading ``n_layer`` axis.
 
-  The block matrices as ``block_init_stds`` says; the embeddings (and an untied head)
-  N(0, 0.02). LayerNorm scale 1, bias 0 (also the per-head query and key norms of
+  The block matrices as ``block_init_stds`` says; the token embedding
+  N(0, ``embedding_init_std``), an untied head N(0, ``head_init_std``), the position table
+  N(0, 0.02) (OLMo-core draws the embedding and the head apart: ``embedding_init_std`` and
+  ``init_std``, olmo_core/nn/transformer/model.py, ``init_weights``). LayerNorm scale 1, bias 0 (also the per-head query and key norms of
   ``qk_norm``, over ``head_dim``); biases 0. ``position="rope"``: no ``wpe``; ``bias=False``:
   no bias leaves (``b_*``, the norms' ``bias``). Works under ``jax.eval_shape`` (nothing is
   allocated there).
@@ -72,19 +75,20 @@ def init_params(cfg: ModelConfig, key: jax.Array) -> dict:
   zeros = lambda shape: jnp.zeros(shape, dtype)
   ln = lambda *lead, n=D: {"scale": jnp.ones((*lead, n), dtype),
                            **({"bias": zeros((*lead, n))} if cfg.bias else {})}
-  norm = lambda *lead: norm_params(cfg, *lead)  # the residual norms: cfg.norm_type's leaves
+  alphas = dyt_alphas(cfg)  # DyT's alpha_0 by position
+  norm = lambda name, *lead: norm_params(cfg, *lead, alpha=alphas[name])  # cfg.norm_type's leaves
   f_in = 2 * F if cfg.activation == "swiglu" else F  # gate and up fused in one matrix
   pad = cfg.padded_vocab - V  # zero rows: the real rows equal the unpadded model's
   # Per column of the fused QKV matrix (q, k, v): deepnorm's beta reaches the value part alone.
   qkv_std = jnp.repeat(jnp.asarray([s["qkv"], s["qkv"], s["v"]], jnp.float32), D)
   params = {
-      "wte": jnp.pad(normal((V, D), std), ((0, pad), (0, 0))),
+      "wte": jnp.pad(normal((V, D), cfg.embedding_init_std), ((0, pad), (0, 0))),
       "wpe": normal((T, D), std),
       "blocks": {
-          "ln_1": norm(L),
+          "ln_1": norm("ln_1", L),
           "attn": {"w_qkv": zero_query(normal((L, D, 3 * D), qkv_std), cfg), "b_qkv": zeros((L, 3 * D)),
                    "w_out": normal((L, D, D), s["attn_out"]), "b_out": zeros((L, D))},
-          "ln_2": norm(L),
+          "ln_2": norm("ln_2", L),
           "mlp": {"w_in": normal((L, D, f_in), s["mlp_in"]), "b_in": zeros((L, f_in)),
                   "w_out": normal((L, F, D), s["mlp_out"]), "b_out": zeros((L, D))},
       },
@@ -97,11 +101,13 @@ def init_params(cfg: ModelConfig, key: jax.Array) -> dict:
   if cfg.qk_norm:
     params["blocks"]["attn"].update(q_norm=ln(L, n=cfg.head_dim), k_norm=ln(L, n=cfg.head_dim))
   if placement(cfg.norm).out_norm:
-    params["blocks"].update(ln_1_out=norm(L), ln_2_out=norm(L))
+    params["blocks"].update(ln_1_out=norm("ln_1_out", L), ln_2_out=norm("ln_2_out", L))
   if placement(cfg.norm).final_norm:
-    params["ln_f"] = norm()
+    params["ln_f"] = norm_params(cfg, norm_type=cfg.final_norm, alpha=alphas["ln_f"])
+  if cfg.embedding_norm:
+    params["ln_emb"] = norm("ln_emb")
   if not cfg.tie_embeddings:
-    params["lm_head"] = jnp.pad(normal((D, V), std), ((0, 0), (0, pad)))
+    params["lm_head"] = jnp.pad(normal((D, V), cfg.head_init_std), ((0, 0), (0, pad)))
   if cfg.norm_type == "dyt":
     params["emb_scale"] = jnp.asarray(embedding_scale_init(cfg), dtype)
   return params

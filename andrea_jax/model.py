@@ -159,7 +159,10 @@ def embed(params: Params, tokens_BT: jax.Array, cfg: ModelConfig,
   The tokens sit at positions ``pos .. pos+T-1`` (``pos`` may be traced: the KV-cache
   sampler's). ``position="rope"``: the token embeddings alone (the positions rotate the
   queries and keys in ``qkv_project``). Times ``mup.embedding_multiplier`` (the base
-  model's embedding multiplier; 1 by default) and, under DyT, its learned ``emb_scale``.
+  model's embedding multiplier; 1 by default) and, under DyT, its learned ``emb_scale``;
+  then, with ``embedding_norm``, a norm of ``norm_type`` (``ln_emb``; OLMo-core's
+  ``embedding_norm``, applied after its ``embed_scale``: olmo_core/nn/transformer/model.py,
+  ``Transformer.forward``).
   """
   T = tokens_BT.shape[1]
   x_BTD = jnp.take(params["wte"], tokens_BT, axis=0)
@@ -169,6 +172,8 @@ def embed(params: Params, tokens_BT: jax.Array, cfg: ModelConfig,
   x_BTD = x_BTD if m == 1.0 else x_BTD * jnp.asarray(m, x_BTD.dtype)
   if cfg.norm_type == "dyt":  # its learned scalar on the embedding (embedding_scale_init)
     x_BTD = x_BTD * params["emb_scale"].astype(x_BTD.dtype)
+  if cfg.embedding_norm:
+    x_BTD = normalise(x_BTD, params["ln_emb"], cfg.norm_type, cfg.ln_eps)
   return x_BTD.astype(compute_dtype(cfg))
 
 
@@ -191,9 +196,10 @@ def unembed(params: Params, x_BTD: jax.Array, cfg: ModelConfig) -> jax.Array:
 
 
 def _head_input(params: Params, x_BTD: jax.Array, cfg: ModelConfig) -> jax.Array:
-  """What the head multiplies: the final norm's output (pre-norm), times the readout multiplier."""
+  """What the head multiplies: the final norm's output (of type ``cfg.final_norm``, where the
+  placement has one), times the readout multiplier."""
   if placement(cfg.norm).final_norm:
-    x_BTD = normalise(x_BTD, params["ln_f"], cfg.norm_type, cfg.ln_eps)
+    x_BTD = normalise(x_BTD, params["ln_f"], cfg.final_norm, cfg.ln_eps)
   r = mup.readout_multiplier(cfg)
   return x_BTD if r == 1.0 else x_BTD * jnp.asarray(r, x_BTD.dtype)
 
@@ -293,7 +299,8 @@ def count_params(cfg: ModelConfig) -> int:
   norms = 4 if placement(cfg.norm).out_norm else 2
   block = attn + mlp_ + norms * norm_size(cfg) + ((2 + 2 * b) * cfg.head_dim if cfg.qk_norm else 0)
   total = L * block + cfg.padded_vocab * D + position_params(cfg)
-  total += norm_size(cfg) if placement(cfg.norm).final_norm else 0
+  total += norm_size(cfg, cfg.final_norm) if placement(cfg.norm).final_norm else 0
+  total += norm_size(cfg) if cfg.embedding_norm else 0
   total += 0 if cfg.tie_embeddings else D * cfg.padded_vocab
   return total + (1 if cfg.norm_type == "dyt" else 0)  # DyT's embedding scale
 
@@ -304,9 +311,11 @@ def position_params(cfg: ModelConfig) -> int:
 
 
 def count_layer_norms(cfg: ModelConfig) -> int:
-  """Two per block (four under peri), plus the final one where the placement has it."""
+  """Two per block (four under peri), plus the final one where the placement has it and the
+  embedding's (``embedding_norm``)."""
   per_block = 4 if placement(cfg.norm).out_norm else 2
-  return per_block * cfg.n_layer + (1 if placement(cfg.norm).final_norm else 0)
+  return (per_block * cfg.n_layer + (1 if placement(cfg.norm).final_norm else 0)
+          + (1 if cfg.embedding_norm else 0))
 
 
 def flops_per_token(cfg: ModelConfig, seq_len: int | None = None, causal: bool = False) -> float:

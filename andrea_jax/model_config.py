@@ -23,7 +23,7 @@ from andrea_jax.norms import NORM_TYPES, NORMS, PLACEMENTS
 
 Params = Mapping[str, Any]
 
-INITS = ("gpt2", "xavier")
+INITS = ("gpt2", "xavier")  # and AUTO: xavier under norm="deepnorm", gpt2 otherwise (resolve_init)
 ACTIVATIONS = ("gelu_tanh", "gelu", "relu", "relu2", "swiglu")
 POSITIONS = ("learned", "rope")  # a learned table wpe (GPT-2); rotary (Su et al. 2021)
 DTYPES = ("float32", "bfloat16", "float16", "float64")
@@ -45,6 +45,17 @@ class ModelConfig:
   norm: str = "pre"
   norm_type: str = "layernorm"
   dyt_alpha_init: float = 0.5
+  # DyT's alpha_0 per position (Zhu et al.'s LLaMA code: attn / ffn / dec alpha init values):
+  # the attention sublayer's norms, the final norm; 0 = dyt_alpha_init.
+  dyt_alpha_attn_init: float = 0.0
+  dyt_alpha_final_init: float = 0.0
+  # A norm of norm_type on the embedding output (OLMo-core's TransformerConfig.embedding_norm).
+  embedding_norm: bool = False
+  # The final norm's type (ln_f): "" = norm_type's.
+  final_norm_type: str = ""
+  # The token embedding's init std; an untied head's (OLMo-core keeps them apart).
+  embedding_init_std: float = 0.02
+  head_init_std: float = 0.02
   # Mix-LN (norm="mix"): the fraction of the blocks, from the first, that are post-LN.
   mix_post_fraction: float = 0.25
   # LayerNorm scaling (Sun et al. 2025): each pre-norm output times 1 / sqrt(layer index).
@@ -58,7 +69,7 @@ class ModelConfig:
   scan_unroll: int = 1
   attention_impl: str = "auto"
   attention_block: int = 128
-  init: str = "gpt2"
+  init: str = "auto"
   vocab_pad_multiple: int = 1
   loss_chunk: int = 0
   qk_norm: bool = False
@@ -104,7 +115,7 @@ class ModelConfig:
                                f"positive number (Zhu et al. 2025 use 0.5)")
     for name, allowed in (("norm", NORMS), ("norm_type", NORM_TYPES), ("activation", ACTIVATIONS), ("param_dtype", DTYPES),
                           ("compute_dtype", DTYPES + (AUTO,)), ("remat_policy", REMAT_POLICIES + (AUTO,)),
-                          ("attention_impl", ATTENTION_IMPLS), ("init", INITS),
+                          ("attention_impl", ATTENTION_IMPLS), ("init", INITS + (AUTO,)),
                           ("parametrization", mup.PARAMETRIZATIONS),
                           ("mup_attention", mup.MUP_ATTENTION), ("mup_decay", mup.MUP_DECAY),
                           ("depth_rule", mup.DEPTH_RULES), ("position", POSITIONS)):
@@ -136,14 +147,15 @@ class ModelConfig:
       raise errors.ConfigError(f"ModelConfig.position='rope' with head_dim={self.head_dim} "
                                f"(d_model / n_head): RoPE rotates pairs of a head's dimensions; "
                                f"choose n_head so that d_model / n_head is even")
-    for name in ("tie_embeddings", "qk_norm", "zero_query_init", "bias"):
+    for name in ("tie_embeddings", "qk_norm", "zero_query_init", "bias", "embedding_norm"):
       if not isinstance(getattr(self, name), bool):
         raise errors.ConfigError(f"ModelConfig.{name}={getattr(self, name)!r}: expected True or "
                                  f"False")
-    self._check_mup()
     self._check_norms()
+    self._check_mup()
 
   def _check_norms(self):
+    self._check_around_blocks()
     f = self.mix_post_fraction
     if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 <= f <= 1:
       raise errors.ConfigError(f"model.mix_post_fraction={f!r}: expected a fraction in [0, 1] of "
@@ -164,6 +176,43 @@ class ModelConfig:
       raise errors.ConfigError(f"model.depth_rule={self.depth_rule!r} with model.{own}: CompleteP's "
                                f"rule is derived for pre-LN and this has a depth rule of its own; "
                                f"no paper combines them; set depth_rule='none'")
+
+  def _check_around_blocks(self):
+    """The choices around the blocks: the embedding's norm and init, the final norm, DyT's alphas."""
+    for name in ("embedding_init_std", "head_init_std"):
+      value = getattr(self, name)
+      if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise errors.ConfigError(f"model.{name}={value!r}: expected a positive std, e.g. 0.02 "
+                                 f"(GPT-2's) or 1.0 (OLMo-core's llama init of the embedding)")
+    if self.tie_embeddings and self.head_init_std != 0.02:
+      raise errors.ConfigError(f"model.head_init_std={self.head_init_std!r} with "
+                               f"tie_embeddings=True: a tied head is the embedding "
+                               f"(embedding_init_std); set tie_embeddings=False or leave it 0.02")
+    if self.final_norm_type not in ("",) + NORM_TYPES:
+      raise errors.ConfigError(f"model.final_norm_type={self.final_norm_type!r}: expected '' "
+                               f"(norm_type's) or one of {NORM_TYPES}")
+    if self.final_norm_type and self.norm in PLACEMENTS and not PLACEMENTS[self.norm].final_norm:
+      raise errors.ConfigError(f"model.final_norm_type={self.final_norm_type!r} with model.norm="
+                               f"{self.norm!r}: this placement has no final norm; leave it ''")
+    for name, uses in (("dyt_alpha_attn_init", self.norm_type), ("dyt_alpha_final_init",
+                                                                 self.final_norm)):
+      value = getattr(self, name)
+      if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+        raise errors.ConfigError(f"model.{name}={value!r}: expected 0 (dyt_alpha_init) or a "
+                                 f"positive alpha_0 (Zhu et al.'s LLaMA 7B: attention 0.8, final 0.2)")
+      if value and uses != "dyt":
+        raise errors.ConfigError(f"model.{name}={value!r} but that norm is {uses!r}, not DyT: "
+                                 f"set norm_type (final_norm_type) to 'dyt' or leave it 0")
+
+  @property
+  def final_norm(self) -> str:
+    """The final norm's type (``ln_f``): ``final_norm_type``, or ``norm_type``'s if unset."""
+    return self.final_norm_type or self.norm_type
+
+  @property
+  def init_scheme(self) -> str:
+    """``init`` resolved: ``"auto"`` is Xavier under DeepNorm, GPT-2's otherwise (resolve_init)."""
+    return resolve_init(self.init, self.norm)
 
   def _check_mup(self):
     b = self.base_width
@@ -187,13 +236,17 @@ class ModelConfig:
     if self.depth_rule != "none" and L0 == 0:
       raise errors.ConfigError(f"ModelConfig.base_depth=0 with depth_rule={self.depth_rule!r}: "
                                f"set base_depth to the n_layer the rate was tuned at, e.g. 2")
-    if self.depth_rule != "none" and self.init != "gpt2":
-      raise errors.ConfigError(f"ModelConfig.init={self.init!r} with depth_rule="
+    init = self.init if self.init == self.init_scheme else f"{self.init} ({self.init_scheme})"
+    if self.depth_rule != "none" and self.init_scheme != "gpt2":
+      raise errors.ConfigError(f"ModelConfig.init={init!r} with depth_rule="
                                f"{self.depth_rule!r}: the rule scales the 'gpt2' init by depth; "
                                f"expected init='gpt2'")
-    if self.parametrization == "mup" and self.init != "gpt2":
-      raise errors.ConfigError(f"ModelConfig.init={self.init!r} with parametrization='mup': muP "
+    if self.parametrization == "mup" and self.init_scheme != "gpt2":
+      raise errors.ConfigError(f"ModelConfig.init={init!r} with parametrization='mup': muP "
                                f"scales the 'gpt2' init by width itself; expected init='gpt2'")
+    refusal = mup.refusal(self)
+    if refusal:
+      raise errors.ConfigError(refusal)
 
   @property
   def padded_vocab(self) -> int:
@@ -212,6 +265,16 @@ class ModelConfig:
   @property
   def mlp_dim(self) -> int:
     return int(round(self.mlp_ratio * self.d_model))
+
+
+def resolve_init(init: str, norm: str) -> str:
+  """The init scheme ``init`` names under placement ``norm``: ``"auto"`` is ``"xavier"`` under
+  ``"deepnorm"`` (DeepNet's init is Xavier times beta: Wang et al. 2022, Figure 2) and
+  ``"gpt2"`` otherwise; an explicit scheme is itself. The one place ``"auto"`` is resolved
+  (``ModelConfig.init_scheme``; ``resume.config_changes`` compares saved configs by it)."""
+  if init != AUTO:
+    return init
+  return "xavier" if norm == "deepnorm" else "gpt2"
 
 
 def resolve_auto(cfg: ModelConfig, platform: str | None = None, verbose: bool = True) -> ModelConfig:

@@ -87,6 +87,21 @@ OTHER = "other"  # embeddings, head, biases, norms: learning rate unchanged
 HIDDEN_NAMES = frozenset({"w_qkv", "w_out", "w_in"})
 
 
+def refusal(cfg) -> str | None:
+  """Why ``parametrization="mup"`` has no rule for this model (one line), or None.
+
+  The choices around the blocks: the embedding's and the head's init std are width-free
+  constants like the table's (input and output layers, "unchanged"), and a final norm of
+  another type is a norm like the table's; an embedding norm is not in the table: it cancels
+  the tuned ``embedding_multiplier`` (a norm is scale-free), and Yang et al. give no rule for it.
+  """
+  if cfg.parametrization == "mup" and cfg.embedding_norm:
+    return ("model.embedding_norm=True with parametrization='mup': muP (Yang et al. 2022, table 3) "
+            "has no rule for a norm on the embedding, which cancels the tuned "
+            "embedding_multiplier; set embedding_norm=False or parametrization='sp'")
+  return None
+
+
 def width_ratio(cfg) -> float:
   """``base_width / d_model`` under ``"mup"``; 1 under ``"sp"`` (no width rule)."""
   return cfg.base_width / cfg.d_model if cfg.parametrization == "mup" else 1.0

@@ -62,29 +62,45 @@ def dyt(x: jax.Array, alpha: jax.Array, scale: jax.Array, bias: jax.Array | None
   return (y if bias is None else y + at_least_f32(bias)).astype(x.dtype)
 
 
-def norm_params(cfg, *lead: int) -> dict:
-  """A residual norm's leaves for ``cfg.norm_type`` (``lead``: a stacked layer axis, if any).
+def norm_params(cfg, *lead: int, norm_type: str | None = None, alpha: float = 0.0) -> dict:
+  """A norm's leaves for ``norm_type`` (default ``cfg.norm_type``; ``lead``: a stacked layer
+  axis, if any).
 
   LayerNorm: scale 1, bias 0. RMSNorm: scale 1 (Zhang & Sennrich 2019 has no bias). DyT:
-  ``alpha`` (one scalar per norm) ``dyt_alpha_init``, scale 1, bias 0 (Zhu et al. 2025,
-  section 3: alpha_0 = 0.5 by default, gamma ones, beta zeros). ``bias=False``: no ``bias``.
+  ``alpha`` (one scalar per norm) ``alpha`` if given, else ``dyt_alpha_init``, scale 1, bias 0
+  (Zhu et al. 2025, section 3: alpha_0 = 0.5 by default, gamma ones, beta zeros).
+  ``bias=False``: no ``bias`` (DyT's too: Zhu et al.'s LLaMA code has none).
   """
+  norm_type = norm_type or cfg.norm_type
   D, dtype = cfg.d_model, jnp.dtype(cfg.param_dtype)
   ones, zeros = jnp.ones((*lead, D), dtype), jnp.zeros((*lead, D), dtype)
   bias = {"bias": zeros} if cfg.bias else {}
-  if cfg.norm_type == "layernorm":
+  if norm_type == "layernorm":
     return {"scale": ones, **bias}
-  if cfg.norm_type == "rmsnorm":
+  if norm_type == "rmsnorm":
     return {"scale": ones}
-  if cfg.norm_type == "dyt":
-    return {"alpha": jnp.full(lead, cfg.dyt_alpha_init, dtype), "scale": ones, **bias}
-  raise errors.ConfigError(f"model.norm_type={cfg.norm_type!r}: expected one of {NORM_TYPES}")
+  if norm_type == "dyt":
+    return {"alpha": jnp.full(lead, alpha or cfg.dyt_alpha_init, dtype), "scale": ones, **bias}
+  raise errors.ConfigError(f"model.norm_type={norm_type!r}: expected one of {NORM_TYPES}")
 
 
-def norm_size(cfg) -> int:
-  """The number of parameters of one residual norm (``norm_params`` without a lead axis)."""
-  biased = cfg.bias and cfg.norm_type != "rmsnorm"  # LayerNorm's and DyT's bias
-  return (1 + biased) * cfg.d_model + (cfg.norm_type == "dyt")
+def dyt_alphas(cfg) -> dict[str, float]:
+  """DyT's alpha_0 by position (Zhu et al. 2025, their LLaMA code, github.com/jiachenzhu/DyT,
+  other_tasks/LLaMA/fms_fsdp/models/llama.py: the attention norm ``attn_alpha_init_value``, the
+  FFN norm ``ffn_alpha_init_value``, the final ``dec_alpha_init_value``): ``ln_1`` (and peri's
+  ``ln_1_out``) ``dyt_alpha_attn_init``, ``ln_f`` ``dyt_alpha_final_init``, every other
+  ``dyt_alpha_init`` (a field at 0 falls back to it)."""
+  a = cfg.dyt_alpha_init
+  return {"ln_1": cfg.dyt_alpha_attn_init or a, "ln_1_out": cfg.dyt_alpha_attn_init or a,
+          "ln_2": a, "ln_2_out": a, "ln_emb": a, "ln_f": cfg.dyt_alpha_final_init or a}
+
+
+def norm_size(cfg, norm_type: str | None = None) -> int:
+  """The number of parameters of one norm of ``norm_type`` (default ``cfg.norm_type``):
+  ``norm_params`` without a lead axis."""
+  norm_type = norm_type or cfg.norm_type
+  biased = cfg.bias and norm_type != "rmsnorm"  # LayerNorm's and DyT's bias
+  return (1 + biased) * cfg.d_model + (norm_type == "dyt")
 
 
 def normalise(x: jax.Array, p: Mapping[str, Any], norm_type: str = "layernorm",

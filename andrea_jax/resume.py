@@ -39,6 +39,7 @@ from andrea_jax import files
 from andrea_jax import forecast
 from andrea_jax import metrics
 from andrea_jax import schedule as schedule_lib
+from andrea_jax.model_config import resolve_init
 from andrea_jax.run_record import (ADDED_FIELDS, TOKENIZER, config_history, latest_checkpoint,
                                    load_config_dict, read_data, read_summary, with_added_fields)
 
@@ -85,13 +86,18 @@ def _flat(d: dict, prefix: str = "") -> dict:
 def config_changes(saved: dict, current: dict) -> dict[str, list[dict]]:
   """``{kind: [{field, old, new}]}`` for every field that differs (``<missing>`` if absent).
 
-  A field of ``ADDED_FIELDS`` that the saved config lacks counts as its value there. muP's
+  A field of ``ADDED_FIELDS`` that the saved config lacks counts as its value there;
+  ``model.init`` is compared as the scheme it resolves to (a run saved with ``"gpt2"``
+  resumes under the default ``"auto"`` unless ``"auto"`` means Xavier there). muP's
   own rules (``MUP_RULES``) do not count between two sp configs: the sp model ignores them.
   """
   old, new = _flat(saved), _flat(current)
   for name, default in ADDED_FIELDS.items():
     if name in new:
       old.setdefault(name, default)
+  for flat in (old, new):  # "auto" and the scheme it resolves to are one init (resolve_init)
+    if "model.init" in flat:
+      flat["model.init"] = resolve_init(flat["model.init"], flat.get("model.norm", "pre"))
   both_sp = old.get("model.parametrization") == new.get("model.parametrization") == "sp"
   out: dict[str, list[dict]] = {"free": [], "frozen": [], "trajectory": []}
   for name in sorted(set(old) | set(new)):

@@ -52,7 +52,10 @@ ADDED_FIELDS = {"model.qk_norm": False, "model.parametrization": "sp", "model.ba
                 "train.task_examples": 0,
                 "model.position": "learned", "model.rope_base": 10000.0, "model.bias": True,
                 "model.norm_type": "layernorm", "model.dyt_alpha_init": 0.5,
-                "model.mix_post_fraction": 0.25, "model.norm_depth_scaling": False}
+                "model.mix_post_fraction": 0.25, "model.norm_depth_scaling": False,
+                "model.dyt_alpha_attn_init": 0.0, "model.dyt_alpha_final_init": 0.0,
+                "model.embedding_norm": False, "model.final_norm_type": "",
+                "model.embedding_init_std": 0.02, "model.head_init_std": 0.02}
 
 
 # ----------------------------------------------------------------------------- reading the record

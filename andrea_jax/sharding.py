@@ -39,6 +39,7 @@ PARAM_AXES = {
     "wpe": (None, "embed"),
     "lm_head": ("embed", "vocab"),
     "ln_f/scale": (None,), "ln_f/bias": (None,), "ln_f/alpha": (),  # alpha: DyT's scalar
+    "ln_emb/scale": (None,), "ln_emb/bias": (None,), "ln_emb/alpha": (),  # embedding_norm
     "ln_1/scale": ("layers", None), "ln_1/bias": ("layers", None), "ln_1/alpha": ("layers",),
     "ln_2/scale": ("layers", None), "ln_2/bias": ("layers", None), "ln_2/alpha": ("layers",),
     **{f"ln_{i}_out/{leaf}": ("layers",) + ((None,) if leaf != "alpha" else ())  # peri

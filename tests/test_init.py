@@ -28,7 +28,7 @@ def test_gpt2_is_the_default_and_every_leaf_follows_its_spec():
   # projections into the residual stream N(0, 0.02 / sqrt(2 n_layer)); every bias 0 and
   # every LayerNorm scale 1, bias 0; the layers drawn apart, not copies of one another.
   cfg = model.ModelConfig(**CFG)
-  assert cfg.init == "gpt2"
+  assert cfg.init == "auto" and cfg.init_scheme == "gpt2"
   params = jax.jit(model.init_params, static_argnums=0)(cfg, jax.random.key(0))
   resid = 0.02 / math.sqrt(2 * 3)
   stds = {"wte": 0.02, "wpe": 0.02, "blocks/attn/w_qkv": 0.02, "blocks/attn/w_out": resid,

@@ -383,8 +383,9 @@ def test_inspect_reads_a_model_the_attribution_cannot_and_says_why(tmp_path, mon
 def test_mup_at_its_base_width_is_the_sp_model_in_the_new_placements(norm, lns):
   # muP's width rules multiply the same matrices as DeepNet's beta; at the base width every
   # width factor is 1, so the init is sp's to the bit.
-  sp = tiny(norm, "layernorm", lns)
-  mup_cfg = tiny(norm, "layernorm", lns, parametrization="mup", base_width=TINY["d_model"])
+  # init="gpt2": muP scales GPT-2's init (deepnorm's "auto" would be Xavier, which muP refuses).
+  sp = tiny(norm, "layernorm", lns, init="gpt2")
+  mup_cfg = tiny(norm, "layernorm", lns, init="gpt2", parametrization="mup", base_width=TINY["d_model"])
   a, b = (model.init_params(c, jax.random.key(0)) for c in (sp, mup_cfg))
   jax.tree.map(np.testing.assert_array_equal, a, b)
   tokens = jax.random.randint(jax.random.key(2), (1, 8), 0, sp.vocab_size)

@@ -3,7 +3,8 @@ cannot express, ``hf_config`` and ``model_config_from_hf`` translate one into th
 ``config_differences`` names the fields that change the model's function; and the interop
 errors, ``InteropError`` and ``UnexportableError``.
 
-GPT-2 cannot express post-norm blocks, a SwiGLU MLP, query/key LayerNorms
+GPT-2 cannot express post-norm blocks, a norm on the embedding or a final norm that is not a
+LayerNorm, a SwiGLU MLP, query/key LayerNorms
 (``qk_norm``), rotary positions, layers without biases or muP's attention scale and readout
 multiplier, so those are refused on export.
 """
@@ -27,7 +28,7 @@ ACT_TO_HF = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu", "relu2": "
 FUNCTION_FIELDS = ("vocab_size", "block_size", "d_model", "n_layer", "n_head", "mlp_ratio",
                    "norm", "activation", "tie_embeddings", "ln_eps", "qk_norm", "parametrization",
                    "readout_multiplier", "attention_multiplier", "embedding_multiplier",
-                   "position", "rope_base", "bias")
+                   "position", "rope_base", "bias", "embedding_norm")
 
 
 class InteropError(errors.AndreaError):
@@ -52,6 +53,14 @@ def check_exportable(cfg: ModelConfig) -> None:
     raise UnexportableError(f"model.norm_type={cfg.norm_type!r}: GPT-2's norms are LayerNorms "
                             f"(scale and bias); only norm_type=layernorm can be written as GPT-2 "
                             f"weights")
+  if cfg.embedding_norm:
+    raise UnexportableError("model.embedding_norm=True: GPT-2 adds wte and wpe with no norm "
+                            "after them (no such weights in a GPT-2 checkpoint); export a model "
+                            "trained with embedding_norm=False")
+  if cfg.final_norm != "layernorm":
+    raise UnexportableError(f"model.final_norm_type={cfg.final_norm_type!r}: GPT-2's ln_f is a "
+                            f"LayerNorm; export a model whose final norm is one "
+                            f"(final_norm_type='' or 'layernorm')")
   if cfg.activation not in ACT_TO_HF:
     raise UnexportableError(f"model.activation={cfg.activation!r}: GPT-2's MLP is c_fc -> "
                             f"activation -> c_proj with no gate; it can express "

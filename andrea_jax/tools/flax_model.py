@@ -32,7 +32,8 @@ The tree (names in the pure-function layout -> Flax path)::
     blocks/ln_2/{scale,bias}        -> blocks/ln_2/{scale,bias}
     blocks/mlp/w_in, b_in           -> blocks/mlp/fc/{kernel,bias}
     blocks/mlp/w_out, b_out         -> blocks/mlp/proj/{kernel,bias}
-    ln_f/{scale,bias} (pre-norm)    -> ln_f/{scale,bias}
+    ln_f/{scale,bias} (pre-norm)    -> ln_f/{scale,bias}  (of final_norm_type)
+    ln_emb/{scale,bias} (embedding_norm) -> ln_emb/{scale,bias}
     lm_head (D, V) (untied)         -> lm_head/kernel
     emb_scale () (dyt)              -> emb_scale
 
@@ -111,11 +112,11 @@ def _dense(cfg: ModelConfig, features: int, name: str, std: float = 0.02,
                   **kwargs)
 
 
-def _padded_normal(real: int, axis: int):
-  """N(0, 0.02) for the first ``real`` entries along ``axis``, zeros for the vocabulary padding."""
+def _padded_normal(real: int, axis: int, std: float):
+  """N(0, std) for the first ``real`` entries along ``axis``, zeros for the vocabulary padding."""
   def init(key, shape, dtype):
     keep = jnp.expand_dims(jnp.arange(shape[axis]) < real, 1 - axis)
-    return jnp.where(keep, nn.initializers.normal(0.02)(key, shape, dtype), 0).astype(dtype)
+    return jnp.where(keep, nn.initializers.normal(std)(key, shape, dtype), 0).astype(dtype)
   return init
 
 
@@ -140,31 +141,36 @@ class LayerNorm(nn.Module):
 
 
 class Norm(nn.Module):
-  """The residual norm ``cfg.norm_type`` (written out again, as the check of
+  """The norm ``norm_type`` (default ``cfg.norm_type``; written out again, as the check of
   ``norms.normalise``): LayerNorm; RMSNorm ``scale * x / rms(x)``; DyT
-  ``scale * tanh(alpha * x) + bias`` with one scalar ``alpha``."""
+  ``scale * tanh(alpha * x) + bias`` with one scalar ``alpha``, ``alpha_init`` at init
+  (0: ``dyt_alpha_init``)."""
 
   cfg: ModelConfig
+  norm_type: str = ""
+  alpha_init: float = 0.0
 
   @nn.compact
   def __call__(self, x_BTD):
     cfg = self.cfg
+    norm_type = self.norm_type or cfg.norm_type
     D, dtype = x_BTD.shape[-1], jnp.dtype(cfg.param_dtype)
     bias = lambda: self.param("bias", nn.initializers.zeros, (D,), dtype) if cfg.bias else None
-    if cfg.norm_type == "layernorm":
+    if norm_type == "layernorm":
       scale = self.param("scale", nn.initializers.ones, (D,), dtype)
       return norms.layer_norm(x_BTD, scale, bias(), cfg.ln_eps)
     x32 = x_BTD.astype(jnp.promote_types(x_BTD.dtype, jnp.float32))
-    if cfg.norm_type == "rmsnorm":
+    if norm_type == "rmsnorm":
       scale = self.param("scale", nn.initializers.ones, (D,), dtype)
       y = x32 / jnp.sqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + cfg.ln_eps) * scale
       return y.astype(x_BTD.dtype)
-    if cfg.norm_type == "dyt":
-      alpha = self.param("alpha", nn.initializers.constant(cfg.dyt_alpha_init), (), dtype)
+    if norm_type == "dyt":
+      alpha0 = self.alpha_init or cfg.dyt_alpha_init
+      alpha = self.param("alpha", nn.initializers.constant(alpha0), (), dtype)
       scale, b = self.param("scale", nn.initializers.ones, (D,), dtype), bias()
       y = jnp.tanh(alpha * x32) * scale
       return (y if b is None else y + b).astype(x_BTD.dtype)
-    raise errors.ConfigError(f"flax_model: model.norm_type={cfg.norm_type!r} has no Flax twin")
+    raise errors.ConfigError(f"flax_model: model.norm_type={norm_type!r} has no Flax twin")
 
 
 def rotate(x_BTHK, positions_T, base: float):
@@ -270,8 +276,9 @@ class Block(nn.Module):
     m = mup.branch_multiplier(cfg)
     peri = cfg.norm == "peri"
     c = _layer_constants(cfg, layer)
-    x_BTD = _sublayer(x_BTD, CausalSelfAttention(cfg, name="attn"), Norm(cfg, name="ln_1"), cfg.norm, m,
-                      Norm(cfg, name="ln_1_out") if peri else None, c)
+    a = cfg.dyt_alpha_attn_init  # Zhu et al.'s attn_alpha_init_value (0: dyt_alpha_init)
+    x_BTD = _sublayer(x_BTD, CausalSelfAttention(cfg, name="attn"), Norm(cfg, alpha_init=a, name="ln_1"),
+                      cfg.norm, m, Norm(cfg, alpha_init=a, name="ln_1_out") if peri else None, c)
     x_BTD = _sublayer(x_BTD, Mlp(cfg, name="mlp"), Norm(cfg, name="ln_2"), cfg.norm, m,
                       Norm(cfg, name="ln_2_out") if peri else None, c)
     return x_BTD, None
@@ -297,7 +304,7 @@ class AndreaLM(nn.Module):
     T, dtype = tokens_BT.shape[1], jnp.dtype(cfg.compute_dtype)
     embed = lambda n, init, name: nn.Embed(n, cfg.d_model, embedding_init=init, dtype=dtype,
                                            param_dtype=jnp.dtype(cfg.param_dtype), name=name)
-    wte = embed(cfg.padded_vocab, _padded_normal(cfg.vocab_size, 0), "wte")
+    wte = embed(cfg.padded_vocab, _padded_normal(cfg.vocab_size, 0, cfg.embedding_init_std), "wte")
     x_BTD = wte(tokens_BT)
     if cfg.position == "learned":  # rope: the positions rotate q and k in the attention
       x_BTD = x_BTD + embed(cfg.block_size, nn.initializers.normal(0.02), "wpe")(jnp.arange(T))
@@ -306,19 +313,22 @@ class AndreaLM(nn.Module):
       scale = self.param("emb_scale", nn.initializers.constant(math.sqrt(cfg.d_model)), (),
                          jnp.dtype(cfg.param_dtype))
       x_BTD = x_BTD * scale.astype(x_BTD.dtype)
+    if cfg.embedding_norm:  # OLMo-core's embedding_norm: after the embedding scale
+      x_BTD = Norm(cfg, name="ln_emb")(x_BTD)
     # Every layer its own parameters, stacked on a leading n_layer axis like init_params.
     blocks = nn.scan(_remat(Block, cfg.remat_policy), variable_axes={"params": 0},
                      split_rngs={"params": True}, length=cfg.n_layer, unroll=cfg.scan_unroll)
     x_BTD, _ = blocks(cfg, name="blocks")(x_BTD, jnp.arange(cfg.n_layer))  # and each layer's index
     if norms.placement(cfg.norm).final_norm:
-      x_BTD = Norm(cfg, name="ln_f")(x_BTD)
+      x_BTD = Norm(cfg, cfg.final_norm_type, cfg.dyt_alpha_final_init, name="ln_f")(x_BTD)
     x_BTD = x_BTD * jnp.asarray(mup.readout_multiplier(cfg), x_BTD.dtype)  # the readout multiplier
     if cfg.tie_embeddings:
       logits_BTV = wte.attend(x_BTD)
     else:
       logits_BTV = nn.Dense(cfg.padded_vocab, use_bias=False, dtype=dtype,
                             param_dtype=jnp.dtype(cfg.param_dtype),
-                            kernel_init=_padded_normal(cfg.vocab_size, 1), name="lm_head")(x_BTD)
+                            kernel_init=_padded_normal(cfg.vocab_size, 1, cfg.head_init_std),
+                            name="lm_head")(x_BTD)
     logits_BTV = logits_BTV.astype(jnp.promote_types(logits_BTV.dtype, jnp.float32))
     # Ids from vocab_size on only pad the matrices to a friendly size: never predicted.
     return jnp.where(jnp.arange(cfg.padded_vocab) < cfg.vocab_size, logits_BTV, -jnp.inf)

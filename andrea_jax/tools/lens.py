@@ -264,6 +264,9 @@ def attribution_refusal(cfg: ModelConfig) -> str | None:
   if cfg.norm_type != "layernorm":
     return (f"model.norm_type={cfg.norm_type!r}: the frozen-std linearisation is LayerNorm's; "
             f"use norm_type=layernorm")
+  if cfg.final_norm != "layernorm":
+    return (f"model.final_norm_type={cfg.final_norm_type!r}: the frozen-std linearisation is "
+            f"LayerNorm's; use final_norm_type='' (norm_type's)")
   return None
 
 

@@ -14,6 +14,7 @@ import ml_collections
 
 from andrea_jax import errors
 from andrea_jax import file_formats
+from andrea_jax import recipes
 
 
 def model_group(*, vocab_size: int, block_size: int, d_model: int, n_layer: int,
@@ -38,12 +39,24 @@ def model_group(*, vocab_size: int, block_size: int, d_model: int, n_layer: int,
   m.norm_type = "layernorm"
   # DyT's initial alpha, the learned scalar in scale * tanh(alpha x) + bias (the paper's 0.5).
   m.dyt_alpha_init = 0.5
+  # DyT's alpha_0 on the attention sublayer's norms (Zhu et al.'s LLaMA attn_alpha_init_value; 0 = dyt_alpha_init).
+  m.dyt_alpha_attn_init = 0.0
+  # DyT's alpha_0 on the final norm (Zhu et al.'s LLaMA dec_alpha_init_value; 0 = dyt_alpha_init).
+  m.dyt_alpha_final_init = 0.0
+  # A norm of norm_type on the embedding output, params["ln_emb"] (OLMo-core's embedding_norm).
+  m.embedding_norm = False
+  # The final norm's type (ln_f): "" = norm_type's, else "layernorm", "rmsnorm" or "dyt".
+  m.final_norm_type = ""
+  # Init std of the token embedding wte (GPT-2's 0.02; OLMo-core's llama init: 1.0).
+  m.embedding_init_std = 0.02
+  # Init std of an untied head lm_head (GPT-2's 0.02; OLMo-core's llama init: d_model ** -0.5).
+  m.head_init_std = 0.02
   # Mix-LN (norm="mix"): fraction of the blocks, from the first, that are post-LN (the paper's 0.25).
   m.mix_post_fraction = 0.25
   # LayerNorm scaling (Sun et al. 2025; norm="pre" only): each pre-norm output / sqrt(layer index).
   m.norm_depth_scaling = False
-  # Weight init: "gpt2" (N(0, 0.02), residual projections / sqrt(2 n_layer)) or "xavier" (Glorot normal).
-  m.init = "gpt2"
+  # Weight init: "gpt2" (N(0, 0.02), residual projections / sqrt(2 n_layer)), "xavier" (Glorot normal) or "auto" (xavier under deepnorm, else gpt2).
+  m.init = "auto"
   # MLP activation: "gelu_tanh" (GPT-2), "gelu" (exact erf), "relu", "relu2" (ReLU squared, So et al. 2021) or "swiglu" (gated).
   m.activation = "gelu_tanh"
   # Tie the unembedding to the token embedding (GPT-2 style).
@@ -344,8 +357,23 @@ def parse_variants(arg: str | None) -> dict:
 
 
 def apply_variants(config: ml_collections.ConfigDict, arg: str | None) -> ml_collections.ConfigDict:
-  """Apply ``key=value`` variants; bare keys address ``model``, dotted keys any group."""
-  return apply_overrides(config, parse_variants(arg))
+  """Apply ``key=value`` variants; bare keys address ``model``, dotted keys any group.
+
+  ``recipe=NAME`` (``andrea_jax/recipes.py``) sets that recipe's model fields first; the other
+  variants then override them, and a derived field (Gemma's ``sqrt(d_model)``) is computed
+  last from the model group, unless a variant set it.
+  """
+  variants = parse_variants(arg)
+  name = variants.pop("recipe", None)
+  if name is None:
+    return apply_overrides(config, variants)
+  fields = recipes.recipe(str(name))
+  apply_overrides(config, {k: f.value for k, f in fields.items()
+                           if not isinstance(f.value, recipes.Derived)})
+  apply_overrides(config, variants)
+  set_here = {k if "." in k else f"model.{k}" for k in variants}
+  return apply_overrides(config, {k: f.value(config.model) for k, f in fields.items()
+                                  if isinstance(f.value, recipes.Derived) and f"model.{k}" not in set_here})
 
 
 def apply_overrides(config: ml_collections.ConfigDict, overrides: dict) -> ml_collections.ConfigDict:

@@ -4,6 +4,7 @@ Launch:
   python -m experiments.run --config=tiny
   python -m experiments.run --config=tiny:norm=post
   python -m experiments.run --config=tiny:position=rope,activation=relu2,bias=False
+  python -m experiments.run --config=tiny:recipe=periln_olmo   # a named recipe (andrea_jax/recipes.py)
 """
 
 from experiments.configs import common
