@@ -117,3 +117,11 @@ def recipe(name: str) -> dict[str, Field]:
 def shown(value: Any) -> str:
   """A value as the docs table writes it (a ``Derived`` as its formula)."""
   return value.formula if isinstance(value, Derived) else repr(value)
+
+
+def overrides(name: str, d_model: int) -> dict[str, Any]:
+  """Recipe ``name`` as ``{"model.<field>": value}`` overrides at width ``d_model`` (a ``Derived``
+  value computed there): what a study arm that stands for the recipe's source sets."""
+  at = type("ModelGroup", (), {"d_model": d_model})
+  return {f"model.{k}": f.value(at) if isinstance(f.value, Derived) else f.value
+          for k, f in recipe(name).items()}
