@@ -10,7 +10,8 @@ name (``hellaswag_file``) the validation set is downloaded once from the URL llm
 
 Every ending is scored as the sum of its tokens' log-likelihoods given the context and the
 tokens before it, the row (context then ``" " + ending``) cropped to ``block_size + 1`` tokens
-from the left, so the model sees at most its context length (both references crop so). Each
+from the left, so the model sees at most its context length (as lm-eval's ``HFLM`` crops,
+``lm_eval/models/huggingface.py:1436``; llm.c's rows fit GPT-2's 1,024 uncropped). Each
 accuracy is the mean over examples of "the argmax over the four endings of the sum divided by
 a length is the label". The two styles (``STYLES``; this module is their one home) differ in
 the text, the tokenization and the lengths:
@@ -24,10 +25,10 @@ the text, the tokenization and the lengths:
   continuation together and the continuation's tokens are those after the context's
   (``TemplateLM._encode_pair``, ``lm_eval/api/model.py:413-431``). ``acc`` divides by 1,
   ``acc_norm`` by the choice's length in characters and ``acc_bytes`` by its UTF-8 bytes,
-  both without the leading space (``lm_eval/api/task.py:1489-1512``). Published HellaSwag
-  tables (the Open LLM Leaderboard, most papers) are this ``acc_norm``.
+  both without the leading space (``lm_eval/api/task.py:1489-1512``): the ``acc_norm`` that
+  tables computed with lm-eval-harness report.
 * ``llmc`` (llm.c's ``dev/data/hellaswag.py``, its ``render_example`` and ``evaluate``): the
-  context is ``ctx`` as it stands and each ending is tokenized apart, as ``" " + ending``, and
+  context is ``ctx`` as it stands (where absent, ``ctx_a + " " + ctx_b``) and each ending is tokenized apart, as ``" " + ending``, and
   appended; ``acc`` divides by 1 and ``acc_norm`` by the ending's number of tokens (its mean
   loss), so it depends on the tokenizer.
 

@@ -11,11 +11,11 @@ its default style, as ``python -m experiments.evaluate --task=hellaswag`` does
 about 3 s, so the comparison is one module.
 """
 
+import functools
 import json
 import os
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -86,6 +86,11 @@ def task_file(tmp_path_factory):
   return str(path)
 
 
+@functools.partial(jax.jit, static_argnames="cfg")
+def _log_softmax(params, tokens_BT, cfg):
+  return jax.nn.log_softmax(model.forward(params, tokens_BT, cfg), axis=-1)
+
+
 class Adapter(TemplateLM):
   """lm-eval's view of our model: it tokenizes (``tok_encode``) and scores token rows."""
 
@@ -103,13 +108,16 @@ class Adapter(TemplateLM):
   def _loglikelihood_tokens(self, requests, **kwargs):
     out = []
     for _, context, continuation in requests:
-      row = (context + continuation)[-(self.cfg.block_size + 1):]  # HFLM's crop
+      row = np.array((context + continuation)[-(self.cfg.block_size + 1):])  # HFLM's crop
       assert len(continuation) < len(row)  # as HFLM needs: the file keeps endings short
-      logp_TV = jax.nn.log_softmax(model.forward(self.params, jnp.array([row[:-1]]), self.cfg)[0])
+      # One row, padded on the right to the block (causal: the padding changes nothing
+      # before it; one shape, one compilation).
+      tokens_T = np.zeros(self.cfg.block_size, np.int32)
+      tokens_T[:len(row) - 1] = row[:-1]
+      logp_TV = np.asarray(_log_softmax(self.params, tokens_T[None], self.cfg)[0])
       targets = np.arange(len(row) - 1 - len(continuation), len(row) - 1)
-      picked = np.asarray(logp_TV)[targets, np.array(row)[targets + 1]]
-      greedy = bool((np.asarray(logp_TV)[targets].argmax(-1) == np.array(row)[targets + 1]).all())
-      out.append((float(picked.sum()), greedy))
+      greedy = bool((logp_TV[targets].argmax(-1) == row[targets + 1]).all())
+      out.append((float(logp_TV[targets, row[targets + 1]].sum()), greedy))
     return out
 
   def loglikelihood_rolling(self, requests, disable_tqdm=False):
