@@ -145,8 +145,8 @@ class Logger:
   def log_task(self, step: int, scores: list[dict], alive: np.ndarray) -> None:
     """The downstream task's accuracies of each member still training (``tasks.Scorer``)."""
     for i in np.flatnonzero(alive):
-      self._write(i, step, {"hellaswag_acc": scores[i]["acc"],
-                            "hellaswag_acc_norm": scores[i]["acc_norm"]})
+      self._write(i, step, {f"hellaswag_{name}": scores[i][name]
+                            for name in tasks.METRICS[scores[i]["style"]]})
     live = np.flatnonzero(alive)
     what = (tasks.describe(scores[0]) if self.models.n == 1 else "hellaswag acc_norm " + ", ".join(
         f"{os.path.basename(self.models.dirs[i])} {scores[i]['acc_norm']:.4f}" for i in live))

@@ -49,6 +49,7 @@ FREE_FIELDS = {"data.cache_dir", "data.prefetch", "data.workers", "train.log_eve
                "train.eval_every", "train.eval_at_start", "train.wandb_mode",
                "train.wandb_project", "train.wandb_name", "train.profile_steps",
                "train.task_eval_every", "train.task_file", "train.task_examples",
+               "train.task_style",
                "model.remat_policy", "model.scan_unroll"}
 # Groups whose fields fix the parameters' meaning or the text: never changed on a resume ...
 FROZEN_GROUPS = ("model", "data")

@@ -49,7 +49,7 @@ ADDED_FIELDS = {"model.qk_norm": False, "model.parametrization": "sp", "model.ba
                 "train.muon_consistent_rms": 0.2, "train.schedule": "cosine",
                 "train.decay_shape": "1-sqrt", "train.decay_fraction": 0.2,
                 "train.profile_steps": "", "train.task_eval_every": 0, "train.task_file": "",
-                "train.task_examples": 0,
+                "train.task_examples": 0, "train.task_style": "lmeval",
                 "model.position": "learned", "model.rope_base": 10000.0, "model.bias": True,
                 "model.norm_type": "layernorm", "model.dyt_alpha_init": 0.5,
                 "model.mix_post_fraction": 0.25, "model.norm_depth_scaling": False,

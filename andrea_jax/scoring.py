@@ -49,12 +49,14 @@ def evaluate_run(workdir: str, step: int | None = None, data: str | None = None,
           "val_bpb": eval_set.bpb(val_loss), "unigram_val_loss": eval_set.unigram}
 
 
-def evaluate_task(workdir: str, task_file: str, step: int | None = None, examples: int = 0) -> dict:
-  """HellaSwag's ``acc`` and ``acc_norm`` (``tasks.py``) of a saved checkpoint of the run in
-  ``workdir`` (``step``: default the newest that reads whole), on the first ``examples``
-  (0: all) of ``task_file``, encoded with the run's tokenizer. Writes nothing."""
+def evaluate_task(workdir: str, task_file: str, step: int | None = None, examples: int = 0,
+                  style: str = "lmeval") -> dict:
+  """HellaSwag's accuracies (``tasks.py``, scored in ``style``) of a saved checkpoint of the
+  run in ``workdir`` (``step``: default the newest that reads whole), on the first
+  ``examples`` (0: all) of ``task_file``, encoded with the run's tokenizer. Writes nothing."""
   step, params, cfg, tok, _ = run_record.load_run_with_step(workdir, step)
-  encoded = tasks.encode(tasks.read_hellaswag(task_file, examples), tok, cfg.block_size)
+  encoded = tasks.encode(tasks.read_hellaswag(task_file, examples, style), tok, cfg.block_size,
+                         style)
   return {"workdir": workdir, "step": step, "task": "hellaswag", "task_file": task_file,
           "block_size": cfg.block_size, **tasks.hellaswag(params, cfg, encoded)}
 

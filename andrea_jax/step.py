@@ -97,6 +97,7 @@ class TrainConfig:
   task_eval_every: int = 0
   task_file: str = ""
   task_examples: int = 0
+  task_style: str = "lmeval"
 
   def __post_init__(self):
     for name in ("steps", "batch_size", "grad_accum_steps", "learning_rate", "log_every",

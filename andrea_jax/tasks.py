@@ -1,28 +1,40 @@
-"""Downstream evaluation: HellaSwag (Zellers et al. 2019), scored as llm.c and lm-eval-harness
-score it, for ``python -m experiments.evaluate --task=hellaswag`` and for a run's
-``train.task_eval_every``.
+"""Downstream evaluation: HellaSwag (Zellers et al. 2019), scored as lm-eval-harness scores it
+(the default) or as llm.c does (by name), for ``python -m experiments.evaluate --task=hellaswag``
+and for a run's ``train.task_eval_every``.
 
 The data is HellaSwag's own JSONL (rowanz/hellaswag ``data/hellaswag_val.jsonl``, 10,042
-examples): one object a line with ``ctx`` (the context; where it is absent, ``ctx_a + " " +
-ctx_b``), ``endings`` (four candidate completions) and ``label`` (the right one, 0-3);
-``activity_label`` and the rest are not read. By name (``hellaswag_file``) the validation
-set is downloaded once from the URL llm.c uses into ``~/.cache/andrea_jax/hellaswag/``;
-offline, one line says so and names ``--task_file``.
+examples): one object a line with ``activity_label``, ``ctx_a``, ``ctx_b``, ``ctx`` (``ctx_a +
+" " + ctx_b``), ``endings`` (four candidate completions) and ``label`` (the right one, 0-3). By
+name (``hellaswag_file``) the validation set is downloaded once from the URL llm.c uses into
+``~/.cache/andrea_jax/hellaswag/``; offline, one line says so and names ``--task_file``.
 
-Scoring (llm.c's ``dev/data/hellaswag.py``): each ending is tokenized apart from the
-context, as ``" " + ending``, and appended to it; the row (context then completion) is
-cropped to ``block_size + 1`` tokens from the left, so the model sees at most its context
-length. An ending's score is the sum of its tokens' log-likelihoods given all that precedes
-them. Two accuracies, the argmax over the four endings of:
+Every ending is scored as the sum of its tokens' log-likelihoods given the context and the
+tokens before it, the row (context then ``" " + ending``) cropped to ``block_size + 1`` tokens
+from the left, so the model sees at most its context length (as lm-eval's ``HFLM`` crops,
+``lm_eval/models/huggingface.py:1436``; llm.c's rows fit GPT-2's 1,024 uncropped). Each
+accuracy is the mean over examples of "the argmax over the four endings of the sum divided by
+a length is the label". The two styles (``STYLES``; this module is their one home) differ in
+the text, the tokenization and the lengths:
 
-* ``acc``: the sum (the completion's total log-likelihood; lm-eval-harness's ``acc``);
-* ``acc_norm``: the sum over the completion's length in UTF-8 bytes (of ``" " + ending``):
-  lm-eval-harness's ``acc_norm``, which divides by the length of the text. llm.c divides by
-  its number of tokens instead; a length in bytes is the same for every tokenizer, so runs
-  with different vocabularies are compared on one scale (as ``val_bpb`` does).
+* ``lmeval`` (default; lm-eval-harness v0.4.13, its ``hellaswag`` task): the context is
+  ``preprocess(activity_label + ": " + ctx_a + " " + ctx_b.capitalize())`` and each choice
+  ``preprocess(ending)`` (``lm_eval/tasks/hellaswag/utils.py:6-25``; ``preprocess`` strips,
+  turns " [title]" into ". ", removes ``[...]`` and halves double spaces); the continuation is
+  ``" " + choice`` (``target_delimiter``'s default ``" "``, ``lm_eval/config/task.py:112``,
+  joined in ``lm_eval/api/task.py:1374-1390``); a causal model tokenizes context and
+  continuation together and the continuation's tokens are those after the context's
+  (``TemplateLM._encode_pair``, ``lm_eval/api/model.py:413-431``). ``acc`` divides by 1,
+  ``acc_norm`` by the choice's length in characters and ``acc_bytes`` by its UTF-8 bytes,
+  both without the leading space (``lm_eval/api/task.py:1489-1512``): the ``acc_norm`` that
+  tables computed with lm-eval-harness report.
+* ``llmc`` (llm.c's ``dev/data/hellaswag.py``, its ``render_example`` and ``evaluate``): the
+  context is ``ctx`` as it stands (where absent, ``ctx_a + " " + ctx_b``) and each ending is tokenized apart, as ``" " + ending``, and
+  appended; ``acc`` divides by 1 and ``acc_norm`` by the ending's number of tokens (its mean
+  loss), so it depends on the tokenizer.
 
-Chance is 0.25; OpenAI's GPT-2 small (124M) scores about 0.29 acc and 0.30 acc_norm (the
-figures in llm.c's ``dev/data/hellaswag.py``, whose acc_norm is per token).
+Chance is 0.25; OpenAI's GPT-2 small (124M) scores 0.2892 acc and 0.3114 acc_norm with
+lm-eval-harness, 0.2859 acc and 0.2955 acc_norm with llm.c (the figures in the docstring of
+llm.c's ``dev/data/hellaswag.py``).
 """
 
 from __future__ import annotations
@@ -31,6 +43,7 @@ import dataclasses
 import functools
 import json
 import os
+import re
 import urllib.request
 
 import jax
@@ -53,10 +66,16 @@ BATCH_EXAMPLES = 16
 MIN_WIDTH = 16
 
 
+# The scoring styles (module docstring): lm-eval-harness's (the default) and llm.c's.
+STYLES = ("lmeval", "llmc")
+# The accuracies each style reports, in the order they are printed.
+METRICS = {"lmeval": ("acc", "acc_norm", "acc_bytes"), "llmc": ("acc", "acc_norm")}
+
+
 @dataclasses.dataclass(frozen=True)
 class Example:
-  context: str
-  endings: tuple[str, ...]  # four completions
+  context: str  # as the style builds it (module docstring)
+  endings: tuple[str, ...]  # the four choices, without the " " that joins them to the context
   label: int  # the index of the right one
 
 
@@ -65,8 +84,16 @@ class Encoded:
   """Examples as the model reads them: four rows each, a row's completion at its end."""
   rows: list  # [4 N] token ids of context + completion, cropped to block_size + 1 from the left
   scored: np.ndarray  # [N, 4] completion tokens scored (the last ones of each row)
-  nbytes: np.ndarray  # [N, 4] UTF-8 bytes of each completion (acc_norm's length)
+  lengths: dict  # metric -> [N, 4] what each completion's sum is divided by (module docstring)
   labels: np.ndarray  # [N]
+  style: str
+
+
+def check_style(style: str, name: str = "--task_style") -> str:
+  if style not in STYLES:
+    raise errors.ConfigError(f"{name}={style!r}: expected one of {STYLES} (lmeval: "
+                             f"lm-eval-harness's HellaSwag, llmc: llm.c's)")
+  return style
 
 
 # ----------------------------------------------------------------------------- the data
@@ -101,51 +128,92 @@ def hellaswag_file(task_file: str = "", cache_dir: str | None = None,
   return path
 
 
-def read_hellaswag(path: str, limit: int = 0) -> list[Example]:
-  """The examples of a HellaSwag JSONL file (the first ``limit``; 0: all); a line that is not
-  one is an error naming the file, the line and what it lacks."""
+def read_hellaswag(path: str, limit: int = 0, style: str = "lmeval") -> list[Example]:
+  """The examples of a HellaSwag JSONL file (the first ``limit``; 0: all), their contexts and
+  choices as ``style`` builds them; a line that is not one is an error naming the file, the
+  line and what it lacks."""
+  check_style(style)
   examples = []
   with open(path, encoding="utf-8") as f:
     for n, line in enumerate(f, 1):
       if limit and len(examples) == limit:
         break
       if line.strip():
-        examples.append(_example(line, f"{path}, line {n}"))
+        examples.append(_example(line, f"{path}, line {n}", style))
   if not examples:
     raise errors.DataError(f"{path} holds no HellaSwag example: pass HellaSwag's JSONL "
                            f"({HELLASWAG_URL})")
   return examples
 
 
-def _example(line: str, where: str) -> Example:
+def preprocess(text: str) -> str:
+  """lm-eval-harness's HellaSwag text cleaning (``lm_eval/tasks/hellaswag/utils.py:6-12``):
+  WikiHow's bracketed artifacts out, " [title]" as a sentence break."""
+  text = text.strip().replace(" [title]", ". ")
+  return re.sub(r"\[.*?\]", "", text).replace("  ", " ")
+
+
+def _example(line: str, where: str, style: str) -> Example:
+  fields = ("activity_label, ctx_a, ctx_b" if style == "lmeval" else "ctx (or ctx_a and ctx_b)")
   try:
     d = json.loads(line)
-    context = d["ctx"] if "ctx" in d else f"{d['ctx_a']} {d['ctx_b']}"
-    endings, label = tuple(d["endings"]), int(d["label"])
-  except (ValueError, KeyError, TypeError) as e:
+    if style == "lmeval":  # lm_eval/tasks/hellaswag/utils.py:15-25 (process_docs)
+      context = preprocess(d["activity_label"] + ": " + d["ctx_a"] + " " + d["ctx_b"].capitalize())
+      endings = tuple(preprocess(e) for e in d["endings"])
+    else:  # llm.c's render_example
+      context = d["ctx"] if "ctx" in d else f"{d['ctx_a']} {d['ctx_b']}"
+      endings = tuple(d["endings"])
+    label = int(d["label"])
+  except (ValueError, KeyError, TypeError, AttributeError) as e:
+    lacks = ("; a file with ctx alone is scored as llm.c scores it with --task_style=llmc"
+             if style == "lmeval" and isinstance(e, KeyError) else "")
     raise errors.DataError(f"{where}: not a HellaSwag example ({type(e).__name__}: {e}); "
-                           f"expected an object with ctx, endings (4) and label") from None
+                           f"expected an object with {fields}, endings (4) and label{lacks}"
+                           ) from None
   if len(endings) != 4 or not 0 <= label < 4:
     raise errors.DataError(f"{where}: expected 4 endings and a label in 0..3, got "
                            f"{len(endings)} endings and label {label}")
   return Example(context, endings, label)
 
 
-def encode(examples: list[Example], tok, block_size: int) -> Encoded:
-  """The four rows of each example (module docstring): context then ``" " + ending``,
-  cropped to ``block_size + 1`` tokens from the left."""
+def _tokenize(examples: list[Example], tok, style: str) -> tuple[list, list]:
+  """Each example's context tokens and its four completions' tokens (module docstring)."""
   contexts = tokenizer_lib.encode_batch(tok, [e.context for e in examples])
-  completions = [" " + ending for e in examples for ending in e.endings]
-  ends = tokenizer_lib.encode_batch(tok, completions)
+  if style == "llmc":  # " " + ending on its own, appended
+    return contexts, tokenizer_lib.encode_batch(
+        tok, [" " + ending for e in examples for ending in e.endings])
+  # lm-eval's TemplateLM._encode_pair (lm_eval/api/model.py:413-431): the context's trailing
+  # spaces move to the continuation; context + continuation is tokenized whole and the
+  # continuation is what follows the context's own tokens.
+  pairs = []
+  for e in examples:
+    context = e.context.rstrip()
+    spaces = e.context[len(context):]
+    pairs.append((context, [spaces + " " + ending for ending in e.endings]))
+  contexts = tokenizer_lib.encode_batch(tok, [c for c, _ in pairs])
+  wholes = tokenizer_lib.encode_batch(tok, [c + end for c, ends in pairs for end in ends])
+  return contexts, [whole[len(contexts[i // 4]):] for i, whole in enumerate(wholes)]
+
+
+def encode(examples: list[Example], tok, block_size: int, style: str = "lmeval") -> Encoded:
+  """The four rows of each example (module docstring): context then completion, cropped to
+  ``block_size + 1`` tokens from the left, and the lengths ``style``'s accuracies divide by."""
+  contexts, ends = _tokenize(examples, tok, check_style(style))
   rows, scored = [], []
   for i, context in enumerate(contexts):
     for end in ends[4 * i:4 * i + 4]:
       row = (context + end)[-(block_size + 1):]
       rows.append(np.asarray(row, np.int32))
       scored.append(min(len(end), len(row) - 1))  # every target of a cropped row at most
-  nbytes = [len(c.encode("utf-8")) for c in completions]
-  return Encoded(rows, np.reshape(scored, (-1, 4)), np.reshape(nbytes, (-1, 4)),
-                 np.array([e.label for e in examples]))
+  scored = np.reshape(scored, (-1, 4))
+  choices = [ending for e in examples for ending in e.endings]
+  if style == "lmeval":  # lm_eval/api/task.py:1494-1495: the choice, without the delimiter
+    lengths = {"acc_norm": np.reshape([float(len(c)) for c in choices], (-1, 4)),
+               "acc_bytes": np.reshape([float(len(c.encode("utf-8"))) for c in choices], (-1, 4))}
+  else:  # llm.c: sum_loss / shift_mask.sum(dim=1), the completion's tokens
+    lengths = {"acc_norm": scored.astype(np.float64)}
+  return Encoded(rows, scored, {"acc": np.ones(scored.shape), **lengths},
+                 np.array([e.label for e in examples]), style)
 
 
 # ----------------------------------------------------------------------------- scoring
@@ -183,14 +251,17 @@ def completion_logprobs(params, cfg: ModelConfig, encoded: Encoded,
 
 
 def accuracy(sums: np.ndarray, encoded: Encoded) -> dict:
-  """``acc`` and ``acc_norm`` (module docstring) of the ``[N, 4]`` summed log-likelihoods."""
-  return {"acc": float(np.mean(np.argmax(sums, axis=1) == encoded.labels)),
-          "acc_norm": float(np.mean(np.argmax(sums / encoded.nbytes, axis=1) == encoded.labels)),
-          "examples": len(encoded.labels)}
+  """The style's accuracies (``METRICS``; module docstring) of the ``[N, 4]`` summed
+  log-likelihoods, with ``examples`` and ``style``. A tie goes to the first ending, as
+  ``np.argmax`` gives it in both references."""
+  sums = np.asarray(sums, np.float64)
+  return {**{name: float(np.mean(np.argmax(sums / encoded.lengths[name], axis=1) == encoded.labels))
+             for name in METRICS[encoded.style]},
+          "examples": len(encoded.labels), "style": encoded.style}
 
 
 def hellaswag(params, cfg: ModelConfig, encoded: Encoded) -> dict:
-  """HellaSwag's ``acc``, ``acc_norm`` and ``examples`` of one model's parameters."""
+  """HellaSwag's accuracies (``accuracy``) of one model's parameters."""
   return accuracy(completion_logprobs(params, cfg, encoded), encoded)
 
 
@@ -209,6 +280,8 @@ class Scorer:
 
 
 def describe(scores: dict) -> str:
-  """``hellaswag acc 0.2600, acc_norm 0.2700 over 100 examples (chance 0.25)``."""
-  return (f"hellaswag acc {scores['acc']:.4f}, acc_norm {scores['acc_norm']:.4f} over "
-          f"{scores['examples']} examples (chance 0.25)")
+  """``hellaswag (lmeval) acc 0.2600, acc_norm 0.2700, acc_bytes 0.2700 over 100 examples
+  (chance 0.25)``."""
+  figures = ", ".join(f"{name} {scores[name]:.4f}" for name in METRICS[scores["style"]])
+  return (f"hellaswag ({scores['style']}) {figures} over {scores['examples']} examples "
+          f"(chance 0.25)")

@@ -147,6 +147,7 @@ def check_config(config: config_lib.RunConfig, devices=None
         "train.optimizer='muon' with model.parametrization='mup': muP's per-parameter rates "
         "are Adam's; set --config.model.parametrization=sp (Muon's update RMS, "
         "train.muon_consistent_rms, is its own width rule)")
+  tasks.check_style(t.task_style, "train.task_style")  # its names' home: tasks.STYLES
   mesh = sharding.make_mesh(config.mesh, devices)
   sharding.check_batch(t.batch_size, t.grad_accum_steps, mesh)
   if t.wandb_mode != "off" and sharding.is_lead():
@@ -298,9 +299,9 @@ def task_scorer(path: str, t: step_lib.TrainConfig, cfg: model.ModelConfig,
                 tokenizer_path: str) -> tasks.Scorer:
   """HellaSwag's first ``train.task_examples`` examples of ``path``, encoded with the run's
   tokenizer, as the loop scores them every ``train.task_eval_every`` updates."""
-  examples = tasks.read_hellaswag(path, t.task_examples)
+  examples = tasks.read_hellaswag(path, t.task_examples, t.task_style)
   tok = tokenizer_lib.load(tokenizer_path, cfg.vocab_size)
-  return tasks.Scorer(cfg, tasks.encode(examples, tok, cfg.block_size))
+  return tasks.Scorer(cfg, tasks.encode(examples, tok, cfg.block_size, t.task_style))
 
 
 def group_summary(models: members_lib.Models, status: str, members: list[dict], latest: int | None,

@@ -7,10 +7,13 @@ with ``--task=hellaswag``, HellaSwag's accuracies (``andrea_jax/tasks.py``).
   python -m experiments.evaluate --workdir=runs/tiny --data=runs/cache/<key> --out=eval.json
   python -m experiments.evaluate --workdir=runs/tiny --task=hellaswag --task_examples=500
   python -m experiments.evaluate --workdir=runs/tiny --task=hellaswag --task_file=hellaswag_val.jsonl
+  python -m experiments.evaluate --workdir=runs/tiny --task=hellaswag --task_style=llmc  # llm.c's numbers
 
 ``--task=hellaswag`` downloads HellaSwag's validation set once into ``~/.cache/andrea_jax``
-(offline: one line; pass a copy with ``--task_file``) and prints ``acc`` (the ending of the
-highest summed log-likelihood) and ``acc_norm`` (per byte of the ending), over 0.25 chance.
+(offline: one line; pass a copy with ``--task_file``) and prints, as lm-eval-harness scores
+it, ``acc`` (the ending of the highest summed log-likelihood), ``acc_norm`` (per character of
+the ending) and ``acc_bytes`` (per UTF-8 byte), over 0.25 chance; ``--task_style=llmc``
+scores it as llm.c does (``acc_norm`` per token; ``andrea_jax/tasks.py``).
 
 By default the batches are the run's own validation set, the same fixed batches its
 evaluations used (so the newest checkpoint of a finished run scores its final
@@ -49,6 +52,9 @@ _TASK_FILE = flags.DEFINE_string("task_file", None, "HellaSwag's JSONL (default:
                                  "set, downloaded once into ~/.cache/andrea_jax)")
 _TASK_EXAMPLES = flags.DEFINE_integer("task_examples", 0, "score the first this many HellaSwag "
                                       "examples (0: all)", lower_bound=0)
+_TASK_STYLE = flags.DEFINE_enum("task_style", "lmeval", list(tasks.STYLES),
+                                "how HellaSwag is scored: lm-eval-harness's way (acc, acc_norm per "
+                                "character, acc_bytes) or llm.c's (acc_norm per token)")
 
 
 def describe(result: dict) -> str:
@@ -66,9 +72,10 @@ def main(argv):
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
   hellaswag = _TASK.value == "hellaswag"
-  if not hellaswag and (_TASK_FILE.value is not None or _TASK_EXAMPLES.value):
+  if not hellaswag and (_TASK_FILE.value is not None or _TASK_EXAMPLES.value
+                        or _TASK_STYLE.present):
     raise errors.ConfigError(
-        "--task_file and --task_examples are HellaSwag's: add --task=hellaswag")
+        "--task_file, --task_examples and --task_style are HellaSwag's: add --task=hellaswag")
   if hellaswag and (_DATA.value is not None or _EVAL_BATCHES.value is not None):
     raise errors.ConfigError("--data and --eval_batches are the validation loss's: "
                              "--task=hellaswag reads --task_file (or downloads HellaSwag)")
@@ -81,7 +88,8 @@ def main(argv):
   with signals_lib.StopSignals() as stop:
     stop.resume = "the same command again"
     try:
-      result = (scoring.evaluate_task(_WORKDIR.value, task_file, _STEP.value, _TASK_EXAMPLES.value)
+      result = (scoring.evaluate_task(_WORKDIR.value, task_file, _STEP.value, _TASK_EXAMPLES.value,
+                                      _TASK_STYLE.value)
                 if hellaswag else
                 scoring.evaluate_run(_WORKDIR.value, _STEP.value, _DATA.value, _EVAL_BATCHES.value))
     except signals_lib.Interrupted as e:

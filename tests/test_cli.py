@@ -595,6 +595,14 @@ def test_hellaswag_by_name_offline_is_one_line_naming_task_file(tmp_path, monkey
       f"--task_file=path/to/hellaswag_val.jsonl (in a run: --config.train.task_file=...)\n")
 
 
+@pytest.mark.parametrize("flag", ["--task_style=llmc", "--task_examples=3"])
+def test_hellaswag_flags_without_the_task_are_one_line_naming_it(flag, tmp_path, monkeypatch,
+                                                                 capsys):
+  err = entry_error(monkeypatch, capsys, "evaluate", f"--workdir={tmp_path}/none", flag)
+  assert err == ("error: --task_file, --task_examples and --task_style are HellaSwag's: add "
+                 "--task=hellaswag\n")
+
+
 def test_a_cache_dir_under_a_file_is_one_line(tmp_path):
   from andrea_jax import config as config_lib, prepare  # pylint: disable=import-outside-toplevel
   a_file = tmp_path / "afile"

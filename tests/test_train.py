@@ -473,6 +473,14 @@ def test_bad_train_config(field, value, match, data_cache, tmp_path):
     train.train_and_evaluate(config, str(tmp_path))
 
 
+def test_an_unknown_task_style_is_one_line_naming_the_styles(data_cache, tmp_path):
+  config = small_config(data_cache, **{"train.task_style": "harness"})
+  with pytest.raises(ValueError, match=r"^train.task_style='harness': expected one of "
+                     r"\('lmeval', 'llmc'\) \(lmeval: lm-eval-harness's HellaSwag, llmc: llm.c's\)$"):
+    train.train_and_evaluate(config, str(tmp_path / "run"))
+  assert not (tmp_path / "run").exists()
+
+
 def test_muon_with_mup_is_one_line_naming_both(data_cache, tmp_path):
   config = small_config(data_cache, **{"train.optimizer": "muon", "model.parametrization": "mup",
                                        "model.base_width": 16})
@@ -808,7 +816,8 @@ def test_a_run_scores_hellaswag_every_task_eval_every_updates_as_evaluate_scores
     data_cache, tmp_path, capsys):
   task_file = tmp_path / "hellaswag.jsonl"  # HellaSwag's format (tests/test_tasks.py: its scorer)
   task_file.write_text("".join(json.dumps(
-      {"ctx": f"def f{i}(x):", "endings": ["return x", "pass", "x = 1", "print(x)"], "label": i % 4}
+      {"activity_label": "Python", "ctx_a": f"def f{i}(x):", "ctx_b": "", "endings": [
+          "return x", "pass", "x = 1", "print(x)"], "label": i % 4}
   ) + "\n" for i in range(6)))
   config = small_config(data_cache, **{"train.steps": 6, "train.task_eval_every": 3,
                                        "train.task_file": str(task_file), "train.task_examples": 5,
@@ -818,7 +827,7 @@ def test_a_run_scores_hellaswag_every_task_eval_every_updates_as_evaluate_scores
   scored = {r["step"]: r for r in metrics_lib.read_metrics(str(workdir)) if "hellaswag_acc" in r}
   assert sorted(scored) == [3, 6]
   out = capsys.readouterr().out
-  assert "step 3: hellaswag acc " in out and "over 5 examples (chance 0.25)" in out
+  assert "step 3: hellaswag (lmeval) acc " in out and "over 5 examples (chance 0.25)" in out
   # The final checkpoint scored from its workdir by the command (scoring.evaluate_task).
   out_json = tmp_path / "hellaswag.json"
   done = subprocess.run(
@@ -827,7 +836,8 @@ def test_a_run_scores_hellaswag_every_task_eval_every_updates_as_evaluate_scores
       cwd=REPO, env={**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": REPO},
       capture_output=True, text=True, timeout=300, check=True)
   final = json.loads(out_json.read_text())
-  assert f"{workdir} at step 6: hellaswag acc {final['acc']:.4f}, " in done.stdout
+  assert f"{workdir} at step 6: hellaswag (lmeval) acc {final['acc']:.4f}, " in done.stdout
   assert final["step"] == 6 and final["examples"] == 5
   assert final["acc"] == scored[6]["hellaswag_acc"]
   assert final["acc_norm"] == scored[6]["hellaswag_acc_norm"]
+  assert final["acc_bytes"] == scored[6]["hellaswag_acc_bytes"]

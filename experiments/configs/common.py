@@ -246,6 +246,8 @@ def train_group() -> ml_collections.ConfigDict:
   t.task_file = ""
   # Score the first this many HellaSwag examples (0 = all 10,042: slow on a CPU).
   t.task_examples = 0
+  # How HellaSwag is scored: "lmeval" (lm-eval-harness's context, acc_norm per character) or "llmc" (llm.c's; docs/training.md).
+  t.task_style = "lmeval"
   return t
 
 
