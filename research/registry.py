@@ -70,7 +70,8 @@ def design(name: str) -> str:
 def outside(name: str, field: str) -> tuple:
   """The tuple ``field`` of the study file beside ``STUDY``, outside the rules' identity (() if none):
   ``SAW_DATA`` (inputs that saw the data: the report is exploratory whatever its design,
-  ``guards.header``), ``LIMITS`` (its author's stated limitations), ``POSTHOC`` (its readings)."""
+  ``guards.header``), ``LIMITS`` (its author's stated limitations), ``POSTHOC`` (its readings),
+  ``SUPERSEDED`` (lines the report opens with: the study that replaces it, and why)."""
   return tuple(getattr(importlib.import_module(f"experiments.studies.{name}"), field, ()))
 
 

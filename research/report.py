@@ -111,6 +111,8 @@ def opening(study: str, index: dict, cells: list[dict], design: str, readings: l
             titles: dict, changed: list) -> list[str]:
   """The front matter: title, abstract, claims table, main figure, limitations."""
   head = [f"# {title_of(registry.study(study).question)}", "",
+          *[f"> **Superseded.** {line}" for line in registry.outside(study, "SUPERSEDED")],
+          *([""] if registry.outside(study, "SUPERSEDED") else []),
           f"Study `{index['name']}` at scale `{index['scale']}`, {design_word(design)}: "
           f"{len(page.verdicts)} claims judged on {diverged_text(cells)[:-1]}.", ""]
   headline = [*page.headline, *[line for r in readings for line in (*r.headline, "") if r.headline]]

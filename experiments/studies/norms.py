@@ -133,6 +133,18 @@ STUDY = Study(
     tags={LAYERS: "L"},
 )
 
+# The report's first lines (outside STUDY): the study that replaces this one, and why (issue 69).
+SUPERSEDED = (
+    "Its arms were the bare placements on GPT-2's base, not the papers' models: Peri-LN without the "
+    "embedding norm its recipes carry, DyT without Zhu et al.'s per-position alpha_0, DeepNorm on "
+    "GPT-2's init instead of DeepNet's Xavier x beta. Its power plan used spreads 3.3-3.6 times "
+    "smaller than the ones observed, and it judged residual growth at the end of training, although "
+    "that gap was already present at initialisation. The norm menu "
+    "(experiments/studies/norm_menu.py) redoes it: each method with its source's recipe, at 4, 8 and "
+    "16 layers; its report is docs/studies/norm_menu-cpu once its cells have run. This page stays "
+    "as it ran.",
+)
+
 # What limits the reading (outside STUDY: the report's limitations, first).
 LIMITS = (
     "One small shape (d64, 8 layers; 16 for the DeepNorm pair), 300 steps with a 60-step warmup: "
