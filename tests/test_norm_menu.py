@@ -51,3 +51,24 @@ def test_each_figure_is_the_cells_own():
   assert "0.001, 0.003, 0.01 (3 of 3)" in good and "3.34 against 3.43 (400M)" in good
   assert "| flat | 4 |" in "\n".join(lines) and "0.001 (1 of 3)" in "\n".join(lines)
   assert "log ratio" in lines[0] and "nats" not in lines[0].split("growth")[1]
+
+
+def test_dyts_saturation_is_read_at_each_seeds_best_rate_and_each_point_is_its_own_row():
+  out = []
+  for seed in range(3):
+    for lr, loss in zip(RATES, (4.6, 4.5, 5.27)):
+      for width, share in ((64, 0.9), (128, 0.5)):
+        r = record("dyt", 8, lr, seed, loss + 0.01 * seed, 1.0, 1.0)
+        r["overrides"]["model.d_model"] = width
+        # blocks [a, b] then the final norm; at the best rate (3e-3) the end reads share, elsewhere 1.
+        end = share if lr == 3e-3 else 1.0
+        r["init"]["dyt_saturation"], r["end"]["dyt_saturation"] = [0.0, 0.2, 0.1], [end, end, end / 2]
+        out.append(r)
+  data = kinds.Data.of(out, ("model.n_layer", "model.d_model"), cells_lib.to_run)
+  table = MenuTable(labels={"dyt": "DyT"})
+  rows = table.rows(data)
+  assert [r["point"] for r in rows] == [{"model.d_model": 64}, {"model.d_model": 128}]
+  assert rows[0]["saturation"] == pytest.approx({"init": 0.1, "end": 0.9, "init_final": 0.1, "end_final": 0.45})
+  assert rows[1]["saturation"]["end"] == pytest.approx(0.5)
+  text = "\n".join(table.lines(rows, UNIGRAM))
+  assert "| DyT, d_model 128 | 8 |" in text and "10 % / 90 % | 10 % / 45 % |" in text

@@ -147,6 +147,13 @@ PAPERS = {
     "dyt": f"{ZHU}: LLaMA 7B 1.59 nats (alpha_0 0.8 / 0.2 at width 4096)",
 }
 
+# The table's names (the arms' labels say more; the report's appendix lists them).
+SHORT = {"pre": "pre-LN (GPT-2)", "post": "post-LN", "peri": "Peri-LN (placement)", "peri+emb": "Peri-LN + embedding LN",
+         "deepnet": "DeepNet", "mix": "Mix-LN", "lnscale": "LayerNorm scaling", "rmsnorm": "RMSNorm",
+         "pre-olmo": "pre-norm (OLMo-core)", "peri-olmo": "Peri-LN (OLMo-core)", "olmo2": "OLMo 2 reordered",
+         "gemma2": "Gemma 2 sandwich", "pre-llama": "RMSNorm (LLaMA)", "dyt": "DyT (Zhu et al.)",
+         **{name: f"DyT, alpha_0 x {f:g}" for name, f in zip(SWEPT, SWEEP)}}
+
 # Seeds per arm: the budgeted plan's (Study.budget_plan, at SPREAD); DyT's alpha_0 sweep has no claim.
 SEEDS = {**dict.fromkeys((a.name for a in ARMS if a.name not in SWEPT), 6), **dict.fromkeys(SWEPT, 3)}
 # Measured in the norms-cpu run: 48 minutes for 2,480 layer-models of 300 steps in vmapped programs
@@ -209,7 +216,7 @@ STUDY = Study(
     spread_source=SPREAD_SOURCE,
     loso_min_seeds=5,
     tags={LAYERS: "L", WIDTH: "d"},
-    reports=(MenuTable(axis=LAYERS, labels={a.name: a.label for a in ARMS}, papers=PAPERS),),
+    reports=(MenuTable(axis=LAYERS, labels=SHORT, papers=PAPERS),),
 )
 
 LIMITS = (
