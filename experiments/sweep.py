@@ -138,7 +138,13 @@ def main(argv):
     print("\n".join(plan_lines(sweep, workdir, gated)))
     return
   if gated:  # before any cell: an arm that does not learn stops the study here, in one line
-    found = pilot.run_gate(registry.study(sweep.judged_by), sweep.scale, workdir, _PARALLEL.value, _GPUS.value)
+    only = _ONLY.value if _PILOT_ONLY.value else ""  # a part of the pilot; the gate reads it whole
+    found = pilot.run_gate(registry.study(sweep.judged_by), sweep.scale, workdir, _PARALLEL.value, _GPUS.value,
+                           only)
+    if found is None:
+      print(f"pilot: the cells matching --only={only!r} trained in {pilot.directory(workdir)}; the gate "
+            f"reads the whole pilot: rerun without --only")
+      return
     print(f"pilot passed ({pilot.directory(workdir)}): " + "; ".join(o.text() for o in found))
     if _PILOT_ONLY.value:
       print(f"the pilot's spreads and the plan at them: python -m experiments.sweep {' '.join(sys.argv[1:])} "

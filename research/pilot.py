@@ -116,10 +116,14 @@ def gate(study, scale: str, found: list[Outcome] | None) -> None:
                              "the design")
 
 
-def run_gate(study, scale: str, workdir: str, parallel: int = 1, gpus: int = 0) -> list[Outcome]:
-  """Train the pilot (resumable: finished models are skipped) and ``gate`` on it."""
+def run_gate(study, scale: str, workdir: str, parallel: int = 1, gpus: int = 0,
+             only: str = "") -> list[Outcome] | None:
+  """Train the pilot (resumable: finished models are skipped) and ``gate`` on it; with ``only``, just
+  the pilot's cells whose path contains it (None: the gate waits for the whole pilot)."""
   from research import runner  # pylint: disable=import-outside-toplevel
-  records = runner.run_sweep(sweep(study, scale), directory(workdir), parallel, "", gpus)
+  records = runner.run_sweep(sweep(study, scale), directory(workdir), parallel, only, gpus)
+  if only:
+    return None
   if any(r["status"] in ("interrupted", runner.NOT_STARTED) for r in records):
     raise errors.ConfigError(f"the pilot of {study.name!r} was interrupted: rerun the same command to resume it")
   found = read(study, scale, workdir)

@@ -83,17 +83,23 @@ class MenuTable:
       return None
     return {k: (sum(v) / len(v) if v else None) for k, v in per.items()}
 
-  def label(self, row: dict) -> str:
-    extra = "".join(f", {k.split('.')[-1]} {v}" for k, v in row["point"].items())
+  def label(self, row: dict, common: dict) -> str:
+    """The arm's name, with the point's other axes where they differ from most rows' (a DyT at d128)."""
+    extra = "".join(f", {k.split('.')[-1]} {v}" for k, v in row["point"].items() if common.get(k) != v)
     return f"{self.labels.get(row['arm'], row['arm'])}{extra}"
 
   def lines(self, rows: list[dict], unigram: float) -> list[str]:
+    values = {}
+    for r in rows:
+      for k, v in r["point"].items():
+        values.setdefault(k, []).append(v)
+    common = {k: max(set(vs), key=vs.count) for k, vs in values.items()}
     learns = lambda r: (", ".join(f"{lr:g}" for lr in r["learns_at"]) + f" ({len(r['learns_at'])} of "
                         f"{len(r['rates'])})") if r["learns_at"] else f"none of {len(r['rates'])}"
     head = ["| arm | layers | best loss, nats [95 % CI] | learns at (every seed) | decades of rate within "
             f"{curves.RANGE_MARGIN:g} nats of its best | growth of the stream during training, log ratio "
             "[95 % CI] | the paper's own figure |", "|---|---|---|---|---|---|---|"]
-    body = [f"| {self.label(r)} | {r['depth']} | "
+    body = [f"| {self.label(r, common)} | {r['depth']} | "
             f"{interval_text(r['best_loss'], r['best_loss_interval'], '.3f')} | {learns(r)} | "
             f"{interval_text(r['rate_range'], r['rate_range_interval'], '.2f')} | "
             f"{interval_text(r['growth'], r['growth_interval'], '+.2f')} | {self.papers.get(r['arm'], '—')} |"
@@ -105,7 +111,7 @@ class MenuTable:
             "theirs, at their scale and data, not comparable in level with ours: they say which way "
             "the paper found the arm to differ.")
     pct = lambda v: "—" if v is None else f"{100 * v:.0f} %"
-    dyt = [f"| {self.label(r)} | {r['depth']} | {interval_text(r['best_loss'], r['best_loss_interval'], '.3f')} | "
+    dyt = [f"| {self.label(r, common)} | {r['depth']} | {interval_text(r['best_loss'], r['best_loss_interval'], '.3f')} | "
            f"{pct(r['saturation']['init'])} / {pct(r['saturation']['end'])} | "
            f"{pct(r['saturation']['init_final'])} / {pct(r['saturation']['end_final'])} |"
            for r in rows if r["saturation"]]

@@ -188,7 +188,7 @@ def grid(depths, steps, warmup, seeds, rates, d_model, smoke, **kw):
            extra={"train.warmup_steps": warmup, WIDTH: d_model, "model.norm_type": "layernorm",
                   **({"data.max_docs": 40} if smoke else {})})
   swept_rates = tuple(rates[1:-1]) if len(rates) > 3 else tuple(rates)
-  return Grid(rates, seeds["pre"], ladder.ladder_overrides(s), axes={LAYERS: depths}, smoke=smoke,
+  return Grid(rates, seeds["pre"], ladder.ladder_overrides(s), axes={LAYERS: depths, WIDTH: (d_model,)}, smoke=smoke,
               arm_seeds=seeds, arm_rates=dict.fromkeys(SWEPT, swept_rates),
               arm_axes=dict.fromkeys(SWEPT, {LAYERS: (depths[len(depths) // 2],), WIDTH: (d_model, 2 * d_model)}),
               linked={WIDTH: {2 * d_model: {"model.n_head": 4 if not smoke else 2}}}, **kw)
