@@ -49,7 +49,7 @@ def test_a_claim_parameter_its_kind_does_not_read_is_refused():
   text = refusal(lambda: checks.claim_parameters(less))
   assert "predict='less' is not one of ['above', 'below', 'higher', 'lower', 'same']" in text and "qk lowers the loss" in text
   best = kinds.Contrast("qk lowers the loss", terms=kinds.pair("pre+qk", "pre"), quantity="best")
-  assert "quantity='best' is not one of ['best_loss', 'log_optimum', 'sensitivity']" in refusal(
+  assert "quantity='best' is not one of ['best_loss', 'learning_rates', 'log_optimum', 'rate_range', 'sensitivity']" in refusal(
       lambda: checks.claim_parameters(best))
   assert sorted(checks.allowed(kinds.Slope, "predict")) == ["above", "below", "higher", "lower", "same"]
   assert sorted(checks.allowed(kinds.Slope, "of")) == ["basin", "bracketed", "fitted", "fixed_rate", "sensitivity"]
