@@ -235,8 +235,7 @@ def run(config: config_lib.RunConfig, workdir: str,
     signals_lib.check()
     signals_lib.set_phase("preparing the evaluation and the model")
     # Before the workdir is the run's: a batch too large for the data leaves nothing behind.
-    loader_lib.check_batch_fits(prepared.stream("train"), t.batch_size, cfg.block_size,
-                                f"the training shards in {prepared.directory!r}")
+    check_data_fits(config, cfg, t, mesh, prepared)
     eval_set = validation.make_eval_set(t, cfg, prepared, mesh)
     task = task_path and task_scorer(task_path, t, cfg, prepared.tokenizer_path)
     models = build(cfg, t, mesh)
@@ -292,6 +291,19 @@ def run(config: config_lib.RunConfig, workdir: str,
     own = members[0] if not models.stacked else group_summary(models, outcome.status, members,
                                                               latest, shared["wall_time_s"])
     return RunResult(outcome.status, own, state, members=members)
+
+
+def check_data_fits(config: config_lib.RunConfig, cfg: model.ModelConfig, t: step_lib.TrainConfig,
+                    mesh, prepared: prepared_lib.PreparedData) -> None:
+  """Refuse data too small for the batch, the block or the samples, with settings that pass
+  all of them at once (``loader.check_fits``)."""
+  s = config.sample
+  prompt = (len(tokenizer_lib.encode(tokenizer_lib.load(prepared.tokenizer_path, cfg.vocab_size),
+                                     s.prompt)) or 1) if s.num_samples > 0 else 0
+  loader_lib.check_fits(len(prepared.stream("train")), len(prepared.stream("val")), t.batch_size,
+                        cfg.block_size, f"the shards in {prepared.directory!r}",
+                        multiple=t.grad_accum_steps * sharding.batch_devices(mesh), prompt=prompt,
+                        new_tokens=s.max_new_tokens if s.num_samples > 0 else 0)
 
 
 def task_scorer(path: str, t: step_lib.TrainConfig, cfg: model.ModelConfig,
