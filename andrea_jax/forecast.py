@@ -1,8 +1,8 @@
 """What a run is in for, said before its first long wait.
 
-After data preparation a run compiles its train step and its evaluation ahead of time
-(``compile_programs``: the compilation is a phase of its own, which a SIGINT ends with
-exit 4), then prints an estimate of its cost from the model's FLOPs and this machine's
+After data preparation a run compiles its train step and its evaluation ahead of time,
+before its state exists (``compile_programs``: the compilation is a phase of its own, which
+a SIGINT ends with exit 4; ``memory.py`` then checks the step's memory), then prints an estimate of its cost from the model's FLOPs and this machine's
 measured matmul speed (``estimate``): seconds per step, tokens per second, the time of the
 step-0 evaluation and of the whole run. The first logged window prints the measured figures
 (``measured``). A config meant for GPUs started on a CPU gets a one-line note naming the
@@ -54,7 +54,9 @@ def _say(message: str) -> None:
 
 
 def compile_programs(step, evaluate, state, batch, eval_batch):
-  """``(step, evaluate)`` compiled ahead of time for these arguments; the seconds it took.
+  """``(step, evaluate)`` compiled ahead of time for these arguments (``state`` may be
+  abstract: the state's shapes and shardings); the seconds it took; the compiled step
+  itself (its ``memory_analysis``: ``memory.py``).
 
   Where an argument's layout does not match the compiled program at the first call, the
   jitted function is used instead (it compiles again, as before).
@@ -67,7 +69,8 @@ def compile_programs(step, evaluate, state, batch, eval_batch):
   signals_lib.set_phase("compiling the evaluation")
   compiled_eval = evaluate.lower(state["params"], eval_batch).compile()
   signals_lib.check()
-  return _or_jit(compiled_step, step), _or_jit(compiled_eval, evaluate), time.time() - start
+  return (_or_jit(compiled_step, step), _or_jit(compiled_eval, evaluate), time.time() - start,
+          compiled_step)
 
 
 def _or_jit(compiled, jitted):

@@ -37,6 +37,59 @@ def check_batch_fits(tokens: np.ndarray, batch_size: int, block_size: int, name:
         f"use a train.batch_size of at most {len(tokens) // (block_size + 1)}, or more data")
 
 
+def batch_fix(train: int, val: int, batch_size: int, block_size: int, multiple: int = 1,
+              prompt: int = 0, new_tokens: int = 0) -> str | None:
+  """None where ``train`` and ``val`` tokens pass every check a run makes of the data's size;
+  else one clause naming settings that pass them all at once, so following it meets no
+  second refusal: a batch of ``batch_size`` windows of ``block_size + 1`` tokens within the
+  training tokens (``check_batch_fits``), one window within the validation tokens
+  (``eval_batches``), the batch a multiple of ``multiple`` (train.grad_accum_steps x the
+  devices that share a batch: ``sharding.check_batch``) and, where the run ends with
+  samples (``new_tokens > 0``), a prompt of ``prompt`` tokens plus ``new_tokens`` within the
+  block (``workdir.check_samples``). The block is kept as long as the data allows (a batch
+  is cut before a context is), then the batch as large as that block allows."""
+  window = min(train, val)  # the longest window (block_size + 1) both sides hold
+  most_rows = lambda block: train // (block + 1) // multiple * multiple
+  if block_size < window and batch_size * (block_size + 1) <= train:
+    return None
+  # The block as long as both sides' windows allow, shorter only where a batch of
+  # `multiple` rows would not fit; then the batch as large as that block allows.
+  block = min(block_size, window - 1, max(train // multiple - 1, 0))
+  if block < 1:
+    return "add text: no block_size of 1 or more leaves a window on both sides"
+  rows = most_rows(block)
+  if batch_size <= rows:
+    fix = f"use a model.block_size of at most {block}"
+  elif block == block_size:
+    fix = f"use a train.batch_size of at most {rows} (or a smaller model.block_size)"
+  else:  # neither alone: both at once
+    fix = f"set both --config.model.block_size={block} and --config.train.batch_size={rows}"
+  if new_tokens and prompt + new_tokens > block:  # the samples the run ends with must fit too
+    fix += (f", with --config.sample.max_new_tokens={block - prompt}" if block > prompt else
+            ", with --config.sample.num_samples=0 (no room for a prompt and a sample)")
+  return fix
+
+
+def check_fits(train: int, val: int, batch_size: int, block_size: int, name: str,
+               multiple: int = 1, prompt: int = 0, new_tokens: int = 0) -> None:
+  """Refuse data too small for the run's batch, block and samples, with the settings that
+  fit (``batch_fix``); ``name`` says where the ``train`` and ``val`` tokens are."""
+  fix = batch_fix(train, val, batch_size, block_size, multiple, prompt, new_tokens)
+  if fix is None:
+    return
+  window = block_size + 1
+  if window > min(train, val):
+    what = (f"one window of block_size + 1 = {window} tokens is more than the "
+            f"{'training' if train < window else 'validation'} tokens of {name} "
+            f"({train:,} training, {val:,} validation)")
+  else:
+    what = (f"one batch of train.batch_size={batch_size} window{'s' * (batch_size != 1)} of "
+            f"block_size + 1 = {window} tokens is {batch_size * window:,} tokens, more than the "
+            f"{train:,} training tokens of {name}")
+  raise errors.DataError(f"{what}; {fix}" + ("" if fix.startswith("add text") else
+                                              ", or more data"))
+
+
 def _local_slice(batch_size: int, process_index: int, process_count: int) -> slice:
   if batch_size % process_count:
     raise errors.DataError(f"global batch_size={batch_size} is not divisible by "

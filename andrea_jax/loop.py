@@ -72,6 +72,14 @@ class Batches:
                                             start_step=start_step, prefetch=prefetch)
                     for seed in sorted(set(models.batch_seeds))}
 
+  @staticmethod
+  def like(models: Models, t: step_lib.TrainConfig, block_size: int) -> jax.Array:
+    """A batch of zeros with the shape, dtype and sharding of every batch: what the step
+    is compiled for before any data is read."""
+    local = np.zeros((t.grad_accum_steps, t.batch_size // jax.process_count() // t.grad_accum_steps,
+                      block_size + 1), np.int32)
+    return models.place(np.stack([local] * models.n) if models.stacked else local)
+
   def __next__(self) -> jax.Array:
     rows = {seed: next(loader).reshape(self.shape) for seed, loader in self.loaders.items()}
     seeds = self.models.batch_seeds
@@ -119,8 +127,10 @@ def _slow(seconds: float) -> bool:
 
 
 def train_loop(models: Models, state, t: step_lib.TrainConfig, start_step: int,
-               batches: Batches, eval_set: EvalSet, out: Outputs) -> Outcome:
-  """Steps ``start_step + 1 .. t.steps`` (module docstring).
+               batches: Batches, eval_set: EvalSet, out: Outputs,
+               compile_s: float = 0.0) -> Outcome:
+  """Steps ``start_step + 1 .. t.steps`` (module docstring): ``models``' step and evaluation
+  compiled ahead, in ``compile_s`` seconds (``train.compile_checked``).
 
   The loop stops when no member is left, on a signal (after saving) or at ``t.steps``.
   """
@@ -146,14 +156,10 @@ def train_loop(models: Models, state, t: step_lib.TrainConfig, start_step: int,
   with signals_lib.StopSignals() as signals:
     signals.progress(trained=start_step, saved=start_step)
     batch = next(batches) if start_step < t.steps else None
-    if batch is not None:  # compiled ahead, then what the run is in for (forecast.py)
-      step_fn, eval_fn, seconds = forecast.compile_programs(
-          models.step, models.eval_loss, state, batch, eval_set.arrays[0])
-      models = dataclasses.replace(models, step=step_fn, eval_loss=eval_fn)
-      if sharding.is_lead():
-        tqdm.write(forecast.estimate(log.flops_per_token * log.tokens_per_step,
-                                     log.tokens_per_step, t, models.n_devices, start_step,
-                                     seconds, eval_at_start=start_step == 0 and t.eval_at_start))
+    if batch is not None and sharding.is_lead():  # what the run is in for (forecast.py)
+      tqdm.write(forecast.estimate(log.flops_per_token * log.tokens_per_step,
+                                   log.tokens_per_step, t, models.n_devices, start_step,
+                                   compile_s, eval_at_start=start_step == 0 and t.eval_at_start))
     try:
       if start_step == 0:
         if t.eval_at_start:  # train.eval_at_start: the real models skip it on a CPU

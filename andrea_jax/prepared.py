@@ -179,6 +179,10 @@ def opening_words(prepared: PreparedData, words: int = 5) -> str:
   starts = np.flatnonzero(val != prepared.eot_id)
   ids = val[starts[0]:] if starts.size else val[:0]
   ends = np.flatnonzero(ids == prepared.eot_id)
-  text = tokenizer_lib.decode(tok, ids[:ends[0]] if ends.size else ids)
+  return first_words(tokenizer_lib.decode(tok, ids[:ends[0]] if ends.size else ids), words)
+
+
+def first_words(text: str, words: int = 5) -> str:
+  """The first ``words`` words of ``text`` on its first line (``opening_words``)."""
   match = re.match(rf"\s*(\S+(?:[ \t]+\S+){{0,{words - 1}}})", text)
   return match[1] if match else ""

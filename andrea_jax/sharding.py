@@ -182,9 +182,14 @@ def batch_sharding(mesh: Mesh, batch_dim: int, ndim: int) -> NamedSharding:
   return NamedSharding(mesh, P(*spec))
 
 
+def batch_devices(mesh: Mesh) -> int:
+  """How many devices share each microbatch's rows (``mesh.data x mesh.fsdp``)."""
+  return math.prod(mesh.shape[a] for a in BATCH_AXES)
+
+
 def check_batch(batch_size: int, grad_accum_steps: int, mesh: Mesh) -> None:
   """Every microbatch must split evenly over the devices that share the batch."""
-  n = math.prod(mesh.shape[a] for a in BATCH_AXES)
+  n = batch_devices(mesh)
   rows = batch_size // grad_accum_steps
   if rows % n:
     raise errors.ConfigError(f"train.batch_size={batch_size} / train.grad_accum_steps="

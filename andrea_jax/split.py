@@ -169,21 +169,11 @@ def check_split(splitter: Splitter, source) -> None:
         f"data.val_fraction or data.split_seed")
 
 
-def check_batch_bound(config: RunConfig, splitter: Splitter) -> None:
-  """Refuse a batch that cannot fit the training split whatever the tokenizer: a token is
-  at least one byte, plus one EOT per document (``loader.check_batch_fits`` checks the
-  exact count once the split is encoded)."""
+def batch_may_fit(config: RunConfig, splitter: Splitter) -> bool:
+  """Whether one batch, and one window on the validation side, may fit the split whatever
+  the tokenizer: a token is at least one byte, plus one EOT per document. Where not, the
+  split is smaller than one batch, and its exact token counts (cheap at that size) say which
+  settings fit (``tokenizer_sample``, ``loader.check_fits``)."""
   t, m = config.train, config.model
-  docs = splitter.docs["train"]
-  most = splitter.bytes["train"] + docs
-  need = t.batch_size * (m.block_size + 1)
-  if need > most:
-    fits = most // (m.block_size + 1)  # windows of this block size the split can hold
-    # The field that can fix it: the batch size while a smaller one fits, else the block size.
-    fix = (f"use a train.batch_size of at most {fits} (or a smaller model.block_size)" if fits
-           else f"use a model.block_size of at most {max(most // t.batch_size - 1, 1)}")
-    raise errors.DataError(
-        f"one batch of train.batch_size={t.batch_size} window{'s' * (t.batch_size != 1)} of "
-        f"block_size + 1 = {m.block_size + 1} tokens is {need:,} tokens, more than the training "
-        f"split can hold (at most {most:,} tokens: {docs:,} document{'s' * (docs != 1)}, a token "
-        f"is at least a byte); {fix}, or more data")
+  most = {side: splitter.bytes[side] + splitter.docs[side] for side in SIDES}
+  return t.batch_size * (m.block_size + 1) <= most["train"] and m.block_size < most["val"]

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from andrea_jax import errors
 from andrea_jax import files
+from andrea_jax import loader as loader_lib
 from andrea_jax import prepared as prepared_lib
 from andrea_jax import progress as progress_lib
 from andrea_jax import signals as signals_lib
@@ -64,8 +65,7 @@ def _train_on_sample(config: RunConfig, source, fit: bool):
   with progress_lib.Progress("sampling text for the tokenizer", source.total_bytes) as bar:
     kept = sample_runs(split_lib.runs(source, data, splitter, bar),
                        f"andrea-sample-{data.split_seed}".encode(), limit)
-  split_lib.check_batch_bound(config, splitter)
-  split_lib.check_split(splitter, source)
+  split_lib.check_split(splitter, source)  # first: no batch or block size fixes it
   sample.update(bytes=sum(len(raw) for _, raw in kept), runs=len(kept),
                 complete=len(kept) == splitter.runs["train"])  # the whole training split
   say(f"data: training a byte-level BPE tokenizer of {data.vocab_size} tokens on a sample of "
@@ -75,7 +75,27 @@ def _train_on_sample(config: RunConfig, source, fit: bool):
   texts = (raw.decode("utf-8") for _, raw in kept)  # in the stream's order
   tok = tokenizer_lib.train_tokenizer(texts, data.vocab_size, show_progress=False, fit=fit)
   signals_lib.check()
+  if not split_lib.batch_may_fit(config, splitter):  # refused before anything is cached
+    check_fits(config, source, tok, sample["block_chars"])
   return tok, sample
+
+
+def check_fits(config: RunConfig, source, tok, block_chars: int) -> None:
+  """Refuse a split smaller than one batch with settings that pass every later check
+  (``loader.check_fits``), from its exact token counts with ``tok``: a split this small
+  encodes in a moment, and a bound in bytes would suggest a batch the tokens cannot hold.
+  The samples' prompt is the longer of ``sample.prompt`` and the opening words of the
+  first held-out document (what ``experiments/cli.py`` gives a run on its own data)."""
+  data, t, s = config.data, config.train, config.sample
+  tokens, opening = {side: 0 for side in split_lib.SIDES}, None
+  for run in split_lib.runs(source, data, split_lib.Splitter(data, block_chars)):
+    tokens[run.side] += len(tokenizer_lib.encode(tok, run.text)) + run.starts
+    if opening is None and run.side == "val":
+      opening = prepared_lib.first_words(run.text)
+  prompt = max(len(tokenizer_lib.encode(tok, text)) for text in (s.prompt, opening or ""))
+  loader_lib.check_fits(tokens["train"], tokens["val"], t.batch_size, config.model.block_size,
+                        f"the split of {source.name}", multiple=t.grad_accum_steps,
+                        prompt=max(prompt, 1), new_tokens=s.max_new_tokens * (s.num_samples > 0))
 
 
 def sample_runs(runs: Iterator[split_lib.Run], key: bytes, limit: int) -> list[tuple[int, bytes]]:

@@ -46,7 +46,9 @@ from andrea_jax import errors
 from andrea_jax import files
 from andrea_jax import loader as loader_lib
 from andrea_jax import logger as logger_lib
+from andrea_jax import forecast
 from andrea_jax import loop
+from andrea_jax import memory
 from andrea_jax import members as members_lib
 from andrea_jax import metrics
 from andrea_jax import model
@@ -236,13 +238,13 @@ def run(config: config_lib.RunConfig, workdir: str,
     signals_lib.check()
     signals_lib.set_phase("preparing the evaluation and the model")
     # Before the workdir is the run's: a batch too large for the data leaves nothing behind.
-    loader_lib.check_batch_fits(prepared.stream("train"), t.batch_size, cfg.block_size,
-                                f"the training shards in {prepared.directory!r}")
+    check_data_fits(config, cfg, t, mesh, prepared)
     eval_set = validation.make_eval_set(t, cfg, prepared, mesh)
     task = task_path and task_scorer(task_path, t, cfg, prepared.tokenizer_path)
     models = build(cfg, t, mesh)
     if config.sample.num_samples > 0 and not models.stacked:  # not found at the end, lost
       workdir_lib.check_samples(cfg, prepared.tokenizer_path, config.sample)
+    models, compile_s = compile_checked(models, cfg, t, eval_set)
     clock = workdir_lib.Clock(workdir, models.dirs, started)
     mngr = ckpt.manager(f"{workdir}/checkpoints", config.checkpoint.every, config.checkpoint.keep,
                         config.checkpoint.every_seconds)
@@ -265,7 +267,8 @@ def run(config: config_lib.RunConfig, workdir: str,
                                              models.dirs, models.stacked, last_step=t.steps)
     with loop.Batches(models, prepared.train_paths, t, cfg.block_size, plan.start_step,
                       config.data.prefetch) as batches, out_of_memory_advice(t), out.profiler:
-      outcome = loop.train_loop(models, state, t, plan.start_step, batches, eval_set, out)
+      outcome = loop.train_loop(models, state, t, plan.start_step, batches, eval_set, out,
+                                compile_s)
     out.log.close()
     mngr.close()
     if out.diagnostics:
@@ -293,6 +296,35 @@ def run(config: config_lib.RunConfig, workdir: str,
     own = members[0] if not models.stacked else group_summary(models, outcome.status, members,
                                                               latest, shared["wall_time_s"])
     return RunResult(outcome.status, own, state, members=members)
+
+
+def compile_checked(models: members_lib.Models, cfg: model.ModelConfig, t: step_lib.TrainConfig,
+                    eval_set: validation.EvalSet) -> tuple[members_lib.Models, float]:
+  """``models`` with its step and evaluation compiled ahead, before the state exists
+  (``forecast.compile_programs``), and the seconds it took. The compiled step's memory is
+  checked against what the machine has free (``memory.check``): a run that would not fit
+  stops here in one line (exit 2), before its state is allocated or its workdir is its own,
+  rather than being killed by the kernel partway through a step."""
+  batch = loop.Batches.like(models, t, cfg.block_size)
+  step, evaluate, seconds, compiled = forecast.compile_programs(
+      models.step, models.eval_loss, models.abstract, batch, eval_set.arrays[0])
+  line = memory.check(memory.Estimate.of(cfg, t, models.abstract, compiled, models.n), cfg, t)
+  if sharding.is_lead():
+    print(line, flush=True)
+  return dataclasses.replace(models, step=step, eval_loss=evaluate), seconds
+
+
+def check_data_fits(config: config_lib.RunConfig, cfg: model.ModelConfig, t: step_lib.TrainConfig,
+                    mesh, prepared: prepared_lib.PreparedData) -> None:
+  """Refuse data too small for the batch, the block or the samples, with settings that pass
+  all of them at once (``loader.check_fits``)."""
+  s = config.sample
+  prompt = (len(tokenizer_lib.encode(tokenizer_lib.load(prepared.tokenizer_path, cfg.vocab_size),
+                                     s.prompt)) or 1) if s.num_samples > 0 else 0
+  loader_lib.check_fits(len(prepared.stream("train")), len(prepared.stream("val")), t.batch_size,
+                        cfg.block_size, f"the shards in {prepared.directory!r}",
+                        multiple=t.grad_accum_steps * sharding.batch_devices(mesh), prompt=prompt,
+                        new_tokens=s.max_new_tokens if s.num_samples > 0 else 0)
 
 
 def task_scorer(path: str, t: step_lib.TrainConfig, cfg: model.ModelConfig,

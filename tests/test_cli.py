@@ -674,3 +674,24 @@ def test_a_missing_flagfile_read_when_the_config_flag_is_defined_is_one_line(tmp
   assert capsys.readouterr().err == (f"error: --flagfile={tmp_path / 'flags.txt'}: No such file or "
                                      f"directory; pass a text file of flags, one per line "
                                      f"(--config=tiny, --config.train.steps=100, ...)\n")
+
+
+def test_data_too_small_for_the_batch_is_told_settings_that_start_the_run(tmp_path):
+  """Issue 73: the advice of a refusal for data smaller than one batch is followed as
+  printed (every flag it names), and the run then starts and finishes: no second refusal."""
+  (tmp_path / "text.txt").write_text("".join(f"line {i}: the quick brown fox jumps over the "
+                                             f"lazy dog number {i * 7}\n" for i in range(12)),
+                                     encoding="utf-8")
+  args = ["experiments.run", "--config=tiny", f"--config.data.path={tmp_path / 'text.txt'}",
+          f"--config.data.cache_dir={tmp_path / 'cache'}", f"--workdir={tmp_path / 'run'}",
+          "--config.data.val_fraction=0.3", "--config.train.steps=1",
+          "--config.train.warmup_steps=0", "--config.train.eval_batches=1",
+          "--config.sample.num_samples=1"]
+  refused = run_module(*args)
+  assert refused.returncode == errors.EXIT_USER_ERROR, refused.stderr
+  line = refused.stderr.strip().splitlines()[-1]
+  fix = re.findall(r"--config\.\S+=\d+", line)
+  assert "block_size=" in line and "batch_size=" in line and len(fix) >= 2, line
+  started = run_module(*args, *fix)
+  assert started.returncode == 0, started.stdout + started.stderr
+  assert (tmp_path / "run" / "summary.json").exists()

@@ -780,14 +780,22 @@ def test_every_file_of_a_folder_with_extensions_star_and_a_glob(tmp_path):
     read(tmp_path, extensions="*")
 
 
-def test_a_batch_larger_than_the_text_is_refused_before_the_tokenizer_is_trained(tmp_path):
-  (tmp_path / "text.txt").write_text("a few words of text\n" * 40, encoding="utf-8")
-  config = prep_config(tmp_path, path=str(tmp_path / "text.txt"))
+def test_a_batch_larger_than_the_text_is_refused_before_anything_is_cached(tmp_path):
+  # Both sides hold text (an empty side is refused first: no batch size fixes it); the
+  # refusal counts the split's tokens, so its batch size is one the encoded split holds.
+  (tmp_path / "text.txt").write_text("".join(f"line {i}: a few words of text, {i * 7}\n"
+                                             for i in range(40)), encoding="utf-8")
+  config = prep_config(tmp_path, path=str(tmp_path / "text.txt"), val_fraction=0.3)
+  config.model.block_size = 16
   config.train.batch_size = 1000
   with pytest.raises(errors.DataError, match=r"train.batch_size=1000 .* use a train.batch_size of "
-                     r"at most \d+"):
+                     r"at most (\d+)") as caught:
     prepare(config)
-  assert not os.listdir(tmp_path / "cache")  # nothing trained, nothing cached
+  assert not os.listdir(tmp_path / "cache")  # nothing cached
+  config.train.batch_size = int(re.search(r"at most (\d+)", str(caught.value))[1])
+  prepared = prepare(config)  # the advice holds for the encoded split
+  loader_lib.check_fits(len(prepared.stream("train")), len(prepared.stream("val")),
+                        config.train.batch_size, 16, "the split")
 
 
 # ---------------------------------------------------------------------------- streaming at scale
