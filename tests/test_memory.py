@@ -55,11 +55,12 @@ def test_each_suggestion_passes_the_estimate_it_was_checked_with():
   t = types.SimpleNamespace(batch_size=64, grad_accum_steps=1)
   est, free = estimate(), 6 << 30
   fixes = memory.suggestions(est, cfg, t, free)
-  assert any("grad_accum_steps=4" in f for f in fixes), fixes  # 4 + 8/4: 6 GiB
-  assert any("batch_size=16" in f for f in fixes), fixes
+  # With memory.MARGIN's 20 % to spare: 4 + 8/4 = 6 GiB needs 7.2, 4 + 8/8 = 5 GiB needs 6.
+  assert any("grad_accum_steps=8" in f for f in fixes), fixes
+  assert any("batch_size=8" in f for f in fixes), fixes
   for f in fixes:
     if "grad_accum_steps" in f:
-      assert est.scaled(rows_ratio=1 / 4) <= free
+      assert est.scaled(rows_ratio=1 / 8) * memory.MARGIN <= free
   with pytest.raises(errors.ConfigError, match=r"needs about 12.0 GiB .* does not fit"):
     os.environ[memory.LIMIT_ENV] = "6"
     try:
@@ -67,6 +68,13 @@ def test_each_suggestion_passes_the_estimate_it_was_checked_with():
     finally:
       del os.environ[memory.LIMIT_ENV]
   assert memory.check(estimate(work=1 << 30), cfg, t).startswith("memory: this run's step")
+  # An estimate under the limit but without the margin to spare is refused too (5.5 GiB of 6).
+  os.environ[memory.LIMIT_ENV] = "6"
+  try:
+    with pytest.raises(errors.ConfigError, match="20% to spare"):
+      memory.check(estimate(state=5 << 30, work=1 << 29, activations=1 << 28), cfg, t)
+  finally:
+    del os.environ[memory.LIMIT_ENV]
 
 
 def test_a_forced_limit_that_is_not_a_number_is_refused(monkeypatch):
