@@ -743,7 +743,9 @@ def test_own_data_on_the_first_try(tmp_path):
 
   done = run(*short)
   assert done.returncode == 0, done.stdout + done.stderr
-  workdir = tmp_path / "runs" / "tiny_data=my_texts"
+  # The folder names every override that changes training (experiments.run.default_workdir).
+  name = "tiny_data=my_texts_batch_size=8_eval_batches=2"
+  workdir = tmp_path / "runs" / name
   config = json.loads((workdir / "config.json").read_text())
   assert "train.warmup_steps=40 is not below train.steps=20: warming up over 2 steps" in done.stdout
   assert config["train"]["warmup_steps"] == 2
@@ -755,7 +757,7 @@ def test_own_data_on_the_first_try(tmp_path):
   refused = run(*short, "--config.model.vocab_size=4000")  # asked for: not fitted, refused
   assert refused.returncode == errors.EXIT_USER_ERROR and refused.stderr.count("\n") == 1
   assert "too small for vocab_size=4000" in refused.stderr
-  assert sorted(os.listdir(tmp_path / "runs")) == ["cache", "tiny_data=my_texts"]
+  assert sorted(os.listdir(tmp_path / "runs")) == ["cache", name]
   assert os.listdir(tmp_path / "runs" / "cache") == [cache.name]
 
 

@@ -323,8 +323,8 @@ def test_a_start_that_fails_on_a_too_large_batch_leaves_no_workdir_behind(contin
   workdir = tmp_path / "new"
   # More tokens than the encoded split holds, fewer than its bytes: found after encoding.
   config = config_for(corpus, cache, **{"train.batch_size": 2000})
-  with pytest.raises(errors.DataError, match=r"train.batch_size=2000 .* of the training shards .* use a train."
-                     r"batch_size of at most \d+"):
+  with pytest.raises(errors.DataError, match=r"train.batch_size=2000 .* training tokens of the shards .* use a "
+                     r"train.batch_size of at most \d+"):
     train.train_and_evaluate(config, str(workdir))
   assert not workdir.exists()  # the retry with the suggested batch size is a fresh start
 
