@@ -65,11 +65,15 @@ SWEPT = tuple(f"dyt-x{f:g}" for f in SWEEP)
 
 ARMS = (
     Arm("pre", {}, "pre-LN, LayerNorm, GPT-2's base: the reference"),
-    Arm("post", {"model.norm": "post"}, "post-LN (Vaswani et al. 2017), GPT-2's base"),
+    # Declared not to learn at the pilot's rate (3e-3; its pilot at 8 layers: 5.276 against the unigram's
+    # 5.271, as in norms-cpu): its claims count the rates where it learns, none calls it a match.
+    Arm("post", {"model.norm": "post"}, "post-LN (Vaswani et al. 2017), GPT-2's base", learns=False),
     Arm("peri", recipes.overrides("periln", D), "Peri-LN as Kim et al. 2025 state it (the placement alone)"),
     Arm("peri+emb", {**recipes.overrides("periln", D), "model.embedding_norm": True},
         "Peri-LN with a LayerNorm on the embedding output (OLMo-core's embedding_norm), GPT-2's base"),
-    Arm("deepnet", recipes.overrides("deepnet", D), "DeepNet: DeepNorm with Xavier x beta (Wang et al. 2022)"),
+    # Declared not to learn at the pilot's rate (8 layers, 3e-3: 4.50, 4.14 and 5.27, one seed on the plateau).
+    Arm("deepnet", recipes.overrides("deepnet", D), "DeepNet: DeepNorm with Xavier x beta (Wang et al. 2022)",
+        learns=False),
     Arm("mix", {"model.norm": "mix"}, "Mix-LN (Li et al. 2024): post-LN in the first quarter, GPT-2's base"),
     Arm("lnscale", {"model.norm_depth_scaling": True}, "LayerNorm scaling (Sun et al. 2025), GPT-2's base"),
     Arm("rmsnorm", {"model.norm_type": "rmsnorm"}, "pre-LN with RMSNorm (Zhang & Sennrich 2019), GPT-2's base"),
@@ -78,7 +82,9 @@ ARMS = (
     Arm("olmo2", recipes.overrides("olmo2", D), "OLMo 2's reordered norm (olmo2 recipe)"),
     Arm("gemma2", recipes.overrides("gemma2", D), "Gemma 2's sandwich norms, sqrt(d) embedding (gemma2 recipe)"),
     Arm("pre-llama", LLAMA_BASE, "LLaMA pre-LN with RMSNorm: DyT's baseline (Zhu et al.)"),
-    Arm("dyt", recipes.overrides("dyt", D), "DyT as Zhu et al.'s LLaMA code runs it (dyt recipe)"),
+    # Declared not to learn at the pilot's rate (8 layers, 3e-3: 5.277, 5.275, 5.277; 92-100 % of its
+    # DyTs' inputs saturated from the second block on): its claim is a deficit's, not a match's.
+    Arm("dyt", recipes.overrides("dyt", D), "DyT as Zhu et al.'s LLaMA code runs it (dyt recipe)", learns=False),
     *(Arm(name, dyt_scaled(f), f"DyT, every alpha_0 x {f:g}") for name, f in zip(SWEPT, SWEEP)),
 )
 
@@ -119,9 +125,12 @@ CLAIMS = (
     kinds.Alike("RMSNorm's best loss matches LayerNorm's", arms=("rmsnorm",), reference="pre", over=LAYERS,
                 margin=0.05, learners=None, effect=0.0,
                 source=f"Zhang & Sennrich 2019: a match; {SAME}; Narang et al. 2021's gap 0.017 nats"),
-    kinds.Alike("DyT's best loss matches RMSNorm's on Zhu et al.'s LLaMA", arms=("dyt",), reference="pre-llama",
-                over=LAYERS, margin=0.05, learners=None, effect=0.0,
-                source=f"{ZHU}, Table 4: LLaMA 7B 1.59 against 1.60 nats; {SAME}"),
+    kinds.Contrast("DyT's best loss is no worse than RMSNorm's on Zhu et al.'s LLaMA",
+                   terms=kinds.pair("dyt", "pre-llama"), predict="below", margin=0.05, over=LAYERS, holm="first",
+                   learners=("pre-llama",), edge=False, effect=0.05,
+                   source=f"{ZHU}, Table 4: a match (LLaMA 7B 1.59 against 1.60 nats); judged as 'no worse than "
+                          f"+0.05' since its pilot stayed on the plateau at 3e-3 (a match cannot be claimed of an "
+                          f"arm declared not to learn); {SAME}"),
     kinds.Contrast("OLMo 2's reordered norm trains well over a wider range of rates than pre-norm",
                    terms=kinds.pair("olmo2", "pre-olmo"), quantity="rate_range", predict="higher",
                    over=LAYERS, holm="first", margin=0.1, edge=False, effect=0.25,
@@ -154,8 +163,11 @@ SHORT = {"pre": "pre-LN (GPT-2)", "post": "post-LN", "peri": "Peri-LN (placement
          "gemma2": "Gemma 2 sandwich", "pre-llama": "RMSNorm (LLaMA)", "dyt": "DyT (Zhu et al.)",
          **{name: f"DyT, alpha_0 x {f:g}" for name, f in zip(SWEPT, SWEEP)}}
 
-# Seeds per arm: the budgeted plan's (Study.budget_plan, at SPREAD); DyT's alpha_0 sweep has no claim.
-SEEDS = {**dict.fromkeys((a.name for a in ARMS if a.name not in SWEPT), 6), **dict.fromkeys(SWEPT, 3)}
+# Seeds per arm: the budgeted plan's (Study.budget_plan at SPREAD, 150 minutes); the arms no claim
+# names (Gemma 2, DyT's alpha_0 sweep) 2 seeds, for the table.
+PLANNED = {"peri+emb": 5, "peri": 5, "pre": 5, "post": 6, "deepnet": 6, "dyt": 3, "lnscale": 3, "mix": 3,
+           "olmo2": 3, "peri-olmo": 3, "pre-llama": 3, "pre-olmo": 3, "rmsnorm": 3}
+SEEDS = {a.name: PLANNED.get(a.name, 2) for a in ARMS}
 # Measured in the norms-cpu run: 48 minutes for 2,480 layer-models of 300 steps in vmapped programs
 # (0.00387 s per layer and model-step); d128 costs the ladder's 0.0529 / 0.0231 of d64.
 SECONDS_PER_LAYER_STEP = 48 * 60 / (2480 * 300)
@@ -214,6 +226,10 @@ STUDY = Study(
     claims=CLAIMS,
     spread=SPREAD,
     spread_source=SPREAD_SOURCE,
+    # The plan's (at SPREAD and the 150-minute budget): every claim but three.
+    not_powered=tuple(c.claim for c in CLAIMS if c.claim not in (
+        "A norm on the embedding output is what Peri-LN lacks on GPT-2's base",
+        "DeepNet learns at more rates than post-LN at 16 layers", "pre-LN learns at more rates than post-LN")),
     loso_min_seeds=5,
     tags={LAYERS: "L", WIDTH: "d"},
     reports=(MenuTable(axis=LAYERS, labels=SHORT, papers=PAPERS),),
