@@ -75,7 +75,8 @@ def record(parts: dict) -> dict | None:
 
 def learning_rate(parts: dict) -> float | None:
   """The peak rate: override, else summary, else the run's config.json."""
-  lr = parts["cell"]["overrides"].get("train.learning_rate", (parts["summary"] or {}).get("learning_rate"))
+  lr = (parts["cell"] or {}).get("overrides", {}).get("train.learning_rate",  # no cell.json: not started
+                                                     (parts["summary"] or {}).get("learning_rate"))
   return lr if lr is not None else parts.get("config", {}).get("train", {}).get("learning_rate")
 
 

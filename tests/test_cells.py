@@ -140,3 +140,10 @@ def test_packing_into_a_file_is_one_line(tmp_path):
   with pytest.raises(errors.ConfigError, match=r"--pack=.*a_file' is a file: pass a directory"):
     cells.pack(str(sweep), str(target))
   assert target.read_text() == "x"
+
+
+def test_a_cell_not_started_reads_as_unfinished(tmp_path):
+  # A sweep run with --only reads back every cell of its sweep, started or not (runner.run_sweep's
+  # refine round): one without a cell.json is unfinished, not a crash.
+  from research import cells as cells_lib  # pylint: disable=import-outside-toplevel
+  assert cells_lib.record(cells_lib.cell_parts(str(tmp_path), "arm-L8/lr0.003-s1")) is None
