@@ -25,7 +25,7 @@ PUBLISHED_DIR = os.path.join(ROOT, "results", "benchmarks")
 def machine() -> str:
   d = jax.devices()[0]
   cpu = platform.processor() or platform.machine()
-  return (f"{d.platform} ({d.device_kind}), {os.cpu_count()} cores ({cpu}), jax {jax.__version__}, "
+  return (f"{d.platform} ({d.device_kind}), {os.cpu_count()} cores ({cpu}, {timing.cpu_class()}), jax {jax.__version__}, "
           f"python {platform.python_version()}")
 
 
@@ -130,7 +130,7 @@ def run_record(module: str, argv, load: float) -> dict:
   (``research.provenance.code_version``), the versions, the date, the command and the load
   at the start."""
   from research import provenance  # pylint: disable=import-outside-toplevel
-  return {"cpu": timing.cpu_model(), "code": provenance.code_version(ROOT), "cores": os.cpu_count(),
+  return {"cpu": timing.cpu_model(), "cpu_class": timing.cpu_class(), "code": provenance.code_version(ROOT), "cores": os.cpu_count(),
           "load_at_start": load, "versions": f"jax {jax.__version__}, python {platform.python_version()}",
           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
           "command": f"python -m {module} " + " ".join(argv if argv is not None else sys.argv[1:]),
@@ -150,7 +150,8 @@ def finish_run(results: dict, text: str, out: str) -> int:
 def header_lines(results: dict) -> list[str]:
   """What a results table opens with: the CPU, the command, the commit and the load at the
   start."""
-  return [f"CPU: {results['cpu']} ({results['cores']} cores); {results['versions']}", "",
+  klass = f", {results['cpu_class']}" if results.get("cpu_class") else ""  # older results record none
+  return [f"CPU: {results['cpu']} ({results['cores']} cores{klass}); {results['versions']}", "",
           f"Command: `{results['command']}`", "", code_line(results.get("code")), "",
           f"Date: {results['date']}; 1-minute load average before starting: {results['load_at_start']:.2f}"]
 

@@ -28,6 +28,17 @@ def cpu_model() -> str:
   return platform.processor() or platform.machine()
 
 
+def cpu_class() -> str:
+  """The instruction-set class the matmul kernels run on: ``AVX-512``, ``AVX2`` or the machine
+  (the step ratio against the peer differs by class: docs/performance.md)."""
+  try:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+      flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+  except OSError:
+    flags = []
+  return "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else platform.machine()
+
+
 def peak_rss_mb() -> float:
   """This process's peak resident memory (VmHWM: ru_maxrss carries the parent's over exec)."""
   try:

@@ -390,3 +390,21 @@ def test_norm_variants_add_an_arm_per_norm_switch_beside_pre_ln():
   assert cfgs["rmsnorm"].norm_type == "rmsnorm" and cfgs["lns"].norm_depth_scaling
   with pytest.raises(app.UsageError, match="--norm_variants arms the whole step"):
     step.check(step.flag_values(["--shapes=tiny", "--norm_variants", "--processes=one"]))
+
+
+def test_the_results_name_the_instruction_set_class_they_ran_on(monkeypatch, tmp_path):
+  # docs/performance.md quotes the step ratio per class: a result must say which one it measured.
+  from benchmarks import results, timing  # pylint: disable=import-outside-toplevel
+  cpuinfo = tmp_path / "cpuinfo"
+  real_open = open
+
+  def fake(path, *a, **kw):
+    return real_open(cpuinfo if path == "/proc/cpuinfo" else path, *a, **kw)
+
+  monkeypatch.setattr("builtins.open", fake)
+  for flags, want in (("fpu sse2 avx avx2 fma", "AVX2"), ("avx2 avx512f avx512bw", "AVX-512")):
+    cpuinfo.write_text(f"model name\t: Some CPU\nflags\t\t: {flags}\n")
+    assert timing.cpu_class() == want
+    record = results.run_record("benchmarks.step", [], 0.5)
+    assert record["cpu_class"] == want and f"2 cores, {want})" in results.header_lines(
+        {**record, "cores": 2})[0]
