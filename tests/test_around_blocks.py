@@ -14,6 +14,7 @@ from andrea_jax import model
 from andrea_jax import norms
 from andrea_jax import resume
 from andrea_jax.model import ModelConfig
+from tests.test_norms import _perturbed  # every leaf moved off its init
 
 TINY = dict(vocab_size=23, block_size=8, d_model=8, n_layer=2, n_head=2)
 VARIANTS = [dict(embedding_norm=True), dict(embedding_norm=True, norm_type="rmsnorm"),
@@ -151,13 +152,6 @@ def test_gradients_through_the_new_norms_match_float64_finite_differences(change
 
 
 # ----------------------------------------------------------------------------- the readers
-
-
-def _perturbed(params, key):
-  leaves, tree = jax.tree.flatten(params)
-  keys = jax.random.split(key, len(leaves))
-  return jax.tree.unflatten(tree, [a + 0.1 * jax.random.normal(k, a.shape, a.dtype)
-                                   for a, k in zip(leaves, keys)])
 
 
 @pytest.mark.parametrize("changes", VARIANTS)
