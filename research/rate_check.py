@@ -6,6 +6,8 @@
   per-leg errors in quadrature miss.
 - ``BeatsNaive``: on a held-out rung, the naive rule's error ``|log(rung / base rate)|`` minus the
   recipe's ``|log(rung / recipe)|`` decisively above ``MARGIN``.
+- ``BeatsRule``: the same against a rule of fewer legs (width and depth alone: issue 71), whose
+  per-seed rate at the rung stands for the base rate's, so a rung can tell the legs it lacks.
 
 The rate a report tells a user to train with (``Answer``), its legs carried past their data and
 the study's GPU time are the recipe check's report items (``experiments/readings/recipe_check.py``).

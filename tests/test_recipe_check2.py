@@ -223,5 +223,39 @@ def test_every_leg_the_answer_can_carry_is_a_judged_powered_claim_and_the_plan_i
   sweep = study.sweep("cpu")
   minutes = study.minutes("cpu", sweep.cells)
   assert 60 < minutes < 90
-  text = "\n".join(sweep_cmd.plan_lines(sweep, "runs/sweeps/recipe_check2-cpu"))
+  text = "\n".join(sweep_cmd.plan_lines(sweep, "runs/sweeps/recipe_check2-cpu", gated=True))
   assert f"about {minutes:.0f} minutes on the 2-core CPU" in text and "none used by another study" in text
+  assert "36 models in 12 programs, about 7 minutes on the 2-core CPU" in text  # its pilot, the cost beside
+
+
+def test_the_studys_own_answer_on_cells_that_follow_the_committed_slopes():
+  """recipe_check2's cpu grid, each cell's loss a bowl around an optimum that moves with the committed
+  slopes (and warmup's +0.29 a doubling): the far rung passes both its checks, so steps, batch and warmup
+  are carried to its 800 steps, 64 sequences and warmup 32; the held rung's check is declared not
+  powered, so width and depth are not carried, and the answer is the default with the checked rate beside."""
+  from experiments.studies import recipe_check2 as study_file  # pylint: disable=import-outside-toplevel
+  study = registry.study("recipe_check2")
+  slopes = {study_file.W: -0.38, study_file.L: -0.10, study_file.S: -0.03, study_file.B: 0.14, study_file.WU: 0.29}
+  base = study_file.CPU_BASE
+  axes = tuple(study.grid("cpu").axes)
+  rows, groups = [], {}
+  for c in study.sweep("cpu").cells:
+    groups.setdefault((c.group, c.seed), []).append(c)
+  for (group, seed), cs in groups.items():
+    o = cs[0].overrides
+    lr = BASE_LR * math.exp(sum(k * math.log2(o[a] / base[a]) for a, k in slopes.items()) + 0.03 * (seed % 3 - 1))
+    rates = sorted(c.learning_rate for c in cs)
+    for r in runs_of(group, bowl(3.8, lr, width=0.3, rates=rates), seeds=1):
+      rows += [(name, tuple((a, o.get(a)) for a in axes), dataclasses.replace(r, seed=seed), {})
+               for name in cs[0].arms]
+  data = kinds.Data(tuple(rows))
+  verdicts = study_lib.judge(study, data, robust=False)
+  said = {v.claim: v.verdict for v in verdicts}
+  assert said[study_file.FAR_NAIVE.claim] == said[study_file.FAR_WIDTH_DEPTH.claim] == claims.REPRODUCED
+  assert said[study_file.HELD_NAIVE.claim] == study_lib.NOT_POWERED
+  (lines, results) = study.answer.page_lines(study, data, verdicts)
+  assert results["carried"] == {study_file.W: 0.0, study_file.L: 0.0, study_file.S: 2.0, study_file.B: 2.0,
+                                study_file.WU: 2.0}
+  assert results["how"] == "default" and printed_rate(lines) == answer_lib.DEFAULT_RATE
+  assert "no rung checked d model or n layer" in lines[0]
+  assert lines[4].startswith("Not checked, so not carried: d model 2.6 of 2.6 doublings (128 to 768")
