@@ -259,3 +259,23 @@ def test_the_studys_own_answer_on_cells_that_follow_the_committed_slopes():
   assert results["how"] == "default" and printed_rate(lines) == answer_lib.DEFAULT_RATE
   assert "no rung checked d model or n layer" in lines[0]
   assert lines[4].startswith("Not checked, so not carried: d model 2.6 of 2.6 doublings (128 to 768")
+
+
+def test_the_readme_and_the_recipe_report_it_links_give_andrea120m_the_same_rate():
+  """Issue 71: the README's andrea120m rate is the one the first ten lines of the recipe report it links tell
+  a user to train with (a superseded page's note first, else its answer), and where the README calls it the
+  default, it is the configs' default."""
+  import os  # pylint: disable=import-outside-toplevel
+  import re  # pylint: disable=import-outside-toplevel
+  from experiments.configs import common  # pylint: disable=import-outside-toplevel
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  readme = open(os.path.join(root, "README.md"), encoding="utf-8").read()
+  item = readme.split("**andrea120m's learning rate**: ", 1)[1].split("\n- ", 1)[0]
+  rate = float(re.match(r"\d[\d.e-]*\d", item)[0])
+  page = re.search(r"\((docs/studies/recipe_check[^/]*/REPORT\.md)\)", item)[1]
+  head = " ".join(open(os.path.join(root, page), encoding="utf-8").read().splitlines()[:10])
+  told = re.search(r"andrea120m(?:'s rate stays the default,| at) (\d[\d.e-]*\d)", head)
+  assert told and float(told[1]) == rate, (rate, page, told and told[0])
+  if "the default" in item.split(". ", 1)[0]:
+    assert rate == common.base_config(common.model_group(vocab_size=512, block_size=64, d_model=64, n_layer=1,
+                                                         n_head=1)).train.learning_rate
