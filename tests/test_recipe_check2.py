@@ -127,8 +127,8 @@ def test_the_answer_carries_each_leg_only_as_far_as_a_passing_rung_moved_it():
   # The whole recipe adds width's 3 doublings (-1.5) and steps' last 2 (+0.6): not the answer.
   assert math.log(whole / results["rate"]) == pytest.approx(-1.5 + 0.6, abs=0.05)
   text = " ".join(lines[:10])
-  assert "Not checked, so not carried: x 3.0 of 3.0 doublings (128 to 1024" in text
-  assert "s 2.0 of 4.0 doublings (800 to 3200" in text and "-1.50 ln(rate) there" in text
+  assert "Not checked, so not carried: w: x 3.0 of 3.0 doublings (128 to 1024" in text
+  assert "t: s 2.0 of 4.0 doublings (800 to 3200" in text and "-1.50 ln(rate) there" in text
   assert "Rung far" in " ".join(lines) and "the width-only rule: reproduced." in " ".join(lines)
 
 
@@ -136,7 +136,7 @@ def test_with_a_leg_no_rung_checked_the_answer_is_the_default_the_checked_rate_b
   data = data_of(rungs={"far": (FAR, carried_move(FAR)), "held": (HELD, carried_move(HELD) + 1.0)})
   (lines, results), _ = answer_of(data)  # every_leg: the default
   assert results["how"] == "default" and printed_rate(lines) == answer_lib.DEFAULT_RATE
-  assert "no rung checked d model" not in lines[0] and "no rung checked x" in lines[0]
+  assert "no rung checked w, so" in lines[0] and "the recipe carried t to s 800 (rung far)" in lines[0]
   partial = math.exp(rate_check.predict(RECIPE, data, {"x": 128, "s": 800}).recipe.diff)
   assert f"{partial:.3g}" in lines[0]  # the rate the checked legs support, beside the default
 
@@ -257,8 +257,8 @@ def test_the_studys_own_answer_on_cells_that_follow_the_committed_slopes():
   assert results["carried"] == {study_file.W: 0.0, study_file.L: 0.0, study_file.S: 2.0, study_file.B: 2.0,
                                 study_file.WU: 2.0}
   assert results["how"] == "default" and printed_rate(lines) == answer_lib.DEFAULT_RATE
-  assert "no rung checked d model or n layer" in lines[0]
-  assert lines[4].startswith("Not checked, so not carried: d model 2.6 of 2.6 doublings (128 to 768")
+  assert "no rung checked width or depth" in lines[0]
+  assert lines[4].startswith("Not checked, so not carried: width: d model 2.6 of 2.6 doublings (128 to 768")
 
 
 def test_the_readme_and_the_recipe_report_it_links_give_andrea120m_the_same_rate():

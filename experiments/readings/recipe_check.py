@@ -226,7 +226,7 @@ class Carried:
                 if math.log2(p[leg.axis] / base[leg.axis]) * whole > 0}
       rung = max(toward, key=toward.get, default="") if claim and claim not in study.not_powered else ""
       out.append(Reach(leg.arm, leg.axis, whole, math.copysign(toward[rung], whole) if rung else 0.0, rung,
-                       by_claim.get(claim, "no judged claim")))
+                       by_claim.get(claim, "not judged")))
     return out
 
   def rung_line(self, study: Study, data: kinds.Data, arm: str, verdicts: list[claims.Verdict]) -> str:
@@ -247,7 +247,8 @@ class Carried:
 
   def answer(self, study: Study, data: kinds.Data, verdicts: list[claims.Verdict]) -> tuple[float, str, str, list]:
     """``(rate, how, why, reaches)``: how is ``measured``, ``checked`` or ``default`` (the class docstring)."""
-    found = kinds.point_optima(data.runs(self.measured), self.measured, "its point", "bracketed")[0] if self.measured else {}
+    found = (kinds.point_optima(data.runs(self.measured), self.measured, "its point", "bracketed")[0]
+             if self.measured else {})
     if len(found) >= 2:
       return (math.exp(stats.one_sample(list(found.values())).diff), "measured",
               f"its optimum measured at its own shape ({self.measured}): {rate_check.Joint(found, found).text()} "
@@ -260,14 +261,14 @@ class Carried:
     reaches = self.reaches(study, data, verdicts)
     carried = [r for r in reaches if r.carried]
     checked = rate_check.predict(self.recipe, data, self.at(base, reaches)) if carried else None
-    shape = "the recipe carried " + ", ".join(f"{short(r.axis)} to {base[r.axis] * 2 ** r.carried:.4g} (rung "
-                                              f"{r.rung})" for r in carried)
+    shape = "the recipe carried " + ", ".join(f"{r.arm} to {short(r.axis)} {base[r.axis] * 2 ** r.carried:.4g} "
+                                              f"(rung {r.rung})" for r in carried)
     if checked is not None and (len(carried) == len(reaches) or not self.every_leg):
       return (math.exp(checked.recipe.diff), "checked", f"the rate the checked legs support: {checked.text()}, "
               f"the t interval over seeds of {shape}", reaches)
     if checked is not None:
       return DEFAULT_RATE, "default", (
-          f"no rung checked {' or '.join(short(r.axis) for r in reaches if not r.carried)}, so the literature's "
+          f"no rung checked {' or '.join(r.arm for r in reaches if not r.carried)}, so the literature's "
           f"default, {DEFAULT_SOURCE}; the rate the checked legs support, {checked.text()}, is {shape}, with the "
           f"other legs flat from the base"), reaches
     return DEFAULT_RATE, "default", (f"no rung checked a leg, so the literature's default, {DEFAULT_SOURCE}; the "
@@ -287,7 +288,7 @@ class Carried:
     if not left:
       return f"Every leg checked as far as {self.recipe.config}."
     return ("Not checked, so not carried: " + "; ".join(
-        f"{short(r.axis)} {abs(r.unchecked):.1f} of {abs(r.whole):.1f} doublings ({value(r, r.carried)} to "
+        f"{r.arm}: {short(r.axis)} {abs(r.unchecked):.1f} of {abs(r.whole):.1f} doublings ({value(r, r.carried)} to "
         f"{value(r, r.whole)}; its leg {r.verdict.lower()}, {slopes.get(r.axis, math.nan) * r.unchecked:+.2f} "
         f"{kinds.LOG_RATE} there)" for r in left)
         + f". The whole recipe carried to {self.recipe.config}, unchecked: {whole.text()} (it omits "
