@@ -43,7 +43,7 @@ from andrea_jax.model_config import ModelConfig
 # Weight decay by leaf, the one table both optimizers read (``decayed``): the weight matrices
 # and both embeddings decay (wte is also the tied output head), biases and norm gains do not.
 # nanoGPT's rule (model.py:270, configure_optimizers: every parameter of 2 or more dimensions
-# decays) and modded-nanogpt's today (train_gpt.py:2030-2041 at f411b3d: embed and lm_head
+# decays) and modded-nanogpt's today (train_gpt.py:2030-2038 at f411b3d: embed and lm_head
 # decay, the scalars have wd_mul 0). Moonlight (examples/toy_train.py:200, 236) decays every
 # parameter, norm gains and biases too, in both optimizers; we keep GPT-2's exemption.
 DECAYED = ("w_qkv", "w_out", "w_in", "wte", "wpe", "lm_head")
