@@ -368,9 +368,9 @@ def test_muon_takes_the_hidden_matrices_and_adam_the_rest():
 
 def test_q_k_v_apart_keep_the_fused_forms_state_so_a_checkpoint_reads_either_way():
   params = jax.eval_shape(lambda k: model.init_params(CFG, k), jax.random.key(0))
-  states = [jax.eval_shape(step_lib.make_optimizer(train_settings(optimizer="muon",
-                                                                  muon_split_qkv=split)).init, params)
-            for split in (True, False)]
+  optimizers = [step_lib.make_optimizer(train_settings(optimizer="muon", muon_split_qkv=split))
+                for split in (True, False)]
+  states = [jax.eval_shape(o.init, params) for o in optimizers]
   chex.assert_trees_all_equal_shapes_and_dtypes(*states)
   assert jax.tree.structure(states[0]) == jax.tree.structure(states[1])
 

@@ -181,8 +181,8 @@ def test_a_muon_run_saved_before_its_rules_resumes_with_them_or_says_which(tmp_p
           and "train.muon_split_qkv: False -> True" in str(refused.value))
   as_it_ran = {**muon, "train.muon_split_qkv": False, "train.muon_adam_decay": False}
   assert workdir_lib.plan_resume(workdir, run_config(**as_it_ran)).changes == []
-  split = workdir_lib.plan_resume(workdir, run_config(**{**as_it_ran, "train.muon_split_qkv": True}),
-                                  allow_changes=True)
+  split = run_config(**{**as_it_ran, "train.muon_split_qkv": True})
+  split = workdir_lib.plan_resume(workdir, split, allow_changes=True)
   assert [c["field"] for c in split.changes] == ["train.muon_split_qkv"]  # same state tree
   with pytest.raises(errors.ConfigError, match=r"^train.muon_adam_decay: False -> True changes "
                                                r"the optimizer state's structure"):
