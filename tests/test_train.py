@@ -618,7 +618,8 @@ def test_command_default_workdir_progress_lines_and_rerun(data_cache, tmp_path):
              "max_docs=40_batch_size=8_warmup_steps=2_learning_rate=0.01_eval_batches=2")
   assert proc.returncode == 0, out
   # The first lines name the optimizer and the schedule.
-  assert ("optimizer: adamw (b1 0.9, b2 0.95), weight decay 0.1, clipped at global norm 1; "
+  assert ("optimizer: adamw (b1 0.9, b2 0.95), weight decay 0.1 on w_qkv, w_out, w_in, wte, wpe, "
+          "lm_head, clipped at global norm 1; "
           "schedule: 2 warmup steps, then a cosine from the peak 0.01 to 0.001 (0.1 of the "
           "peak) over 4 steps") in out.splitlines()[:4], out
   assert "step 2/4: loss " in out and "step 4/4: loss " in out
