@@ -62,6 +62,8 @@ PATH_FIELDS = ("data.path", "data.shards", "data.hf_dataset", "data.tokenizer_pa
                "train.init_from", "train.task_file")
 # Fields that only a muP model reads (mup.py).
 MUP_RULES = frozenset({"model.mup_attention", "model.mup_decay"})
+# Fields that only a Muon run reads (step.muon) whose default is not what older runs ran with.
+MUON_RULES = frozenset({"train.muon_split_qkv", "train.muon_adam_decay"})
 
 
 def field_kind(name: str) -> str:
@@ -90,7 +92,8 @@ def config_changes(saved: dict, current: dict) -> dict[str, list[dict]]:
   A field of ``ADDED_FIELDS`` that the saved config lacks counts as its value there;
   ``model.init`` is compared as the scheme it resolves to (a run saved with ``"gpt2"``
   resumes under the default ``"auto"`` unless ``"auto"`` means Xavier there). muP's
-  own rules (``MUP_RULES``) do not count between two sp configs: the sp model ignores them.
+  own rules (``MUP_RULES``) do not count between two sp configs: the sp model ignores them;
+  nor do Muon's (``MUON_RULES``) between two AdamW configs.
   """
   old, new = _flat(saved), _flat(current)
   for name, default in ADDED_FIELDS.items():
@@ -100,10 +103,12 @@ def config_changes(saved: dict, current: dict) -> dict[str, list[dict]]:
     if "model.init" in flat:
       flat["model.init"] = resolve_init(flat["model.init"], flat.get("model.norm", "pre"))
   both_sp = old.get("model.parametrization") == new.get("model.parametrization") == "sp"
+  both_adamw = old.get("train.optimizer") == new.get("train.optimizer") == "adamw"
+  ignored = (MUP_RULES if both_sp else frozenset()) | (MUON_RULES if both_adamw else frozenset())
   out: dict[str, list[dict]] = {"free": [], "frozen": [], "trajectory": []}
   for name in sorted(set(old) | set(new)):
     a, b = old.get(name, "<missing>"), new.get(name, "<missing>")
-    if a != b and not (both_sp and name in MUP_RULES):
+    if a != b and name not in ignored:
       out[field_kind(name)].append({"field": name, "old": a, "new": b})
   return out
 
@@ -177,7 +182,17 @@ def plan_resume(workdir: str, config: config_lib.RunConfig,
 
 
 def _check_optimizer_structure(saved: dict, current: dict) -> None:
-  """Clipping on/off changes the optimizer state's tree: a checkpoint cannot restore into it."""
+  """Clipping on/off, or the decay of Muon's Adam branch on/off, changes the optimizer
+  state's tree: a checkpoint cannot restore into it."""
+  old_train, new_train = with_added_fields(saved).get("train", {}), current.get("train", {})
+  if old_train.get("optimizer") == new_train.get("optimizer") == "muon" and (
+      old_train.get("muon_adam_decay") != new_train.get("muon_adam_decay")):
+    old_decay = old_train.get("muon_adam_decay")
+    raise errors.ConfigError(
+        f"train.muon_adam_decay: {old_decay!r} -> {new_train.get('muon_adam_decay')!r} changes "
+        f"the optimizer state's structure (the Adam branch's decay keeps a step count of its "
+        f"own), so the checkpoint's optimizer state cannot be restored into it: keep "
+        f"--config.train.muon_adam_decay={old_decay}, or pass a new --workdir")
   old = saved.get("train", {}).get("grad_clip", 0)
   new = current.get("train", {}).get("grad_clip", 0)
   if (old > 0) != (new > 0):

@@ -34,8 +34,9 @@ _FIX = "restore it or use a fresh --workdir"
 # Fields added after workdirs were saved: a saved config.json without one ran with the value
 # it had before the field existed, given here. For most that is the field's default
 # (experiments/configs/common.py); two muP rules changed their default when they became
-# fields (mup.py): the saved run keeps the rule it trained with, and a resume under the new
-# default is refused as a change of the trajectory.
+# fields (mup.py), and two Muon rules (step.py: Q, K and V apart, the Adam branch's decay):
+# the saved run keeps the rule it trained with, and a resume under the new default is
+# refused as a change of the trajectory.
 ADDED_FIELDS = {"model.qk_norm": False, "model.parametrization": "sp", "model.base_width": 0,
                 "train.z_loss": 0.0, "model.readout_multiplier": 1.0,
                 "model.attention_multiplier": 1.0, "model.embedding_multiplier": 1.0,
@@ -55,7 +56,8 @@ ADDED_FIELDS = {"model.qk_norm": False, "model.parametrization": "sp", "model.ba
                 "model.mix_post_fraction": 0.25, "model.norm_depth_scaling": False,
                 "model.dyt_alpha_attn_init": 0.0, "model.dyt_alpha_final_init": 0.0,
                 "model.embedding_norm": False, "model.final_norm_type": "",
-                "model.embedding_init_std": 0.02, "model.head_init_std": 0.02}
+                "model.embedding_init_std": 0.02, "model.head_init_std": 0.02,
+                "train.muon_split_qkv": False, "train.muon_adam_decay": False}
 
 
 # ----------------------------------------------------------------------------- reading the record

@@ -40,15 +40,20 @@ from andrea_jax import mup
 from andrea_jax import schedule as schedule_lib
 from andrea_jax.model_config import ModelConfig
 
-# Leaves that get weight decay: the weight matrices and both embeddings (as in GPT-2 and
-# nanoGPT: wte is also the tied output head). Biases and LayerNorm parameters get none.
-DECAYED = frozenset({"wte", "wpe", "lm_head", "w_qkv", "w_out", "w_in"})
+# Weight decay by leaf, the one table both optimizers read (``decayed``): the weight matrices
+# and both embeddings decay (wte is also the tied output head), biases and norm gains do not.
+# nanoGPT's rule (model.py:270, configure_optimizers: every parameter of 2 or more dimensions
+# decays) and modded-nanogpt's today (train_gpt.py:2030-2038 at f411b3d: embed and lm_head
+# decay, the scalars have wd_mul 0). Moonlight (examples/toy_train.py:200, 236) decays every
+# parameter, norm gains and biases too, in both optimizers; we keep GPT-2's exemption.
+DECAYED = ("w_qkv", "w_out", "w_in", "wte", "wpe", "lm_head")
 
 # The optimizers of ``train.optimizer`` (``make_optimizer``).
 OPTIMIZERS = ("adamw", "muon")
 # The hidden matrices Muon orthogonalises, [layers, in, out] under ``blocks``: the attention's
-# QKV and output projections, the MLP's input and output (``muon_dimension_numbers``).
-MUON_MATRICES = frozenset({"w_qkv", "w_out", "w_in"})
+# QKV and output projections, the MLP's input and output (``muon_dimension_numbers``). All
+# decay (``DECAYED``): Muon's own decay is not masked.
+MUON_MATRICES = ("w_qkv", "w_out", "w_in")
 
 # Weights & Biases logging beside metrics.jsonl: none, to files only (``wandb sync`` uploads
 # them later) or to the server as the run goes (``metrics.WandbRun``).
@@ -89,6 +94,10 @@ class TrainConfig:
   adam_lr_ratio: float = 1.0
   muon_momentum: float = 0.95
   muon_consistent_rms: float = 0.2
+  # (nor before issue 70's Muon as its references run it: a run saved before it ran with Q, K
+  # and V as one matrix and no decay on the Adam branch, run_record.ADDED_FIELDS)
+  muon_split_qkv: bool = True
+  muon_adam_decay: bool = True
   schedule: str = "cosine"
   decay_shape: str = "1-sqrt"
   decay_fraction: float = 0.2
@@ -168,18 +177,27 @@ class TrainConfig:
 
 def describe_training(t: TrainConfig) -> str:
   """The optimizer and the schedule in one line, among a run's first: two runs that differ
-  in them say so from the start."""
+  in them (or in which leaves decay, ``decayed``) say so from the start."""
   if t.optimizer == "muon":
-    opt = (f"muon on the hidden matrices (momentum {t.muon_momentum:g}, update RMS "
+    qkv = "Q, K and V apart" if t.muon_split_qkv else "QKV as one matrix"
+    opt = (f"muon on the hidden matrices ({qkv}; momentum {t.muon_momentum:g}, update RMS "
            f"{t.muon_consistent_rms:g}), Adam at {t.adam_lr_ratio:g}x the rate on the rest")
   else:
     opt = f"adamw (b1 {t.b1:g}, b2 {t.b2:g})"
+  decay = f" on {', '.join(decayed(t))}" if t.weight_decay else ""
   clip = f", clipped at global norm {t.grad_clip:g}" if t.grad_clip > 0 else ""
-  return (f"optimizer: {opt}, weight decay {t.weight_decay:g}{clip}; schedule: "
+  return (f"optimizer: {opt}, weight decay {t.weight_decay:g}{decay}{clip}; schedule: "
           f"{schedule_lib.describe(t.shape, t.learning_rate)}")
 
 
+def decayed(t: TrainConfig) -> tuple[str, ...]:
+  """The leaves ``t``'s optimizer decays, by name: ``DECAYED``, under AdamW and Muon alike;
+  a Muon run from before ``muon_adam_decay`` decayed its matrices alone."""
+  return MUON_MATRICES if t.optimizer == "muon" and not t.muon_adam_decay else DECAYED
+
+
 def decay_mask(params) -> Any:
+  """True on the leaves ``DECAYED`` names."""
   return jax.tree_util.tree_map_with_path(lambda path, _: path[-1].key in DECAYED, params)
 
 
@@ -218,34 +236,100 @@ def muon(t: TrainConfig, schedule: optax.Schedule) -> optax.GradientTransformati
 
   Muon (Jordan 2024, modded-nanogpt): Nesterov momentum ``muon_momentum``, orthogonalised by
   five Newton-Schulz steps, each scanned layer's matrix on its own
-  (``muon_dimension_numbers``), scaled to the RMS ``muon_consistent_rms`` (Liu et al. 2025,
+  (``muon_dimension_numbers``), and with ``muon_split_qkv`` each layer's Q, K and V apart
+  (``qkv_apart``), scaled to the RMS ``muon_consistent_rms`` (Liu et al. 2025,
   "Muon is Scalable for LLM Training", Sec. 2, "consistent update RMS": times
   ``0.2 * sqrt(max(fan_in, fan_out))``, so AdamW's rate and decay carry over; 0: Jordan's
   ``sqrt(max(1, fan_out / fan_in))``), plus decoupled weight decay times the rate on the
-  matrices (the same paper's "weight decay": ``W <- W - lr (O + weight_decay W)``). The embeddings, head, norm gains and biases take
-  Adam (``b1``, ``b2``, ``eps``) at ``adam_lr_ratio`` times the same schedule, with no decay
-  (as modded-nanogpt's Adam groups: optax's branch would decay every leaf of it, norm gains
-  and biases too).
+  matrices (the same paper's "weight decay": ``W <- W - lr (O + weight_decay W)``). The
+  embeddings, head, norm gains and biases take Adam (``b1``, ``b2``, ``eps``) at
+  ``adam_lr_ratio`` times the same schedule; with ``muon_adam_decay`` the leaves of it that
+  ``DECAYED`` names (the embeddings and head) decay as under AdamW, ``-rate x weight_decay x
+  W`` beside Adam's step (Moonlight's Adam branch decays at the same weight_decay,
+  examples/toy_train.py:236; optax's own branch cannot be masked: it would decay every leaf
+  of it, norm gains and biases too). Without it (runs before the field) the branch has no
+  decay.
   """
-  return optax.contrib.muon(
+  adam_rate = lambda count: t.adam_lr_ratio * schedule(count)
+  inner = optax.contrib.muon(
       learning_rate=schedule, beta=t.muon_momentum, eps=t.eps, weight_decay=t.weight_decay,
-      adam_b1=t.b1, adam_b2=t.b2, adam_learning_rate=lambda count: t.adam_lr_ratio * schedule(count),
+      adam_b1=t.b1, adam_b2=t.b2, adam_learning_rate=adam_rate,
       muon_weight_dimension_numbers=muon_dimension_numbers,
       consistent_rms=t.muon_consistent_rms or None)
+  if t.muon_split_qkv:
+    inner = qkv_apart(inner)
+  if not t.muon_adam_decay:
+    return inner
+  # Added after the branch's step, which carries its -rate already: so does the decay term.
+  adam_decay = optax.add_decayed_weights(lambda count: -adam_rate(count) * t.weight_decay)
+  return optax.chain(inner, optax.masked(adam_decay, adam_decay_mask))
+
+
+def _keys(path) -> tuple:
+  """A tree path's dict keys and field names (sequence indices as None)."""
+  return tuple(getattr(k, "key", getattr(k, "name", None)) for k in path)
+
+
+def _muon_takes(path, leaf) -> bool:
+  """Whether Muon takes the leaf at ``path``: a hidden matrix (``MUON_MATRICES``) under
+  ``blocks``, ``[layers, in, out]`` (or the QKV one seen as ``[layers, in, 3, out]``)."""
+  keys = _keys(path)
+  return keys[0] == "blocks" and keys[-1] in MUON_MATRICES and leaf.ndim >= 3
 
 
 def muon_dimension_numbers(params) -> Any:
   """Muon's axes of each hidden matrix (``MUON_MATRICES``, ``[layers, in, out]``): ``in`` is
   reduced, ``out`` the output, and the layer axis a batch axis, so each layer's matrix is
-  orthogonalised on its own. None (the Adam branch) for every other leaf."""
+  orthogonalised on its own; the fused QKV matrix seen as ``[layers, in, 3, out]``
+  (``qkv_apart``) has the three as a second batch axis, so each of Q, K and V is one matrix.
+  None (the Adam branch) for every other leaf."""
 
   def dims(path, leaf):
-    keys = [getattr(k, "key", None) for k in path]
-    if keys[0] == "blocks" and keys[-1] in MUON_MATRICES and leaf.ndim == 3:
-      return optax.contrib.MuonDimensionNumbers(reduction_axis=1, output_axis=2)
-    return None
+    if not _muon_takes(path, leaf):
+      return None
+    return optax.contrib.MuonDimensionNumbers(reduction_axis=1, output_axis=leaf.ndim - 1)
 
   return jax.tree_util.tree_map_with_path(dims, params)
+
+
+def adam_decay_mask(params) -> Any:
+  """True on the leaves of Muon's Adam branch that ``DECAYED`` names (embeddings, head)."""
+  return jax.tree_util.tree_map_with_path(
+      lambda path, leaf: path[-1].key in DECAYED and not _muon_takes(path, leaf), params)
+
+
+def qkv_apart(inner: optax.GradientTransformation) -> optax.GradientTransformation:
+  """``inner`` (Muon) seeing each fused QKV leaf as Q, K and V (``qkv_view``), so it
+  orthogonalises them as three matrices, as modded-nanogpt does: its first Muon record split
+  the fused QKV gradient before the Newton-Schulz steps (train_gpt2.py:96-97 at b356a1f),
+  later ones keep ``qkv_w`` as ``[3, dim, dim]`` and orthogonalise it batched over the three
+  (train_gpt.py:264, 128-133 at b7c1e25); Moonlight's model has separate q, k and v
+  projections. optax's dimension numbers can batch over an axis but not split one, hence the
+  view. The state keeps the parameters' layout (viewed on the way in, back on the way out), so
+  checkpoints and shardings are the fused form's."""
+
+  def init_fn(params):
+    return qkv_view(inner.init(qkv_view(params, True)), False)
+
+  def update_fn(updates, state, params=None):
+    updates, state = inner.update(qkv_view(updates, True), qkv_view(state, True),
+                                  None if params is None else qkv_view(params, True))
+    return qkv_view(updates, False), qkv_view(state, False)
+
+  return optax.GradientTransformation(init_fn, update_fn)
+
+
+def qkv_view(tree, apart: bool) -> Any:
+  """Every fused QKV leaf of ``tree`` (parameters, updates, or an optimizer state holding
+  them: by its path, ``.../attn/w_qkv``) as ``[layers, in, 3, out]`` (``apart``: Q, K and V,
+  the column blocks ``branches.qkv_project`` splits) or back to ``[layers, in, 3 out]``."""
+
+  def one(path, x):
+    if _keys(path)[-2:] != ("attn", "w_qkv"):
+      return x
+    return x.reshape(*x.shape[:-1], 3, -1) if apart else x.reshape(*x.shape[:-2], -1)
+
+  return jax.tree_util.tree_map_with_path(one, tree)
 
 
 def clip_by_global_norm(max_norm: float) -> optax.GradientTransformationExtraArgs:

@@ -45,10 +45,10 @@ from andrea_jax import tokenizer as tokenizer_lib
 # The rest of the record, re-exported from its homes (the module docstring).
 from andrea_jax.cooldown import COOLDOWN_FIELDS, branch_cooldown, cooldown_step  # noqa: F401
 from andrea_jax.resume import (  # noqa: F401
-    FREE_FIELDS, FREE_GROUPS, FROZEN_GROUPS, MUP_RULES, PATH_FIELDS, TRAJECTORY_FIELDS,
-    ResumePlan, absolute_paths, check_same_data, check_same_tokenizer, config_changes,
-    describe_changes, describe_start, diverged_advice, field_kind, plan_resume, record_start,
-    schedule_segments)
+    FREE_FIELDS, FREE_GROUPS, FROZEN_GROUPS, MUON_RULES, MUP_RULES, PATH_FIELDS,
+    TRAJECTORY_FIELDS, ResumePlan, absolute_paths, check_same_data, check_same_tokenizer,
+    config_changes, describe_changes, describe_start, diverged_advice, field_kind, plan_resume,
+    record_start, schedule_segments)
 from andrea_jax.run_record import (  # noqa: F401
     ADDED_FIELDS, TOKENIZER, config_history, config_segments, latest_checkpoint,
     load_config_dict, load_run, load_run_with_step, read_data, read_summary, run_config,

@@ -119,6 +119,46 @@ def pack(sweep_dir: str, results_dir: str) -> int:
   return len(parts)
 
 
+def restore(pack_dir: str, sweep_dir: str, cells) -> int:
+  """Write back into ``sweep_dir`` the finished cells that ``<pack_dir>/cells.jsonl`` holds (``pack``
+  of an earlier session's, or machine's, part of the same sweep), each as the files the runner
+  leaves (``cell.json``, ``summary.json``, ``metrics.jsonl``, ``diagnostics.jsonl``), so the runner
+  skips them and a study that needs more time than one session trains in parts. ``cells`` are the
+  sweep's (``Sweep.cells``): a packed cell of the design must carry its overrides, and one outside
+  it must be a later rate round's (``base.refine`` adds those again from the same results); any
+  other is another design's, refused in one line before a file is written. A directory already
+  holding a finished cell is left as it is. Returns the number of cells written."""
+  found_parts = read_parts(pack_dir) if os.path.isdir(pack_dir) else None
+  if not found_parts:
+    raise errors.ConfigError(f"--restore={pack_dir!r} holds no {PACKED}: pass the directory an earlier "
+                             f"--save wrote (or a study's results/<study>-<scale>)")
+  design = {c.path: c for c in cells}
+  for parts in found_parts[0]:
+    cell = design.get(parts["path"])
+    meta = parts["cell"] or {}
+    other = (json.dumps(meta.get("overrides"), sort_keys=True) != json.dumps(cell.overrides, sort_keys=True)
+             if cell is not None else not meta.get("round"))
+    if other:
+      raise errors.ConfigError(f"--restore={pack_dir!r}: its cell {parts['path']!r} is not this sweep's (another "
+                               f"grid or overrides): restore a pack of this design, or drop --restore")
+  written = 0
+  for parts in found_parts[0]:
+    d = os.path.join(sweep_dir, parts["path"])
+    if (read_json(os.path.join(d, "summary.json")) or {}).get("status") in ("completed", "diverged"):
+      continue
+    if record(parts) is None:
+      continue  # packed before it finished: it trains here
+    os.makedirs(d, exist_ok=True)
+    for name, rows in (("metrics.jsonl", parts["metrics"]), ("diagnostics.jsonl", parts["diagnostics"])):
+      atomic_write(os.path.join(d, name), *(json.dumps(r).encode("utf-8") + b"\n" for r in rows))
+    atomic_write(os.path.join(d, "cell.json"), json.dumps(parts["cell"]).encode("utf-8"))
+    if "config" in parts:  # the rate of a cell whose overrides name none (``cell_parts``)
+      atomic_write(os.path.join(d, "config.json"), json.dumps(parts["config"]).encode("utf-8"))
+    atomic_write(os.path.join(d, "summary.json"), json.dumps(parts["summary"]).encode("utf-8"))  # last: marks it done
+    written += 1
+  return written
+
+
 def found(sweep_dir: str) -> tuple[list[dict], str]:
   """``read_parts``, or a ConfigError unless ``sweep_dir`` is a directory that holds cells."""
   if not os.path.isdir(sweep_dir):

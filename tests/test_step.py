@@ -301,9 +301,9 @@ def is_dims(x):
   return x is None or isinstance(x, optax.contrib.MuonDimensionNumbers)
 
 
-def muon_update(t, grads_of):
-  """One update of the project's Muon (``step.make_optimizer``, no clipping) from CFG's
-  initial parameters: ``(params, grads, updates)``."""
+def first_update(t, grads_of):
+  """The first update of ``t``'s optimizer (``step.make_optimizer``) from CFG's initial
+  parameters: ``(params, grads, updates)``."""
   params = jax.jit(model.init_params, static_argnums=0)(CFG, jax.random.key(0))
   grads = grads_of(params)
   opt = step_lib.make_optimizer(t, CFG)
@@ -311,27 +311,41 @@ def muon_update(t, grads_of):
   return params, grads, updates
 
 
+def leaf(path, tree):
+  return functools.reduce(lambda node, k: node[k.key], path, tree)
+
+
+def qkv_apart(w_LDE):
+  """Q, K and V of a fused ``[.., in, 3 out]`` matrix: the column blocks the model splits."""
+  return jnp.split(w_LDE, 3, axis=-1)
+
+
+@pytest.mark.parametrize("split_qkv", [True, False], ids=["qkv-apart", "qkv-fused"])
 @pytest.mark.parametrize("consistent_rms", [0.2, 0.0])
-def test_muon_orthogonalises_each_scanned_layer_on_its_own(consistent_rms):
+def test_muon_orthogonalises_each_layer_and_q_k_v_apart_as_optax_does_one_matrix(
+    consistent_rms, split_qkv):
   # Each hidden matrix [layers, in, out] against optax's Muon called on one layer's [in, out]
   # matrix at a time: equal only if the layer axis is a batch axis, not folded into a
-  # matrix dimension (which would orthogonalise the layers together and mix them).
-  t = train_settings(optimizer="muon", grad_clip=0.0, weight_decay=0.1,
-                     muon_consistent_rms=consistent_rms)
-  params, grads, updates = muon_update(t, any_grads)
-  one_layer = optax.contrib.muon(1e-2, beta=t.muon_momentum, eps=t.eps, weight_decay=0.1,
-                                 consistent_rms=consistent_rms or None)
+  # matrix dimension (which would orthogonalise the layers together and mix them). The fused
+  # QKV matrix: each of Q, K and V alone (modded-nanogpt's), or the three as one (the option).
+  # At rate 1 the updates are of order 0.1 to 1: the tolerance is about float32's rounding.
+  t = train_settings(optimizer="muon", grad_clip=0.0, weight_decay=0.1, learning_rate=1.0,
+                     muon_consistent_rms=consistent_rms, muon_split_qkv=split_qkv)
+  params, grads, updates = first_update(t, any_grads)
+  one_matrix = optax.contrib.muon(t.learning_rate, beta=t.muon_momentum, eps=t.eps,
+                                  weight_decay=0.1, consistent_rms=consistent_rms or None)
   hidden = step_lib.muon_dimension_numbers(params)
   seen = 0
   for path, dims in jax.tree_util.tree_leaves_with_path(hidden, is_leaf=is_dims):
     if dims is None:
       continue
-    get = lambda tree: functools.reduce(lambda node, k: node[k.key], path, tree)
+    parts = qkv_apart if split_qkv and path[-1].key == "w_qkv" else lambda x: [x]
     for layer in range(CFG.n_layer):
-      w, g = get(params)[layer], get(grads)[layer]
-      want, _ = one_layer.update({"w": g}, one_layer.init({"w": w}), {"w": w})
-      np.testing.assert_allclose(get(updates)[layer], want["w"], rtol=2e-4, atol=1e-6,
-                                 err_msg=f"{jax.tree_util.keystr(path)} layer {layer}")
+      matrices = (parts(leaf(path, tree)[layer]) for tree in (params, grads, updates))
+      for i, (w, g, u) in enumerate(zip(*matrices)):
+        want, _ = one_matrix.update({"w": g}, one_matrix.init({"w": w}), {"w": w})
+        np.testing.assert_allclose(u, want["w"], rtol=1e-5, atol=1e-6,
+                                   err_msg=f"{jax.tree_util.keystr(path)} layer {layer} part {i}")
     seen += 1
   assert seen == 4  # QKV, attention out, MLP in and out
 
@@ -344,22 +358,77 @@ def test_muon_takes_the_hidden_matrices_and_adam_the_rest():
   for adam in (dims["wte"], dims["wpe"], dims["ln_f"]["scale"], dims["blocks"]["attn"]["b_qkv"],
                dims["blocks"]["ln_1"]["scale"]):
     assert adam is None
+  # Seen as Q, K and V, [layers, in, 3, out]: the layer and the three are batch axes.
+  viewed = jax.eval_shape(lambda p: step_lib.qkv_view(p, True), params)
+  assert viewed["blocks"]["attn"]["w_qkv"].shape == (CFG.n_layer, 16, 3, 16)
+  assert step_lib.muon_dimension_numbers(viewed)["blocks"]["attn"]["w_qkv"] == (
+      optax.contrib.MuonDimensionNumbers(1, 3))
+  assert set(step_lib.MUON_MATRICES) <= set(step_lib.DECAYED)  # Muon's own decay is unmasked
 
 
-def test_muon_decays_its_matrices_with_the_rate_and_the_adam_branch_not_at_all():
-  # Zero gradients: Muon's orthogonalised step and Adam's are 0, the update is the decay
-  # alone: -lr x weight_decay x W on the matrices (Liu et al. 2025), nothing elsewhere.
-  t = train_settings(optimizer="muon", grad_clip=0.0, weight_decay=0.1)
-  params, _, updates = muon_update(t, lambda p: jax.tree.map(jnp.zeros_like, p))
-  dims = step_lib.muon_dimension_numbers(params)
-  for (path, u), p, d in zip(jax.tree_util.tree_leaves_with_path(updates), jax.tree.leaves(params),
-                             jax.tree.leaves(dims, is_leaf=is_dims)):
-    want = -t.learning_rate * 0.1 * p if d is not None else jnp.zeros_like(p)
+def test_q_k_v_apart_keep_the_fused_forms_state_so_a_checkpoint_reads_either_way():
+  params = jax.eval_shape(lambda k: model.init_params(CFG, k), jax.random.key(0))
+  optimizers = [step_lib.make_optimizer(train_settings(optimizer="muon", muon_split_qkv=split))
+                for split in (True, False)]
+  states = [jax.eval_shape(o.init, params) for o in optimizers]
+  chex.assert_trees_all_equal_shapes_and_dtypes(*states)
+  assert jax.tree.structure(states[0]) == jax.tree.structure(states[1])
+
+
+def zero_grads(params):
+  return jax.tree.map(jnp.zeros_like, params)
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "muon"])
+def test_both_optimizers_decay_the_leaves_of_one_table_and_nothing_else(optimizer):
+  # Zero gradients: every optimizer step (Adam's, Muon's orthogonalised one) is 0 and the
+  # update is the decay alone: -rate x weight_decay x W on the leaves step.DECAYED names (the
+  # matrices and embeddings; Muon's Adam branch at its own rate), nothing on norms and biases.
+  t = train_settings(optimizer=optimizer, grad_clip=0.0, weight_decay=0.1, adam_lr_ratio=0.5)
+  params, _, updates = first_update(t, zero_grads)
+  decayed = set()
+  for (path, u), p in zip(jax.tree_util.tree_leaves_with_path(updates), jax.tree.leaves(params)):
+    muon_matrix = optimizer == "muon" and path[0].key == "blocks" and path[-1].key in (
+        step_lib.MUON_MATRICES)
+    rate = t.learning_rate * (0.5 if optimizer == "muon" and not muon_matrix else 1.0)
+    want = -rate * 0.1 * p if path[-1].key in step_lib.DECAYED else jnp.zeros_like(p)
     np.testing.assert_allclose(u, want, rtol=1e-6, atol=1e-12, err_msg=jax.tree_util.keystr(path))
+    decayed |= {path[-1].key} if np.any(u != 0) else set()
+  assert decayed == set(step_lib.decayed(t)) - {"lm_head"}  # CFG's head is wte (tied)
+
+
+def test_muons_adam_branch_is_optax_adamw_with_decay_on_the_embeddings_alone():
+  # The Adam branch leaf by leaf against optax.adamw (Nesterov, as optax's Muon branch runs it)
+  # called on that leaf alone: with AdamW's decay on wte and wpe, without it on a norm gain
+  # and a bias; a run from before muon_adam_decay: no decay anywhere on the branch.
+  for adam_decay in (True, False):
+    t = train_settings(optimizer="muon", grad_clip=0.0, weight_decay=0.1, adam_lr_ratio=0.5,
+                       muon_adam_decay=adam_decay)
+    params, grads, updates = first_update(t, any_grads)
+    for keys in (("wte",), ("wpe",), ("ln_f", "scale"), ("blocks", "attn", "b_qkv")):
+      get = lambda tree: functools.reduce(lambda node, k: node[k], keys, tree)
+      decays = adam_decay and keys[-1] in step_lib.DECAYED
+      alone = optax.adamw(0.5 * t.learning_rate, b1=t.b1, b2=t.b2, eps=t.eps, nesterov=True,
+                          weight_decay=0.1 if decays else 0.0)
+      want, _ = alone.update({"x": get(grads)}, alone.init({"x": get(params)}), {"x": get(params)})
+      np.testing.assert_allclose(get(updates), want["x"], rtol=1e-6, atol=1e-12,
+                                 err_msg=f"{keys} muon_adam_decay={adam_decay}")
+
+
+def test_the_optimizer_line_names_the_decayed_leaves_and_how_qkv_is_orthogonalised():
+  line = step_lib.describe_training(train_settings(optimizer="muon"))
+  assert ("muon on the hidden matrices (Q, K and V apart; momentum 0.95, update RMS 0.2), Adam "
+          "at 1x the rate on the rest, weight decay 0.1 on w_qkv, w_out, w_in, wte, wpe, "
+          "lm_head, clipped at global norm 1; ") in line
+  old = step_lib.describe_training(train_settings(optimizer="muon", muon_split_qkv=False,
+                                                  muon_adam_decay=False))
+  assert "(QKV as one matrix; " in old and "weight decay 0.1 on w_qkv, w_out, w_in, clipped" in old
+  assert "weight decay 0.1 on w_qkv, w_out, w_in, wte, wpe, lm_head, clipped" in (
+      step_lib.describe_training(train_settings()))
 
 
 def test_the_adam_branch_of_muon_steps_at_its_own_rate():
-  updates = {ratio: muon_update(train_settings(optimizer="muon", adam_lr_ratio=ratio,
+  updates = {ratio: first_update(train_settings(optimizer="muon", adam_lr_ratio=ratio,
                                                grad_clip=0.0), any_grads)[2] for ratio in (1.0, 0.25)}
   np.testing.assert_allclose(updates[0.25]["wte"], 0.25 * updates[1.0]["wte"], rtol=1e-6)
   np.testing.assert_array_equal(updates[0.25]["blocks"]["attn"]["w_qkv"],

@@ -113,6 +113,36 @@ def test_a_studys_sweep_is_its_arms_at_every_point_and_rate_and_seed():
     study.sweep("gpu")
 
 
+def test_muons_adam_branch_rate_is_an_axis_a_study_can_tune():
+  # Issue 70: Muon's Adam branch (embeddings, head, norms, biases) tuned apart from the
+  # matrices' rate, as modded-nanogpt tunes its Adam groups. Each value of the axis is its own
+  # program; the program's config carries it; the group's optimizer (multi.py, what the
+  # runner trains) steps that branch, and only it, at that multiple of the member's rate.
+  import jax
+  from andrea_jax import config as config_lib
+  from andrea_jax import multi
+  from research import sweep as sweep_lib
+  study = Study("t", "q", "exploratory", (Arm("muon", {"train.optimizer": "muon"}),),
+                {"cpu": Grid((1e-3, 1e-2), (7,), axes={"train.adam_lr_ratio": (0.25, 1.0)},
+                             shared={"model.d_model": 32, "model.n_layer": 1, "model.n_head": 2})},
+                ())
+  sweep = study.sweep("cpu")
+  groups = sweep_lib.groups(sweep.cells)
+  assert sorted(groups) == ["muon-adam_lr_ratio0.25", "muon-adam_lr_ratio1.0"]
+  updates = {}
+  for name, members in groups.items():
+    run = config_lib.run_config(registry.group_config(sweep.base_config, members[0].overrides))
+    ratio = run.train.adam_lr_ratio
+    assert name.endswith(f"ratio{ratio}") and run.train.optimizer == "muon"
+    optimizer = multi.make_optimizer(run.train, run.model)
+    state = multi.init_member(run.model, optimizer, jax.random.key(0), 1e-2)
+    grads = jax.tree.map(lambda p: jax.numpy.ones_like(p) * 1e-3, state["params"])
+    updates[ratio], _ = optimizer.update(grads, state["opt_state"], state["params"])
+  np.testing.assert_allclose(updates[0.25]["wte"], 0.25 * updates[1.0]["wte"], rtol=1e-5)
+  np.testing.assert_array_equal(updates[0.25]["blocks"]["mlp"]["w_in"],
+                                updates[1.0]["blocks"]["mlp"]["w_in"])
+
+
 def test_a_study_refuses_an_unknown_design_or_arm():
   with pytest.raises(errors.ConfigError, match="design"):
     Study("t", "q", "a hunch", (Arm("a"),), {}, ())

@@ -1,6 +1,7 @@
 """The sweep machinery on the micro grid: a vmapped group and single runs, skip on rerun,
 divergence, cell files, the report from per-cell files alone; the norm_mlp study's grid."""
 
+import dataclasses
 import json
 import os
 
@@ -79,6 +80,30 @@ def test_report_from_the_packed_cells_alone(swept, tmp_path):
   assert (out / "lr_norm.png").stat().st_size > 1000 and "![lr_norm.png](lr_norm.png)" in text
   assert (out / "residual_norm_end.png").stat().st_size > 1000  # pre-LN's at init and at the end
   assert sorted(p for p in os.listdir(out) if not p.endswith(".png")) == ["REPORT.md"]
+
+
+def test_a_sweep_saved_in_one_session_restores_in_the_next_and_trains_nothing_again(swept, tmp_path):
+  # A study longer than a session: what finished is packed (--save), committed, and written back
+  # into a fresh workdir (--restore); the runner then skips every restored cell and the records
+  # read back are the same.
+  from research import cells as cells_lib  # pylint: disable=import-outside-toplevel
+  sweep, workdir, _ = swept
+  saved, fresh = str(tmp_path / "saved"), str(tmp_path / "fresh")
+  assert cells_lib.pack(workdir, saved) == 7
+  assert cells_lib.restore(saved, fresh, sweep.cells) == 7
+  assert cells_lib.restore(saved, fresh, sweep.cells) == 0  # finished ones are left as they are
+  key = lambda c: c["name"]
+  assert sorted(cells_lib.load(fresh)[1], key=key) == sorted(cells_lib.load(workdir)[1], key=key)
+  records = sweep_lib.run_sweep(sweep, fresh)
+  assert all(r.get("skipped") for r in records) and len(records) == 7
+  assert not os.path.exists(os.path.join(fresh, "pre-long", "run.log"))  # nothing trained
+  # Another design's pack is refused before a file is written.
+  other = [dataclasses.replace(c, overrides={**c.overrides, "train.steps": 99}) for c in sweep.cells]
+  with pytest.raises(Exception, match=r"--restore=.*is not this sweep's"):
+    cells_lib.restore(saved, str(tmp_path / "other"), other)
+  assert not os.path.exists(tmp_path / "other")
+  with pytest.raises(Exception, match=r"holds no cells.jsonl"):
+    cells_lib.restore(str(tmp_path / "nothing"), fresh, sweep.cells)
 
 
 def test_norm_mlp_grid_covers_the_issue():

@@ -136,13 +136,13 @@ def test_a_config_saved_before_a_field_existed_resumes_at_its_default(tmp_path):
   workdir = str(tmp_path)
   plan = workdir_lib.plan_resume(workdir, run_config())
   assert plan.changes == [] and plan.start_step == 0
-  # Each value is the default experiments/configs/common.py sets, but for muP's two rules,
-  # whose default changed when they became fields: an sp run ignores them (above), a muP run
-  # keeps the rule it trained with; and for the saves by wall time, which older runs did not
-  # make (0; free to change on a resume).
+  # Each value is the default experiments/configs/common.py sets, but for muP's two rules and
+  # Muon's two, whose default changed when they became fields: an sp (AdamW) run ignores them
+  # (above), a muP (Muon) run keeps the rule it trained with; and for the saves by wall time,
+  # which older runs did not make (0; free to change on a resume).
   defaults = {f: config()[f.split(".")[0]][f.split(".")[1]] for f in workdir_lib.ADDED_FIELDS}
   changed = {f for f in workdir_lib.ADDED_FIELDS if defaults[f] != workdir_lib.ADDED_FIELDS[f]}
-  assert changed == workdir_lib.MUP_RULES | {"checkpoint.every_seconds"}
+  assert changed == workdir_lib.MUP_RULES | workdir_lib.MUON_RULES | {"checkpoint.every_seconds"}
   assert workdir_lib.MUP_RULES == {"model.mup_attention", "model.mup_decay"}
   assert workdir_lib.with_added_fields(old)["model"]["mup_attention"] == "inverse"
   mup = {"model.parametrization": "mup", "model.base_width": 16}
@@ -162,6 +162,31 @@ def test_a_config_saved_before_a_field_existed_resumes_at_its_default(tmp_path):
     workdir_lib.plan_resume(workdir, run_config(**{"model.qk_norm": True}), allow_changes=True)
   with pytest.raises(errors.ConfigError, match=r"train.z_loss: 0.0 -> 0.0001"):
     workdir_lib.plan_resume(workdir, run_config(**{"train.z_loss": 1e-4}))
+
+
+def test_a_muon_run_saved_before_its_rules_resumes_with_them_or_says_which(tmp_path):
+  # A Muon run from before issue 70 orthogonalised QKV as one matrix and did not decay its
+  # Adam branch: under the new defaults its resume is refused naming both; with its own
+  # settings it resumes as it ran. Flipping the branch's decay changes the optimizer state's
+  # tree: refused even where changes are allowed.
+  muon = {"train.optimizer": "muon"}
+  old = json.loads(config(**muon).to_json_best_effort())
+  for name in workdir_lib.MUON_RULES:
+    del old["train"][name.split(".")[1]]
+  (tmp_path / "config.json").write_text(json.dumps(old))
+  workdir = str(tmp_path)
+  with pytest.raises(errors.ConfigError) as refused:
+    workdir_lib.plan_resume(workdir, run_config(**muon))
+  assert ("train.muon_adam_decay: False -> True" in str(refused.value)
+          and "train.muon_split_qkv: False -> True" in str(refused.value))
+  as_it_ran = {**muon, "train.muon_split_qkv": False, "train.muon_adam_decay": False}
+  assert workdir_lib.plan_resume(workdir, run_config(**as_it_ran)).changes == []
+  split = run_config(**{**as_it_ran, "train.muon_split_qkv": True})
+  split = workdir_lib.plan_resume(workdir, split, allow_changes=True)
+  assert [c["field"] for c in split.changes] == ["train.muon_split_qkv"]  # same state tree
+  with pytest.raises(errors.ConfigError, match=r"^train.muon_adam_decay: False -> True changes "
+                                               r"the optimizer state's structure"):
+    workdir_lib.plan_resume(workdir, run_config(**muon), allow_changes=True)
 
 
 def test_the_clock_counts_every_earlier_segment(tmp_path):

@@ -210,13 +210,17 @@ def train_group() -> ml_collections.ConfigDict:
   t.muon_momentum = 0.95
   # Muon only: scale each update to this RMS (Liu et al. 2025, so AdamW's rate and decay carry over; 0 = Jordan's sqrt(max(1, fan_out / fan_in))).
   t.muon_consistent_rms = 0.2
+  # Muon only: orthogonalise each layer's Q, K and V as three matrices (modded-nanogpt's), not the fused QKV as one.
+  t.muon_split_qkv = True
+  # Muon only: its Adam branch decays the embeddings and head as AdamW does (step.DECAYED; False: no decay on it).
+  t.muon_adam_decay = True
   # AdamW first-moment decay (and Muon's Adam branch's).
   t.b1 = 0.9
   # AdamW second-moment decay (and Muon's Adam branch's).
   t.b2 = 0.95
   # AdamW epsilon.
   t.eps = 1e-8
-  # Decoupled weight decay, times the rate: AdamW's on matrices and embeddings; Muon's on its matrices alone.
+  # Decoupled weight decay, times the rate, on the matrices and embeddings (step.DECAYED), under AdamW and Muon alike.
   t.weight_decay = 0.1
   # Clip the global gradient norm to this value (0 = no clipping).
   t.grad_clip = 1.0
