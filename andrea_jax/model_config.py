@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from andrea_jax import errors
+from andrea_jax import fields
 from andrea_jax import mup
 from andrea_jax.norms import NORM_TYPES, NORMS, PLACEMENTS
 
@@ -34,65 +35,118 @@ ATTENTION_IMPLS = ("xla", "xla_flash", "cudnn", "auto")
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
-  """The model's shape and variant; frozen and hashable so jit can take it as static."""
+  """The ``model`` group: the model's shape and variant; frozen and hashable so jit can take it
+  as static. Each field's default and doc are written here alone (``fields.py``)."""
 
-  vocab_size: int
-  block_size: int
-  d_model: int
-  n_layer: int
-  n_head: int
-  mlp_ratio: float = 4.0
-  norm: str = "pre"
-  norm_type: str = "layernorm"
-  dyt_alpha_init: float = 0.5
-  # DyT's alpha_0 per position (Zhu et al.'s LLaMA code: attn / ffn / dec alpha init values):
-  # the attention sublayer's norms, the final norm; 0 = dyt_alpha_init.
-  dyt_alpha_attn_init: float = 0.0
-  dyt_alpha_final_init: float = 0.0
-  # A norm of norm_type on the embedding output (OLMo-core's TransformerConfig.embedding_norm).
-  embedding_norm: bool = False
-  # The final norm's type (ln_f): "" = norm_type's.
-  final_norm_type: str = ""
-  # The token embedding's init std; an untied head's (OLMo-core keeps them apart).
-  embedding_init_std: float = 0.02
-  head_init_std: float = 0.02
-  # Mix-LN (norm="mix"): the fraction of the blocks, from the first, that are post-LN.
-  mix_post_fraction: float = 0.25
-  # LayerNorm scaling (Sun et al. 2025): each pre-norm output times 1 / sqrt(layer index).
-  norm_depth_scaling: bool = False
-  activation: str = "gelu_tanh"
-  tie_embeddings: bool = True
-  ln_eps: float = 1e-5
-  param_dtype: str = "float32"
-  compute_dtype: str = "float32"
-  remat_policy: str = "auto"
-  scan_unroll: int = 1
-  attention_impl: str = "auto"
-  attention_block: int = 128
-  init: str = "auto"
-  vocab_pad_multiple: int = 1
-  loss_chunk: int = 0
-  qk_norm: bool = False
-  parametrization: str = "sp"
-  base_width: int = 0
-  # The base model's multipliers (mup.py: tuned at the base width, the same at every width).
-  readout_multiplier: float = 1.0
-  attention_multiplier: float = 1.0
-  embedding_multiplier: float = 1.0
-  mup_attention: str = "base"
-  mup_decay: str = "constant"
-  zero_query_init: bool = False
-  # muP's head count at the base width (0: n_head, held fixed across widths; mup.py).
-  base_n_head: int = 0
-  # Depth rule (mup.py): "none" or "completep" (residual branches x base_depth / n_layer).
-  depth_rule: str = "none"
-  base_depth: int = 0
-  dropout: float = 0.0
-  # Positions: "learned" (the wpe table) or "rope" (rotary, base rope_base; no table).
-  position: str = "learned"
-  rope_base: float = 10000.0
-  # False: no bias in any linear layer or norm (nanoGPT's bias flag).
-  bias: bool = True
+  vocab_size: int = fields.required(
+      "Vocabulary size: 256 byte tokens + learned BPE merges + 1 end-of-text token.")
+  block_size: int = fields.required(
+      "Context length (rows of the learned position table; the longest sequence a rotary model "
+      "sees).")
+  d_model: int = fields.required("Width of the residual stream.")
+  n_layer: int = fields.required("Number of transformer blocks (stacked and walked with lax.scan).")
+  n_head: int = fields.required("Attention heads; d_model must be divisible by n_head.")
+  mlp_ratio: float = fields.default(4.0, "MLP hidden width = round(mlp_ratio * d_model).")
+  norm: str = fields.default(
+      "pre", "Norm placement: 'pre' (GPT-2), 'post', 'peri' (Peri-LN), 'reordered' (OLMo 2), "
+      "'deepnorm', 'mix' (Mix-LN); docs/model.md.")
+  norm_type: str = fields.default(
+      "layernorm", "What normalises: 'layernorm', 'rmsnorm' (Zhang & Sennrich 2019) or 'dyt' (Zhu "
+      "et al. 2025).")
+  dyt_alpha_init: float = fields.default(
+      0.5, "DyT's initial alpha, the learned scalar in scale * tanh(alpha x) + bias (the paper's "
+      "0.5).")
+  dyt_alpha_attn_init: float = fields.default(
+      0.0, "DyT's alpha_0 on the attention sublayer's norms (Zhu et al.'s LLaMA "
+      "attn_alpha_init_value; 0 = dyt_alpha_init).")
+  dyt_alpha_final_init: float = fields.default(
+      0.0, "DyT's alpha_0 on the final norm (Zhu et al.'s LLaMA dec_alpha_init_value; 0 = "
+      "dyt_alpha_init).")
+  embedding_norm: bool = fields.default(
+      False, "A norm of norm_type on the embedding output, params['ln_emb'] (OLMo-core's "
+      "embedding_norm).")
+  final_norm_type: str = fields.default(
+      "", "The final norm's type (ln_f): '' = norm_type's, else 'layernorm', 'rmsnorm' or 'dyt'.")
+  embedding_init_std: float = fields.default(
+      0.02, "Init std of the token embedding wte (GPT-2's 0.02; OLMo-core's llama init: 1.0).")
+  head_init_std: float = fields.default(
+      0.02, "Init std of an untied head lm_head (GPT-2's 0.02; OLMo-core's llama init: d_model ** "
+      "-0.5).")
+  mix_post_fraction: float = fields.default(
+      0.25, "Mix-LN (norm='mix'): fraction of the blocks, from the first, that are post-LN (the "
+      "paper's 0.25).")
+  norm_depth_scaling: bool = fields.default(
+      False, "LayerNorm scaling (Sun et al. 2025; norm='pre' only): each pre-norm output / "
+      "sqrt(layer index).")
+  init: str = fields.default(
+      "auto", "Weight init: 'gpt2' (N(0, 0.02), residual projections / sqrt(2 n_layer)), 'xavier' "
+      "(Glorot normal) or 'auto' (xavier under deepnorm, else gpt2).")
+  activation: str = fields.default(
+      "gelu_tanh", "MLP activation: 'gelu_tanh' (GPT-2), 'gelu' (exact erf), 'relu', 'relu2' "
+      "(ReLU squared, So et al. 2021) or 'swiglu' (gated).")
+  tie_embeddings: bool = fields.default(
+      True, "Tie the unembedding to the token embedding (GPT-2 style).")
+  ln_eps: float = fields.default(1e-5, "LayerNorm epsilon.")
+  param_dtype: str = fields.default("float32", "Dtype the parameters are stored in.")
+  compute_dtype: str = fields.default(
+      "float32", "Dtype of matmuls and activations (norms, softmax: float32); 'auto': bf16 on "
+      "GPUs, else f32.")
+  remat_policy: str = fields.default(
+      "auto", "Recompute in the backward ('none', 'full', 'dots_saveable', "
+      "'dots_with_no_batch_dims_saveable'); 'auto': none on GPUs, the last on CPUs.")
+  scan_unroll: int = fields.default(1, "Layers unrolled per lax.scan iteration (1 = pure scan).")
+  attention_impl: str = fields.default(
+      "auto", "'xla_flash', 'xla', 'cudnn' (see attention.py) or 'auto' (cudnn on NVIDIA GPUs, "
+      "else xla_flash).")
+  attention_block: int = fields.default(
+      128, "Queries per block in the XLA path's blocked causal attention (skips the masked half).")
+  vocab_pad_multiple: int = fields.default(
+      1, "Pad the vocabulary to a multiple of this (128 aligns GPU matmuls; 1 = none); never "
+      "sampled.")
+  loss_chunk: int = fields.default(
+      0, "Rows per chunk of the fused unembedding + cross-entropy (0 = all logits at once).")
+  qk_norm: bool = fields.default(
+      False, "LayerNorm on each head's queries and keys before their dot product (Dehghani et al. "
+      "2023).")
+  parametrization: str = fields.default(
+      "sp", "'sp' (standard, GPT-2) or 'mup' (muP for Adam: andrea_jax/mup.py; needs base_width).")
+  base_width: int = fields.default(
+      0, "muP's base width: the d_model whose tuned learning rate transfers (0 = unset; 'sp' "
+      "ignores it).")
+  readout_multiplier: float = fields.default(
+      1.0, "The base model's output-logit multiplier (andrea_jax/mup.py: tuned at the base width; "
+      "1 = none).")
+  attention_multiplier: float = fields.default(
+      1.0, "The base model's attention-score multiplier, under sp and muP alike (1 = none).")
+  embedding_multiplier: float = fields.default(
+      1.0, "The base model's multiplier on the token plus position embeddings (1 = none).")
+  mup_attention: str = fields.default(
+      "base", "muP's attention scale: 'base' (sqrt(d_head at base_width) / d_head) or 'inverse' "
+      "(1 / d_head).")
+  mup_decay: str = fields.default(
+      "constant", "muP's hidden decay: 'constant' (lr x decay fixed across width, mup.MuAdamW) or "
+      "'with_rate'.")
+  zero_query_init: bool = fields.default(
+      False, "Start the query projection at zero (the mup package's advice; any parametrisation).")
+  base_n_head: int = fields.default(
+      0, "muP's head count at the base width (0 = n_head, held fixed across widths; d_head 64 at "
+      "any width: base_width / 64).")
+  depth_rule: str = fields.default(
+      "none", "Depth rule: 'none' or 'completep' (each residual branch x base_depth / n_layer; "
+      "andrea_jax/mup.py).")
+  base_depth: int = fields.default(
+      0, "The depth rule's base depth: the n_layer whose learning rate transfers (0 = unset).")
+  dropout: float = fields.default(
+      0.0, "Dropout in training (nanoGPT's: embeddings, attention probabilities, each block's two "
+      "outputs); 0 = off.")
+  position: str = fields.default(
+      "learned", "Positions: 'learned' (a wpe table, GPT-2) or 'rope' (rotary q and k, Su et al. "
+      "2021; no wpe).")
+  rope_base: float = fields.default(
+      10000.0, "RoPE's base: pair i of a head turns by position * rope_base^(-2i / head_dim).")
+  bias: bool = fields.default(
+      True, "Biases in every linear layer and norm (False: none, nanoGPT's bias=False; GPT-2 "
+      "export needs True).")
 
   def __post_init__(self):
     for name in ("vocab_size", "block_size", "d_model", "n_layer", "n_head", "scan_unroll",

@@ -31,33 +31,47 @@ from andrea_jax import tokenizer as tokenizer_lib
 TOKENIZER = "tokenizer.json"
 # What to do about a workdir file that is not valid JSON.
 _FIX = "restore it or use a fresh --workdir"
-# Fields added after workdirs were saved: a saved config.json without one ran with the value
-# it had before the field existed, given here. For most that is the field's default
-# (experiments/configs/common.py); two muP rules changed their default when they became
-# fields (mup.py), and two Muon rules (step.py: Q, K and V apart, the Adam branch's decay):
-# the saved run keeps the rule it trained with, and a resume under the new default is
-# refused as a change of the trajectory.
-ADDED_FIELDS = {"model.qk_norm": False, "model.parametrization": "sp", "model.base_width": 0,
-                "train.z_loss": 0.0, "model.readout_multiplier": 1.0,
-                "model.attention_multiplier": 1.0, "model.embedding_multiplier": 1.0,
-                "model.mup_attention": "inverse", "model.mup_decay": "with_rate",
-                "model.zero_query_init": False, "train.eval_at_start": True,
-                "model.base_n_head": 0, "model.depth_rule": "none", "model.base_depth": 0,
-                "model.dropout": 0.0, "train.wandb_mode": "off",
-                "train.wandb_project": "andrea_jax", "train.wandb_name": "",
-                "checkpoint.every_seconds": 0, "train.optimizer": "adamw",
-                "train.adam_lr_ratio": 1.0, "train.muon_momentum": 0.95,
-                "train.muon_consistent_rms": 0.2, "train.schedule": "cosine",
-                "train.decay_shape": "1-sqrt", "train.decay_fraction": 0.2,
-                "train.profile_steps": "", "train.task_eval_every": 0, "train.task_file": "",
-                "train.task_examples": 0, "train.task_style": "lmeval",
-                "model.position": "learned", "model.rope_base": 10000.0, "model.bias": True,
-                "model.norm_type": "layernorm", "model.dyt_alpha_init": 0.5,
-                "model.mix_post_fraction": 0.25, "model.norm_depth_scaling": False,
-                "model.dyt_alpha_attn_init": 0.0, "model.dyt_alpha_final_init": 0.0,
-                "model.embedding_norm": False, "model.final_norm_type": "",
-                "model.embedding_init_std": 0.02, "model.head_init_std": 0.02,
-                "train.muon_split_qkv": False, "train.muon_adam_decay": False}
+# The fields a saved config.json is never completed with: those of the records from before
+# this rule (issue 23's qk_norm was the first field added after runs were saved), and issue
+# 42's corpus fields (data.workers, data.val_max_bytes, ...), added since without it. A record
+# that lacks one is refused (config.RunConfig.from_dict), not read with today's default.
+NOT_ADDED = frozenset(
+    [f"model.{f}" for f in ("mlp_ratio", "norm", "activation", "tie_embeddings", "ln_eps",
+                            "param_dtype", "compute_dtype", "remat_policy", "scan_unroll",
+                            "attention_impl", "attention_block", "init", "vocab_pad_multiple",
+                            "loss_chunk")] +
+    [f"train.{f}" for f in ("seed", "steps", "batch_size", "grad_accum_steps", "learning_rate",
+                            "warmup_steps", "min_lr_ratio", "b1", "b2", "eps", "weight_decay",
+                            "grad_clip", "log_every", "eval_every", "eval_batches", "init_from")] +
+    [f"data.{f}" for f in ("path", "hf_dataset", "hf_config", "hf_split", "text_field", "shards",
+                           "extensions", "max_docs", "val_fraction", "val_max_bytes",
+                           "split_seed", "shuffle_seed", "tokenizer_path",
+                           "tokenizer_sample_bytes", "shard_tokens", "workers", "cache_dir",
+                           "utf8_errors", "doc_separator", "prefetch")] +
+    ["checkpoint.every", "checkpoint.keep", "diagnostics.enabled", "diagnostics.every",
+     "diagnostics.early_steps", "mesh.data", "mesh.fsdp", "distributed.enabled",
+     "distributed.coordinator_address", "distributed.num_processes", "distributed.process_id",
+     "sample.num_samples", "sample.prompt", "sample.max_new_tokens", "sample.temperature",
+     "sample.top_k", "sample.top_p"])
+# The added fields whose value before they existed is not today's default: two muP rules
+# (mup.py) and two Muon rules (step.py: Q, K and V apart, the Adam branch's decay), which a
+# saved run keeps (a resume under the new default is refused as a change of the trajectory),
+# and the saves by wall time, which older runs did not make.
+BEFORE = {"model.mup_attention": "inverse", "model.mup_decay": "with_rate",
+          "train.muon_split_qkv": False, "train.muon_adam_decay": False,
+          "checkpoint.every_seconds": 0}
+
+
+def added_fields() -> dict:
+  """``{"group.field": value}``: the fields added after workdirs were saved, each at the value
+  a saved config.json without it ran with: its default in the schema (``config.py``), unless
+  ``BEFORE`` says otherwise. A field added to the schema is one of them at once."""
+  return {name: BEFORE.get(name, default) for name, default in config_lib.defaults().items()
+          if name not in NOT_ADDED}
+
+
+# The resume rule (``with_added_fields``, ``resume.config_changes``).
+ADDED_FIELDS = added_fields()
 
 
 # ----------------------------------------------------------------------------- reading the record

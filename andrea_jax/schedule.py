@@ -55,13 +55,15 @@ DECAYS: dict[str, Callable[[Any], Any]] = {
 
 @dataclasses.dataclass(frozen=True)
 class Shape:
-  """The plan of one segment's learning rate at a peak of 1 (the module docstring)."""
+  """The plan of one segment's learning rate at a peak of 1 (the module docstring); its
+  fields are the ``train`` group's of the same names (``step.TrainConfig``: their defaults
+  and docs)."""
   steps: int
   warmup_steps: int
   min_lr_ratio: float
-  schedule: str = "cosine"
-  decay_shape: str = "1-sqrt"
-  decay_fraction: float = 0.2
+  schedule: str
+  decay_shape: str
+  decay_fraction: float
 
   # The ``train`` fields a Shape reads (the peak ``learning_rate`` only scales it).
   FIELDS = ("steps", "warmup_steps", "min_lr_ratio", "schedule", "decay_shape", "decay_fraction")
@@ -84,11 +86,10 @@ class Shape:
 
   @classmethod
   def of(cls, train) -> Shape:
-    """The shape of a ``step.TrainConfig`` or of a saved ``train`` dict (a record written
-    before a field existed ran with its default, as ``run_record.ADDED_FIELDS`` says)."""
-    get = train.get if isinstance(train, dict) else lambda k, d: getattr(train, k, d)
-    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
-    return cls(**{k: get(k, defaults[k]) for k in cls.FIELDS})
+    """The shape of a ``step.TrainConfig`` or of a whole ``train`` dict (a saved one completed
+    by ``run_record.with_added_fields``)."""
+    get = train.__getitem__ if isinstance(train, dict) else lambda k: getattr(train, k)
+    return cls(**{k: get(k) for k in cls.FIELDS})
 
   @property
   def decay_steps(self) -> int:

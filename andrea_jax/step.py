@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import optax
 
 from andrea_jax import errors
+from andrea_jax import fields
 from andrea_jax import init
 from andrea_jax import model
 from andrea_jax import mup
@@ -62,51 +63,95 @@ WANDB_MODES = ("off", "offline", "online")
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-  """The ``train`` group (experiments/configs/common.py says what each field does), checked.
+  """The ``train`` group, checked: the optimizer, the schedule, batches, evaluation, logging.
 
   ``config.RunConfig.train`` (built from the ConfigDict at the boundary); frozen and
-  hashable, so a jitted program can be keyed by it. Bad values are refused with a
-  ``ConfigError`` naming the field and the fix.
+  hashable, so a jitted program can be keyed by it. Each field's default and doc are written
+  here alone (``fields.py``); bad values are refused with a ``ConfigError`` naming the field
+  and the fix.
   """
-  seed: int
-  steps: int
-  batch_size: int
-  grad_accum_steps: int
-  learning_rate: float
-  warmup_steps: int
-  min_lr_ratio: float
-  b1: float
-  b2: float
-  eps: float
-  weight_decay: float
-  grad_clip: float
-  z_loss: float
-  log_every: int
-  eval_every: int
-  eval_batches: int
-  init_from: str = ""  # (configs written before fine-tuning existed have no such field)
-  eval_at_start: bool = True  # (nor before the step-0 evaluation was optional)
-  wandb_mode: str = "off"  # (nor before Weights & Biases logging: metrics.WandbRun)
-  wandb_project: str = "andrea_jax"
-  wandb_name: str = ""
-  # (nor before Muon and warmup-stable-decay: their defaults are the runs' AdamW and cosine)
-  optimizer: str = "adamw"
-  adam_lr_ratio: float = 1.0
-  muon_momentum: float = 0.95
-  muon_consistent_rms: float = 0.2
-  # (nor before issue 70's Muon as its references run it: a run saved before it ran with Q, K
-  # and V as one matrix and no decay on the Adam branch, run_record.ADDED_FIELDS)
-  muon_split_qkv: bool = True
-  muon_adam_decay: bool = True
-  schedule: str = "cosine"
-  decay_shape: str = "1-sqrt"
-  decay_fraction: float = 0.2
-  # (nor before the profiler and the downstream evaluation: both off)
-  profile_steps: str = ""
-  task_eval_every: int = 0
-  task_file: str = ""
-  task_examples: int = 0
-  task_style: str = "lmeval"
+  seed: int = fields.default(
+      0, "Seed of parameter initialisation (the batch order follows data.shuffle_seed).")
+  steps: int = fields.default(5000, "Optimizer updates to run in total.")
+  batch_size: int = fields.default(
+      32, "Sequences per optimizer update (global, over all devices and microbatches).")
+  grad_accum_steps: int = fields.default(
+      1, "Microbatches per update; gradients are summed over them (for batches larger than "
+      "memory).")
+  learning_rate: float = fields.default(6e-4, "Peak learning rate, reached at the end of warmup.")
+  warmup_steps: int = fields.default(
+      200, "Linear warmup over this many updates, from above zero: (k + 1) / (warmup_steps + 1) "
+      "of the peak.")
+  schedule: str = fields.default(
+      "cosine", "The decay after the warmup: 'cosine' (to the floor at the last step) or 'wsd' "
+      "(warmup-stable-decay: the peak, then a decay over the last decay_fraction of the steps; "
+      "docs/training.md).")
+  min_lr_ratio: float = fields.default(
+      0.1, "The floor both schedules decay to, learning_rate * min_lr_ratio at the last step.")
+  decay_shape: str = fields.default(
+      "1-sqrt", "WSD's decay: 'linear', 'cosine' or '1-sqrt' (1 - sqrt(progress), Hägele et al. "
+      "2024's best).")
+  decay_fraction: float = fields.default(
+      0.2, "WSD's decay lasts this fraction of train.steps (0 = none: the peak to the end; Hägele "
+      "et al. 2024: 0.2).")
+  optimizer: str = fields.default(
+      "adamw", "'adamw', or 'muon' (optax.contrib.muon: the hidden matrices orthogonalised, the "
+      "rest by Adam; docs/training.md).")
+  adam_lr_ratio: float = fields.default(
+      1.0, "Muon only: the Adam branch's peak rate (embeddings, head, norms, biases) as a "
+      "multiple of learning_rate.")
+  muon_momentum: float = fields.default(
+      0.95, "Muon only: the momentum of its Nesterov update (Jordan 2024: 0.95).")
+  muon_consistent_rms: float = fields.default(
+      0.2, "Muon only: scale each update to this RMS (Liu et al. 2025, so AdamW's rate and decay "
+      "carry over; 0 = Jordan's sqrt(max(1, fan_out / fan_in))).")
+  muon_split_qkv: bool = fields.default(
+      True, "Muon only: orthogonalise each layer's Q, K and V as three matrices "
+      "(modded-nanogpt's), not the fused QKV as one.")
+  muon_adam_decay: bool = fields.default(
+      True, "Muon only: its Adam branch decays the embeddings and head as AdamW does "
+      "(step.DECAYED; False: no decay on it).")
+  b1: float = fields.default(0.9, "AdamW first-moment decay (and Muon's Adam branch's).")
+  b2: float = fields.default(0.95, "AdamW second-moment decay (and Muon's Adam branch's).")
+  eps: float = fields.default(1e-8, "AdamW epsilon.")
+  weight_decay: float = fields.default(
+      0.1, "Decoupled weight decay, times the rate, on the matrices and embeddings "
+      "(step.DECAYED), under AdamW and Muon alike.")
+  grad_clip: float = fields.default(
+      1.0, "Clip the global gradient norm to this value (0 = no clipping).")
+  z_loss: float = fields.default(
+      0.0, "Weight of PaLM's z-loss, z_loss * log(Z)^2 on the softmax normaliser (0 = off; PaLM: "
+      "1e-4).")
+  log_every: int = fields.default(10, "Log train metrics every this many updates.")
+  eval_every: int = fields.default(
+      250, "Evaluate on the fixed validation batches every this many updates (and at the end).")
+  eval_batches: int = fields.default(
+      8, "Number of fixed validation batches (of batch_size sequences) per evaluation.")
+  init_from: str = fields.default(
+      "", "A Hugging Face GPT-2 directory whose weights start a fresh run ('' = random init; "
+      "docs/interop.md).")
+  eval_at_start: bool = fields.default(
+      True, "Evaluate at step 0, before training (off for the real models: an hour on a CPU).")
+  wandb_mode: str = fields.default(
+      "off", "Weights & Biases too (pip install wandb): 'off', 'offline' (<workdir>/wandb; wandb "
+      "sync uploads) or 'online'.")
+  wandb_project: str = fields.default("andrea_jax", "The W&B project the run is logged to.")
+  wandb_name: str = fields.default(
+      "", "The W&B run name ('' = the workdir's name; a group's members: theirs, in a W&B group "
+      "of this name).")
+  profile_steps: str = fields.default(
+      "", "Trace these updates with jax.profiler into <workdir>/profile for TensorBoard, "
+      "'first-last' such as '10-12' ('' = off; docs/training.md).")
+  task_eval_every: int = fields.default(
+      0, "Score HellaSwag every this many updates, logged to metrics.jsonl (0 = off; "
+      "andrea_jax/tasks.py).")
+  task_file: str = fields.default(
+      "", "HellaSwag's JSONL ('' = download hellaswag_val.jsonl into ~/.cache/andrea_jax once).")
+  task_examples: int = fields.default(
+      0, "Score the first this many HellaSwag examples (0 = all 10,042: slow on a CPU).")
+  task_style: str = fields.default(
+      "lmeval", "How HellaSwag is scored: 'lmeval' (lm-eval-harness's context, acc_norm per "
+      "character) or 'llmc' (llm.c's; docs/training.md).")
 
   def __post_init__(self):
     for name in ("steps", "batch_size", "grad_accum_steps", "learning_rate", "log_every",

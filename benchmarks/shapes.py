@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import importlib.util
 
+from andrea_jax import configdict
 from andrea_jax import model
 from experiments import cli
-from experiments.configs import common
 
 SHAPE_DEFAULTS = {"tiny": (16, 128), "andrea12m": (4, 1024), "andrea120m": (1, 1024),
                   "andrea480m": (1, 1024)}
@@ -27,7 +27,7 @@ def load_config(name: str, settings: str = ""):
   spec.loader.exec_module(module)
   config = module.get_config()
   if settings:
-    common.apply_variants(config, settings)
+    configdict.apply_variants(config, settings)
   return config
 
 

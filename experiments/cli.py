@@ -24,8 +24,8 @@ from absl import app
 from absl import flags
 from ml_collections import config_flags
 
+from andrea_jax import configdict
 from andrea_jax import errors
-from experiments.configs import common
 
 CONFIG_DIR = pathlib.Path(__file__).resolve().parent / "configs"
 # Names of the flags defined by define_config_flag.
@@ -39,7 +39,7 @@ USER_ERRORS = (errors.AndreaError, app.UsageError, OSError)
 def config_names() -> list[str]:
   """The named configs in ``experiments/configs`` (``tiny``, ``andrea120m``, ...)."""
   return sorted(p.stem for p in CONFIG_DIR.glob("*.py")
-                if p.stem not in ("__init__", "common"))
+                if p.stem != "__init__")
 
 
 def resolve_config_path(name_or_path: str) -> str:
@@ -116,7 +116,7 @@ def overridden_fields(flag_values: flags.FlagValues = flags.FLAGS, name: str = "
   config flag's argument.
   """
   variants = flag_values[name].serialize().split("=", 1)[-1].partition(":")[2]
-  out = {(k if "." in k else f"model.{k}"): v for k, v in common.parse_variants(variants).items()}
+  out = {(k if "." in k else f"model.{k}"): v for k, v in configdict.parse_variants(variants).items()}
   for flag in flag_values:
     if flag.startswith(f"{name}.") and flag_values[flag].present:
       out[flag.removeprefix(f"{name}.")] = flag_values[flag].value
@@ -152,7 +152,7 @@ def fit_to_data(config, overridden: dict, workdir: str | None = None) -> list[st
     if saved is not None:  # a resume keeps the warmup of the first start (fitted or not)
       config.train.warmup_steps = saved["train"]["warmup_steps"]
     else:
-      notes.append(common.fit_warmup(config))
+      notes.append(configdict.fit_warmup(config))
   if saved is not None and (config.data.path or config.data.hf_dataset or config.data.shards):
     # A resume (or a finished run) keeps what its first start fitted; its data is read (or
     # left alone) by the run itself, where the run recorded it (train.prepare_data).
@@ -253,7 +253,7 @@ def _bad_override_value(error: flags.Error, flag_values: flags.FlagValues) -> st
   if not (isinstance(error, flags.IllegalFlagValueError) and match and "." in match[1]
           and match[1].split(".")[0] in _CONFIG_FLAGS and match[1] in flag_values):
     return None
-  return f"--{match[1]}={match[2]}: {common.expected_value(flag_values[match[1]].value)}"
+  return f"--{match[1]}={match[2]}: {configdict.expected_value(flag_values[match[1]].value)}"
 
 
 def _misspelt_override(error: Exception, args: list[str]) -> str | None:

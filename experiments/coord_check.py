@@ -23,12 +23,13 @@ import json
 
 from absl import flags, logging
 
+from andrea_jax import configdict
 from andrea_jax import errors
 from andrea_jax import model
+from andrea_jax import step as step_lib
 from andrea_jax.files import read_json
 from andrea_jax.tools import coord_check
 from experiments import cli
-from experiments.configs import common
 from research import ladder as ladder_lib
 
 _WIDTHS = flags.DEFINE_list("widths", ["32", "64", "128", "256", "512"], "d_model of each rung")
@@ -84,7 +85,7 @@ def main(argv):
   del argv
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)  # optax logs the constant schedule at INFO
-  t = common.train_group()
+  t = configdict.group(step_lib.TrainConfig)
   t.update(steps=_STEPS.value, learning_rate=_LR.value, batch_size=_BATCH.value, seed=_SEED.value)
   ladder = coord_check.Ladder(n_layer=_N_LAYER.value, n_head=_N_HEAD.value)
   widths = parse_widths(_WIDTHS.value)

@@ -33,6 +33,7 @@ if __name__ == "__main__":  # a Ctrl-C while the libraries load is a stop reques
 import jax  # pylint: disable=wrong-import-position
 
 from andrea_jax import config as config_lib
+from andrea_jax import configdict
 from andrea_jax import corpus
 from andrea_jax import errors
 from andrea_jax import files
@@ -42,7 +43,6 @@ from andrea_jax import sharding
 from andrea_jax import train
 from andrea_jax import workdir as workdir_lib
 from experiments import cli
-from experiments.configs import common
 
 _CONFIG = cli.define_config_flag()
 _WORKDIR = flags.DEFINE_string("workdir", None,
@@ -79,7 +79,7 @@ def default_workdir(config_arg: str, overridden: dict | None = None) -> str:
   """
   target, _, variants = config_arg.partition(":")
   parts = [os.path.basename(target).removesuffix(".py"), variants]
-  named = {k if "." in k else f"model.{k}" for k in common.parse_variants(variants)}
+  named = {k if "." in k else f"model.{k}" for k in configdict.parse_variants(variants)}
   for field, value in (overridden or {}).items():
     kind = workdir_lib.field_kind(field)
     if (kind == "frozen" or kind == "trajectory" and field not in BUDGET_FIELDS) and field not in named:

@@ -77,9 +77,9 @@ def outside(name: str, field: str) -> tuple:
 
 def group_config(base_config: str, overrides: dict):
   """``experiments/configs/<base_config>.py``'s config with ``overrides`` applied."""
-  from experiments.configs import common  # pylint: disable=import-outside-toplevel
+  from andrea_jax import configdict  # pylint: disable=import-outside-toplevel
   module = importlib.import_module(f"experiments.configs.{base_config}")
-  return common.apply_overrides(module.get_config(), overrides)
+  return configdict.apply_overrides(module.get_config(), overrides)
 
 
 def used_seeds(but: str) -> set[int]:

@@ -21,18 +21,18 @@ sys.path.insert(0, REPO)
 
 import jax  # pylint: disable=wrong-import-position  (importing is no JAX call: initialize still works)
 from andrea_jax import config as config_lib  # pylint: disable=wrong-import-position
+from andrea_jax import configdict  # pylint: disable=wrong-import-position
 from andrea_jax import metrics as metrics_lib  # pylint: disable=wrong-import-position
 from andrea_jax import model  # pylint: disable=wrong-import-position
 from andrea_jax import sharding  # pylint: disable=wrong-import-position
 from andrea_jax import signals as signals_lib  # pylint: disable=wrong-import-position
 from andrea_jax import step as step_lib  # pylint: disable=wrong-import-position
 from andrea_jax import train  # pylint: disable=wrong-import-position
-from experiments.configs import common  # pylint: disable=wrong-import-position
 from experiments.configs import tiny  # pylint: disable=wrong-import-position
 
 
 def make_config(overrides: dict):
-  return common.apply_overrides(tiny.get_config(), overrides)
+  return configdict.apply_overrides(tiny.get_config(), overrides)
 
 
 def copy_at_step(src: str, dst: str, step: int) -> None:

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from andrea_jax import attention
+from andrea_jax import configdict
 from andrea_jax import model
-from experiments.configs import andrea120m, andrea480m, common
+from experiments.configs import andrea120m, andrea480m
 
 
 def small(**kw):
@@ -106,8 +107,8 @@ def test_auto_remat_keeps_the_weight_matmuls_on_cpu_and_recomputes_nothing_on_gp
   assert "remat_policy=dots_with_no_batch_dims_saveable" in capsys.readouterr().out
   assert model.resolve_auto(small(), platform="gpu").remat_policy == "none"
   assert model.resolve_auto(small(remat_policy="none"), platform="cpu").remat_policy == "none"
-  assert common.model_group(vocab_size=37, block_size=16, d_model=16, n_layer=1,
-                            n_head=2).remat_policy == "auto"
+  assert configdict.group(model.ModelConfig, vocab_size=37, block_size=16, d_model=16,
+                          n_layer=1, n_head=2).remat_policy == "auto"
   # It reaches the traced model: the layer scan's body is a checkpoint with that policy.
   cfg = small(attention_impl="xla_flash")
   params = model.init_params(cfg, jax.random.key(0))
@@ -119,7 +120,8 @@ def test_auto_remat_keeps_the_weight_matmuls_on_cpu_and_recomputes_nothing_on_gp
 
 def test_one_attention_default_and_auto_in_the_gpu_configs():
   fields = {f.name: f.default for f in dataclasses.fields(model.ModelConfig)}
-  group = common.model_group(vocab_size=37, block_size=16, d_model=16, n_layer=1, n_head=2)
+  group = configdict.group(model.ModelConfig, vocab_size=37, block_size=16, d_model=16, n_layer=1,
+                           n_head=2)
   assert group.attention_impl == fields["attention_impl"] == "auto"
   assert group.compute_dtype == fields["compute_dtype"]
   for module in (andrea120m, andrea480m):

@@ -13,9 +13,9 @@ import types
 import pytest
 from absl import flags
 
+from andrea_jax import configdict
 from andrea_jax import errors
 from experiments import cli
-from experiments.configs import common
 from experiments.configs import tiny
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -223,7 +223,7 @@ def test_prepare_on_a_non_utf8_corpus_prints_one_line(tmp_path):
 def test_bad_config_values_are_user_errors(override, tmp_path):
   """The entry points print these as one line: they must be the project's errors."""
   from andrea_jax import train  # pylint: disable=import-outside-toplevel
-  config = common.apply_overrides(tiny.get_config(), override)
+  config = configdict.apply_overrides(tiny.get_config(), override)
   with pytest.raises(cli.USER_ERRORS):
     train.train_and_evaluate(config, str(tmp_path / "run"))
 
@@ -260,15 +260,15 @@ def test_every_entry_point_uses_cli_run(entry_point):
 
 
 def test_apply_overrides_sets_casts_and_keeps_the_lock_state():
-  config = common.apply_overrides(tiny.get_config(),
-                                  {"norm": "post", "mlp_ratio": 2, "train.steps": 9,
-                                   "model.vocab_size": 300})
+  config = configdict.apply_overrides(tiny.get_config(),
+                                      {"norm": "post", "mlp_ratio": 2, "train.steps": 9,
+                                       "model.vocab_size": 300})
   assert (config.model.norm, config.train.steps) == ("post", 9)
   assert isinstance(config.model.mlp_ratio, float) and config.model.mlp_ratio == 2.0
   assert config.data.vocab_size == 300  # the reference to model.vocab_size survives
   assert not config.is_locked
   config.lock()
-  common.apply_overrides(config, {"train.steps": 3})
+  configdict.apply_overrides(config, {"train.steps": 3})
   assert config.is_locked
 
 
@@ -283,25 +283,25 @@ def test_apply_overrides_sets_casts_and_keeps_the_lock_state():
 def test_apply_overrides_rejects_unknown_keys_and_wrong_types(overrides, match):
   config = tiny.get_config()
   with pytest.raises(errors.ConfigError, match=match):
-    common.apply_overrides(config, overrides)
+    configdict.apply_overrides(config, overrides)
   assert "stpes" not in config.train and "trian" not in config and "nrom" not in config.model
   assert not config.is_locked
 
 
 def test_a_run_no_longer_than_its_warmup_warms_up_over_a_tenth_of_it():
-  config = common.apply_overrides(tiny.get_config(), {"train.steps": 20})
-  note = common.fit_warmup(config)
+  config = configdict.apply_overrides(tiny.get_config(), {"train.steps": 20})
+  note = configdict.fit_warmup(config)
   assert config.train.warmup_steps == 2 and "warming up over 2 steps" in note
-  assert common.fit_warmup(tiny.get_config()) is None  # 40 < 300: left as it is
-  config = common.apply_overrides(tiny.get_config(), {"train.steps": 1})
-  assert common.fit_warmup(config) and config.train.warmup_steps == 0
+  assert configdict.fit_warmup(tiny.get_config()) is None  # 40 < 300: left as it is
+  config = configdict.apply_overrides(tiny.get_config(), {"train.steps": 1})
+  assert configdict.fit_warmup(config) and config.train.warmup_steps == 0
 
 
 @pytest.mark.parametrize("test_file", ["test_sharding.py", "sharding_worker.py", "test_sweep.py"])
 def test_test_overrides_go_through_apply_overrides(test_file):
   """Tests that set config[group][field] directly would add a misspelt key silently."""
   source = (REPO / "tests" / test_file).read_text(encoding="utf-8")
-  assert "common.apply_overrides(" in source
+  assert "configdict.apply_overrides(" in source
   assert not re.search(r"config(\.\w+)?\[\w+\]\s*=|config\[\w+\]\[\w+\]\s*=", source)
 
 
@@ -609,7 +609,7 @@ def test_a_cache_dir_under_a_file_is_one_line(tmp_path):
   a_file.write_text("keep me")
   corpus = tmp_path / "corpus.txt"
   corpus.write_text("a few words of text\n" * 50)
-  config = common.apply_overrides(tiny.get_config(), {
+  config = configdict.apply_overrides(tiny.get_config(), {
       "data.path": str(corpus), "data.cache_dir": str(a_file / "cache"), "model.vocab_size": 300})
   with pytest.raises(errors.DataError, match=re.escape(
       f"data.cache_dir='{a_file / 'cache'}': '{a_file}' is a file, not a directory: pass a "
@@ -624,7 +624,7 @@ def test_a_tokenizer_path_that_is_a_directory_says_so(tmp_path):
   (tmp_path / "tok" / "tokenizer.json").write_text("{}")
   corpus = tmp_path / "corpus.txt"
   corpus.write_text("a few words of text\n" * 50)
-  config = common.apply_overrides(tiny.get_config(), {
+  config = configdict.apply_overrides(tiny.get_config(), {
       "data.path": str(corpus), "data.cache_dir": str(tmp_path / "cache"),
       "data.tokenizer_path": str(tmp_path / "tok")})
   with pytest.raises(errors.DataError, match=re.escape(

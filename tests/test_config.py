@@ -1,6 +1,7 @@
-"""The typed run config (``andrea_jax/config.py``): built once from the ConfigDict, it
-gives back the ConfigDict's JSON exactly (what workdirs record and resumes compare), and
-refuses a field or group it does not know, by name."""
+"""The run config's schema and typed tree (``andrea_jax/config.py``): the ConfigDict is built
+from the schema (``configdict.py``), the typed tree built once from the ConfigDict gives back
+its JSON exactly (what workdirs record and resumes compare), and a field or group it does not
+know, or lacks, is refused by name."""
 
 import ast
 import dataclasses
@@ -11,13 +12,16 @@ import pathlib
 import pytest
 
 from andrea_jax import config as config_lib
+from andrea_jax import configdict
 from andrea_jax import errors
+from andrea_jax import fields
 from andrea_jax import model
+from andrea_jax import run_record
 from andrea_jax import step as step_lib
 from andrea_jax import train
 from andrea_jax import workdir as workdir_lib
 from experiments import cli
-from experiments.configs import common, tiny
+from experiments.configs import tiny
 
 VARIANTS = [(name, None) for name in cli.config_names()] + [
     ("tiny", "norm=post,mlp_ratio=2"), ("andrea120m", "parametrization=mup,base_width=256"),
@@ -50,24 +54,61 @@ def test_the_groups_are_the_typed_groups():
   assert config_lib.run_config(tiny.get_config()) == typed
 
 
-@pytest.mark.parametrize("cls, group", [
-    (model.ModelConfig, common.model_group(vocab_size=10, block_size=8, d_model=16, n_layer=1,
-                                           n_head=2)),
-    (step_lib.TrainConfig, common.train_group())])
-def test_the_defaults_the_typed_groups_kept_are_those_of_common(cls, group):
-  # One home for defaults: those ModelConfig and TrainConfig kept (for configs built by hand
-  # and workdirs saved before a field) never differ from common.py's; the new groups have none.
-  defaults = {f.name: f.default for f in dataclasses.fields(cls)
-              if f.default is not dataclasses.MISSING}
-  assert defaults and defaults == {k: v for k, v in group.items() if k in defaults}
-  for cls in config_lib.GROUP_TYPES.values():
-    if cls not in (model.ModelConfig, step_lib.TrainConfig):
-      assert all(f.default is dataclasses.MISSING for f in dataclasses.fields(cls)), cls
+def test_the_configdict_is_the_schema_at_its_defaults():
+  # One home: each group's ConfigDict is its dataclass's fields, in order, at their defaults
+  # (of the same type: an override casts to it), the model's shape given.
+  shape = dict(vocab_size=10, block_size=8, d_model=16, n_layer=1, n_head=2)
+  config = configdict.default_config(**shape)
+  assert list(json.loads(config.to_json_best_effort())) == list(config_lib.GROUP_TYPES)
+  for name, cls in config_lib.GROUP_TYPES.items():
+    values = json.loads(config[name].to_json_best_effort())
+    assert list(values) == [f.name for f in dataclasses.fields(cls)], name
+    expected = {**fields.defaults(cls), **(shape if name == "model" else {}),
+                **({"vocab_size": 10} if name == "data" else {})}
+    assert [(k, type(v), v) for k, v in values.items()] == [
+        (k, type(expected[k]), expected[k]) for k in values], name
+  config.model.vocab_size = 12
+  assert config.data.vocab_size == 12  # one vocabulary size: data's refers to the model's
+  assert configdict.group(step_lib.TrainConfig).to_dict() == dataclasses.asdict(
+      step_lib.TrainConfig())
+  with pytest.raises(errors.ConfigError, match=r"^ModelConfig: give vocab_size, block_size, "
+                                               r"d_model, n_layer, n_head: they have no default$"):
+    configdict.group(model.ModelConfig)
+
+
+@pytest.mark.parametrize("cls", list(config_lib.GROUP_TYPES.values()), ids=lambda c: c.__name__)
+def test_every_field_has_a_one_line_doc(cls):
+  for f in dataclasses.fields(cls):
+    doc = fields.doc(cls, f.name)
+    assert doc and "\n" not in doc and doc.endswith("."), (cls.__name__, f.name, doc)
+
+
+def test_a_field_added_to_the_schema_reaches_the_configdict_and_the_resume_rule(monkeypatch):
+  # The one edit a new optimizer field takes: its line in TrainConfig, with default and doc.
+  @dataclasses.dataclass(frozen=True)
+  class Train(step_lib.TrainConfig):
+    example_field: float = fields.default(0.5, "A field added after runs were saved.")
+
+  monkeypatch.setitem(config_lib.GROUP_TYPES, "train", Train)
+  config = configdict.default_config(vocab_size=10, block_size=8, d_model=16, n_layer=1, n_head=2)
+  assert config.train.example_field == 0.5
+  configdict.apply_overrides(config, {"train.example_field": 2})
+  assert config_lib.RunConfig.from_configdict(config).train.example_field == 2.0
+  assert run_record.added_fields() == {**workdir_lib.ADDED_FIELDS, "train.example_field": 0.5}
+
+
+def test_the_resume_rule_names_real_fields_and_each_exception_differs_from_its_default():
+  defaults = config_lib.defaults()
+  assert run_record.NOT_ADDED <= set(defaults)
+  assert set(workdir_lib.ADDED_FIELDS) == set(defaults) - run_record.NOT_ADDED
+  assert all(defaults[k] != v for k, v in run_record.BEFORE.items())
+  assert set(run_record.BEFORE) <= set(workdir_lib.ADDED_FIELDS)
 
 
 @pytest.mark.parametrize("where, match", [
-    (("model", "nrom"), r"^model\.nrom is not a field of the model group \(experiments/configs/"
-                        r"common\.py lists them\): remove it or rename it; did you mean 'norm'\?$"),
+    (("model", "nrom"), r"^model\.nrom is not a field of the model group \(andrea_jax/"
+                        r"model_config\.py lists them\): remove it or rename it; did you mean "
+                        r"'norm'\?$"),
     (("train", "learning_rte"), r"^train\.learning_rte is not a field .*did you mean "
                                 r"'learning_rate'\?$"),
     (("data", "shufle_seed"), r"^data\.shufle_seed is not a field .*did you mean 'shuffle_seed'"),
@@ -95,7 +136,7 @@ def test_a_misspelt_group_and_a_missing_field_are_refused_by_name():
     config_lib.RunConfig.from_dict({**saved, "sampel": saved["sample"]})
   del saved["data"]["prefetch"]
   with pytest.raises(errors.ConfigError, match=r"^the config has no data\.prefetch: add it "
-                                               r"\(experiments/configs/common\.py"):
+                                               r"\(andrea_jax/config\.py gives its default"):
     config_lib.RunConfig.from_dict(saved)
   with pytest.raises(errors.ConfigError, match=r"^the config has no 'mesh' group"):
     config_lib.RunConfig.from_dict({k: v for k, v in saved.items() if k != "mesh"})
@@ -108,14 +149,14 @@ def test_a_misspelt_group_and_a_missing_field_are_refused_by_name():
 ])
 def test_a_checkpoint_cadence_out_of_range_is_one_line_naming_it(field, value, match):
   with pytest.raises(errors.ConfigError, match=match):
-    config_lib.RunConfig.from_configdict(common.apply_overrides(
+    config_lib.RunConfig.from_configdict(configdict.apply_overrides(
         tiny.get_config(), {f"checkpoint.{field}": value}))
 
 
 def test_an_override_naming_no_field_is_still_refused_on_the_command_line_path():
   with pytest.raises(errors.ConfigError, match=r"config override train\.learning_rte=0\.1: "
                                                r"train has no field 'learning_rte'"):
-    common.apply_overrides(tiny.get_config(), {"train.learning_rte": 0.1})
+    configdict.apply_overrides(tiny.get_config(), {"train.learning_rte": 0.1})
 
 
 def test_a_config_saved_before_a_field_existed_reads_back_typed():
@@ -127,14 +168,19 @@ def test_a_config_saved_before_a_field_existed_reads_back_typed():
 
 
 def test_below_the_boundary_the_library_never_touches_a_configdict():
-  # config.py alone converts one (from_configdict); no other module imports ml_collections
-  # or writes a ConfigDict's JSON (resume.py records RunConfig.to_dict()).
+  # configdict.py alone builds and changes one and config.py converts it (from_configdict); no
+  # other module imports ml_collections or configdict, or writes a ConfigDict's JSON
+  # (resume.py records RunConfig.to_dict()).
   root = pathlib.Path(config_lib.__file__).parent
+  boundary = {"config.py", "configdict.py"}
   for path in sorted(root.rglob("*.py")):
     tree = ast.parse(path.read_text(encoding="utf-8"))
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    assert not {m for m in imported if m.split(".")[0] == "ml_collections"}, path
-    if path.name != "config.py":
+    imported |= {f"{n.module}.{a.name}" for n in ast.walk(tree)
+                 if isinstance(n, ast.ImportFrom) and n.module for a in n.names}
+    if path.name not in boundary:
+      assert not {m for m in imported if m.split(".")[0] == "ml_collections"}, path
+      assert "andrea_jax.configdict" not in imported, path
       assert "to_json_best_effort" not in {n.attr for n in ast.walk(tree)
                                            if isinstance(n, ast.Attribute)}, path

@@ -11,15 +11,16 @@ import numpy as np
 import pytest
 
 from andrea_jax.tools import coord_check
+from andrea_jax import configdict
 from andrea_jax import mup
-from experiments.configs import common
+from andrea_jax import step as step_lib
 
 WIDTHS = (32, 64, 128)
 LADDER = coord_check.Ladder(n_layer=1, n_head=4, vocab_size=64, block_size=16)
 
 
 def settings(steps):
-  t = common.train_group()
+  t = configdict.group(step_lib.TrainConfig)
   t.update(steps=steps, learning_rate=1e-2, batch_size=8)
   return t
 
@@ -86,7 +87,7 @@ def test_the_command_defaults_to_the_base_stages_multipliers(tmp_path):
 
 def test_the_base_multipliers_reach_every_rung():
   # At init the output logits are linear in the readout multiplier, at every width.
-  t = common.train_group()
+  t = configdict.group(step_lib.TrainConfig)
   t.update(steps=0, learning_rate=1e-2, batch_size=2, seed=0)
   ladder = coord_check.Ladder(n_layer=1, n_head=2, vocab_size=32, block_size=8)
   plain = coord_check.coord_check((16, 32), "mup", t, ladder=ladder)

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from andrea_jax import config as config_lib
+from andrea_jax import configdict
 from andrea_jax import errors
 from andrea_jax import loader as loader_lib
 from andrea_jax import metrics as metrics_lib
@@ -28,7 +29,7 @@ pytest.importorskip("safetensors", reason="export/import need safetensors "
                     "(pip install -r requirements-interop.txt)")
 from andrea_jax.interop import hf_gpt2  # pylint: disable=wrong-import-position
 from andrea_jax.interop.hf_gpt2 import InteropError  # pylint: disable=wrong-import-position
-from experiments.configs import common, tiny  # pylint: disable=wrong-import-position
+from experiments.configs import tiny  # pylint: disable=wrong-import-position
 
 # Its tests share module-scoped fixtures: on one xdist worker they are computed once
 # (pyproject.toml: --dist=loadgroup).
@@ -341,8 +342,8 @@ SHRINK = {"model.n_layer": 1, "model.d_model": 32, "model.n_head": 2, "model.blo
 
 
 def small_config(cache_dir, **changes):
-  return common.apply_overrides(tiny.get_config(),
-                                {**SHRINK, "data.cache_dir": str(cache_dir), **changes})
+  return configdict.apply_overrides(tiny.get_config(),
+                                    {**SHRINK, "data.cache_dir": str(cache_dir), **changes})
 
 
 @pytest.fixture(scope="module")

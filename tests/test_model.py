@@ -11,6 +11,7 @@ import optax
 import pytest
 from jax.test_util import check_grads
 
+from andrea_jax import configdict
 from andrea_jax import cross_entropy
 from andrea_jax import diagnostics
 from andrea_jax import errors
@@ -20,7 +21,7 @@ from andrea_jax import step as step_lib
 from andrea_jax.model import ModelConfig
 from andrea_jax.tools import toy
 from andrea_jax.tools.flax_model import AndreaLM, from_flax, to_flax
-from experiments.configs import andrea12m, andrea120m, andrea480m, common, tiny
+from experiments.configs import andrea12m, andrea120m, andrea480m, tiny
 
 SMALL = ModelConfig(vocab_size=61, block_size=16, d_model=32, n_layer=3, n_head=4)
 
@@ -627,7 +628,7 @@ SHRINK_120M = {"model.n_layer": 2, "model.d_model": 64, "model.n_head": 4, "mode
 def test_shrunk_andrea120m_trains_in_bfloat16_close_to_float32():
   # andrea120m's own settings at a CPU's size: attention_impl "auto", plus what a GPU run
   # uses: bfloat16 compute (what "auto" picks there) and a remat policy.
-  config = common.apply_overrides(andrea120m.get_config(), SHRINK_120M)
+  config = configdict.apply_overrides(andrea120m.get_config(), SHRINK_120M)
   assert config.model.attention_impl == "auto"
   cfg16 = ModelConfig(**{**config.model.to_dict(), "compute_dtype": "bfloat16",
                          "remat_policy": "dots_saveable"})

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from andrea_jax import checkpoint as ckpt
+from andrea_jax import configdict
 from andrea_jax import diagnostics
 from andrea_jax import errors
 from andrea_jax import loop
@@ -21,7 +22,7 @@ from andrea_jax import model
 from andrea_jax import multi
 from andrea_jax import step as step_lib
 from andrea_jax import train
-from experiments.configs import common, tiny
+from experiments.configs import tiny
 
 # Its tests share module-scoped fixtures: on one xdist worker they are computed once
 # (pyproject.toml: --dist=loadgroup).
@@ -49,7 +50,7 @@ MEMBERS = [multi.Member("a", 1e-3, seed=0, batch_seed=10), multi.Member("b", 3e-
 
 
 def config(cache, **overrides):
-  return common.apply_overrides(tiny.get_config(), {**SMALL, "data.cache_dir": cache, **overrides})
+  return configdict.apply_overrides(tiny.get_config(), {**SMALL, "data.cache_dir": cache, **overrides})
 
 
 def with_options(cache, **overrides):

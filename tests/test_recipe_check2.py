@@ -267,7 +267,7 @@ def test_the_readme_and_the_recipe_report_it_links_give_andrea120m_the_same_rate
   default, it is the configs' default."""
   import os  # pylint: disable=import-outside-toplevel
   import re  # pylint: disable=import-outside-toplevel
-  from experiments.configs import common  # pylint: disable=import-outside-toplevel
+  from andrea_jax import configdict  # pylint: disable=import-outside-toplevel
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   readme = open(os.path.join(root, "README.md"), encoding="utf-8").read()
   item = readme.split("**andrea120m's learning rate**: ", 1)[1].split("\n- ", 1)[0]
@@ -277,5 +277,5 @@ def test_the_readme_and_the_recipe_report_it_links_give_andrea120m_the_same_rate
   told = re.search(r"andrea120m(?:'s rate stays the default,| at) (\d[\d.e-]*\d)", head)
   assert told and float(told[1]) == rate, (rate, page, told and told[0])
   if "the default" in item.split(". ", 1)[0]:
-    assert rate == common.base_config(common.model_group(vocab_size=512, block_size=64, d_model=64, n_layer=1,
-                                                         n_head=1)).train.learning_rate
+    assert rate == configdict.default_config(vocab_size=512, block_size=64, d_model=64, n_layer=1,
+                                             n_head=1).train.learning_rate

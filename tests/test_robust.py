@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from andrea_jax import checkpoint as ckpt
+from andrea_jax import configdict
 from andrea_jax import errors as errors_lib
 from andrea_jax import files as files_lib
 from andrea_jax import metrics as metrics_lib
@@ -24,7 +25,7 @@ from andrea_jax import model
 from andrea_jax import step as step_lib
 from andrea_jax import train
 from andrea_jax import workdir as workdir_lib
-from experiments.configs import common, tiny
+from experiments.configs import tiny
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -40,7 +41,7 @@ SETTINGS = {
 
 def config_for(home, **changes):
   """The run's config with absolute paths (``home``: where it started), as any directory sees it."""
-  return common.apply_overrides(tiny.get_config(), {
+  return configdict.apply_overrides(tiny.get_config(), {
       **SETTINGS, "data.path": str(home / "corpus"), "data.cache_dir": str(home / "cache"),
       **changes})
 
@@ -61,7 +62,7 @@ def saved(tmp_path_factory):
   (home / "corpus").mkdir()
   for path in sorted(glob.glob(os.path.join(REPO, "docs", "*.md"))):
     shutil.copy(path, home / "corpus")
-  config = common.apply_overrides(tiny.get_config(), {
+  config = configdict.apply_overrides(tiny.get_config(), {
       **SETTINGS, "data.path": "corpus", "data.cache_dir": "cache"})
   cwd = os.getcwd()
   os.chdir(home)
@@ -225,14 +226,14 @@ def namespace_prefix():
 SAVE = """
 import json
 from absl import logging
-from andrea_jax import checkpoint as ckpt, model
+from andrea_jax import checkpoint as ckpt, configdict, model
 from andrea_jax import step as step_lib
 from experiments import cli
-from experiments.configs import common, tiny
+from experiments.configs import tiny
 
 def main(argv):
   logging.set_verbosity(logging.WARNING)  # as the entry points do: orbax logs at INFO
-  config = common.apply_overrides(tiny.get_config(), json.loads(argv[2]))
+  config = configdict.apply_overrides(tiny.get_config(), json.loads(argv[2]))
   cfg = model.resolve_auto(model.ModelConfig(**config.model), verbose=False)
   abstract = step_lib.abstract_state(cfg, step_lib.make_optimizer(step_lib.TrainConfig(**config.train), cfg), 0)
   mngr = ckpt.manager(argv[1], 2, 3)

@@ -1,6 +1,7 @@
 """The learning-rate schedule (schedule.py): WSD's values at known steps, and the segments of
 a resumed run or a cooldown."""
 
+import dataclasses
 import math
 import pathlib
 
@@ -9,7 +10,8 @@ import pytest
 from andrea_jax import schedule as schedule_lib
 
 WSD = schedule_lib.Shape(steps=100, warmup_steps=10, min_lr_ratio=0.1, schedule="wsd",
-                         decay_fraction=0.2)
+                         decay_shape="1-sqrt", decay_fraction=0.2)
+COSINE = dataclasses.replace(WSD, schedule="cosine")
 
 
 def rates(shape, peak=1.0, segments=None):
@@ -54,7 +56,7 @@ def test_a_cooldown_segment_from_the_stable_phase_is_the_shorter_wsd_run():
 
 
 def test_a_cooldown_segment_of_a_cosine_run_decays_from_the_rate_it_had():
-  cosine = schedule_lib.Shape(steps=100, warmup_steps=10, min_lr_ratio=0.1)
+  cosine = COSINE
   cooldown = schedule_lib.Shape(steps=70, warmup_steps=10, min_lr_ratio=0.1, schedule="wsd",
                                 decay_shape="linear", decay_fraction=20 / 70)
   before, branched = rates(cosine), rates(None, segments=[(0, cosine), (50, cooldown)])
@@ -99,6 +101,6 @@ def test_the_schedule_in_a_phrase_names_its_kind_warmup_peak_and_floor():
   assert schedule_lib.describe(WSD, 0.002) == (
       "wsd: 10 warmup steps, then the peak 0.002 to step 80, then a 1-sqrt decay to 0.0002 "
       "(0.1 of the peak) over the last 20 of 100 steps")
-  cosine = schedule_lib.Shape(steps=100, warmup_steps=0, min_lr_ratio=0.1)
+  cosine = dataclasses.replace(COSINE, warmup_steps=0)
   assert schedule_lib.describe(cosine, 1.0) == (
       "a cosine from the peak 1 to 0.1 (0.1 of the peak) over 100 steps")

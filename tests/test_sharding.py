@@ -21,12 +21,12 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 from andrea_jax import config as config_lib
+from andrea_jax import configdict
 from andrea_jax import metrics as metrics_lib
 from andrea_jax import model
 from andrea_jax import sharding
 from andrea_jax import step as step_lib
 from andrea_jax import train
-from experiments.configs import common
 from experiments.configs import tiny
 
 # Its tests share module-scoped fixtures: on one xdist worker they are computed once
@@ -57,7 +57,7 @@ def overrides(cache_dir, **changes) -> dict:
 
 
 def make_config(changes: dict):
-  return common.apply_overrides(tiny.get_config(), changes)
+  return configdict.apply_overrides(tiny.get_config(), changes)
 
 
 def assert_close(got: dict, want: dict, steps) -> None:

@@ -13,10 +13,10 @@ import numpy as np
 import optax
 import pytest
 
+from andrea_jax import configdict
 from andrea_jax import model
 from andrea_jax import schedule as schedule_lib
 from andrea_jax import step as step_lib
-from experiments.configs import common
 
 # Its tests share module-scoped fixtures: on one xdist worker they are computed once
 # (pyproject.toml: --dist=loadgroup).
@@ -27,7 +27,7 @@ CFG = model.ModelConfig(vocab_size=64, block_size=8, d_model=16, n_layer=2, n_he
 
 
 def train_settings(**kw):
-  t = common.train_group()
+  t = configdict.group(step_lib.TrainConfig)
   t.warmup_steps, t.learning_rate, t.steps = 0, 1e-2, 10
   t.update(kw)
   return step_lib.TrainConfig(**t)

@@ -127,11 +127,12 @@ def test_norm_mlp_grid_covers_the_issue():
   assert len(groups) == len({tuple(sorted(m[0].shared().items())) for m in groups.values()})
   # Parameter-matched arms hold the non-embedding count within a few percent.
   from andrea_jax import model
-  from experiments.configs import common, tiny
+  from andrea_jax import configdict
+  from experiments.configs import tiny
   counts = []
   for c in sweep.cells:
     if any(a.startswith("mlp_matched") for a in c.arms) and c.seed == 0:
-      config = common.apply_overrides(tiny.get_config(), c.overrides)
+      config = configdict.apply_overrides(tiny.get_config(), c.overrides)
       cfg = model.ModelConfig(**config.model)
       counts.append(model.count_params(cfg) - (cfg.vocab_size + cfg.block_size) * cfg.d_model)
   assert max(counts) / min(counts) < 1.05, counts

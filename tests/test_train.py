@@ -21,6 +21,7 @@ import pytest
 
 from andrea_jax import checkpoint as ckpt
 from andrea_jax import config as config_lib
+from andrea_jax import configdict
 from andrea_jax import errors
 from andrea_jax import loop
 from andrea_jax import metrics as metrics_lib
@@ -31,7 +32,7 @@ from andrea_jax import schedule as schedule_lib
 from andrea_jax import step as step_lib
 from andrea_jax import train
 from andrea_jax import workdir as workdir_lib
-from experiments.configs import common, tiny
+from experiments.configs import tiny
 
 # Its tests share module-scoped fixtures: on one xdist worker they are computed once
 # (pyproject.toml: --dist=loadgroup).
@@ -50,8 +51,8 @@ SHRINK = {
 
 
 def small_config(data_cache, **changes):
-  return common.apply_overrides(tiny.get_config(),
-                                {**SHRINK, "data.cache_dir": str(data_cache), **changes})
+  return configdict.apply_overrides(tiny.get_config(),
+                                    {**SHRINK, "data.cache_dir": str(data_cache), **changes})
 
 
 def overrides(data_cache, **changes):
@@ -812,7 +813,7 @@ def test_a_cached_peak_below_the_models_speed_prints_and_logs_no_mfu_above_100_p
 
 @pytest.mark.parametrize("value", ["10-", "5-3", "0-2", "3-99", "abc"])
 def test_a_bad_profile_range_is_one_line_naming_the_field(value):
-  fields = {**common.train_group().to_dict(), "steps": 20, "warmup_steps": 2,
+  fields = {**configdict.group(step_lib.TrainConfig).to_dict(), "steps": 20, "warmup_steps": 2,
             "profile_steps": value}
   with pytest.raises(errors.ConfigError,
                      match=rf"^train.profile_steps='{value}': expected the updates to trace as "

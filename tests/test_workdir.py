@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from andrea_jax import config as config_lib
+from andrea_jax import configdict
 from andrea_jax import errors
 from andrea_jax import metrics as metrics_lib
 from andrea_jax import schedule as schedule_lib
@@ -25,11 +26,11 @@ from andrea_jax import step as step_lib
 from andrea_jax import train
 from andrea_jax import workdir as workdir_lib
 from experiments import cli
-from experiments.configs import common, tiny
+from experiments.configs import tiny
 
 
 def config(**changes):
-  return common.apply_overrides(tiny.get_config(), changes)
+  return configdict.apply_overrides(tiny.get_config(), changes)
 
 
 def run_config(**changes) -> config_lib.RunConfig:
@@ -136,7 +137,7 @@ def test_a_config_saved_before_a_field_existed_resumes_at_its_default(tmp_path):
   workdir = str(tmp_path)
   plan = workdir_lib.plan_resume(workdir, run_config())
   assert plan.changes == [] and plan.start_step == 0
-  # Each value is the default experiments/configs/common.py sets, but for muP's two rules and
+  # Each value is the schema's default (andrea_jax/config.py), but for muP's two rules and
   # Muon's two, whose default changed when they became fields: an sp (AdamW) run ignores them
   # (above), a muP (Muon) run keeps the rule it trained with; and for the saves by wall time,
   # which older runs did not make (0; free to change on a resume).
@@ -230,7 +231,7 @@ WORDS = "alpha beta gamma delta river stone light north garden window".split()
 
 
 def config_for(corpus, cache_dir, **changes):
-  return common.apply_overrides(tiny.get_config(), {
+  return configdict.apply_overrides(tiny.get_config(), {
       **SHRINK, "data.path": str(corpus), "data.cache_dir": str(cache_dir), **changes})
 
 
@@ -290,7 +291,7 @@ def test_a_continued_run_keeps_its_schedule_and_extends_the_decay_without_a_jump
 def test_a_continuation_inside_the_warmup_follows_the_longer_plan():
   t20 = dict(SHRINK_TRAIN, steps=20, warmup_steps=8)
   t60 = dict(t20, steps=60)
-  t = step_lib.TrainConfig(**common.apply_overrides(
+  t = step_lib.TrainConfig(**configdict.apply_overrides(
       tiny.get_config(), {f"train.{k}": v for k, v in t60.items()}).train)
   continued = schedule_lib.learning_rate(
       t.learning_rate, [(0, schedule_lib.Shape.of(t20)), (4, schedule_lib.Shape.of(t60))])
@@ -301,10 +302,10 @@ def test_a_continuation_inside_the_warmup_follows_the_longer_plan():
 
 def test_the_warmup_fitted_on_the_first_start_is_kept_on_a_resume(tmp_path):
   (tmp_path / "config.json").write_text(json.dumps({"train": {"warmup_steps": 2}}))
-  config = common.apply_overrides(tiny.get_config(), {"train.steps": 60})
+  config = configdict.apply_overrides(tiny.get_config(), {"train.steps": 60})
   assert cli.fit_to_data(config, {"train.steps": 60}, str(tmp_path)) == []
   assert config.train.warmup_steps == 2  # not tiny's 40: the saved run's
-  fresh = common.apply_overrides(tiny.get_config(), {"train.steps": 20})
+  fresh = configdict.apply_overrides(tiny.get_config(), {"train.steps": 20})
   assert cli.fit_to_data(fresh, {}, str(tmp_path / "new"))  # a note: fitted to 2
   assert fresh.train.warmup_steps == 2
 

@@ -5,10 +5,10 @@ Launch:
   python -m experiments.run --config=andrea12m:norm=post,mlp_ratio=2
 """
 
-from experiments.configs import common
+from andrea_jax import configdict
 
 
 def get_config(arg=None):
-  model = common.model_group(vocab_size=4353, block_size=1024, d_model=384, n_layer=6, n_head=12)
-  config = common.base_config(model)
-  return common.apply_variants(config, arg)
+  config = configdict.default_config(vocab_size=4353, block_size=1024,
+                                     d_model=384, n_layer=6, n_head=12)
+  return configdict.apply_variants(config, arg)

@@ -8,16 +8,16 @@ The built-in corpus is small (docs/corpus.md): for a real run, point data.path a
 larger corpus and raise train.steps.
 """
 
-from experiments.configs import common
+from andrea_jax import configdict
 
 
 def get_config(arg=None):
-  model = common.model_group(vocab_size=8449, block_size=1024, d_model=1536, n_layer=16, n_head=24)
+  config = configdict.default_config(vocab_size=8449, block_size=1024,
+                                     d_model=1536, n_layer=16, n_head=24)
   # bfloat16 on NVIDIA GPUs, float32 on CPUs (printed at the start); an explicit value wins.
-  model.compute_dtype = "auto"
-  config = common.base_config(model)
+  config.model.compute_dtype = "auto"
   # 64 x 1024 tokens per update.
   config.train.batch_size = 64
   # No step-0 evaluation: on a CPU it alone takes about an hour (train.eval_at_start).
   config.train.eval_at_start = False
-  return common.apply_variants(config, arg)
+  return configdict.apply_variants(config, arg)

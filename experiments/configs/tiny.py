@@ -7,17 +7,15 @@ Launch:
   python -m experiments.run --config=tiny:recipe=periln_olmo   # a named recipe (andrea_jax/recipes.py)
 """
 
-from experiments.configs import common
+from andrea_jax import configdict
 
 
 def get_config(arg=None):
   # vocab 2305 = 256 byte tokens + 2048 merges + 1 end-of-text token.
-  model = common.model_group(vocab_size=2305, block_size=128, d_model=128, n_layer=4, n_head=4)
-  config = common.base_config(model)
+  config = configdict.default_config(vocab_size=2305, block_size=128,
+                                     d_model=128, n_layer=4, n_head=4)
   # 300 updates of 32 x 128 tokens: a few minutes on a laptop CPU (the run prints its time).
   config.train.steps = 300
-  # Sequences per update.
-  config.train.batch_size = 32
   # A small model takes a larger step size.
   config.train.learning_rate = 2e-3
   # Short warmup for a short run.
@@ -26,4 +24,4 @@ def get_config(arg=None):
   config.train.eval_every = 100
   # Checkpoint as often as we evaluate.
   config.checkpoint.every = 100
-  return common.apply_variants(config, arg)
+  return configdict.apply_variants(config, arg)
