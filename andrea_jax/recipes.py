@@ -2,7 +2,7 @@
 ``model`` fields, each field with the line it comes from.
 
 ``--config=tiny:recipe=periln`` applies a recipe's fields first, then the other variants
-override them (``experiments/configs/common.py``, ``apply_variants``). A recipe sets only
+override them (``configdict.apply_variants``). A recipe sets only
 fields this repo has; what a source does that the model cannot (Gemma 2's GeGLU and logit
 soft-capping, OLMo 2's full-width QK-norm, truncated-normal inits, ...) is listed in
 docs/model.md beside the table, which ``tests/test_recipes.py`` checks against ``RECIPES``.

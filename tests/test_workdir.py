@@ -7,6 +7,7 @@ from another directory; then edits that a resume must refuse, and the workdir re
 anywhere. The shrunk config is ``test_train``'s.
 """
 
+import dataclasses
 import json
 import os
 import random
@@ -289,12 +290,9 @@ def test_a_continued_run_keeps_its_schedule_and_extends_the_decay_without_a_jump
 
 
 def test_a_continuation_inside_the_warmup_follows_the_longer_plan():
-  t20 = dict(SHRINK_TRAIN, steps=20, warmup_steps=8)
-  t60 = dict(t20, steps=60)
-  t = step_lib.TrainConfig(**configdict.apply_overrides(
-      tiny.get_config(), {f"train.{k}": v for k, v in t60.items()}).train)
-  continued = schedule_lib.learning_rate(
-      t.learning_rate, [(0, schedule_lib.Shape.of(t20)), (4, schedule_lib.Shape.of(t60))])
+  t20 = step_lib.TrainConfig(**SHRINK_TRAIN, steps=20, warmup_steps=8)
+  t = dataclasses.replace(t20, steps=60)
+  continued = schedule_lib.learning_rate(t.learning_rate, [(0, t20.shape), (4, t.shape)])
   longer = schedule_lib.for_config(t)
   for k in range(4, 60):  # the warmup was not over at the seam: as if planned for 60
     assert float(continued(k)) == pytest.approx(float(longer(k)), rel=1e-5), k

@@ -15,7 +15,7 @@ leg shares the base's cells, and printed 0.0144 for andrea120m. Here, around the
 vocabulary 512, 16 sequences, 200 steps), under sp, andrea120m's own parametrisation:
 
 - **Warmup as andrea120m's**: 200 of its 5,000 steps, 4 % of the run
-  (``experiments/configs/common.py``: ``train.warmup_steps`` 200, ``train.steps`` 5000); the
+  (``andrea_jax/step.py``'s defaults: ``train.warmup_steps`` 200, ``train.steps`` 5000); the
   base warms up over 8 steps. The horizon leg (100, 200, 400, 800 steps) keeps 4 % (4, 8, 16,
   32 steps: ``horizon``) and, as a second reading, a fixed 8 steps (``horizon-fixed-warmup``).
 - **Batch**: 8, 16, 32 sequences at 200 steps (``batch``) and at a fixed 3,200 sequences,

@@ -17,7 +17,7 @@ with the steps, so the rise it measured was warmup's (issue 71). Here, around th
   64), depth 2 and 4, steps 100, 200, 400 at the base's **fixed** warmup of 8 steps (the horizon
   leg), sequences 8, 16, 32 at the base's steps and warmup (the batch leg), and warmup 8, 16, 32
   steps at the base's 200 steps (warmup's own leg: andrea120m warms up over 200 of its 5,000
-  steps, 4 %, ``experiments/configs/common.py``). The recipe carries all five
+  steps, 4 %, ``andrea_jax/step.py``'s defaults). The recipe carries all five
   (``rate_check.predict``: per seed, its base plus each leg's slope times the doublings).
 - **Every leg judged**: each leg is a ``Slope`` claim in one Holm family, its power planned at
   the smallest slope that moves the answer by the margin over the doublings a rung checks it
