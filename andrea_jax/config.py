@@ -192,7 +192,7 @@ class RunConfig:
   @classmethod
   def from_dict(cls, config: Mapping[str, Any]) -> RunConfig:
     """The typed tree of nested dicts (a ConfigDict's JSON, a workdir's ``config.json``);
-    a group or field it does not know, or a field it needs and lacks, is a ConfigError."""
+    a group or field it does not know, or a field it lacks, is a ConfigError."""
     groups = {f.name: f.type for f in dataclasses.fields(cls)}
     for name in config:
       if name not in groups:

@@ -27,16 +27,15 @@ from andrea_jax import recipes
 def group(cls: type, **values) -> ml_collections.ConfigDict:
   """The ConfigDict of the group ``cls`` declares: every field at its default, but ``values``
   (which must give the fields without one: the model's shape)."""
-  names = [f.name for f in dataclasses.fields(cls)]
-  unknown = sorted(set(values) - set(names))
-  needed = [f.name for f in dataclasses.fields(cls)
-            if f.default is dataclasses.MISSING and f.name not in values]
-  if unknown or needed:
-    raise errors.ConfigError(f"{cls.__name__}: " + (f"no field {unknown[0]!r} (its fields are in "
-                             f"{config_lib.home(cls)})" if unknown else
-                             f"give {', '.join(needed)}: they have no default"))
-  return ml_collections.ConfigDict({f.name: values.get(f.name, f.default)
-                                    for f in dataclasses.fields(cls)})
+  declared = dataclasses.fields(cls)
+  unknown = sorted(set(values) - {f.name for f in declared})
+  if unknown:
+    raise errors.ConfigError(f"{cls.__name__} has no field {unknown[0]!r}: its fields are "
+                             f"declared in {config_lib.home(cls)}")
+  needed = [f.name for f in declared if f.default is dataclasses.MISSING and f.name not in values]
+  if needed:
+    raise errors.ConfigError(f"{cls.__name__}: give {', '.join(needed)}: they have no default")
+  return ml_collections.ConfigDict({f.name: values.get(f.name, f.default) for f in declared})
 
 
 def default_config(**model) -> ml_collections.ConfigDict:
