@@ -678,6 +678,16 @@ def test_saves_by_wall_time_count_from_the_start_and_from_the_newest_save(tmp_pa
   mngr.close()
 
 
+def test_the_steps_checkpoint_keep_steps_names_are_saved_and_kept_beside_the_newest(tmp_path):
+  # Where cooldowns branch off a run (cooldown.py): steps 3 and 5 are saved though
+  # checkpoint.every is 4, and kept though only the newest one is.
+  steps = config_lib.CheckpointConfig(every=4, every_seconds=0, keep=1, keep_steps="5, 3").kept_steps
+  mngr = ckpt.manager(str(tmp_path / "checkpoints"), every=4, keep=1, keep_steps=steps)
+  saved = [step for step in range(1, 10) if ckpt.save(mngr, step, {"w": np.full(2, step)})]
+  assert saved == [3, 4, 5, 8] and sorted(mngr.all_steps()) == [3, 5, 8]
+  mngr.close()
+
+
 def test_a_killed_run_keeps_its_save_by_time_and_the_rerun_says_it_resumes_from_it(
     data_cache, tmp_path):
   """A run whose ``checkpoint.every`` it would never reach is killed with SIGKILL (nothing
