@@ -435,3 +435,10 @@ def test_a_cooldown_the_sweep_branches_is_the_fresh_wsd_group_bit_for_bit(tmp_pa
   assert history[-1]["cooldown_from"] == {"workdir": os.path.abspath(stable.directory), "step": 6, "steps": 2}
   assert sorted(os.listdir(os.path.join(branch.directory, "checkpoints")), key=int) == ["6", "8"]
   assert "6" in os.listdir(os.path.join(stable.directory, "checkpoints"))
+  # Its evaluations logged the tokens each model had seen and the clock, which the record reads
+  # as the loss against tokens (8 x 32 per update) and against seconds (from the stable run's on).
+  from research import cells as cells_lib
+  rec = cells_lib.record(cells_lib.cell_parts(workdir, branch.cells[0].path))
+  assert rec["val_tokens_curve"] == [[256 * step, loss] for step, loss in rec["val_curve"]]
+  seconds = [s for s, _ in rec["val_seconds_curve"]]
+  assert len(seconds) == 5 and seconds == sorted(seconds) and seconds[0] > 0
