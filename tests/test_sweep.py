@@ -375,6 +375,9 @@ def test_a_grid_of_horizons_branches_the_shorter_ones_off_the_longest():
   # The plan's cost is the steps trained: one stable run and two decays per model, not 36 steps.
   assert study.minutes("cpu", cells) == pytest.approx(2 * (16 + 3 + 2) / 60)
   assert "cooldowns branched off the longest" in study.describe("cpu", cells)
+  from experiments import sweep as command  # pylint: disable=import-outside-toplevel
+  text = "\n".join(command.plan_lines(study.sweep("cpu"), "runs/x"))  # the dry run says so
+  assert "| a-steps8.0 (cooldown off a-steps16.0 at step 6) | 1 | 0.001 |" in text
 
 
 @pytest.mark.parametrize("shared, match", [
