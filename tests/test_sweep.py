@@ -438,6 +438,14 @@ def test_a_cooldown_the_sweep_branches_is_the_fresh_wsd_group_bit_for_bit(tmp_pa
   assert history[-1]["cooldown_from"] == {"workdir": os.path.abspath(stable.directory), "step": 6, "steps": 2}
   assert sorted(os.listdir(os.path.join(branch.directory, "checkpoints")), key=int) == ["6", "8"]
   assert "6" in os.listdir(os.path.join(stable.directory, "checkpoints"))
+  # A single run (experiments.run --cooldown_from) off the group, or a group of other members:
+  # one line, nothing made.
+  from andrea_jax import config as config_lib, cooldown
+  config = config_lib.RunConfig.from_configdict(registry.group_config("tiny", branch.cells[0].shared()))
+  for members, what in ((None, "a single run"), (sweep_lib.members(branch.cells[:1]), "a group of 1 models of other")):
+    with pytest.raises(errors.ConfigError, match=f"holds a group of 2 models and this cooldown is {what}"):
+      cooldown.branch_cooldown(stable.directory, str(tmp_path / "other"), config, 2, 6, members=members)
+  assert not (tmp_path / "other").exists()
   # Its evaluations logged the tokens each model had seen and the clock, which the record reads
   # as the loss against tokens (8 x 32 per update) and against seconds (from the stable run's on).
   from research import cells as cells_lib
