@@ -271,3 +271,41 @@ def describe(runs: list[Run]) -> str:
           f"loss {f(s['optimum_loss'], s['optimum_loss_interval'], '.3f')} "
           f"({s['seeds']} seed{'s' * (s['seeds'] != 1)}, {s['bracketed_seeds']} bracketed"
           f"{'' if s['learns'] else '; does not learn'})")
+
+
+# ----------------------------------------------------------------------------- to a target loss
+
+
+def reach_index(losses: list[float], target: float) -> float | None:
+  """Where a validation curve (``losses`` at successive evaluations) first reaches ``target``,
+  as a fractional evaluation index: ``i + f`` between evaluation ``i`` (above the target) and
+  ``i + 1`` (at or below it), ``f`` linear in the loss; 0 where the first evaluation is
+  already there; None where no evaluation is (a non-finite loss, a diverged run's, never is)."""
+  for i, loss in enumerate(losses):
+    if math.isfinite(loss) and loss <= target:
+      if i == 0:
+        return 0.0
+      above = losses[i - 1]
+      if not math.isfinite(above):  # after a non-finite evaluation: no line to draw
+        return float(i)
+      return i - 1 + (above - target) / (above - loss)
+  return None
+
+
+def at_index(values: list[float], where: float) -> float:
+  """``values`` (one per evaluation: its tokens, its seconds) read at a fractional index,
+  linearly between its neighbours."""
+  i = min(int(where), len(values) - 1)
+  f = where - i
+  return values[i] if f == 0 else values[i] + f * (values[i + 1] - values[i])
+
+
+def to_target(curve: list[dict], target: float, keys=("tokens", "seconds")) -> dict | None:
+  """The first ``keys`` (tokens, seconds) at which ``curve`` (its evaluations in order, each a
+  dict with ``val_loss`` and the keys) reaches ``target``, each interpolated linearly between
+  the evaluation before and the one at or below the target (the speedrun's reading:
+  benchmarks/speedrun.py); None where it never does."""
+  where = reach_index([float(p["val_loss"]) for p in curve], target)
+  if where is None:
+    return None
+  return {k: at_index([float(p[k]) for p in curve], where) for k in keys}
