@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import re
 from typing import Any, Mapping
 
 from andrea_jax import errors
@@ -75,6 +76,7 @@ class CheckpointConfig:
   every: int
   every_seconds: int
   keep: int
+  keep_steps: str
 
   def __post_init__(self):
     for name, what in (("every", "steps"), ("keep", "checkpoints")):
@@ -84,6 +86,18 @@ class CheckpointConfig:
     if not self.every_seconds >= 0:
       raise errors.ConfigError(f"checkpoint.every_seconds={self.every_seconds!r}: expected "
                                f"seconds >= 0 (0 turns the saves by wall time off)")
+    self.kept_steps  # pylint: disable=pointless-statement  (its own checks)
+
+  @property
+  def kept_steps(self) -> tuple[int, ...]:
+    """The steps of ``keep_steps`` (``"96,192"``; ``""``: none): saved and kept beside the
+    newest ``keep``, e.g. where cooldowns branch off a run (``cooldown.py``)."""
+    text = str(self.keep_steps).replace(" ", "")
+    steps = [int(s) for s in text.split(",")] if re.fullmatch(r"\d+(,\d+)*", text) else []
+    if text and not (steps and min(steps) > 0):
+      raise errors.ConfigError(f"checkpoint.keep_steps={self.keep_steps!r}: expected steps to save "
+                               f"and keep as 'a,b,...' (positive integers, e.g. '96,192'), or '' for none")
+    return tuple(sorted(set(steps)))
 
 
 @dataclasses.dataclass(frozen=True)

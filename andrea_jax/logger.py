@@ -131,12 +131,15 @@ class Logger:
     self.window, self.last = [], (now, step)
 
   def log_eval(self, step: int, val: np.ndarray, alive: np.ndarray) -> None:
-    """The validation loss (with bits per byte) of each member still training; one line."""
+    """The validation loss (with bits per byte) of each member still training, with the tokens
+    each has trained on and the wall time so far (a loss against tokens and against seconds:
+    ``research/kind_base.ToTarget``); one line."""
     ev = self.eval_set
-    # The training seconds at this evaluation (its own time left out: ``workdir.Clock``).
-    trained = self.clock.training_seconds()
+    # The wall time so far, and the training seconds: the steps alone (``workdir.Clock``).
+    seconds, trained = self.clock.seconds(), self.clock.training_seconds()
     for i in np.flatnonzero(alive):
       self._write(i, step, {"val_loss": float(val[i]), "val_bpb": ev.bpb(float(val[i])),
+                            "tokens": step * self.tokens_per_step, "wall_time_s": seconds,
                             "train_time_s": trained})
     live = np.flatnonzero(alive)
     if self.models.n == 1:

@@ -45,7 +45,7 @@ ADDED_FIELDS = {"model.qk_norm": False, "model.parametrization": "sp", "model.ba
                 "model.base_n_head": 0, "model.depth_rule": "none", "model.base_depth": 0,
                 "model.dropout": 0.0, "train.wandb_mode": "off",
                 "train.wandb_project": "andrea_jax", "train.wandb_name": "",
-                "checkpoint.every_seconds": 0, "train.optimizer": "adamw",
+                "checkpoint.every_seconds": 0, "checkpoint.keep_steps": "", "train.optimizer": "adamw",
                 "train.adam_lr_ratio": 1.0, "train.muon_momentum": 0.95,
                 "train.muon_consistent_rms": 0.2, "train.schedule": "cosine",
                 "train.decay_shape": "1-sqrt", "train.decay_fraction": 0.2,

@@ -24,7 +24,8 @@ wall time of the steps alone, compilation and the evaluations left out (modded-n
 ``training_time_ms`` stops its clock for validation the same way; ours: ``workdir.Clock``'s
 ``train_time_s``). A recipe's tokens and seconds to the target are the first at which its
 validation loss reaches it, linearly interpolated between the evaluation before and the one
-at or below it (``research.curves.to_target``); a run that never reaches it says so.
+at or below it (``to_target``, ``research.curves.first_reach``); a run that never reaches it
+says so.
 
 It prints a table (per recipe: the seconds to target, median over rounds with its range and
 spread, the tokens, both as ratios to the peer's, paired by round) and writes the JSON, the
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import shutil
 import statistics
@@ -203,8 +205,7 @@ def ours_curve(config, workdir: str) -> dict:
   from andrea_jax import metrics  # pylint: disable=import-outside-toplevel
   from andrea_jax import train  # pylint: disable=import-outside-toplevel
   result = train.train_and_evaluate(config, workdir)
-  tokens = config.train.batch_size * config.model.block_size
-  curve = [{"step": r["step"], "tokens": r["step"] * tokens, "seconds": r["train_time_s"],
+  curve = [{"step": r["step"], "tokens": r["tokens"], "seconds": r["train_time_s"],
             "val_loss": r["val_loss"]} for r in metrics.read_metrics(workdir) if "val_loss" in r]
   return {"curve": curve, "status": result.status, "n_params": result.summary.get("n_params")}
 
@@ -277,14 +278,23 @@ def write_plan(path: str, fv: flags.FlagValues, configs: dict) -> dict:
 # ----------------------------------------------------------------------------- the summary
 
 
+def to_target(curve: list[dict], target: float) -> dict | None:
+  """The tokens and seconds at which ``curve`` (a run's evaluations in order) first reaches
+  ``target``, each linear between the evaluation before and the one at or below it
+  (``curves.first_reach``, the studies' reading too); None where it never does."""
+  from research import curves  # pylint: disable=import-outside-toplevel
+  at = {k: curves.first_reach([(p[k], p["val_loss"]) for p in curve], target)
+        for k in ("tokens", "seconds")}
+  return at if math.isfinite(at["seconds"]) else None
+
+
 def summarise(rounds: list[dict], target: float, max_spread: float = 0.10) -> dict:
-  """Per recipe: its tokens and seconds to ``target`` in each round (``curves.to_target``),
+  """Per recipe: its tokens and seconds to ``target`` in each round (``to_target``),
   the median over rounds with the range and spread (``(max - min) / median``), its best loss;
   beside the peer (where it ran), the ratios paired by round: seconds (with the geometric
   mean's 95 % t interval, ``rounds.ratio_interval``) and tokens, below 1 where it is sooner."""
-  from research import curves  # pylint: disable=import-outside-toplevel
   names = list(dict.fromkeys(n for r in rounds for n in r))
-  reached = {n: [curves.to_target(r[n]["curve"], target) if "curve" in r.get(n, {}) else None
+  reached = {n: [to_target(r[n]["curve"], target) if "curve" in r.get(n, {}) else None
                  for r in rounds] for n in names}
   out = {}
   for n in names:
@@ -352,7 +362,6 @@ def plot(results: dict, path: str) -> str:
   """The validation loss against training seconds and against tokens, every recipe's every
   round, the target dashed: ``path`` (PNG)."""
   from matplotlib.figure import Figure  # pylint: disable=import-outside-toplevel
-  from research import curves  # pylint: disable=import-outside-toplevel
   fig = Figure(figsize=(11, 4.2))
   axes = fig.subplots(1, 2, sharey=True)
   colours = dict(zip(RECIPES, ("tab:blue", "tab:orange", "tab:gray")))
@@ -361,7 +370,7 @@ def plot(results: dict, path: str) -> str:
       curve = rnd.get(name, {}).get("curve")
       if not curve:
         continue
-      reached = curves.to_target(curve, results["target"])
+      reached = to_target(curve, results["target"])
       for ax, key, scale in ((axes[0], "seconds", 1.0), (axes[1], "tokens", 1e-6)):
         ax.plot([p[key] * scale for p in curve], [p["val_loss"] for p in curve], "o-", ms=2.5,
                 lw=1, alpha=0.8, color=colours[name], label=name if i == 0 else None)
@@ -443,10 +452,9 @@ def measure(fv: flags.FlagValues, configs: dict, sleep=time.sleep) -> dict:
 
 def reading(got: dict, target: float) -> str:
   """One recipe's round in a phrase: its seconds and tokens to the target, or why not."""
-  from research import curves  # pylint: disable=import-outside-toplevel
   if "curve" not in got:
     return got.get("error") or got.get("skipped") or "no result"
-  x = curves.to_target(got["curve"], target)
+  x = to_target(got["curve"], target)
   best = min(p["val_loss"] for p in got["curve"])
   return (f"{x['seconds']:.1f} s, {x['tokens']:,.0f} tokens" if x else f"not reached (best {best:.3f})")
 

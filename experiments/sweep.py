@@ -26,6 +26,7 @@ from andrea_jax import files
 from andrea_jax import signals as signals_lib
 from experiments import cli
 from research import checks
+from research import cells as cells_lib
 from research import pilot
 from research import provenance
 from research import registry
@@ -45,6 +46,11 @@ _PILOT = flags.DEFINE_bool("pilot", None, "train the pilot gate (research/pilot.
                            "default for a confirmatory study's non-smoke scale, which --nopilot may not skip; "
                            "--pilot asks it of an exploratory study or a smoke scale")
 _PILOT_ONLY = flags.DEFINE_bool("pilot_only", False, "train the pilot and stop (its spreads: --dry_run)")
+_RESTORE = flags.DEFINE_string("restore", None, "a directory --save wrote (an earlier session's or machine's "
+                                "part of this sweep): its finished cells, and its pilot's, are written back into "
+                                "the workdir first, so they are not trained again")
+_SAVE = flags.DEFINE_string("save", None, "pack the workdir's finished cells (and its pilot's, into <save>/pilot) "
+                            "into this directory and stop: what --restore reads in a later session")
 _DRY_RUN = flags.DEFINE_bool("dry_run", False, "check every cell's config, the claims' parameters "
                              "and a confirmatory study's seeds, print the plan (groups, rates, seeds, "
                              "cost; the study's power plan where it has one) and train nothing")
@@ -86,6 +92,8 @@ def plan_lines(sweep: sweep_lib.Sweep, workdir: str, gated: bool = False) -> lis
     rates = sorted({c.learning_rate for c in cs} - {None})  # none: the base config's own
     seeds = sorted({c.seed for c in cs})
     shown = ", ".join(f"{r:g}" for r in rates) or "the config's"
+    if cs[0].cooldown_from:  # trained from the stable group's checkpoint (sweep.cooldown_branches)
+      g = f"{g} (cooldown off {cs[0].cooldown_from} at step {cs[0].cooldown_step})"
     out.append(f"| {g} | {len(cs)} | {shown} | "
                f"{seeds[0]}..{seeds[-1]} ({len(seeds)}) |")
   code = provenance.code_version()
@@ -134,6 +142,21 @@ def main(argv):
   gated = pilot_wanted(sweep, _PILOT.value)
   if _PILOT_ONLY.value and not gated:
     raise errors.ConfigError(f"--pilot_only: {sweep.judged_by} at {sweep.scale} has no pilot; add --pilot")
+  parts = [(sweep.cells, workdir, "")]  # (cells, where they train, where their pack goes under --save/--restore)
+  if gated:
+    parts.append((pilot.sweep(registry.study(sweep.judged_by), sweep.scale).cells, pilot.directory(workdir), "pilot"))
+  if _SAVE.value:
+    for cells, where, sub in parts:
+      if os.path.isdir(where) and cells_lib.read_parts(where):
+        n = cells_lib.pack(where, os.path.join(_SAVE.value, sub))
+        print(f"saved: {n} cells of {where} into {os.path.join(_SAVE.value, sub, cells_lib.PACKED)}")
+    print(f"continue in a later session with: python -m experiments.sweep {' '.join(sys.argv[1:]).replace('--save', '--restore')}")
+    return
+  if _RESTORE.value:
+    held = [p for p in parts if os.path.exists(os.path.join(_RESTORE.value, p[2], cells_lib.PACKED))] or parts[:1]
+    for cells, where, sub in held:  # none held: restore says so in one line
+      print(f"restored: {cells_lib.restore(os.path.join(_RESTORE.value, sub), where, cells)} finished cells "
+            f"into {where}")
   if _DRY_RUN.value:
     print("\n".join(plan_lines(sweep, workdir, gated)))
     return

@@ -45,6 +45,7 @@ def record(parts: dict) -> dict | None:
     return None
   metrics, diag = merge_rows(parts["metrics"]), merge_rows(parts["diagnostics"])
   probes = [r for r in diag if "residual_norm" in r]
+  timed = [r for r in metrics if "val_loss" in r and "tokens" in r]
   # DyT's saturation (diagnostics.dyt_saturation) only where the probe recorded it.
   pick = lambda r: {k: (r or {}).get(k) for k in PROBED + (("dyt_saturation",) if "dyt_saturation" in (r or {}) else ())}
   initial = summary.get("initial_val_loss")
@@ -61,6 +62,9 @@ def record(parts: dict) -> dict | None:
       "wall_time_s": summary["wall_time_s"], "group_size": summary.get("group_size", 1),
       "train_curve": [[r["step"], r["loss"]] for r in metrics if "loss" in r],
       "val_curve": [[r["step"], r["val_loss"]] for r in metrics if "val_loss" in r],
+      # Against tokens and the wall clock, where the evaluations logged them (since issue 70).
+      **({"val_tokens_curve": [[r["tokens"], r["val_loss"]] for r in timed],
+          "val_seconds_curve": [[r["wall_time_s"], r["val_loss"]] for r in timed]} if timed else {}),
       # log Z and the max attention logit over layers, at every probe.
       "log_z_curve": [[r["step"], r["log_z"]] for r in diag if r.get("log_z") is not None],
       "attn_logit_curve": [[r["step"], max(r["attn_logit_max"])] for r in diag if r.get("attn_logit_max")],
@@ -117,6 +121,46 @@ def pack(sweep_dir: str, results_dir: str) -> int:
   if os.path.exists(index) and os.path.abspath(sweep_dir) != os.path.abspath(results_dir):
     shutil.copyfile(index, os.path.join(results_dir, "sweep.json"))
   return len(parts)
+
+
+def restore(pack_dir: str, sweep_dir: str, cells) -> int:
+  """Write back into ``sweep_dir`` the finished cells that ``<pack_dir>/cells.jsonl`` holds (``pack``
+  of an earlier session's, or machine's, part of the same sweep), each as the files the runner
+  leaves (``cell.json``, ``summary.json``, ``metrics.jsonl``, ``diagnostics.jsonl``), so the runner
+  skips them and a study that needs more time than one session trains in parts. ``cells`` are the
+  sweep's (``Sweep.cells``): a packed cell of the design must carry its overrides, and one outside
+  it must be a later rate round's (``base.refine`` adds those again from the same results); any
+  other is another design's, refused in one line before a file is written. A directory already
+  holding a finished cell is left as it is. Returns the number of cells written."""
+  found_parts = read_parts(pack_dir) if os.path.isdir(pack_dir) else None
+  if not found_parts:
+    raise errors.ConfigError(f"--restore={pack_dir!r} holds no {PACKED}: pass the directory an earlier "
+                             f"--save wrote (or a study's results/<study>-<scale>)")
+  design = {c.path: c for c in cells}
+  for parts in found_parts[0]:
+    cell = design.get(parts["path"])
+    meta = parts["cell"] or {}
+    other = (json.dumps(meta.get("overrides"), sort_keys=True) != json.dumps(cell.overrides, sort_keys=True)
+             if cell is not None else not meta.get("round"))
+    if other:
+      raise errors.ConfigError(f"--restore={pack_dir!r}: its cell {parts['path']!r} is not this sweep's (another "
+                               f"grid or overrides): restore a pack of this design, or drop --restore")
+  written = 0
+  for parts in found_parts[0]:
+    d = os.path.join(sweep_dir, parts["path"])
+    if (read_json(os.path.join(d, "summary.json")) or {}).get("status") in ("completed", "diverged"):
+      continue
+    if record(parts) is None:
+      continue  # packed before it finished: it trains here
+    os.makedirs(d, exist_ok=True)
+    for name, rows in (("metrics.jsonl", parts["metrics"]), ("diagnostics.jsonl", parts["diagnostics"])):
+      atomic_write(os.path.join(d, name), *(json.dumps(r).encode("utf-8") + b"\n" for r in rows))
+    atomic_write(os.path.join(d, "cell.json"), json.dumps(parts["cell"]).encode("utf-8"))
+    if "config" in parts:  # the rate of a cell whose overrides name none (``cell_parts``)
+      atomic_write(os.path.join(d, "config.json"), json.dumps(parts["config"]).encode("utf-8"))
+    atomic_write(os.path.join(d, "summary.json"), json.dumps(parts["summary"]).encode("utf-8"))  # last: marks it done
+    written += 1
+  return written
 
 
 def found(sweep_dir: str) -> tuple[list[dict], str]:

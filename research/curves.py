@@ -232,6 +232,20 @@ def rate_range(runs: list[Run], rates: list[float] | None = None, margin: float 
   return out
 
 
+def first_reach(points, target: float) -> float:
+  """The first x at which the loss reaches ``target`` along ``points`` (``[[x, loss], ...]`` in
+  training order: tokens or seconds against the validation loss), linear between neighbouring
+  evaluations; ``math.inf`` where it never does (censored: not reached within the run)."""
+  pts = [(float(x), float(l)) for x, l in points if l is not None and math.isfinite(l)]
+  for i, (x, l) in enumerate(pts):
+    if l <= target:
+      if not i:
+        return x
+      (x0, l0) = pts[i - 1]  # l0 > target >= l
+      return x0 + (l0 - target) * (x - x0) / (l0 - l)
+  return math.inf
+
+
 def learning_rates(runs: list[Run]) -> list[float]:
   """The rates at which the arm learns: every seed there ends at least ``LEARNS_BY`` below the unigram
   (``learns_every_seed`` at that rate)."""
@@ -271,41 +285,3 @@ def describe(runs: list[Run]) -> str:
           f"loss {f(s['optimum_loss'], s['optimum_loss_interval'], '.3f')} "
           f"({s['seeds']} seed{'s' * (s['seeds'] != 1)}, {s['bracketed_seeds']} bracketed"
           f"{'' if s['learns'] else '; does not learn'})")
-
-
-# ----------------------------------------------------------------------------- to a target loss
-
-
-def reach_index(losses: list[float], target: float) -> float | None:
-  """Where a validation curve (``losses`` at successive evaluations) first reaches ``target``,
-  as a fractional evaluation index: ``i + f`` between evaluation ``i`` (above the target) and
-  ``i + 1`` (at or below it), ``f`` linear in the loss; 0 where the first evaluation is
-  already there; None where no evaluation is (a non-finite loss, a diverged run's, never is)."""
-  for i, loss in enumerate(losses):
-    if math.isfinite(loss) and loss <= target:
-      if i == 0:
-        return 0.0
-      above = losses[i - 1]
-      if not math.isfinite(above):  # after a non-finite evaluation: no line to draw
-        return float(i)
-      return i - 1 + (above - target) / (above - loss)
-  return None
-
-
-def at_index(values: list[float], where: float) -> float:
-  """``values`` (one per evaluation: its tokens, its seconds) read at a fractional index,
-  linearly between its neighbours."""
-  i = min(int(where), len(values) - 1)
-  f = where - i
-  return values[i] if f == 0 else values[i] + f * (values[i + 1] - values[i])
-
-
-def to_target(curve: list[dict], target: float, keys=("tokens", "seconds")) -> dict | None:
-  """The first ``keys`` (tokens, seconds) at which ``curve`` (its evaluations in order, each a
-  dict with ``val_loss`` and the keys) reaches ``target``, each interpolated linearly between
-  the evaluation before and the one at or below the target (the speedrun's reading:
-  benchmarks/speedrun.py); None where it never does."""
-  where = reach_index([float(p["val_loss"]) for p in curve], target)
-  if where is None:
-    return None
-  return {k: at_index([float(p[k]) for p in curve], where) for k in keys}

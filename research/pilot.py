@@ -171,10 +171,12 @@ def lines(study, scale: str, workdir: str, wanted: bool) -> list[str]:
   if not wanted:
     return []
   s, d = sweep(study, scale), directory(workdir)
+  minutes = pilot_study(study, scale).minutes(scale, s.cells)  # None: the grid states no cost
   out = ["## Pilot", "", f"Before the first cell, each arm trains {N_SEEDS} pilot seeds ({SEEDS[0]}.."
          f"{SEEDS[N_SEEDS - 1]}) at its middle rate into {d}: {len(s.cells)} models in "
-         f"{len({c.group for c in s.cells})} programs; an arm that does not learn there stops the study "
-         f"(research/pilot.py).", ""]
+         f"{len({c.group for c in s.cells})} programs" + (f", about {minutes:.0f} minutes on the 2-core CPU"
+                                                           if minutes is not None else "")
+         + "; an arm that does not learn there stops the study (research/pilot.py).", ""]
   found = read(study, scale, workdir)
   if found is None:
     return out + ["Pilot: not run yet (the sweep trains it first; --pilot_only trains it alone).", ""]

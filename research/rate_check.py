@@ -6,6 +6,8 @@
   per-leg errors in quadrature miss.
 - ``BeatsNaive``: on a held-out rung, the naive rule's error ``|log(rung / base rate)|`` minus the
   recipe's ``|log(rung / recipe)|`` decisively above ``MARGIN``.
+- ``BeatsRule``: the same against a rule of fewer legs (width and depth alone: issue 71), whose
+  per-seed rate at the rung stands for the base rate's, so a rung can tell the legs it lacks.
 
 The rate a report tells a user to train with (``Answer``), its legs carried past their data and
 the study's GPU time are the recipe check's report items (``experiments/readings/recipe_check.py``).
@@ -141,5 +143,61 @@ class BeatsNaive(kinds.HeldOut):
              f"95 % t); the recipe predicted {joint.text()} (error x{math.exp(err(joint.recipe)):.2f}), "
              f"keeping the base rate {joint.text(joint.naive)} (error x{math.exp(err(joint.naive)):.2f}); "
              f"the margin is x{math.exp(self.margin):.2f}."]
+    return claims.Test(self.key, self.claim, self.rule(), lines, e, self.quantity_text(), pf, pa,
+                       [], tuple(sorted(found)))
+
+
+@dataclasses.dataclass(frozen=True)
+class BeatsRule(BeatsNaive):
+  """``BeatsNaive`` against ``against``: a rule of fewer legs from the same base (a ``kinds.Recipe``, e.g.
+  width and depth only; None: keep the base rate). Per seed of the recipe's legs, the rule's rate at the
+  rung (``predict``) stands where the base's optimum stood, so the legs the rule lacks are what the
+  rung can tell apart; the rule's legs must be the recipe's (the same cells, the same seeds)."""
+  against: kinds.Recipe | None = None
+
+  def needs(self) -> tuple[str, ...]:
+    return (*super().needs(), *(leg.arm for leg in (self.against.legs if self.against else ())))
+
+  def rule_name(self) -> str:
+    return f"the {self.against.name} rule" if self.against else "keeping the base rate"
+
+  def quantity_text(self) -> str:
+    rule = f"{self.against.name}'s rate" if self.against else "the base rate"
+    return (f"abs(log({self.arm}'s optimum / {rule})) - abs(log({self.arm}'s optimum / the recipe's rate)) "
+            f"({LOG_RATIO})")
+
+  def rule(self) -> str:
+    return (f"per seed, the optimum by the fit that brackets its best rate (optimum.seed_optimum); the "
+            f"recipe at {self.arm}'s point per seed of the legs (its base plus each leg's per-seed slope "
+            f"times the doublings), its mean over seeds; {self.rule_name()} at the same point from the "
+            f"same seeds' cells; {self.quantity_text()}, with a 95 % interval resampling the legs' seeds "
+            f"jointly and the rung's apart ({BOOTSTRAP} draws): reproduced when it lies decisively above "
+            f"the margin {self.margin:.3f}, not reproduced when decisively below, inconclusive otherwise, "
+            f"or with fewer than {self.min_seeds} located seeds on the rung or the legs")
+
+  def rival(self, data: kinds.Data, joint: Joint) -> Joint:
+    """The rule's per-seed log rate at the rung over the recipe's seeds (as ``Joint.per_seed``)."""
+    if self.against is None:
+      return Joint({s: joint.base[s] for s in joint.per_seed}, joint.base)
+    at = dict(data.points(self.arm)[0])
+    other = predict(self.against, data, at)
+    seeds = {} if other is None else other.per_seed
+    return Joint({s: seeds[s] for s in joint.per_seed if s in seeds}, joint.base, other.missing if other else ())
+
+  def test(self, data: kinds.Data) -> claims.Test:
+    found, joint, missing = self.reading(data)
+    rival = self.rival(data, joint) if joint is not None else None
+    if rival is None or min(len(found), len(joint.per_seed)) < self.min_seeds or set(rival.per_seed) != set(
+        joint.per_seed):
+      return _missing(self, f"{self.min_seeds} located seeds on {self.arm} and on every leg of the recipe "
+                      f"and of {self.rule_name()}", ["Not located: " + "; ".join(missing)] if missing else [])
+    a, lo, hi, pf, pa = advantage(found, joint.per_seed, rival.per_seed, self.margin)
+    e = stats.Effect(a, lo, hi, NAN, NAN, len(found) + len(joint.per_seed), "seed bootstrap", self.margin)
+    m = stats.one_sample(list(found.values()))
+    err = lambda x: math.exp(abs(m.diff - x.diff))
+    lines = [f"Held-out rung {self.arm}: measured {joint.text(m)} (geometric mean of {len(found)} seeds, "
+             f"95 % t); the recipe predicted {joint.text()} (error x{err(joint.recipe):.2f}), "
+             f"{self.rule_name()} {joint.text(rival.recipe)} (error x{err(rival.recipe):.2f}); the margin "
+             f"is x{math.exp(self.margin):.2f}."]
     return claims.Test(self.key, self.claim, self.rule(), lines, e, self.quantity_text(), pf, pa,
                        [], tuple(sorted(found)))

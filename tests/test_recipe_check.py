@@ -175,13 +175,16 @@ def test_the_printed_command_is_the_literature_default_unless_the_check_passed()
 
 def test_the_report_opens_with_the_answer_its_command_in_the_first_ten_lines():
   """The answer is the report's headline (``CheckedStudy.page`` -> ``Page.headline``), above the
-  verdicts' table: the command at the literature's rate and the study's range beside it."""
+  verdicts' table: the command at the literature's rate and the study's range beside it (under the
+  note of the study that supersedes it, issue 71, which the first ten lines count apart)."""
   from research import report  # pylint: disable=import-outside-toplevel
   from research.page import Page  # pylint: disable=import-outside-toplevel
   lines, _ = answer_lib.Answer(CHECK).lines(study_data(rung_move=0.0, slopes=(0.4, 0.3)))
   page = Page(verdicts=[], method="", sections=[], plots=[], results={}, headline=lines)
-  head = report.opening("recipe_check", {"name": "recipe_check", "scale": "cpu"}, [], "Confirmatory.", [],
-                        page, {}, [])[:10]
+  opening = report.opening("recipe_check", {"name": "recipe_check", "scale": "cpu"}, [], "Confirmatory.", [],
+                           page, {}, [])
+  assert opening[2].startswith("> **Superseded.** andrea120m's rate stays the default, 6e-4")
+  head = [opening[0], *opening[4:]][:10]
   assert printed_rate(head) == answer_lib.DEFAULT_RATE
   assert any(line.startswith("The study's range") for line in head)
   assert not any(line.startswith("**Answer:** ") and "(the table)" in line for line in head)

@@ -12,7 +12,6 @@ from absl import app
 
 from andrea_jax import metrics as metrics_lib
 from benchmarks import speedrun
-from research import curves
 
 # The quick mode shrunk further: one small layer, a slice of the corpus, 12 steps.
 TOY = ("n_layer=1,d_model=32,n_head=2,block_size=32,vocab_size=321,data.max_docs=40,"
@@ -29,15 +28,15 @@ def curve(losses, tokens=None, seconds=None):
 def test_tokens_and_seconds_to_target_are_interpolated_between_evaluations():
   c = curve([6.0, 5.0, 4.0, 3.5], seconds=[0.0, 10.0, 30.0, 40.0])
   # 4.5 lies half way from 5.0 (100 tokens, 10 s) to 4.0 (200 tokens, 30 s).
-  assert curves.to_target(c, 4.5) == {"tokens": 150.0, "seconds": 20.0}
-  assert curves.to_target(c, 4.75) == {"tokens": 125.0, "seconds": 15.0}
-  assert curves.to_target(c, 4.0) == {"tokens": 200.0, "seconds": 30.0}  # at an evaluation
-  assert curves.to_target(c, 6.5) == {"tokens": 0.0, "seconds": 0.0}  # there from the start
-  assert curves.to_target(c, 3.0) is None  # never
-  # The first crossing counts, not a later one; a non-finite evaluation never reaches it.
-  assert curves.to_target(curve([6.0, 4.0, 5.0, 3.0]), 4.5)["tokens"] == 75.0
-  assert curves.to_target(curve([6.0, float("nan"), 4.0]), 4.5)["tokens"] == 200.0
-  assert curves.to_target(curve([6.0, float("nan")]), 4.5) is None
+  assert speedrun.to_target(c, 4.5) == {"tokens": 150.0, "seconds": 20.0}
+  assert speedrun.to_target(c, 4.75) == {"tokens": 125.0, "seconds": 15.0}
+  assert speedrun.to_target(c, 4.0) == {"tokens": 200.0, "seconds": 30.0}  # at an evaluation
+  assert speedrun.to_target(c, 6.5) == {"tokens": 0.0, "seconds": 0.0}  # there from the start
+  assert speedrun.to_target(c, 3.0) is None  # never
+  # The first crossing counts, not a later one; a non-finite evaluation is passed over.
+  assert speedrun.to_target(curve([6.0, 4.0, 5.0, 3.0]), 4.5)["tokens"] == 75.0
+  assert speedrun.to_target(curve([6.0, float("nan"), 4.0]), 4.5)["tokens"] == 150.0
+  assert speedrun.to_target(curve([6.0, float("nan")]), 4.5) is None
 
 
 def test_bad_flags_are_one_line_before_anything_runs(data_cache):
@@ -92,10 +91,10 @@ def test_the_pieces_run_and_write_their_table_and_plot(data_cache, tmp_path, mon
     assert abs(c[0]["val_loss"] - math.log(321)) < 0.1 and c[-1]["val_loss"] < c[0]["val_loss"] - 0.3
   s = results["recipes"]
   for name in ("nanogpt", "peer"):
-    reached = [curves.to_target(r[name]["curve"], 5.6) for r in results["per_round"]]
+    reached = [speedrun.to_target(r[name]["curve"], 5.6) for r in results["per_round"]]
     assert s[name]["round_seconds"] == [x["seconds"] for x in reached]
-  paired = [curves.to_target(r["nanogpt"]["curve"], 5.6)["seconds"]
-            / curves.to_target(r["peer"]["curve"], 5.6)["seconds"] for r in results["per_round"]]
+  paired = [speedrun.to_target(r["nanogpt"]["curve"], 5.6)["seconds"]
+            / speedrun.to_target(r["peer"]["curve"], 5.6)["seconds"] for r in results["per_round"]]
   assert s["nanogpt"]["seconds_ratio"] == pytest.approx(np.median(paired))
   assert s["nanogpt"]["spread"] == pytest.approx(0.5 / 1.25) and not s["nanogpt"]["agrees"]
   written = json.loads(out.read_text())

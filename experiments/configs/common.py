@@ -264,6 +264,8 @@ def checkpoint_group() -> ml_collections.ConfigDict:
   c.every_seconds = 1800
   # Keep the newest this many checkpoints.
   c.keep = 3
+  # Also save and keep these steps, "a,b,..." ("" none): where cooldowns branch off the run (docs/training.md, "Cooldown").
+  c.keep_steps = ""
   return c
 
 

@@ -1,5 +1,6 @@
 """The recipe check's own report items (not rules): the rate a report tells a user to train with
-(``Answer``), its legs carried past their data (``legs``), the study whose page opens with that answer
+(``Answer``; ``Carried``, which carries each leg only as far as a held-out rung checked it), its legs
+carried past their data (``legs``), the study whose page opens with that answer
 and whose plan states its seeds and GPU time (``CheckedStudy``, ``DeviceTime``), and its width leg's
 slope beside the confirmed muTransfer ladder's (``Widths``)."""
 
@@ -154,6 +155,156 @@ class Answer:
     return out, {"rate": rate, "passed": ok, "command": command(recipe.config, recipe.carry, rate),
                  "recipe": None if joint is None else dataclasses.asdict(joint.recipe)}
 
+  def page_lines(self, study: Study, data: kinds.Data, verdicts: list[claims.Verdict]) -> tuple[list[str], dict]:
+    """``lines`` as the study's page opens with them (judged unless the check was declared not powered)."""
+    del verdicts
+    return self.lines(data, self.check.claim not in study.not_powered)
+
+
+# ----------------------------------------------------------------------------- the answer a rung can see (issue 71)
+
+
+@dataclasses.dataclass(frozen=True)
+class Reach:
+  """One leg of ``Carried``'s answer: the doublings the target moves its axis from the base (``whole``),
+  those a passing rung checked (``carried``, by ``rung``), and its own claim's verdict (``verdict``)."""
+  arm: str
+  axis: str
+  whole: float
+  carried: float
+  rung: str
+  verdict: str
+
+  @property
+  def unchecked(self) -> float:
+    return self.whole - self.carried
+
+
+def short(axis: str) -> str:
+  return axis.split(".")[-1].replace("_", " ")
+
+
+@dataclasses.dataclass(frozen=True)
+class Carried:
+  """The rate to train ``recipe``'s target with, as far as its held-out rungs can see it (issue 71).
+
+  A rung (``rungs``: its arm -> the claims judged on it) checks a leg when every one of its claims
+  is reproduced and it moves the leg's axis from the base toward the target; it checks the leg as
+  far as it moves it. A leg is carried only as far as a rung checked it, and only when its own
+  claim (the study's ``Slope`` on the leg's arm and axis) was judged, not declared not powered.
+  The answer is ``measured``'s optimum where the target's own shape trained (the gpu scale); else
+  the recipe with each leg carried that far (``rate_check.predict`` there: the t interval over the
+  legs' seeds), with the legs left unchecked named beside it; where no leg is carried,
+  ``DEFAULT_RATE`` with the study's estimate (the whole recipe, unchecked) beside it.
+
+  ``every_leg``: the checked rate is the answer only where every leg is carried some of the way;
+  where a leg no rung checked is left at the base's value, that rate assumes the leg flat from the
+  base, itself a guess no rung saw (and, the legs pulling opposite ways toward andrea120m, one that
+  keeps only the legs that raise the rate or only those that lower it), so the answer is then
+  ``DEFAULT_RATE``, the checked rate beside it."""
+  recipe: kinds.Recipe
+  rungs: Mapping[str, tuple[str, ...]]
+  measured: str = ""
+  every_leg: bool = True
+
+  def passed(self, data: kinds.Data, verdicts: list[claims.Verdict]) -> dict[str, dict]:
+    """The rungs every claim of which is reproduced, each with its one grid point."""
+    by_claim = {v.claim: v.verdict for v in verdicts}
+    return {arm: dict(data.points(arm)[0]) for arm, checks in self.rungs.items()
+            if checks and all(by_claim.get(c) == claims.REPRODUCED for c in checks) and len(data.points(arm)) == 1}
+
+  def reaches(self, study: Study, data: kinds.Data, verdicts: list[claims.Verdict]) -> list[Reach]:
+    """Per leg, how far the target moves it and how far a passing rung checked it (the class docstring)."""
+    base, passed = self.recipe.base(data), self.passed(data, verdicts)
+    by_claim = {v.claim: v.verdict for v in verdicts}
+    out = []
+    for leg in self.recipe.legs:
+      whole = math.log2(leg.target / base[leg.axis])
+      claim = next((c.claim for c in study.claims if isinstance(c, kinds.Slope) and c.arm == leg.arm
+                    and c.axis == leg.axis), "")
+      toward = {arm: min(abs(math.log2(p[leg.axis] / base[leg.axis])), abs(whole)) for arm, p in passed.items()
+                if math.log2(p[leg.axis] / base[leg.axis]) * whole > 0}
+      rung = max(toward, key=toward.get, default="") if claim and claim not in study.not_powered else ""
+      out.append(Reach(leg.arm, leg.axis, whole, math.copysign(toward[rung], whole) if rung else 0.0, rung,
+                       by_claim.get(claim, "not judged")))
+    return out
+
+  def rung_line(self, study: Study, data: kinds.Data, arm: str, verdicts: list[claims.Verdict]) -> str:
+    """A rung measured against the recipe and every rule its claims judge it against."""
+    checks = [c for c in study.claims if c.claim in self.rungs[arm]]  # rate_check.BeatsRule's
+    found, joint, _ = checks[0].reading(data) if checks else ({}, None, [])
+    if not found or joint is None:
+      return f"Rung {arm}: not located."
+    m = stats.one_sample(list(found.values()))
+    err = lambda e: f"error x{math.exp(abs(m.diff - e.diff)):.2f}"
+    said = {v.claim: v.verdict.lower() for v in verdicts}
+    return (f"Rung {arm} ({kinds.words({short(k): v for k, v in data.points(arm)[0]})}; seeds of its own): "
+            f"measured {joint.text(m)}; " + "; ".join(
+                f"{c.rule_name()} {joint.text(c.rival(data, joint).recipe)} ({err(c.rival(data, joint).recipe)})"
+                for c in checks)
+            + f"; the recipe {joint.text()} ({err(joint.recipe)}); against "
+            + ", ".join(f"{c.rule_name()}: {said.get(c.claim, 'not judged')}" for c in checks) + ".")
+
+  def answer(self, study: Study, data: kinds.Data, verdicts: list[claims.Verdict]) -> tuple[float, str, str, list]:
+    """``(rate, how, why, reaches)``: how is ``measured``, ``checked`` or ``default`` (the class docstring)."""
+    found = (kinds.point_optima(data.runs(self.measured), self.measured, "its point", "bracketed")[0]
+             if self.measured else {})
+    if len(found) >= 2:
+      return (math.exp(stats.one_sample(list(found.values())).diff), "measured",
+              f"its optimum measured at its own shape ({self.measured}): {rate_check.Joint(found, found).text()} "
+              f"over {len(found)} seeds", [])
+    base = self.recipe.base(data)
+    whole = rate_check.predict(self.recipe, data) if base else None
+    if whole is None:
+      return DEFAULT_RATE, "default", (f"the literature's default, {DEFAULT_SOURCE}: the recipe's base and legs "
+                                       f"were not located at this scale"), []
+    reaches = self.reaches(study, data, verdicts)
+    carried = [r for r in reaches if r.carried]
+    checked = rate_check.predict(self.recipe, data, self.at(base, reaches)) if carried else None
+    shape = "the recipe carried " + ", ".join(f"{r.arm} to {short(r.axis)} {base[r.axis] * 2 ** r.carried:.4g} "
+                                              f"(rung {r.rung})" for r in carried)
+    if checked is not None and (len(carried) == len(reaches) or not self.every_leg):
+      return (math.exp(checked.recipe.diff), "checked", f"the rate the checked legs support: {checked.text()}, "
+              f"the t interval over seeds of {shape}", reaches)
+    if checked is not None:
+      return DEFAULT_RATE, "default", (
+          f"no rung checked {' or '.join(r.arm for r in reaches if not r.carried)}, so the literature's "
+          f"default, {DEFAULT_SOURCE}; the rate the checked legs support, {checked.text()}, is {shape}, with the "
+          f"other legs flat from the base"), reaches
+    return DEFAULT_RATE, "default", (f"no rung checked a leg, so the literature's default, {DEFAULT_SOURCE}; the "
+                                     f"study's estimate, the whole recipe unchecked: {whole.text()}"), reaches
+
+  @staticmethod
+  def at(base: dict, reaches: list[Reach]) -> dict:
+    """The point each leg is carried to: its axis' base value times 2 ** the doublings carried."""
+    return {r.axis: base[r.axis] * 2 ** r.carried for r in reaches}
+
+  def unchecked_line(self, data: kinds.Data, reaches: list[Reach]) -> str:
+    """What was not checked: each leg's doublings left, and what the whole recipe would move the rate there."""
+    base, whole = self.recipe.base(data), rate_check.predict(self.recipe, data)
+    slopes = {row.axis: row.slope.diff for row in legs(self.recipe, data)}
+    left = [r for r in reaches if abs(r.unchecked) > 1e-9]
+    value = lambda r, d: f"{base[r.axis] * 2 ** d:.4g}"
+    if not left:
+      return f"Every leg checked as far as {self.recipe.config}."
+    return ("Not checked, so not carried: " + "; ".join(
+        f"{r.arm}: {short(r.axis)} {abs(r.unchecked):.1f} of {abs(r.whole):.1f} doublings ({value(r, r.carried)} to "
+        f"{value(r, r.whole)}; its leg {r.verdict.lower()}, {slopes.get(r.axis, math.nan) * r.unchecked:+.2f} "
+        f"{kinds.LOG_RATE} there)" for r in left)
+        + f". The whole recipe carried to {self.recipe.config}, unchecked: {whole.text()} (it omits "
+          f"{', '.join(OMITTED)}).")
+
+  def page_lines(self, study: Study, data: kinds.Data, verdicts: list[claims.Verdict]) -> tuple[list[str], dict]:
+    """The answer's lines (the report opens with them) and its numbers for results.json."""
+    rate, how, why, reaches = self.answer(study, data, verdicts)
+    config = self.recipe.config
+    out = [f"**Answer: train {config} at {rate:.3g}** ({why}).", "",
+           f"    {command(config, self.recipe.carry, rate)}", ""]
+    out += [self.unchecked_line(data, reaches), ""] if reaches else []
+    out += [line for arm in self.rungs if data.points(arm) for line in (self.rung_line(study, data, arm, verdicts), "")]
+    return out, {"rate": rate, "how": how, "command": command(config, self.recipe.carry, rate),
+                 "carried": {r.axis: r.carried for r in reaches}, "unchecked": {r.axis: r.unchecked for r in reaches}}
+
 
 # ----------------------------------------------------------------------------- the study
 
@@ -196,8 +347,13 @@ class DeviceTime:
 class CheckedStudy(Study):
   """A ``Study`` whose report opens with its ``answer`` and whose plan says whether its seeds
   are fresh (``registry.used_seeds``) and, per scale in ``devices``, its GPU time."""
-  answer: Answer | None = None
+  answer: Answer | Carried | None = None
   devices: Mapping[str, DeviceTime] = dataclasses.field(default_factory=dict)
+
+  def arm_of(self, name: str) -> str:
+    """The arm of that name, else the one whose cells carry it (``Arm.also``): a leg with an arm of its own
+    is planned at its own seeds, not at the base's that also carry its name."""
+    return name if name in {a.name for a in self.arms} else super().arm_of(name)
 
   def plan_lines(self, scale: str) -> list[str]:
     seeds = sorted({c.seed for c in self.sweep(scale).cells})
@@ -212,7 +368,7 @@ class CheckedStudy(Study):
   def page(self, index: dict, cells: list[dict], out: str):
     page = super().page(index, cells, out)
     if self.answer is not None:
-      lines, results = self.answer.lines(self.data(cells), self.answer.check.claim not in self.not_powered)
+      lines, results = self.answer.page_lines(self, self.data(cells), page.verdicts)
       page.headline = lines
       page.results["answer"] = results
     return page

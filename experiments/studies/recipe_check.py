@@ -188,6 +188,16 @@ STUDY = CheckedStudy(
     devices={"gpu": DeviceTime()},
 )
 
+# The report's first lines (outside STUDY): the study that replaces this one, and why (issue 71).
+SUPERSEDED = (
+    "andrea120m's rate stays the default, 6e-4: this page's answer, 0.00257, carries the horizon and batch "
+    "legs 2.6 and 5 doublings past their data, where its held-out rung, inside the data, could not see them "
+    "(a recipe of width and depth alone passes the same check at 4.8e-4), and its horizon leg's rise is "
+    "warmup's (flat at a fixed warmup). recipe_check2 (experiments/studies/recipe_check2.py) checks steps, "
+    "batch and warmup on a rung past the legs' data and carries no leg further than a rung checked it; its "
+    "report is docs/studies/recipe_check2-cpu once its cells have run. This page stays as it ran.",
+)
+
 # What limits the reading (outside STUDY: the report's limitations, first).
 LIMITS = (
     "One corpus, context 64 and vocabulary 512 at the cpu scale: the recipe carries width, depth, "
