@@ -121,3 +121,21 @@ def test_a_recipe_that_never_reaches_the_target_says_so():
                             "load_at_start": 0.1})
   assert "| nanogpt | nanoGPT's: AdamW, cosine, learned positions, GELU | not reached | n/a |" in text
   assert "| 6.0 [6.0, 6.0] (0 %) | 60 | 0.75x [0.75, 0.75] | 0.75x | 0.75x | 4.000 | 3 |" in text
+
+
+def test_the_peer_steps_at_the_rates_it_is_given():
+  from andrea_jax import model_config  # pylint: disable=import-outside-toplevel
+  from andrea_jax import step as step_lib  # pylint: disable=import-outside-toplevel
+  from benchmarks import peer  # pylint: disable=import-outside-toplevel
+  cfg = model_config.resolve_auto(model_config.ModelConfig(
+      vocab_size=64, block_size=16, d_model=16, n_layer=1, n_head=2), "cpu", verbose=False)
+  t = step_lib.TrainConfig(seed=0, steps=6, batch_size=4, grad_accum_steps=1, learning_rate=1e-2,
+                           warmup_steps=0, min_lr_ratio=0.1, b1=0.9, b2=0.95, eps=1e-8,
+                           weight_decay=0.1, grad_clip=1.0, z_loss=0.0, log_every=1, eval_every=3,
+                           eval_batches=1)
+  ids = np.random.default_rng(0).integers(0, 8, (8, 4, 17))  # 8 of the 64 ids: learnable
+  run = lambda lrs: peer.peer_train(cfg, t, iter(ids), ids[:1], lrs)
+  still, moving = run([0.0] * 6), run([1e-2] * 6)
+  assert [p["step"] for p in moving] == [0, 3, 6] and [p["tokens"] for p in moving] == [0, 192, 384]
+  assert len({p["val_loss"] for p in still}) == 1  # at rate 0 nothing moves, decay included
+  assert moving[-1]["val_loss"] < moving[0]["val_loss"] - 0.05
