@@ -2,7 +2,8 @@
 
 A run's ``checkpoints/<step>/`` directories are written by an orbax ``CheckpointManager``
 (``manager``): every ``checkpoint.every`` steps, and by wall time, ``checkpoint.every_seconds``
-after the newest save or the run's start (``SinceStart``, orbax's time policy). Orbax
+after the newest save or the run's start (``SinceStart``, orbax's time policy), and at the
+steps ``checkpoint.keep_steps`` names, kept beside the newest ``checkpoint.keep``. Orbax
 writes each step to a temporary directory and renames it when complete, so a kill at any
 moment leaves the newest finished checkpoint intact; ``latest_step`` only sees finished
 ones. ``restore`` brings back the whole training state, ``restore_params`` the
@@ -53,18 +54,21 @@ CheckpointError = errors.CheckpointError
 DAMAGED_DIR = "checkpoints-damaged"
 
 
-def manager(directory: str, every: int, keep: int,
-            every_seconds: int = 0) -> ocp.CheckpointManager:
-  """A manager that saves every ``every`` steps, or once ``every_seconds`` (0: never) have
-  passed since its newest save or its creation (``SinceStart``), or when forced; it keeps
-  the newest ``keep``."""
+def manager(directory: str, every: int, keep: int, every_seconds: int = 0,
+            keep_steps: tuple[int, ...] = ()) -> ocp.CheckpointManager:
+  """A manager that saves every ``every`` steps, at each of ``keep_steps``, or once
+  ``every_seconds`` (0: never) have passed since its newest save or its creation
+  (``SinceStart``), or when forced; it keeps the newest ``keep`` and those of ``keep_steps``."""
   policies = ocp.checkpoint_managers
-  decide = policies.FixedIntervalPolicy(every)
-  if every_seconds:
-    decide = policies.AnySavePolicy([decide, SinceStart(minimum_interval_secs=every_seconds)])
+  decide = [policies.FixedIntervalPolicy(every)]
+  decide += [SinceStart(minimum_interval_secs=every_seconds)] if every_seconds else []
+  decide += [policies.SpecificStepsPolicy(frozenset(keep_steps))] if keep_steps else []
+  preserve = policies.LatestN(keep)
+  if keep_steps:
+    preserve = policies.AnyPreservationPolicy([preserve, policies.CustomSteps(keep_steps)])
   options = ocp.CheckpointManagerOptions(
-      save_decision_policy=decide,
-      preservation_policy=policies.LatestN(keep),
+      save_decision_policy=decide[0] if len(decide) == 1 else policies.AnySavePolicy(decide),
+      preservation_policy=preserve,
       enable_async_checkpointing=False)
   # A PyTree handler, named up front, so a checkpoint's metadata (its tree of shapes) can
   # be read before any restore, to say what differs when a restore is refused.

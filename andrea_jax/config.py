@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import re
 from typing import Any, Mapping
 
 from andrea_jax import errors
@@ -112,6 +113,9 @@ class CheckpointConfig:
       1800, "Also save once this many seconds passed since the newest save or this run's start: a "
       "kill loses at most this much work (Levanter's save_interval; 0 = by steps alone).")
   keep: int = fields.default(3, "Keep the newest this many checkpoints.")
+  keep_steps: str = fields.default(
+      "", "Also save and keep these steps, \"a,b,...\" (\"\" none): where cooldowns branch off the "
+      "run (docs/training.md, \"Cooldown\").")
 
   def __post_init__(self):
     for name, what in (("every", "steps"), ("keep", "checkpoints")):
@@ -121,6 +125,18 @@ class CheckpointConfig:
     if not self.every_seconds >= 0:
       raise errors.ConfigError(f"checkpoint.every_seconds={self.every_seconds!r}: expected "
                                f"seconds >= 0 (0 turns the saves by wall time off)")
+    self.kept_steps  # pylint: disable=pointless-statement  (its own checks)
+
+  @property
+  def kept_steps(self) -> tuple[int, ...]:
+    """The steps of ``keep_steps`` (``"96,192"``; ``""``: none): saved and kept beside the
+    newest ``keep``, e.g. where cooldowns branch off a run (``cooldown.py``)."""
+    text = str(self.keep_steps).replace(" ", "")
+    steps = [int(s) for s in text.split(",")] if re.fullmatch(r"\d+(,\d+)*", text) else []
+    if text and not (steps and min(steps) > 0):
+      raise errors.ConfigError(f"checkpoint.keep_steps={self.keep_steps!r}: expected steps to save "
+                               f"and keep as 'a,b,...' (positive integers, e.g. '96,192'), or '' for none")
+    return tuple(sorted(set(steps)))
 
 
 @dataclasses.dataclass(frozen=True)

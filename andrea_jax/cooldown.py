@@ -1,10 +1,13 @@
 """A cooldown branched off a run: a new workdir that resumes from one of the run's
 checkpoints with a decay appended to its schedule (``branch_cooldown``; docs/training.md,
-"Cooldown"). The run it branches off is only read.
+"Cooldown"). The run it branches off is only read. A group of models (``multi.py``) branches
+as a whole, into a group of the same members: what a sweep does for a study's horizons
+(``research/runner.py``).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -22,6 +25,8 @@ from andrea_jax.run_record import (TOKENIZER, config_history, load_config_dict, 
 # source's schedule. Any other trajectory change is a resume's (``--allow_resume_changes``).
 COOLDOWN_FIELDS = ("train.steps", "train.schedule", "train.decay_fraction", "train.decay_shape",
                    "train.min_lr_ratio")
+# A group's members (``multi.train_members`` writes it): a group branches as a whole.
+MEMBERS = "members.json"
 
 
 def cooldown_step(source: str, step: int | None = None) -> int:
@@ -39,8 +44,8 @@ def cooldown_step(source: str, step: int | None = None) -> int:
 
 
 def branch_cooldown(source: str, dest: str, config: config_lib.RunConfig, steps: int,
-                    step: int | None = None, allow_changes: bool = False
-                    ) -> config_lib.RunConfig:
+                    step: int | None = None, allow_changes: bool = False,
+                    members: list[dict] | None = None) -> config_lib.RunConfig:
   """The config of a cooldown of ``steps`` updates from checkpoint ``step`` of ``source``
   (default: its newest), with ``dest`` made its workdir; ``source`` is only read.
 
@@ -53,7 +58,9 @@ def branch_cooldown(source: str, dest: str, config: config_lib.RunConfig, steps:
   last segment starts at ``step`` with ``cooldown_from`` naming the source and step; then
   the run resumes there as any run does. ``config`` must be the source's run as a resume
   would see it (the ``COOLDOWN_FIELDS`` aside). A ``dest`` that already holds this
-  cooldown is left as it is: rerunning the command resumes it.
+  cooldown is left as it is: rerunning the command resumes it. ``members``: a group's
+  (``multi.Member`` as dicts), which must be the source group's (its ``members.json``): each
+  member's metrics up to ``step`` come along; None: ``source`` is a single run.
   """
   if not steps > 0:
     raise errors.ConfigError(f"--cooldown_steps={steps}: expected a positive number of updates")
@@ -67,6 +74,13 @@ def branch_cooldown(source: str, dest: str, config: config_lib.RunConfig, steps:
   if os.path.abspath(dest) == os.path.abspath(source):
     raise errors.ConfigError(f"--workdir={dest} is the run to cool down from, which a cooldown "
                              f"never modifies: pass a new --workdir for the cooldown")
+  held = files.read_json(os.path.join(source, MEMBERS))
+  if held != members:
+    what = lambda group: f"a group of {len(group)} models" if group else "a single run"
+    raise errors.ConfigError(
+        f"{source} holds {what(held)} and this cooldown is {what(members)}"
+        f"{' of other members' if held and members else ''}: a cooldown continues the same models "
+        f"(a group's branch as a whole, as python -m experiments.sweep branches a study's horizons)")
   segments = [s for s in config_history(source) or [{"start_step": 0, "changes": [],
                                                        "config": load_config_dict(source)}]
               if s["start_step"] < step]  # the plans that trained the steps up to ``step``
@@ -97,12 +111,14 @@ def branch_cooldown(source: str, dest: str, config: config_lib.RunConfig, steps:
         f"{change_lines(moved)}\nUse the run's own settings, or pass --allow_resume_changes.")
   segments.append({"start_step": step, "changes": changes["trajectory"],
                    "cooldown_from": origin, "config": cooled})
-  _make_branch(source, dest, step, cooled, segments)
+  _make_branch(source, dest, step, cooled, segments, [m["name"] for m in members or ()])
   return cooled_config
 
 
-def _make_branch(source: str, dest: str, step: int, config: dict, segments: list) -> None:
-  """``dest`` as a run stopped at ``step``: built beside it, then renamed into place."""
+def _make_branch(source: str, dest: str, step: int, config: dict, segments: list,
+                 members: list[str]) -> None:
+  """``dest`` as a run stopped at ``step`` (each of a group's ``members``, in its directory):
+  built beside it, then renamed into place."""
   partial = f"{os.path.abspath(dest).rstrip(os.sep)}.partial-{os.getpid()}"
   shutil.rmtree(partial, ignore_errors=True)
   shutil.copytree(os.path.join(source, "checkpoints", str(step)),
@@ -110,9 +126,12 @@ def _make_branch(source: str, dest: str, step: int, config: dict, segments: list
   for name in (TOKENIZER, "data.json"):
     if os.path.exists(os.path.join(source, name)):
       shutil.copy2(os.path.join(source, name), os.path.join(partial, name))
-  rows = [r for r in metrics.read_rows(os.path.join(source, "metrics.jsonl")) if r["step"] <= step]
-  files.atomic_write(os.path.join(partial, "metrics.jsonl"),
-                     *(json.dumps(r).encode() + b"\n" for r in rows))
+  for name, log in itertools.product(members or [""], ("metrics.jsonl", "diagnostics.jsonl")):
+    if os.path.exists(os.path.join(source, name, log)):
+      rows = [r for r in metrics.read_rows(os.path.join(source, name, log)) if r["step"] <= step]
+      os.makedirs(os.path.join(partial, name), exist_ok=True)
+      files.atomic_write(os.path.join(partial, name, log),
+                         *(json.dumps(r).encode() + b"\n" for r in rows))
   files.write_json(os.path.join(partial, "config_history.json"), segments)
   files.write_json(os.path.join(partial, "config.json"), config)
   if os.path.isdir(dest):

@@ -46,6 +46,7 @@ from andrea_jax import errors
 from andrea_jax import files
 from andrea_jax import members as members_lib
 from andrea_jax import model
+from andrea_jax import resume as resume_lib
 from andrea_jax import schedule as schedule_lib
 from andrea_jax import step as step_lib
 from andrea_jax import train
@@ -70,9 +71,11 @@ def unit_config(t: step_lib.TrainConfig) -> step_lib.TrainConfig:
   return dataclasses.replace(t, learning_rate=1.0)
 
 
-def unit_schedule(t: step_lib.TrainConfig) -> optax.Schedule:
-  """The members' shared schedule at a peak of 1: each member's rate scales it."""
-  return schedule_lib.for_config(unit_config(t))
+def unit_schedule(t: step_lib.TrainConfig, segments: Sequence[tuple[int, schedule_lib.Shape]] = ()
+                  ) -> optax.Schedule:
+  """The members' shared schedule at a peak of 1: each member's rate scales it. ``segments``:
+  the run's plans (``resume.schedule_segments``: a resumed or branched group's); none, ``t``'s."""
+  return schedule_lib.learning_rate(1.0, segments or [(0, t.shape)])
 
 
 def make_optimizer(t: step_lib.TrainConfig, cfg: model.ModelConfig | None = None,
@@ -132,14 +135,15 @@ class Programs(NamedTuple):
 
 @functools.lru_cache(maxsize=8)
 def programs(cfg: model.ModelConfig, t: step_lib.TrainConfig, member_axis: str = "vmap",
-             seeds: tuple[int, ...] = ()) -> Programs:
+             seeds: tuple[int, ...] = (), segments: tuple = ()) -> Programs:
   """The jitted functions of a group; cached, so a resume in one process reuses them.
 
   The train step runs over the members with ``member_axis`` ("vmap" or "map"); the
   cheap ones (init, evaluation) always with vmap. ``seeds``: each member's, which keys its
-  dropout (``()``: seed 0 for all; unused at ``cfg.dropout == 0``).
+  dropout (``()``: seed 0 for all; unused at ``cfg.dropout == 0``). ``segments``: the
+  schedule's (``unit_schedule``), as a single run's are (a cooldown branched off a group).
   """
-  schedule = unit_schedule(t)
+  schedule = unit_schedule(t, segments)
   optimizer = make_optimizer(t, cfg, schedule)
   step = over_members(lambda state, batch, seed: step_lib.train_step(
       state, batch, cfg, optimizer, z_loss=t.z_loss, seed=seed), member_axis)
@@ -174,7 +178,8 @@ def check_members(members: Sequence[Member], workdir: str) -> None:
 def group(config: config_lib.RunConfig, cfg: model.ModelConfig, t: step_lib.TrainConfig,
           members: Sequence[Member], workdir: str, member_axis: str) -> members_lib.Models:
   """The members as ``members.Models``: stacked state, one program, a directory each."""
-  prog = programs(cfg, t, resolve_member_axis(member_axis), tuple(m.seed for m in members))
+  prog = programs(cfg, t, resolve_member_axis(member_axis), tuple(m.seed for m in members),
+                  tuple(resume_lib.schedule_segments(workdir, config)))
   seeds = jnp.asarray([m.seed for m in members], jnp.int32)
   lrs = np.asarray([m.learning_rate for m in members], np.float32)
   dirs = [os.path.join(workdir, m.name) for m in members]

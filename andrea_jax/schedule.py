@@ -118,8 +118,11 @@ def learning_rate(peak: float, segments: Sequence[tuple[int, Shape]]) -> optax.S
   """The rate of update ``count`` of a run whose plan is ``segments`` at peak ``peak``.
 
   ``segments``: ``[(start_step, Shape), ...]``, the first starting at 0 (one segment: a run
-  that was never resumed with other settings).
+  that was never resumed with other settings). Segments whose rates a later one's own plan
+  repeats are dropped first (``_planned``): a cooldown of a WSD run's stable phase is then the
+  one program of the shorter WSD run, bit for bit.
   """
+  segments = _planned(segments)
   shapes = [s for _, s in segments]
   if len(set(shapes)) == 1 and shapes[0].schedule == "cosine":  # optax's own schedule
     s = shapes[0]
@@ -133,6 +136,22 @@ def learning_rate(peak: float, segments: Sequence[tuple[int, Shape]]) -> optax.S
       at = max(int(start), new.warmup_steps)
       unit = _continue(unit, at, float(unit(at)), new)
   return lambda count: peak * unit(count)
+
+
+def _planned(segments: Sequence[tuple[int, Shape]]) -> list[tuple[int, Shape]]:
+  """``segments`` without those a later segment's own plan repeats: WSD followed at ``start``
+  by WSD with the same warmup, where neither has begun its decay by ``start``, holds the same
+  rates (the warmup, then the peak) up to ``start`` as the later plan alone does, so the later
+  one replaces it from step 0. Same rates either way; one segment is one compiled graph."""
+  out = [tuple(segments[0])]
+  for start, new in segments[1:]:
+    (_, old) = out[-1]
+    if (old.schedule == new.schedule == "wsd" and old.warmup_steps == new.warmup_steps
+        and start <= min(old.decay_start, new.decay_start)):
+      out[-1] = (0, new)
+    else:
+      out.append((start, new))
+  return out
 
 
 def for_config(t) -> optax.Schedule:

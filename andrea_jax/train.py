@@ -247,7 +247,7 @@ def run(config: config_lib.RunConfig, workdir: str,
     models, compile_s = compile_checked(models, cfg, t, eval_set)
     clock = workdir_lib.Clock(workdir, models.dirs, started)
     mngr = ckpt.manager(f"{workdir}/checkpoints", config.checkpoint.every, config.checkpoint.keep,
-                        config.checkpoint.every_seconds)
+                        config.checkpoint.every_seconds, config.checkpoint.kept_steps)
     try:
       state, plan.start_step = restore_or_init(models, mngr, plan.start_step)
       signals_lib.check()

@@ -92,6 +92,8 @@ def plan_lines(sweep: sweep_lib.Sweep, workdir: str, gated: bool = False) -> lis
     rates = sorted({c.learning_rate for c in cs} - {None})  # none: the base config's own
     seeds = sorted({c.seed for c in cs})
     shown = ", ".join(f"{r:g}" for r in rates) or "the config's"
+    if cs[0].cooldown_from:  # trained from the stable group's checkpoint (sweep.cooldown_branches)
+      g = f"{g} (cooldown off {cs[0].cooldown_from} at step {cs[0].cooldown_step})"
     out.append(f"| {g} | {len(cs)} | {shown} | "
                f"{seeds[0]}..{seeds[-1]} ({len(seeds)}) |")
   code = provenance.code_version()

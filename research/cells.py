@@ -45,6 +45,7 @@ def record(parts: dict) -> dict | None:
     return None
   metrics, diag = merge_rows(parts["metrics"]), merge_rows(parts["diagnostics"])
   probes = [r for r in diag if "residual_norm" in r]
+  timed = [r for r in metrics if "val_loss" in r and "tokens" in r]
   # DyT's saturation (diagnostics.dyt_saturation) only where the probe recorded it.
   pick = lambda r: {k: (r or {}).get(k) for k in PROBED + (("dyt_saturation",) if "dyt_saturation" in (r or {}) else ())}
   initial = summary.get("initial_val_loss")
@@ -61,6 +62,9 @@ def record(parts: dict) -> dict | None:
       "wall_time_s": summary["wall_time_s"], "group_size": summary.get("group_size", 1),
       "train_curve": [[r["step"], r["loss"]] for r in metrics if "loss" in r],
       "val_curve": [[r["step"], r["val_loss"]] for r in metrics if "val_loss" in r],
+      # Against tokens and the wall clock, where the evaluations logged them (since issue 70).
+      **({"val_tokens_curve": [[r["tokens"], r["val_loss"]] for r in timed],
+          "val_seconds_curve": [[r["wall_time_s"], r["val_loss"]] for r in timed]} if timed else {}),
       # log Z and the max attention logit over layers, at every probe.
       "log_z_curve": [[r["step"], r["log_z"]] for r in diag if r.get("log_z") is not None],
       "attn_logit_curve": [[r["step"], max(r["attn_logit_max"])] for r in diag if r.get("attn_logit_max")],

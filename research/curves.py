@@ -232,6 +232,20 @@ def rate_range(runs: list[Run], rates: list[float] | None = None, margin: float 
   return out
 
 
+def first_reach(points, target: float) -> float:
+  """The first x at which the loss reaches ``target`` along ``points`` (``[[x, loss], ...]`` in
+  training order: tokens or seconds against the validation loss), linear between neighbouring
+  evaluations; ``math.inf`` where it never does (censored: not reached within the run)."""
+  pts = [(float(x), float(l)) for x, l in points if l is not None and math.isfinite(l)]
+  for i, (x, l) in enumerate(pts):
+    if l <= target:
+      if not i:
+        return x
+      (x0, l0) = pts[i - 1]  # l0 > target >= l
+      return x0 + (l0 - target) * (x - x0) / (l0 - l)
+  return math.inf
+
+
 def learning_rates(runs: list[Run]) -> list[float]:
   """The rates at which the arm learns: every seed there ends at least ``LEARNS_BY`` below the unigram
   (``learns_every_seed`` at that rate)."""

@@ -1,4 +1,4 @@
-"""What every claim kind shares: a study's ``Data``, the ``Claim`` base, a report ``Section``, the per-seed quantities, the p-value helpers, and the optima along an axis (``point_optima`` at one grid point, ``axis_optima`` per value, ``local_slopes``: how the seeds' mean bends)."""
+"""What every claim kind shares: a study's ``Data``, the ``Claim`` base, a report ``Section``, the per-seed quantities (``QUANTITIES``; ``ToTarget``, tokens or seconds to a loss), the p-value helpers, and the optima along an axis (``point_optima`` at one grid point, ``axis_optima`` per value, ``local_slopes``: how the seeds' mean bends)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any, Callable, Mapping, NamedTuple
 import numpy as np
 from scipy import stats as sps
 
+from andrea_jax import errors
 from research import claims
 from research import curves
 from research import optimum
@@ -59,6 +60,8 @@ LOG_RATE = "ln(rate)"  # the natural log of a learning rate; a difference of two
 LOG_RATIO = "ln(ratio)"  # the natural log of a ratio of like quantities (two probe entries, two rates)
 DECADES = "decades of rate"  # a width in log10(rate)
 RATES_COUNT = "rates"  # a count of grid rates
+TOKENS = "tokens"  # training tokens seen by one model
+SECONDS = "s"  # wall-clock seconds
 
 
 def per_doubling(unit: str) -> str:
@@ -82,6 +85,64 @@ QUANTITIES: dict[str, Quantity] = {
     "learning_rates": Quantity(f"the number of base rates at which the seed ends {curves.LEARNS_BY:g} nats below the "
                                "unigram", curves.learning_counts, RATES_COUNT),
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class ToTarget:
+  """A per-seed quantity: the tokens (``by="tokens"``) or seconds (``by="seconds"``) a model needs to
+  reach the validation loss ``loss`` (nats), the first evaluation at or below it, linear between
+  evaluations (``curves.first_reach``), the fewest over the rates the seed was trained at. A
+  diverged model does not reach it; a seed none of whose models does is censored (``math.inf``,
+  "not reached"), and a claim on it cannot conclude (``Contrast``) rather than drop it. Seconds are
+  the model's share of its program's wall clock (in a group of N, the clock over N), the whole run
+  (data preparation, compiles and evaluations included). Read from the cells whose evaluations
+  logged their tokens and clock (``cells.record``'s ``val_tokens_curve``, ``val_seconds_curve``)."""
+  loss: float
+  by: str = "tokens"
+
+  CURVES = {"tokens": "val_tokens_curve", "seconds": "val_seconds_curve"}
+
+  def __post_init__(self):
+    if self.by not in self.CURVES:
+      raise errors.ConfigError(f"ToTarget(by={self.by!r}): expected one of {sorted(self.CURVES)}")
+    if not (math.isfinite(self.loss) and self.loss > 0):
+      raise errors.ConfigError(f"ToTarget(loss={self.loss!r}): expected a validation loss in nats, above 0")
+
+  def unit(self) -> str:
+    return TOKENS if self.by == "tokens" else SECONDS
+
+  def text(self) -> str:
+    return (f"the {self.by} to reach a validation loss of {self.loss:g} nats (interpolated between "
+            f"evaluations; the fewest over the rates, a diverged model not reaching it; not reached: censored)")
+
+  def points(self, rec: Mapping[str, Any]) -> list[tuple[float, float]]:
+    """The record's validation loss against tokens or against its share of the seconds ([] where its
+    evaluations logged neither)."""
+    share = 1.0 / (rec.get("group_size") or 1) if self.by == "seconds" else 1.0
+    return [(x * share, l) for x, l in rec.get(self.CURVES[self.by], [])]
+
+  def reach(self, run: curves.Run, rec: Mapping[str, Any]) -> float | None:
+    """One model's tokens or seconds to the target (``math.inf``: not reached, or diverged; None:
+    its evaluations logged neither)."""
+    points = self.points(rec)
+    if not points:
+      return None
+    return math.inf if run.diverged else curves.first_reach(points, self.loss)
+
+  def per_seed(self, data: Data, arm: str, at=()) -> dict[int, float]:
+    out: dict[int, float] = {}
+    for run, rec in zip(data.runs(arm, at), data.records(arm, at)):
+      x = self.reach(run, rec)
+      if x is not None:
+        out[run.seed] = min(out.get(run.seed, math.inf), x)
+    return out
+
+  def describe(self, values: Mapping[int, float]) -> str:
+    """``+1.2e+05 tokens [95 % CI ...] over the 3 seeds that reached it; not reached: seed 4``."""
+    reached = [v for v in values.values() if math.isfinite(v)]
+    missed = sorted(s for s, v in values.items() if not math.isfinite(v))
+    return (f"{self.by} to {self.loss:g} nats " + stats.one_sample(reached).text(self.unit(), 0)
+            + (f"; not reached (censored): seed{'s' * (len(missed) > 1)} {', '.join(map(str, missed))}" if missed else ""))
 
 
 def at_text(at: Mapping[str, Any] | tuple) -> str:

@@ -11,7 +11,7 @@ from research import claims
 from research import curves
 from research import page as reporting
 from research import stats
-from research.kind_base import at_text, Claim, Data, LOSS, named, NAN, Section, words
+from research.kind_base import at_text, Claim, Data, LOSS, named, NAN, Section, ToTarget, words
 from research.kind_zloss import CHOSEN
 
 
@@ -196,6 +196,40 @@ def plot_profiles(data: Data, arms: tuple[str, ...], panels: tuple[tuple[str, st
     if ax.get_legend_handles_labels()[0]:
       ax.legend(fontsize=7)
   return reporting.save(fig, out, name) if drawn else None
+
+
+def plot_to_target(data: Data, loss: float, out: str) -> str | None:
+  """Every arm's validation loss against tokens and against seconds (``ToTarget``'s), the target
+  ``loss`` dashed: per arm, point and seed the model that reached it in the fewest tokens (none
+  reached: the lowest final loss), each model drawn once (an arm's other names skipped)."""
+  fig = reporting.figure(figsize=(11, 4.2))
+  axes = fig.subplots(1, 2, sharey=True)
+  tokens, drawn = ToTarget(loss), set()
+  reach = lambda run, rec: math.inf if (x := tokens.reach(run, rec)) is None else x
+  for i, arm in enumerate(data.arms()):
+    for point in data.points(arm):
+      rows = list(zip(data.runs(arm, point), data.records(arm, point)))
+      for seed in sorted({run.seed for run, _ in rows}):
+        mine = [(reach(run, rec), run.clipped, id(rec), rec) for run, rec in rows
+                if run.seed == seed and id(rec) not in drawn]
+        if not mine:
+          continue
+        *_, key, rec = min(mine, key=lambda m: m[:2])
+        drawn.add(key)
+        label = arm if not any(line.get_label() == arm for line in axes[0].get_lines()) else None
+        for ax, by in zip(axes, ToTarget.CURVES):
+          points = ToTarget(loss, by).points(rec)
+          if points:
+            ax.plot(*zip(*points), color=f"C{i % 10}", lw=1, alpha=0.8, label=label)
+  if not axes[0].get_lines():
+    return None
+  for ax, by in zip(axes, ToTarget.CURVES):
+    ax.axhline(loss, color="k", ls="--", lw=0.8)
+    ax.set(xlabel="training tokens per model" if by == "tokens" else "seconds per model (the program's clock over its group)",
+           title=f"validation loss against {by} (target {loss:g}, dashed)")
+  axes[0].set_ylabel(f"validation loss ({LOSS} / token)")
+  axes[0].legend(fontsize=7)
+  return reporting.save(fig, out, f"to_target_{loss:g}.png")
 
 
 @dataclasses.dataclass(frozen=True)

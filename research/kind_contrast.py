@@ -12,8 +12,9 @@ from research import curves
 from research import power
 from research import stats
 from research.kind_base import (
-    _missing, at_text, Claim, Data, highest, LEARNS, LOG_RATIO, log_text, LOSS, lowest, NAN, p_beyond, QUANTITIES)
-from research.kind_choice import plot_profiles
+    _missing, at_text, Claim, Data, highest, LEARNS, LOG_RATIO, log_text, LOSS, lowest, NAN, p_beyond, QUANTITIES,
+    ToTarget)
+from research.kind_choice import plot_profiles, plot_to_target
 
 
 def ratio_text(logs: Mapping[int, float]) -> str:
@@ -138,7 +139,8 @@ def pair(arm: str, reference: str) -> tuple[tuple[str, int], ...]:
 @dataclasses.dataclass(frozen=True)
 class Contrast(Claim):
   """Per seed, ``sum(sign * quantity(arm))`` over ``terms`` at ``at`` (``pair(a, b)``: a - b; four terms: a
-  difference of differences); the quantity a ``QUANTITIES`` name or a ``Probe``. Decided by ``decide``:
+  difference of differences); the quantity a ``QUANTITIES`` name, a ``Probe`` or a ``ToTarget`` (a seed that
+  did not reach the target holds: censored, cannot conclude). Decided by ``decide``:
   ``predict`` ``higher``/``lower`` of ``bound`` (``also``: further term sets, Holm over all as
   ``holm="every"`` or ``holm="first"`` says, see ``decide``; ``flat``: arms whose quantity must lie within ``+-bound``), ``same`` within ``+-margin``, or
   ``below`` ``+margin`` (one-sided). ``over``: judged at the largest value of that axis the terms' arms share
@@ -148,7 +150,7 @@ class Contrast(Claim):
   or drawn beside it, not judged."""
   terms: tuple[tuple[str, int], ...] = ()
   predict: str = "higher"
-  quantity: str | Probe = "best_loss"
+  quantity: str | Probe | ToTarget = "best_loss"
   at: tuple = ()
   margin: float = NAN
   bound: float = 0.0
@@ -169,13 +171,15 @@ class Contrast(Claim):
     return tuple(dict.fromkeys((*(a for t in (self.terms, *self.also) for a, _ in t), *self.flat)))
 
   def quantity_text(self, at=None) -> str:
-    what = self.quantity.text() if isinstance(self.quantity, Probe) else QUANTITIES[self.quantity][0]
+    what = self.quantity.text() if isinstance(self.quantity, (Probe, ToTarget)) else QUANTITIES[self.quantity][0]
     over = "" if not self.over or at is not None else (
         f" at the largest {self.over} any has (all must have it)" if self.holm else f" at the largest {self.over} they share")
     return (f"{self.expr(self.terms)}: {what}{at_text(self.at if at is None else at)}{over}"
             + (", over the rates they share" if self.shared_rates else ""))
 
   def unit(self) -> str:
+    if isinstance(self.quantity, ToTarget):
+      return self.quantity.unit()
     return LOG_RATIO if isinstance(self.quantity, Probe) else QUANTITIES[self.quantity].unit
 
   def rule(self) -> str:
@@ -202,6 +206,7 @@ class Contrast(Claim):
     learners = self.needs() if self.learners is None else self.learners
     return (f"per seed, {self.quantity_text()}" + (" (Welch when fewer than two seeds are shared)" if self.welch else "")
             + f"; {want}; inconclusive otherwise"
+            + (", or when a seed did not reach the target (censored)" if isinstance(self.quantity, ToTarget) else "")
             + (f", or when {', '.join(learners)} does not learn" if learners else "")
             + (", or when a learning arm has a seed's optimum at the grid's edge" if self.edge else ""))
 
@@ -214,7 +219,7 @@ class Contrast(Claim):
     return " ".join(f"{'+' if s > 0 else '-'} {a}" for a, s in terms).removeprefix("+ ")
 
   def values(self, data: Data, named: dict[str, list[curves.Run]], at) -> dict[str, dict[int, float]]:
-    if isinstance(self.quantity, Probe):
+    if isinstance(self.quantity, (Probe, ToTarget)):
       return {a: self.quantity.per_seed(data, a, at) for a in named}
     if self.quantity == "sensitivity" and not self.shared_rates:
       rates = curves.base_rates(*named.values())
@@ -254,7 +259,13 @@ class Contrast(Claim):
     lost = [a for a in (self.needs() if self.learners is None else self.learners) if not LEARNS[self.learns](named[a])]
     checks = [(bool(lost), f"Does not learn: {', '.join(lost)}." if lost else "")]
     checks += [claims.edge_guard(named)] if self.edge else []
-    if isinstance(self.quantity, Probe):
+    if isinstance(self.quantity, ToTarget):  # a seed that never reached it has no value to drop
+      missed = {a: sorted(s for s, v in per[a].items() if v == math.inf) for a in named}
+      checks.append((any(missed.values()), "Cannot conclude: " + "; ".join(
+          f"{a} seed{'s' * (len(s) > 1)} {', '.join(map(str, s))}" for a, s in missed.items() if s)
+          + f" did not reach {self.quantity.loss:g} nats (censored: no {self.quantity.by} to the target)."))
+      lines = [f"{a}: {self.quantity.describe(per[a])}." for a in named]
+    elif isinstance(self.quantity, Probe):
       shown = {a: per[a] for a in named} | {a: self.quantity.per_seed(data, a, at) for a in self.report}
       lines = [f"{self.quantity.text()} (geometric mean): " + "; ".join(
           f"{a} {ratio_text(v)}" + (" (reported, not judged)" if a in self.report else "") for a, v in shown.items()) + "."]
@@ -273,13 +284,16 @@ class Contrast(Claim):
 
   @staticmethod
   def figures(contrasts: list["Contrast"], data: Data, out: str) -> list[str]:
-    """Per probe the contrasts read, each arm's mean per-layer profile at init (and at the end if read there)."""
+    """Per probe the contrasts read, each arm's mean per-layer profile at init (and at the end if read there);
+    per target loss they read, every arm's validation loss against tokens and against seconds."""
     groups: dict[tuple[str, str], list[str]] = {}
     for c in contrasts:
       if isinstance(c.quantity, Probe):
         groups.setdefault((c.quantity.name, c.quantity.when), []).extend((*c.needs(), *c.report, *c.beside))
     plots = [plot_profiles(data, tuple(dict.fromkeys(arms)), ((probe, "init"),) + (((probe, "end"),) if when != "init" else ()),
                            out, f"{probe}_{when}.png") for (probe, when), arms in groups.items()]
+    plots += [plot_to_target(data, loss, out) for loss in dict.fromkeys(
+        c.quantity.loss for c in contrasts if isinstance(c.quantity, ToTarget))]
     return [p for p in plots if p]
 
 

@@ -1,7 +1,9 @@
 """Running a study's sweep (``python -m experiments.sweep``): its cells as resumable subprocess jobs, each cell's training code recorded.
 
 A group is one vmapped program (``andrea_jax/multi.py``), a lone cell one ``experiments.run``;
-each cell directory gets a ``cell.json``. Finished jobs are skipped, interrupted ones resume;
+each cell directory gets a ``cell.json``. A cooldown group (``sweep.cooldown_branches``) starts
+as a branch of its stable group's checkpoint (``cooldown.branch_cooldown``), after the groups it
+branches off. Finished jobs are skipped, interrupted ones resume;
 SIGINT/SIGTERM is forwarded once to each running job, which checkpoints and stops. The dry run's
 plan and a group's own subprocess (``--run_group``) are ``experiments/sweep.py``'s.
 """
@@ -22,6 +24,7 @@ from andrea_jax import files
 from research import cells as cells_lib
 from research import identity
 from research import provenance
+from research import registry
 from research import sweep as base
 
 FINISHED = ("completed", "diverged")
@@ -53,9 +56,29 @@ def jobs(sweep: base.Sweep, workdir: str, only: str = "") -> list[Job]:
   return out
 
 
+def members(cells: list[base.Cell]) -> list[dict]:
+  """A group's members as ``group.json`` names them (``multi.Member``'s fields)."""
+  return [{"name": c.member, "learning_rate": c.learning_rate, "seed": c.seed, "batch_seed": c.seed}
+          for c in cells]
+
+
+def branch(sweep: base.Sweep, job: Job, workdir: str) -> None:
+  """A cooldown group's directory made a branch of its stable group's checkpoint, before the
+  sweep writes into it (one made before is kept: ``cooldown.branch_cooldown`` resumes it)."""
+  from andrea_jax import config as config_lib  # pylint: disable=import-outside-toplevel
+  from andrea_jax import cooldown  # pylint: disable=import-outside-toplevel
+  cell = job.cells[0]
+  config = config_lib.RunConfig.from_configdict(registry.group_config(sweep.base_config, cell.shared()))
+  cooldown.branch_cooldown(os.path.join(workdir, cell.cooldown_from), job.directory, config,
+                           cell.trained_steps, cell.cooldown_step, members=members(job.cells))
+
+
 def prepare_job(sweep: base.Sweep, job: Job, workdir: str, code: dict | None = None) -> None:
   """Write each cell's ``cell.json`` with ``code`` (``provenance.code_version``; earlier code kept in
-  ``code_earlier``), and a group's ``group.json`` (read by ``--run_group``)."""
+  ``code_earlier``), and a group's ``group.json`` (read by ``--run_group``); a cooldown group is
+  branched first (``branch``)."""
+  if job.cells[0].cooldown_from:
+    branch(sweep, job, workdir)
   for cell in job.cells:
     path = os.path.join(workdir, cell.path, "cell.json")
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -70,8 +93,7 @@ def prepare_job(sweep: base.Sweep, job: Job, workdir: str, code: dict | None = N
   if job.cells[0].group:
     files.write_json(os.path.join(job.directory, "group.json"), {
         "base_config": sweep.base_config, "overrides": job.cells[0].shared(),
-        "members": [{"name": c.member, "learning_rate": c.learning_rate, "seed": c.seed,
-                     "batch_seed": c.seed} for c in job.cells]})
+        "members": members(job.cells)})
 
 
 class Jobs:
@@ -116,7 +138,16 @@ def run_job(sweep: base.Sweep, job: Job, workdir: str, worker: int, gpus: int, c
     return [record(c, status=cell_status(d), skipped=True) for c, d in zip(job.cells, dirs)]
   if running.stopped is not None:
     return [record(c, status=NOT_STARTED) for c in job.cells]
-  prepare_job(sweep, job, workdir, code)
+  source = job.cells[0].cooldown_from
+  if source and any(cell_status(os.path.join(workdir, source, c.member)) not in FINISHED for c in job.cells):
+    print(f"{os.path.basename(job.directory)}: not started: the group it branches off, {source}, has not "
+          f"finished (rerun the sweep once it has)", flush=True)
+    return [record(c, status=NOT_STARTED) for c in job.cells]
+  try:
+    prepare_job(sweep, job, workdir, code)
+  except errors.AndreaError as e:  # a branch its source cannot give (no checkpoint at its step)
+    print(f"{os.path.basename(job.directory)}: failed: {e}", flush=True)
+    return [record(c, status="failed", error=str(e)) for c in job.cells]
   env = dict(os.environ)
   if gpus:
     env["CUDA_VISIBLE_DEVICES"] = str(worker % gpus)
@@ -158,18 +189,20 @@ def run_sweep(sweep: base.Sweep, workdir: str, parallel: int = 1, only: str = ""
           break
         print(f"round {rnd}: {len(new)} cells added around the optima", flush=True)
         sweep = dataclasses.replace(sweep, cells=sweep.cells + new)
-      todo = jobs(sweep, workdir, only)
-      with concurrent.futures.ThreadPoolExecutor(parallel) as pool:
-        futures = [pool.submit(run_job, sweep, j, workdir, i % parallel, gpus, code, running)
-                   for i, j in enumerate(todo)]
-        for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
-          recs = future.result()
-          records.update({r["path"]: r for r in recs})
-          if not recs[0].get("skipped"):
-            print(f"[{done}/{len(todo)}] {os.path.dirname(recs[0]['path']) or recs[0]['path']} ({len(recs)} "
-                  f"cells): {', '.join(sorted({r['status'] for r in recs}))} in {recs[0].get('seconds', 0):.0f} s",
-                  flush=True)
-          write_index(sweep, workdir, records)
+      todo, done = jobs(sweep, workdir, only), 0
+      # Cooldown groups after the groups they branch off.
+      for wave in ([j for j in todo if not j.cells[0].cooldown_from], [j for j in todo if j.cells[0].cooldown_from]):
+        with concurrent.futures.ThreadPoolExecutor(parallel) as pool:
+          futures = [pool.submit(run_job, sweep, j, workdir, todo.index(j) % parallel, gpus, code, running)
+                     for j in wave]
+          for future in concurrent.futures.as_completed(futures):
+            recs, done = future.result(), done + 1
+            records.update({r["path"]: r for r in recs})
+            if not recs[0].get("skipped"):
+              print(f"[{done}/{len(todo)}] {os.path.dirname(recs[0]['path']) or recs[0]['path']} ({len(recs)} "
+                    f"cells): {', '.join(sorted({r['status'] for r in recs}))} in {recs[0].get('seconds', 0):.0f} s",
+                    flush=True)
+            write_index(sweep, workdir, records)
   finally:
     for sig, handler in before.items():
       signal.signal(sig, handler)

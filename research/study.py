@@ -24,7 +24,7 @@ from research import power
 from research import provenance
 from research import page as reporting
 from research.kind_choice import optimum_lines, plot_curves
-from research.sweep import Cell, split_groups, Sweep
+from research.sweep import Cell, cooldown_branches, split_groups, Sweep
 
 DESIGNS = ("exploratory", "confirmatory")
 # Verdict of a claim declared not powered: figures reported, not judged.
@@ -80,6 +80,9 @@ class Grid:
   budget: Budget | None = None
   # Overrides following an axis' value: {"model.d_model": {256: {"model.n_head": 4}}}.
   linked: Mapping[str, Mapping[Any, Mapping[str, Any]]] = dataclasses.field(default_factory=dict)
+  # The ``train.steps`` axis' shorter WSD horizons branched as cooldowns off the longest's stable
+  # phase (``sweep.cooldown_branches``): the loss at every budget for one stable run's steps.
+  cooldowns: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,6 +162,7 @@ class Study:
                        g.refine if arm.refine is None else arm.refine)
                   for lr in g.arm_rates.get(arm.name, g.rates) for seed in g.arm_seeds.get(arm.name, g.seeds)]
     cells = split_groups(cells, g.members_per_program)
+    cells = cooldown_branches(cells) if g.cooldowns else cells
     return Sweep(self.name, scale, g.base_config, cells, description=self.describe(scale, cells))
 
   def arms_at(self, scale: str) -> tuple[Arm, ...]:
@@ -172,7 +176,7 @@ class Study:
     per, axis = g.seconds_per_model_step, next(iter(g.axes), None)
     cost = lambda c: (per(c.overrides) if callable(per) else per[c.overrides[axis]]
                       if isinstance(per, Mapping) else per)
-    steps = sum(int(c.overrides.get("train.steps", 0)) * cost(c) for c in cells)
+    steps = sum(c.trained_steps * cost(c) for c in cells)
     return (len({c.group for c in cells}) * g.seconds_per_program + steps) / 60
 
   def describe(self, scale: str, cells: list[Cell]) -> str:
@@ -186,6 +190,7 @@ class Study:
         + [f"{k.split('.')[-1]} {', '.join(map(str, v))} only" for k, v in g.arm_axes.get(a, {}).items()])
         for a in dict.fromkeys([*g.arm_rates, *g.arm_seeds, *g.arm_axes]))
     text = (f"{self.question} Arms: {arms}. " + (f"Axes: {axes}. " if axes else "")
+            + ("The shorter train.steps are cooldowns branched off the longest's stable phase. " if g.cooldowns else "")
             + f"Rates {', '.join(f'{r:g}' for r in g.rates)}; seeds {', '.join(map(str, g.seeds))}; "
             + (f"per arm where it differs: {own}; " if own else "")
             + f"{len(cells)} models in {len({c.group for c in cells})} programs"
@@ -238,7 +243,7 @@ class Study:
     per_seed, fixed = collections.defaultdict(float), collections.defaultdict(float)
     for c in cells:
       if c.seed == self.seeds_of(scale, c.arms[0])[0]:
-        per_seed[c.arms[0]] += int(c.overrides["train.steps"]) * g.seconds_per_model_step / 60
+        per_seed[c.arms[0]] += c.trained_steps * g.seconds_per_model_step / 60
     for arm in {c.group: c.arms[0] for c in cells}.values():
       fixed[arm] += g.seconds_per_program / 60
     return dict(per_seed), dict(fixed)
@@ -248,9 +253,13 @@ class Study:
     ``costs`` (``seed_costs``, when the caller has them)."""
     b = self.grid(scale).budget
     per_seed, fixed = costs or self.seed_costs(scale)
-    budget = b.minutes - sum(fixed.values())
     plans = [dataclasses.replace(p, arms=tuple(dict.fromkeys(self.arm_of(a) for a in p.arms)))
              for p in (c.plan() for c in self.tested())]
+    # The arms no tested claim names (a table's, a figure's) train at their grid's seeds: off the top.
+    named = {a for p in plans for a in p.arms}
+    table = sum(per_seed[a.name] * len(self.seeds_of(scale, a.name)) for a in self.arms_at(scale)
+                if a.name not in named and a.name in per_seed)
+    budget = b.minutes - sum(fixed.values()) - table
     spreads = {c.key: self.spread_of(c) or power.Spread(math.nan, 0) for c in self.tested()}
     planned, seeds, level, family = power.admit(plans, spreads, per_seed, budget, b.min_seeds, self.power, 0.05)
     mine = {a.name for a in self.arms}

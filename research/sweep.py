@@ -1,7 +1,9 @@
-"""What a study's sweep is: a base config and a list of cells, their groups and the rounds of rates added around optima.
+"""What a study's sweep is: a base config and a list of cells, their groups, the rounds of rates added around optima and the horizons branched as cooldowns.
 
 A cell is one trained model. Cells of one ``group`` (same overrides but rate and seed) train
-as one vmapped program (``andrea_jax/multi.py``); a cell without a group is its own run.
+as one vmapped program (``andrea_jax/multi.py``); a cell without a group is its own run. A
+group may be a cooldown branched off another's stable phase (``cooldown_branches``): the same
+WSD run as its overrides describe, trained from the other's checkpoint.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import itertools
 from typing import Any
 
 from andrea_jax import errors
+from andrea_jax import schedule as schedule_lib
 from research import curves
 from research import optimum
 
@@ -26,6 +29,10 @@ class Cell:
   group: str = ""  # its vmapped group ("": a run of its own)
   round: int = 0  # 0: the grid; 1, 2, ...: rates added by ``refine``
   refinable: bool = False  # whether ``refine`` may add rates to its group
+  # A cooldown: trained from group ``cooldown_from``'s checkpoint of step ``cooldown_step``
+  # (``cooldown_branches``), not from step 0 ("": from step 0).
+  cooldown_from: str = ""
+  cooldown_step: int = 0
 
   @property
   def learning_rate(self) -> float | None:
@@ -40,6 +47,11 @@ class Cell:
   def path(self) -> str:
     """Relative to the sweep's workdir."""
     return f"{self.group}/{self.member}" if self.group else self.name
+
+  @property
+  def trained_steps(self) -> int:
+    """The updates its program trains: ``train.steps``, less those a cooldown branches past."""
+    return int(self.overrides.get("train.steps", 0)) - self.cooldown_step
 
   def shared(self) -> dict[str, Any]:
     """The overrides shared across its group: all but those its members may differ in, rate and
@@ -112,3 +124,56 @@ def refine(cells: list[Cell], runs: dict[str, curves.Run], rnd: int) -> list[Cel
                         {**proto.shared(), "train.learning_rate": lr, "train.seed": seed},
                         proto.arms, seed, f"{fam}.r{rnd}", rnd, True))
   return new
+
+
+def cooldown_branches(cells: list[Cell]) -> list[Cell]:
+  """The horizons of ``cells`` branched off one stable run (Hägele et al. 2024, Sec. 3).
+
+  A family is the cells that differ in ``train.steps`` alone (the same arms, rate, seed and
+  other overrides), each a WSD run of S steps decaying over its last D = round(decay_fraction
+  x S). Every horizon shorter than the family's longest becomes a cooldown of D updates from
+  the longest's checkpoint of step S - D (its stable phase, kept there: ``checkpoint.keep_steps``),
+  which ``cooldown.branch_cooldown`` makes the WSD run of S steps, update for update. Each
+  cell's ``train.decay_fraction`` is written as D / S, the value its branch records, so its
+  overrides are those of the fresh run it equals. A branched group has its source group's
+  members (split groups split alike; ``branch_cooldown`` checks). A horizon whose other overrides differ (``Grid.linked``)
+  is a family of its own, trained from step 0.
+  """
+  plan = {c.name: _decay(c) for c in cells}
+  families: dict[tuple, list[Cell]] = {}
+  for c in cells:
+    rest = sorted((k, repr(v)) for k, v in c.overrides.items() if k != "train.steps")
+    families.setdefault((c.arms, tuple(rest)), []).append(c)
+  out, kept = {}, collections.defaultdict(set)
+  for family in families.values():
+    # S - round(f S) never falls as S grows (f <= 1): every shorter horizon's decay starts no
+    # later than the longest's, inside its stable phase.
+    source = max(family, key=lambda c: plan[c.name][0])
+    for c in family:
+      steps, decay = plan[c.name]
+      at = steps - decay
+      branch = {} if c is source else {"cooldown_from": source.group, "cooldown_step": at}
+      out[c.name] = dataclasses.replace(
+          c, overrides={**c.overrides, "train.decay_fraction": decay / steps}, **branch)
+      if c is not source:
+        kept[source.group].add(at)
+  out = {n: dataclasses.replace(c, overrides={**c.overrides, "checkpoint.keep_steps": ",".join(
+      map(str, sorted(kept[c.group])))}) if c.group in kept else c for n, c in out.items()}
+  return [out[c.name] for c in cells]
+
+
+def _decay(c: Cell) -> tuple[int, int]:
+  """``(S, D)``: a WSD cell's steps and decay updates (``schedule.Shape``'s), or a ConfigError."""
+  o = c.overrides
+  if not c.group or o.get("train.schedule") != "wsd" or "train.decay_fraction" not in o \
+      or "train.steps" not in o:
+    raise errors.ConfigError(
+        f"cell {c.name}: cooldowns branch a group's WSD runs, whose horizons and decay the grid names: give "
+        f"train.schedule='wsd' and train.decay_fraction in its overrides and the train.steps axis")
+  shape = schedule_lib.Shape(steps=int(o["train.steps"]), warmup_steps=0, min_lr_ratio=0.0, schedule="wsd",
+                             decay_fraction=float(o["train.decay_fraction"]))
+  if not shape.decay_steps:
+    raise errors.ConfigError(f"cell {c.name}: train.decay_fraction={o['train.decay_fraction']!r} gives "
+                             f"{shape.steps} steps no decay, so no cooldown to branch: raise it")
+  return shape.steps, shape.decay_steps
+

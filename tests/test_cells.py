@@ -147,3 +147,18 @@ def test_a_cell_not_started_reads_as_unfinished(tmp_path):
   # refine round): one without a cell.json is unfinished, not a crash.
   from research import cells as cells_lib  # pylint: disable=import-outside-toplevel
   assert cells_lib.record(cells_lib.cell_parts(str(tmp_path), "arm-L8/lr0.003-s1")) is None
+
+
+def test_a_cells_evaluations_read_against_tokens_and_seconds_where_they_logged_them(tmp_path):
+  # Rows written since evaluations carry their tokens and clock (issue 70) give the record its
+  # loss against tokens and against seconds; older rows give neither (their records, and the
+  # committed results.json, stay as they were).
+  write_cell(tmp_path, "old")
+  assert "val_tokens_curve" not in cells.record(cells.cell_parts(str(tmp_path), "old"))
+  write_cell(tmp_path, "new")
+  rows = [{"step": 0, "val_loss": 6.0, "tokens": 0, "wall_time_s": 3.0}, {"step": 2, "loss": 5.0, "wall_time_s": 4.0},
+          {"step": 2, "val_loss": 5.1, "tokens": 512, "wall_time_s": 4.5}]
+  (tmp_path / "new" / "metrics.jsonl").write_text(jsonl(rows))
+  rec = cells.record(cells.cell_parts(str(tmp_path), "new"))
+  assert rec["val_tokens_curve"] == [[0, 6.0], [512, 5.1]]
+  assert rec["val_seconds_curve"] == [[3.0, 6.0], [4.5, 5.1]]  # the evaluation's clock, not the step's row

@@ -146,6 +146,9 @@ def test_a_misspelt_group_and_a_missing_field_are_refused_by_name():
     ("every_seconds", -5, r"^checkpoint\.every_seconds=-5: expected seconds >= 0 \(0 turns the "
                           r"saves by wall time off\)$"),
     ("every", 0, r"^checkpoint\.every=0: expected a positive number of steps$"),
+    ("keep_steps", "96;192", r"^checkpoint\.keep_steps='96;192': expected steps to save and keep as "
+                             r"'a,b,\.\.\.' \(positive integers, e\.g\. '96,192'\), or '' for none$"),
+    ("keep_steps", "0,8", r"^checkpoint\.keep_steps='0,8': expected steps"),
 ])
 def test_a_checkpoint_cadence_out_of_range_is_one_line_naming_it(field, value, match):
   with pytest.raises(errors.ConfigError, match=match):

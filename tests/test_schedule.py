@@ -5,6 +5,8 @@ import dataclasses
 import math
 import pathlib
 
+import jax
+import jax.numpy as jnp
 import pytest
 
 from andrea_jax import schedule as schedule_lib
@@ -53,6 +55,15 @@ def test_a_cooldown_segment_from_the_stable_phase_is_the_shorter_wsd_run():
   for k in range(61):
     assert branched(k) == planned(k), k
   assert branched(39) == branched(40) == 1.0 and branched(60) == pytest.approx(0.1)
+  # More than the same rates: the same program as the planned run (so the same bits, on any
+  # backend), where a chain of segments would be another graph that XLA may round otherwise.
+  program = lambda segments: jax.jit(schedule_lib.learning_rate(1.0, segments)).lower(
+      jnp.int32(0)).as_text()
+  assert program([(0, WSD), (40, cooldown)]) == program([(0, cooldown)])
+  # Branched inside the run's decay (from update 80), the cooldown starts from the rate it had.
+  late = schedule_lib.Shape(**{**WSD.__dict__, "steps": 95, "decay_fraction": 5 / 95})
+  assert rates(None, segments=[(0, WSD), (90, late)])(90) == pytest.approx(rates(WSD)(90), rel=1e-6)
+  assert rates(WSD)(90) < 0.9
 
 
 def test_a_cooldown_segment_of_a_cosine_run_decays_from_the_rate_it_had():

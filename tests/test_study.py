@@ -4,6 +4,7 @@ import dataclasses
 import json
 import math
 import os
+import statistics
 
 import numpy as np
 import pytest
@@ -257,3 +258,58 @@ def test_a_contrasts_terms_read_as_written():
   assert kinds.Contrast.expr(kinds.pair("a", "b")) == "a - b"
   assert kinds.Contrast.expr((("a", 1), ("b", -1), ("c", -1), ("d", 1))) == "(a - b) - (c - d)"
   assert kinds.Contrast.expr((("a", 1),)) == "a"
+
+
+def test_tokens_to_a_target_are_interpolated_between_evaluations_or_not_reached():
+  from research import curves
+  assert curves.first_reach([[0, 6.0], [100, 5.0], [200, 4.0]], 4.5) == 150.0
+  assert curves.first_reach([[0, 6.0], [100, 5.0]], 6.5) == 0.0
+  assert curves.first_reach([[0, 6.0], [100, float("nan")], [200, 5.0]], 5.5) == 100.0
+  assert curves.first_reach([[0, 6.0], [100, 5.0]], 4.0) == math.inf
+
+
+def timed(arm, seed, losses, lr=1e-2, group_size=1, status="completed"):
+  """A finished cell whose evaluations (every 1000 tokens, 10 s of its program's clock) logged
+  their tokens and clock (cells.record)."""
+  return {**record(arm, lr, seed, losses[-1]), "status": status, "group_size": group_size,
+          "val_tokens_curve": [[1000 * i, l] for i, l in enumerate(losses)],
+          "val_seconds_curve": [[10.0 * i, l] for i, l in enumerate(losses)]}
+
+
+@pytest.mark.parametrize("by, a0, b0", [("tokens", 1500.0, 1000.0), ("seconds", 15.0, 5.0)])
+def test_tokens_or_seconds_to_a_target_decide_a_claim_and_a_seed_that_never_reached_it_cannot(by, a0, b0, tmp_path):
+  # a reaches 4.5 nats between its second and third evaluations; b at its second. b trains two
+  # models in one program (its seconds: the clock over 2), and a diverged rate of b, which
+  # had passed 4.5 sooner, does not count.
+  a = [timed("a", s, [6.0, 5.0 + 0.01 * s, 4.0]) for s in SEEDS]
+  b = [timed("b", s, [6.0, 4.5 - 0.01 * s, 4.0], group_size=2) for s in SEEDS]
+  b.append(timed("b", 0, [4.0, 4.0, 4.0], lr=1e-3, status="diverged"))
+  target = kinds.ToTarget(4.5, by)
+  claim = kinds.Contrast("b reaches 4.5 nats sooner", terms=kinds.pair("b", "a"), predict="lower",
+                         quantity=target, edge=False)
+  study = Study("t", "q", "exploratory", (Arm("a"), Arm("b")), {"cpu": Grid(RATES, tuple(SEEDS))}, (claim,))
+  data = study.data(a + b)
+  assert (target.per_seed(data, "a")[0], target.per_seed(data, "b")[0]) == (a0, b0)
+  v = study.judge(a + b, robust=False)[0]
+  assert v.verdict == "Reproduced" and v.unit == {"tokens": "tokens", "seconds": "s"}[by]
+  assert v.effect.kind == "paired" and v.effect.n == len(SEEDS) and v.effect.diff == pytest.approx(
+      statistics.mean(target.per_seed(data, "b")[s] - target.per_seed(data, "a")[s] for s in SEEDS))
+  # One seed of b never gets to 4.5 nats: censored, said so, and the claim cannot conclude
+  # (its other seeds alone would reproduce it).
+  b[-2] = timed("b", SEEDS[-1], [6.0, 5.5, 5.0], group_size=2)
+  v = study.judge(a + b, robust=False)[0]
+  assert v.verdict == "Inconclusive" and v.effect.n == len(SEEDS) - 1
+  text = " ".join(v.lines)
+  assert f"not reached (censored): seed {SEEDS[-1]}" in text and "did not reach 4.5 nats (censored" in text
+  # The report's figure: every arm's loss against tokens and against seconds.
+  page = study.page({"scale": "cpu"}, a + b, str(tmp_path))
+  assert "to_target_4.5.png" in page.plots and (tmp_path / "to_target_4.5.png").stat().st_size > 1000
+
+
+def test_a_budget_pays_for_the_arms_no_claim_tests_first():
+  # The norm menu's table-only arms (Gemma 2, DyT's alpha_0 sweep) train at their grid's seeds:
+  # the plan sizes the claims' arms within what is left, so the committed grid keeps the plan.
+  from experiments.studies import norm_menu  # pylint: disable=import-outside-toplevel
+  _, seeds, _, _ = norm_menu.STUDY.budget_plan("cpu")
+  assert seeds == norm_menu.PLANNED
+  assert any(l.startswith("The grid's seeds per arm keep the plan's") for l in norm_menu.STUDY.plan_lines("cpu"))

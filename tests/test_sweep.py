@@ -7,10 +7,12 @@ import os
 
 import pytest
 
+from andrea_jax import errors
 from experiments import report
 from research import runner as sweep_lib
 from research import registry
 from research import sweep as base
+from research.study import Arm, Grid, Study
 from experiments.studies.micro import grid as micro
 
 # Its tests share module-scoped fixtures: on one xdist worker they are computed once
@@ -366,3 +368,113 @@ def test_the_rules_are_recorded_before_the_first_job_runs(tmp_path, monkeypatch)
   sweep_lib.run_sweep(registry.load("zloss_drift_late", "smoke"), str(tmp_path))
   assert seen and seen[0]["rules"]["sha256"] == identity.rules_version("zloss_drift_late")["sha256"]
   assert {c["status"] for c in seen[0]["cells"]} == {"pending"}
+
+
+# ----------------------------------------------------------------------------- horizons as cooldowns
+
+
+def horizons(cache_dir: str = "runs/cache", steps=(16, 8), **grid) -> Study:
+  """One arm at WSD horizons ``steps`` (a quarter of each decaying), the shorter ones branched as
+  cooldowns off the longest's stable phase; two rates, one seed, a loss logged every update."""
+  shared = {**micro.COMMON, "data.cache_dir": cache_dir, "train.schedule": "wsd",
+            "train.decay_fraction": 0.25, "train.eval_every": 2, "train.log_every": 1,
+            "checkpoint.every": 100, "diagnostics.enabled": False}
+  return Study("horizons", "q", "exploratory", (Arm("a"),), {"cpu": Grid(
+      (1e-3, 1e-2), (0,), shared={**shared, **grid.pop("shared", {})}, axes={"train.steps": steps},
+      cooldowns=True, **grid)}, ())
+
+
+def test_a_grid_of_horizons_branches_the_shorter_ones_off_the_longest():
+  study = horizons(steps=(8, 12, 16), members_per_program=1, seconds_per_model_step=1.0,
+                   seconds_per_program=0.0)
+  cells = study.sweep("cpu").cells
+  at = lambda steps: [c for c in cells if c.overrides["train.steps"] == steps]
+  # The longest keeps the checkpoints the others branch from (16 steps: stable to update 12).
+  assert [(c.group, c.cooldown_from, c.overrides["checkpoint.keep_steps"]) for c in at(16)] == [
+      ("a-steps16.0", "", "6,9"), ("a-steps16.1", "", "6,9")]
+  # 8 steps decaying over the last 2 (round(0.25 x 8)): a cooldown of 2 from step 6, written as
+  # the fresh WSD run it equals; each split group off its own stable group (the same members).
+  assert [(c.group, c.cooldown_from, c.cooldown_step, c.trained_steps, c.overrides["train.decay_fraction"])
+          for c in at(8)] == [("a-steps8.0", "a-steps16.0", 6, 2, 2 / 8), ("a-steps8.1", "a-steps16.1", 6, 2, 2 / 8)]
+  assert [c.cooldown_step for c in at(12)] == [9, 9] and "checkpoint.keep_steps" not in at(12)[0].overrides
+  # The plan's cost is the steps trained: one stable run and two decays per model, not 36 steps.
+  assert study.minutes("cpu", cells) == pytest.approx(2 * (16 + 3 + 2) / 60)
+  assert "cooldowns branched off the longest" in study.describe("cpu", cells)
+  from experiments import sweep as command  # pylint: disable=import-outside-toplevel
+  text = "\n".join(command.plan_lines(study.sweep("cpu"), "runs/x"))  # the dry run says so
+  assert "| a-steps8.0 (cooldown off a-steps16.0 at step 6) | 1 | 0.001 |" in text
+
+
+@pytest.mark.parametrize("shared, match", [
+    ({"train.schedule": "cosine"}, "cooldowns branch a group's WSD runs, whose horizons and decay the grid"),
+    ({"train.decay_fraction": 0.01}, r"train.decay_fraction=0.01 gives 16 steps no decay, so no cooldown")])
+def test_horizons_that_cannot_branch_are_refused_when_the_sweep_is_built(shared, match):
+  with pytest.raises(errors.ConfigError, match=match):
+    horizons(shared=shared).sweep("cpu")
+
+
+def test_a_cooldown_group_runs_after_the_group_it_branches_off(tmp_path, monkeypatch):
+  # The branch's group comes first in the grid; the rules recorded: norm_mlp's, as micro's.
+  sweep = dataclasses.replace(horizons(steps=(8, 16)).sweep("cpu"), study="norm_mlp")
+  workdir = str(tmp_path)
+  branch = next(j for j in sweep_lib.jobs(sweep, workdir) if j.cells[0].cooldown_from)
+  # Its stable group not finished: not started, nothing made.
+  recs = sweep_lib.run_job(sweep, branch, workdir, 0, 0, {}, sweep_lib.Jobs())
+  assert {r["status"] for r in recs} == {sweep_lib.NOT_STARTED} and not os.path.exists(branch.directory)
+  # Finished but holding nothing to branch from: failed, in one line naming why.
+  for c in branch.cells:
+    os.makedirs(os.path.join(workdir, c.cooldown_from, c.member))
+    json.dump({"status": "completed"}, open(os.path.join(workdir, c.cooldown_from, c.member, "summary.json"), "w"))
+  recs = sweep_lib.run_job(sweep, branch, workdir, 0, 0, {}, sweep_lib.Jobs())
+  assert {r["status"] for r in recs} == {"failed"} and "has no config.json" in recs[0]["error"]
+  seen = []
+  def run_job(sweep, job, workdir, *a):
+    seen.append(os.path.basename(job.directory))
+    return [{"name": c.name, "path": c.path, "status": "completed"} for c in job.cells]
+  monkeypatch.setattr(sweep_lib, "run_job", run_job)
+  monkeypatch.setattr(sweep_lib.base, "REFINE_ROUNDS", 0)
+  sweep_lib.run_sweep(sweep, workdir, parallel=2)
+  assert seen == ["a-steps16", "a-steps8"]
+
+
+def test_a_cooldown_the_sweep_branches_is_the_fresh_wsd_group_bit_for_bit(tmp_path, data_cache):
+  # The acceptance of issue 70: the 8-step horizon, branched at update 6 off the 16-step run's
+  # stable phase (its checkpoint kept there), logs the same losses, rates and evaluations,
+  # bit for bit, as the same group trained from step 0 (the same program: schedule._planned).
+  from andrea_jax import metrics, multi, run_record
+  from experiments import sweep as command
+  sweep, workdir = horizons(str(data_cache)).sweep("cpu"), str(tmp_path / "sweep")
+  stable, branch = sweep_lib.jobs(sweep, workdir)
+  for job in (stable, branch):
+    sweep_lib.prepare_job(sweep, job, workdir)
+    assert command.run_group(job.directory) == 0
+  fresh = str(tmp_path / "fresh")
+  multi.train_members(registry.group_config("tiny", branch.cells[0].shared()),
+                      [multi.Member(**m) for m in sweep_lib.members(branch.cells)], fresh)
+  rows = lambda d: [{k: v for k, v in r.items() if k not in metrics.CLOCK_FIELDS}
+                    for r in metrics.read_rows(f"{d}/metrics.jsonl")]
+  for cell in branch.cells:
+    branched = rows(os.path.join(workdir, cell.path))
+    assert [r["step"] for r in branched if "loss" in r] == list(range(1, 9))
+    assert branched == rows(os.path.join(fresh, cell.member)), cell.member
+  # Branched, not trained again: its history names the stable run and step, its own
+  # checkpoints start there, and the stable run kept that step beside its newest.
+  history = run_record.config_history(branch.directory)
+  assert history[-1]["cooldown_from"] == {"workdir": os.path.abspath(stable.directory), "step": 6, "steps": 2}
+  assert sorted(os.listdir(os.path.join(branch.directory, "checkpoints")), key=int) == ["6", "8"]
+  assert "6" in os.listdir(os.path.join(stable.directory, "checkpoints"))
+  # A single run (experiments.run --cooldown_from) off the group, or a group of other members:
+  # one line, nothing made.
+  from andrea_jax import config as config_lib, cooldown
+  config = config_lib.RunConfig.from_configdict(registry.group_config("tiny", branch.cells[0].shared()))
+  for members, what in ((None, "a single run"), (sweep_lib.members(branch.cells[:1]), "a group of 1 models of other")):
+    with pytest.raises(errors.ConfigError, match=f"holds a group of 2 models and this cooldown is {what}"):
+      cooldown.branch_cooldown(stable.directory, str(tmp_path / "other"), config, 2, 6, members=members)
+  assert not (tmp_path / "other").exists()
+  # Its evaluations logged the tokens each model had seen and the clock, which the record reads
+  # as the loss against tokens (8 x 32 per update) and against seconds (from the stable run's on).
+  from research import cells as cells_lib
+  rec = cells_lib.record(cells_lib.cell_parts(workdir, branch.cells[0].path))
+  assert rec["val_tokens_curve"] == [[256 * step, loss] for step, loss in rec["val_curve"]]
+  seconds = [s for s, _ in rec["val_seconds_curve"]]
+  assert len(seconds) == 5 and seconds == sorted(seconds) and seconds[0] > 0
