@@ -50,6 +50,7 @@ import time
 from absl import app
 from absl import flags
 
+from andrea_jax import configdict
 from benchmarks import rounds as rounds_lib
 
 ROOT = rounds_lib.ROOT
@@ -141,11 +142,10 @@ def recipe_config(name: str, shape: str, settings: str = "", extra: dict | None 
   peer takes nanoGPT's), its data cache at ``cache_dir`` made absolute (the children run from
   the repository's root)."""
   from benchmarks import shapes  # pylint: disable=import-outside-toplevel
-  from experiments.configs import common  # pylint: disable=import-outside-toplevel
   own = (extra or {}).get("nanogpt" if name == "peer" else name, "")
   config = shapes.load_config("tiny", ",".join(filter(None, (shape, RECIPES[name].settings,
                                                                settings, own))))
-  return common.apply_overrides(config, {"data.cache_dir": os.path.abspath(cache_dir)})
+  return configdict.apply_overrides(config, {"data.cache_dir": os.path.abspath(cache_dir)})
 
 
 # What the peer's model and step can mirror: transformers' GPT-2 under AdamW (peer.py).
