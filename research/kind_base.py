@@ -194,12 +194,13 @@ class Claim(abc.ABC):
   CHOICES: ClassVar[Mapping[str, tuple[str, ...]]] = {}
   # The fields below, where a kind has none: the grid point it is judged at (``((axis, value), ...)``), the one rate
   # it reads (None: every rate), the axis at whose values it is judged (the pilot's spreads), what it
-  # predicts (``same``: an equivalence test), an equivalence's margin and its power (None: the study's).
+  # predicts (``same``: an equivalence test), an equivalence's margin (None: none it can be planned
+  # for) and its power (None: the study's).
   at = ()
   rate = None
   over = ""
   predict = ""
-  margin = NAN
+  margin = None
   power = None
 
   def __init_subclass__(cls, **kwargs):
