@@ -33,7 +33,7 @@ from andrea_jax import config as config_lib
 from andrea_jax import metrics
 from andrea_jax import model
 from andrea_jax.model_config import ModelConfig
-from andrea_jax.norms import placement
+from andrea_jax.norms import normaliser, placement
 from andrea_jax.precision import at_least_f32
 
 FILENAME = "diagnostics.jsonl"
@@ -53,8 +53,8 @@ def residual_norms(params, tokens_BT, cfg: ModelConfig) -> jax.Array:
   """Mean per-token L2 norm of the residual stream: after the embedding, then each block."""
   x_BTD = model.embed(params, tokens_BT, cfg)
   norm = lambda x: jnp.mean(jnp.linalg.norm(x.astype(jnp.float32), axis=-1))
-  step = lambda x, bl: (model.block_forward(bl[0], x, cfg, layer=bl[1]),) * 2
-  _, xs_LBTD = jax.lax.scan(step, x_BTD, (params["blocks"], jnp.arange(cfg.n_layer)))
+  step = lambda x, block, layer, _: (model.block_forward(block, x, cfg, layer=layer),) * 2
+  _, xs_LBTD = model.scan_layers(step, x_BTD, params["blocks"], cfg)
   return jnp.concatenate([norm(x_BTD)[None], jax.vmap(norm)(xs_LBTD)])
 
 
@@ -75,8 +75,7 @@ def dyt_saturation(params, tokens_BT, cfg: ModelConfig, threshold: float = SATUR
                                     .astype(jnp.float32))
   pattern = placement(cfg.norm).sublayer
 
-  def step(x, layer):
-    block, index = layer
+  def step(x, block, layer, _):
     seen, calls = [], []
 
     def sublayer(x, f, n, n_out, site):
@@ -86,11 +85,11 @@ def dyt_saturation(params, tokens_BT, cfg: ModelConfig, threshold: float = SATUR
       return pattern(x, f, look(n, block[ln]), None if n_out is None else look(n_out, block[ln + "_out"]),
                      site)
 
-    x = model.block_forward(block, x, cfg, sublayer=sublayer, layer=index)
+    x = model.block_forward(block, x, cfg, sublayer=sublayer, layer=layer)
     return x, jnp.mean(jnp.stack(seen))
 
   x_BTD = model.embed(params, tokens_BT, cfg)
-  x_BTD, per_layer = jax.lax.scan(step, x_BTD, (params["blocks"], jnp.arange(cfg.n_layer)))
+  x_BTD, per_layer = model.scan_layers(step, x_BTD, params["blocks"], cfg)
   final = params.get("ln_f", {})
   last = share(x_BTD, final["alpha"]) if "alpha" in final else jnp.asarray(jnp.nan, jnp.float32)
   return jnp.concatenate([per_layer, last[None]])
@@ -109,7 +108,7 @@ def probe(params, batch_BT, cfg: ModelConfig) -> dict:
           "attn_logit_max": terms["attn_logit_max"], "log_z": terms["log_z"],
           "logit_rms": terms["logit_rms"],
           **({"dyt_saturation": dyt_saturation(params, batch_BT[:, :-1], cfg)}
-             if cfg.norm_type == "dyt" else {})}
+             if normaliser(cfg.norm_type).alpha else {})}
 
 
 def relative_update(before, after) -> dict:
@@ -138,8 +137,8 @@ def gradient_flow(params, tokens_BT, cfg: ModelConfig, residual: bool = True,
 
   def loss(probes_LBTD, x_BTD):
     # A zero added at each block's input: its gradient is the gradient at that point.
-    step = lambda x, bp: (block(bp[0], x + bp[1], bp[2]), None)
-    h, _ = jax.lax.scan(step, x_BTD, (params["blocks"], probes_LBTD[:-1], jnp.arange(cfg.n_layer)))
+    step = lambda x, b, layer, probe_BTD: (block(b, x + probe_BTD, layer), None)
+    h, _ = model.scan_layers(step, x_BTD, params["blocks"], cfg, probes_LBTD[:-1])
     logits_BTV = model.unembed(params, h + probes_LBTD[-1], cfg)
     return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits_BTV, targets_BT))
 

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 
 from andrea_jax import mup
 from andrea_jax.model_config import ModelConfig
-from andrea_jax.norms import dyt_alphas, norm_params, placement
+from andrea_jax.norms import dyt_alphas, norm_params, normaliser, placement
 
 
 def block_init_stds(cfg: ModelConfig) -> dict[str, float]:
@@ -108,7 +108,7 @@ def init_params(cfg: ModelConfig, key: jax.Array) -> dict:
     params["ln_emb"] = norm("ln_emb")
   if not cfg.tie_embeddings:
     params["lm_head"] = jnp.pad(normal((D, V), cfg.head_init_std), ((0, 0), (0, pad)))
-  if cfg.norm_type == "dyt":
+  if normaliser(cfg.norm_type).embedding_scale:
     params["emb_scale"] = jnp.asarray(embedding_scale_init(cfg), dtype)
   return params
 

@@ -100,7 +100,8 @@ class Logger:
     mfu, mfu_text = metrics_lib.mfu_reading(rate, self.flops_per_token, self.peak)
     for i in np.flatnonzero(alive):
       row = {"loss": float(loss[i]), "lr": float(lr[i]), "grad_norm": float(grad_norm[i]),
-             "tokens_per_s": rate, "wall_time_s": self.clock.seconds()}
+             "tokens_per_s": rate, "wall_time_s": self.clock.seconds(),
+             "train_time_s": self.clock.training_seconds()}
       if z_loss is not None:  # the z-loss term, apart from the cross-entropy
         row["z_loss"] = float(z_loss[i])
       if mfu is not None:
@@ -134,10 +135,12 @@ class Logger:
     each has trained on and the wall time so far (a loss against tokens and against seconds:
     ``research/kind_base.ToTarget``); one line."""
     ev = self.eval_set
-    seconds = self.clock.seconds()
+    # The wall time so far, and the training seconds: the steps alone (``workdir.Clock``).
+    seconds, trained = self.clock.seconds(), self.clock.training_seconds()
     for i in np.flatnonzero(alive):
       self._write(i, step, {"val_loss": float(val[i]), "val_bpb": ev.bpb(float(val[i])),
-                            "tokens": step * self.tokens_per_step, "wall_time_s": seconds})
+                            "tokens": step * self.tokens_per_step, "wall_time_s": seconds,
+                            "train_time_s": trained})
     live = np.flatnonzero(alive)
     if self.models.n == 1:
       bpb = ev.bpb(float(val[0]))
@@ -157,8 +160,10 @@ class Logger:
     tqdm.write(f"step {step}: {what}")
 
   def restart_clock(self) -> None:
-    """The speed is measured from now (not over compilation and the step-0 evaluation)."""
+    """The speed is measured from now (not over compilation and the step-0 evaluation), and
+    the training clock (the rows' ``train_time_s``) starts."""
     self.last = (time.time(), self.last[1])
+    self.clock.start_training()
 
   def close(self) -> None:
     self.bar.close()

@@ -140,12 +140,14 @@ def train_loop(models: Models, state, t: step_lib.TrainConfig, start_step: int,
 
   def evaluation(step):
     nonlocal evaluated
-    log.log_eval(step, evaluate(models, state["params"], eval_set, step), alive)
+    with log.clock.not_training():  # the rows' train_time_s counts the steps alone
+      log.log_eval(step, evaluate(models, state["params"], eval_set, step), alive)
     evaluated = step
 
   def task_evaluation(step):
     signals_lib.set_phase(f"scoring hellaswag at step {step}")
-    log.log_task(step, out.task(state["params"], models.stacked, models.n), alive)
+    with log.clock.not_training():
+      log.log_task(step, out.task(state["params"], models.stacked, models.n), alive)
 
   def settle(flags, step) -> None:
     """Drop the members that diverged by ``step`` (its flags): the host waits for it."""
@@ -194,7 +196,8 @@ def train_loop(models: Models, state, t: step_lib.TrainConfig, start_step: int,
         break
       slow, last = _slow(time.monotonic() - last), time.monotonic()
       if diag:
-        diag.record(step, state["params"], before, alive)
+        with log.clock.not_training():
+          diag.record(step, state["params"], before, alive)
       if logging:
         log.log_train(step, alive)
       log.bar.update(1)
@@ -218,7 +221,8 @@ def train_loop(models: Models, state, t: step_lib.TrainConfig, start_step: int,
         if not logging:  # a checkpoint's step has its row
           log.log_train(step, alive)
         signals_lib.set_phase(f"saving the checkpoint of step {step}")
-        ckpt.save(mngr, step, state, force=True)
+        with log.clock.not_training():
+          ckpt.save(mngr, step, state, force=True)
         signals.progress(saved=step)
       if stop:
         status = "interrupted"

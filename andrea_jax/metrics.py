@@ -62,6 +62,10 @@ from andrea_jax import tokenizer as tokenizer_lib
 #     bf16 or tf32 tensor cores).
 #   Google Cloud TPU system architecture pages, bf16 per chip: v4 275 T, v5e 197 T, v5p
 #     459 T, v6e (Trillium) 918 T; float32 at the default precision runs as one bf16 pass.
+# The fields of a metrics row read from the clock (logger.py): two runs of the same updates,
+# bit-identical otherwise, differ in these.
+CLOCK_FIELDS = ("tokens_per_s", "wall_time_s", "train_time_s", "mfu")
+
 _T = 1e12
 PEAK_FLOPS = {
     r"\bH100.*PCIe": {"bf16": 756 * _T, "fp16": 756 * _T, "tf32": 378 * _T, "fp32": 51.2 * _T},

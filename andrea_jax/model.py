@@ -1,7 +1,8 @@
 """The ANDREA transformer as pure functions over an explicit parameter pytree.
 
-Read top to bottom: one block, the whole model (embeddings, the scan over the stacked
-blocks, the head), the loss, and the exact parameter count.
+Read top to bottom: one block, the scan over the stacked blocks that every reader of the
+model shares (``scan_layers``, with ``remat``), the whole model (embeddings, the scan, the
+head), the loss, and the exact parameter count.
 
     x = wte[ids] + wpe[positions]                       # (B, T, D); rope: wte[ids] alone
     for each block (lax.scan over params stacked on a leading n_layer axis):
@@ -12,8 +13,8 @@ blocks, the head), the loss, and the exact parameter count.
 
 The parts have their own modules: the config (``ModelConfig``, ``resolve_auto``,
 ``compute_dtype``) ``model_config.py``; the initialisation (``init_params``,
-``block_init_stds``) ``init.py``; the norms and their placements (``layer_norm``,
-``PLACEMENTS``, ``residual_sublayer``, ``layer_site``) ``norms.py``; the two branches
+``block_init_stds``) ``init.py``; the norms and their placements (``layer_norm``, the tables
+``NORMALISERS`` and ``PLACEMENTS``, ``residual_sublayer``, ``layer_site``) ``norms.py``; the two branches
 (``attention`` with ``qkv_project``, ``rope`` and ``out_project``; ``mlp`` and its
 activations) ``branches.py``, over the attention kernels of ``attention.py``. The names the
 notebooks read as ``model.X`` are imported here too.
@@ -55,7 +56,7 @@ from andrea_jax import errors
 from andrea_jax import mup
 from andrea_jax.branches import attention, mlp
 from andrea_jax.model_config import ModelConfig, Params, compute_dtype, resolve_auto
-from andrea_jax.norms import layer_site, norm_size, normalise, placement, residual_sublayer
+from andrea_jax.norms import layer_site, norm_size, normalise, normaliser, placement, residual_sublayer
 from andrea_jax.precision import at_least_f32
 # Re-exported: the names the notebooks and the README's snippets read as model.X.
 from andrea_jax.branches import gelu as gelu, gelu_tanh as gelu_tanh, relu as relu
@@ -116,6 +117,42 @@ def block_forward(block: Params, x_BTD: jax.Array, cfg: ModelConfig, stats: bool
   return (x_BTD, seen) if stats else x_BTD
 
 
+# ----------------------------------------------------------------------------- the scan over layers
+
+
+def remat(fn: Callable, policy: str, checkpoint: Callable = jax.checkpoint) -> Callable:
+  """``fn`` rematerialised under ``policy`` (``ModelConfig.remat_policy``, resolved): "none"
+  keeps every activation, "full" recomputes the whole block in the backward pass, and any
+  other name is a ``jax.checkpoint_policies`` entry (which saved values it keeps).
+
+  ``checkpoint``: ``jax.checkpoint`` (the pure-function layer scan) or a transform with its
+  keywords (Flax's ``nn.remat``, for the Flax twin's block). ``prevent_cse=False``: under
+  ``lax.scan`` the barriers it adds against common-subexpression elimination are not needed
+  (``jax.checkpoint``'s docs).
+  """
+  if policy == "none":
+    return fn
+  named = None if policy == "full" else getattr(jax.checkpoint_policies, policy)
+  return checkpoint(fn, prevent_cse=False, policy=named)
+
+
+def scan_layers(step: Callable, x_BTD: Any, blocks: Params, cfg: ModelConfig, xs: Any = None,
+                remat_policy: str = "none"):
+  """The scan over the stacked blocks: the one loop over layers that the model, the sampler,
+  the lens and the diagnostics share.
+
+  ``step(x, block, layer, xs_l) -> (x, y)`` runs block ``layer`` (its 0-based index, a traced
+  int, walked beside the parameters: Mix-LN and LayerNorm scaling read it) on the carry ``x``
+  (the residual stream, or anything with it); ``xs_l`` is layer ``layer``'s slice of ``xs``
+  (a pytree with a leading ``n_layer`` axis, or None). Returns ``(x, ys)``, the ``y`` stacked
+  on a leading ``n_layer`` axis. ``cfg.scan_unroll`` layers per iteration; ``remat_policy``
+  as ``remat`` says.
+  """
+  body = lambda x, layer_xs: step(x, *layer_xs)
+  return jax.lax.scan(remat(body, remat_policy), x_BTD, (blocks, jnp.arange(cfg.n_layer), xs),
+                      unroll=cfg.scan_unroll)
+
+
 # ----------------------------------------------------------------------------- the model
 
 
@@ -142,16 +179,6 @@ def check_tokens(tokens: Any, cfg: ModelConfig) -> None:
                      f"{cfg.vocab_size}: encode with the tokenizer this model was trained with")
 
 
-def _remat(fn, policy: str):
-  # prevent_cse=False: under lax.scan the barriers it adds against common-subexpression
-  # elimination are not needed (jax.checkpoint's docs), as in flax_model's nn.remat.
-  if policy == "none":
-    return fn
-  if policy == "full":
-    return jax.checkpoint(fn, prevent_cse=False)
-  return jax.checkpoint(fn, prevent_cse=False, policy=getattr(jax.checkpoint_policies, policy))
-
-
 def embed(params: Params, tokens_BT: jax.Array, cfg: ModelConfig,
           pos: jax.Array | int = 0) -> jax.Array:
   """Token plus learned position embeddings, in the compute dtype: ``(B, T, D)``.
@@ -170,7 +197,7 @@ def embed(params: Params, tokens_BT: jax.Array, cfg: ModelConfig,
     x_BTD = x_BTD + jax.lax.dynamic_slice_in_dim(params["wpe"], pos, T, axis=0)
   m = mup.embedding_multiplier(cfg)
   x_BTD = x_BTD if m == 1.0 else x_BTD * jnp.asarray(m, x_BTD.dtype)
-  if cfg.norm_type == "dyt":  # its learned scalar on the embedding (embedding_scale_init)
+  if normaliser(cfg.norm_type).embedding_scale:  # DyT's learned scalar (embedding_scale_init)
     x_BTD = x_BTD * params["emb_scale"].astype(x_BTD.dtype)
   if cfg.embedding_norm:
     x_BTD = normalise(x_BTD, params["ln_emb"], cfg.norm_type, cfg.ln_eps)
@@ -220,15 +247,12 @@ def _blocks(params: Params, tokens_BT: jax.Array, cfg: ModelConfig, stats: bool 
     x_BTD = kernels.dropout(x_BTD, cfg.dropout, embed_key)
     keys_L = jax.random.split(layers_key, cfg.n_layer)
 
-  def step(x, layer):
-    block, key, index = layer
-    out = block_forward(block, x, cfg, stats, dropout_key=key, layer=index)
+  def step(x, block, layer, key):
+    out = block_forward(block, x, cfg, stats, dropout_key=key, layer=layer)
     return out if stats else (out, None)
 
   policy = resolve_auto(cfg, verbose=False).remat_policy
-  # The layer index is scanned beside the parameters (Mix-LN and LayerNorm scaling read it).
-  return jax.lax.scan(_remat(step, policy), x_BTD,
-                      (params["blocks"], keys_L, jnp.arange(cfg.n_layer)), unroll=cfg.scan_unroll)
+  return scan_layers(step, x_BTD, params["blocks"], cfg, keys_L, remat_policy=policy)
 
 
 def forward(params: Params, tokens_BT: jax.Array, cfg: ModelConfig) -> jax.Array:
@@ -302,7 +326,7 @@ def count_params(cfg: ModelConfig) -> int:
   total += norm_size(cfg, cfg.final_norm) if placement(cfg.norm).final_norm else 0
   total += norm_size(cfg) if cfg.embedding_norm else 0
   total += 0 if cfg.tie_embeddings else D * cfg.padded_vocab
-  return total + (1 if cfg.norm_type == "dyt" else 0)  # DyT's embedding scale
+  return total + (1 if normaliser(cfg.norm_type).embedding_scale else 0)  # DyT's emb_scale
 
 
 def position_params(cfg: ModelConfig) -> int:

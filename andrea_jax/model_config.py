@@ -19,7 +19,7 @@ import numpy as np
 
 from andrea_jax import errors
 from andrea_jax import mup
-from andrea_jax.norms import NORM_TYPES, NORMS, PLACEMENTS
+from andrea_jax.norms import NORM_TYPES, NORMALISERS, NORMS, normaliser, placement
 
 Params = Mapping[str, Any]
 
@@ -163,16 +163,18 @@ class ModelConfig:
     if not isinstance(self.norm_depth_scaling, bool):
       raise errors.ConfigError(f"model.norm_depth_scaling={self.norm_depth_scaling!r}: expected "
                                f"True or False")
-    if self.norm_depth_scaling and self.norm in PLACEMENTS and not PLACEMENTS[self.norm].depth_scaling:
+    if self.norm_depth_scaling and not placement(self.norm).depth_scaling:
       raise errors.ConfigError(f"model.norm_depth_scaling=True with model.norm={self.norm!r}: "
                                f"LayerNorm scaling (Sun et al. 2025, section 4) scales a pre-norm's "
                                f"output and gives no rule for this placement; use norm='pre'")
-    if self.norm_depth_scaling and self.norm_type == "dyt":
-      raise errors.ConfigError("model.norm_depth_scaling=True with model.norm_type='dyt': Sun et al. "
-                               "2025 scale a LayerNorm/RMSNorm output; DyT normalises nothing and "
-                               "the paper gives it no rule; use norm_type='layernorm' or 'rmsnorm'")
+    if self.norm_depth_scaling and not normaliser(self.norm_type).statistics:
+      scaled = " or ".join(repr(n) for n, t in NORMALISERS.items() if t.statistics)
+      raise errors.ConfigError(f"model.norm_depth_scaling=True with model.norm_type="
+                               f"{self.norm_type!r}: Sun et al. 2025 scale a LayerNorm/RMSNorm "
+                               f"output; this norm computes no statistic of its input and the "
+                               f"paper gives it no rule; use norm_type={scaled}")
     own = "norm_depth_scaling=True" if self.norm_depth_scaling else f"norm={self.norm!r}"
-    if self.depth_rule != "none" and (self.norm_depth_scaling or self.norm in ("deepnorm", "mix")):
+    if self.depth_rule != "none" and (self.norm_depth_scaling or placement(self.norm).own_depth_rule):
       raise errors.ConfigError(f"model.depth_rule={self.depth_rule!r} with model.{own}: CompleteP's "
                                f"rule is derived for pre-LN and this has a depth rule of its own; "
                                f"no paper combines them; set depth_rule='none'")
@@ -191,7 +193,7 @@ class ModelConfig:
     if self.final_norm_type not in ("",) + NORM_TYPES:
       raise errors.ConfigError(f"model.final_norm_type={self.final_norm_type!r}: expected '' "
                                f"(norm_type's) or one of {NORM_TYPES}")
-    if self.final_norm_type and self.norm in PLACEMENTS and not PLACEMENTS[self.norm].final_norm:
+    if self.final_norm_type and not placement(self.norm).final_norm:
       raise errors.ConfigError(f"model.final_norm_type={self.final_norm_type!r} with model.norm="
                                f"{self.norm!r}: this placement has no final norm; leave it ''")
     for name, uses in (("dyt_alpha_attn_init", self.norm_type), ("dyt_alpha_final_init",
@@ -200,9 +202,10 @@ class ModelConfig:
       if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
         raise errors.ConfigError(f"model.{name}={value!r}: expected 0 (dyt_alpha_init) or a "
                                  f"positive alpha_0 (Zhu et al.'s LLaMA 7B: attention 0.8, final 0.2)")
-      if value and uses != "dyt":
+      if value and not normaliser(uses).alpha:
+        with_alpha = " or ".join(repr(n) for n, t in NORMALISERS.items() if t.alpha)
         raise errors.ConfigError(f"model.{name}={value!r} but that norm is {uses!r}, not DyT: "
-                                 f"set norm_type (final_norm_type) to 'dyt' or leave it 0")
+                                 f"set norm_type (final_norm_type) to {with_alpha} or leave it 0")
 
   @property
   def final_norm(self) -> str:
@@ -270,11 +273,12 @@ class ModelConfig:
 def resolve_init(init: str, norm: str) -> str:
   """The init scheme ``init`` names under placement ``norm``: ``"auto"`` is ``"xavier"`` under
   ``"deepnorm"`` (DeepNet's init is Xavier times beta: Wang et al. 2022, Figure 2) and
-  ``"gpt2"`` otherwise; an explicit scheme is itself. The one place ``"auto"`` is resolved
-  (``ModelConfig.init_scheme``; ``resume.config_changes`` compares saved configs by it)."""
+  ``"gpt2"`` otherwise (the placement's ``init``); an explicit scheme is itself. The one place
+  ``"auto"`` is resolved (``ModelConfig.init_scheme``; ``resume.config_changes`` compares saved
+  configs by it)."""
   if init != AUTO:
     return init
-  return "xavier" if norm == "deepnorm" else "gpt2"
+  return placement(norm).init
 
 
 def resolve_auto(cfg: ModelConfig, platform: str | None = None, verbose: bool = True) -> ModelConfig:

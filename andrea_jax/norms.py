@@ -1,14 +1,18 @@
 """The residual norms and where they sit: what normalises, and each placement's residual pattern.
 
-What normalises (``model.norm_type``, ``NORM_TYPES``): LayerNorm (``layer_norm``), RMSNorm
-(``rms_norm``) or DyT (``dyt``), each in at least float32; ``normalise`` applies
-one to a norm's leaves (``norm_params``'s, ``norm_size`` of them).
+What normalises (``model.norm_type``): an entry of ``NORMALISERS``, a ``NormType`` (LayerNorm
+``layer_norm``, RMSNorm ``rms_norm`` or DyT ``dyt``, each in at least float32) that says what
+its leaves are and what its readers may do with it; ``normalise`` applies one to a norm's
+leaves (``norm_params``'s, ``norm_size`` of them).
 
 Where it sits (``model.norm``): an entry of ``PLACEMENTS``, a ``Placement`` whose sublayer is
 one residual pattern (pre, post, peri, reordered, deepnorm, mix; docs/model.md has the table);
 ``residual_sublayer`` wraps a branch in it. What differs by layer (Mix-LN's post-LN blocks,
 LayerNorm scaling's 1/sqrt(l)) is the layer's ``Site`` (``layer_site``), read from the layer
 index the scan walks beside the parameters.
+
+A reader of the model asks a fact of the two tables (``placement(cfg.norm)``,
+``normaliser(cfg.norm_type)``), never a name: a new entry is one line in its table.
 
 Below the config (``model_config.py`` checks ``model.norm`` and ``model.norm_type`` against
 the names here), so the functions that read a config take it as ``cfg`` (a ``ModelConfig``)
@@ -26,8 +30,6 @@ import jax.numpy as jnp
 
 from andrea_jax import errors
 from andrea_jax.precision import at_least_f32
-
-NORM_TYPES = ("layernorm", "rmsnorm", "dyt")  # what normalises (normalise); NORMS: where
 
 
 def layer_norm(x: jax.Array, scale: jax.Array, bias: jax.Array | None, eps: float = 1e-5) -> jax.Array:
@@ -62,26 +64,60 @@ def dyt(x: jax.Array, alpha: jax.Array, scale: jax.Array, bias: jax.Array | None
   return (y if bias is None else y + at_least_f32(bias)).astype(x.dtype)
 
 
+@dataclasses.dataclass(frozen=True)
+class NormType:
+  """What normalises: ``apply(x, leaves, eps)`` is the norm; its leaves (``norm_params``) are
+  ``scale`` (ones at init), a ``bias`` (zeros; where ``bias`` and ``ModelConfig.bias``) and a
+  scalar ``alpha`` (where ``alpha``; ``dyt_alphas``' value at init). Every reader of the model
+  (the init, the count, the Flax twin, the export, the lens, the diagnostics) looks a type up
+  here (``normaliser``), so an unknown one is an error everywhere."""
+
+  apply: Callable[[jax.Array, Mapping[str, Any], float], jax.Array]
+  bias: bool = True  # a bias leaf (under ModelConfig.bias)
+  alpha: bool = False  # a learned scalar alpha: dyt_alpha_*_init set it, dyt_saturation reads it
+  statistics: bool = True  # divides by a statistic of its input: LayerNorm scaling applies
+  embedding_scale: bool = False  # the model learns a scalar on the embedding (emb_scale)
+  gpt2: bool = False  # GPT-2's LayerNorm (scale and bias): writable as GPT-2 weights
+  lens: bool = False  # the lens's frozen-std linearisation (centre, divide by the std) is its own
+
+
+NORMALISERS: dict[str, NormType] = {
+    # LayerNorm (Ba et al. 2016): scale 1, bias 0 (no bias: ModelConfig.bias=False).
+    "layernorm": NormType(lambda x, p, eps: layer_norm(x, p["scale"], p.get("bias"), eps),
+                          gpt2=True, lens=True),
+    # RMSNorm (Zhang & Sennrich 2019, eq. 4): scale 1 and no bias.
+    "rmsnorm": NormType(lambda x, p, eps: rms_norm(x, p["scale"], eps), bias=False),
+    # DyT (Zhu et al. 2025, section 3: alpha_0 = 0.5 by default, gamma ones, beta zeros; no bias
+    # under bias=False, as their LLaMA code has none); with it the model learns a scalar on the
+    # embedding (their LLaMA code's shared_scale: init.embedding_scale_init). It computes no
+    # statistic, so LayerNorm scaling gives it no rule.
+    "dyt": NormType(lambda x, p, eps: dyt(x, p["alpha"], p["scale"], p.get("bias")), alpha=True,
+                    statistics=False, embedding_scale=True),
+}
+NORM_TYPES = tuple(NORMALISERS)  # what normalises (normaliser); NORMS: where
+
+
+def normaliser(norm_type: str) -> NormType:
+  """The table entry of a norm type (``model.norm_type``, ``model.final_norm``); an unknown
+  name is a one-line error naming the field."""
+  try:
+    return NORMALISERS[norm_type]
+  except KeyError:
+    raise errors.ConfigError(f"model.norm_type={norm_type!r}: expected one of {NORM_TYPES}") from None
+
+
 def norm_params(cfg, *lead: int, norm_type: str | None = None, alpha: float = 0.0) -> dict:
   """A norm's leaves for ``norm_type`` (default ``cfg.norm_type``; ``lead``: a stacked layer
-  axis, if any).
-
-  LayerNorm: scale 1, bias 0. RMSNorm: scale 1 (Zhang & Sennrich 2019 has no bias). DyT:
-  ``alpha`` (one scalar per norm) ``alpha`` if given, else ``dyt_alpha_init``, scale 1, bias 0
-  (Zhu et al. 2025, section 3: alpha_0 = 0.5 by default, gamma ones, beta zeros).
-  ``bias=False``: no ``bias`` (DyT's too: Zhu et al.'s LLaMA code has none).
+  axis, if any), as its ``NormType`` says: ``alpha`` (one scalar per norm) ``alpha`` if given,
+  else ``dyt_alpha_init``; ``scale`` 1; ``bias`` 0.
   """
-  norm_type = norm_type or cfg.norm_type
+  entry = normaliser(norm_type or cfg.norm_type)
   D, dtype = cfg.d_model, jnp.dtype(cfg.param_dtype)
-  ones, zeros = jnp.ones((*lead, D), dtype), jnp.zeros((*lead, D), dtype)
-  bias = {"bias": zeros} if cfg.bias else {}
-  if norm_type == "layernorm":
-    return {"scale": ones, **bias}
-  if norm_type == "rmsnorm":
-    return {"scale": ones}
-  if norm_type == "dyt":
-    return {"alpha": jnp.full(lead, alpha or cfg.dyt_alpha_init, dtype), "scale": ones, **bias}
-  raise errors.ConfigError(f"model.norm_type={norm_type!r}: expected one of {NORM_TYPES}")
+  leaves = {"alpha": jnp.full(lead, alpha or cfg.dyt_alpha_init, dtype)} if entry.alpha else {}
+  leaves["scale"] = jnp.ones((*lead, D), dtype)
+  if entry.bias and cfg.bias:
+    leaves["bias"] = jnp.zeros((*lead, D), dtype)
+  return leaves
 
 
 def dyt_alphas(cfg) -> dict[str, float]:
@@ -98,21 +134,14 @@ def dyt_alphas(cfg) -> dict[str, float]:
 def norm_size(cfg, norm_type: str | None = None) -> int:
   """The number of parameters of one norm of ``norm_type`` (default ``cfg.norm_type``):
   ``norm_params`` without a lead axis."""
-  norm_type = norm_type or cfg.norm_type
-  biased = cfg.bias and norm_type != "rmsnorm"  # LayerNorm's and DyT's bias
-  return (1 + biased) * cfg.d_model + (norm_type == "dyt")
+  entry = normaliser(norm_type or cfg.norm_type)
+  return (1 + (entry.bias and cfg.bias)) * cfg.d_model + entry.alpha
 
 
 def normalise(x: jax.Array, p: Mapping[str, Any], norm_type: str = "layernorm",
               eps: float = 1e-5) -> jax.Array:
   """The residual norm ``norm_type`` with leaves ``p`` (``norm_params``'s)."""
-  if norm_type == "layernorm":
-    return layer_norm(x, p["scale"], p.get("bias"), eps)  # no bias: ModelConfig.bias=False
-  if norm_type == "rmsnorm":
-    return rms_norm(x, p["scale"], eps)
-  if norm_type == "dyt":
-    return dyt(x, p["alpha"], p["scale"], p.get("bias"))
-  raise errors.ConfigError(f"model.norm_type={norm_type!r}: expected one of {NORM_TYPES}")
+  return normaliser(norm_type).apply(x, p, eps)
 
 
 # ----------------------------------------------------------------------------- the residual pattern
@@ -146,9 +175,10 @@ class Placement:
   """Where a norm sits: ``sublayer(x, f, n, n_out, site)`` is one residual sublayer (``f`` its
   branch, ``n`` its norm, ``n_out`` a branch-output norm, ``site`` the layer's ``Site``),
   ``final_norm`` whether the model normalises the last stream before the head (``ln_f``).
-  Every reader of the model (``block_forward``, the parameter count, the Flax twin, the lens)
-  looks a placement up here (``placement``), so an unknown one is an error everywhere rather
-  than silently one of these."""
+  Every reader of the model (``block_forward``, the init, the parameter count, the config's
+  checks, the Flax twin, the export, the lens) looks a placement up here (``placement``) and
+  reads its facts below, so an unknown one is an error everywhere rather than silently one of
+  these."""
 
   sublayer: Callable[[jax.Array, Callable, Callable, Callable | None, Site], jax.Array]
   final_norm: bool
@@ -157,15 +187,22 @@ class Placement:
   init_gain: Callable[[int], float] | None = None  # init gain from n_layer (block_init_stds)
   by_layer: bool = False  # the pattern differs by layer: block_forward needs the layer index
   depth_scaling: bool = False  # takes model.norm_depth_scaling (a pre-norm to scale)
+  own_depth_rule: bool = False  # a rule by depth of its own: CompleteP's depth_rule is refused
+  init: str = "gpt2"  # the init scheme init="auto" resolves to (model_config.resolve_init)
+  gpt2: bool = False  # GPT-2's block (pre-norm, a final ln_f): writable as GPT-2 weights
+  # Direct logit attribution's linearisation (tools/lens.py): "final" (one frozen final norm,
+  # one direction for every component), "blocks" (pulled back through every later block's
+  # norm), None (none).
+  lens: str | None = None
 
 
 PLACEMENTS: dict[str, Placement] = {
     # Pre-norm x + F(N(x)) (GPT-2; Xiong et al. 2020), with a final norm; N(x) / sqrt(l) under
     # norm_depth_scaling (Sun et al. 2025, section 4, eq. for LayerNorm scaling).
     "pre": Placement(lambda x, f, n, n_out, s: x + f(_scaled(n(x), s)), final_norm=True,
-                     depth_scaling=True),
+                     depth_scaling=True, gpt2=True, lens="final"),
     # Post-norm N(x + F(x)) (Vaswani et al. 2017, section 3.1), no final norm.
-    "post": Placement(lambda x, f, n, n_out, s: n(x + f(x)), final_norm=False),
+    "post": Placement(lambda x, f, n, n_out, s: n(x + f(x)), final_norm=False, lens="blocks"),
     # Peri-LN x + N_out(F(N(x))) (Kim et al. 2025, section 3, eq. 3; Sandwich-LN, Ding et al.
     # 2021; Gemma 2's post-attention/post-FFW norms): a second norm on each branch output.
     "peri": Placement(lambda x, f, n, n_out, s: x + n_out(f(n(x))), final_norm=True, out_norm=True),
@@ -173,13 +210,14 @@ PLACEMENTS: dict[str, Placement] = {
     # stream and its output is normalised; the one norm per sublayer sits in ln_1 / ln_2.
     "reordered": Placement(lambda x, f, n, n_out, s: x + n(f(x)), final_norm=True),
     # DeepNorm N(alpha x + F(x)) (Wang et al. 2022, "DeepNet", section 3 and Figure 2, the
-    # decoder-only column): alpha = (2L)^(1/4), init gain beta = (8L)^(-1/4); post-LN, so no
-    # final norm.
+    # decoder-only column): alpha = (2L)^(1/4), init gain beta = (8L)^(-1/4), which multiplies
+    # Xavier's init (so init="auto" is Xavier); post-LN, so no final norm.
     "deepnorm": Placement(lambda x, f, n, n_out, s: n(s.alpha * x + f(x)), final_norm=False,
-                          alpha=lambda L: (2 * L) ** 0.25, init_gain=lambda L: (8 * L) ** -0.25),
+                          alpha=lambda L: (2 * L) ** 0.25, init_gain=lambda L: (8 * L) ** -0.25,
+                          own_depth_rule=True, init="xavier"),
     # Mix-LN (Li et al. 2024, section 4): post-LN in the first mix_post_layers(cfg) blocks, pre-LN
     # after; the pre-LN part ends in a final norm (the paper's code keeps LLaMA's).
-    "mix": Placement(_mix, final_norm=True, by_layer=True),
+    "mix": Placement(_mix, final_norm=True, by_layer=True, own_depth_rule=True),
 }
 NORMS = tuple(PLACEMENTS)
 

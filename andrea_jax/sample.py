@@ -12,7 +12,8 @@ attention hook (branches.py's ``qkv_project`` at the absolute positions ``pos..p
 rotary queries and keys are rotated where they stand, its ``out_project``, attention.py's
 ``causal_attend``) and ``unembed``, so pre-/post-norm, every activation, ``qk_norm``, RoPE
 and muP's scales behave exactly as in ``model.forward``; the layer loop is a ``lax.scan``
-over the stacked block params with the per-layer caches as xs and the updated caches as ys.
+over the stacked block params (``model.scan_layers``) with the per-layer caches as xs and the
+updated caches as ys.
 Attention always uses the XLA ``causal_attend`` path (``cfg.attention_impl`` is
 ignored here: the cache needs an explicit position mask).
 
@@ -61,8 +62,8 @@ def _blocks_cached(params: Params, x_BTD: jax.Array, cache: Cache, pos: jax.Arra
   mask_BTC = jnp.broadcast_to(
       jnp.arange(C)[None, :] <= (pos + jnp.arange(T))[:, None], (B, T, C))
 
-  def layer(x_BTD, xs):
-    block, k_BCHK, v_BCHK, index = xs
+  def layer(x_BTD, block, index, cache_l):
+    k_BCHK, v_BCHK = cache_l
     written = {}
 
     def cached_attention(h_BTD, attn):
@@ -77,9 +78,7 @@ def _blocks_cached(params: Params, x_BTD: jax.Array, cache: Cache, pos: jax.Arra
     x_BTD = model.block_forward(block, x_BTD, cfg, attn_fn=cached_attention, layer=index)
     return x_BTD, (written["k"], written["v"])
 
-  x_BTD, cache = jax.lax.scan(layer, x_BTD, (params["blocks"], *cache, jnp.arange(cfg.n_layer)),
-                              unroll=cfg.scan_unroll)
-  return x_BTD, cache
+  return model.scan_layers(layer, x_BTD, params["blocks"], cfg, cache)  # the new cache as ys
 
 
 def forward_cached(params: Params, tokens_BT: jax.Array, cache: Cache, pos: jax.Array | int,

@@ -109,17 +109,50 @@ def claim(workdir: str, enabled: bool = True) -> Iterator[Claim]:
 
 class Clock:
   """A run's wall time over all its segments: what earlier segments recorded (their
-  summaries and metrics rows, the newest of them) plus this segment's, from its start."""
+  summaries and metrics rows, the newest of them) plus this segment's, from its start.
+
+  Beside it, the run's training time (``training_seconds``, the rows' ``train_time_s``): the
+  wall seconds of its steps alone, from ``start_training`` (the loop calls it once the step is
+  compiled and the step-0 evaluation is done) on, the stretches inside ``not_training``
+  (evaluations, task scoring, checkpoint saves, diagnostics probes) left out, added to what
+  earlier segments recorded. What a seconds-to-target reading counts (modded-nanogpt's
+  ``training_time_ms`` stops its clock for validation the same way: benchmarks/speedrun.py).
+  """
 
   def __init__(self, workdir: str, dirs=(), start: float | None = None):
-    earlier = [0.0]
+    earlier, trained = [0.0], [0.0]
     for d in (workdir, *dirs):
       rows = [read_summary(d) or {}, *metrics.read_metrics(d)]
       earlier += [r["wall_time_s"] for r in rows if r.get("wall_time_s") is not None]
+      trained += [r["train_time_s"] for r in rows if r.get("train_time_s") is not None]
     self.earlier, self.start = max(earlier), time.time() if start is None else start
+    # Training seconds: earlier segments', this segment's banked ones, the running stretch's start.
+    self.trained_earlier, self.trained, self.since = max(trained), 0.0, None
 
   def seconds(self) -> float:
     return self.earlier + time.time() - self.start
+
+  def start_training(self) -> None:
+    """The training clock runs from now (if it is not running already)."""
+    if self.since is None:
+      self.since = time.perf_counter()
+
+  def training_seconds(self) -> float:
+    running = time.perf_counter() - self.since if self.since is not None else 0.0
+    return self.trained_earlier + self.trained + running
+
+  @contextlib.contextmanager
+  def not_training(self):
+    """The training clock stands still inside (an evaluation, a save): it resumes after."""
+    running = self.since is not None
+    if running:
+      self.trained += time.perf_counter() - self.since
+      self.since = None
+    try:
+      yield
+    finally:
+      if running:
+        self.start_training()
 
 
 def describe(summary: dict, workdir: str) -> str:

@@ -70,3 +70,61 @@ def peer_available() -> str | None:
     return (f"the PyTorch peer is not installed ({e.name} missing): "
             f"pip install -r requirements-bench.txt")
   return None
+
+
+# ----------------------------------------------------------------------------- training (the speedrun)
+
+
+def nanogpt_adamw(net, t):
+  """``torch.optim.AdamW`` as nanoGPT configures it (model.py, ``configure_optimizers``: every
+  parameter of 2 or more dimensions decays, biases and LayerNorm gains do not; the rule
+  ``andrea_jax/step.py``'s ``DECAYED`` follows), at ``t``'s rate, betas, eps and decay."""
+  import torch  # pylint: disable=import-outside-toplevel
+  params = list(net.parameters())  # the tied embedding and head once
+  groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": t.weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+  return torch.optim.AdamW(groups, lr=t.learning_rate, betas=(t.b1, t.b2), eps=t.eps)
+
+
+def peer_train(cfg: model.ModelConfig, t, batches, val_batches: np.ndarray, lrs, clock=None
+               ) -> list[dict]:
+  """Train the peer (``peer_model``, ``nanogpt_adamw``, clipping at ``t.grad_clip``) for
+  ``t.steps`` updates on ``batches`` (the ``[B, T + 1]`` token windows ours trains on, in
+  order), update ``k`` at rate ``lrs[k]``, evaluating on ``val_batches`` (``[n, B, T + 1]``)
+  at step 0 (with ``t.eval_at_start``), every ``t.eval_every`` steps and at the end: each
+  evaluation's step, tokens, training seconds and loss. The seconds count the steps alone, the
+  evaluations left out, as ``workdir.Clock`` counts ours (``clock``: seconds, for tests)."""
+  import time  # pylint: disable=import-outside-toplevel
+  import torch  # pylint: disable=import-outside-toplevel
+  import torch.nn.functional as F  # pylint: disable=import-outside-toplevel
+  clock = clock or time.perf_counter
+  torch.manual_seed(t.seed)
+  net = peer_model(cfg)
+  opt = nanogpt_adamw(net, t)
+  loss_of = lambda ids: F.cross_entropy(  # nanoGPT's loss (model.py, forward): the mean over tokens
+      net(input_ids=ids[:, :-1]).logits.reshape(-1, cfg.vocab_size), ids[:, 1:].reshape(-1))
+  curve, trained = [], 0.0
+
+  def evaluate(step):
+    with torch.no_grad():
+      loss = float(np.mean([float(loss_of(torch.from_numpy(b).long())) for b in val_batches]))
+    curve.append({"step": step, "tokens": step * t.batch_size * cfg.block_size,
+                  "seconds": trained, "val_loss": loss})
+
+  if t.eval_at_start:
+    evaluate(0)
+  for step in range(1, t.steps + 1):
+    start = clock()  # the batch's fetch counts, as in ours (the loop's next(batches))
+    ids = torch.from_numpy(next(batches)).long()
+    for group in opt.param_groups:
+      group["lr"] = float(lrs[step - 1])
+    loss = loss_of(ids)
+    loss.backward()
+    if t.grad_clip > 0:
+      torch.nn.utils.clip_grad_norm_(net.parameters(), t.grad_clip)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    trained += clock() - start
+    if step % t.eval_every == 0 or step == t.steps:
+      evaluate(step)
+  return curve

@@ -253,9 +253,13 @@ class Study:
     ``costs`` (``seed_costs``, when the caller has them)."""
     b = self.grid(scale).budget
     per_seed, fixed = costs or self.seed_costs(scale)
-    budget = b.minutes - sum(fixed.values())
     plans = [dataclasses.replace(p, arms=tuple(dict.fromkeys(self.arm_of(a) for a in p.arms)))
              for p in (c.plan() for c in self.tested())]
+    # The arms no tested claim names (a table's, a figure's) train at their grid's seeds: off the top.
+    named = {a for p in plans for a in p.arms}
+    table = sum(per_seed[a.name] * len(self.seeds_of(scale, a.name)) for a in self.arms_at(scale)
+                if a.name not in named and a.name in per_seed)
+    budget = b.minutes - sum(fixed.values()) - table
     spreads = {c.key: self.spread_of(c) or power.Spread(math.nan, 0) for c in self.tested()}
     planned, seeds, level, family = power.admit(plans, spreads, per_seed, budget, b.min_seeds, self.power, 0.05)
     mine = {a.name for a in self.arms}

@@ -109,7 +109,7 @@ def test_every_matmul_takes_bfloat16_operands(impl):
 @pytest.mark.parametrize("impl", IMPLS)
 def test_the_remat_policy_recomputes_the_blocks(impl):
   # jax.checkpoint lowers the recomputed forward as named rematerialised computations in the
-  # scan's backward (no CSE barriers: under lax.scan none are needed, model._remat); without
+  # scan's backward (no CSE barriers: under lax.scan none are needed, model.remat); without
   # a policy only the "xla" kernel's own rematerialised query blocks remain.
   remats = lambda remat: lowered(impl, remat)[4].count("rematted_computation")
   assert remats(REMAT) > remats("none") + 50

@@ -1,5 +1,6 @@
 """Tests of the pure-function model: the seed's numbers, the exact counts, and gradients."""
 
+import ast
 import dataclasses
 import math
 
@@ -21,6 +22,7 @@ from andrea_jax.model import ModelConfig
 from andrea_jax.tools import toy
 from andrea_jax.tools.flax_model import AndreaLM, from_flax, to_flax
 from experiments.configs import andrea12m, andrea120m, andrea480m, common, tiny
+from tests.test_imports import module_files
 
 SMALL = ModelConfig(vocab_size=61, block_size=16, d_model=32, n_layer=3, n_head=4)
 
@@ -874,3 +876,54 @@ def test_bad_token_ids_and_lengths_are_rejected():
     jax.jit(model.forward, static_argnums=2)(params, jnp.zeros((1, 17), jnp.int32), cfg)
   # Under tracing the id check steps aside instead of breaking jit.
   jax.jit(model.forward, static_argnums=2)(params, jnp.zeros((1, 16), jnp.int32), cfg)
+
+
+# ----------------------------------------------------------------------------- one scan over layers
+
+
+def block_scans(source: str) -> list[str]:
+  """Each loop over layers or remat policy of its own in ``source``: a ``*.scan(...)`` call
+  whose arguments read ``[...]["blocks"]``, or a read of ``jax.checkpoint_policies`` (the remat
+  policy's name resolved); the code's first line."""
+  found = []
+  for node in ast.walk(ast.parse(source)):
+    scan = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+        node.func.attr == "scan" and any(
+            isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant)
+            and n.slice.value == "blocks" for a in node.args for n in ast.walk(a))
+    if scan or (isinstance(node, ast.Attribute) and node.attr == "checkpoint_policies"):
+      found.append(ast.get_source_segment(source, node).split("\n")[0])
+  return found
+
+
+def test_the_scan_finder_finds_planted_loops_over_layers():
+  planted = ('a = jax.lax.scan(step, x, (params["blocks"], jnp.arange(3)))\n'
+             'b = jax.lax.scan(step, x, keys)\n'
+             'c = nn.remat(Block, policy=getattr(jax.checkpoint_policies, policy))\n'
+             'd = jax.checkpoint(fn)\ne = model.scan_layers(step, x, params["blocks"], cfg)\n')
+  assert block_scans(planted) == ['jax.lax.scan(step, x, (params["blocks"], jnp.arange(3)))',
+                                  "jax.checkpoint_policies"]
+
+
+def test_the_layers_are_scanned_and_rematerialised_in_one_place():
+  # Issue 72: model.scan_layers is the one loop over the stacked blocks (the model, the
+  # sampler, the lens and the diagnostics walk it) and model.remat the one remat (the Flax
+  # twin passes it nn.remat). The tests' own layer loops (here, test_norms) are the checks.
+  found = {}
+  for module, path in module_files().items():
+    if module != "andrea_jax.model":
+      with open(path) as f:
+        hits = block_scans(f.read())
+      if hits:
+        found[module] = hits
+  assert found == {}, f"a loop over layers or a remat outside model.scan_layers / model.remat: {found}"
+
+
+def test_scan_layers_walks_each_block_with_its_index_and_its_slice():
+  cfg = ModelConfig(vocab_size=11, block_size=4, d_model=4, n_layer=3, n_head=1, scan_unroll=2)
+  blocks = {"w": jnp.arange(3.0)}
+  step = lambda x, block, layer, extra: (x + block["w"] * 10 + layer + extra, (layer, extra))
+  x, (layers, extras) = model.scan_layers(step, jnp.float32(0), blocks, cfg, jnp.asarray([0.5, 0.25, 0.0]))
+  assert float(x) == 30 + 3 + 0.75
+  np.testing.assert_array_equal(layers, [0, 1, 2])
+  np.testing.assert_array_equal(extras, [0.5, 0.25, 0.0])

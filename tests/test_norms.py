@@ -4,6 +4,7 @@ invariance, the per-layer constants of DeepNorm, Mix-LN and LayerNorm scaling ag
 loop written here, their inits, causality, the parameter count, the Flax twin, KV-cache
 sampling, the lens, the diagnostics and a short training run."""
 
+import ast
 import itertools
 import math
 import re
@@ -26,6 +27,7 @@ from andrea_jax.norms import Site
 from andrea_jax.tools import lens
 from andrea_jax.tools import toy
 from andrea_jax.tools.flax_model import AndreaLM, to_flax
+from tests.test_imports import module_files
 
 # (norm, norm_type, norm_depth_scaling): every placement x type, and LayerNorm scaling where
 # it is defined (pre-norm; LayerNorm or RMSNorm).
@@ -390,3 +392,50 @@ def test_mup_at_its_base_width_is_the_sp_model_in_the_new_placements(norm, lns):
   jax.tree.map(np.testing.assert_array_equal, a, b)
   tokens = jax.random.randint(jax.random.key(2), (1, 8), 0, sp.vocab_size)
   np.testing.assert_array_equal(model.forward(a, tokens, sp), model.forward(b, tokens, mup_cfg))
+
+
+# ----------------------------------------------------------------------------- a placement is its entry
+
+NORM_FIELDS = ("norm", "norm_type", "final_norm", "final_norm_type")
+
+
+def norm_name_tests(source: str) -> list[str]:
+  """Each ``X.norm == "pre"``-like comparison in ``source``: a norm field (``NORM_FIELDS``, as
+  an attribute or a bare name) against a string or a tuple of strings; the code line."""
+  def named(node):
+    return (isinstance(node, ast.Attribute) and node.attr in NORM_FIELDS) or \
+        (isinstance(node, ast.Name) and node.id in NORM_FIELDS)
+
+  def text(node):
+    items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+    return all(isinstance(i, ast.Constant) and isinstance(i.value, str) for i in items)
+
+  found = []
+  for node in ast.walk(ast.parse(source)):
+    if isinstance(node, ast.Compare):
+      sides = [node.left, *node.comparators]
+      if any(named(s) for s in sides) and any(text(s) for s in sides):
+        found.append(ast.get_source_segment(source, node))
+  return found
+
+
+def test_the_name_finder_finds_planted_tests_and_not_table_lookups():
+  planted = ('a = cfg.norm == "pre"\nb = self.norm_type != "dyt"\nc = cfg.norm in ("deepnorm", "mix")\n'
+             'd = norm_type == "layernorm"\ne = cfg.final_norm != "layernorm"\n'
+             'f = placement(cfg.norm).gpt2\ng = cfg.norm == other\nh = p.lens == "final"\n')
+  assert norm_name_tests(planted) == ['cfg.norm == "pre"', 'self.norm_type != "dyt"',
+                                      'cfg.norm in ("deepnorm", "mix")', 'norm_type == "layernorm"',
+                                      'cfg.final_norm != "layernorm"']
+
+
+def test_no_reader_tests_a_norm_by_name_outside_the_tables():
+  # Issue 72: every fact of a placement or a norm type is a field of its entry in norms.py
+  # (PLACEMENTS, NORMALISERS); a reader asks the entry, never the name.
+  found = {}
+  for module, path in module_files().items():
+    if module != "andrea_jax.norms":
+      with open(path) as f:
+        hits = norm_name_tests(f.read())
+      if hits:
+        found[module] = hits
+  assert found == {}, f"norm names tested outside norms.py (ask placement()/normaliser()): {found}"

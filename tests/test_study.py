@@ -304,3 +304,12 @@ def test_tokens_or_seconds_to_a_target_decide_a_claim_and_a_seed_that_never_reac
   # The report's figure: every arm's loss against tokens and against seconds.
   page = study.page({"scale": "cpu"}, a + b, str(tmp_path))
   assert "to_target_4.5.png" in page.plots and (tmp_path / "to_target_4.5.png").stat().st_size > 1000
+
+
+def test_a_budget_pays_for_the_arms_no_claim_tests_first():
+  # The norm menu's table-only arms (Gemma 2, DyT's alpha_0 sweep) train at their grid's seeds:
+  # the plan sizes the claims' arms within what is left, so the committed grid keeps the plan.
+  from experiments.studies import norm_menu  # pylint: disable=import-outside-toplevel
+  _, seeds, _, _ = norm_menu.STUDY.budget_plan("cpu")
+  assert seeds == norm_menu.PLANNED
+  assert any(l.startswith("The grid's seeds per arm keep the plan's") for l in norm_menu.STUDY.plan_lines("cpu"))

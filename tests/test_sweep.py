@@ -450,8 +450,8 @@ def test_a_cooldown_the_sweep_branches_is_the_fresh_wsd_group_bit_for_bit(tmp_pa
   fresh = str(tmp_path / "fresh")
   multi.train_members(registry.group_config("tiny", branch.cells[0].shared()),
                       [multi.Member(**m) for m in sweep_lib.members(branch.cells)], fresh)
-  clock = ("wall_time_s", "tokens_per_s", "mfu")
-  rows = lambda d: [{k: v for k, v in r.items() if k not in clock} for r in metrics.read_rows(f"{d}/metrics.jsonl")]
+  rows = lambda d: [{k: v for k, v in r.items() if k not in metrics.CLOCK_FIELDS}
+                    for r in metrics.read_rows(f"{d}/metrics.jsonl")]
   for cell in branch.cells:
     branched = rows(os.path.join(workdir, cell.path))
     assert [r["step"] for r in branched if "loss" in r] == list(range(1, 9))

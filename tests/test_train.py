@@ -78,6 +78,11 @@ def test_real_loop_learns_and_writes_its_outputs(full_run):
   s = json.loads((workdir / "summary.json").read_text())
   assert s["steps"] == 24 and s["final_val_loss"] < s["initial_val_loss"] - 1.0
   assert s["val_bpb"] == pytest.approx(metrics_lib.read_metrics(str(workdir))[-1]["val_bpb"])
+  # The training clock: the steps alone, so below the wall time and still at step 0's evaluation.
+  rows = metrics_lib.read_metrics(str(workdir))
+  trained = [r["train_time_s"] for r in rows]
+  assert trained[0] == 0.0 and trained == sorted(trained) and trained[-1] > 0
+  assert all(r["train_time_s"] < r["wall_time_s"] for r in rows if "wall_time_s" in r)
   assert 0 < s["val_bpb"] < s["final_val_loss"] / np.log(2)  # more than one byte per token
   assert s["n_params"] == model.count_params(model.ModelConfig(**small_config("x").model))
   assert len(s["corpus_fingerprint"]) == 64 and len(s["samples"]) == 1

@@ -203,6 +203,26 @@ def test_the_clock_counts_every_earlier_segment(tmp_path):
   assert workdir_lib.Clock(str(tmp_path / "new")).seconds() < 10  # a fresh run starts at zero
 
 
+
+def test_the_training_clock_leaves_out_what_is_not_training_and_counts_earlier_segments(
+    tmp_path, monkeypatch):
+  now = [10.0]
+  monkeypatch.setattr(workdir_lib.time, "perf_counter", lambda: now[0])
+  (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 5, "train_time_s": 7.0}) + "\n")
+  clock = workdir_lib.Clock(str(tmp_path))
+  now[0] += 3.0  # compiling and the step-0 evaluation: before the clock starts
+  assert clock.training_seconds() == 7.0
+  clock.start_training()
+  now[0] += 2.0  # steps
+  with clock.not_training():  # an evaluation
+    now[0] += 30.0
+    assert clock.training_seconds() == 9.0
+  now[0] += 1.0  # more steps
+  assert clock.training_seconds() == 10.0
+  with clock.not_training(), clock.not_training():  # nested: the clock stays stopped
+    now[0] += 5.0
+  assert clock.training_seconds() == 10.0
+
 def test_a_workdir_file_that_is_not_json_is_one_line_naming_it_and_the_fix(tmp_path):
   # Every JSON file of a workdir is read by files.read_json: a torn one is a user error.
   (tmp_path / "config.json").write_text('{"model": {')

@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from andrea_jax import errors
 from andrea_jax import mup
 from andrea_jax.model import ModelConfig
+from andrea_jax.norms import normaliser, placement
 
 # transformers' activation names <-> ours; gelu_pytorch_tanh is the same tanh GELU, fused;
 # relu2 is transformers' ReLUSquaredActivation, max(x, 0)^2.
@@ -41,7 +42,7 @@ class UnexportableError(InteropError, errors.ConfigError):
 
 def check_exportable(cfg: ModelConfig) -> None:
   """Refuse the ANDREA variants that a GPT-2 checkpoint cannot express."""
-  if cfg.norm != "pre":
+  if not placement(cfg.norm).gpt2:
     raise UnexportableError(f"model.norm={cfg.norm!r}: GPT-2 blocks are pre-norm (x + F(LN(x)) "
                             f"with a final ln_f); only model.norm='pre' can be written as GPT-2 "
                             f"weights")
@@ -49,7 +50,7 @@ def check_exportable(cfg: ModelConfig) -> None:
     raise UnexportableError("model.norm_depth_scaling=True: GPT-2's blocks do not scale their "
                             "LayerNorm outputs by 1/sqrt(layer); only norm_depth_scaling=False "
                             "can be written as GPT-2 weights")
-  if cfg.norm_type != "layernorm":
+  if not normaliser(cfg.norm_type).gpt2:
     raise UnexportableError(f"model.norm_type={cfg.norm_type!r}: GPT-2's norms are LayerNorms "
                             f"(scale and bias); only norm_type=layernorm can be written as GPT-2 "
                             f"weights")
@@ -57,7 +58,7 @@ def check_exportable(cfg: ModelConfig) -> None:
     raise UnexportableError("model.embedding_norm=True: GPT-2 adds wte and wpe with no norm "
                             "after them (no such weights in a GPT-2 checkpoint); export a model "
                             "trained with embedding_norm=False")
-  if cfg.final_norm != "layernorm":
+  if not normaliser(cfg.final_norm).gpt2:
     raise UnexportableError(f"model.final_norm_type={cfg.final_norm_type!r}: GPT-2's ln_f is a "
                             f"LayerNorm; export a model whose final norm is one "
                             f"(final_norm_type='' or 'layernorm')")

@@ -140,6 +140,26 @@ class LayerNorm(nn.Module):
     return norms.layer_norm(x_BTD, scale, bias, self.cfg.ln_eps)
 
 
+def _rms_norm(x, p, eps):
+  return x / jnp.sqrt(jnp.mean(x * x, axis=-1, keepdims=True) + eps) * p["scale"]
+
+
+def _dyt(x, p, eps):
+  del eps  # DyT has none
+  y = jnp.tanh(p["alpha"] * x) * p["scale"]
+  return y + p["bias"] if "bias" in p else y
+
+
+# The norm types' math written out again, independently of norms.NORMALISERS (which this twin
+# checks; LayerNorm's is the shared primitive, norms.layer_norm): ``(x, leaves, eps)`` with x
+# in at least float32. Which leaves a norm has is the table's (its NormType's bias and alpha).
+_NORM_MATH = {
+    "layernorm": lambda x, p, eps: norms.layer_norm(x, p["scale"], p.get("bias"), eps),
+    "rmsnorm": _rms_norm,
+    "dyt": _dyt,
+}
+
+
 class Norm(nn.Module):
   """The norm ``norm_type`` (default ``cfg.norm_type``; written out again, as the check of
   ``norms.normalise``): LayerNorm; RMSNorm ``scale * x / rms(x)``; DyT
@@ -154,23 +174,19 @@ class Norm(nn.Module):
   def __call__(self, x_BTD):
     cfg = self.cfg
     norm_type = self.norm_type or cfg.norm_type
+    entry = norms.normaliser(norm_type)  # an unknown name: the table's error
+    if norm_type not in _NORM_MATH:
+      raise errors.ConfigError(f"flax_model: model.norm_type={norm_type!r} has no Flax twin")
     D, dtype = x_BTD.shape[-1], jnp.dtype(cfg.param_dtype)
-    bias = lambda: self.param("bias", nn.initializers.zeros, (D,), dtype) if cfg.bias else None
-    if norm_type == "layernorm":
-      scale = self.param("scale", nn.initializers.ones, (D,), dtype)
-      return norms.layer_norm(x_BTD, scale, bias(), cfg.ln_eps)
-    x32 = x_BTD.astype(jnp.promote_types(x_BTD.dtype, jnp.float32))
-    if norm_type == "rmsnorm":
-      scale = self.param("scale", nn.initializers.ones, (D,), dtype)
-      y = x32 / jnp.sqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + cfg.ln_eps) * scale
-      return y.astype(x_BTD.dtype)
-    if norm_type == "dyt":
+    p = {}
+    if entry.alpha:
       alpha0 = self.alpha_init or cfg.dyt_alpha_init
-      alpha = self.param("alpha", nn.initializers.constant(alpha0), (), dtype)
-      scale, b = self.param("scale", nn.initializers.ones, (D,), dtype), bias()
-      y = jnp.tanh(alpha * x32) * scale
-      return (y if b is None else y + b).astype(x_BTD.dtype)
-    raise errors.ConfigError(f"flax_model: model.norm_type={norm_type!r} has no Flax twin")
+      p["alpha"] = self.param("alpha", nn.initializers.constant(alpha0), (), dtype)
+    p["scale"] = self.param("scale", nn.initializers.ones, (D,), dtype)
+    if entry.bias and cfg.bias:
+      p["bias"] = self.param("bias", nn.initializers.zeros, (D,), dtype)
+    x32 = x_BTD.astype(jnp.promote_types(x_BTD.dtype, jnp.float32))
+    return _NORM_MATH[norm_type](x32, p, cfg.ln_eps).astype(x_BTD.dtype)
 
 
 def rotate(x_BTHK, positions_T, base: float):
@@ -235,33 +251,34 @@ class Mlp(nn.Module):
 
 # The residual patterns written out again, independently of norms.PLACEMENTS (which this twin
 # checks): the names are the table's, so an unknown placement fails in norms.placement. ``c``
-# holds the layer's constants, computed again in Block from the papers' formulas.
+# holds the layer's constants, computed again in Block from the papers' formulas; DeepNet's
+# alpha = (2L)^(1/4) (Wang et al. 2022, Figure 2, decoder-only) is its pattern's own.
 _PATTERNS = {"pre": lambda x, f, norm, out, c: x + f(norm(x) * c["lns"]),
              "post": lambda x, f, norm, out, c: norm(x + f(x)),
              "peri": lambda x, f, norm, out, c: x + out(f(norm(x))),
              "reordered": lambda x, f, norm, out, c: x + norm(f(x)),
-             "deepnorm": lambda x, f, norm, out, c: norm(c["alpha"] * x + f(x)),
+             "deepnorm": lambda x, f, norm, out, c: norm((2.0 * c["L"]) ** 0.25 * x + f(x)),
              # both sublayers computed (the shared modules called twice), one kept
              "mix": lambda x, f, norm, out, c: jnp.where(c["post"], norm(x + f(x)), x + f(norm(x)))}
 
 
-def _sublayer(x, branch: Callable, norm: nn.Module, placement: str, multiplier: float = 1.0,
-              out: nn.Module | None = None, consts: dict | None = None):
+def _sublayer(x, branch: Callable, norm: nn.Module, placement: str, multiplier: float,
+              out: nn.Module | None, consts: dict):
   """Pre-norm ``x + F(LN(x))``; post-norm ``LN(x + F(x))``; ... (``_PATTERNS``); ``F`` times a
-  depth rule's ``multiplier`` (``mup.branch_multiplier``)."""
+  depth rule's ``multiplier`` (``mup.branch_multiplier``); ``out`` the branch-output norm (peri);
+  ``consts`` the layer's (``_layer_constants``)."""
   norms.placement(placement)  # an unknown name: the table's error
   if placement not in _PATTERNS:
     raise errors.ConfigError(f"flax_model: model.norm={placement!r} has no Flax twin yet")
   f = branch if multiplier == 1.0 else (lambda h: multiplier * branch(h))
-  return _PATTERNS[placement](x, f, norm, out, consts or {"lns": 1.0, "alpha": 1.0, "post": False})
+  return _PATTERNS[placement](x, f, norm, out, consts)
 
 
 def _layer_constants(cfg: ModelConfig, layer) -> dict:
-  """DeepNet's alpha = (2L)^(1/4) (Wang et al. 2022, Figure 2, decoder-only); Mix-LN's post-LN
-  flag, layer < floor(fraction * L + 1/2); LayerNorm scaling's 1 / sqrt(layer + 1)."""
+  """The depth ``L``; Mix-LN's post-LN flag, layer < floor(fraction * L + 1/2); LayerNorm
+  scaling's 1 / sqrt(layer + 1)."""
   L = cfg.n_layer
-  return {"alpha": (2.0 * L) ** 0.25 if cfg.norm == "deepnorm" else 1.0,
-          "post": layer < math.floor(cfg.mix_post_fraction * L + 0.5),
+  return {"L": L, "post": layer < math.floor(cfg.mix_post_fraction * L + 0.5),
           "lns": 1.0 / jnp.sqrt(layer + 1.0) if cfg.norm_depth_scaling else 1.0}
 
 
@@ -274,22 +291,14 @@ class Block(nn.Module):
   def __call__(self, x_BTD, layer):
     cfg = self.cfg
     m = mup.branch_multiplier(cfg)
-    peri = cfg.norm == "peri"
+    out_norm = norms.placement(cfg.norm).out_norm  # peri's ln_1_out, ln_2_out
     c = _layer_constants(cfg, layer)
     a = cfg.dyt_alpha_attn_init  # Zhu et al.'s attn_alpha_init_value (0: dyt_alpha_init)
     x_BTD = _sublayer(x_BTD, CausalSelfAttention(cfg, name="attn"), Norm(cfg, alpha_init=a, name="ln_1"),
-                      cfg.norm, m, Norm(cfg, alpha_init=a, name="ln_1_out") if peri else None, c)
+                      cfg.norm, m, Norm(cfg, alpha_init=a, name="ln_1_out") if out_norm else None, c)
     x_BTD = _sublayer(x_BTD, Mlp(cfg, name="mlp"), Norm(cfg, name="ln_2"), cfg.norm, m,
-                      Norm(cfg, name="ln_2_out") if peri else None, c)
+                      Norm(cfg, name="ln_2_out") if out_norm else None, c)
     return x_BTD, None
-
-
-def _remat(block_cls, policy: str):
-  if policy == "none":
-    return block_cls
-  if policy == "full":
-    return nn.remat(block_cls, prevent_cse=False)
-  return nn.remat(block_cls, prevent_cse=False, policy=getattr(jax.checkpoint_policies, policy))
 
 
 class AndreaLM(nn.Module):
@@ -309,14 +318,14 @@ class AndreaLM(nn.Module):
     if cfg.position == "learned":  # rope: the positions rotate q and k in the attention
       x_BTD = x_BTD + embed(cfg.block_size, nn.initializers.normal(0.02), "wpe")(jnp.arange(T))
     x_BTD = x_BTD * jnp.asarray(mup.embedding_multiplier(cfg), x_BTD.dtype)
-    if cfg.norm_type == "dyt":  # Zhu et al.'s learned scalar on the embedding, sqrt(D) at init
+    if norms.normaliser(cfg.norm_type).embedding_scale:  # Zhu et al.'s, sqrt(D) at init
       scale = self.param("emb_scale", nn.initializers.constant(math.sqrt(cfg.d_model)), (),
                          jnp.dtype(cfg.param_dtype))
       x_BTD = x_BTD * scale.astype(x_BTD.dtype)
     if cfg.embedding_norm:  # OLMo-core's embedding_norm: after the embedding scale
       x_BTD = Norm(cfg, name="ln_emb")(x_BTD)
     # Every layer its own parameters, stacked on a leading n_layer axis like init_params.
-    blocks = nn.scan(_remat(Block, cfg.remat_policy), variable_axes={"params": 0},
+    blocks = nn.scan(model.remat(Block, cfg.remat_policy, nn.remat), variable_axes={"params": 0},
                      split_rngs={"params": True}, length=cfg.n_layer, unroll=cfg.scan_unroll)
     x_BTD, _ = blocks(cfg, name="blocks")(x_BTD, jnp.arange(cfg.n_layer))  # and each layer's index
     if norms.placement(cfg.norm).final_norm:

@@ -2,8 +2,9 @@
 
 Every block reads the residual stream through a LayerNorm and adds its branch's output
 back. This module runs the model's own pieces (``model.embed``, ``model.block_forward`` with hooks,
-``branches.attention``, ``branches.mlp``, ``model.unembed``) under the same ``lax.scan``
-over the stacked blocks and returns, beside the logits, what the scan saw:
+``branches.attention``, ``branches.mlp``, ``model.unembed``) under the model's own scan
+over the stacked blocks (``model.scan_layers``) and returns, beside the logits, what the
+scan saw:
 
     capture points  p = 0 .. 2L     0: after the embedding, 2l+1: after block l's attention
                                     sublayer, 2l+2: after its MLP sublayer  (suffix P)
@@ -105,8 +106,7 @@ def scan_blocks(params: Params, tokens_BT, cfg: ModelConfig, *,
   x0 = model.embed(params, tokens_BT, cfg)
   layer_xs = {} if layer_xs is None else layer_xs
 
-  def step(x, xs):
-    block, extra, index = xs
+  def step(x, block, index, extra):
     layer = {}
     if head_fn is not None:
       def attn_fn(h, attn):
@@ -132,8 +132,7 @@ def scan_blocks(params: Params, tokens_BT, cfg: ModelConfig, *,
     out["layer"] = {k: v for k, v in layer.items() if v is not None}
     return x2, out
 
-  final, ys = jax.lax.scan(step, x0, (params["blocks"], layer_xs, jnp.arange(cfg.n_layer)),
-                           unroll=cfg.scan_unroll)
+  final, ys = model.scan_layers(step, x0, params["blocks"], cfg, layer_xs)
   points = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), point_fn(x0),
                         _flatten_pairs(ys["points"]))
   return final, points, _flatten_pairs(ys["sub"]), ys["layer"]
@@ -254,17 +253,19 @@ def _dot(a_BTD, b_BTD):
 def attribution_refusal(cfg: ModelConfig) -> str | None:
   """Why ``direct_logit_attribution`` cannot read this model (one line), or None if it can.
 
-  Its linearisations are pre-norm's (one frozen ``ln_f``; LayerNorm scaling changes only what
-  the branches read, so it is pre-norm's too) and post-norm's (every later block's norm),
-  both with LayerNorm; peri, reordered, deepnorm (alpha on the stream) and mix have none here.
+  Its linearisations are the placement's ``lens`` (``norms.PLACEMENTS``): pre-norm's "final"
+  (one frozen ``ln_f``; LayerNorm scaling changes only what the branches read, so it is
+  pre-norm's too) and post-norm's "blocks" (every later block's norm), both with a norm type
+  whose ``lens`` is set (LayerNorm's); peri, reordered, deepnorm (alpha on the stream) and mix
+  have none here.
   """
-  if cfg.norm not in ("pre", "post"):
-    norms.placement(cfg.norm)  # an unknown name: the table's own error
-    return f"model.norm={cfg.norm!r} has no linearisation here (pre and post do)"
-  if cfg.norm_type != "layernorm":
+  if norms.placement(cfg.norm).lens is None:
+    some = " and ".join(name for name, p in norms.PLACEMENTS.items() if p.lens)
+    return f"model.norm={cfg.norm!r} has no linearisation here ({some} do)"
+  if not norms.normaliser(cfg.norm_type).lens:
     return (f"model.norm_type={cfg.norm_type!r}: the frozen-std linearisation is LayerNorm's; "
             f"use norm_type=layernorm")
-  if cfg.final_norm != "layernorm":
+  if not norms.normaliser(cfg.final_norm).lens:
     return (f"model.final_norm_type={cfg.final_norm_type!r}: the frozen-std linearisation is "
             f"LayerNorm's; use final_norm_type='' (norm_type's)")
   return None
@@ -291,7 +292,7 @@ def direct_logit_attribution(params: Params, tokens_BT, targets_BT, cfg: ModelCo
     raise errors.ConfigError(f"direct_logit_attribution: {refusal}")
   u_BTD = _unembedding_rows(params, targets_BT, cfg)
   w_out = params["blocks"]["attn"]["w_out"]
-  if cfg.norm == "pre":
+  if norms.placement(cfg.norm).lens == "final":
     final, _, _, _ = scan_blocks(params, tokens_BT, cfg)
     ln_f = params["ln_f"]
     d_BTD = _through_ln(u_BTD, ln_f["scale"], _inv_std(final, cfg.ln_eps))
