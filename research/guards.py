@@ -22,11 +22,11 @@ THRESHOLDS = {"margin": "margin {:g}", "bound": "bound {:g}", "against": "margin
 def judged_records(claim, data: kinds.Data) -> list:
   """The records ``claim`` is judged on: its arms' at its ``at`` point and ``rate`` if named; a
   finding's at the point and rates it found."""
-  at = getattr(claim, "at", ())
-  at = dict(at) if isinstance(at, tuple) else {}  # "largest": no single point
-  rates = None if getattr(claim, "rate", None) is None else {claim.rate}
-  if callable(getattr(claim, "find", None)):
-    _, point, settings, _ = claim.find(data)  # (verdict, point, [(arm, rate)], lines)
+  at = dict(claim.at) if isinstance(claim.at, tuple) else {}  # "largest": no single point
+  rates = None if claim.rate is None else {claim.rate}
+  found = claim.find(data)  # (verdict, point, [(arm, rate)], lines) of a finding
+  if found is not None:
+    _, point, settings, _ = found
     at, rates = {**at, **point}, ({lr for _, lr in settings} or None)
   arms = set(claim.needs())
   return list({id(rec): rec for arm, point, run, rec in data.rows
@@ -56,7 +56,7 @@ def _states(title: str, value: float) -> bool:
 
 def title(claim) -> str:
   """The claim's text, plus the ``THRESHOLDS`` its rule's text names where the claim omits them."""
-  rule = claim.rule() if callable(getattr(claim, "rule", None)) else ""
+  rule = claim.rule()
   found = []
   for name, form in THRESHOLDS.items():
     v = getattr(claim, name, None)

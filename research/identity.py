@@ -17,6 +17,7 @@ import pathlib
 import subprocess
 from typing import Iterable
 
+from research import registry
 from research.provenance import ROOT, git
 
 # The rule modules every study shares, after its own file and the framework's (repository-relative).
@@ -32,8 +33,8 @@ FILE_ROOTS = ("STUDY", "judge", "decide")
 
 
 def study_modules(study: str) -> tuple[str, ...]:
-  """The rule modules of ``study``, its own file first."""
-  return (f"experiments/studies/{study}.py", *FRAMEWORK_MODULES, *SHARED_MODULES)
+  """The rule modules of ``study``, its own file first (``registry.source``)."""
+  return (registry.source(study), *FRAMEWORK_MODULES, *SHARED_MODULES)
 
 
 # ----------------------------------------------------------------------------- one module

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import itertools
 import math
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, Callable, ClassVar, Mapping, NamedTuple
 
 import numpy as np
 from scipy import stats as sps
@@ -176,31 +177,70 @@ class Section:
 
 
 @dataclasses.dataclass(frozen=True)
-class Claim:
-  """What every kind has: its text, its Holm family (None: judged alone), its planned effect and that effect's source."""
+class Claim(abc.ABC):
+  """What every kind has: its text, its Holm family (None: judged alone), its planned effect and that effect's source.
+
+  What the framework calls of a kind, each kind defines (one missing is refused when the kind is
+  defined): ``needs``, ``quantity_text``, ``unit``, ``rule`` and ``test``. What it reads of any
+  kind has a default here: ``CHOICES``, ``at``, ``rate``, ``over``, ``predict``, ``margin``,
+  ``power``, ``section``, ``plan``, ``figures`` and ``find``."""
   claim: str
   family: str | None = "main"
   effect: float = NAN
   source: str = ""
 
+  # The values each text parameter may take (``checks.claim_parameters`` refuses any other, the
+  # field's default apart); a parameter not named here takes any text (an arm, an axis).
+  CHOICES: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+  # The fields below, where a kind has none: the grid point it is judged at (``((axis, value), ...)``), the one rate
+  # it reads (None: every rate), the axis at whose values it is judged (the pilot's spreads), what it
+  # predicts (``same``: an equivalence test), an equivalence's margin (None: none it can be planned
+  # for) and its power (None: the study's).
+  at = ()
+  rate = None
+  over = ""
+  predict = ""
+  margin = None
+  power = None
+
+  def __init_subclass__(cls, **kwargs):
+    super().__init_subclass__(**kwargs)
+    missing = [m for m in sorted(Claim.__abstractmethods__) if getattr(getattr(cls, m), "__isabstractmethod__", False)]
+    fields = {f for c in cls.__mro__ for f in vars(c).get("__annotations__", {})}
+    unknown = sorted(set(cls.CHOICES) - fields)
+    if missing or unknown:
+      raise TypeError(f"claim kind {cls.__name__}: " + "; ".join(
+          ([f"defines no {', '.join(missing)} (every kind defines {', '.join(sorted(Claim.__abstractmethods__))})"]
+           if missing else []) + ([f"CHOICES names {unknown}, which are not its fields"] if unknown else [])))
+
   @property
   def test_kind(self) -> str:
     """``equivalent`` where the claim predicts ``same`` (TOST), else ``directed`` (a finding: ``finding``)."""
-    return "equivalent" if getattr(self, "predict", "") == "same" else "directed"
+    return "equivalent" if self.predict == "same" else "directed"
 
   @property
   def key(self) -> str:
     return self.claim
 
+  @abc.abstractmethod
   def needs(self) -> tuple[str, ...]:
-    raise NotImplementedError
+    """The arms the claim reads."""
 
+  @abc.abstractmethod
   def quantity_text(self) -> str:
-    raise NotImplementedError
+    """The per-seed quantity in words, as the power plan and the verdict name it."""
 
+  @abc.abstractmethod
   def unit(self) -> str:
     """The unit of the claim's estimate (``LOSS``, ``LOG_RATE``, ...), printed beside it."""
-    raise NotImplementedError
+
+  @abc.abstractmethod
+  def rule(self) -> str:
+    """The decision rule in words, printed under the verdict."""
+
+  @abc.abstractmethod
+  def test(self, data: Data) -> claims.Test:
+    """The claim's test on ``data``: its effect and p for and against (``claims.decide_family`` decides)."""
 
   def section(self, data: Data, out: str) -> Section | None:
     """What the claim adds to the report beyond its verdict (None: nothing)."""
@@ -208,9 +248,17 @@ class Claim:
 
   def plan(self) -> power.ClaimPlan:
     return power.ClaimPlan(self.key, self.claim, self.quantity_text(), self.test_kind,
-                           self.effect, getattr(self, "margin", None) if self.test_kind ==
-                           "equivalent" else None, self.source, self.needs(),
-                           getattr(self, "power", None))
+                           self.effect, self.margin if self.test_kind == "equivalent" else None,
+                           self.source, self.needs(), self.power)
+
+  @classmethod
+  def figures(cls, claims_of_kind: list, data: Data, out: str) -> list[str]:
+    """The plots the claims of this kind draw together, into ``out`` (their file names)."""
+    return []
+
+  def find(self, data: Data) -> tuple[str, dict, list[tuple[str, float]], list[str]] | None:
+    """A finding's ``(verdict, point, [(arm, rate)], lines)``: where it found what it reports (None: not a finding)."""
+    return None
 
 
 def slope(xs: list[float], ys: list[float]) -> float:

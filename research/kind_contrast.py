@@ -93,6 +93,10 @@ class Probe:
     return out
 
 
+# What ``decide`` decides: ``higher``/``lower`` than a bound, the ``same`` within a margin, or ``below`` one.
+PREDICTIONS = ("higher", "lower", "same", "below")
+
+
 def decide(parts: list[stats.Effect], predict: str, margin: float = NAN, bound: float = 0.0,
            against: float = NAN, holm: str = "", flat: tuple[stats.Effect, ...] = ()) -> tuple[float, float]:
   """``(p for, p against)`` of ``parts[0]``. ``same``: TOST within ``+-margin`` for, decisively outside
@@ -166,6 +170,7 @@ class Contrast(Claim):
   learns: str = "interval"
   report: tuple[str, ...] = ()
   beside: tuple[str, ...] = ()
+  CHOICES = {"predict": PREDICTIONS, "quantity": tuple(QUANTITIES), "holm": ("every", "first"), "learns": tuple(LEARNS)}
 
   def needs(self) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*(a for t in (self.terms, *self.also) for a, _ in t), *self.flat)))
@@ -319,6 +324,7 @@ class Alike(Claim):
   learns: str = "interval"
   # Power per part (None: the study's); all k parts must pass, so each is planned at power ** (1 / k).
   power: float | None = None
+  CHOICES = {"pairs": ("reference", "every"), "predict": ("same", "below"), "learns": tuple(LEARNS)}
 
   def needs(self) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*self.arms, self.reference) if self.pairs == "reference" else self.arms))

@@ -26,7 +26,7 @@ from research import stats
 from research.kind_base import (
     _missing, at_text, axis_optima, Claim, Data, LEARNS, local_slopes, LOG_RATE, LOG_RATIO, log_text, LOSS, NAN,
     not_located, per_doubling, seed_slopes, span, words)
-from research.kind_contrast import decide
+from research.kind_contrast import decide, PREDICTIONS
 
 FITS = ("fitted", "basin", "bracketed")
 
@@ -61,6 +61,7 @@ class Slope(Claim):
   learns: str = "interval"
   min_points: int = 3
   also: tuple[str, ...] = ()
+  CHOICES = {"of": (*FITS, "sensitivity", "fixed_rate"), "predict": PREDICTIONS, "learns": tuple(LEARNS)}
 
   def plan(self):
     return dataclasses.replace(super().plan(), margin=self.bound(None) if self.predict == "same" else None)

@@ -118,6 +118,7 @@ class Finding(Claim):
   bound: float = 2.0
   names: tuple[str, ...] = ()  # the overrides that name an arm in the finding
   test_kind = "finding"
+  CHOICES = {"reads": ("excess", "drift")}
 
   def needs(self) -> tuple[str, ...]:
     return tuple(dict.fromkeys(self.arms + tuple(b for _, b in self.beside)))
@@ -256,6 +257,7 @@ class Runaway(Claim):
   reads: str = "overshoot"
   margin: float = NAN
   window: float = NAN
+  CHOICES = {"reads": ("overshoot", "loss")}
 
   def needs(self) -> tuple[str, ...]:
     return (self.arm, self.reference)

@@ -2,6 +2,7 @@
 
 Each kind is a frozen record of its parameters: it turns a study's ``Data`` into a
 ``claims.Test`` and states its power ``plan`` (none for a ``"finding"``: ``Finding``, ``Choice``).
+What a kind must define, and the parameter values it declares (``CHOICES``), are ``Claim``'s.
 docs/study.md describes them. Each lives in the module of its family: ``kind_base`` (``Data``,
 ``Claim``, ``Section``, the p-value helpers), ``kind_contrast``, ``kind_choice``,
 ``kind_zloss`` and ``kind_recipe``.

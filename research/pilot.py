@@ -136,10 +136,10 @@ def run_gate(study, scale: str, workdir: str, parallel: int = 1, gpus: int = 0,
 
 def _points(claim, data: kinds.Data) -> list[tuple]:
   """The grid points a claim is judged at: its ``at``, at each value of its ``over`` axis."""
-  if not getattr(claim, "over", ""):
-    return [tuple(getattr(claim, "at", ()))]
+  if not claim.over:
+    return [tuple(claim.at)]
   values = set.intersection(*(set(data.values(a, claim.over)) for a in claim.needs()))
-  return [(*getattr(claim, "at", ()), (claim.over, v)) for v in sorted(values)]
+  return [(*claim.at, (claim.over, v)) for v in sorted(values)]
 
 
 def spreads(study, cells: list[dict]) -> dict[str, power.Spread]:

@@ -250,7 +250,7 @@ def record_verdicts(study: str, index: dict, verdicts: list, where: str) -> str 
   path = os.path.join(where, BEFORE)
   if os.path.exists(path):
     return None
-  body = {"commit": index["rules"].get("commit"), "rules": f"experiments/studies/{study}.py",
+  body = {"commit": index["rules"].get("commit"), "rules": registry.source(study),
           "verdicts": [_brief(v) for v in verdicts]}
   atomic_write(path, json.dumps(rounded(body), indent=1, allow_nan=True).encode("utf-8"))
   return path

@@ -119,7 +119,7 @@ class Study:
     plateau = {n for a in self.arms if not a.learns for n in (a.name, *a.also)}
     for c in self.claims:
       named = sorted(plateau & set(c.needs()))
-      if named and (getattr(c, "predict", "") == "same" or isinstance(c, kinds.Alike)):
+      if named and (c.predict == "same" or isinstance(c, kinds.Alike)):
         raise errors.ConfigError(f"study {self.name!r}: claim {c.claim!r} calls {named} a match, but the "
                                  f"study declares {'it' if len(named) == 1 else 'them'} not to learn "
                                  f"(Arm(learns=False)): claim a deficit instead, or drop the declaration")
@@ -349,7 +349,7 @@ class Study:
     notes = ["## Power plan", "", *self.plan_lines(scale)] if scale in self.scales and self.tested() else []
     page = reporting.Page(verdicts=verdicts, method=method, sections=provenance.code_lines(cells) + table,
                           plots=[plot_curves(own, out)], results={"table": rows, "verdicts": verdicts}, notes=notes)
-    for kind in dict.fromkeys(type(c) for c in self.claims if hasattr(c, "figures")):
+    for kind in dict.fromkeys(type(c) for c in self.claims):
       page.plots += kind.figures([c for c in self.claims if type(c) is kind], data, out)
     for item in (*self.claims, *self.reports):
       extra = item.section(data, out)

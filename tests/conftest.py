@@ -1,4 +1,4 @@
-"""What the whole suite shares: the XLA compile flags, and the prepared-data cache.
+"""What the whole suite shares: the XLA compile flags, the prepared-data cache, and the studies registered.
 
 Compiling dominates the suite's tiny models (a step runs in milliseconds and compiles in
 seconds). XLA's CPU backend at optimisation level 0 compiles about twice as fast (the
@@ -33,6 +33,11 @@ if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
 import tempfile  # noqa: E402
 
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="andrea-test-cache-")
+
+# The studies, their configs and the default study registered with the research framework
+# (research.registry.register), as every command has them: a test that reads a study through
+# research.registry alone needs them too.
+import experiments  # noqa: E402,F401
 
 
 @pytest.fixture(scope="session")

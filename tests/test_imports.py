@@ -7,8 +7,9 @@ alike, are the edges of a graph among the project's modules. The layers, top to 
 ``research`` (the study framework) over ``andrea_jax`` (the model, its training, data and
 checkpoints), with ``andrea_jax/tools`` beside the core, never under it.
 
-Imports by name at run time (``importlib.import_module(f"experiments.studies.{name}...")``
-in ``research/registry.py``) are not edges: only ``import`` statements are read.
+Imports by name at run time (``importlib.import_module(name)``) are not edges: only ``import``
+statements are read. The research framework names no module of the layers above it, not even
+to ``importlib``: the commands register their studies with it (``research.registry.register``).
 """
 
 from __future__ import annotations
@@ -28,9 +29,6 @@ PACKAGES = ("andrea_jax", "research", "experiments", "benchmarks")
 # None is left (zloss and norm_mlp_confirm, grid <-> plan, went with their packages); the
 # mechanism stays for the next.
 KNOWN_STUDY_CYCLES: tuple[frozenset[str], ...] = ()
-# The one research module that may import from experiments/: it finds the studies'
-# definitions and base configs there by name.
-RESEARCH_INTO_EXPERIMENTS = frozenset({"research.registry"})
 
 
 def module_files() -> dict[str, str]:
@@ -211,5 +209,30 @@ def test_the_library_never_imports_the_layers_above_it_nor_its_tools(graph):
 
 def test_the_research_framework_never_imports_the_commands_and_studies(graph):
   research = lambda m: m.split(".")[0] == "research"
-  assert _imports_into(graph, research, {"experiments", "benchmarks"},
-                       RESEARCH_INTO_EXPERIMENTS) == []
+  assert _imports_into(graph, research, {"experiments", "benchmarks"}) == []
+
+
+def names_loaded(source: str) -> list[str]:
+  """The module names ``source`` hands ``importlib.import_module`` or ``__import__`` as text (an
+  f-string by its fixed start: ``f"experiments.studies.{name}"`` gives ``experiments.studies.``)."""
+  out = []
+  for node in ast.walk(ast.parse(source)):
+    if isinstance(node, ast.Call) and node.args and (
+        isinstance(node.func, ast.Attribute) and node.func.attr == "import_module"
+        or isinstance(node.func, ast.Name) and node.func.id in ("import_module", "__import__")):
+      arg = node.args[0]
+      first = arg.values[0] if isinstance(arg, ast.JoinedStr) and arg.values else arg
+      if isinstance(first, ast.Constant) and isinstance(first.value, str):
+        out.append(first.value)
+  return out
+
+
+def test_the_research_framework_loads_no_command_or_study_by_name():
+  assert names_loaded('importlib.import_module(f"experiments.studies.{name}")\n'
+                      'import_module(f"{package}.{name}")\n__import__("benchmarks.x")\n') == [
+                          "experiments.studies.", "benchmarks.x"]
+  files = module_files()
+  loaded = sorted(f"{m} loads {n}" for m, path in files.items() if m.split(".")[0] == "research"
+                  for n in names_loaded(open(path, encoding="utf-8").read())
+                  if n.split(".")[0] in ("experiments", "benchmarks"))
+  assert loaded == [], "research/ finds studies through research.registry.register, not by name"

@@ -279,8 +279,11 @@ class Fixed(kinds.Claim):
   def unit(self):
     return "nats"
 
+  def rule(self):
+    return "rule"
+
   def test(self, data):
-    return claims.Test(self.key, self.claim, "rule", [], stats.one_sample([1.0, 1.1]), "x", self.p, 1.0,
+    return claims.Test(self.key, self.claim, self.rule(), [], stats.one_sample([1.0, 1.1]), "x", self.p, 1.0,
                        seeds=(1, 2))
 
 
