@@ -102,8 +102,8 @@ STUDY = Study(
                     seconds_per_model_step=SECONDS_PER_MODEL_STEP,
                     seconds_per_program=ladder.SECONDS_PER_GROUP_CPU),
         "smoke": Grid(rates=(1e-3, 1e-2), seeds=(1800, 1801), smoke=True, shared=horizons(SMOKE, 1, 2),
-                      axes={"train.steps": (8, 12)}, cooldowns=True, arms=("adamw", "muon-a1"),
-                      arm_rates={"muon-a1": (1e-2, 3e-2)}),
+                      axes={"train.steps": (8, 12)}, cooldowns=True, arms=("adamw", "muon-a0.3"),
+                      arm_rates={"muon-a0.3": (1e-2, 3e-2)}),
     },
     claims=(
         kinds.Contrast("Muon reaches AdamW's best loss in fewer tokens (a token efficiency above 1x)",
