@@ -31,16 +31,18 @@ class Data:
     return cls(tuple((arm, tuple((a, r["overrides"].get(a)) for a in axes), to_run(r), r)
                      for r in records for arm in r["arms"]))
 
-  def runs(self, arm: str, at: Mapping[str, Any] | tuple = ()) -> list[curves.Run]:
-    """The runs of ``arm`` at the grid point ``at`` (axes not named: any value)."""
+  def rows_of(self, arm: str, at: Mapping[str, Any] | tuple = ()) -> list[tuple[tuple, curves.Run, Mapping[str, Any]]]:
+    """``(point, run, record)`` of ``arm`` at the grid point ``at`` (axes not named: any value)."""
     at = dict(at)
-    return [run for a, point, run, _ in self.rows
+    return [(point, run, rec) for a, point, run, rec in self.rows
             if a == arm and all(dict(point).get(k) == v for k, v in at.items())]
 
+  def runs(self, arm: str, at: Mapping[str, Any] | tuple = ()) -> list[curves.Run]:
+    """The runs of ``arm`` at the grid point ``at`` (axes not named: any value)."""
+    return [run for _, run, _ in self.rows_of(arm, at)]
+
   def records(self, arm: str, at: Mapping[str, Any] | tuple = ()) -> list[Mapping[str, Any]]:
-    at = dict(at)
-    return [rec for a, point, _, rec in self.rows
-            if a == arm and all(dict(point).get(k) == v for k, v in at.items())]
+    return [rec for _, _, rec in self.rows_of(arm, at)]
 
   def values(self, arm: str, axis: str) -> list:
     """The values ``axis`` takes among ``arm``'s runs, sorted."""
@@ -88,61 +90,171 @@ QUANTITIES: dict[str, Quantity] = {
 }
 
 
+# The axis whose values are a run's horizons (``sweep.cooldown_branches`` branches its shorter values).
+HORIZON = "train.steps"
+
+
 @dataclasses.dataclass(frozen=True)
 class ToTarget:
   """A per-seed quantity: the tokens (``by="tokens"``) or seconds (``by="seconds"``) a model needs to
-  reach the validation loss ``loss`` (nats), the first evaluation at or below it, linear between
-  evaluations (``curves.first_reach``), the fewest over the rates the seed was trained at. A
-  diverged model does not reach it; a seed none of whose models does is censored (``math.inf``,
+  reach a validation loss, the first evaluation at or below it, linear between evaluations
+  (``curves.first_reach``), the fewest over the seed's models at the claim's point (every rate, and
+  every horizon or other axis value the point leaves open). The loss is ``loss`` (nats), or, with
+  ``reference`` (an arm), read from the data: that arm's best loss, the mean over its seeds of its final
+  validation loss at its best rate at its longest run (the rate and point there whose mean is lowest,
+  ``best``), each seed reaching for its own reference seed's loss there, so a pair with the reference
+  carries the reference's spread too. ``log``: the natural log of the tokens or seconds, so
+  ``pair(reference, arm)`` is per seed the log of their ratio, the arm's efficiency (``LOG_RATIO``).
+  A diverged model does not reach it; a seed none of whose models does is censored (``math.inf``,
   "not reached"), and a claim on it cannot conclude (``Contrast``) rather than drop it. Seconds are
   the model's share of its program's wall clock (in a group of N, the clock over N), the whole run
   (data preparation, compiles and evaluations included). Read from the cells whose evaluations
   logged their tokens and clock (``cells.record``'s ``val_tokens_curve``, ``val_seconds_curve``)."""
-  loss: float
+  loss: float = NAN
   by: str = "tokens"
+  reference: str = ""
+  log: bool = False
 
   CURVES = {"tokens": "val_tokens_curve", "seconds": "val_seconds_curve"}
 
   def __post_init__(self):
     if self.by not in self.CURVES:
       raise errors.ConfigError(f"ToTarget(by={self.by!r}): expected one of {sorted(self.CURVES)}")
-    if not (math.isfinite(self.loss) and self.loss > 0):
-      raise errors.ConfigError(f"ToTarget(loss={self.loss!r}): expected a validation loss in nats, above 0")
+    if self.reference and not math.isnan(self.loss):
+      raise errors.ConfigError(f"ToTarget(loss={self.loss!r}, reference={self.reference!r}): give the target "
+                               f"loss or the arm whose best loss is the target, not both")
+    if not self.reference and not (math.isfinite(self.loss) and self.loss > 0):
+      raise errors.ConfigError(f"ToTarget(loss={self.loss!r}): expected a validation loss in nats, above 0, "
+                               f"or reference=<arm> to read it from that arm's best loss")
 
-  def unit(self) -> str:
+  def raw_unit(self) -> str:
     return TOKENS if self.by == "tokens" else SECONDS
 
+  def unit(self) -> str:
+    return LOG_RATIO if self.log else self.raw_unit()
+
+  def goal(self) -> str:
+    """The target in words: ``4.5 nats``, or ``adamw's best loss``."""
+    return f"{self.reference}'s best loss" if self.reference else f"{self.loss:g} nats"
+
   def text(self) -> str:
-    return (f"the {self.by} to reach a validation loss of {self.loss:g} nats (interpolated between "
-            f"evaluations; the fewest over the rates, a diverged model not reaching it; not reached: censored)")
+    target = (f"{self.reference}'s best loss (per seed, its own final validation loss at {self.reference}'s "
+              f"best rate at its longest run, the rate whose mean over seeds is lowest there)"
+              if self.reference else f"a validation loss of {self.loss:g} nats")
+    return (("the natural log of " if self.log else "") + f"the {self.by} to reach {target} (interpolated "
+            f"between evaluations; the fewest over the rates" + (" and horizons" if self.reference else "")
+            + ", a diverged model not reaching it; not reached: censored)")
 
-  def points(self, rec: Mapping[str, Any]) -> list[tuple[float, float]]:
-    """The record's validation loss against tokens or against its share of the seconds ([] where its
-    evaluations logged neither)."""
-    share = 1.0 / (rec.get("group_size") or 1) if self.by == "seconds" else 1.0
-    return [(x * share, l) for x, l in rec.get(self.CURVES[self.by], [])]
+  def points(self, rec: Mapping[str, Any], by: str = "") -> list[tuple[float, float]]:
+    """The record's validation loss against tokens or against its share of the seconds (``by``, default
+    the quantity's; [] where its evaluations logged neither)."""
+    by = by or self.by
+    share = 1.0 / (rec.get("group_size") or 1) if by == "seconds" else 1.0
+    return [(x * share, l) for x, l in rec.get(self.CURVES[by], [])]
 
-  def reach(self, run: curves.Run, rec: Mapping[str, Any]) -> float | None:
-    """One model's tokens or seconds to the target (``math.inf``: not reached, or diverged; None:
-    its evaluations logged neither)."""
+  def reach(self, run: curves.Run, rec: Mapping[str, Any], target: float | None = None) -> float | None:
+    """One model's tokens or seconds to ``target`` (default ``loss``; ``math.inf``: not reached, or
+    diverged; None: its evaluations logged neither)."""
     points = self.points(rec)
     if not points:
       return None
-    return math.inf if run.diverged else curves.first_reach(points, self.loss)
+    return math.inf if run.diverged else curves.first_reach(points, self.loss if target is None else target)
+
+  def best(self, data: Data, at=()) -> tuple[tuple, float, dict[int, float], float] | None:
+    """The reference's best configuration: among its runs of the most tokens (its longest), the point and
+    rate whose mean final loss (``Run.clipped``) over seeds is lowest, as ``(point, rate, {seed: loss},
+    tokens)`` (None: no run of it logged its evaluations' tokens)."""
+    rows = [(point, run, self.points(rec, "tokens")) for point, run, rec in data.rows_of(self.reference, at)]
+    rows = [(point, run, pts[-1][0]) for point, run, pts in rows if pts]
+    if not rows:
+      return None
+    longest = max(tokens for _, _, tokens in rows)
+    configs: dict[tuple, dict[int, float]] = {}
+    for point, run, tokens in rows:
+      if tokens == longest:
+        configs.setdefault((point, run.lr), {})[run.seed] = run.clipped
+    (point, lr), losses = min(configs.items(), key=lambda c: (float(np.mean(list(c[1].values()))), repr(c[0])))
+    return point, lr, dict(sorted(losses.items())), longest
+
+  def targets(self, data: Data, at=()) -> dict[int, float] | None:
+    """Per seed, the loss it reaches for (None: ``loss``, every seed's)."""
+    if not self.reference:
+      return None
+    found = self.best(data, at)
+    return found[2] if found else {}
+
+  def level(self, data: Data, at=()) -> float:
+    """The one loss a figure draws: ``loss``, or the reference's best loss (the mean of its seeds')."""
+    targets = self.targets(data, at)
+    return self.loss if targets is None else float(np.mean(list(targets.values()))) if targets else NAN
+
+  def fewest(self, data: Data, arm: str, at=()) -> dict[int, tuple[float, tuple, curves.Run]]:
+    """Per seed with a target, ``(tokens or seconds, point, run)`` of its model that reached it first
+    (``math.inf`` where none did)."""
+    targets = self.targets(data, at)
+    out: dict[int, tuple[float, tuple, curves.Run]] = {}
+    for point, run, rec in data.rows_of(arm, at):
+      target = self.loss if targets is None else targets.get(run.seed)
+      x = None if target is None else self.reach(run, rec, target)
+      if x is not None and (run.seed not in out or x < out[run.seed][0]):
+        out[run.seed] = (x, point, run)
+    return dict(sorted(out.items()))
 
   def per_seed(self, data: Data, arm: str, at=()) -> dict[int, float]:
-    out: dict[int, float] = {}
-    for run, rec in zip(data.runs(arm, at), data.records(arm, at)):
-      x = self.reach(run, rec)
-      if x is not None:
-        out[run.seed] = min(out.get(run.seed, math.inf), x)
+    values = {s: x for s, (x, _, _) in self.fewest(data, arm, at).items()}
+    return {s: math.log(x) if x > 0 else -math.inf for s, x in values.items()} if self.log else values
+
+  def edges(self, data: Data, arm: str, at=()) -> list[str]:
+    """Where what was tried may not have bracketed the fewest: a seed's first model to reach the target at
+    the lowest or highest rate of its point, or at the arm's shortest horizon (``HORIZON``: a shorter run
+    might reach it sooner); the reference's best rate at the edge of its rates."""
+    rates: dict[tuple, set[float]] = {}
+    for point, run, _ in data.rows_of(arm, at):
+      rates.setdefault(point, set()).add(run.lr)
+    edge = lambda point, lr: len(rates[point]) > 1 and lr in (min(rates[point]), max(rates[point]))
+    horizons = data.values(arm, HORIZON)
+    out = []
+    for seed, (x, point, run) in self.fewest(data, arm, at).items():
+      if not math.isfinite(x):
+        continue
+      where = at_text(point)
+      if edge(point, run.lr):
+        out.append(f"{arm} seed {seed} reached it first at rate {run.lr:g}{where}, the edge of its rates")
+      if len(horizons) > 1 and dict(point).get(HORIZON) == horizons[0]:
+        out.append(f"{arm} seed {seed} reached it at its shortest horizon{where}: a shorter run might sooner")
+    found = self.best(data, at) if arm == self.reference else None
+    if found and edge(found[0], found[1]):
+      out.append(f"{arm}'s best rate{at_text(found[0])}, {found[1]:g}, is the edge of its rates: its best loss "
+                 f"may lie beyond them")
     return out
 
+  def target_lines(self, data: Data, at=()) -> list[str]:
+    """The reference's best loss as a sentence ([] for a fixed ``loss``)."""
+    if not self.reference:
+      return []
+    found = self.best(data, at)
+    if found is None:
+      return [f"Target: {self.reference} has no run whose evaluations logged their tokens."]
+    point, lr, losses, tokens = found
+    return [f"Target: {self.goal()}, {np.mean(list(losses.values())):.3f} nats, its mean over {len(losses)} "
+            f"seeds at rate {lr:g}{at_text(point)} ({tokens:,.0f} tokens, its longest run); each seed "
+            f"reaches for its own {self.reference} seed's loss there ("
+            + ", ".join(f"{s}: {l:.3f}" for s, l in losses.items()) + ")."]
+
   def describe(self, values: Mapping[int, float]) -> str:
-    """``+1.2e+05 tokens [95 % CI ...] over the 3 seeds that reached it; not reached: seed 4``."""
+    """``tokens to 4.5 nats +1.2e+05 tokens [95 % CI ...] over the 3 seeds that reached it; not reached:
+    seed 4`` (``log``: the geometric mean, in tokens or seconds)."""
     reached = [v for v in values.values() if math.isfinite(v)]
     missed = sorted(s for s, v in values.items() if not math.isfinite(v))
-    return (f"{self.by} to {self.loss:g} nats " + stats.one_sample(reached).text(self.unit(), 0)
+    e = stats.one_sample(reached)
+    if not self.log:
+      text = e.text(self.unit(), 0)
+    elif not reached:
+      text = "none reached it"
+    else:
+      text = (f"geometric mean {math.exp(e.diff):,.0f} {self.raw_unit()}" + (
+          f" [95 % CI {math.exp(e.lo):,.0f}, {math.exp(e.hi):,.0f}]" if e.defined else "") + f" ({e.n} seeds)")
+    return (f"{self.by} to {self.goal()} " + text
             + (f"; not reached (censored): seed{'s' * (len(missed) > 1)} {', '.join(map(str, missed))}" if missed else ""))
 
 
@@ -165,6 +277,18 @@ def p_beyond(e: stats.Effect, bound: float, side: str) -> float:
   if se == 0:
     return 0.0 if gap > 0 else 1.0
   return float(min(1.0, 2 * sps.t.sf(gap / se, e.df)))
+
+
+def p_within(e: stats.Effect, center: float, margin: float) -> float:
+  """TOST p that the mean lies within ``center +- margin`` (the larger one-sided t p; ``stats``'
+  ``p_same`` is this at ``center`` 0)."""
+  se = se_of(e)
+  if not math.isfinite(se):
+    return NAN
+  gap = margin - abs(e.diff - center)
+  if se == 0:
+    return 0.0 if gap > 0 else 1.0
+  return float(max(sps.t.sf((e.diff - center + margin) / se, e.df), sps.t.sf((margin - e.diff + center) / se, e.df)))
 
 
 @dataclasses.dataclass

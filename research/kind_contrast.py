@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import math
 from typing import Mapping
@@ -12,8 +13,8 @@ from research import curves
 from research import power
 from research import stats
 from research.kind_base import (
-    _missing, at_text, Claim, Data, highest, LEARNS, LOG_RATIO, log_text, LOSS, lowest, NAN, p_beyond, QUANTITIES,
-    ToTarget)
+    _missing, at_text, Claim, Data, highest, LEARNS, LOG_RATIO, log_text, LOSS, lowest, NAN, p_beyond, p_within,
+    QUANTITIES, Section, ToTarget)
 from research.kind_choice import plot_profiles, plot_to_target
 
 
@@ -99,15 +100,16 @@ PREDICTIONS = ("higher", "lower", "same", "below")
 
 def decide(parts: list[stats.Effect], predict: str, margin: float = NAN, bound: float = 0.0,
            against: float = NAN, holm: str = "", flat: tuple[stats.Effect, ...] = ()) -> tuple[float, float]:
-  """``(p for, p against)`` of ``parts[0]``. ``same``: TOST within ``+-margin`` for, decisively outside
-  against. ``higher``/``lower``: decisively beyond ``bound`` for; decisively the other side, or within
+  """``(p for, p against)`` of ``parts[0]``. ``same``: TOST within ``bound +- margin`` for, decisively
+  outside against. ``higher``/``lower``: decisively beyond ``bound`` for; decisively the other side, or within
   ``margin`` (TOST), against. ``holm`` (Holm over the parts, a part decisively within ``margin`` never
   for): ``every``, each part must point ``predict`` (against: the first's); ``first``, the first decides for,
   any part decisively the other way against. ``flat``: effects that must lie within ``+-bound`` too
   (decisively outside: against). A finite ``against``: also decisively past it."""
   e = parts[0]
-  if predict == "same":
-    return e.p_same, p_beyond(e, margin, "above") if e.diff >= 0 else p_beyond(e, -margin, "below")
+  if predict == "same":  # within bound +- margin (bound 0: the effect's own TOST p)
+    p_for = p_within(e, bound, margin) if bound else e.p_same
+    return p_for, p_beyond(e, bound + margin, "above") if e.diff >= bound else p_beyond(e, bound - margin, "below")
   if predict == "below":  # one-sided, no worse than +margin
     return (p_beyond(e, margin, "below") / 2 if e.diff < margin else 1.0,
             p_beyond(e, margin, "above") / 2 if e.diff >= margin else 1.0)
@@ -146,7 +148,7 @@ class Contrast(Claim):
   difference of differences); the quantity a ``QUANTITIES`` name, a ``Probe`` or a ``ToTarget`` (a seed that
   did not reach the target holds: censored, cannot conclude). Decided by ``decide``:
   ``predict`` ``higher``/``lower`` of ``bound`` (``also``: further term sets, Holm over all as
-  ``holm="every"`` or ``holm="first"`` says, see ``decide``; ``flat``: arms whose quantity must lie within ``+-bound``), ``same`` within ``+-margin``, or
+  ``holm="every"`` or ``holm="first"`` says, see ``decide``; ``flat``: arms whose quantity must lie within ``+-bound``), ``same`` within ``bound +- margin``, or
   ``below`` ``+margin`` (one-sided). ``over``: judged at the largest value of that axis the terms' arms share
   (``holm``: the largest any has, which they must share, the smaller values the further parts). ``welch``: Welch's test for arms
   sharing under two seeds. Guards: ``learners`` (None: every term) must learn; ``edge``: no optimum at
@@ -173,7 +175,8 @@ class Contrast(Claim):
   CHOICES = {"predict": PREDICTIONS, "quantity": tuple(QUANTITIES), "holm": ("every", "first"), "learns": tuple(LEARNS)}
 
   def needs(self) -> tuple[str, ...]:
-    return tuple(dict.fromkeys((*(a for t in (self.terms, *self.also) for a, _ in t), *self.flat)))
+    target = (self.quantity.reference,) if isinstance(self.quantity, ToTarget) and self.quantity.reference else ()
+    return tuple(dict.fromkeys((*(a for t in (self.terms, *self.also) for a, _ in t), *self.flat, *target)))
 
   def quantity_text(self, at=None) -> str:
     what = self.quantity.text() if isinstance(self.quantity, (Probe, ToTarget)) else QUANTITIES[self.quantity][0]
@@ -189,8 +192,8 @@ class Contrast(Claim):
 
   def rule(self) -> str:
     if self.predict == "same":
-      want = (f"reproduced when two one-sided tests put it within ±{log_text(self.margin)}, not "
-              f"reproduced when it lies decisively outside")
+      want = (f"reproduced when two one-sided tests put it within {log_text(self.bound) + ' ' if self.bound else ''}"
+              f"±{log_text(self.margin)}, not reproduced when it lies decisively outside")
     elif self.predict == "below":
       want = (f"reproduced when it lies below +{log_text(self.margin)} (one-sided), not reproduced when "
               f"decisively above")
@@ -263,13 +266,17 @@ class Contrast(Claim):
     p_for, p_against = decide(parts, self.predict, self.margin, self.bound, self.against, self.holm, flat)
     lost = [a for a in (self.needs() if self.learners is None else self.learners) if not LEARNS[self.learns](named[a])]
     checks = [(bool(lost), f"Does not learn: {', '.join(lost)}." if lost else "")]
-    checks += [claims.edge_guard(named)] if self.edge else []
+    if isinstance(self.quantity, ToTarget):  # the grid's edge of what reached the target, per point
+      edges = [e for a in named for e in self.quantity.edges(data, a, at)] if self.edge else []
+      checks.append((bool(edges), "At the grid's edge: " + "; ".join(edges) + "."))
+    elif self.edge:
+      checks.append(claims.edge_guard(named))
     if isinstance(self.quantity, ToTarget):  # a seed that never reached it has no value to drop
       missed = {a: sorted(s for s, v in per[a].items() if v == math.inf) for a in named}
       checks.append((any(missed.values()), "Cannot conclude: " + "; ".join(
           f"{a} seed{'s' * (len(s) > 1)} {', '.join(map(str, s))}" for a, s in missed.items() if s)
-          + f" did not reach {self.quantity.loss:g} nats (censored: no {self.quantity.by} to the target)."))
-      lines = [f"{a}: {self.quantity.describe(per[a])}." for a in named]
+          + f" did not reach {self.quantity.goal()} (censored: no {self.quantity.by} to the target)."))
+      lines = self.quantity.target_lines(data, at) + [f"{a}: {self.quantity.describe(per[a])}." for a in named]
     elif isinstance(self.quantity, Probe):
       shown = {a: per[a] for a in named} | {a: self.quantity.per_seed(data, a, at) for a in self.report}
       lines = [f"{self.quantity.text()} (geometric mean): " + "; ".join(
@@ -298,8 +305,62 @@ class Contrast(Claim):
     plots = [plot_profiles(data, tuple(dict.fromkeys(arms)), ((probe, "init"),) + (((probe, "end"),) if when != "init" else ()),
                            out, f"{probe}_{when}.png") for (probe, when), arms in groups.items()]
     plots += [plot_to_target(data, loss, out) for loss in dict.fromkeys(
-        c.quantity.loss for c in contrasts if isinstance(c.quantity, ToTarget))]
+        c.quantity.level(data, c.at) for c in contrasts if isinstance(c.quantity, ToTarget)) if math.isfinite(loss)]
     return [p for p in plots if p]
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetTable:
+  """A report item the report opens with: per arm of ``arms``, its tokens (or seconds) to ``quantity``'s
+  target (the geometric mean over the seeds that reached it, with its t interval), the seeds that reached
+  it, where each seed reached it first, and its efficiency against ``quantity.reference``: per seed the
+  reference's tokens over the arm's, their geometric mean with the t interval of the log ratio (the
+  estimate a ``Contrast`` on ``pair(reference, arm)`` with ``quantity`` judges); then ``published``,
+  the papers' own figures, in words. results.json: ``to_target``."""
+  quantity: ToTarget
+  arms: tuple[str, ...] = ()
+  published: tuple[str, ...] = ()
+
+  def rows(self, data: Data) -> list[dict]:
+    logged = dataclasses.replace(self.quantity, log=True)
+    ref = self.quantity.reference
+    base = logged.per_seed(data, ref) if ref else {}
+    out = []
+    for arm in [a for a in self.arms if data.runs(a)]:
+      found = self.quantity.fewest(data, arm)
+      logs = logged.per_seed(data, arm)
+      e = stats.one_sample([v for v in logs.values() if math.isfinite(v)])
+      where = collections.Counter(
+          (f"{run.arms[0]}, " if run.arms[0] != arm else "") + f"rate {run.lr:g}" + at_text(point)
+          for x, point, run in found.values() if math.isfinite(x))
+      ratio = signed(pair(ref, arm), {ref: base, arm: logs}) if ref and arm != ref else {}
+      out.append({"arm": arm, "seeds": len(found), "reached": sum(map(math.isfinite, logs.values())),
+                  self.quantity.by: math.exp(e.diff) if math.isfinite(e.diff) else None,
+                  "interval": [math.exp(e.lo), math.exp(e.hi)] if e.defined else None,
+                  "where": dict(where), "efficiency": ratio_text(ratio) if ratio else None,
+                  "log_efficiency": ratio})
+    return out
+
+  def section(self, data: Data, out: str) -> Section:
+    rows = self.rows(data)
+    if not rows:
+      return Section([])
+    ref, by = self.quantity.reference, self.quantity.by
+    f = lambda x: f"{x:,.0f}" if by == "tokens" else f"{x:.1f}"
+    cell = lambda r: "none reached it" if r[by] is None else f(r[by]) + (
+        f" [{f(r['interval'][0])}, {f(r['interval'][1])}]" if r["interval"] else "")
+    lines = [f"**{by.capitalize()} to {self.quantity.goal()}.** " + " ".join(self.quantity.target_lines(data)
+                                                                              or [f"Target: {self.quantity.goal()}."]), "",
+             f"| arm | {by} to the target, geometric mean [95 % CI] | seeds that reached it | where each seed "
+             f"reached it first | efficiency" + (f": {ref}'s {by} over the arm's, x [95 % CI]" if ref else "") + " |",
+             "|---|---|---|---|---|",
+             *[f"| {r['arm']} | {cell(r)} | {r['reached']} of {r['seeds']} | "
+               + "; ".join(f"{w} ({n} seed{'s' * (n > 1)})" for w, n in r["where"].items())
+               + f" | {'1 (the reference)' if r['arm'] == ref else r['efficiency'] or '—'} |" for r in rows], ""]
+    if self.published:
+      lines += ["Published, at their own scale and data (beside ours, not comparable in level): "
+                + "; ".join(self.published), ""]
+    return Section([], results={"to_target": {"target": self.quantity.level(data), "rows": rows}}, opens=lines)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,7 +12,7 @@ docs/study.md describes them. Each lives in the module of its family: ``kind_bas
 # ruff: noqa: F401
 from research.kind_base import (Data, at_text, se_of, Section, Claim, words, seed_slopes, point_optima, axis_optima,
                                 local_slopes, LOSS, LOG_RATE, LOG_RATIO, per_doubling, ToTarget, TOKENS, SECONDS)
-from research.kind_contrast import Probe, pair, Contrast, Alike, NotRun
+from research.kind_contrast import Probe, pair, Contrast, Alike, NotRun, TargetTable
 from research.kind_zloss import (CANNOT_JUDGE, FOUND, NOT_FOUND, CHOSEN, models, median_of, model_learns, state,
                                  Finding, late_models, Runaway)
 from research.kind_choice import Choice, RateTable, mean_profile, BestCurves

@@ -313,3 +313,108 @@ def test_a_budget_pays_for_the_arms_no_claim_tests_first():
   _, seeds, _, _ = norm_menu.STUDY.budget_plan("cpu")
   assert seeds == norm_menu.PLANNED
   assert any(l.startswith("The grid's seeds per arm keep the plan's") for l in norm_menu.STUDY.plan_lines("cpu"))
+
+
+def horizon_cell(arm, lr, seed, steps, curve):
+  """A finished WSD horizon of ``steps`` updates whose evaluations logged ``curve``, ``[(tokens, loss),
+  ...]``, its last the final loss."""
+  rec = {**record(arm, lr, seed, curve[-1][1]), "val_tokens_curve": [list(p) for p in curve],
+         "val_seconds_curve": [[t / 100, l] for t, l in curve]}
+  return {**rec, "overrides": {**rec["overrides"], "train.steps": steps}}
+
+
+def efficiency_cells(fast=3e-3, shortest=True):
+  """a, the reference, at horizons 4 and 8 (8000 tokens), best at 3e-3 where each seed s ends at
+  4.0 + 0.02 s; b at horizons 2, 4 and 8, whose 4-step run at rate ``fast`` crosses every target between
+  3000 and 4000 tokens (at 3500 - 100 s), before any other of its runs; ``shortest``: b's 2-step runs,
+  which reach nothing."""
+  cells = []
+  for s in SEEDS:
+    for lr, final in ((1e-3, 4.4), (3e-3, 4.0 + 0.02 * s), (1e-2, 4.2)):
+      cells.append(horizon_cell("a", lr, s, 8, [(0, 6.0), (2000, 5.0), (4000, 4.6), (6000, 4.3), (8000, final)]))
+      cells.append(horizon_cell("a", lr, s, 4, [(0, 6.0), (2000, 5.0), (4000, 4.5 if lr == 3e-3 else 4.6)]))
+    for lr in (1e-3, 3e-3, 1e-2):
+      cells += [horizon_cell("b", lr, s, 2, [(0, 6.0), (2000, 4.4)])] if shortest else []
+      cells.append(horizon_cell("b", lr, s, 4, [(0, 6.0), (2000, 4.5), (3000, 4.1 if lr == fast else 4.3),
+                                                (4000, 3.9 if lr == fast else 4.25)]))
+      cells.append(horizon_cell("b", lr, s, 8, [(0, 6.0), (2000, 4.6), (4000, 4.3), (6000, 4.0 if lr == fast else 4.2),
+                                                (8000, 3.8)]))
+  return cells
+
+
+def efficiency_study(claims, reports=()):
+  return Study("t", "q", "exploratory", (Arm("a"), Arm("b")),
+               {"cpu": Grid(RATES, tuple(SEEDS), axes={"train.steps": (2, 4, 8)})}, claims, reports=reports)
+
+
+def test_tokens_to_a_reference_arms_best_loss_read_per_seed_give_the_efficiency_with_its_interval(tmp_path):
+  # The target is a's best loss: its rate whose mean final loss over seeds is lowest at its longest run
+  # (3e-3 at 8 steps), each seed reaching for its own a seed's loss there (4.0 + 0.02 s), not their mean.
+  target = kinds.ToTarget(reference="a", log=True)
+  claim = kinds.Contrast("b reaches a's best loss in fewer tokens", terms=kinds.pair("a", "b"), predict="higher",
+                         quantity=target)
+  table = kinds.TargetTable(target, ("a", "b"), ("Someone 2024: 2x",))
+  study = efficiency_study((claim,), (table,))
+  cells = efficiency_cells()
+  data = study.data(cells)
+  assert target.best(data)[:2] == ((("train.steps", 8),), 3e-3)
+  assert target.targets(data) == pytest.approx({s: 4.0 + 0.02 * s for s in SEEDS})
+  assert target.level(data) == pytest.approx(4.05)
+  # a reaches its own loss at its longest run's end; b first on its 4-step run, between evaluations.
+  assert target.per_seed(data, "a") == pytest.approx({s: math.log(8000) for s in SEEDS})
+  assert target.per_seed(data, "b") == pytest.approx({s: math.log(3500 - 100 * s) for s in SEEDS})
+  logs = [math.log(8000 / (3500 - 100 * s)) for s in SEEDS]
+  v = study.judge(cells, robust=False)[0]
+  assert v.verdict == "Reproduced" and v.unit == kinds.LOG_RATIO and v.effect.kind == "paired"
+  assert v.effect.diff == pytest.approx(statistics.mean(logs)) and v.effect.n == len(SEEDS)
+  text = " ".join(v.lines)
+  assert "Target: a's best loss, 4.050 nats, its mean over 6 seeds at rate 0.003, steps 8 (8,000 tokens" in text
+  assert f"b: tokens to a's best loss geometric mean {math.exp(statistics.mean(math.log(3500 - 100 * s) for s in SEEDS)):,.0f}" in text
+  # Shorter runs of a that end lower than its longest do not make the target: its longest runs do.
+  low = [horizon_cell("a", 1e-2, s, 4, [(0, 6.0), (2000, 5.0), (4000, 3.5)]) for s in SEEDS]
+  assert target.best(study.data(cells + low))[:2] == ((("train.steps", 8),), 3e-3)
+  # The report opens with each arm's tokens to the target and the efficiency, the claim's estimate.
+  page = study.page({"scale": "cpu"}, cells, str(tmp_path))
+  opens = "\n".join(page.opens)
+  assert opens.startswith("**Tokens to a's best loss.** Target: a's best loss, 4.050 nats")
+  ratio = f"{math.exp(v.effect.diff):.2f} [95 % CI {math.exp(v.effect.lo):.2f}, {math.exp(v.effect.hi):.2f}] (6 seeds)"
+  assert "| a | 8,000 [8,000, 8,000] | 6 of 6 | rate 0.003, steps 8 (6 seeds) | 1 (the reference) |" in opens
+  assert f"| b | " in opens and f"| 6 of 6 | rate 0.003, steps 4 (6 seeds) | {ratio} |" in opens
+  assert "Published, at their own scale and data (beside ours, not comparable in level): Someone 2024: 2x" in opens
+  assert "to_target_4.05.png" in page.plots
+
+
+@pytest.mark.parametrize("cells, why", [
+    (efficiency_cells(fast=1e-2), "b seed 0 reached it first at rate 0.01, steps 4, the edge of its rates"),
+    (efficiency_cells(shortest=False), "b seed 0 reached it at its shortest horizon, steps 4: a shorter run might")])
+def test_tokens_to_a_target_first_reached_at_the_grids_edge_cannot_conclude(cells, why):
+  claim = kinds.Contrast("b reaches a's best loss in fewer tokens", terms=kinds.pair("a", "b"), predict="higher",
+                         quantity=kinds.ToTarget(reference="a", log=True))
+  v = efficiency_study((claim,)).judge(cells, robust=False)[0]
+  assert v.verdict == "Inconclusive" and why in " ".join(v.lines)
+
+
+def test_a_target_is_a_loss_or_an_arm_and_the_arm_must_be_the_studys():
+  for bad in ({}, {"loss": 4.5, "reference": "a"}, {"loss": -1.0}):
+    with pytest.raises(errors.ConfigError, match="ToTarget"):
+      kinds.ToTarget(**bad)
+  claim = kinds.Contrast("c", terms=kinds.pair("a", "b"), quantity=kinds.ToTarget(reference="adamW", log=True))
+  with pytest.raises(errors.ConfigError, match=r"names arms \['adamW'\]"):
+    efficiency_study((claim,))
+
+
+def test_an_equivalence_around_a_bound_is_two_one_sided_tests_there():
+  # An efficiency of about 2x (log ratios near log 2) within a factor 1.25: for; near 1.35x: against.
+  from research.kind_contrast import decide
+  from research import stats
+  near = stats.one_sample([math.log(2) + d for d in (-0.02, 0.0, 0.01, 0.03, -0.01)])
+  far = stats.one_sample([math.log(1.35) + d for d in (-0.02, 0.0, 0.01, 0.03, -0.01)])
+  p_for, p_against = decide([near], "same", margin=math.log(1.25), bound=math.log(2))
+  assert p_for < 0.01 and p_against == 1.0
+  p_for, p_against = decide([far], "same", margin=math.log(1.25), bound=math.log(2))
+  assert p_for > 0.5 and p_against < 0.01
+  # At bound 0, the effect's own TOST p, as before.
+  e = stats.one_sample([0.01, -0.02, 0.03], 0.1)
+  assert decide([e], "same", margin=0.1)[0] == e.p_same
+  claim = kinds.Contrast("~2x", terms=kinds.pair("a", "b"), predict="same", bound=math.log(2), margin=math.log(1.25))
+  assert "within log 2 ±log 1.25" in claim.rule()

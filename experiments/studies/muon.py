@@ -95,3 +95,16 @@ LIMITS = (
     "Only the peak rate was tuned per optimizer; Muon's momentum (0.95), update RMS (0.2) and "
     "Adam-branch ratio (1) are Liu et al.'s and Jordan's values, and weight decay is the config's.",
 )
+
+# The line its report opens with (registry.outside; outside STUDY and its rules' identity).
+SUPERSEDED = (
+    "Its token efficiency was a loss gap read through another study's loss per doubling (0.34 nats), not "
+    "the tokens to a target loss that Jordan's 1.35x and Liu et al.'s ~2x measure; its 'above 2x: not "
+    "reproduced' rests on the refinement round's rate 0.032 (pre-registered, not named on this page) and does not "
+    "survive leaving out one seed; and it ran Muon "
+    "with its Adam branch at Muon's rate, QKV orthogonalised as one matrix and no decay on the embedding "
+    "(issue 70's referee). The muon2 study (experiments/studies/muon2.py) redoes it: tokens to AdamW's best "
+    "loss per seed, with its interval, at many horizons branched off one WSD run, the Adam branch's rate "
+    "tuned, Q, K and V apart, fresh seeds; its report is docs/studies/muon2-cpu once its cells have run. "
+    "This page stays as it ran.",
+)
