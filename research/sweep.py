@@ -13,6 +13,7 @@ import dataclasses
 import itertools
 from typing import Any
 
+from andrea_jax import config as config_lib
 from andrea_jax import errors
 from andrea_jax import schedule as schedule_lib
 from research import curves
@@ -171,6 +172,7 @@ def _decay(c: Cell) -> tuple[int, int]:
         f"cell {c.name}: cooldowns branch a group's WSD runs, whose horizons and decay the grid names: give "
         f"train.schedule='wsd' and train.decay_fraction in its overrides and the train.steps axis")
   shape = schedule_lib.Shape(steps=int(o["train.steps"]), warmup_steps=0, min_lr_ratio=0.0, schedule="wsd",
+                             decay_shape=o.get("train.decay_shape", config_lib.defaults()["train.decay_shape"]),
                              decay_fraction=float(o["train.decay_fraction"]))
   if not shape.decay_steps:
     raise errors.ConfigError(f"cell {c.name}: train.decay_fraction={o['train.decay_fraction']!r} gives "
