@@ -195,7 +195,7 @@ SUPERSEDED = (
     "(a recipe of width and depth alone passes the same check at 4.8e-4), and its horizon leg's rise is "
     "warmup's (flat at a fixed warmup). recipe_check2 (experiments/studies/recipe_check2.py) checks steps, "
     "batch and warmup on a rung past the legs' data and carries no leg further than a rung checked it; its "
-    "report is docs/studies/recipe_check2-cpu once its cells have run. This page stays as it ran.",
+    "report, docs/studies/recipe_check2-cpu, answers 6e-4 too. This page stays as it ran.",
 )
 
 # What limits the reading (outside STUDY: the report's limitations, first).
