@@ -45,6 +45,19 @@ def module_files() -> dict[str, str]:
   return out
 
 
+def found_outside(home: str, find) -> dict[str, list]:
+  """``{module: find(its source)}`` for every module but ``home`` where ``find`` finds something:
+  the guards that a concept is written in its one home alone."""
+  found = {}
+  for module, path in module_files().items():
+    if module != home:
+      with open(path) as f:
+        hits = find(f.read())
+      if hits:
+        found[module] = hits
+  return found
+
+
 def imported_names(source: str, module: str, is_package: bool) -> set[str]:
   """Every dotted name ``source`` imports, anywhere in it: ``import a.b`` gives ``a.b``,
   ``from a import b`` gives ``a.b`` (a module or a name in ``a``), relative imports resolved

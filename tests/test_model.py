@@ -23,7 +23,7 @@ from andrea_jax.model import ModelConfig
 from andrea_jax.tools import toy
 from andrea_jax.tools.flax_model import AndreaLM, from_flax, to_flax
 from experiments.configs import andrea12m, andrea120m, andrea480m, tiny
-from tests.test_imports import module_files
+from tests.test_imports import found_outside
 
 SMALL = ModelConfig(vocab_size=61, block_size=16, d_model=32, n_layer=3, n_head=4)
 
@@ -910,13 +910,7 @@ def test_the_layers_are_scanned_and_rematerialised_in_one_place():
   # Issue 72: model.scan_layers is the one loop over the stacked blocks (the model, the
   # sampler, the lens and the diagnostics walk it) and model.remat the one remat (the Flax
   # twin passes it nn.remat). The tests' own layer loops (here, test_norms) are the checks.
-  found = {}
-  for module, path in module_files().items():
-    if module != "andrea_jax.model":
-      with open(path) as f:
-        hits = block_scans(f.read())
-      if hits:
-        found[module] = hits
+  found = found_outside("andrea_jax.model", block_scans)
   assert found == {}, f"a loop over layers or a remat outside model.scan_layers / model.remat: {found}"
 
 

@@ -27,7 +27,7 @@ from andrea_jax.norms import Site
 from andrea_jax.tools import lens
 from andrea_jax.tools import toy
 from andrea_jax.tools.flax_model import AndreaLM, to_flax
-from tests.test_imports import module_files
+from tests.test_imports import found_outside
 
 # (norm, norm_type, norm_depth_scaling): every placement x type, and LayerNorm scaling where
 # it is defined (pre-norm; LayerNorm or RMSNorm).
@@ -431,11 +431,5 @@ def test_the_name_finder_finds_planted_tests_and_not_table_lookups():
 def test_no_reader_tests_a_norm_by_name_outside_the_tables():
   # Issue 72: every fact of a placement or a norm type is a field of its entry in norms.py
   # (PLACEMENTS, NORMALISERS); a reader asks the entry, never the name.
-  found = {}
-  for module, path in module_files().items():
-    if module != "andrea_jax.norms":
-      with open(path) as f:
-        hits = norm_name_tests(f.read())
-      if hits:
-        found[module] = hits
+  found = found_outside("andrea_jax.norms", norm_name_tests)
   assert found == {}, f"norm names tested outside norms.py (ask placement()/normaliser()): {found}"
