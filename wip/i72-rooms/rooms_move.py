@@ -9,10 +9,20 @@ Usage, from the root of a checkout:
   python /work/rooms_move.py --check FILE...   # list the files that would change; exit 1 if any
   python /work/rooms_move.py --all             # rewrite every tracked file but wip/ (git ls-files)
 
-The rewrite is idempotent (a file already rewritten is left as it is) and reads nothing but
-the files it is given, so it can be re-applied to another branch's files after a merge:
+The rewrite is idempotent (a file already rewritten is left as it is; ``--check`` on a
+rewritten tree lists nothing) and reads nothing but the files it is given. To carry the move
+onto another branch (main once i72-config is in it, or a helper's branch), regenerate it there
+rather than merging i72-rooms' rename commit:
 
-  git diff --name-only --diff-filter=AM i72-rooms...HEAD | xargs python /work/rooms_move.py
+  python /work/rooms_move.py --move && python /work/rooms_move.py --all
+  git add -A && git commit -m "The library in rooms by job: the move, by rooms_move.py"
+  git cherry-pick <i72-rooms' commits after the move>   # __init__s, TYPE_CHECKING, the test
+
+and on a branch that already has the rooms but still names old paths (merged from before
+them): ``python /work/rooms_move.py --all`` (or just the files it changed:
+``git diff --name-only main...HEAD | xargs python /work/rooms_move.py``). A module a branch
+adds directly in andrea_jax/ is placed by adding it to ROOMS below and rerunning both steps
+(tests/test_imports.py's BASE otherwise fails on it).
 
 What it rewrites, in any text file (code, docs, notebooks' cell sources, tests):
 
